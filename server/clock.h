@@ -1,0 +1,29 @@
+/*
+ * clock.h: the server's coarse clock. rel_time_t counts seconds since the
+ * process started; one timer (owned by the worker/thread code) calls
+ * clock_tick() every second so hot paths read the time without a syscall.
+ * Also converts protocol expiry times with memcached's rules.
+ */
+#ifndef MCR_CLOCK_H
+#define MCR_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+typedef uint32_t rel_time_t;
+
+/* Largest relative expiry: beyond it an exptime is a unix timestamp. */
+#define REALTIME_MAXDELTA (60 * 60 * 24 * 30)
+
+void clock_init(void);           /* records the process start time */
+void clock_tick(void);           /* refreshes clock_now() */
+rel_time_t clock_now(void);      /* seconds since start */
+time_t clock_process_started(void);
+time_t clock_unix_now(void);     /* process start + clock_now() */
+
+/* Converts a protocol exptime to rel_time_t: 0 means never; negative means
+ * already expired; up to 30 days is relative; beyond is absolute unix time
+ * (in the past: already expired). Never returns 0 for an expiring time. */
+rel_time_t clock_exptime(int64_t exptime);
+
+#endif

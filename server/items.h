@@ -1,0 +1,132 @@
+/*
+ * items.h: the storage engine's one public header (ARCHITECTURE seam 3).
+ *
+ * Protocol engines, connections and transports see items only through this
+ * header: refcounted handles, get/store/delete/arith/touch, and stats
+ * emitters. The slab allocator, per-class LRUs, the hash table, the expiry
+ * crawler (and later the flash tier) live behind it and are never included
+ * by protocol or transport code.
+ *
+ * Rules every caller relies on:
+ *  - Every function is thread-safe; workers call them concurrently.
+ *  - A handle returned by item_get*, item_alloc is referenced: the caller
+ *    owns one reference and gives it back with item_release() when no reply
+ *    or transfer touches the item any more. A referenced item's memory stays
+ *    valid (and is never reused) even if it is deleted, replaced, expired or
+ *    evicted meanwhile.
+ *  - Values are stored without the text protocol's trailing "\r\n".
+ *  - Values may be split into several segments (large items are chunked);
+ *    item_value_seg() describes them, in order.
+ *  - Times are rel_time_t (seconds since the process started, clock.h).
+ */
+#ifndef MCR_ITEMS_H
+#define MCR_ITEMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "clock.h"
+
+#define KEY_MAX_LENGTH 250
+
+typedef struct item item;
+
+/* What main() passes in from the command line (memcached's flags). */
+struct storage_config {
+    size_t maxbytes;         /* -m, in bytes */
+    double factor;           /* -f growth factor, > 1.0 */
+    size_t chunk_size;       /* -n minimum space for key+value+flags */
+    size_t item_size_max;    /* -I, 1 KiB .. 1 GiB */
+    size_t slab_page_size;   /* 1 MiB normally (memcached's slab page) */
+    size_t slab_chunk_max;   /* -o slab_chunk_max; 0 means page size / 2 */
+    bool prealloc;           /* -L */
+    bool evict_to_free;      /* false with -M: answer out of memory instead */
+    bool use_cas;            /* false with -C */
+    unsigned hashpower_init; /* -o hashpower; 0 means default (16) */
+    bool lru_crawler;        /* -o lru_crawler / no_lru_crawler */
+    unsigned worker_threads; /* -t, sizes lock tables */
+};
+
+/* Initialises the engine; returns 0, or -1 with a message in errbuf. */
+int storage_init(const struct storage_config *cfg, char *errbuf, size_t errlen);
+/* Starts the background threads (crawler, hash expansion). */
+int storage_start_threads(void);
+/* Stops background threads and frees everything (reverse of init). */
+void storage_shutdown(void);
+
+/* ---- handles ----------------------------------------------------------- */
+void item_release(item *it);
+
+const char *item_key(const item *it);
+size_t item_nkey(const item *it);
+uint32_t item_flags(const item *it);     /* the client's opaque flags */
+size_t item_nbytes(const item *it);      /* value length, no "\r\n" */
+uint64_t item_cas(const item *it);       /* 0 when CAS is off (-C) */
+rel_time_t item_exptime(const item *it); /* 0 = never */
+rel_time_t item_last_access(const item *it);
+bool item_was_fetched(const item *it);   /* fetched before this access */
+
+/* Value segments: n = item_value_nseg(it); segment i for i in [0, n).
+ * Calls with increasing i over one item are amortised O(1). The memory is
+ * writable between item_alloc() and item_store() (to receive the value). */
+unsigned item_value_nseg(const item *it);
+struct iovec item_value_seg(const item *it, unsigned i);
+
+/* ---- lookups ----------------------------------------------------------- */
+/* NULL when missing, expired or flushed. Bumps the item in its LRU. */
+item *item_get(const char *key, size_t nkey);
+/* get-and-touch: sets a new exptime (already converted) on a hit. */
+item *item_get_touch(const char *key, size_t nkey, rel_time_t exptime);
+/* true when the key existed and got the new exptime. */
+bool item_touch(const char *key, size_t nkey, rel_time_t exptime);
+
+/* ---- storing ----------------------------------------------------------- */
+enum alloc_result { ALLOC_OK, ALLOC_TOO_LARGE, ALLOC_NO_MEMORY };
+/* A fresh, unlinked item of nbytes value bytes; fill its value segments,
+ * then item_store() it (or item_release() it to abandon it). */
+item *item_alloc(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime,
+                 size_t nbytes, enum alloc_result *why);
+
+enum store_op { STORE_SET, STORE_ADD, STORE_REPLACE, STORE_APPEND, STORE_PREPEND, STORE_CAS };
+enum store_result {
+    STORE_STORED,
+    STORE_NOT_STORED, /* add on existing, replace/append/prepend on missing */
+    STORE_EXISTS,     /* cas mismatch */
+    STORE_NOT_FOUND,  /* cas on a missing key */
+    STORE_NO_MEMORY,  /* append/prepend could not allocate the joined item */
+};
+/* Links it under its key according to op. For STORE_CAS, cas is the
+ * client's unique. *cas_out (may be NULL) receives the stored item's cas.
+ * The caller keeps its reference and releases it afterwards. */
+enum store_result item_store(item *it, enum store_op op, uint64_t cas, uint64_t *cas_out);
+
+/* ---- delete, arithmetic, flush ------------------------------------------ */
+enum delete_result { DELETE_DELETED, DELETE_NOT_FOUND, DELETE_EXISTS };
+/* cas 0 deletes whatever is there; otherwise only a matching cas. */
+enum delete_result item_delete(const char *key, size_t nkey, uint64_t cas);
+
+enum arith_result { ARITH_OK, ARITH_NOT_FOUND, ARITH_NON_NUMERIC, ARITH_NO_MEMORY, ARITH_EXISTS };
+/* incr wraps at 2^64; decr stops at 0. cas != 0 must match (binary/meta).
+ * *value receives the new value, *cas_out (may be NULL) the new cas. */
+enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t delta,
+                             uint64_t cas, uint64_t *value, uint64_t *cas_out);
+
+/* Invalidates every item stored at or before `when` (0 = now). */
+void storage_flush_all(rel_time_t when);
+/* cache_memlimit: new -m in bytes; 0 on success. */
+int storage_set_memlimit(size_t maxbytes);
+
+/* ---- stats -------------------------------------------------------------- */
+/* Storage stats are named here once; callers format them. `emit` gets a
+ * stat name and its value already formatted as text. */
+typedef void (*stat_emit_fn)(void *ctx, const char *name, const char *value);
+void storage_stats_general(stat_emit_fn emit, void *ctx); /* for "stats" */
+void storage_stats_settings(stat_emit_fn emit, void *ctx);
+void storage_stats_items(stat_emit_fn emit, void *ctx);
+void storage_stats_slabs(stat_emit_fn emit, void *ctx);
+void storage_stats_sizes(stat_emit_fn emit, void *ctx);
+void storage_stats_reset(void);
+
+#endif
