@@ -1,0 +1,43 @@
+/* placement.h: server selection for libmemcached-rdma: which server of a list
+ * a key belongs to, for every memcached_server_distribution_t, exactly as
+ * libmemcached 1.0.18 chooses. It owns the modula rule and the ketama
+ * continuum; it must not know about connections, liveness or I/O. */
+#ifndef LMR_PLACEMENT_H
+#define LMR_PLACEMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hash.h"
+
+/* One server as the placement sees it. Unix sockets: hostname = path, port 0. */
+struct lmr_placement_server {
+    const char *hostname;
+    unsigned port;
+    uint32_t weight;
+};
+
+struct lmr_placement_config {
+    /* memcached_server_distribution_t value: MODULA=0, CONSISTENT=1,
+     * CONSISTENT_KETAMA=2, RANDOM=3, CONSISTENT_KETAMA_SPY=4,
+     * CONSISTENT_WEIGHTED=5, VIRTUAL_BUCKET=6 */
+    int distribution;
+    enum lmr_hash_alg key_hash;    /* MEMCACHED_BEHAVIOR_HASH */
+    enum lmr_hash_alg ketama_hash; /* MEMCACHED_BEHAVIOR_KETAMA_HASH */
+    bool ketama_weighted;          /* MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED */
+};
+
+struct lmr_placement;
+
+/* Builds the placement for servers[0..n); the server strings are copied.
+ * Returns NULL on ENOMEM. */
+struct lmr_placement *lmr_placement_build(const struct lmr_placement_config *cfg,
+                                          const struct lmr_placement_server *servers, size_t n);
+
+/* Index in [0,n) of the server that owns key[0..len) (0 when n is 0). */
+uint32_t lmr_placement_pick(const struct lmr_placement *p, const char *key, size_t len);
+
+void lmr_placement_free(struct lmr_placement *p);
+
+#endif
