@@ -30,8 +30,8 @@ struct lmr_placement_config {
 
 struct lmr_placement;
 
-/* Builds the placement for servers[0..n); the server strings are copied.
- * Returns NULL on ENOMEM. */
+/* Builds the placement for servers[0..n). servers is only read during the
+ * call (nothing is kept). Returns NULL on ENOMEM. */
 struct lmr_placement *lmr_placement_build(const struct lmr_placement_config *cfg,
                                           const struct lmr_placement_server *servers, size_t n);
 

@@ -1,0 +1,141 @@
+/* t/placement/ref_placement.c: the reference side of the placement
+ * compatibility test. Built only against Debian's libmemcached (never linked
+ * with libmemcached-rdma: both export the same symbols). For the shared
+ * fixtures it prints every key's hash under each algorithm ("hashes") and,
+ * for a matrix of server lists, distributions and hash settings, the server
+ * index libmemcached picks for each key ("placements"). Each placement block
+ * starts with a "config" line naming the settings libmemcached ended up with,
+ * which t/placement/dump_placement replays on our code. */
+#include <libmemcached/memcached.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixtures.h"
+
+enum { HASH_ALG_COUNT = 11, HASH_HSIEH = 7 };
+
+/* Debian builds libmemcached without Hsieh (it refuses the setting and hashes
+ * to 1), so Hsieh is left out of the comparison. */
+static int hash_compared(int alg)
+{
+    return alg != HASH_HSIEH;
+}
+
+static void print_hashes(void)
+{
+    char key[FIXTURE_KEY_MAX];
+    printf("hashes\n");
+    for (unsigned i = 0; i < FIXTURE_KEY_COUNT; i++) {
+        size_t len = fixture_key(i, key);
+        printf("%u", i);
+        for (int alg = 0; alg < HASH_ALG_COUNT; alg++)
+            if (hash_compared(alg))
+                printf(" %u", memcached_generate_hash_value(key, len, (memcached_hash_t)alg));
+        printf("\n");
+    }
+}
+
+static int check(memcached_st *memc, memcached_return_t rc, const char *what)
+{
+    if (rc == MEMCACHED_SUCCESS)
+        return 0;
+    fprintf(stderr, "ref_placement: %s: %s\n", what, memcached_strerror(memc, rc));
+    return -1;
+}
+
+/* One block: sets the distribution, then the key and ketama hashes, then adds
+ * the servers, as an application would. The ketama continuum is weighted for
+ * CONSISTENT_WEIGHTED and, in every consistent distribution, for lists with a
+ * weight above 1 (libmemcached switches weighting on as they are added). */
+static int print_block(const struct fixture_list *list, int dist, int hash, int ketama_hash)
+{
+    memcached_st *memc = memcached_create(NULL);
+    if (memc == NULL)
+        return -1;
+    int failed =
+        check(memc, memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_DISTRIBUTION, (uint64_t)dist),
+              "distribution");
+    if (!failed)
+        failed = check(memc, memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_HASH, (uint64_t)hash),
+                       "hash");
+    if (!failed)
+        failed = check(
+            memc,
+            memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_KETAMA_HASH, (uint64_t)ketama_hash),
+            "ketama hash");
+    for (size_t s = 0; !failed && s < list->count; s++) {
+        const struct fixture_server *fs = &list->servers[s];
+        memcached_return_t rc =
+            fs->port == 0
+                ? memcached_server_add_unix_socket_with_weight(memc, fs->hostname, fs->weight)
+                : memcached_server_add_with_weight(memc, fs->hostname, (in_port_t)fs->port,
+                                                   fs->weight);
+        failed = check(memc, rc, "server add");
+    }
+    if (failed) {
+        memcached_free(memc);
+        return -1;
+    }
+
+    printf("config list=%s dist=%llu hash=%llu ketama_hash=%llu weighted=%llu\n", list->name,
+           (unsigned long long)memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_DISTRIBUTION),
+           (unsigned long long)memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_HASH),
+           (unsigned long long)memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_KETAMA_HASH),
+           (unsigned long long)memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED));
+    char key[FIXTURE_KEY_MAX];
+    for (unsigned i = 0; i < FIXTURE_KEY_COUNT; i++) {
+        size_t len = fixture_key(i, key);
+        uint32_t index = memcached_generate_hash(memc, key, len);
+        /* memcached_server_by_key must agree with memcached_generate_hash */
+        if (i % 3 == 0) {
+            memcached_return_t rc;
+            const memcached_instance_st *inst = memcached_server_by_key(memc, key, len, &rc);
+            const struct fixture_server *fs = &list->servers[index];
+            if (inst == NULL || strcmp(memcached_server_name(inst), fs->hostname) != 0 ||
+                memcached_server_port(inst) != fs->port) {
+                fprintf(stderr, "ref_placement: server_by_key disagrees for key %u\n", i);
+                memcached_free(memc);
+                return -1;
+            }
+        }
+        printf("%u %u\n", i, index);
+    }
+    memcached_free(memc);
+    return 0;
+}
+
+static int print_placements(void)
+{
+    static const int dists[] = {
+        MEMCACHED_DISTRIBUTION_MODULA,
+        MEMCACHED_DISTRIBUTION_CONSISTENT,
+        MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA,
+        MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY,
+        MEMCACHED_DISTRIBUTION_CONSISTENT_WEIGHTED,
+    };
+    for (size_t l = 0; l < FIXTURE_LIST_COUNT; l++)
+        for (size_t d = 0; d < sizeof(dists) / sizeof(dists[0]); d++)
+            for (int hash = 0; hash < HASH_ALG_COUNT; hash++) {
+                if (!hash_compared(hash))
+                    continue;
+                int ketama_hash = (hash + 3) % HASH_ALG_COUNT;
+                if (!hash_compared(ketama_hash))
+                    ketama_hash = 0;
+                if (print_block(&fixture_lists[l], dists[d], hash, ketama_hash))
+                    return -1;
+            }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "hashes") == 0) {
+        print_hashes();
+        return 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "placements") == 0)
+        return print_placements() ? 1 : 0;
+    fprintf(stderr, "usage: ref_placement hashes|placements\n");
+    return 2;
+}
