@@ -15,15 +15,19 @@ typedef uint32_t rel_time_t;
 /* Largest relative expiry: beyond it an exptime is a unix timestamp. */
 #define REALTIME_MAXDELTA (60 * 60 * 24 * 30)
 
-void clock_init(void);           /* records the process start time */
-void clock_tick(void);           /* refreshes clock_now() */
-rel_time_t clock_now(void);      /* seconds since start */
+void clock_init(void);      /* records the process start time */
+void clock_tick(void);      /* refreshes clock_now() */
+rel_time_t clock_now(void); /* seconds since start */
 time_t clock_process_started(void);
-time_t clock_unix_now(void);     /* process start + clock_now() */
+time_t clock_unix_now(void); /* process start + clock_now() */
 
 /* Converts a protocol exptime to rel_time_t: 0 means never; negative means
  * already expired; up to 30 days is relative; beyond is absolute unix time
  * (in the past: already expired). Never returns 0 for an expiring time. */
 rel_time_t clock_exptime(int64_t exptime);
+
+/* Test hook: moves the clock forward by `seconds` (on top of real time), so
+ * unit tests can expire items without sleeping. Not for production paths. */
+void clock_advance_for_tests(rel_time_t seconds);
 
 #endif

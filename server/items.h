@@ -59,14 +59,14 @@ void storage_shutdown(void);
 /* ---- handles ----------------------------------------------------------- */
 void item_release(item *it);
 
-const char *item_key(const item *it);
+const char *item_key(const item *it); /* item_nkey() bytes, no NUL */
 size_t item_nkey(const item *it);
 uint32_t item_flags(const item *it);     /* the client's opaque flags */
 size_t item_nbytes(const item *it);      /* value length, no "\r\n" */
 uint64_t item_cas(const item *it);       /* 0 when CAS is off (-C) */
 rel_time_t item_exptime(const item *it); /* 0 = never */
 rel_time_t item_last_access(const item *it);
-bool item_was_fetched(const item *it);   /* fetched before this access */
+bool item_was_fetched(const item *it); /* fetched before this access */
 
 /* Value segments: n = item_value_nseg(it); segment i for i in [0, n).
  * Calls with increasing i over one item are amortised O(1). The memory is
@@ -86,8 +86,8 @@ bool item_touch(const char *key, size_t nkey, rel_time_t exptime);
 enum alloc_result { ALLOC_OK, ALLOC_TOO_LARGE, ALLOC_NO_MEMORY };
 /* A fresh, unlinked item of nbytes value bytes; fill its value segments,
  * then item_store() it (or item_release() it to abandon it). */
-item *item_alloc(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime,
-                 size_t nbytes, enum alloc_result *why);
+item *item_alloc(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime, size_t nbytes,
+                 enum alloc_result *why);
 
 enum store_op { STORE_SET, STORE_ADD, STORE_REPLACE, STORE_APPEND, STORE_PREPEND, STORE_CAS };
 enum store_result {
@@ -110,13 +110,17 @@ enum delete_result item_delete(const char *key, size_t nkey, uint64_t cas);
 enum arith_result { ARITH_OK, ARITH_NOT_FOUND, ARITH_NON_NUMERIC, ARITH_NO_MEMORY, ARITH_EXISTS };
 /* incr wraps at 2^64; decr stops at 0. cas != 0 must match (binary/meta).
  * *value receives the new value, *cas_out (may be NULL) the new cas. */
-enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t delta,
-                             uint64_t cas, uint64_t *value, uint64_t *cas_out);
+enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t delta, uint64_t cas,
+                             uint64_t *value, uint64_t *cas_out);
 
 /* Invalidates every item stored at or before `when` (0 = now). */
 void storage_flush_all(rel_time_t when);
-/* cache_memlimit: new -m in bytes; 0 on success. */
+/* cache_memlimit: new -m in bytes; 0 on success, -1 when memory was
+ * preallocated (-L) and cannot change. */
 int storage_set_memlimit(size_t maxbytes);
+/* Runs one LRU crawler pass now, in the calling thread, reclaiming expired
+ * and flushed items ("lru_crawler crawl all"; also used by tests). */
+void storage_crawl_now(void);
 
 /* ---- stats -------------------------------------------------------------- */
 /* Storage stats are named here once; callers format them. `emit` gets a

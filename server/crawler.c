@@ -1,0 +1,132 @@
+/*
+ * crawler.c: walks the LRUs and reclaims dead (expired or flushed) items.
+ *
+ * A pass over one class puts a marker item (one with no key) at the tail
+ * and moves it one step towards the head at a time, examining the item it
+ * passes. The marker keeps the crawler's place while the LRU lock is given
+ * up between batches, so workers are never blocked for long; other LRU
+ * walkers skip markers. Item locks are only tried (the LRU lock is held),
+ * never waited for. This file does not allocate or evict.
+ */
+#include "crawler.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "assoc.h"
+#include "lru.h"
+#include "storage_internal.h"
+
+#define CRAWL_BATCH 256 /* items examined per LRU lock hold */
+
+static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER; /* one pass at a time */
+static pthread_t crawler_thread;
+static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t thread_wake = PTHREAD_COND_INITIALIZER;
+static bool running;
+static bool stopping;
+
+static void crawl_class(unsigned cls, struct item *marker)
+{
+    struct lru_list *l = lru_of(cls);
+    lru_lock(cls);
+    if (!l->tail) {
+        lru_unlock(cls);
+        return;
+    }
+    /* Marker goes after the tail. */
+    marker->next = NULL;
+    marker->prev = l->tail;
+    l->tail->next = marker;
+    l->tail = marker;
+
+    unsigned batch = 0;
+    for (;;) {
+        struct item *it = marker->prev;
+        if (!it)
+            break;
+        lru_remove(l, marker);
+        lru_insert_before(l, it, marker);
+        if (item_is_marker(it))
+            continue;
+        l->n.crawler_items_checked++;
+        uint64_t hv = assoc_hash(it->data, it->nkey);
+        if (assoc_trylock(hv)) {
+            if (item_is_dead(it, clock_now())) {
+                l->n.crawler_reclaimed++;
+                item_unlink_lru_locked(it, cls, hv);
+            }
+            assoc_unlock(hv);
+        }
+        if (++batch == CRAWL_BATCH) {
+            batch = 0;
+            lru_unlock(cls);
+            if (storage_rt.crawler_sleep_us)
+                usleep(storage_rt.crawler_sleep_us);
+            lru_lock(cls);
+        }
+    }
+    lru_remove(l, marker);
+    lru_unlock(cls);
+}
+
+void crawler_run_once(void)
+{
+    struct item *marker = calloc(1, sizeof(*marker));
+    if (!marker)
+        return;
+    pthread_mutex_lock(&pass_lock);
+    for (unsigned cls = 1; cls <= storage_rt.largest_class; cls++)
+        crawl_class(cls, marker);
+    pthread_mutex_unlock(&pass_lock);
+    free(marker);
+}
+
+static void *crawler_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&thread_lock);
+    while (!stopping) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += storage_rt.crawler_interval_s;
+        while (!stopping && pthread_cond_timedwait(&thread_wake, &thread_lock, &until) == 0) {
+        }
+        if (stopping)
+            break;
+        pthread_mutex_unlock(&thread_lock);
+        crawler_run_once();
+        pthread_mutex_lock(&thread_lock);
+    }
+    pthread_mutex_unlock(&thread_lock);
+    return NULL;
+}
+
+int crawler_start(void)
+{
+    pthread_mutex_lock(&thread_lock);
+    stopping = false;
+    int rc = pthread_create(&crawler_thread, NULL, crawler_main, NULL);
+    running = (rc == 0);
+    pthread_mutex_unlock(&thread_lock);
+    return rc == 0 ? 0 : -1;
+}
+
+void crawler_stop(void)
+{
+    pthread_mutex_lock(&thread_lock);
+    if (!running) {
+        pthread_mutex_unlock(&thread_lock);
+        return;
+    }
+    stopping = true;
+    pthread_cond_broadcast(&thread_wake);
+    pthread_mutex_unlock(&thread_lock);
+    pthread_join(crawler_thread, NULL);
+    pthread_mutex_lock(&thread_lock);
+    running = false;
+    pthread_mutex_unlock(&thread_lock);
+}

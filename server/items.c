@@ -1,0 +1,728 @@
+/*
+ * items.c: the item lifecycle behind items.h: allocation (with eviction
+ * when memory is full), linking into the hash table and LRU, lookups with
+ * lazy expiry and flush_all, the store operations, delete, arithmetic and
+ * touch, and reference counting.
+ *
+ * Concurrency: every operation on a key holds that key's striped item lock
+ * (assoc.h) while it looks at or changes the key's items, so there is no
+ * global lock on the get path. LRU locks are taken inside item locks and
+ * only when a list changes: an item read again is moved to its LRU head at
+ * most once per BUMP_INTERVAL seconds. Eviction walks an LRU tail with the
+ * LRU lock held and only *tries* item locks, keeping the lock order item ->
+ * LRU -> slab deadlock-free. An item with outside references is never
+ * evicted; a referenced item that gets deleted or replaced stays intact
+ * until its last reference is released.
+ *
+ * This file does not format stats or run threads.
+ */
+#include "items.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "assoc.h"
+#include "lru.h"
+#include "slabs.h"
+#include "storage_internal.h"
+
+#define BUMP_INTERVAL 60 /* seconds between LRU moves of one item */
+#define EVICT_TRIES 10   /* tail pulls before an allocation gives up */
+#define TAIL_SEARCH 5    /* items examined per tail pull */
+#define ARITH_MAX_DIGITS 20
+
+/* memcached's own item overhead, used only so that the -I limit rejects
+ * exactly the items memcached rejects: 48-byte header, CAS, key + NUL,
+ * "\r\n" after the value, flags when non-zero. */
+#define MEMCACHED_HEADER 48
+
+static atomic_uint_fast64_t cas_counter;
+static _Atomic rel_time_t oldest_live;  /* flush_all boundary, 0 = none */
+static atomic_uint_fast64_t oldest_cas; /* items with cas <= this are flushed */
+
+void items_init(void)
+{
+    atomic_store(&cas_counter, 0);
+    atomic_store(&oldest_live, 0);
+    atomic_store(&oldest_cas, 0);
+}
+
+/* ---- sizes ---------------------------------------------------------------- */
+static size_t chunk_count(size_t nbytes)
+{
+    return (nbytes + storage_rt.chunk_max - 1) / storage_rt.chunk_max;
+}
+
+/* Bytes of the slab chunk holding the item header (for chunked items: the
+ * header, key, flags and chunk table). */
+static size_t header_alloc_size(const struct item *it)
+{
+    if (item_flags_load(it) & ITEM_CHUNKED)
+        return chunk_table_offset(it->nkey, item_flags_size(it)) +
+               chunk_count(it->nbytes) * sizeof(char *);
+    return ITEM_HEADER_SIZE + it->nkey + item_flags_size(it) + it->nbytes;
+}
+
+/* The item's size as the "bytes" stat counts it. */
+static size_t item_ntotal(const struct item *it)
+{
+    if (item_flags_load(it) & ITEM_CHUNKED)
+        return header_alloc_size(it) + it->nbytes;
+    return header_alloc_size(it);
+}
+
+/* The class whose LRU holds the item. Chunked items live in the largest
+ * class's LRU, whose chunks their values use, so evicting there frees the
+ * kind of memory large items need. */
+static unsigned item_lru_class(const struct item *it)
+{
+    if (item_flags_load(it) & ITEM_CHUNKED)
+        return storage_rt.largest_class;
+    return slabs_clsid(header_alloc_size(it));
+}
+
+static uint64_t reported_cas(const struct item *it)
+{
+    return storage_rt.cfg.use_cas ? it->cas : 0;
+}
+
+/* ---- freeing and references ------------------------------------------------ */
+static void item_free(struct item *it)
+{
+    unsigned header_cls = slabs_clsid(header_alloc_size(it));
+    if (item_flags_load(it) & ITEM_CHUNKED) {
+        char **table = item_chunk_table(it);
+        size_t n = chunk_count(it->nbytes);
+        for (size_t i = n; i-- > 0;)
+            slabs_free(table[i], i + 1 == n ? *item_tail_class(it) : storage_rt.largest_class);
+    }
+    slabs_free(it, header_cls);
+}
+
+static void item_ref(struct item *it)
+{
+    __atomic_add_fetch(&it->refcount, 1, __ATOMIC_RELAXED);
+}
+
+void item_release(item *it)
+{
+    if (__atomic_sub_fetch(&it->refcount, 1, __ATOMIC_ACQ_REL) == 0)
+        item_free(it);
+}
+
+/* ---- expiry and flush ---------------------------------------------------- */
+static bool item_is_flushed(const struct item *it, rel_time_t now)
+{
+    rel_time_t oldest = atomic_load_explicit(&oldest_live, memory_order_relaxed);
+    if (oldest == 0 || oldest > now)
+        return false;
+    return item_time_load(&it->time) <= oldest ||
+           it->cas <= atomic_load_explicit(&oldest_cas, memory_order_relaxed);
+}
+
+static bool item_is_expired(const struct item *it, rel_time_t now)
+{
+    rel_time_t exp = item_time_load(&it->exptime);
+    return exp != 0 && exp <= now;
+}
+
+bool item_is_dead(const struct item *it, rel_time_t now)
+{
+    return item_is_expired(it, now) || item_is_flushed(it, now);
+}
+
+void items_set_oldest_live(rel_time_t when)
+{
+    rel_time_t now = clock_now();
+    rel_time_t boundary = (when == 0 || when <= now) ? now : when;
+    rel_time_t oldest = boundary - 1;
+    if (oldest <= now)
+        atomic_store(&oldest_cas, atomic_load(&cas_counter));
+    atomic_store(&oldest_live, oldest == 0 ? 1 : oldest);
+}
+
+void storage_flush_all(rel_time_t when)
+{
+    items_set_oldest_live(when);
+}
+
+/* ---- linking ---------------------------------------------------------------- */
+static void link_item(struct item *it, uint64_t hv)
+{
+    item_time_store(&it->time, clock_now());
+    it->cas = atomic_fetch_add(&cas_counter, 1) + 1;
+    item_flags_set(it, ITEM_LINKED);
+    assoc_insert(it, hv);
+    item_ref(it);
+    unsigned cls = item_lru_class(it);
+    struct lru_list *l = lru_of(cls);
+    size_t ntotal = item_ntotal(it);
+    lru_lock(cls);
+    lru_push_head(l, it);
+    l->n.curr_items++;
+    l->n.total_items++;
+    l->n.bytes += ntotal;
+    lru_unlock(cls);
+}
+
+static void unlink_common(struct item *it, struct lru_list *l, uint64_t hv)
+{
+    item_flags_clear(it, ITEM_LINKED);
+    assoc_delete(it->data, it->nkey, hv);
+    lru_remove(l, it);
+    l->n.curr_items--;
+    l->n.bytes -= item_ntotal(it);
+}
+
+void item_unlink_lru_locked(struct item *it, unsigned cls, uint64_t hv)
+{
+    unlink_common(it, lru_of(cls), hv);
+    item_release(it);
+}
+
+/* Unlinks with the item lock held (no LRU lock). */
+static void unlink_item(struct item *it, uint64_t hv)
+{
+    if (!(item_flags_load(it) & ITEM_LINKED))
+        return;
+    unsigned cls = item_lru_class(it);
+    lru_lock(cls);
+    unlink_common(it, lru_of(cls), hv);
+    lru_unlock(cls);
+    item_release(it);
+}
+
+static void replace_item(struct item *old, struct item *new_it, uint64_t hv)
+{
+    unlink_item(old, hv);
+    link_item(new_it, hv);
+}
+
+/* Moves a read item to its LRU head if it has not moved for a while. */
+static void bump_item(struct item *it, rel_time_t now)
+{
+    if (item_time_load(&it->time) + BUMP_INTERVAL >= now) {
+        item_flags_set(it, ITEM_ACTIVE);
+        return;
+    }
+    unsigned cls = item_lru_class(it);
+    if (!lru_trylock(cls)) {
+        item_flags_set(it, ITEM_ACTIVE);
+        return;
+    }
+    struct lru_list *l = lru_of(cls);
+    lru_remove(l, it);
+    lru_push_head(l, it);
+    item_time_store(&it->time, now);
+    lru_unlock(cls);
+    item_flags_clear(it, ITEM_ACTIVE);
+}
+
+/* ---- lookups ------------------------------------------------------------------ */
+/* The live item under key (item lock held); unlinks a dead one found. */
+static struct item *find_live(const char *key, size_t nkey, uint64_t hv, bool count_misses)
+{
+    struct item *it = assoc_find(key, nkey, hv);
+    if (!it)
+        return NULL;
+    rel_time_t now = clock_now();
+    if (item_is_expired(it, now)) {
+        unlink_item(it, hv);
+        if (count_misses)
+            tstat_incr(TC_GET_EXPIRED);
+        return NULL;
+    }
+    if (item_is_flushed(it, now)) {
+        unlink_item(it, hv);
+        if (count_misses)
+            tstat_incr(TC_GET_FLUSHED);
+        return NULL;
+    }
+    return it;
+}
+
+/* Marks a read: fetched bits, LRU bump. */
+static void note_fetch(struct item *it)
+{
+    uint8_t f = item_flags_load(it);
+    if (f & ITEM_FETCHED)
+        item_flags_set(it, ITEM_PREV_FETCHED);
+    else
+        item_flags_set(it, ITEM_FETCHED);
+    bump_item(it, clock_now());
+}
+
+item *item_get(const char *key, size_t nkey)
+{
+    uint64_t hv = assoc_hash(key, nkey);
+    assoc_lock(hv);
+    struct item *it = find_live(key, nkey, hv, true);
+    if (it) {
+        item_ref(it);
+        note_fetch(it);
+        tstat_class_incr(item_lru_class(it), CC_GET_HITS);
+    }
+    assoc_unlock(hv);
+    return it;
+}
+
+item *item_get_touch(const char *key, size_t nkey, rel_time_t exptime)
+{
+    uint64_t hv = assoc_hash(key, nkey);
+    assoc_lock(hv);
+    struct item *it = find_live(key, nkey, hv, true);
+    if (it) {
+        item_ref(it);
+        item_time_store(&it->exptime, exptime);
+        note_fetch(it);
+        unsigned cls = item_lru_class(it);
+        tstat_class_incr(cls, CC_TOUCH_HITS);
+        tstat_class_incr(cls, CC_GET_HITS);
+    }
+    assoc_unlock(hv);
+    return it;
+}
+
+bool item_touch(const char *key, size_t nkey, rel_time_t exptime)
+{
+    uint64_t hv = assoc_hash(key, nkey);
+    assoc_lock(hv);
+    struct item *it = find_live(key, nkey, hv, false);
+    if (it) {
+        item_time_store(&it->exptime, exptime);
+        bump_item(it, clock_now());
+        tstat_class_incr(item_lru_class(it), CC_TOUCH_HITS);
+    }
+    assoc_unlock(hv);
+    return it != NULL;
+}
+
+/* ---- allocation -------------------------------------------------------------- */
+/* Frees one item from the tail of class cls: an expired or flushed one, or
+ * (when evictions are on) the least recently used one nobody references.
+ * Returns true when an item was unlinked. */
+static bool pull_tail(unsigned cls)
+{
+    struct lru_list *l = lru_of(cls);
+    rel_time_t now = clock_now();
+    bool unlinked = false;
+    int budget = TAIL_SEARCH;
+    lru_lock(cls);
+    for (struct item *it = l->tail; it && budget > 0;) {
+        struct item *prev = it->prev;
+        if (item_is_marker(it)) {
+            it = prev;
+            continue;
+        }
+        budget--;
+        uint64_t hv = assoc_hash(it->data, it->nkey);
+        if (!assoc_trylock(hv)) {
+            it = prev;
+            continue;
+        }
+        if (__atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) > 1) {
+            l->n.lrutail_reflocked++;
+            assoc_unlock(hv);
+            it = prev;
+            continue;
+        }
+        uint8_t f = item_flags_load(it);
+        if (item_is_dead(it, now)) {
+            l->n.reclaimed++;
+            if (!(f & ITEM_FETCHED))
+                l->n.expired_unfetched++;
+        } else if (storage_rt.cfg.evict_to_free) {
+            l->n.evicted++;
+            l->n.evicted_time = now - item_time_load(&it->time);
+            if (item_time_load(&it->exptime) != 0)
+                l->n.evicted_nonzero++;
+            if (!(f & ITEM_FETCHED))
+                l->n.evicted_unfetched++;
+            if (f & ITEM_ACTIVE)
+                l->n.evicted_active++;
+        } else {
+            assoc_unlock(hv);
+            it = prev;
+            continue;
+        }
+        item_unlink_lru_locked(it, cls, hv);
+        assoc_unlock(hv);
+        unlinked = true;
+        break;
+    }
+    lru_unlock(cls);
+    return unlinked;
+}
+
+/* A chunk of class cls, evicting from that class's LRU when needed. */
+static void *alloc_chunk(unsigned cls)
+{
+    for (int tries = 0; tries < EVICT_TRIES; tries++) {
+        void *p = slabs_alloc(cls);
+        if (p)
+            return p;
+        if (!pull_tail(cls))
+            break;
+        lru_lock(cls);
+        lru_of(cls)->n.direct_reclaims++;
+        lru_unlock(cls);
+    }
+    void *p = slabs_alloc(cls);
+    if (!p) {
+        lru_lock(cls);
+        lru_of(cls)->n.outofmemory++;
+        lru_unlock(cls);
+    }
+    return p;
+}
+
+static size_t memcached_item_size(size_t nkey, uint32_t flags, size_t nbytes)
+{
+    return MEMCACHED_HEADER + (storage_rt.cfg.use_cas ? 8 : 0) + nkey + 1 + nbytes + 2 +
+           (flags ? sizeof(uint32_t) : 0);
+}
+
+static struct item *alloc_item(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime,
+                               size_t nbytes, enum alloc_result *why)
+{
+    *why = ALLOC_TOO_LARGE;
+    if (nkey == 0 || nkey > KEY_MAX_LENGTH || nbytes > UINT32_MAX ||
+        memcached_item_size(nkey, flags, nbytes) > storage_rt.cfg.item_size_max)
+        return NULL;
+    size_t flags_size = flags ? sizeof(uint32_t) : 0;
+    size_t whole = ITEM_HEADER_SIZE + nkey + flags_size + nbytes;
+    bool chunked = whole > storage_rt.chunk_max;
+    size_t nchunks = chunked ? chunk_count(nbytes) : 0;
+    size_t header =
+        chunked ? chunk_table_offset(nkey, flags_size) + nchunks * sizeof(char *) : whole;
+    unsigned header_cls = slabs_clsid(header);
+    if (header_cls == 0)
+        return NULL;
+
+    *why = ALLOC_NO_MEMORY;
+    struct item *it = alloc_chunk(header_cls);
+    if (!it)
+        return NULL;
+    it->next = it->prev = it->h_next = NULL;
+    it->cas = 0;
+    it->time = clock_now();
+    it->exptime = exptime;
+    it->nbytes = (uint32_t)nbytes;
+    it->refcount = 1;
+    it->it_flags = (uint8_t)((chunked ? ITEM_CHUNKED : 0) | (flags ? ITEM_HAS_FLAGS : 0));
+    it->nkey = (uint8_t)nkey;
+    memcpy(it->data, key, nkey);
+    if (flags)
+        memcpy(it->data + nkey, &flags, sizeof(flags));
+
+    if (chunked) {
+        char **table = item_chunk_table(it);
+        size_t tail = nbytes - (nchunks - 1) * storage_rt.chunk_max;
+        unsigned tail_cls = slabs_clsid(tail);
+        for (size_t i = 0; i < nchunks; i++) {
+            unsigned cls = (i + 1 == nchunks) ? tail_cls : storage_rt.largest_class;
+            char *chunk = alloc_chunk(cls);
+            if (!chunk && cls != storage_rt.largest_class) {
+                cls = storage_rt.largest_class;
+                chunk = alloc_chunk(cls);
+            }
+            if (!chunk) {
+                while (i-- > 0)
+                    slabs_free(table[i], storage_rt.largest_class);
+                slabs_free(it, header_cls);
+                return NULL;
+            }
+            if (i + 1 == nchunks)
+                *item_tail_class(it) = (uint8_t)cls;
+            table[i] = chunk;
+        }
+    }
+    *why = ALLOC_OK;
+    return it;
+}
+
+item *item_alloc(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime, size_t nbytes,
+                 enum alloc_result *why)
+{
+    enum alloc_result ignored;
+    return alloc_item(key, nkey, flags, exptime, nbytes, why ? why : &ignored);
+}
+
+/* ---- handle accessors ---------------------------------------------------------- */
+const char *item_key(const item *it)
+{
+    return it->data;
+}
+
+size_t item_nkey(const item *it)
+{
+    return it->nkey;
+}
+
+uint32_t item_flags(const item *it)
+{
+    uint32_t flags = 0;
+    if (item_flags_load(it) & ITEM_HAS_FLAGS)
+        memcpy(&flags, it->data + it->nkey, sizeof(flags));
+    return flags;
+}
+
+size_t item_nbytes(const item *it)
+{
+    return it->nbytes;
+}
+
+uint64_t item_cas(const item *it)
+{
+    return reported_cas(it);
+}
+
+rel_time_t item_exptime(const item *it)
+{
+    return item_time_load(&it->exptime);
+}
+
+rel_time_t item_last_access(const item *it)
+{
+    return item_time_load(&it->time);
+}
+
+bool item_was_fetched(const item *it)
+{
+    return (item_flags_load(it) & ITEM_PREV_FETCHED) != 0;
+}
+
+unsigned item_value_nseg(const item *it)
+{
+    if (item_flags_load(it) & ITEM_CHUNKED)
+        return (unsigned)chunk_count(it->nbytes);
+    return 1;
+}
+
+struct iovec item_value_seg(const item *it, unsigned i)
+{
+    struct iovec v;
+    if (!(item_flags_load(it) & ITEM_CHUNKED)) {
+        v.iov_base = item_payload(it);
+        v.iov_len = it->nbytes;
+        return v;
+    }
+    size_t n = chunk_count(it->nbytes);
+    v.iov_base = item_chunk_table(it)[i];
+    v.iov_len = (i + 1 == n) ? it->nbytes - (n - 1) * storage_rt.chunk_max : storage_rt.chunk_max;
+    return v;
+}
+
+/* Copies src's value into dst's value starting at byte offset `at`. */
+static void copy_value(struct item *dst, size_t at, const struct item *src)
+{
+    unsigned dn = item_value_nseg(dst), di = 0;
+    struct iovec d = item_value_seg(dst, 0);
+    size_t doff = 0;
+    while (at >= d.iov_len && di + 1 < dn) { /* find the segment holding `at` */
+        at -= d.iov_len;
+        d = item_value_seg(dst, ++di);
+    }
+    doff = at;
+    unsigned sn = item_value_nseg(src);
+    for (unsigned si = 0; si < sn; si++) {
+        struct iovec s = item_value_seg(src, si);
+        size_t soff = 0;
+        while (soff < s.iov_len) {
+            if (doff == d.iov_len) {
+                d = item_value_seg(dst, ++di);
+                doff = 0;
+            }
+            size_t n = s.iov_len - soff;
+            if (n > d.iov_len - doff)
+                n = d.iov_len - doff;
+            memcpy((char *)d.iov_base + doff, (char *)s.iov_base + soff, n);
+            soff += n;
+            doff += n;
+        }
+    }
+}
+
+/* ---- storing -------------------------------------------------------------------- */
+static void maybe_expand(void)
+{
+    if (assoc_wants_expand())
+        assoc_request_expand();
+}
+
+/* append/prepend: a new item holding old's and it's values joined. */
+static enum store_result join_values(struct item *old, struct item *it, bool append, uint64_t hv,
+                                     uint64_t *new_cas)
+{
+    enum alloc_result why;
+    struct item *joined = alloc_item(old->data, old->nkey, item_flags(old),
+                                     item_time_load(&old->exptime), old->nbytes + it->nbytes, &why);
+    if (!joined)
+        return STORE_NO_MEMORY;
+    if (append) {
+        copy_value(joined, 0, old);
+        copy_value(joined, old->nbytes, it);
+    } else {
+        copy_value(joined, 0, it);
+        copy_value(joined, it->nbytes, old);
+    }
+    replace_item(old, joined, hv);
+    *new_cas = reported_cas(joined);
+    item_release(joined);
+    return STORE_STORED;
+}
+
+enum store_result item_store(item *it, enum store_op op, uint64_t cas, uint64_t *cas_out)
+{
+    uint64_t hv = assoc_hash(it->data, it->nkey);
+    enum store_result res = STORE_NOT_STORED;
+    uint64_t stored_cas = 0;
+    assoc_lock(hv);
+    struct item *old = find_live(it->data, it->nkey, hv, false);
+    tstat_class_incr(item_lru_class(it), CC_CMD_SET);
+    switch (op) {
+    case STORE_SET:
+        if (old)
+            replace_item(old, it, hv);
+        else
+            link_item(it, hv);
+        res = STORE_STORED;
+        break;
+    case STORE_ADD:
+        if (old) {
+            bump_item(old, clock_now()); /* memcached refreshes it in the LRU */
+            res = STORE_NOT_STORED;
+        } else {
+            link_item(it, hv);
+            res = STORE_STORED;
+        }
+        break;
+    case STORE_REPLACE:
+        if (old) {
+            replace_item(old, it, hv);
+            res = STORE_STORED;
+        }
+        break;
+    case STORE_APPEND:
+    case STORE_PREPEND:
+        if (!old)
+            res = STORE_NOT_STORED;
+        else if (cas != 0 && cas != reported_cas(old))
+            res = STORE_EXISTS;
+        else
+            res = join_values(old, it, op == STORE_APPEND, hv, &stored_cas);
+        break;
+    case STORE_CAS:
+        if (!old) {
+            res = STORE_NOT_FOUND;
+        } else if (cas == reported_cas(old)) {
+            tstat_class_incr(item_lru_class(old), CC_CAS_HITS);
+            replace_item(old, it, hv);
+            res = STORE_STORED;
+        } else {
+            tstat_class_incr(item_lru_class(old), CC_CAS_BADVAL);
+            res = STORE_EXISTS;
+        }
+        break;
+    }
+    if (res == STORE_STORED && op != STORE_APPEND && op != STORE_PREPEND)
+        stored_cas = reported_cas(it);
+    assoc_unlock(hv);
+    if (cas_out)
+        *cas_out = res == STORE_STORED ? stored_cas : 0;
+    if (res == STORE_STORED)
+        maybe_expand();
+    return res;
+}
+
+/* ---- delete, arithmetic ------------------------------------------------------------ */
+enum delete_result item_delete(const char *key, size_t nkey, uint64_t cas)
+{
+    uint64_t hv = assoc_hash(key, nkey);
+    enum delete_result res = DELETE_NOT_FOUND;
+    assoc_lock(hv);
+    struct item *it = find_live(key, nkey, hv, false);
+    if (it) {
+        if (cas != 0 && cas != reported_cas(it)) {
+            res = DELETE_EXISTS;
+        } else {
+            tstat_class_incr(item_lru_class(it), CC_DELETE_HITS);
+            unlink_item(it, hv);
+            res = DELETE_DELETED;
+        }
+    }
+    assoc_unlock(hv);
+    return res;
+}
+
+/* Parses a stored counter: 1 to 20 decimal digits, at most 2^64 - 1. */
+static bool parse_counter(const struct item *it, uint64_t *out)
+{
+    if (it->nbytes == 0 || it->nbytes > ARITH_MAX_DIGITS || (item_flags_load(it) & ITEM_CHUNKED))
+        return false;
+    const char *p = item_payload(it);
+    uint64_t v = 0;
+    for (size_t i = 0; i < it->nbytes; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+        unsigned d = (unsigned)(p[i] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t delta, uint64_t cas,
+                             uint64_t *value, uint64_t *cas_out)
+{
+    uint64_t hv = assoc_hash(key, nkey);
+    enum arith_result res;
+    uint64_t new_cas = 0;
+    assoc_lock(hv);
+    struct item *it = find_live(key, nkey, hv, false);
+    uint64_t v = 0;
+    if (!it) {
+        res = ARITH_NOT_FOUND;
+    } else if (cas != 0 && cas != reported_cas(it)) {
+        res = ARITH_EXISTS;
+    } else if (!parse_counter(it, &v)) {
+        res = ARITH_NON_NUMERIC;
+    } else {
+        if (incr)
+            v += delta; /* wraps at 2^64 */
+        else
+            v = delta > v ? 0 : v - delta;
+        char buf[ARITH_MAX_DIGITS + 1];
+        int len = snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+        tstat_class_incr(item_lru_class(it), incr ? CC_INCR_HITS : CC_DECR_HITS);
+        if ((size_t)len == it->nbytes && __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 1) {
+            /* Nobody else holds it: rewrite in place. */
+            memcpy(item_payload(it), buf, (size_t)len);
+            it->cas = atomic_fetch_add(&cas_counter, 1) + 1;
+            new_cas = reported_cas(it);
+            res = ARITH_OK;
+        } else {
+            enum alloc_result why;
+            struct item *fresh = alloc_item(key, nkey, item_flags(it), item_time_load(&it->exptime),
+                                            (size_t)len, &why);
+            if (!fresh) {
+                res = ARITH_NO_MEMORY;
+            } else {
+                memcpy(item_payload(fresh), buf, (size_t)len);
+                replace_item(it, fresh, hv);
+                new_cas = reported_cas(fresh);
+                item_release(fresh);
+                res = ARITH_OK;
+            }
+        }
+    }
+    assoc_unlock(hv);
+    if (value)
+        *value = v;
+    if (cas_out)
+        *cas_out = new_cas;
+    return res;
+}

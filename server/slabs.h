@@ -1,0 +1,62 @@
+/*
+ * slabs.h: the slab allocator. Memory comes in pages (1 MiB by default),
+ * each page belongs to one size class and is cut into equal chunks. Classes
+ * grow by the -f factor from the smallest chunk (-n plus a 48-byte base, as
+ * memcached sizes them) up to slab_chunk_max. The total of pages is bounded
+ * by -m. Knows nothing about items, LRUs or eviction: a failed slabs_alloc()
+ * tells the caller to evict and retry.
+ */
+#ifndef MCR_SLABS_H
+#define MCR_SLABS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SLAB_CLASSES_MAX 64 /* class ids are 1 .. SLAB_CLASSES_MAX - 1 */
+
+struct slabs_config {
+    size_t mem_limit; /* 0 = unlimited */
+    double factor;
+    size_t min_chunk; /* -n */
+    size_t page_size;
+    size_t chunk_max; /* size of the largest class */
+    bool prealloc;
+};
+
+int slabs_init(const struct slabs_config *cfg, char *errbuf, size_t errlen);
+void slabs_shutdown(void);
+
+/* Smallest class whose chunks hold `size` bytes, 0 when none does. */
+unsigned slabs_clsid(size_t size);
+unsigned slabs_largest_class(void);
+size_t slabs_class_size(unsigned cls);
+
+/* A chunk of class cls, or NULL when the class has no free chunk and no
+ * new page may be taken (memory limit, or the page could not be mapped). */
+void *slabs_alloc(unsigned cls);
+void slabs_free(void *chunk, unsigned cls);
+
+/* cache_memlimit: 0 on success, -1 when memory was preallocated. */
+int slabs_set_limit(size_t mem_limit);
+
+struct slabs_class_stats {
+    size_t chunk_size;
+    size_t chunks_per_page;
+    size_t total_pages;
+    size_t total_chunks;
+    size_t used_chunks;
+    size_t free_chunks;     /* on the free list or never used */
+    size_t free_chunks_end; /* of those, never used at the newest page's end */
+};
+void slabs_class_stats(unsigned cls, struct slabs_class_stats *out);
+
+struct slabs_global_stats {
+    size_t mem_limit;
+    size_t total_malloced; /* bytes of pages handed to classes */
+    uint64_t malloc_fails;
+    unsigned active_classes;
+};
+void slabs_global_stats(struct slabs_global_stats *out);
+
+#endif

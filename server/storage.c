@@ -1,0 +1,128 @@
+/*
+ * storage.c: the storage engine's start-up and shut-down (storage_init,
+ * storage_start_threads, storage_shutdown) and run-time settings
+ * (cache_memlimit). Fills defaults the way memcached does, sizes the item
+ * lock table from the worker count, and brings the parts up in order and
+ * down in reverse. Owns no data structure itself.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "assoc.h"
+#include "crawler.h"
+#include "lru.h"
+#include "slabs.h"
+#include "storage_internal.h"
+
+#define ITEM_SIZE_MAX_LOWER (1024)
+#define ITEM_SIZE_MAX_UPPER (1024 * 1024 * 1024)
+#define CRAWLER_SLEEP_US 100
+#define CRAWLER_INTERVAL_S 5
+
+struct storage_runtime storage_rt;
+static bool threads_started;
+
+static unsigned lock_power_for(unsigned threads)
+{
+    /* More workers, more stripes (memcached's sizing). */
+    if (threads < 3)
+        return 10;
+    if (threads < 4)
+        return 11;
+    if (threads < 5)
+        return 12;
+    return 13;
+}
+
+int storage_init(const struct storage_config *given, char *errbuf, size_t errlen)
+{
+    struct storage_config cfg = *given;
+    if (cfg.factor == 0)
+        cfg.factor = 1.25;
+    if (cfg.chunk_size == 0)
+        cfg.chunk_size = 48;
+    if (cfg.item_size_max == 0)
+        cfg.item_size_max = 1024 * 1024;
+    if (cfg.slab_page_size == 0)
+        cfg.slab_page_size = 1024 * 1024;
+    if (cfg.slab_chunk_max == 0)
+        cfg.slab_chunk_max = cfg.slab_page_size / 2;
+    if (cfg.worker_threads == 0)
+        cfg.worker_threads = 4;
+    if (cfg.item_size_max < ITEM_SIZE_MAX_LOWER || cfg.item_size_max > ITEM_SIZE_MAX_UPPER) {
+        snprintf(errbuf, errlen, "item_size_max must be between 1 KiB and 1 GiB");
+        return -1;
+    }
+    if (cfg.slab_chunk_max > cfg.slab_page_size) {
+        snprintf(errbuf, errlen, "slab_chunk_max cannot be larger than the slab page size");
+        return -1;
+    }
+
+    memset(&storage_rt, 0, sizeof(storage_rt));
+    storage_rt.cfg = cfg;
+    storage_rt.lock_power = lock_power_for(cfg.worker_threads);
+    storage_rt.crawler_sleep_us = CRAWLER_SLEEP_US;
+    storage_rt.crawler_interval_s = CRAWLER_INTERVAL_S;
+
+    struct slabs_config sc = {
+        .mem_limit = cfg.maxbytes,
+        .factor = cfg.factor,
+        .min_chunk = cfg.chunk_size,
+        .page_size = cfg.slab_page_size,
+        .chunk_max = cfg.slab_chunk_max,
+        .prealloc = cfg.prealloc,
+    };
+    if (slabs_init(&sc, errbuf, errlen) != 0)
+        return -1;
+    storage_rt.largest_class = slabs_largest_class();
+    storage_rt.chunk_max = slabs_class_size(storage_rt.largest_class);
+    lru_init();
+    if (assoc_init(cfg.hashpower_init, storage_rt.lock_power, errbuf, errlen) != 0) {
+        lru_shutdown();
+        slabs_shutdown();
+        return -1;
+    }
+    items_init();
+    tstats_init();
+    threads_started = false;
+    return 0;
+}
+
+int storage_start_threads(void)
+{
+    if (assoc_start_thread() != 0)
+        return -1;
+    if (storage_rt.cfg.lru_crawler && crawler_start() != 0) {
+        assoc_stop_thread();
+        return -1;
+    }
+    threads_started = true;
+    return 0;
+}
+
+void storage_shutdown(void)
+{
+    if (threads_started) {
+        crawler_stop();
+        assoc_stop_thread();
+        threads_started = false;
+    }
+    tstats_shutdown();
+    /* Item memory lives in slab pages, unmapped below as a whole. */
+    assoc_shutdown(NULL);
+    lru_shutdown();
+    slabs_shutdown();
+}
+
+int storage_set_memlimit(size_t maxbytes)
+{
+    if (slabs_set_limit(maxbytes) != 0)
+        return -1;
+    storage_rt.cfg.maxbytes = maxbytes;
+    return 0;
+}
+
+void storage_crawl_now(void)
+{
+    crawler_run_once();
+}

@@ -1,0 +1,53 @@
+/*
+ * storage_internal.h: what the storage engine's files share with each
+ * other and nobody else: the effective settings, the item lifecycle hooks
+ * the crawler needs, and the per-thread hit counters.
+ */
+#ifndef MCR_STORAGE_INTERNAL_H
+#define MCR_STORAGE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "item_layout.h"
+#include "items.h"
+
+/* Effective settings (defaults filled in) and derived sizes. */
+struct storage_runtime {
+    struct storage_config cfg;
+    size_t chunk_max; /* size of the largest slab class */
+    unsigned largest_class;
+    unsigned lock_power;
+    unsigned crawler_sleep_us;   /* pause between crawl batches */
+    unsigned crawler_interval_s; /* between background passes */
+};
+extern struct storage_runtime storage_rt;
+
+/* ---- items.c ------------------------------------------------------------ */
+void items_init(void);
+/* Expired or flushed at `now` (item lock held, or item referenced). */
+bool item_is_dead(const struct item *it, rel_time_t now);
+/* Unlinks a linked item; the caller holds its item lock and the LRU lock
+ * of class cls (the item's LRU class). May free the item. */
+void item_unlink_lru_locked(struct item *it, unsigned cls, uint64_t hv);
+void items_set_oldest_live(rel_time_t when);
+
+/* ---- storage_stats.c ------------------------------------------------------ */
+enum class_counter {
+    CC_GET_HITS,
+    CC_CMD_SET,
+    CC_DELETE_HITS,
+    CC_INCR_HITS,
+    CC_DECR_HITS,
+    CC_CAS_HITS,
+    CC_CAS_BADVAL,
+    CC_TOUCH_HITS,
+    CC_COUNT
+};
+enum thread_counter { TC_GET_EXPIRED, TC_GET_FLUSHED, TC_COUNT };
+void tstat_class_incr(unsigned cls, enum class_counter which);
+void tstat_incr(enum thread_counter which);
+void tstats_init(void);
+void tstats_shutdown(void);
+
+#endif

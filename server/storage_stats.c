@@ -1,0 +1,292 @@
+/*
+ * storage_stats.c: the storage engine's counters and the stats emitters of
+ * items.h ("stats", "stats settings", "stats items", "stats slabs",
+ * "stats sizes", "stats reset"), with memcached 1.6's names and formats.
+ *
+ * Hit counters are per thread: each worker increments its own block
+ * (single writer, relaxed atomics, no shared cache line on the hot path)
+ * and readers sum all blocks. "stats reset" does not write into other
+ * threads' blocks; it records a baseline that later reads subtract.
+ * This file reads the other parts' state only through their headers.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "assoc.h"
+#include "lru.h"
+#include "slabs.h"
+#include "storage_internal.h"
+
+struct thread_stats {
+    struct thread_stats *next;
+    uint64_t per_class[SLAB_CLASSES_MAX][CC_COUNT];
+    uint64_t global[TC_COUNT];
+};
+
+struct stats_sums {
+    uint64_t per_class[SLAB_CLASSES_MAX][CC_COUNT];
+    uint64_t global[TC_COUNT];
+};
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct thread_stats *registry;
+static struct stats_sums baseline;
+static unsigned generation; /* bumped by init so stale thread blocks are dropped */
+static _Thread_local struct thread_stats *my_stats;
+static _Thread_local unsigned my_generation;
+
+void tstats_init(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    generation++;
+    memset(&baseline, 0, sizeof(baseline));
+    pthread_mutex_unlock(&registry_lock);
+}
+
+void tstats_shutdown(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    while (registry) {
+        struct thread_stats *t = registry;
+        registry = t->next;
+        free(t);
+    }
+    generation++;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static struct thread_stats *mine(void)
+{
+    unsigned gen = __atomic_load_n(&generation, __ATOMIC_RELAXED);
+    if (my_stats && my_generation == gen)
+        return my_stats;
+    struct thread_stats *t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    pthread_mutex_lock(&registry_lock);
+    t->next = registry;
+    registry = t;
+    my_generation = generation;
+    pthread_mutex_unlock(&registry_lock);
+    my_stats = t;
+    return t;
+}
+
+static inline void bump_counter(uint64_t *c)
+{
+    __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
+void tstat_class_incr(unsigned cls, enum class_counter which)
+{
+    struct thread_stats *t = mine();
+    if (t && cls < SLAB_CLASSES_MAX)
+        bump_counter(&t->per_class[cls][which]);
+}
+
+void tstat_incr(enum thread_counter which)
+{
+    struct thread_stats *t = mine();
+    if (t)
+        bump_counter(&t->global[which]);
+}
+
+/* Totals since start (no baseline subtracted); registry_lock held. */
+static void sum_raw(struct stats_sums *s)
+{
+    memset(s, 0, sizeof(*s));
+    for (struct thread_stats *t = registry; t; t = t->next) {
+        for (unsigned c = 0; c < SLAB_CLASSES_MAX; c++)
+            for (unsigned k = 0; k < CC_COUNT; k++)
+                s->per_class[c][k] += __atomic_load_n(&t->per_class[c][k], __ATOMIC_RELAXED);
+        for (unsigned k = 0; k < TC_COUNT; k++)
+            s->global[k] += __atomic_load_n(&t->global[k], __ATOMIC_RELAXED);
+    }
+}
+
+static struct stats_sums *sum_since_reset(void)
+{
+    struct stats_sums *s = malloc(sizeof(*s));
+    if (!s)
+        return NULL;
+    pthread_mutex_lock(&registry_lock);
+    sum_raw(s);
+    for (unsigned c = 0; c < SLAB_CLASSES_MAX; c++)
+        for (unsigned k = 0; k < CC_COUNT; k++)
+            s->per_class[c][k] -= baseline.per_class[c][k];
+    for (unsigned k = 0; k < TC_COUNT; k++)
+        s->global[k] -= baseline.global[k];
+    pthread_mutex_unlock(&registry_lock);
+    return s;
+}
+
+void storage_stats_reset(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    sum_raw(&baseline);
+    pthread_mutex_unlock(&registry_lock);
+    lru_counters_reset();
+}
+
+/* ---- emit helpers ------------------------------------------------------------ */
+static void emit_u64(stat_emit_fn emit, void *ctx, const char *name, uint64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%" PRIu64, v);
+    emit(ctx, name, buf);
+}
+
+static void emit_class_u64(stat_emit_fn emit, void *ctx, const char *prefix, unsigned cls,
+                           const char *name, uint64_t v)
+{
+    char key[64];
+    snprintf(key, sizeof(key), "%s%u:%s", prefix, cls, name);
+    emit_u64(emit, ctx, key, v);
+}
+
+/* ---- stats --------------------------------------------------------------------- */
+void storage_stats_general(stat_emit_fn emit, void *ctx)
+{
+    struct lru_counters total, c;
+    memset(&total, 0, sizeof(total));
+    for (unsigned cls = 1; cls <= storage_rt.largest_class; cls++) {
+        rel_time_t tail_time;
+        lru_counters_get(cls, &c, &tail_time);
+        total.curr_items += c.curr_items;
+        total.bytes += c.bytes;
+        total.total_items += c.total_items;
+        total.evicted += c.evicted;
+        total.reclaimed += c.reclaimed;
+        total.expired_unfetched += c.expired_unfetched;
+        total.evicted_unfetched += c.evicted_unfetched;
+        total.evicted_active += c.evicted_active;
+        total.crawler_reclaimed += c.crawler_reclaimed;
+        total.crawler_items_checked += c.crawler_items_checked;
+        total.lrutail_reflocked += c.lrutail_reflocked;
+        total.direct_reclaims += c.direct_reclaims;
+    }
+    struct stats_sums *s = sum_since_reset();
+    struct slabs_global_stats sg;
+    slabs_global_stats(&sg);
+    struct assoc_stats as;
+    assoc_stats(&as);
+
+    emit_u64(emit, ctx, "get_expired", s ? s->global[TC_GET_EXPIRED] : 0);
+    emit_u64(emit, ctx, "get_flushed", s ? s->global[TC_GET_FLUSHED] : 0);
+    emit_u64(emit, ctx, "limit_maxbytes", sg.mem_limit);
+    emit_u64(emit, ctx, "hash_power_level", as.hash_power);
+    emit_u64(emit, ctx, "hash_bytes", as.hash_bytes);
+    emit_u64(emit, ctx, "hash_is_expanding", as.expanding ? 1 : 0);
+    emit_u64(emit, ctx, "malloc_fails", sg.malloc_fails);
+    emit_u64(emit, ctx, "bytes", total.bytes);
+    emit_u64(emit, ctx, "curr_items", total.curr_items);
+    emit_u64(emit, ctx, "total_items", total.total_items);
+    emit_u64(emit, ctx, "expired_unfetched", total.expired_unfetched);
+    emit_u64(emit, ctx, "evicted_unfetched", total.evicted_unfetched);
+    emit_u64(emit, ctx, "evicted_active", total.evicted_active);
+    emit_u64(emit, ctx, "evictions", total.evicted);
+    emit_u64(emit, ctx, "reclaimed", total.reclaimed);
+    emit_u64(emit, ctx, "crawler_reclaimed", total.crawler_reclaimed);
+    emit_u64(emit, ctx, "crawler_items_checked", total.crawler_items_checked);
+    emit_u64(emit, ctx, "lrutail_reflocked", total.lrutail_reflocked);
+    emit_u64(emit, ctx, "direct_reclaims", total.direct_reclaims);
+    emit_u64(emit, ctx, "total_malloced", sg.total_malloced);
+    free(s);
+}
+
+void storage_stats_settings(stat_emit_fn emit, void *ctx)
+{
+    const struct storage_config *cfg = &storage_rt.cfg;
+    char buf[32];
+    struct slabs_global_stats sg;
+    slabs_global_stats(&sg);
+    emit_u64(emit, ctx, "maxbytes", sg.mem_limit);
+    emit(ctx, "evictions", cfg->evict_to_free ? "on" : "off");
+    snprintf(buf, sizeof(buf), "%.2f", cfg->factor);
+    emit(ctx, "growth_factor", buf);
+    emit_u64(emit, ctx, "chunk_size", cfg->chunk_size);
+    emit(ctx, "cas_enabled", cfg->use_cas ? "yes" : "no");
+    emit_u64(emit, ctx, "item_size_max", cfg->item_size_max);
+    emit_u64(emit, ctx, "hashpower_init", cfg->hashpower_init);
+    emit_u64(emit, ctx, "slab_chunk_max", storage_rt.chunk_max);
+    emit_u64(emit, ctx, "slab_page_size", cfg->slab_page_size);
+    emit(ctx, "lru_crawler", cfg->lru_crawler ? "yes" : "no");
+    emit_u64(emit, ctx, "lru_crawler_sleep", storage_rt.crawler_sleep_us);
+    emit_u64(emit, ctx, "lru_crawler_tocrawl", 0);
+    emit(ctx, "hash_algorithm", "mcr64");
+    emit(ctx, "slab_prealloc", cfg->prealloc ? "yes" : "no");
+    emit(ctx, "track_sizes", "no");
+}
+
+void storage_stats_items(stat_emit_fn emit, void *ctx)
+{
+    rel_time_t now = clock_now();
+    for (unsigned cls = 1; cls <= storage_rt.largest_class; cls++) {
+        struct lru_counters c;
+        rel_time_t tail_time;
+        lru_counters_get(cls, &c, &tail_time);
+        if (c.curr_items == 0 && c.total_items == 0 && c.evicted == 0 && c.outofmemory == 0)
+            continue;
+        const char *p = "items:";
+        emit_class_u64(emit, ctx, p, cls, "number", c.curr_items);
+        emit_class_u64(emit, ctx, p, cls, "age",
+                       c.curr_items && tail_time <= now ? now - tail_time : 0);
+        emit_class_u64(emit, ctx, p, cls, "mem_requested", c.bytes);
+        emit_class_u64(emit, ctx, p, cls, "evicted", c.evicted);
+        emit_class_u64(emit, ctx, p, cls, "evicted_nonzero", c.evicted_nonzero);
+        emit_class_u64(emit, ctx, p, cls, "evicted_time", c.evicted_time);
+        emit_class_u64(emit, ctx, p, cls, "outofmemory", c.outofmemory);
+        emit_class_u64(emit, ctx, p, cls, "tailrepairs", 0);
+        emit_class_u64(emit, ctx, p, cls, "reclaimed", c.reclaimed);
+        emit_class_u64(emit, ctx, p, cls, "expired_unfetched", c.expired_unfetched);
+        emit_class_u64(emit, ctx, p, cls, "evicted_unfetched", c.evicted_unfetched);
+        emit_class_u64(emit, ctx, p, cls, "evicted_active", c.evicted_active);
+        emit_class_u64(emit, ctx, p, cls, "crawler_reclaimed", c.crawler_reclaimed);
+        emit_class_u64(emit, ctx, p, cls, "crawler_items_checked", c.crawler_items_checked);
+        emit_class_u64(emit, ctx, p, cls, "lrutail_reflocked", c.lrutail_reflocked);
+        emit_class_u64(emit, ctx, p, cls, "direct_reclaims", c.direct_reclaims);
+    }
+}
+
+void storage_stats_slabs(stat_emit_fn emit, void *ctx)
+{
+    static const char *const hit_names[CC_COUNT] = {
+        [CC_GET_HITS] = "get_hits",       [CC_CMD_SET] = "cmd_set",
+        [CC_DELETE_HITS] = "delete_hits", [CC_INCR_HITS] = "incr_hits",
+        [CC_DECR_HITS] = "decr_hits",     [CC_CAS_HITS] = "cas_hits",
+        [CC_CAS_BADVAL] = "cas_badval",   [CC_TOUCH_HITS] = "touch_hits",
+    };
+    struct stats_sums *s = sum_since_reset();
+    unsigned active = 0;
+    for (unsigned cls = 1; cls <= storage_rt.largest_class; cls++) {
+        struct slabs_class_stats sc;
+        slabs_class_stats(cls, &sc);
+        if (sc.total_pages == 0)
+            continue;
+        active++;
+        emit_class_u64(emit, ctx, "", cls, "chunk_size", sc.chunk_size);
+        emit_class_u64(emit, ctx, "", cls, "chunks_per_page", sc.chunks_per_page);
+        emit_class_u64(emit, ctx, "", cls, "total_pages", sc.total_pages);
+        emit_class_u64(emit, ctx, "", cls, "total_chunks", sc.total_chunks);
+        emit_class_u64(emit, ctx, "", cls, "used_chunks", sc.used_chunks);
+        emit_class_u64(emit, ctx, "", cls, "free_chunks", sc.free_chunks);
+        emit_class_u64(emit, ctx, "", cls, "free_chunks_end", sc.free_chunks_end);
+        for (unsigned k = 0; k < CC_COUNT; k++)
+            emit_class_u64(emit, ctx, "", cls, hit_names[k], s ? s->per_class[cls][k] : 0);
+    }
+    struct slabs_global_stats sg;
+    slabs_global_stats(&sg);
+    emit_u64(emit, ctx, "active_slabs", active);
+    emit_u64(emit, ctx, "total_malloced", sg.total_malloced);
+    free(s);
+}
+
+void storage_stats_sizes(stat_emit_fn emit, void *ctx)
+{
+    /* memcached 1.6 tracks item sizes only with -o track_sizes, off by
+     * default, and then answers with this one line. */
+    emit(ctx, "sizes_status", "disabled");
+}

@@ -1,0 +1,895 @@
+/*
+ * t/test_storage.c: unit tests of the storage engine through items.h only,
+ * printing TAP. Each group starts a fresh engine with the settings it
+ * needs; time is moved with clock_advance_for_tests() instead of sleeping.
+ * memcached 1.6's behaviour is the reference for every expectation.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/clock.h"
+#include "server/items.h"
+
+/* ---- TAP ------------------------------------------------------------------ */
+static int tests_run, tests_failed;
+
+static void ok(int cond, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    tests_run++;
+    if (!cond)
+        tests_failed++;
+    printf("%s %d - ", cond ? "ok" : "not ok", tests_run);
+    vprintf(fmt, ap);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
+}
+
+static void diag(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("# ");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+}
+
+/* ---- engine set-up ------------------------------------------------------------ */
+#define MIB (1024 * 1024)
+
+static struct storage_config default_config(void)
+{
+    struct storage_config cfg = {
+        .maxbytes = 64 * (size_t)MIB,
+        .factor = 1.25,
+        .chunk_size = 48,
+        .item_size_max = MIB,
+        .slab_page_size = MIB,
+        .slab_chunk_max = 0,
+        .prealloc = false,
+        .evict_to_free = true,
+        .use_cas = true,
+        .hashpower_init = 0,
+        .lru_crawler = true,
+        .worker_threads = 4,
+    };
+    return cfg;
+}
+
+static int start(const struct storage_config *cfg)
+{
+    char err[256] = "";
+    clock_init();
+    int rc = storage_init(cfg, err, sizeof(err));
+    if (rc != 0)
+        diag("storage_init: %s", err);
+    return rc;
+}
+
+/* ---- helpers -------------------------------------------------------------------- */
+static void fill_pattern(char *buf, size_t len, unsigned seed)
+{
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (char)('a' + (i * 7 + seed * 13 + i / 251) % 26);
+}
+
+static void write_value(item *it, const char *val, size_t len)
+{
+    size_t off = 0;
+    unsigned n = item_value_nseg(it);
+    for (unsigned i = 0; i < n; i++) {
+        struct iovec v = item_value_seg(it, i);
+        memcpy(v.iov_base, val + off, v.iov_len);
+        off += v.iov_len;
+    }
+    (void)len;
+}
+
+/* Allocates, fills and stores; returns the store result (or -1 when the
+ * allocation failed, with *why set). */
+static int store_full(const char *key, const char *val, size_t len, uint32_t flags, rel_time_t exp,
+                      enum store_op op, uint64_t cas, uint64_t *cas_out, enum alloc_result *why)
+{
+    enum alloc_result w;
+    item *it = item_alloc(key, strlen(key), flags, exp, len, &w);
+    if (why)
+        *why = w;
+    if (!it)
+        return -1;
+    write_value(it, val, len);
+    enum store_result r = item_store(it, op, cas, cas_out);
+    item_release(it);
+    return (int)r;
+}
+
+static int store(const char *key, const char *val, enum store_op op)
+{
+    return store_full(key, val, strlen(val), 0, 0, op, 0, NULL, NULL);
+}
+
+/* The value joined into a malloc'd, NUL-terminated buffer. */
+static char *value_of(const item *it)
+{
+    size_t len = item_nbytes(it), off = 0;
+    char *buf = malloc(len + 1);
+    unsigned n = item_value_nseg(it);
+    for (unsigned i = 0; i < n; i++) {
+        struct iovec v = item_value_seg(it, i);
+        memcpy(buf + off, v.iov_base, v.iov_len);
+        off += v.iov_len;
+    }
+    buf[off] = '\0';
+    return buf;
+}
+
+/* 1 when key holds exactly `expect`. */
+static int has_value(const char *key, const char *expect)
+{
+    item *it = item_get(key, strlen(key));
+    if (!it)
+        return expect == NULL;
+    char *v = value_of(it);
+    int same = expect && item_nbytes(it) == strlen(expect) && strcmp(v, expect) == 0;
+    if (!same)
+        diag("%s holds '%.60s' (%zu bytes), expected '%.60s'", key, v, item_nbytes(it),
+             expect ? expect : "(missing)");
+    free(v);
+    item_release(it);
+    return same;
+}
+
+static int exists(const char *key)
+{
+    item *it = item_get(key, strlen(key));
+    if (it)
+        item_release(it);
+    return it != NULL;
+}
+
+/* Stats collection into a small list searched by name. */
+struct stat_list {
+    char names[512][64];
+    char values[512][64];
+    int n;
+};
+
+static void collect(void *ctx, const char *name, const char *value)
+{
+    struct stat_list *l = ctx;
+    if (l->n < 512) {
+        snprintf(l->names[l->n], 64, "%s", name);
+        snprintf(l->values[l->n], 64, "%s", value);
+        l->n++;
+    }
+}
+
+static const char *stat_get(const struct stat_list *l, const char *name)
+{
+    for (int i = 0; i < l->n; i++)
+        if (strcmp(l->names[i], name) == 0)
+            return l->values[i];
+    return NULL;
+}
+
+static unsigned long long general_stat(const char *name)
+{
+    static struct stat_list l;
+    l.n = 0;
+    storage_stats_general(collect, &l);
+    const char *v = stat_get(&l, name);
+    if (!v) {
+        diag("stat %s missing", name);
+        return (unsigned long long)-1;
+    }
+    return strtoull(v, NULL, 10);
+}
+
+/* ---- groups ------------------------------------------------------------------------ */
+static void test_round_trip(void)
+{
+    struct storage_config cfg = default_config();
+    cfg.item_size_max = 8 * MIB;
+    ok(start(&cfg) == 0, "engine starts with -I 8m");
+
+    enum alloc_result why;
+    item *it = item_alloc("alpha", 5, 42, 0, 5, &why);
+    ok(it != NULL && why == ALLOC_OK, "item_alloc gives a handle");
+    write_value(it, "hello", 5);
+    uint64_t cas = 0;
+    ok(item_store(it, STORE_SET, 0, &cas) == STORE_STORED && cas != 0, "set stores, cas assigned");
+    ok(item_cas(it) == cas, "stored handle reports the same cas");
+    item_release(it);
+    it = item_get("alpha", 5);
+    ok(it && item_nkey(it) == 5 && memcmp(item_key(it), "alpha", 5) == 0, "get finds the key");
+    ok(it && item_flags(it) == 42 && item_nbytes(it) == 5 && item_cas(it) == cas,
+       "flags, length and cas round-trip");
+    if (it)
+        item_release(it);
+    ok(has_value("alpha", "hello"), "value round-trips");
+    ok(item_get("beta", 4) == NULL, "missing key is a miss");
+    ok(store_full("zero", "", 0, 0, 0, STORE_SET, 0, NULL, NULL) == STORE_STORED &&
+           has_value("zero", ""),
+       "empty value round-trips");
+
+    /* Sizes around the chunking threshold and well beyond it. */
+    size_t sizes[] = {1,
+                      100,
+                      1000,
+                      16 * 1024,
+                      512 * 1024 - 64,
+                      512 * 1024 - 63,
+                      512 * 1024 - 62,
+                      512 * 1024,
+                      512 * 1024 + 1,
+                      MIB,
+                      2 * MIB + 7,
+                      3 * MIB + 12345,
+                      7 * MIB};
+    int all_ok = 1, chunked_seen = 0;
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t len = sizes[i];
+        char *val = malloc(len);
+        fill_pattern(val, len, (unsigned)i);
+        char key[32];
+        snprintf(key, sizeof(key), "big:%zu", len);
+        it = item_alloc(key, strlen(key), (uint32_t)i, 0, len, &why);
+        if (!it) {
+            diag("alloc of %zu failed (%d)", len, why);
+            all_ok = 0;
+            free(val);
+            continue;
+        }
+        write_value(it, val, len);
+        item_store(it, STORE_SET, 0, NULL);
+        item_release(it);
+        it = item_get(key, strlen(key));
+        if (!it) {
+            diag("%s missing", key);
+            all_ok = 0;
+        } else {
+            char *got = value_of(it);
+            if (item_nbytes(it) != len || memcmp(got, val, len) != 0 || item_flags(it) != i) {
+                diag("%s differs", key);
+                all_ok = 0;
+            }
+            size_t total = 0;
+            for (unsigned s = 0; s < item_value_nseg(it); s++)
+                total += item_value_seg(it, s).iov_len;
+            if (total != len)
+                all_ok = 0;
+            if (item_value_nseg(it) > 1)
+                chunked_seen = 1;
+            free(got);
+            item_release(it);
+        }
+        free(val);
+    }
+    ok(all_ok, "values of 1 B to 7 MiB, at and around the chunk size, round-trip");
+    ok(chunked_seen, "values beyond slab_chunk_max are split into segments");
+
+    ok(item_alloc("huge", 4, 0, 0, 8 * MIB, &why) == NULL && why == ALLOC_TOO_LARGE,
+       "a value of item_size_max bytes is too large");
+    storage_shutdown();
+
+    cfg = default_config();
+    ok(start(&cfg) == 0, "engine restarts with -I 1m");
+    it = item_alloc("k", 1, 0, 0, MIB, &why);
+    ok(it == NULL && why == ALLOC_TOO_LARGE, "1 MiB value with -I 1m: too large");
+    it = item_alloc("k", 1, 0, 0, MIB - 1024, &why);
+    ok(it != NULL && why == ALLOC_OK, "1 MiB - 1 KiB value with -I 1m: allowed");
+    if (it)
+        item_release(it);
+    char longkey[KEY_MAX_LENGTH + 2];
+    memset(longkey, 'k', sizeof(longkey));
+    ok(item_alloc(longkey, KEY_MAX_LENGTH + 1, 0, 0, 1, &why) == NULL, "251-byte key refused");
+    it = item_alloc(longkey, KEY_MAX_LENGTH, 0, 0, 1, &why);
+    ok(it != NULL, "250-byte key accepted");
+    if (it)
+        item_release(it);
+    storage_shutdown();
+}
+
+static void test_store_ops(void)
+{
+    struct storage_config cfg = default_config();
+    start(&cfg);
+    ok(store("a", "1", STORE_ADD) == STORE_STORED, "add on a missing key stores");
+    ok(store("a", "2", STORE_ADD) == STORE_NOT_STORED && has_value("a", "1"),
+       "add on an existing key: NOT_STORED, value kept");
+    ok(store("r", "x", STORE_REPLACE) == STORE_NOT_STORED && has_value("r", NULL),
+       "replace on a missing key: NOT_STORED");
+    ok(store("a", "3", STORE_REPLACE) == STORE_STORED && has_value("a", "3"),
+       "replace on an existing key stores");
+    ok(store("p", "x", STORE_APPEND) == STORE_NOT_STORED &&
+           store("p", "x", STORE_PREPEND) == STORE_NOT_STORED,
+       "append/prepend on a missing key: NOT_STORED");
+
+    store_full("j", "mid", 3, 77, clock_exptime(1000), STORE_SET, 0, NULL, NULL);
+    rel_time_t exp_before = 0;
+    item *it = item_get("j", 1);
+    if (it) {
+        exp_before = item_exptime(it);
+        item_release(it);
+    }
+    ok(store_full("j", "-end", 4, 5, 0, STORE_APPEND, 0, NULL, NULL) == STORE_STORED &&
+           has_value("j", "mid-end"),
+       "append joins after the value");
+    ok(store_full("j", "start-", 6, 9, clock_exptime(5), STORE_PREPEND, 0, NULL, NULL) ==
+               STORE_STORED &&
+           has_value("j", "start-mid-end"),
+       "prepend joins before the value");
+    it = item_get("j", 1);
+    ok(it && item_flags(it) == 77 && item_exptime(it) == exp_before,
+       "append/prepend keep the old item's flags and exptime");
+    if (it)
+        item_release(it);
+
+    /* append across chunk boundaries */
+    size_t big = 600 * 1024;
+    char *val = malloc(big + 10);
+    fill_pattern(val, big, 3);
+    store_full("bigj", val, big, 0, 0, STORE_SET, 0, NULL, NULL);
+    memcpy(val + big, "0123456789", 10);
+    ok(store_full("bigj", "0123456789", 10, 0, 0, STORE_APPEND, 0, NULL, NULL) == STORE_STORED,
+       "append to a chunked value");
+    it = item_get("bigj", 4);
+    char *got = it ? value_of(it) : NULL;
+    ok(it && item_nbytes(it) == big + 10 && memcmp(got, val, big + 10) == 0,
+       "chunked append keeps every byte");
+    free(got);
+    if (it)
+        item_release(it);
+    free(val);
+
+    /* cas */
+    uint64_t c1 = 0, c2 = 0;
+    store_full("c", "v1", 2, 0, 0, STORE_SET, 0, &c1, NULL);
+    ok(store_full("c", "v2", 2, 0, 0, STORE_CAS, c1 + 1000, NULL, NULL) == STORE_EXISTS &&
+           has_value("c", "v1"),
+       "cas with a stale unique: EXISTS, value kept");
+    ok(store_full("c", "v2", 2, 0, 0, STORE_CAS, c1, &c2, NULL) == STORE_STORED &&
+           has_value("c", "v2") && c2 != c1,
+       "cas with the current unique stores and changes the unique");
+    ok(store_full("c", "v3", 2, 0, 0, STORE_CAS, c1, NULL, NULL) == STORE_EXISTS,
+       "the old unique no longer matches");
+    ok(store_full("nocas", "v", 1, 0, 0, STORE_CAS, 1, NULL, NULL) == STORE_NOT_FOUND,
+       "cas on a missing key: NOT_FOUND");
+    uint64_t c3 = 0;
+    store_full("c", "v4", 2, 0, 0, STORE_SET, 0, &c3, NULL);
+    ok(c3 > c2, "every store takes a new, larger unique");
+    ok(store_full("c", "x", 1, 0, 0, STORE_APPEND, c3 + 1, NULL, NULL) == STORE_EXISTS,
+       "append with a mismatching unique: EXISTS");
+
+    /* delete */
+    uint64_t dc = 0;
+    store_full("d", "v", 1, 0, 0, STORE_SET, 0, &dc, NULL);
+    ok(item_delete("d", 1, dc + 1) == DELETE_EXISTS && has_value("d", "v"),
+       "delete with a wrong unique: EXISTS, item kept");
+    ok(item_delete("d", 1, dc) == DELETE_DELETED && has_value("d", NULL),
+       "delete with the right unique deletes");
+    ok(item_delete("d", 1, 0) == DELETE_NOT_FOUND, "delete of a missing key: NOT_FOUND");
+    store("d", "w", STORE_SET);
+    ok(item_delete("d", 1, 0) == DELETE_DELETED && has_value("d", NULL), "plain delete");
+    storage_shutdown();
+}
+
+static void test_cas_disabled(void)
+{
+    struct storage_config cfg = default_config();
+    cfg.use_cas = false;
+    start(&cfg);
+    uint64_t c = 99;
+    store_full("k", "v", 1, 0, 0, STORE_SET, 0, &c, NULL);
+    item *it = item_get("k", 1);
+    ok(c == 0 && it && item_cas(it) == 0, "with -C every unique reads 0");
+    if (it)
+        item_release(it);
+    ok(store_full("k", "w", 1, 0, 0, STORE_CAS, 5, NULL, NULL) == STORE_EXISTS,
+       "with -C cas with a non-zero unique: EXISTS");
+    ok(store_full("k", "w", 1, 0, 0, STORE_CAS, 0, NULL, NULL) == STORE_STORED &&
+           has_value("k", "w"),
+       "with -C cas with unique 0 stores (as memcached -C)");
+    storage_shutdown();
+}
+
+static int arith_is(const char *key, bool incr, uint64_t delta, enum arith_result want,
+                    uint64_t want_value)
+{
+    uint64_t v = 12345;
+    enum arith_result r = item_arith(key, strlen(key), incr, delta, 0, &v, NULL);
+    if (r != want || (want == ARITH_OK && v != want_value)) {
+        diag("arith %s: result %d value %llu", key, r, (unsigned long long)v);
+        return 0;
+    }
+    return 1;
+}
+
+static void test_arith(void)
+{
+    struct storage_config cfg = default_config();
+    start(&cfg);
+    store("n", "1", STORE_SET);
+    ok(arith_is("n", true, 1, ARITH_OK, 2) && has_value("n", "2"), "incr 1 -> 2");
+    ok(arith_is("n", false, 5, ARITH_OK, 0) && has_value("n", "0"), "decr below zero stops at 0");
+    store("w", "18446744073709551615", STORE_SET);
+    ok(arith_is("w", true, 1, ARITH_OK, 0) && has_value("w", "0"), "incr wraps at 2^64");
+    store("w", "18446744073709551610", STORE_SET);
+    ok(arith_is("w", true, 10, ARITH_OK, 4), "incr past 2^64 wraps modulo 2^64");
+    store("w20", "00000000000000000007", STORE_SET);
+    ok(arith_is("w20", true, 1, ARITH_OK, 8), "20-digit value with leading zeros is numeric");
+    store("big", "18446744073709551616", STORE_SET);
+    ok(arith_is("big", true, 1, ARITH_NON_NUMERIC, 0), "value above 2^64-1 is non-numeric");
+    store("long", "000000000000000000001", STORE_SET);
+    ok(arith_is("long", true, 1, ARITH_NON_NUMERIC, 0), "21-digit value is non-numeric");
+    store("alpha", "12a", STORE_SET);
+    ok(arith_is("alpha", true, 1, ARITH_NON_NUMERIC, 0) && has_value("alpha", "12a"),
+       "value with a non-digit is non-numeric and left alone");
+    store("empty", "", STORE_SET);
+    ok(arith_is("empty", false, 1, ARITH_NON_NUMERIC, 0), "empty value is non-numeric");
+    store("neg", "-5", STORE_SET);
+    ok(arith_is("neg", true, 1, ARITH_NON_NUMERIC, 0), "negative value is non-numeric");
+    ok(arith_is("missing", true, 1, ARITH_NOT_FOUND, 0), "incr of a missing key: NOT_FOUND");
+
+    store_full("grow", "99", 2, 31, 0, STORE_SET, 0, NULL, NULL);
+    ok(arith_is("grow", true, 1, ARITH_OK, 100) && has_value("grow", "100"),
+       "incr 99 -> 100 grows the value to 3 bytes");
+    item *it = item_get("grow", 4);
+    ok(it && item_flags(it) == 31, "flags survive a length-changing incr");
+    if (it)
+        item_release(it);
+    ok(arith_is("grow", false, 1, ARITH_OK, 99) && has_value("grow", "99"),
+       "decr 100 -> 99 shrinks the value to 2 bytes");
+
+    /* A reader holding the item keeps seeing the old value. */
+    store("held", "41", STORE_SET);
+    item *held = item_get("held", 4);
+    ok(arith_is("held", true, 1, ARITH_OK, 42) && has_value("held", "42"), "incr of a held item");
+    char *v = held ? value_of(held) : NULL;
+    ok(v && strcmp(v, "41") == 0, "the held handle still reads the old value");
+    free(v);
+    if (held)
+        item_release(held);
+
+    uint64_t c = 0, newc = 0, val = 0;
+    store_full("ca", "5", 1, 0, 0, STORE_SET, 0, &c, NULL);
+    ok(item_arith("ca", 2, true, 1, c + 7, &val, NULL) == ARITH_EXISTS,
+       "incr with a wrong unique: EXISTS");
+    ok(item_arith("ca", 2, true, 1, c, &val, &newc) == ARITH_OK && val == 6 && newc != c &&
+           newc != 0,
+       "incr with the right unique works and gives a new unique");
+    storage_shutdown();
+}
+
+static void test_expiry_and_touch(void)
+{
+    struct storage_config cfg = default_config();
+    start(&cfg);
+    ok(clock_exptime(0) == 0, "exptime 0 never expires");
+    ok(clock_exptime(-1) != 0 && clock_exptime(-1) < clock_now(),
+       "negative exptime is in the past");
+    ok(clock_exptime(100) == clock_now() + 100, "exptime up to 30 days is relative");
+    time_t future = clock_unix_now() + 500;
+    ok(clock_exptime((int64_t)future) == clock_now() + 500,
+       "larger exptime is an absolute unix time");
+    ok(clock_exptime((int64_t)clock_unix_now() - 100) < clock_now(),
+       "absolute time in the past is already expired");
+
+    store_full("e", "v", 1, 0, clock_exptime(10), STORE_SET, 0, NULL, NULL);
+    store_full("forever", "v", 1, 0, 0, STORE_SET, 0, NULL, NULL);
+    ok(has_value("e", "v"), "item with a 10 s ttl is there at first");
+    unsigned long long expired_before = general_stat("get_expired");
+    clock_advance_for_tests(11);
+    ok(has_value("e", NULL), "and gone 11 s later");
+    ok(general_stat("get_expired") == expired_before + 1, "get_expired counts the expired hit");
+    ok(has_value("forever", "v"), "exptime 0 item stays");
+
+    store_full("neg", "v", 1, 0, clock_exptime(-1), STORE_SET, 0, NULL, NULL);
+    ok(has_value("neg", NULL), "negative exptime: stored already expired");
+    ok(store("neg", "w", STORE_ADD) == STORE_STORED, "add over an expired item stores");
+
+    store_full("t", "v", 1, 0, clock_exptime(5), STORE_SET, 0, NULL, NULL);
+    ok(item_touch("t", 1, clock_exptime(100)), "touch of an existing key");
+    clock_advance_for_tests(10);
+    ok(has_value("t", "v"), "touched item outlives its first ttl");
+    ok(!item_touch("nothere", 7, clock_exptime(10)), "touch of a missing key fails");
+
+    item *it = item_get_touch("t", 1, clock_exptime(3));
+    ok(it && item_exptime(it) == clock_now() + 3,
+       "get-and-touch returns the item with the new ttl");
+    if (it)
+        item_release(it);
+    clock_advance_for_tests(4);
+    ok(item_get_touch("t", 1, clock_exptime(3)) == NULL, "get-and-touch of an expired item misses");
+
+    /* The crawler reclaims expired items nobody asks for. */
+    char key[32];
+    for (int i = 0; i < 50; i++) {
+        snprintf(key, sizeof(key), "crawl:%d", i);
+        store_full(key, "xyz", 3, 0, clock_exptime(2), STORE_SET, 0, NULL, NULL);
+    }
+    unsigned long long items_before = general_stat("curr_items");
+    unsigned long long reclaimed_before = general_stat("crawler_reclaimed");
+    clock_advance_for_tests(3);
+    storage_crawl_now();
+    ok(general_stat("crawler_reclaimed") - reclaimed_before == 50,
+       "the crawler reclaims the 50 expired items");
+    ok(general_stat("curr_items") == items_before - 50, "curr_items drops by 50");
+    ok(general_stat("crawler_items_checked") >= 50, "crawler_items_checked counts");
+    storage_shutdown();
+}
+
+static void test_flush(void)
+{
+    struct storage_config cfg = default_config();
+    start(&cfg);
+    store("f1", "a", STORE_SET);
+    store("f2", "b", STORE_SET);
+    storage_flush_all(0);
+    ok(has_value("f1", NULL) && has_value("f2", NULL), "flush_all invalidates everything");
+    ok(general_stat("get_flushed") >= 1, "get_flushed counts");
+    store("f3", "c", STORE_SET);
+    ok(has_value("f3", "c"), "items stored after flush_all (same second) stay");
+    ok(store("f1", "x", STORE_ADD) == STORE_STORED, "add over a flushed item stores");
+
+    store("d1", "a", STORE_SET);
+    storage_flush_all(clock_exptime(5));
+    ok(has_value("d1", "a") && has_value("f3", "c"), "delayed flush_all leaves items for now");
+    clock_advance_for_tests(6);
+    ok(has_value("d1", NULL) && has_value("f3", NULL), "delayed flush_all takes effect later");
+    store("d2", "b", STORE_SET);
+    ok(has_value("d2", "b"), "items stored after the delayed flush time stay");
+    storage_shutdown();
+}
+
+static void test_eviction(void)
+{
+    struct storage_config cfg = default_config();
+    cfg.maxbytes = 4 * MIB;
+    start(&cfg);
+    char key[32], val[1000];
+    fill_pattern(val, sizeof(val), 1);
+    int fails = 0, n = 20000;
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "ev:%d", i);
+        if (store_full(key, val, sizeof(val), 0, 0, STORE_SET, 0, NULL, NULL) != STORE_STORED)
+            fails++;
+    }
+    ok(fails == 0, "20000 x 1000-byte sets into -m 4 all store (evicting)");
+    ok(general_stat("evictions") > 0, "evictions counted");
+    ok(has_value("ev:0", NULL), "the oldest item was evicted");
+    snprintf(key, sizeof(key), "ev:%d", n - 1);
+    item *it = item_get(key, strlen(key));
+    ok(it != NULL, "the newest item is there");
+    if (it)
+        item_release(it);
+    ok(general_stat("total_malloced") <= 4 * MIB + 64 * MIB, "memory stays near the limit");
+
+    /* A referenced item survives eviction pressure untouched. */
+    store_full("pinned", val, sizeof(val), 0, 0, STORE_SET, 0, NULL, NULL);
+    item *pinned = item_get("pinned", 6);
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "ev2:%d", i);
+        store_full(key, val + 1, sizeof(val) - 1, 0, 0, STORE_SET, 0, NULL, NULL);
+    }
+    char *pv = pinned ? value_of(pinned) : NULL;
+    ok(pv && item_nbytes(pinned) == sizeof(val) && memcmp(pv, val, sizeof(val)) == 0 &&
+           memcmp(item_key(pinned), "pinned", 6) == 0,
+       "a referenced item is never evicted or reused");
+    free(pv);
+    if (pinned)
+        item_release(pinned);
+    storage_shutdown();
+
+    cfg.evict_to_free = false;
+    start(&cfg);
+    enum alloc_result why = ALLOC_OK;
+    int stored = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "M:%d", i);
+        if (store_full(key, val, sizeof(val), 0, 0, STORE_SET, 0, NULL, &why) != STORE_STORED)
+            break;
+        stored++;
+    }
+    ok(stored > 0 && stored < n && why == ALLOC_NO_MEMORY, "with -M a full cache: ALLOC_NO_MEMORY");
+    ok(exists("M:0"), "with -M the first item is still there");
+    ok(general_stat("evictions") == 0, "with -M nothing is evicted");
+    /* Expired items are still reclaimed with -M. */
+    store("M:0", "short", STORE_SET);
+    storage_flush_all(0);
+    clock_advance_for_tests(1);
+    ok(store_full("after", val, sizeof(val), 0, 0, STORE_SET, 0, NULL, NULL) == STORE_STORED,
+       "with -M flushed items make room again");
+    storage_shutdown();
+}
+
+static void test_references(void)
+{
+    struct storage_config cfg = default_config();
+    start(&cfg);
+    store("r", "old", STORE_SET);
+    item *held = item_get("r", 1);
+    store("r", "newer", STORE_SET);
+    char *v = held ? value_of(held) : NULL;
+    ok(v && strcmp(v, "old") == 0 && has_value("r", "newer"), "a held item survives replace");
+    free(v);
+    item_delete("r", 1, 0);
+    v = held ? value_of(held) : NULL;
+    ok(v && strcmp(v, "old") == 0 && has_value("r", NULL), "a held item survives delete");
+    free(v);
+    if (held)
+        item_release(held);
+
+    /* An item allocated but never stored is simply released. */
+    enum alloc_result why;
+    item *it = item_alloc("unstored", 8, 0, 0, 3, &why);
+    item_release(it);
+    ok(has_value("unstored", NULL), "an abandoned allocation is not visible");
+    storage_shutdown();
+}
+
+static void test_stats(void)
+{
+    struct storage_config cfg = default_config();
+    start(&cfg);
+    store("s", "v", STORE_SET);
+    item *it = item_get("s", 1);
+    if (it)
+        item_release(it);
+    static struct stat_list l;
+    l.n = 0;
+    storage_stats_general(collect, &l);
+    const char *general[] = {"curr_items",
+                             "total_items",
+                             "bytes",
+                             "evictions",
+                             "reclaimed",
+                             "expired_unfetched",
+                             "evicted_unfetched",
+                             "evicted_active",
+                             "crawler_reclaimed",
+                             "crawler_items_checked",
+                             "get_expired",
+                             "get_flushed",
+                             "limit_maxbytes",
+                             "hash_power_level",
+                             "hash_bytes",
+                             "hash_is_expanding",
+                             "malloc_fails"};
+    int all = 1;
+    for (size_t i = 0; i < sizeof(general) / sizeof(general[0]); i++)
+        if (!stat_get(&l, general[i])) {
+            diag("missing %s", general[i]);
+            all = 0;
+        }
+    ok(all, "general storage stats are all there");
+    ok(stat_get(&l, "limit_maxbytes") &&
+           strtoull(stat_get(&l, "limit_maxbytes"), NULL, 10) == 64ull * MIB,
+       "limit_maxbytes is -m in bytes");
+    ok(stat_get(&l, "hash_power_level") && strcmp(stat_get(&l, "hash_power_level"), "16") == 0 &&
+           strcmp(stat_get(&l, "hash_bytes"), "524288") == 0,
+       "hash table starts at 2^16 buckets of 8 bytes");
+
+    l.n = 0;
+    storage_stats_settings(collect, &l);
+    const char *settings[] = {"maxbytes",      "growth_factor",  "chunk_size",
+                              "item_size_max", "slab_chunk_max", "evictions",
+                              "cas_enabled",   "hashpower_init", "lru_crawler"};
+    all = 1;
+    for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
+        if (!stat_get(&l, settings[i])) {
+            diag("missing %s", settings[i]);
+            all = 0;
+        }
+    ok(all, "settings stats are all there");
+    ok(strcmp(stat_get(&l, "growth_factor"), "1.25") == 0 &&
+           strcmp(stat_get(&l, "evictions"), "on") == 0 &&
+           strcmp(stat_get(&l, "cas_enabled"), "yes") == 0 &&
+           strcmp(stat_get(&l, "slab_chunk_max"), "524288") == 0,
+       "settings use memcached's formats");
+
+    l.n = 0;
+    storage_stats_items(collect, &l);
+    ok(stat_get(&l, "items:1:number") && strcmp(stat_get(&l, "items:1:number"), "1") == 0 &&
+           stat_get(&l, "items:1:evicted") && stat_get(&l, "items:1:age") &&
+           stat_get(&l, "items:1:crawler_reclaimed"),
+       "stats items: items:<class>:<field>");
+
+    l.n = 0;
+    storage_stats_slabs(collect, &l);
+    ok(stat_get(&l, "1:chunk_size") && strcmp(stat_get(&l, "1:chunk_size"), "96") == 0 &&
+           stat_get(&l, "1:get_hits") && strcmp(stat_get(&l, "1:get_hits"), "1") == 0 &&
+           stat_get(&l, "1:cmd_set") && strcmp(stat_get(&l, "1:cmd_set"), "1") == 0 &&
+           stat_get(&l, "1:used_chunks") && stat_get(&l, "1:total_pages"),
+       "stats slabs: per-class chunk and hit counters");
+    ok(stat_get(&l, "active_slabs") && strcmp(stat_get(&l, "active_slabs"), "1") == 0 &&
+           stat_get(&l, "total_malloced") && strcmp(stat_get(&l, "total_malloced"), "1048576") == 0,
+       "stats slabs ends with active_slabs and total_malloced");
+
+    l.n = 0;
+    storage_stats_sizes(collect, &l);
+    ok(l.n == 1 && strcmp(l.names[0], "sizes_status") == 0 && strcmp(l.values[0], "disabled") == 0,
+       "stats sizes: disabled, as memcached 1.6 by default");
+
+    storage_stats_reset();
+    ok(general_stat("total_items") == 0 && general_stat("curr_items") == 1,
+       "stats reset clears total_items but not curr_items");
+    l.n = 0;
+    storage_stats_slabs(collect, &l);
+    ok(stat_get(&l, "1:get_hits") && strcmp(stat_get(&l, "1:get_hits"), "0") == 0,
+       "stats reset clears per-class hits");
+
+    /* Memory per small item is no more than memcached's. */
+    storage_shutdown();
+    start(&cfg);
+    char key[32], val[33];
+    fill_pattern(val, 32, 9);
+    val[32] = 0;
+    int n = 1000;
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "key:%010d", i);
+        store_full(key, val, 32, 0, 0, STORE_SET, 0, NULL, NULL);
+    }
+    unsigned long long bytes = general_stat("bytes");
+    unsigned long long memcached_bytes = (48 + 8 + 14 + 1 + 32 + 2) * (unsigned long long)n;
+    ok(general_stat("curr_items") == (unsigned long long)n && bytes <= memcached_bytes,
+       "bytes per 14-byte key + 32-byte value item (%llu) <= memcached's (%llu)", bytes / n,
+       memcached_bytes / n);
+    ok(storage_set_memlimit(128 * MIB) == 0 && general_stat("limit_maxbytes") == 128ull * MIB,
+       "cache_memlimit changes limit_maxbytes");
+    storage_shutdown();
+
+    cfg.maxbytes = 8 * MIB;
+    cfg.prealloc = true;
+    ok(start(&cfg) == 0 && store("pre", "v", STORE_SET) == STORE_STORED && has_value("pre", "v"),
+       "-L preallocation works");
+    ok(storage_set_memlimit(16 * MIB) != 0, "cache_memlimit is refused with -L");
+    storage_shutdown();
+}
+
+static void test_hash_growth(void)
+{
+    struct storage_config cfg = default_config();
+    cfg.hashpower_init = 12;
+    start(&cfg);
+    char key[32];
+    int n = 20000; /* > 1.5 x 4096 and > 1.5 x 8192 */
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "h:%d", i);
+        store_full(key, key, strlen(key), 0, 0, STORE_SET, 0, NULL, NULL);
+    }
+    ok(general_stat("hash_power_level") > 12, "hash table grew past 2^12 (now 2^%llu)",
+       general_stat("hash_power_level"));
+    int found = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "h:%d", i);
+        found += has_value(key, key);
+    }
+    ok(found == n, "all %d items found after growth", n);
+    storage_shutdown();
+}
+
+/* ---- concurrency smoke test ------------------------------------------------------ */
+#define SMOKE_KEYS 512
+#define SMOKE_THREADS 4
+static volatile int smoke_stop;
+static int smoke_torn[SMOKE_THREADS];
+static long smoke_ops[SMOKE_THREADS];
+
+/* Values carry their own check: byte 0..7 = length, the rest a pattern
+ * seeded by a byte, so a torn or mixed value is detected. */
+static size_t smoke_len(unsigned r)
+{
+    static const size_t lens[] = {16, 40, 100, 1000, 5000, 70000, 600000};
+    unsigned pick = r % 100;
+    return lens[pick < 40   ? 0
+                : pick < 60 ? 1
+                : pick < 75 ? 2
+                : pick < 88 ? 3
+                : pick < 95 ? 4
+                : pick < 99 ? 5
+                            : 6];
+}
+
+static void *smoke_worker(void *arg)
+{
+    int id = (int)(long)arg;
+    unsigned seed = (unsigned)id * 7919u + 17u;
+    char key[32];
+    char *buf = malloc(700000);
+    while (!smoke_stop) {
+        seed = seed * 1103515245u + 12345u;
+        unsigned r = seed >> 8;
+        snprintf(key, sizeof(key), "smoke:%u", r % SMOKE_KEYS);
+        unsigned op = (r >> 12) % 10;
+        if (op < 6) {
+            item *it = item_get(key, strlen(key));
+            if (it) {
+                char *v = value_of(it);
+                size_t len = item_nbytes(it);
+                int bad = len < 9;
+                if (!bad) {
+                    uint64_t stated;
+                    memcpy(&stated, v, 8);
+                    bad = stated != len;
+                    for (size_t i = 9; !bad && i < len; i++)
+                        bad = v[i] != (char)(v[8] + i);
+                }
+                if (bad)
+                    smoke_torn[id]++;
+                free(v);
+                item_release(it);
+            }
+        } else if (op < 9) {
+            size_t len = smoke_len(r >> 4);
+            uint64_t l64 = len;
+            memcpy(buf, &l64, 8);
+            buf[8] = (char)(r & 0x7f);
+            for (size_t i = 9; i < len; i++)
+                buf[i] = (char)(buf[8] + i);
+            store_full(key, buf, len, 0, 0, (r & 1) ? STORE_SET : STORE_ADD, 0, NULL, NULL);
+        } else {
+            item_delete(key, strlen(key), 0);
+        }
+        smoke_ops[id]++;
+    }
+    free(buf);
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    struct storage_config cfg = default_config();
+    cfg.maxbytes = 16 * MIB; /* small enough to evict under load */
+    cfg.hashpower_init = 10; /* grows while the workers run */
+    start(&cfg);
+    ok(storage_start_threads() == 0, "background threads start");
+    pthread_t th[SMOKE_THREADS];
+    smoke_stop = 0;
+    for (long i = 0; i < SMOKE_THREADS; i++)
+        pthread_create(&th[i], NULL, smoke_worker, (void *)i);
+    /* A few thousand small keys to make the table grow meanwhile. */
+    char key[32];
+    for (int i = 0; i < 5000; i++) {
+        snprintf(key, sizeof(key), "grow:%d", i);
+        store_full(key, "1234", 4, 0, 0, STORE_SET, 0, NULL, NULL);
+    }
+    struct timespec delay = {2, 0};
+    nanosleep(&delay, NULL);
+    smoke_stop = 1;
+    long ops = 0;
+    int torn = 0;
+    for (int i = 0; i < SMOKE_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        ops += smoke_ops[i];
+        torn += smoke_torn[i];
+    }
+    diag("%ld operations in 2 s over %d threads", ops, SMOKE_THREADS);
+    ok(ops > 1000 && torn == 0, "concurrent set/add/get/delete never show a torn value");
+    ok(general_stat("hash_power_level") > 10, "the table grew in the background under load");
+    storage_shutdown();
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    test_round_trip();
+    test_store_ops();
+    test_cas_disabled();
+    test_arith();
+    test_expiry_and_touch();
+    test_flush();
+    test_eviction();
+    test_references();
+    test_stats();
+    test_hash_growth();
+    test_threads();
+    printf("1..%d\n", tests_run);
+    return tests_failed ? 1 : 0;
+}
