@@ -203,12 +203,14 @@ static void replace_item(struct item *old, struct item *new_it, uint64_t hv)
 static void bump_item(struct item *it, rel_time_t now)
 {
     if (item_time_load(&it->time) + BUMP_INTERVAL >= now) {
-        item_flags_set(it, ITEM_ACTIVE);
+        if (!(item_flags_load(it) & ITEM_ACTIVE))
+            item_flags_set(it, ITEM_ACTIVE);
         return;
     }
     unsigned cls = item_lru_class(it);
     if (!lru_trylock(cls)) {
-        item_flags_set(it, ITEM_ACTIVE);
+        if (!(item_flags_load(it) & ITEM_ACTIVE))
+            item_flags_set(it, ITEM_ACTIVE);
         return;
     }
     struct lru_list *l = lru_of(cls);
@@ -246,10 +248,10 @@ static struct item *find_live(const char *key, size_t nkey, uint64_t hv, bool co
 static void note_fetch(struct item *it)
 {
     uint8_t f = item_flags_load(it);
-    if (f & ITEM_FETCHED)
-        item_flags_set(it, ITEM_PREV_FETCHED);
-    else
+    if (!(f & ITEM_FETCHED))
         item_flags_set(it, ITEM_FETCHED);
+    else if (!(f & ITEM_PREV_FETCHED))
+        item_flags_set(it, ITEM_PREV_FETCHED);
     bump_item(it, clock_now());
 }
 
@@ -276,9 +278,8 @@ item *item_get_touch(const char *key, size_t nkey, rel_time_t exptime)
         item_ref(it);
         item_time_store(&it->exptime, exptime);
         note_fetch(it);
-        unsigned cls = item_lru_class(it);
-        tstat_class_incr(cls, CC_TOUCH_HITS);
-        tstat_class_incr(cls, CC_GET_HITS);
+        /* memcached counts a get-and-touch hit as a touch hit only. */
+        tstat_class_incr(item_lru_class(it), CC_TOUCH_HITS);
     }
     assoc_unlock(hv);
     return it;

@@ -5,6 +5,7 @@
  * memcached 1.6's behaviour is the reference for every expectation.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -778,7 +779,7 @@ static void test_hash_growth(void)
 /* ---- concurrency smoke test ------------------------------------------------------ */
 #define SMOKE_KEYS 512
 #define SMOKE_THREADS 4
-static volatile int smoke_stop;
+static atomic_int smoke_stop;
 static int smoke_torn[SMOKE_THREADS];
 static long smoke_ops[SMOKE_THREADS];
 
@@ -803,7 +804,7 @@ static void *smoke_worker(void *arg)
     unsigned seed = (unsigned)id * 7919u + 17u;
     char key[32];
     char *buf = malloc(700000);
-    while (!smoke_stop) {
+    while (!atomic_load(&smoke_stop)) {
         seed = seed * 1103515245u + 12345u;
         unsigned r = seed >> 8;
         snprintf(key, sizeof(key), "smoke:%u", r % SMOKE_KEYS);
@@ -833,7 +834,8 @@ static void *smoke_worker(void *arg)
             buf[8] = (char)(r & 0x7f);
             for (size_t i = 9; i < len; i++)
                 buf[i] = (char)(buf[8] + i);
-            store_full(key, buf, len, 0, 0, (r & 1) ? STORE_SET : STORE_ADD, 0, NULL, NULL);
+            rel_time_t exp = (r & 6) == 6 ? clock_exptime(2) : 0;
+            store_full(key, buf, len, 0, exp, (r & 1) ? STORE_SET : STORE_ADD, 0, NULL, NULL);
         } else {
             item_delete(key, strlen(key), 0);
         }
@@ -851,7 +853,7 @@ static void test_threads(void)
     start(&cfg);
     ok(storage_start_threads() == 0, "background threads start");
     pthread_t th[SMOKE_THREADS];
-    smoke_stop = 0;
+    atomic_store(&smoke_stop, 0);
     for (long i = 0; i < SMOKE_THREADS; i++)
         pthread_create(&th[i], NULL, smoke_worker, (void *)i);
     /* A few thousand small keys to make the table grow meanwhile. */
@@ -860,9 +862,23 @@ static void test_threads(void)
         snprintf(key, sizeof(key), "grow:%d", i);
         store_full(key, "1234", 4, 0, 0, STORE_SET, 0, NULL, NULL);
     }
-    struct timespec delay = {2, 0};
-    nanosleep(&delay, NULL);
-    smoke_stop = 1;
+    /* Meanwhile: crawler passes, stats reads and a clock that runs fast,
+     * so expiry, reclaim and stats race with the workers. */
+    static struct stat_list l;
+    struct timespec step = {0, 50 * 1000 * 1000};
+    for (int i = 0; i < 40; i++) {
+        nanosleep(&step, NULL);
+        if (i % 4 == 0)
+            clock_advance_for_tests(1);
+        storage_crawl_now();
+        l.n = 0;
+        storage_stats_general(collect, &l);
+        l.n = 0;
+        storage_stats_items(collect, &l);
+        l.n = 0;
+        storage_stats_slabs(collect, &l);
+    }
+    atomic_store(&smoke_stop, 1);
     long ops = 0;
     int torn = 0;
     for (int i = 0; i < SMOKE_THREADS; i++) {
