@@ -1,0 +1,85 @@
+# benchmarks/bench-lib.sh: shell helpers shared by the compare-* scripts
+# (sourced, not run): free loopback ports, starting and stopping servers,
+# reading stats and RSS, locating programs in build trees. Nothing here
+# measures anything.
+
+bench_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bench_pids=()
+
+bench_die() {
+  echo "$(basename "$0"): $*" >&2
+  exit 1
+}
+
+# A TCP port on 127.0.0.1 that was free a moment ago.
+bench_free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# bench_wait_port PORT: waits up to 10 s for a listener.
+bench_wait_port() {
+  local port=$1 i
+  for i in $(seq 1 100); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  return 1
+}
+
+# bench_start_server BINARY PORT ARGS...: starts a memcached-compatible server
+# on 127.0.0.1:PORT (UDP off) and sets bench_server_pid.
+bench_start_server() {
+  local bin=$1 port=$2
+  shift 2
+  local user_args=()
+  [ "$(id -u)" = 0 ] && user_args=(-u root)
+  "$bin" "${user_args[@]}" -l 127.0.0.1 -p "$port" -U 0 "$@" >/dev/null 2>&1 &
+  bench_server_pid=$!
+  bench_pids+=("$bench_server_pid")
+  bench_wait_port "$port" || bench_die "$bin did not start listening on port $port"
+}
+
+# bench_stop_server PID
+bench_stop_server() {
+  local pid=$1
+  kill "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  local keep=() p
+  for p in "${bench_pids[@]}"; do [ "$p" != "$pid" ] && keep+=("$p"); done
+  bench_pids=("${keep[@]}")
+}
+
+bench_cleanup() {
+  local p
+  for p in "${bench_pids[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${bench_pids[@]}"; do wait "$p" 2>/dev/null; done
+  bench_pids=()
+  [ -n "${bench_tmp:-}" ] && rm -rf "$bench_tmp"
+}
+
+# bench_stat PORT NAME: one value of "stats".
+bench_stat() {
+  local port=$1 name=$2 fd
+  exec {fd}<>"/dev/tcp/127.0.0.1/$port" || return 1
+  printf 'stats\r\nquit\r\n' >&"$fd"
+  timeout 5 cat <&"$fd" | tr -d '\r' | awk -v n="$name" '$1 == "STAT" && $2 == n { print $3 }'
+  exec {fd}>&-
+}
+
+# bench_rss_kb PID: resident set size in KiB.
+bench_rss_kb() {
+  awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
+}
+
+# bench_find_built RELPATH: the newest build/*/RELPATH under the source tree.
+bench_find_built() {
+  local rel=$1
+  ls -t "$bench_top"/build/*/"$rel" 2>/dev/null | head -1
+}
+
+# bench_ratio A B: A/B with two decimals ("-" when B is zero or empty).
+bench_ratio() {
+  awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.2f\n", a / b }'
+}
