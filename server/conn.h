@@ -1,0 +1,192 @@
+/*
+ * conn.h: one client connection and the interface protocol engines use.
+ *
+ * A connection owns a read buffer, the value being received, and an ordered
+ * queue of responses. It moves bytes only through its transport
+ * (transport.h) and understands no protocol: an engine (proto_text.c, later
+ * proto_bin.c and proto_meta.c) turns bytes into actions and replies.
+ *
+ * Engine interface, in short (doc/server-design.md has the long form):
+ *  - process(c) handles at most one request at the front of the read
+ *    buffer: conn_rdata()/conn_rlen() show the unparsed bytes, and
+ *    conn_consume() drops the bytes of the request once handled. It returns
+ *    PROTO_NEED_MORE (request incomplete, nothing consumed), PROTO_DONE or
+ *    PROTO_CLOSE.
+ *  - A request with a value (set ...) allocates the item, consumes its own
+ *    line, then calls conn_read_value(): the connection moves the next bytes
+ *    straight into the item's value segments plus a short trailer, then
+ *    calls the engine's value_done(). conn_swallow() discards bytes instead.
+ *  - Replies are queued with conn_resp_add() in request order. A response
+ *    holds a small inline header, optionally a malloc'd text it frees, an
+ *    item whose value is written from item memory (the reference is
+ *    released once written) and a static tail. Replies are sent with
+ *    writev, batched across requests.
+ *  - Parking (ARCHITECTURE seam 2): resp_park() marks a response as not yet
+ *    complete; it holds back every later response while the worker serves
+ *    other connections and this connection keeps parsing. The owner of the
+ *    slow work fills the response and calls conn_resp_complete() on the
+ *    connection's worker thread (from another thread: worker_call()).
+ *    A connection that closes meanwhile stays allocated until every parked
+ *    response has been completed.
+ */
+#ifndef MCR_CONN_H
+#define MCR_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "clock.h"
+#include "transport.h"
+
+typedef struct item item;
+struct worker;
+struct event;
+
+enum conn_state {
+    CONN_PARSE,   /* reading and handling requests */
+    CONN_NREAD,   /* receiving a value into an item */
+    CONN_SWALLOW, /* discarding a value that could not be stored */
+    CONN_CLOSING, /* closed; waiting for parked responses */
+};
+
+/* Longest inline header: "VALUE " key(250) flags length cas, with room. */
+#define RESP_HEAD_MAX 320
+
+struct resp {
+    struct resp *next;
+    item *it;         /* value to send after head/heap; released after write */
+    char *heap;       /* malloc'd text sent after head, freed after write */
+    const char *tail; /* static text sent last */
+    size_t heap_len;
+    size_t sent; /* bytes of this response already written */
+    uint32_t tail_len;
+    uint16_t head_len;
+    uint8_t it_trailer; /* bytes of "\r\n" written after the value: 0 or 2 */
+    bool parked;
+    char head[RESP_HEAD_MAX];
+};
+
+enum proto_status { PROTO_DONE, PROTO_NEED_MORE, PROTO_CLOSE };
+
+struct proto_engine {
+    const char *name;
+    enum proto_status (*process)(struct conn *c);
+    /* The value asked for with conn_read_value() arrived; trailer holds the
+     * bytes that followed it. The engine owns c->value.it again. */
+    void (*value_done)(struct conn *c, const char *trailer, size_t trailer_len);
+};
+
+/* A value being received (CONN_NREAD) and the engine's notes about it. */
+struct conn_value {
+    item *it;
+    unsigned seg;   /* current value segment */
+    size_t seg_off; /* offset in it */
+    size_t left;    /* value bytes still to receive */
+    size_t trailer_len, trailer_got;
+    char trailer[8];
+    /* for the engine: what to do when the value is complete; on_done, when
+     * set, is called instead of the engine's value_done (meta commands) */
+    void (*on_done)(struct conn *c, const char *trailer, size_t trailer_len);
+    int op;
+    bool noreply;
+    uint64_t cas;
+    uint64_t opaque;
+};
+
+struct conn {
+    const struct transport_ops *tp;
+    int fd;        /* transport endpoint, -1 when none */
+    void *tp_data; /* transport's own per-connection state */
+    struct worker *worker;
+    const struct proto_engine *engine; /* NULL: negotiate on first byte */
+    enum conn_state state;
+    bool write_blocked;     /* output waits for the transport */
+    bool close_after_write; /* quit: close once replies are out */
+    bool close_now;         /* close at the end of this event */
+    bool yield_pending;
+    rel_time_t last_cmd_time;
+    char listen_addr[64]; /* for "stats conns" */
+    char peer_addr[96];
+
+    /* read buffer: unparsed bytes are rbuf[rpos .. rpos+rlen) */
+    char *rbuf;
+    size_t rsize, rpos, rlen;
+    bool rbuf_drained; /* last receive did not fill the buffer */
+
+    struct conn_value value;
+    size_t swallow_left;
+
+    /* responses, oldest first */
+    struct resp *resp_head, *resp_tail;
+    unsigned nresp, nparked;
+
+    struct event *resume_ev;    /* yields and park completions */
+    struct conn *wnext, *wprev; /* worker's list */
+    struct conn *gnext, *gprev; /* registry for "stats conns" */
+};
+
+/* Engines, registered at start-up (binary is optional until it exists). */
+extern const struct proto_engine *conn_text_engine;
+extern const struct proto_engine *conn_binary_engine;
+
+/* Creates a connection over an attached endpoint, on w's thread. engine
+ * NULL negotiates (first byte 0x80 selects binary). NULL on failure (the
+ * endpoint is then closed through tp). */
+struct conn *conn_new(struct worker *w, const struct transport_ops *tp, int fd, void *tp_data,
+                      const struct proto_engine *engine, const char *listen_addr);
+/* Closes now (replies not yet written are dropped). */
+void conn_close(struct conn *c);
+/* Frees a connection during worker teardown, whatever its state. */
+void conn_destroy(struct conn *c);
+
+/* ---- for engines: the read buffer -------------------------------------- */
+static inline char *conn_rdata(struct conn *c)
+{
+    return c->rbuf + c->rpos;
+}
+static inline size_t conn_rlen(const struct conn *c)
+{
+    return c->rlen;
+}
+void conn_consume(struct conn *c, size_t n);
+/* Receive nbytes into it's value segments, then trailer_len bytes. */
+void conn_read_value(struct conn *c, item *it, size_t nbytes, size_t trailer_len);
+void conn_swallow(struct conn *c, size_t nbytes);
+void conn_set_close_after_write(struct conn *c);
+
+/* ---- for engines: responses ----------------------------------------------- */
+/* A new, empty response at the end of the queue (NULL when out of memory). */
+struct resp *conn_resp_add(struct conn *c);
+/* Appends to the inline header; false (nothing added) if it does not fit. */
+bool resp_add_head(struct resp *r, const char *data, size_t len);
+/* Attaches text the response frees after writing it. */
+void resp_set_heap(struct resp *r, char *text, size_t len);
+/* Attaches an item (takes over the caller's reference) and its trailer. */
+void resp_set_item(struct resp *r, item *it, bool crlf);
+void resp_set_tail(struct resp *r, const char *text, size_t len);
+/* Convenience: a response holding str + "\r\n". false when out of memory. */
+bool conn_out_string(struct conn *c, const char *str);
+/* The last response queued, to drop later ones with conn_resp_truncate. */
+static inline struct resp *conn_resp_mark(struct conn *c)
+{
+    return c->resp_tail;
+}
+/* Drops (and releases) every response queued after mark (NULL: all
+ * unwritten ones). Parked responses must not be dropped. */
+void conn_resp_truncate(struct conn *c, struct resp *mark);
+
+/* ---- parking ------------------------------------------------------------ */
+void resp_park(struct conn *c, struct resp *r);
+/* On c's worker thread: r is filled; lets it (and later replies) go out. */
+void conn_resp_complete(struct conn *c, struct resp *r);
+
+/* ---- for "stats conns" ----------------------------------------------------- */
+typedef void (*conn_visit_fn)(void *ctx, int fd, const char *addr, const char *listen_addr,
+                              const char *state, unsigned secs_since_last_cmd);
+void conns_visit(conn_visit_fn fn, void *ctx);
+/* Number of connection structures ever allocated and still alive. */
+unsigned conns_allocated(void);
+
+#endif

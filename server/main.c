@@ -1,0 +1,267 @@
+/*
+ * main.c: start-up and shutdown of memcached-rdma. Parses the command line,
+ * prepares the process (limits, daemon, user, pid file), starts the storage
+ * engine, the workers and the listeners, runs the listener thread's event
+ * loop (accepts, the one-second clock, signals) and, on SIGTERM/SIGINT (or
+ * "shutdown"), takes everything down in reverse order of creation. Owns no
+ * protocol and no connection logic.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "conn.h"
+#include "items.h"
+#include "log.h"
+#include "net_sock.h"
+#include "proto_text.h"
+#include "settings.h"
+#include "stats.h"
+#include "thread.h"
+
+static void clock_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    clock_tick();
+}
+
+static void signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    struct event_base *base = arg;
+    log_msg(LOG_WARN, "Signal handled: %s.", strsignal((int)sig));
+    event_base_loopbreak(base);
+}
+
+static int raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        log_msg(LOG_ALWAYS, "failed to getrlimit number of files");
+        return -1;
+    }
+    rlim_t want = (rlim_t)settings.maxconns + 64;
+    if (rl.rlim_cur < want) {
+        rl.rlim_cur = want;
+        if (rl.rlim_max < want)
+            rl.rlim_max = want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            log_msg(LOG_ALWAYS, "failed to set rlimit for open files. Try starting as root or "
+                                "requesting smaller maxconns value.");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int drop_privileges(void)
+{
+    if (getuid() != 0 && geteuid() != 0)
+        return 0;
+    if (settings.username == NULL || settings.username[0] == '\0') {
+        log_msg(LOG_ALWAYS, "can't run as root without the -u switch");
+        return -1;
+    }
+    struct passwd *pw = getpwnam(settings.username);
+    if (!pw) {
+        log_msg(LOG_ALWAYS, "can't find the user %s to switch to", settings.username);
+        return -1;
+    }
+    if (pw->pw_uid == 0)
+        return 0; /* asked to stay root */
+    if (setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0) {
+        log_msg(LOG_ALWAYS, "failed to assume identity of user %s", settings.username);
+        return -1;
+    }
+    return 0;
+}
+
+static int daemonize(void)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid > 0)
+        _exit(EXIT_SUCCESS);
+    if (setsid() < 0)
+        return -1;
+    if (chdir("/") != 0)
+        return -1;
+    if (settings.verbose == 0) { /* keep stderr when asked to talk, as memcached */
+        int fd = open("/dev/null", O_RDWR);
+        if (fd < 0)
+            return -1;
+        dup2(fd, STDIN_FILENO);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        if (fd > STDERR_FILENO)
+            close(fd);
+    }
+    return 0;
+}
+
+static int write_pid_file(void)
+{
+    FILE *f = fopen(settings.pid_file, "w");
+    if (!f) {
+        log_msg(LOG_ALWAYS, "Could not open the pid file %s for writing: %s", settings.pid_file,
+                strerror(errno));
+        return -1;
+    }
+    fprintf(f, "%ld\n", (long)getpid());
+    if (fclose(f) != 0) {
+        log_msg(LOG_ALWAYS, "Could not close the pid file %s", settings.pid_file);
+        return -1;
+    }
+    return 0;
+}
+
+static void storage_config_from_settings(struct storage_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->maxbytes = settings.maxbytes;
+    cfg->factor = settings.factor;
+    cfg->chunk_size = (size_t)settings.chunk_size;
+    cfg->item_size_max = settings.item_size_max;
+    cfg->slab_page_size = settings.slab_page_size;
+    cfg->slab_chunk_max = settings.slab_chunk_max;
+    cfg->prealloc = settings.prealloc;
+    cfg->evict_to_free = settings.evict_to_free;
+    cfg->use_cas = settings.use_cas;
+    cfg->hashpower_init = settings.hashpower_init;
+    cfg->lru_crawler = settings.lru_crawler;
+    cfg->worker_threads = (unsigned)settings.num_threads;
+}
+
+int main(int argc, char **argv)
+{
+    int status = EXIT_FAILURE;
+    struct event_base *base = NULL;
+    struct event *clock_ev = NULL, *sigint_ev = NULL, *sigterm_ev = NULL, *sigusr1_ev = NULL;
+    bool pid_written = false, storage_up = false, workers_up = false;
+
+    setvbuf(stderr, NULL, _IONBF, 0);
+    settings_init(&settings);
+    switch (settings_parse(&settings, argc, argv, stdout, stderr)) {
+    case SETTINGS_RUN:
+        break;
+    case SETTINGS_EXIT_OK:
+        settings_free(&settings);
+        return EXIT_SUCCESS;
+    case SETTINGS_EXIT_BAD:
+        settings_free(&settings);
+        return 64; /* EX_USAGE, as memcached */
+    }
+    log_set_verbosity(settings.verbose);
+
+    signal(SIGPIPE, SIG_IGN);
+    if (settings.coredumps) {
+        struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
+        if (setrlimit(RLIMIT_CORE, &rl) != 0)
+            log_msg(LOG_ALWAYS, "failed to ensure corefile creation");
+    }
+    if (raise_fd_limit() != 0 || drop_privileges() != 0)
+        goto out_settings;
+    if (settings.udpport != 0)
+        log_msg(LOG_ALWAYS, "warning: UDP (-U %d) is not supported yet; no UDP listener",
+                settings.udpport);
+    if (settings.daemonize && daemonize() != 0) {
+        log_msg(LOG_ALWAYS, "failed to daemon() in order to daemonize");
+        goto out_settings;
+    }
+    if (settings.lock_memory && mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
+        log_msg(LOG_ALWAYS, "warning: -k invalid, mlockall() failed: %s", strerror(errno));
+    if (settings.pid_file) {
+        if (write_pid_file() != 0)
+            goto out_settings;
+        pid_written = true;
+    }
+
+    clock_init();
+    stats_init();
+    conn_text_engine = &proto_text_engine;
+
+    struct storage_config cfg;
+    char err[256] = "";
+    storage_config_from_settings(&cfg);
+    if (storage_init(&cfg, err, sizeof(err)) != 0) {
+        log_msg(LOG_ALWAYS, "failed to initialise storage: %s", err);
+        goto out_pid;
+    }
+    storage_up = true;
+
+    base = event_base_new();
+    if (!base) {
+        log_msg(LOG_ALWAYS, "failed to create the main event base");
+        goto out_storage;
+    }
+    if (workers_start((unsigned)settings.num_threads) != 0)
+        goto out_base;
+    workers_up = true;
+    if (storage_start_threads() != 0) {
+        log_msg(LOG_ALWAYS, "failed to start storage threads");
+        goto out_workers;
+    }
+    if (listeners_open(base) != 0) {
+        log_msg(LOG_ALWAYS, "failed to open the listening sockets");
+        goto out_listeners;
+    }
+
+    clock_ev = event_new(base, -1, EV_PERSIST, clock_cb, NULL);
+    sigint_ev = evsignal_new(base, SIGINT, signal_cb, base);
+    sigterm_ev = evsignal_new(base, SIGTERM, signal_cb, base);
+    sigusr1_ev = evsignal_new(base, SIGUSR1, signal_cb, base);
+    struct timeval second = {1, 0};
+    if (!clock_ev || !sigint_ev || !sigterm_ev || !sigusr1_ev ||
+        event_add(clock_ev, &second) != 0 || event_add(sigint_ev, NULL) != 0 ||
+        event_add(sigterm_ev, NULL) != 0 || event_add(sigusr1_ev, NULL) != 0) {
+        log_msg(LOG_ALWAYS, "failed to set up the clock and signal events");
+        goto out_events;
+    }
+
+    log_msg(LOG_WARN, "memcached-rdma %s ready: %d worker threads, %zu MB", PACKAGE_VERSION,
+            settings.num_threads, settings.maxbytes / (1024 * 1024));
+    event_base_dispatch(base);
+    status = EXIT_SUCCESS;
+
+out_events:
+    if (sigusr1_ev)
+        event_free(sigusr1_ev);
+    if (sigterm_ev)
+        event_free(sigterm_ev);
+    if (sigint_ev)
+        event_free(sigint_ev);
+    if (clock_ev)
+        event_free(clock_ev);
+out_listeners:
+    listeners_close();
+out_workers:
+    if (workers_up)
+        workers_stop();
+out_base:
+    event_base_free(base);
+out_storage:
+    if (storage_up)
+        storage_shutdown();
+out_pid:
+    if (pid_written)
+        unlink(settings.pid_file);
+out_settings:
+    settings_free(&settings);
+    return status;
+}

@@ -1,0 +1,728 @@
+/*
+ * proto_text.c: memcached's text protocol with memcached 1.6's replies.
+ *
+ * process() takes one request line from the read buffer, splits it into
+ * tokens the way memcached does (spaces only, at most MAX_TOKENS, the last
+ * token keeping the unsplit rest), and runs the command. Storage commands
+ * allocate the item and let the connection receive the value straight into
+ * item memory; value_done() then stores it. Replies go on the connection's
+ * queue; hits are sent from item memory. Touches no socket, no slab.
+ */
+#include "proto_text.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "items.h"
+#include "log.h"
+#include "settings.h"
+#include "stats.h"
+#include "thread.h"
+
+#define MAX_TOKENS 24
+#define LONG_LINE_LIMIT 2048 /* without a newline: only get/gets may be longer */
+
+proto_meta_fn proto_text_meta_handler;
+
+struct token {
+    char *value;
+    size_t length;
+};
+
+/* memcached's tokenizer: splits on ' '; a final token with value NULL ends
+ * the list, or, when MAX_TOKENS-1 were found, points at the unsplit rest. */
+static size_t tokenize(char *command, size_t len, struct token *tokens, size_t max_tokens)
+{
+    char *s = command, *e = command;
+    size_t ntokens = 0;
+    for (size_t i = 0; i < len; i++, e++) {
+        if (*e != ' ')
+            continue;
+        if (s != e) {
+            tokens[ntokens].value = s;
+            tokens[ntokens].length = (size_t)(e - s);
+            ntokens++;
+            *e = '\0';
+            if (ntokens == max_tokens - 1) {
+                e++;
+                s = e;
+                break;
+            }
+        }
+        s = e + 1;
+    }
+    if (s != e) {
+        tokens[ntokens].value = s;
+        tokens[ntokens].length = (size_t)(e - s);
+        ntokens++;
+    }
+    tokens[ntokens].value = *e == '\0' ? NULL : e;
+    tokens[ntokens].length = 0;
+    ntokens++;
+    return ntokens;
+}
+
+/* ---- memcached's number parsing ------------------------------------------------------ */
+static bool ends_number(const char *end, const char *start)
+{
+    return isspace((unsigned char)*end) || (*end == '\0' && end != start);
+}
+
+static bool safe_strtoull(const char *str, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(str, &end, 10);
+    if (errno == ERANGE || end == str || !ends_number(end, str))
+        return false;
+    if ((long long)v < 0 && memchr(str, '-', (size_t)(end - str)))
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Like memcached: a 64-bit parse stored into 32 bits; negatives refused. */
+static bool safe_strtoul(const char *str, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(str, &end, 10);
+    if (errno == ERANGE || end == str || !ends_number(end, str))
+        return false;
+    if ((long)v < 0 && memchr(str, '-', (size_t)(end - str)))
+        return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+static bool safe_strtol(const char *str, int32_t *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(str, &end, 10);
+    if (errno == ERANGE || end == str || !ends_number(end, str))
+        return false;
+    if (v > INT_MAX || v < INT_MIN)
+        return false;
+    *out = (int32_t)v;
+    return true;
+}
+
+/* Decimal digits of v at p; returns the count. */
+static size_t u64_to_text(uint64_t v, char *p)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        p[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* ---- replies ------------------------------------------------------------------------- */
+static void out_string(struct conn *c, bool noreply, const char *str)
+{
+    if (log_enabled(LOG_CMDS))
+        log_msg(LOG_CMDS, ">%d %s%s", c->fd, noreply ? "NOREPLY " : "", str);
+    if (noreply)
+        return;
+    if (!conn_out_string(c, str))
+        log_msg(LOG_WARN, "<%d out of memory queueing a reply", c->fd);
+}
+
+static bool set_noreply_maybe(struct token *tokens, size_t ntokens)
+{
+    size_t i = ntokens - 2;
+    return tokens[i].value && tokens[i].length == 7 && strcmp(tokens[i].value, "noreply") == 0;
+}
+
+/* Growing text for stats replies. */
+struct stats_text {
+    char *buf;
+    size_t len, cap;
+    bool oom;
+};
+
+static void text_append(struct stats_text *t, const char *s, size_t n)
+{
+    if (t->oom)
+        return;
+    if (t->len + n > t->cap) {
+        size_t cap = t->cap ? t->cap : 1024;
+        while (cap < t->len + n)
+            cap *= 2;
+        char *b = realloc(t->buf, cap);
+        if (!b) {
+            t->oom = true;
+            return;
+        }
+        t->buf = b;
+        t->cap = cap;
+    }
+    memcpy(t->buf + t->len, s, n);
+    t->len += n;
+}
+
+static void emit_stat_line(void *ctx, const char *name, const char *value)
+{
+    struct stats_text *t = ctx;
+    text_append(t, "STAT ", 5);
+    text_append(t, name, strlen(name));
+    text_append(t, " ", 1);
+    text_append(t, value, strlen(value));
+    text_append(t, "\r\n", 2);
+}
+
+static void send_stats_text(struct conn *c, struct stats_text *t)
+{
+    text_append(t, "END\r\n", 5);
+    struct resp *r = t->oom ? NULL : conn_resp_add(c);
+    if (!r) {
+        free(t->buf);
+        out_string(c, false, "SERVER_ERROR out of memory writing stats");
+        return;
+    }
+    resp_set_heap(r, t->buf, t->len);
+}
+
+/* ---- retrieval --------------------------------------------------------------------- */
+static void process_get(struct conn *c, struct token *tokens, bool return_cas, bool touch)
+{
+    struct worker_stats *ws = &c->worker->stats;
+    struct token *key_token = &tokens[1];
+    rel_time_t exptime = 0;
+    struct resp *mark = conn_resp_mark(c);
+    struct resp *last = NULL;
+    bool fail_length = false, fail_memory = false;
+
+    if (touch) {
+        int32_t exptime_int;
+        if (!safe_strtol(tokens[1].value, &exptime_int)) {
+            out_string(c, false, "CLIENT_ERROR invalid exptime argument");
+            return;
+        }
+        key_token++;
+        exptime = clock_exptime(exptime_int);
+    }
+
+    for (;;) {
+        for (; key_token->length != 0; key_token++) {
+            const char *key = key_token->value;
+            size_t nkey = key_token->length;
+            if (nkey > KEY_MAX_LENGTH) {
+                fail_length = true;
+                goto stop;
+            }
+            item *it = touch ? item_get_touch(key, nkey, exptime) : item_get(key, nkey);
+            STAT_INCR(ws, get_cmds);
+            if (touch)
+                STAT_INCR(ws, touch_cmds);
+            if (!it) {
+                if (touch)
+                    STAT_INCR(ws, touch_misses);
+                else
+                    STAT_INCR(ws, get_misses);
+                if (log_enabled(LOG_CMDS))
+                    log_msg(LOG_CMDS, ">%d miss %.*s", c->fd, (int)nkey, key);
+                continue;
+            }
+            if (touch)
+                STAT_INCR(ws, touch_hits);
+            else
+                STAT_INCR(ws, get_hits);
+            struct resp *r = conn_resp_add(c);
+            if (!r) {
+                item_release(it);
+                fail_memory = true;
+                goto stop;
+            }
+            char *p = r->head;
+            memcpy(p, "VALUE ", 6);
+            p += 6;
+            memcpy(p, item_key(it), item_nkey(it));
+            p += item_nkey(it);
+            *p++ = ' ';
+            p += u64_to_text(item_flags(it), p);
+            *p++ = ' ';
+            p += u64_to_text(item_nbytes(it), p);
+            if (return_cas) {
+                *p++ = ' ';
+                p += u64_to_text(item_cas(it), p);
+            }
+            *p++ = '\r';
+            *p++ = '\n';
+            r->head_len = (uint16_t)(p - r->head);
+            resp_set_item(r, it, true);
+            last = r;
+            if (log_enabled(LOG_CMDS))
+                log_msg(LOG_CMDS, ">%d sending key %.*s", c->fd, (int)nkey, key);
+        }
+        if (key_token->value == NULL)
+            break;
+        /* more keys than one tokenizer pass holds */
+        tokenize(key_token->value, strlen(key_token->value), tokens, MAX_TOKENS);
+        key_token = tokens;
+    }
+stop:
+    if (fail_length || fail_memory) {
+        conn_resp_truncate(c, mark);
+        out_string(c, false,
+                   fail_length ? "CLIENT_ERROR bad command line format"
+                               : "SERVER_ERROR out of memory writing get response");
+        return;
+    }
+    if (log_enabled(LOG_CMDS))
+        log_msg(LOG_CMDS, ">%d END", c->fd);
+    if (!last)
+        last = conn_resp_add(c);
+    if (last)
+        resp_set_tail(last, "END\r\n", 5);
+}
+
+/* ---- storage ------------------------------------------------------------------------ */
+enum { OP_SET, OP_ADD, OP_REPLACE, OP_APPEND, OP_PREPEND, OP_CAS };
+
+static const enum store_op store_ops[] = {STORE_SET,    STORE_ADD,     STORE_REPLACE,
+                                          STORE_APPEND, STORE_PREPEND, STORE_CAS};
+
+static void process_update(struct conn *c, struct token *tokens, size_t ntokens, int op)
+{
+    bool noreply = set_noreply_maybe(tokens, ntokens);
+    uint32_t flags;
+    int32_t exptime_int, vlen;
+    uint64_t req_cas = 0;
+
+    if (tokens[1].length > KEY_MAX_LENGTH) {
+        out_string(c, noreply, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    if (!(safe_strtoul(tokens[2].value, &flags) && safe_strtol(tokens[3].value, &exptime_int) &&
+          safe_strtol(tokens[4].value, &vlen))) {
+        out_string(c, noreply, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    if (op == OP_CAS && !safe_strtoull(tokens[5].value, &req_cas)) {
+        out_string(c, noreply, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    if (vlen < 0 || vlen > INT_MAX - 2) {
+        out_string(c, noreply, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    const char *key = tokens[1].value;
+    size_t nkey = tokens[1].length;
+    enum alloc_result why = ALLOC_OK;
+    item *it = item_alloc(key, nkey, flags, clock_exptime(exptime_int), (size_t)vlen, &why);
+    if (!it) {
+        if (why == ALLOC_TOO_LARGE) {
+            out_string(c, noreply, "SERVER_ERROR object too large for cache");
+            STAT_INCR(&c->worker->stats, store_too_large);
+        } else {
+            out_string(c, noreply, "SERVER_ERROR out of memory storing object");
+            STAT_INCR(&c->worker->stats, store_no_memory);
+        }
+        /* a failed set must not leave the old value readable */
+        if (op == OP_SET)
+            item_delete(key, nkey, 0);
+        conn_swallow(c, (size_t)vlen + 2);
+        return;
+    }
+    c->value.op = op;
+    c->value.noreply = noreply;
+    c->value.cas = req_cas;
+    conn_read_value(c, it, (size_t)vlen, 2);
+}
+
+static void text_value_done(struct conn *c, const char *trailer, size_t trailer_len)
+{
+    item *it = c->value.it;
+    bool noreply = c->value.noreply;
+    int op = c->value.op;
+    struct worker_stats *ws = &c->worker->stats;
+    c->value.it = NULL;
+    STAT_INCR(ws, set_cmds);
+    if (trailer_len != 2 || trailer[0] != '\r' || trailer[1] != '\n') {
+        out_string(c, noreply, "CLIENT_ERROR bad data chunk");
+        item_release(it);
+        return;
+    }
+    enum store_result res = item_store(it, store_ops[op], c->value.cas, NULL);
+    item_release(it);
+    if (op == OP_CAS) {
+        if (res == STORE_STORED)
+            STAT_INCR(ws, cas_hits);
+        else if (res == STORE_EXISTS)
+            STAT_INCR(ws, cas_badval);
+        else if (res == STORE_NOT_FOUND)
+            STAT_INCR(ws, cas_misses);
+    }
+    switch (res) {
+    case STORE_STORED:
+        out_string(c, noreply, "STORED");
+        break;
+    case STORE_EXISTS:
+        out_string(c, noreply, "EXISTS");
+        break;
+    case STORE_NOT_FOUND:
+        out_string(c, noreply, "NOT_FOUND");
+        break;
+    case STORE_NOT_STORED:
+        out_string(c, noreply, "NOT_STORED");
+        break;
+    case STORE_NO_MEMORY:
+        out_string(c, noreply, "SERVER_ERROR out of memory storing object");
+        break;
+    }
+}
+
+/* ---- other commands ----------------------------------------------------------------- */
+static void process_arith(struct conn *c, struct token *tokens, size_t ntokens, bool incr)
+{
+    bool noreply = set_noreply_maybe(tokens, ntokens);
+    struct worker_stats *ws = &c->worker->stats;
+    uint64_t delta, value = 0;
+    if (tokens[1].length > KEY_MAX_LENGTH) {
+        out_string(c, noreply, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    if (!safe_strtoull(tokens[2].value, &delta)) {
+        out_string(c, noreply, "CLIENT_ERROR invalid numeric delta argument");
+        return;
+    }
+    switch (item_arith(tokens[1].value, tokens[1].length, incr, delta, 0, &value, NULL)) {
+    case ARITH_OK: {
+        char buf[24];
+        buf[u64_to_text(value, buf)] = '\0';
+        if (incr)
+            STAT_INCR(ws, incr_hits);
+        else
+            STAT_INCR(ws, decr_hits);
+        out_string(c, noreply, buf);
+        break;
+    }
+    case ARITH_NON_NUMERIC:
+        out_string(c, noreply, "CLIENT_ERROR cannot increment or decrement non-numeric value");
+        break;
+    case ARITH_NO_MEMORY:
+        out_string(c, noreply, "SERVER_ERROR out of memory");
+        break;
+    case ARITH_NOT_FOUND:
+    case ARITH_EXISTS:
+        if (incr)
+            STAT_INCR(ws, incr_misses);
+        else
+            STAT_INCR(ws, decr_misses);
+        out_string(c, noreply, "NOT_FOUND");
+        break;
+    }
+}
+
+static void process_delete(struct conn *c, struct token *tokens, size_t ntokens)
+{
+    bool noreply = false;
+    if (ntokens > 3) {
+        bool hold_is_zero = strcmp(tokens[2].value, "0") == 0;
+        noreply = set_noreply_maybe(tokens, ntokens);
+        bool valid = (ntokens == 4 && (hold_is_zero || noreply)) ||
+                     (ntokens == 5 && hold_is_zero && noreply);
+        if (!valid) {
+            out_string(c, noreply,
+                       "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]");
+            return;
+        }
+    }
+    if (tokens[1].length > KEY_MAX_LENGTH) {
+        out_string(c, noreply, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    if (item_delete(tokens[1].value, tokens[1].length, 0) == DELETE_DELETED) {
+        STAT_INCR(&c->worker->stats, delete_hits);
+        out_string(c, noreply, "DELETED");
+    } else {
+        STAT_INCR(&c->worker->stats, delete_misses);
+        out_string(c, noreply, "NOT_FOUND");
+    }
+}
+
+static void process_touch(struct conn *c, struct token *tokens, size_t ntokens)
+{
+    bool noreply = set_noreply_maybe(tokens, ntokens);
+    struct worker_stats *ws = &c->worker->stats;
+    int32_t exptime_int;
+    if (tokens[1].length > KEY_MAX_LENGTH) {
+        out_string(c, noreply, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    if (!safe_strtol(tokens[2].value, &exptime_int)) {
+        out_string(c, noreply, "CLIENT_ERROR invalid exptime argument");
+        return;
+    }
+    STAT_INCR(ws, touch_cmds);
+    if (item_touch(tokens[1].value, tokens[1].length, clock_exptime(exptime_int))) {
+        STAT_INCR(ws, touch_hits);
+        out_string(c, noreply, "TOUCHED");
+    } else {
+        STAT_INCR(ws, touch_misses);
+        out_string(c, noreply, "NOT_FOUND");
+    }
+}
+
+static void process_flush_all(struct conn *c, struct token *tokens, size_t ntokens)
+{
+    bool noreply = set_noreply_maybe(tokens, ntokens);
+    int32_t delay = 0;
+    STAT_INCR(&c->worker->stats, flush_cmds);
+    if (!settings.flush_enabled) {
+        out_string(c, noreply, "CLIENT_ERROR flush_all not allowed");
+        return;
+    }
+    if (ntokens != (noreply ? 3u : 2u) && !safe_strtol(tokens[1].value, &delay)) {
+        out_string(c, noreply, "CLIENT_ERROR invalid exptime argument");
+        return;
+    }
+    storage_flush_all(delay > 0 ? clock_exptime(delay) : 0);
+    out_string(c, noreply, "OK");
+}
+
+static void process_verbosity(struct conn *c, struct token *tokens, size_t ntokens)
+{
+    bool noreply = set_noreply_maybe(tokens, ntokens);
+    uint32_t level;
+    if (!safe_strtoul(tokens[1].value, &level)) {
+        out_string(c, noreply, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    log_set_verbosity(level > LOG_MAX_VERBOSITY ? LOG_MAX_VERBOSITY : (int)level);
+    out_string(c, noreply, "OK");
+}
+
+static void process_memlimit(struct conn *c, struct token *tokens, size_t ntokens)
+{
+    bool noreply = set_noreply_maybe(tokens, ntokens);
+    uint32_t mb;
+    if (!safe_strtoul(tokens[1].value, &mb)) {
+        out_string(c, noreply, "ERROR");
+    } else if (mb < 8) {
+        out_string(c, noreply, "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m");
+    } else if (mb > 1000000000) {
+        out_string(c, noreply, "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes");
+    } else if (storage_set_memlimit((size_t)mb * 1024 * 1024) == 0) {
+        log_msg(LOG_WARN, "maxbytes adjusted to %um", mb);
+        out_string(c, noreply, "OK");
+    } else {
+        out_string(c, noreply, "MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust");
+    }
+}
+
+static enum proto_status process_shutdown(struct conn *c, struct token *tokens, size_t ntokens)
+{
+    if (!settings.shutdown_command) {
+        out_string(c, false, "ERROR: shutdown not enabled");
+        return PROTO_DONE;
+    }
+    if (ntokens == 2) {
+        log_msg(LOG_WARN, "shutdown requested by client %d", c->fd);
+        raise(SIGINT);
+        return PROTO_CLOSE;
+    }
+    if (ntokens == 3 && strcmp(tokens[1].value, "graceful") == 0) {
+        log_msg(LOG_WARN, "graceful shutdown requested by client %d", c->fd);
+        raise(SIGUSR1);
+        return PROTO_CLOSE;
+    }
+    out_string(c, false, "CLIENT_ERROR invalid shutdown mode");
+    return PROTO_DONE;
+}
+
+static void process_stats(struct conn *c, struct token *tokens, size_t ntokens)
+{
+    struct stats_text t = {NULL, 0, 0, false};
+    if (ntokens == 2) {
+        stats_report_general(emit_stat_line, &t);
+        send_stats_text(c, &t);
+        return;
+    }
+    const char *sub = tokens[1].value;
+    if (strcmp(sub, "reset") == 0) {
+        stats_reset();
+        out_string(c, false, "RESET");
+        return;
+    }
+    if (strcmp(sub, "detail") == 0) {
+        const char *arg = ntokens >= 4 ? tokens[2].value : "";
+        if (strcmp(arg, "on") == 0 || strcmp(arg, "off") == 0)
+            out_string(c, false, "OK");
+        else if (strcmp(arg, "dump") == 0)
+            out_string(c, false, "END"); /* per-prefix stats are not recorded yet */
+        else
+            out_string(c, false, "CLIENT_ERROR usage: stats detail on|off|dump");
+        return;
+    }
+    if (strcmp(sub, "settings") == 0)
+        stats_report_settings(emit_stat_line, &t);
+    else if (strcmp(sub, "conns") == 0)
+        stats_report_conns(emit_stat_line, &t);
+    else if (strcmp(sub, "items") == 0)
+        storage_stats_items(emit_stat_line, &t);
+    else if (strcmp(sub, "slabs") == 0)
+        storage_stats_slabs(emit_stat_line, &t);
+    else if (strcmp(sub, "sizes") == 0)
+        storage_stats_sizes(emit_stat_line, &t);
+    else {
+        out_string(c, false, "ERROR");
+        return;
+    }
+    send_stats_text(c, &t);
+}
+
+/* ---- dispatch ------------------------------------------------------------------------ */
+#define WANT_TOKENS(n, min, max)                                                                   \
+    do {                                                                                           \
+        if ((n) < (min) || (n) > (max)) {                                                          \
+            out_string(c, false, "ERROR");                                                         \
+            return PROTO_DONE;                                                                     \
+        }                                                                                          \
+    } while (0)
+#define WANT_TOKENS_OR(n, a, b)                                                                    \
+    do {                                                                                           \
+        if ((n) != (a) && (n) != (b)) {                                                            \
+            out_string(c, false, "ERROR");                                                         \
+            return PROTO_DONE;                                                                     \
+        }                                                                                          \
+    } while (0)
+
+static enum proto_status dispatch(struct conn *c, char *line, size_t len)
+{
+    struct token tokens[MAX_TOKENS];
+    size_t ntokens = tokenize(line, len, tokens, MAX_TOKENS);
+    if (ntokens < 2 || tokens[0].length < 2) {
+        out_string(c, false, "ERROR");
+        return PROTO_DONE;
+    }
+    const char *cmd = tokens[0].value;
+    char first = cmd[0];
+
+    if (first == 'g') {
+        if (ntokens < 3) {
+            out_string(c, false, "ERROR");
+            return PROTO_DONE;
+        }
+        if (strcmp(cmd, "get") == 0)
+            process_get(c, tokens, false, false);
+        else if (strcmp(cmd, "gets") == 0)
+            process_get(c, tokens, true, false);
+        else if (strcmp(cmd, "gat") == 0)
+            process_get(c, tokens, false, true);
+        else if (strcmp(cmd, "gats") == 0)
+            process_get(c, tokens, true, true);
+        else
+            out_string(c, false, "ERROR");
+    } else if (strcmp(cmd, "set") == 0) {
+        WANT_TOKENS_OR(ntokens, 6, 7);
+        process_update(c, tokens, ntokens, OP_SET);
+    } else if (strcmp(cmd, "add") == 0) {
+        WANT_TOKENS_OR(ntokens, 6, 7);
+        process_update(c, tokens, ntokens, OP_ADD);
+    } else if (strcmp(cmd, "replace") == 0) {
+        WANT_TOKENS_OR(ntokens, 6, 7);
+        process_update(c, tokens, ntokens, OP_REPLACE);
+    } else if (strcmp(cmd, "append") == 0) {
+        WANT_TOKENS_OR(ntokens, 6, 7);
+        process_update(c, tokens, ntokens, OP_APPEND);
+    } else if (strcmp(cmd, "prepend") == 0) {
+        WANT_TOKENS_OR(ntokens, 6, 7);
+        process_update(c, tokens, ntokens, OP_PREPEND);
+    } else if (strcmp(cmd, "cas") == 0) {
+        WANT_TOKENS_OR(ntokens, 7, 8);
+        process_update(c, tokens, ntokens, OP_CAS);
+    } else if (strcmp(cmd, "incr") == 0) {
+        WANT_TOKENS_OR(ntokens, 4, 5);
+        process_arith(c, tokens, ntokens, true);
+    } else if (strcmp(cmd, "decr") == 0) {
+        WANT_TOKENS_OR(ntokens, 4, 5);
+        process_arith(c, tokens, ntokens, false);
+    } else if (strcmp(cmd, "delete") == 0) {
+        WANT_TOKENS(ntokens, 3, 5);
+        process_delete(c, tokens, ntokens);
+    } else if (strcmp(cmd, "touch") == 0) {
+        WANT_TOKENS_OR(ntokens, 4, 5);
+        process_touch(c, tokens, ntokens);
+    } else if (strcmp(cmd, "stats") == 0) {
+        process_stats(c, tokens, ntokens);
+    } else if (strcmp(cmd, "flush_all") == 0) {
+        WANT_TOKENS(ntokens, 2, 4);
+        process_flush_all(c, tokens, ntokens);
+    } else if (strcmp(cmd, "version") == 0) {
+        char buf[64];
+        snprintf(buf, sizeof(buf), "VERSION %s", settings_version());
+        out_string(c, false, buf);
+    } else if (strcmp(cmd, "quit") == 0) {
+        conn_set_close_after_write(c);
+    } else if (strcmp(cmd, "shutdown") == 0) {
+        return process_shutdown(c, tokens, ntokens);
+    } else if (strcmp(cmd, "verbosity") == 0) {
+        WANT_TOKENS_OR(ntokens, 3, 4);
+        process_verbosity(c, tokens, ntokens);
+    } else if (strcmp(cmd, "cache_memlimit") == 0) {
+        WANT_TOKENS_OR(ntokens, 3, 4);
+        process_memlimit(c, tokens, ntokens);
+    } else {
+        const char *last = tokens[ntokens - 2].value;
+        if (last && strncmp(last, "HTTP/", 5) == 0)
+            return PROTO_CLOSE; /* a web client: memcached hangs up */
+        out_string(c, false, "ERROR");
+    }
+    return PROTO_DONE;
+}
+
+static enum proto_status text_process(struct conn *c)
+{
+    char *data = conn_rdata(c);
+    size_t avail = conn_rlen(c);
+    char *el = memchr(data, '\n', avail);
+    if (!el) {
+        if (avail > LONG_LINE_LIMIT) {
+            /* only a long multi-get may span this much without a newline */
+            char *p = data;
+            while (p < data + avail && *p == ' ')
+                p++;
+            size_t rest = (size_t)(data + avail - p);
+            if (p - data > 100 || !((rest >= 4 && memcmp(p, "get ", 4) == 0) ||
+                                    (rest >= 5 && memcmp(p, "gets ", 5) == 0))) {
+                log_msg(LOG_WARN, "<%d request line too long, closing", c->fd);
+                return PROTO_CLOSE;
+            }
+        }
+        return PROTO_NEED_MORE;
+    }
+    size_t consumed = (size_t)(el - data) + 1;
+    if (el - data > 1 && el[-1] == '\r')
+        el--;
+    *el = '\0';
+    size_t len = strlen(data); /* like memcached, a NUL ends the line early */
+    if (log_enabled(LOG_CMDS))
+        log_msg(LOG_CMDS, "<%d %s", c->fd, data);
+
+    if (data[0] == 'm' && len >= 2 && (len == 2 || data[2] == ' ') && proto_text_meta_handler)
+        return proto_text_meta_handler(c, data, len, consumed);
+
+    /* the line stays readable until the next receive; consume it first so a
+     * value that follows is taken from the right place */
+    conn_consume(c, consumed);
+    return dispatch(c, data, len);
+}
+
+const struct proto_engine proto_text_engine = {
+    .name = "ascii",
+    .process = text_process,
+    .value_done = text_value_done,
+};

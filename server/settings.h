@@ -1,0 +1,86 @@
+/*
+ * settings.h: every run-time setting of the daemon in one struct, filled
+ * from memcached 1.6's command-line flags (short and long forms, same
+ * meanings) and -o suboptions. Owns parsing and validation only: it opens
+ * no sockets, starts no threads and never touches the storage engine (main
+ * turns the storage part into a struct storage_config).
+ */
+#ifndef MCR_SETTINGS_H
+#define MCR_SETTINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+enum binding_protocol { PROTOCOL_AUTO, PROTOCOL_ASCII, PROTOCOL_BINARY };
+
+struct settings {
+    /* network */
+    int port;                               /* -p, TCP; 0 disables TCP */
+    int udpport;                            /* -U; parsed, UDP serving not yet built */
+    char *socketpath;                       /* -s, Unix socket (disables TCP, as memcached) */
+    int access;                             /* -a, octal mode of the Unix socket */
+    char *inter;                            /* -l, comma separated; NULL: 127.0.0.1 */
+    int backlog;                            /* -b */
+    int maxconns;                           /* -c */
+    bool maxconns_fast;                     /* -o maxconns_fast: reject at once with ERROR */
+    int num_threads;                        /* -t */
+    int reqs_per_event;                     /* -R */
+    enum binding_protocol binding_protocol; /* -B */
+    bool shutdown_command;                  /* -A */
+    bool flush_enabled;                     /* cleared by -F */
+    bool dump_enabled;                      /* cleared by -X */
+    bool watch_enabled;                     /* cleared by -W */
+    unsigned idle_timeout;                  /* -o idle_timeout, seconds; 0 = never */
+
+    /* process */
+    bool daemonize;   /* -d */
+    char *username;   /* -u */
+    char *pid_file;   /* -P */
+    int verbose;      /* -v, -vv, -vvv */
+    bool lock_memory; /* -k */
+    bool coredumps;   /* -r */
+
+    /* storage (handed to storage_init) */
+    size_t maxbytes;           /* -m, bytes */
+    bool evict_to_free;        /* cleared by -M */
+    double factor;             /* -f */
+    int chunk_size;            /* -n */
+    bool prealloc;             /* -L */
+    bool use_cas;              /* cleared by -C */
+    size_t item_size_max;      /* -I */
+    size_t slab_page_size;     /* 1 MiB */
+    size_t slab_chunk_max;     /* -o slab_chunk_max, bytes; 0 = default */
+    unsigned hashpower_init;   /* -o hashpower */
+    bool lru_crawler;          /* -o lru_crawler / no_lru_crawler */
+    unsigned tail_repair_time; /* -o tail_repair_time (accepted, informative) */
+
+    /* stats */
+    char prefix_delimiter; /* -D */
+    bool detail_enabled;   /* set by -D */
+};
+
+/* What start-up should do after parsing. */
+enum settings_action {
+    SETTINGS_RUN,      /* serve */
+    SETTINGS_EXIT_OK,  /* -h, -V or -i printed what was asked */
+    SETTINGS_EXIT_BAD, /* a bad flag or value; the message went to errout */
+};
+
+/* memcached 1.6's defaults (except the listen address, see inter). */
+void settings_init(struct settings *s);
+/* Parses argv into s. Help/version/license go to out, errors and warnings
+ * about ignored options to errout. Safe to call more than once (tests). */
+enum settings_action settings_parse(struct settings *s, int argc, char **argv, FILE *out,
+                                    FILE *errout);
+/* Frees the strings settings_parse duplicated. */
+void settings_free(struct settings *s);
+
+const char *settings_protocol_name(enum binding_protocol p);
+/* "1.6.18-compatible version string" reported by "version" and stats. */
+const char *settings_version(void);
+
+/* The one instance the daemon runs with (read-only once workers start). */
+extern struct settings settings;
+
+#endif

@@ -1,0 +1,353 @@
+/*
+ * stats.c: memcached's "stats", "stats settings", "stats conns" and
+ * "stats reset" from the daemon's side. Worker counters are summed over
+ * the workers on read; reset stores the current sums as a baseline that
+ * later reads subtract, so no thread ever writes another thread's counters.
+ * Storage stats come from the storage engine (items.h) and are appended.
+ */
+#include "stats.h"
+
+#include "config.h"
+
+#include <event2/event.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "conn.h"
+#include "log.h"
+#include "net_sock.h"
+#include "settings.h"
+#include "thread.h"
+
+static uint64_t curr_conns, total_conns, rejected_conns, listen_disabled_num;
+static int accepting_conns = 1;
+
+static pthread_mutex_t baseline_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct worker_stats baseline;
+static uint64_t total_conns_baseline, rejected_conns_baseline, listen_disabled_baseline;
+
+void stats_init(void)
+{
+    memset(&baseline, 0, sizeof(baseline));
+}
+
+void stats_conn_opened(void)
+{
+    __atomic_add_fetch(&curr_conns, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&total_conns, 1, __ATOMIC_RELAXED);
+}
+
+void stats_conn_closed(void)
+{
+    __atomic_sub_fetch(&curr_conns, 1, __ATOMIC_RELAXED);
+}
+
+void stats_conn_rejected(void)
+{
+    __atomic_add_fetch(&rejected_conns, 1, __ATOMIC_RELAXED);
+}
+
+void stats_listen_disabled(void)
+{
+    __atomic_add_fetch(&listen_disabled_num, 1, __ATOMIC_RELAXED);
+}
+
+void stats_set_accepting(int accepting)
+{
+    __atomic_store_n(&accepting_conns, accepting, __ATOMIC_RELAXED);
+}
+
+uint64_t stats_curr_conns(void)
+{
+    return __atomic_load_n(&curr_conns, __ATOMIC_RELAXED);
+}
+
+static void sum_workers(struct worker_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (unsigned i = 0; i < workers_count(); i++) {
+        struct worker_stats *ws = &worker_at(i)->stats;
+#define X(name) out->name += __atomic_load_n(&ws->name, __ATOMIC_RELAXED);
+        WORKER_STATS_FIELDS(X)
+#undef X
+    }
+}
+
+void stats_reset(void)
+{
+    struct worker_stats now;
+    sum_workers(&now);
+    pthread_mutex_lock(&baseline_lock);
+    baseline = now;
+    total_conns_baseline = __atomic_load_n(&total_conns, __ATOMIC_RELAXED);
+    rejected_conns_baseline = __atomic_load_n(&rejected_conns, __ATOMIC_RELAXED);
+    listen_disabled_baseline = __atomic_load_n(&listen_disabled_num, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&baseline_lock);
+    storage_stats_reset();
+}
+
+static void emit_u64(stat_emit_fn emit, void *ctx, const char *name, uint64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%" PRIu64, v);
+    emit(ctx, name, buf);
+}
+
+/* Storage stats pass through; names we already reported are skipped. */
+struct storage_pass {
+    stat_emit_fn emit;
+    void *ctx;
+    const char *const *ours;
+};
+
+static void pass_storage_stat(void *arg, const char *name, const char *value)
+{
+    struct storage_pass *p = arg;
+    for (const char *const *n = p->ours; *n; n++)
+        if (strcmp(*n, name) == 0)
+            return;
+    p->emit(p->ctx, name, value);
+}
+
+void stats_report_general(stat_emit_fn emit, void *ctx)
+{
+    static const char *const ours[] = {"pid",
+                                       "uptime",
+                                       "time",
+                                       "version",
+                                       "libevent",
+                                       "pointer_size",
+                                       "rusage_user",
+                                       "rusage_system",
+                                       "max_connections",
+                                       "curr_connections",
+                                       "total_connections",
+                                       "rejected_connections",
+                                       "connection_structures",
+                                       "reserved_fds",
+                                       "cmd_get",
+                                       "cmd_set",
+                                       "cmd_flush",
+                                       "cmd_touch",
+                                       "cmd_meta",
+                                       "get_hits",
+                                       "get_misses",
+                                       "delete_misses",
+                                       "delete_hits",
+                                       "incr_misses",
+                                       "incr_hits",
+                                       "decr_misses",
+                                       "decr_hits",
+                                       "cas_misses",
+                                       "cas_hits",
+                                       "cas_badval",
+                                       "touch_hits",
+                                       "touch_misses",
+                                       "store_too_large",
+                                       "store_no_memory",
+                                       "auth_cmds",
+                                       "auth_errors",
+                                       "bytes_read",
+                                       "bytes_written",
+                                       "accepting_conns",
+                                       "listen_disabled_num",
+                                       "threads",
+                                       "conn_yields",
+                                       NULL};
+    struct worker_stats s, base;
+    char buf[64];
+    sum_workers(&s);
+    pthread_mutex_lock(&baseline_lock);
+    base = baseline;
+    uint64_t total_base = total_conns_baseline, rejected_base = rejected_conns_baseline,
+             disabled_base = listen_disabled_baseline;
+    pthread_mutex_unlock(&baseline_lock);
+#define D(name) (s.name - base.name)
+
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+
+    emit_u64(emit, ctx, "pid", (uint64_t)getpid());
+    emit_u64(emit, ctx, "uptime", clock_now());
+    emit_u64(emit, ctx, "time", (uint64_t)clock_unix_now());
+    emit(ctx, "version", settings_version());
+    emit(ctx, "libevent", event_get_version());
+    emit_u64(emit, ctx, "pointer_size", 8 * sizeof(void *));
+    snprintf(buf, sizeof(buf), "%ld.%06ld", (long)usage.ru_utime.tv_sec,
+             (long)usage.ru_utime.tv_usec);
+    emit(ctx, "rusage_user", buf);
+    snprintf(buf, sizeof(buf), "%ld.%06ld", (long)usage.ru_stime.tv_sec,
+             (long)usage.ru_stime.tv_usec);
+    emit(ctx, "rusage_system", buf);
+    emit_u64(emit, ctx, "max_connections", (uint64_t)settings.maxconns);
+    emit_u64(emit, ctx, "curr_connections", stats_curr_conns());
+    emit_u64(emit, ctx, "total_connections",
+             __atomic_load_n(&total_conns, __ATOMIC_RELAXED) - total_base);
+    emit_u64(emit, ctx, "rejected_connections",
+             __atomic_load_n(&rejected_conns, __ATOMIC_RELAXED) - rejected_base);
+    emit_u64(emit, ctx, "connection_structures", conns_allocated() + listeners_count());
+    emit_u64(emit, ctx, "reserved_fds", 3 + listeners_count() + 2 * workers_count());
+    emit_u64(emit, ctx, "cmd_get", D(get_cmds));
+    emit_u64(emit, ctx, "cmd_set", D(set_cmds));
+    emit_u64(emit, ctx, "cmd_flush", D(flush_cmds));
+    emit_u64(emit, ctx, "cmd_touch", D(touch_cmds));
+    emit_u64(emit, ctx, "cmd_meta", D(meta_cmds));
+    emit_u64(emit, ctx, "get_hits", D(get_hits));
+    emit_u64(emit, ctx, "get_misses", D(get_misses));
+    emit_u64(emit, ctx, "delete_misses", D(delete_misses));
+    emit_u64(emit, ctx, "delete_hits", D(delete_hits));
+    emit_u64(emit, ctx, "incr_misses", D(incr_misses));
+    emit_u64(emit, ctx, "incr_hits", D(incr_hits));
+    emit_u64(emit, ctx, "decr_misses", D(decr_misses));
+    emit_u64(emit, ctx, "decr_hits", D(decr_hits));
+    emit_u64(emit, ctx, "cas_misses", D(cas_misses));
+    emit_u64(emit, ctx, "cas_hits", D(cas_hits));
+    emit_u64(emit, ctx, "cas_badval", D(cas_badval));
+    emit_u64(emit, ctx, "touch_hits", D(touch_hits));
+    emit_u64(emit, ctx, "touch_misses", D(touch_misses));
+    emit_u64(emit, ctx, "store_too_large", D(store_too_large));
+    emit_u64(emit, ctx, "store_no_memory", D(store_no_memory));
+    emit_u64(emit, ctx, "auth_cmds", D(auth_cmds));
+    emit_u64(emit, ctx, "auth_errors", D(auth_errors));
+    emit_u64(emit, ctx, "bytes_read", D(bytes_read));
+    emit_u64(emit, ctx, "bytes_written", D(bytes_written));
+    emit_u64(emit, ctx, "accepting_conns",
+             (uint64_t)__atomic_load_n(&accepting_conns, __ATOMIC_RELAXED));
+    emit_u64(emit, ctx, "listen_disabled_num",
+             __atomic_load_n(&listen_disabled_num, __ATOMIC_RELAXED) - disabled_base);
+    emit_u64(emit, ctx, "threads", workers_count());
+    emit_u64(emit, ctx, "conn_yields", D(conn_yields));
+#undef D
+    struct storage_pass pass = {emit, ctx, ours};
+    storage_stats_general(pass_storage_stat, &pass);
+}
+
+void stats_report_settings(stat_emit_fn emit, void *ctx)
+{
+    static const char *const ours[] = {"maxconns",
+                                       "tcpport",
+                                       "udpport",
+                                       "inter",
+                                       "verbosity",
+                                       "domain_socket",
+                                       "umask",
+                                       "shutdown_command",
+                                       "num_threads",
+                                       "num_threads_per_udp",
+                                       "stat_key_prefix",
+                                       "detail_enabled",
+                                       "reqs_per_event",
+                                       "tcp_backlog",
+                                       "binding_protocol",
+                                       "auth_enabled_sasl",
+                                       "auth_enabled_ascii",
+                                       "maxconns_fast",
+                                       "idle_timeout",
+                                       "flush_enabled",
+                                       "dump_enabled",
+                                       "watch_enabled",
+                                       NULL};
+    char buf[64];
+    emit_u64(emit, ctx, "maxconns", (uint64_t)settings.maxconns);
+    emit_u64(emit, ctx, "tcpport", (uint64_t)settings.port);
+    emit_u64(emit, ctx, "udpport", (uint64_t)settings.udpport);
+    emit(ctx, "inter", settings.inter ? settings.inter : "127.0.0.1");
+    emit_u64(emit, ctx, "verbosity", (uint64_t)log_verbosity());
+    emit(ctx, "domain_socket", settings.socketpath ? settings.socketpath : "NULL");
+    snprintf(buf, sizeof(buf), "%o", settings.access);
+    emit(ctx, "umask", buf);
+    emit(ctx, "shutdown_command", settings.shutdown_command ? "yes" : "no");
+    emit_u64(emit, ctx, "num_threads", (uint64_t)settings.num_threads);
+    emit_u64(emit, ctx, "num_threads_per_udp", (uint64_t)settings.num_threads);
+    snprintf(buf, sizeof(buf), "%c", settings.prefix_delimiter);
+    emit(ctx, "stat_key_prefix", buf);
+    emit(ctx, "detail_enabled", settings.detail_enabled ? "yes" : "no");
+    emit_u64(emit, ctx, "reqs_per_event", (uint64_t)settings.reqs_per_event);
+    emit_u64(emit, ctx, "tcp_backlog", (uint64_t)settings.backlog);
+    emit(ctx, "binding_protocol", settings_protocol_name(settings.binding_protocol));
+    emit(ctx, "auth_enabled_sasl", "no");
+    emit(ctx, "auth_enabled_ascii", "no");
+    emit(ctx, "maxconns_fast", settings.maxconns_fast ? "yes" : "no");
+    emit_u64(emit, ctx, "idle_timeout", settings.idle_timeout);
+    emit(ctx, "flush_enabled", settings.flush_enabled ? "yes" : "no");
+    emit(ctx, "dump_enabled", settings.dump_enabled ? "yes" : "no");
+    emit(ctx, "watch_enabled", settings.watch_enabled ? "yes" : "no");
+    struct storage_pass pass = {emit, ctx, ours};
+    storage_stats_settings(pass_storage_stat, &pass);
+}
+
+/* "stats conns": one group per connection, by file descriptor. */
+struct conn_line {
+    int fd;
+    char addr[96];
+    char listen_addr[64];
+    char state[24];
+    unsigned secs;
+    bool has_listen, is_listener;
+};
+
+struct conn_lines {
+    struct conn_line *v;
+    size_t n, cap;
+};
+
+static void collect_conn(void *arg, int fd, const char *addr, const char *listen_addr,
+                         const char *state, unsigned secs)
+{
+    struct conn_lines *cl = arg;
+    if (cl->n == cl->cap) {
+        size_t cap = cl->cap ? cl->cap * 2 : 64;
+        struct conn_line *v = realloc(cl->v, cap * sizeof(*v));
+        if (!v)
+            return;
+        cl->v = v;
+        cl->cap = cap;
+    }
+    struct conn_line *l = &cl->v[cl->n++];
+    l->fd = fd;
+    snprintf(l->addr, sizeof(l->addr), "%s", addr);
+    l->has_listen = listen_addr != NULL && listen_addr[0] != '\0';
+    snprintf(l->listen_addr, sizeof(l->listen_addr), "%s", l->has_listen ? listen_addr : "");
+    snprintf(l->state, sizeof(l->state), "%s", state);
+    l->secs = secs;
+    l->is_listener = strcmp(state, "conn_listening") == 0;
+}
+
+static int by_fd(const void *a, const void *b)
+{
+    const struct conn_line *x = a, *y = b;
+    return (x->fd > y->fd) - (x->fd < y->fd);
+}
+
+void stats_report_conns(stat_emit_fn emit, void *ctx)
+{
+    struct conn_lines cl = {NULL, 0, 0};
+    listeners_visit(collect_conn, &cl);
+    conns_visit(collect_conn, &cl);
+    qsort(cl.v, cl.n, sizeof(*cl.v), by_fd);
+    char name[64], value[32];
+    for (size_t i = 0; i < cl.n; i++) {
+        struct conn_line *l = &cl.v[i];
+        snprintf(name, sizeof(name), "%d:addr", l->fd);
+        emit(ctx, name, l->addr);
+        if (l->has_listen) {
+            snprintf(name, sizeof(name), "%d:listen_addr", l->fd);
+            emit(ctx, name, l->listen_addr);
+        }
+        snprintf(name, sizeof(name), "%d:state", l->fd);
+        emit(ctx, name, l->state);
+        if (!l->is_listener) {
+            snprintf(name, sizeof(name), "%d:secs_since_last_cmd", l->fd);
+            snprintf(value, sizeof(value), "%u", l->secs);
+            emit(ctx, name, value);
+        }
+    }
+    free(cl.v);
+}

@@ -1,0 +1,75 @@
+/*
+ * stats.h: the daemon's counters with memcached's names, and the "stats",
+ * "stats settings" and "stats conns" reports. Per-worker counters are
+ * written only by their worker (relaxed atomic stores, no locks, no locked
+ * instructions) and summed when read; "stats reset" records a baseline
+ * instead of writing other threads' counters. Storage counters are not kept
+ * here: the storage engine reports them (items.h). Formats nothing for a
+ * particular protocol: reports go through a stat_emit_fn.
+ */
+#ifndef MCR_STATS_H
+#define MCR_STATS_H
+
+#include <stdint.h>
+
+#include "items.h"
+
+/* Counters of one worker, in the order they are reported. */
+#define WORKER_STATS_FIELDS(X)                                                                     \
+    X(get_cmds)                                                                                    \
+    X(set_cmds)                                                                                    \
+    X(flush_cmds)                                                                                  \
+    X(touch_cmds)                                                                                  \
+    X(meta_cmds)                                                                                   \
+    X(get_hits)                                                                                    \
+    X(get_misses)                                                                                  \
+    X(delete_misses)                                                                               \
+    X(delete_hits)                                                                                 \
+    X(incr_misses)                                                                                 \
+    X(incr_hits)                                                                                   \
+    X(decr_misses)                                                                                 \
+    X(decr_hits)                                                                                   \
+    X(cas_misses)                                                                                  \
+    X(cas_hits)                                                                                    \
+    X(cas_badval)                                                                                  \
+    X(touch_hits)                                                                                  \
+    X(touch_misses)                                                                                \
+    X(store_too_large)                                                                             \
+    X(store_no_memory)                                                                             \
+    X(auth_cmds)                                                                                   \
+    X(auth_errors)                                                                                 \
+    X(bytes_read)                                                                                  \
+    X(bytes_written)                                                                               \
+    X(conn_yields)
+
+struct worker_stats {
+#define X(name) uint64_t name;
+    WORKER_STATS_FIELDS(X)
+#undef X
+};
+
+/* Only the owning worker calls this; readers use stats_load(). */
+#define STAT_ADD(ws, field, n)                                                                     \
+    __atomic_store_n(&(ws)->field, __atomic_load_n(&(ws)->field, __ATOMIC_RELAXED) + (n),          \
+                     __ATOMIC_RELAXED)
+#define STAT_INCR(ws, field) STAT_ADD(ws, field, 1)
+
+/* Process-wide connection counters (touched on accept/close only). */
+void stats_conn_opened(void); /* curr and total connections */
+void stats_conn_closed(void);
+void stats_conn_rejected(void); /* over -c */
+void stats_listen_disabled(void);
+void stats_set_accepting(int accepting);
+uint64_t stats_curr_conns(void);
+
+void stats_init(void);
+/* "stats": ours, then the storage engine's general stats. */
+void stats_report_general(stat_emit_fn emit, void *ctx);
+/* "stats settings": ours and the storage engine's. */
+void stats_report_settings(stat_emit_fn emit, void *ctx);
+/* "stats conns". */
+void stats_report_conns(stat_emit_fn emit, void *ctx);
+/* "stats reset": counters start again from zero. */
+void stats_reset(void);
+
+#endif
