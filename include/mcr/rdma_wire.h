@@ -1,0 +1,144 @@
+/* include/mcr/rdma_wire.h: the RDMA message header, the one definition shared
+ * by the server and the client library.
+ *
+ * Every RDMA SEND between a memcached-rdma client and server starts with this
+ * fixed 32-byte header, followed by payload_len payload bytes (a memcached
+ * binary-protocol frame, or nothing). All fields are little-endian on the wire;
+ * use mcr_rdma_hdr_encode()/mcr_rdma_hdr_decode() rather than touching the
+ * packed bytes. This file owns the layout only: validation of a received header
+ * lives in the substrate (rdma/wire.c), which must run it before any field is
+ * used. See doc/rdma.md for the protocol rules.
+ */
+#ifndef MCR_RDMA_WIRE_H
+#define MCR_RDMA_WIRE_H
+
+#include <endian.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MCR_RDMA_MAGIC 0x4d52u /* "MR" read as little-endian bytes 'R','M' */
+#define MCR_RDMA_VERSION 1u
+#define MCR_RDMA_HDR_SIZE 32u
+
+/* Message types. */
+enum mcr_rdma_msg_type {
+    /* Payload in this message. */
+    MCR_RDMA_MSG_EAGER = 1,
+    /* No payload: only returns credits. */
+    MCR_RDMA_MSG_CREDIT = 2,
+    /* Rendezvous: the sender advertises (addr, len, rkey) that the receiver
+     * may RDMA READ (e.g. the value of a set). Payload: the request frame. */
+    MCR_RDMA_MSG_RNDV_READ = 3,
+    /* Rendezvous: the sender advertises (addr, len, rkey) that the receiver
+     * may RDMA WRITE (e.g. the buffer for a get reply). Payload: request. */
+    MCR_RDMA_MSG_RNDV_WRITE = 4,
+};
+#define MCR_RDMA_MSG_TYPE_MAX MCR_RDMA_MSG_RNDV_WRITE
+
+/* Flags. */
+/* This message ends the rendezvous the peer advertised under request_id: the
+ * peer's advertised region is no longer used and may be released. */
+#define MCR_RDMA_F_RNDV_DONE 0x0001u
+#define MCR_RDMA_F_ALL MCR_RDMA_F_RNDV_DONE
+
+/* Decoded (host byte order) view of the header. */
+struct mcr_rdma_hdr {
+    uint16_t magic;       /* MCR_RDMA_MAGIC */
+    uint8_t version;      /* MCR_RDMA_VERSION */
+    uint8_t type;         /* enum mcr_rdma_msg_type */
+    uint16_t credits;     /* receive credits returned to the receiver */
+    uint16_t flags;       /* MCR_RDMA_F_* */
+    uint32_t request_id;  /* chosen by the requester, echoed in replies */
+    uint32_t payload_len; /* bytes after the header in this message */
+    uint64_t rndv_addr;   /* rendezvous region: remote virtual address */
+    uint32_t rndv_rkey;   /*   its rkey */
+    uint32_t rndv_len;    /*   its length in bytes (0 when not rendezvous) */
+};
+
+/* Wire layout, byte offsets:
+ *   0 magic(2) 2 version(1) 3 type(1) 4 credits(2) 6 flags(2)
+ *   8 request_id(4) 12 payload_len(4) 16 rndv_addr(8) 24 rndv_rkey(4)
+ *   28 rndv_len(4)                                         = 32 bytes */
+static inline void mcr_rdma_hdr_encode(const struct mcr_rdma_hdr *h, void *wire)
+{
+    unsigned char *p = wire;
+    uint16_t v16;
+    uint32_t v32;
+    uint64_t v64;
+    v16 = htole16(h->magic);
+    memcpy(p + 0, &v16, 2);
+    p[2] = h->version;
+    p[3] = h->type;
+    v16 = htole16(h->credits);
+    memcpy(p + 4, &v16, 2);
+    v16 = htole16(h->flags);
+    memcpy(p + 6, &v16, 2);
+    v32 = htole32(h->request_id);
+    memcpy(p + 8, &v32, 4);
+    v32 = htole32(h->payload_len);
+    memcpy(p + 12, &v32, 4);
+    v64 = htole64(h->rndv_addr);
+    memcpy(p + 16, &v64, 8);
+    v32 = htole32(h->rndv_rkey);
+    memcpy(p + 24, &v32, 4);
+    v32 = htole32(h->rndv_len);
+    memcpy(p + 28, &v32, 4);
+}
+
+static inline void mcr_rdma_hdr_decode(const void *wire, struct mcr_rdma_hdr *h)
+{
+    const unsigned char *p = wire;
+    uint16_t v16;
+    uint32_t v32;
+    uint64_t v64;
+    memcpy(&v16, p + 0, 2);
+    h->magic = le16toh(v16);
+    h->version = p[2];
+    h->type = p[3];
+    memcpy(&v16, p + 4, 2);
+    h->credits = le16toh(v16);
+    memcpy(&v16, p + 6, 2);
+    h->flags = le16toh(v16);
+    memcpy(&v32, p + 8, 4);
+    h->request_id = le32toh(v32);
+    memcpy(&v32, p + 12, 4);
+    h->payload_len = le32toh(v32);
+    memcpy(&v64, p + 16, 8);
+    h->rndv_addr = le64toh(v64);
+    memcpy(&v32, p + 24, 4);
+    h->rndv_rkey = le32toh(v32);
+    memcpy(&v32, p + 28, 4);
+    h->rndv_len = le32toh(v32);
+}
+
+/* Connection private data exchanged in the RDMA CM connect request and
+ * accept: version and the number of receive credits each side grants the
+ * other at start. 8 bytes, little-endian. */
+#define MCR_RDMA_CONN_DATA_SIZE 8u
+static inline void mcr_rdma_conn_data_encode(uint16_t credits, void *wire)
+{
+    unsigned char *p = wire;
+    uint16_t v16 = htole16(MCR_RDMA_MAGIC);
+    memcpy(p, &v16, 2);
+    p[2] = MCR_RDMA_VERSION;
+    p[3] = 0;
+    v16 = htole16(credits);
+    memcpy(p + 4, &v16, 2);
+    p[6] = p[7] = 0;
+}
+
+/* Returns the granted credits, or -1 when the data is not ours. */
+static inline int mcr_rdma_conn_data_decode(const void *wire, unsigned len)
+{
+    const unsigned char *p = wire;
+    uint16_t magic, credits;
+    if (wire == NULL || len < MCR_RDMA_CONN_DATA_SIZE)
+        return -1;
+    memcpy(&magic, p, 2);
+    memcpy(&credits, p + 4, 2);
+    if (le16toh(magic) != MCR_RDMA_MAGIC || p[2] != MCR_RDMA_VERSION)
+        return -1;
+    return le16toh(credits);
+}
+
+#endif

@@ -1,0 +1,509 @@
+/* rdma/ctx.c: the per-worker RDMA context (see ctx.h): device discovery,
+ * PD/CQ/SRQ/pools setup and teardown, event dispatch (CM events to their
+ * owners, completions to their endpoints) and reaping of closed endpoints.
+ * It does not interpret messages: endpoint implementations do. */
+#include "rdma/ctx_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define RDMA_OPS_PER_EP 16
+
+void mcr_rdma_ctx_opts_default(struct mcr_rdma_ctx_opts *opts)
+{
+    const char *addr = opts->addr;
+    memset(opts, 0, sizeof(*opts));
+    opts->addr = addr;
+    opts->buf_size = 8192;
+    opts->recv_bufs = 1024;
+    opts->send_bufs = 512;
+    opts->credits = 32;
+    opts->max_rndv_len = 64u << 20;
+    opts->rnr_retry = 7;
+    opts->busy_poll_us = 0;
+    opts->resolve_timeout_ms = 2000;
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static int set_nonblocking(int fd)
+{
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+        return -errno;
+    return 0;
+}
+
+/* Binds (local address) or resolves (remote address) ctx->device_id so that
+ * it names the RDMA device serving opts->addr. */
+static int find_device(struct mcr_rdma_ctx *ctx, char *err, size_t errlen)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai = NULL;
+    int gai = getaddrinfo(ctx->opts.addr, NULL, &hints, &ai);
+    if (gai != 0) {
+        set_err(err, errlen, "cannot resolve %s: %s", ctx->opts.addr, gai_strerror(gai));
+        return -EINVAL;
+    }
+    int rc = rdma_bind_addr(ctx->device_id, ai->ai_addr);
+    if (rc == 0 && ctx->device_id->verbs != NULL) {
+        freeaddrinfo(ai);
+        return 0;
+    }
+    if (rc == 0) {
+        /* Bound to a wildcard address: no device chosen. */
+        freeaddrinfo(ai);
+        set_err(err, errlen, "address %s does not select an RDMA device", ctx->opts.addr);
+        return -EINVAL;
+    }
+    /* Not a local address: resolve it as a peer. */
+    rdma_destroy_id(ctx->device_id);
+    ctx->device_id = NULL;
+    if (rdma_create_id(ctx->device_channel, &ctx->device_id, NULL, RDMA_PS_TCP) != 0) {
+        freeaddrinfo(ai);
+        set_err(err, errlen, "rdma_create_id: %s", strerror(errno));
+        return -errno;
+    }
+    rc = rdma_resolve_addr(ctx->device_id, NULL, ai->ai_addr, ctx->opts.resolve_timeout_ms);
+    freeaddrinfo(ai);
+    if (rc != 0) {
+        rc = -errno;
+        set_err(err, errlen, "no RDMA device reaches %s (rdma_resolve_addr: %s)", ctx->opts.addr,
+                strerror(errno));
+        return rc;
+    }
+    struct pollfd pfd = {.fd = ctx->device_channel->fd, .events = POLLIN};
+    if (poll(&pfd, 1, ctx->opts.resolve_timeout_ms + 1000) <= 0) {
+        set_err(err, errlen, "no RDMA device reaches %s (address resolution timed out)",
+                ctx->opts.addr);
+        return -ETIMEDOUT;
+    }
+    struct rdma_cm_event *ev;
+    if (rdma_get_cm_event(ctx->device_channel, &ev) != 0) {
+        set_err(err, errlen, "rdma_get_cm_event: %s", strerror(errno));
+        return -errno;
+    }
+    enum rdma_cm_event_type type = ev->event;
+    rdma_ack_cm_event(ev);
+    if (type != RDMA_CM_EVENT_ADDR_RESOLVED || ctx->device_id->verbs == NULL) {
+        set_err(err, errlen, "no RDMA device reaches %s (%s)", ctx->opts.addr,
+                rdma_event_str(type));
+        return -ENODEV;
+    }
+    return 0;
+}
+
+static int post_all_receives(struct mcr_rdma_ctx *ctx)
+{
+    int64_t idx;
+    while ((idx = mcr_rdma_pool_get(&ctx->recv_pool)) >= 0) {
+        int rc = mcr_rdma_ctx_repost_recv(ctx, (uint32_t)idx);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int mcr_rdma_ctx_repost_recv(struct mcr_rdma_ctx *ctx, uint32_t buf_index)
+{
+    struct ibv_sge sge = {
+        .addr = (uintptr_t)mcr_rdma_pool_buf(&ctx->recv_pool, buf_index),
+        .length = (uint32_t)ctx->recv_pool.buf_size,
+        .lkey = ctx->recv_pool.mr->lkey,
+    };
+    struct ibv_recv_wr wr = {.wr_id = MCR_RDMA_WR_RECV | buf_index, .sg_list = &sge, .num_sge = 1};
+    struct ibv_recv_wr *bad;
+    int rc = ibv_post_srq_recv(ctx->srq, &wr, &bad);
+    if (rc != 0)
+        return -rc;
+    ctx->stats.recv_posted++;
+    return 0;
+}
+
+struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, char *err,
+                                         size_t errlen)
+{
+    set_err(err, errlen, "%s", "");
+    if (opts == NULL || opts->addr == NULL || opts->buf_size < MCR_RDMA_HDR_SIZE + 64 ||
+        opts->recv_bufs == 0 || opts->send_bufs == 0 || opts->credits < 4 ||
+        opts->credits > opts->recv_bufs || opts->rnr_retry > 7) {
+        set_err(err, errlen, "invalid RDMA context options");
+        return NULL;
+    }
+    int ndev = 0;
+    struct ibv_device **devs = ibv_get_device_list(&ndev);
+    if (devs != NULL)
+        ibv_free_device_list(devs);
+    if (devs == NULL || ndev == 0) {
+        set_err(err, errlen,
+                "no RDMA device on this machine (libibverbs lists none; RDMA needs an "
+                "RDMA NIC or a Soft-RoCE device, e.g. `rdma link add rxe0 type rxe netdev IF`)");
+        return NULL;
+    }
+
+    struct mcr_rdma_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL) {
+        set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    ctx->opts = *opts;
+    const char *what = NULL;
+
+    ctx->device_channel = rdma_create_event_channel();
+    if (ctx->device_channel == NULL) {
+        set_err(err, errlen, "no RDMA device usable: cannot open the RDMA CM (%s)",
+                strerror(errno));
+        goto fail;
+    }
+    if (rdma_create_id(ctx->device_channel, &ctx->device_id, NULL, RDMA_PS_TCP) != 0) {
+        set_err(err, errlen, "rdma_create_id: %s", strerror(errno));
+        goto fail;
+    }
+    if (find_device(ctx, err, errlen) != 0)
+        goto fail;
+    ctx->verbs = ctx->device_id->verbs;
+    snprintf(ctx->device_name, sizeof(ctx->device_name), "%s",
+             ibv_get_device_name(ctx->verbs->device));
+
+    struct ibv_device_attr dattr;
+    struct ibv_port_attr pattr;
+    if (ibv_query_device(ctx->verbs, &dattr) != 0 ||
+        ibv_query_port(ctx->verbs, ctx->device_id->port_num ? ctx->device_id->port_num : 1,
+                       &pattr) != 0) {
+        what = "ibv_query_device/port";
+        goto fail_errno;
+    }
+    ctx->max_msg_size = pattr.max_msg_sz;
+    int rd = dattr.max_qp_rd_atom < dattr.max_qp_init_rd_atom ? dattr.max_qp_rd_atom
+                                                              : dattr.max_qp_init_rd_atom;
+    ctx->rd_atomic = (uint8_t)(rd > 16 ? 16 : rd < 1 ? 1 : rd);
+    ctx->max_payload = opts->buf_size - MCR_RDMA_HDR_SIZE;
+    if (opts->recv_bufs > (uint32_t)dattr.max_srq_wr) {
+        set_err(err, errlen, "%s: recv_bufs %u above the device limit %d", ctx->device_name,
+                opts->recv_bufs, dattr.max_srq_wr);
+        goto fail;
+    }
+
+    if ((ctx->pd = ibv_alloc_pd(ctx->verbs)) == NULL) {
+        what = "ibv_alloc_pd";
+        goto fail_errno;
+    }
+    if ((ctx->comp_channel = ibv_create_comp_channel(ctx->verbs)) == NULL) {
+        what = "ibv_create_comp_channel";
+        goto fail_errno;
+    }
+    uint32_t max_eps = opts->recv_bufs / opts->credits;
+    long cq_size = (long)opts->recv_bufs + opts->send_bufs + (long)max_eps * RDMA_OPS_PER_EP + 64;
+    if (cq_size > dattr.max_cqe)
+        cq_size = dattr.max_cqe;
+    ctx->cq_size = (int)cq_size;
+    if ((ctx->cq = ibv_create_cq(ctx->verbs, ctx->cq_size, ctx, ctx->comp_channel, 0)) == NULL) {
+        what = "ibv_create_cq";
+        goto fail_errno;
+    }
+    if (ibv_req_notify_cq(ctx->cq, 0) != 0 || set_nonblocking(ctx->comp_channel->fd) != 0) {
+        what = "ibv_req_notify_cq";
+        goto fail_errno;
+    }
+    struct ibv_srq_init_attr srq_attr = {.attr = {.max_wr = opts->recv_bufs, .max_sge = 1}};
+    if ((ctx->srq = ibv_create_srq(ctx->pd, &srq_attr)) == NULL) {
+        what = "ibv_create_srq";
+        goto fail_errno;
+    }
+    int rc = mcr_rdma_pool_init(&ctx->recv_pool, ctx->pd, opts->recv_bufs, opts->buf_size);
+    if (rc == 0)
+        rc = mcr_rdma_pool_init(&ctx->send_pool, ctx->pd, opts->send_bufs, opts->buf_size);
+    if (rc != 0) {
+        set_err(err, errlen, "%s: registering buffer pools: %s", ctx->device_name, strerror(-rc));
+        goto fail;
+    }
+    if ((ctx->send_ops = calloc(opts->send_bufs, sizeof(*ctx->send_ops))) == NULL) {
+        set_err(err, errlen, "out of memory");
+        goto fail;
+    }
+    if ((rc = post_all_receives(ctx)) != 0) {
+        set_err(err, errlen, "%s: posting receives: %s", ctx->device_name, strerror(-rc));
+        goto fail;
+    }
+    if ((ctx->cm_channel = rdma_create_event_channel()) == NULL ||
+        set_nonblocking(ctx->cm_channel->fd) != 0) {
+        what = "rdma_create_event_channel";
+        goto fail_errno;
+    }
+    return ctx;
+
+fail_errno:
+    set_err(err, errlen, "%s: %s: %s", ctx->device_name[0] ? ctx->device_name : "rdma", what,
+            strerror(errno));
+fail:
+    mcr_rdma_ctx_destroy(ctx);
+    return NULL;
+}
+
+void mcr_rdma_ctx_destroy(struct mcr_rdma_ctx *ctx)
+{
+    if (ctx == NULL)
+        return;
+    while (ctx->listeners != NULL)
+        ctx->listeners->destroy_now(ctx->listeners);
+    while (ctx->endpoints != NULL)
+        ctx->endpoints->impl->destroy_now(ctx->endpoints->ep);
+    if (ctx->cm_channel != NULL)
+        rdma_destroy_event_channel(ctx->cm_channel);
+    free(ctx->send_ops);
+    mcr_rdma_pool_destroy(&ctx->send_pool);
+    if (ctx->srq != NULL)
+        ibv_destroy_srq(ctx->srq); /* before its buffers are deregistered */
+    mcr_rdma_pool_destroy(&ctx->recv_pool);
+    if (ctx->cq != NULL)
+        ibv_destroy_cq(ctx->cq);
+    if (ctx->comp_channel != NULL)
+        ibv_destroy_comp_channel(ctx->comp_channel);
+    if (ctx->pd != NULL)
+        ibv_dealloc_pd(ctx->pd);
+    if (ctx->device_id != NULL)
+        rdma_destroy_id(ctx->device_id);
+    if (ctx->device_channel != NULL)
+        rdma_destroy_event_channel(ctx->device_channel);
+    free(ctx);
+}
+
+int mcr_rdma_ctx_cm_fd(const struct mcr_rdma_ctx *ctx)
+{
+    return ctx->cm_channel->fd;
+}
+
+int mcr_rdma_ctx_cq_fd(const struct mcr_rdma_ctx *ctx)
+{
+    return ctx->comp_channel->fd;
+}
+
+struct ibv_pd *mcr_rdma_ctx_pd(const struct mcr_rdma_ctx *ctx)
+{
+    return ctx->pd;
+}
+
+const char *mcr_rdma_ctx_device_name(const struct mcr_rdma_ctx *ctx)
+{
+    return ctx->device_name;
+}
+
+const struct mcr_rdma_ctx_opts *mcr_rdma_ctx_options(const struct mcr_rdma_ctx *ctx)
+{
+    return &ctx->opts;
+}
+
+void mcr_rdma_ctx_stats(const struct mcr_rdma_ctx *ctx, struct mcr_rdma_ctx_stats *out)
+{
+    *out = ctx->stats;
+    out->send_bufs_free = ctx->send_pool.free_count;
+}
+
+/* ---- endpoint and listener registry ---------------------------------- */
+
+void mcr_rdma_ctx_link_ep(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *link)
+{
+    link->prev = NULL;
+    link->next = ctx->endpoints;
+    if (ctx->endpoints != NULL)
+        ctx->endpoints->prev = link;
+    ctx->endpoints = link;
+    ctx->stats.endpoints++;
+}
+
+void mcr_rdma_ctx_set_qp(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *link, uint32_t qp_num)
+{
+    struct mcr_rdma_ep_link **bucket = &ctx->by_qp[qp_num % MCR_RDMA_QP_BUCKETS];
+    link->qp_num = qp_num;
+    link->has_qp = true;
+    link->hash_next = *bucket;
+    *bucket = link;
+}
+
+void mcr_rdma_ctx_unlink_ep(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *link)
+{
+    if (link->has_qp) {
+        struct mcr_rdma_ep_link **p = &ctx->by_qp[link->qp_num % MCR_RDMA_QP_BUCKETS];
+        while (*p != NULL && *p != link)
+            p = &(*p)->hash_next;
+        if (*p == link)
+            *p = link->hash_next;
+        link->has_qp = false;
+    }
+    if (link->prev != NULL)
+        link->prev->next = link->next;
+    else
+        ctx->endpoints = link->next;
+    if (link->next != NULL)
+        link->next->prev = link->prev;
+    ctx->stats.endpoints--;
+}
+
+void mcr_rdma_ctx_link_listener(struct mcr_rdma_ctx *ctx, struct mcr_rdma_listener_link *link)
+{
+    link->prev = NULL;
+    link->next = ctx->listeners;
+    if (ctx->listeners != NULL)
+        ctx->listeners->prev = link;
+    ctx->listeners = link;
+    ctx->stats.listeners++;
+}
+
+void mcr_rdma_ctx_unlink_listener(struct mcr_rdma_ctx *ctx, struct mcr_rdma_listener_link *link)
+{
+    if (link->prev != NULL)
+        link->prev->next = link->next;
+    else
+        ctx->listeners = link->next;
+    if (link->next != NULL)
+        link->next->prev = link->prev;
+    ctx->stats.listeners--;
+}
+
+static struct mcr_rdma_ep_link *find_qp(struct mcr_rdma_ctx *ctx, uint32_t qp_num)
+{
+    struct mcr_rdma_ep_link *l = ctx->by_qp[qp_num % MCR_RDMA_QP_BUCKETS];
+    while (l != NULL && l->qp_num != qp_num)
+        l = l->hash_next;
+    return l;
+}
+
+/* ---- event dispatch ---------------------------------------------------- */
+
+int mcr_rdma_ctx_handle_cm(struct mcr_rdma_ctx *ctx)
+{
+    int handled = 0;
+    struct rdma_cm_event *ev;
+    while (rdma_get_cm_event(ctx->cm_channel, &ev) == 0) {
+        struct rdma_cm_id *owner_id =
+            ev->event == RDMA_CM_EVENT_CONNECT_REQUEST ? ev->listen_id : ev->id;
+        struct mcr_rdma_cm_owner *owner = owner_id ? owner_id->context : NULL;
+        struct rdma_cm_id *to_destroy = NULL;
+        if (owner != NULL)
+            to_destroy = owner->on_cm_event(owner, ev);
+        rdma_ack_cm_event(ev);
+        if (to_destroy != NULL)
+            rdma_destroy_id(to_destroy);
+        handled++;
+    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+        return -errno;
+    return handled;
+}
+
+static void dispatch_wc(struct mcr_rdma_ctx *ctx, const struct ibv_wc *wc)
+{
+    if (wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_WR_FLUSH_ERR) {
+        ctx->stats.wc_errors++;
+        if (wc->status == IBV_WC_RNR_RETRY_EXC_ERR)
+            ctx->stats.rnr_errors++;
+    }
+    if (wc->wr_id & MCR_RDMA_WR_RECV) {
+        uint32_t idx = (uint32_t)(wc->wr_id & ~MCR_RDMA_WR_RECV);
+        ctx->stats.recv_posted--;
+        struct mcr_rdma_ep_link *link =
+            wc->status == IBV_WC_SUCCESS ? find_qp(ctx, wc->qp_num) : NULL;
+        if (link != NULL)
+            link->impl->on_recv(link->ep, idx, wc);
+        else if (mcr_rdma_ctx_repost_recv(ctx, idx) != 0)
+            mcr_rdma_pool_put(&ctx->recv_pool, idx);
+        return;
+    }
+    struct mcr_rdma_op *op = (struct mcr_rdma_op *)(uintptr_t)wc->wr_id;
+    op->impl->on_send_wc(op->ep, op, wc);
+}
+
+int mcr_rdma_ctx_poll_cq(struct mcr_rdma_ctx *ctx)
+{
+    struct ibv_wc wcs[32];
+    int total = 0, n;
+    while ((n = ibv_poll_cq(ctx->cq, 32, wcs)) > 0) {
+        for (int i = 0; i < n; i++)
+            dispatch_wc(ctx, &wcs[i]);
+        total += n;
+    }
+    return n < 0 ? -EIO : total;
+}
+
+int mcr_rdma_ctx_handle_cq(struct mcr_rdma_ctx *ctx)
+{
+    struct ibv_cq *ev_cq;
+    void *ev_ctx;
+    while (ibv_get_cq_event(ctx->comp_channel, &ev_cq, &ev_ctx) == 0)
+        ibv_ack_cq_events(ev_cq, 1);
+    int handled = mcr_rdma_ctx_poll_cq(ctx);
+    if (handled < 0)
+        return handled;
+    if (ibv_req_notify_cq(ctx->cq, 0) != 0)
+        return -EIO;
+    /* Completions that arrived between the last poll and re-arming. */
+    int more = mcr_rdma_ctx_poll_cq(ctx);
+    return more < 0 ? more : handled + more;
+}
+
+static void reap(struct mcr_rdma_ctx *ctx)
+{
+    struct mcr_rdma_ep_link *link = ctx->endpoints, *next;
+    for (; link != NULL; link = next) {
+        next = link->next;
+        link->impl->try_reap(link->ep);
+    }
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int mcr_rdma_ctx_progress(struct mcr_rdma_ctx *ctx, int timeout_ms)
+{
+    int handled = 0;
+    if (ctx->opts.busy_poll_us > 0) {
+        uint64_t until = now_us() + ctx->opts.busy_poll_us;
+        do {
+            int n = mcr_rdma_ctx_poll_cq(ctx);
+            if (n < 0)
+                return n;
+            handled += n;
+        } while (handled == 0 && now_us() < until);
+        if (handled > 0) {
+            int n = mcr_rdma_ctx_handle_cm(ctx);
+            reap(ctx);
+            return n < 0 ? n : handled + n;
+        }
+    }
+    struct pollfd pfd[2] = {{.fd = ctx->cm_channel->fd, .events = POLLIN},
+                            {.fd = ctx->comp_channel->fd, .events = POLLIN}};
+    int rc = poll(pfd, 2, timeout_ms);
+    if (rc < 0 && errno != EINTR)
+        return -errno;
+    int n = mcr_rdma_ctx_handle_cm(ctx);
+    if (n < 0)
+        return n;
+    handled += n;
+    n = mcr_rdma_ctx_handle_cq(ctx);
+    if (n < 0)
+        return n;
+    handled += n;
+    reap(ctx);
+    return handled;
+}

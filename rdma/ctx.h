@@ -1,0 +1,79 @@
+/* rdma/ctx.h: the per-worker RDMA context.
+ *
+ * One context per worker thread: the RDMA device (found through the RDMA CM
+ * from an address), a protection domain, one completion queue with its
+ * completion channel, a shared receive queue fed from a registered receive
+ * pool (so memory stays flat however many RC peers connect), a send pool,
+ * the RDMA CM event channel, and every endpoint and listener created on it.
+ *
+ * Driving it: either call mcr_rdma_ctx_progress() in a loop, or watch
+ * mcr_rdma_ctx_cm_fd() and mcr_rdma_ctx_cq_fd() (both non-blocking) in an
+ * event loop such as libevent and call mcr_rdma_ctx_handle_cm() /
+ * mcr_rdma_ctx_handle_cq() when they are readable. Optional busy polling
+ * (opts.busy_poll_us) spins on the completion queue before sleeping.
+ * A context is used by one thread only.
+ */
+#ifndef MCR_RDMA_CTX_H
+#define MCR_RDMA_CTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct mcr_rdma_ctx;
+struct ibv_pd;
+
+struct mcr_rdma_ctx_opts {
+    /* An address that selects the device: a local address of the RDMA
+     * interface (servers) or the server's address (clients). Required. */
+    const char *addr;
+    uint32_t buf_size;      /* eager buffer size, header included; default 8192 */
+    uint32_t recv_bufs;     /* receive buffers in the shared receive queue; 1024 */
+    uint32_t send_bufs;     /* send buffers shared by all endpoints; 512 */
+    uint16_t credits;       /* receive credits granted to each peer; 32 (>= 4) */
+    uint32_t max_rndv_len;  /* largest rendezvous region accepted; 64 MiB */
+    uint8_t rnr_retry;      /* 0..7 (7: retry forever); default 7. Credits make
+                               receiver-not-ready impossible; tests use 0 to
+                               prove it. */
+    unsigned busy_poll_us;  /* spin this long on the CQ before sleeping; 0 */
+    int resolve_timeout_ms; /* address/route resolution; default 2000 */
+};
+
+/* Defaults for every field except addr. */
+void mcr_rdma_ctx_opts_default(struct mcr_rdma_ctx_opts *opts);
+
+/* Returns NULL and a one-line reason in err when no usable RDMA device is
+ * behind opts->addr (or resources cannot be created). */
+struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, char *err,
+                                         size_t errlen);
+/* Closes every endpoint and listener at once (no callbacks are called) and
+ * frees everything in reverse order of creation. */
+void mcr_rdma_ctx_destroy(struct mcr_rdma_ctx *ctx);
+
+int mcr_rdma_ctx_cm_fd(const struct mcr_rdma_ctx *ctx);
+int mcr_rdma_ctx_cq_fd(const struct mcr_rdma_ctx *ctx);
+/* Non-blocking; return the number of events handled or a negative errno. */
+int mcr_rdma_ctx_handle_cm(struct mcr_rdma_ctx *ctx);
+int mcr_rdma_ctx_handle_cq(struct mcr_rdma_ctx *ctx);
+/* Waits up to timeout_ms (-1: forever) for CM or completion events, handles
+ * them, and frees endpoints whose close finished. Returns events handled (0 on
+ * timeout) or a negative errno. */
+int mcr_rdma_ctx_progress(struct mcr_rdma_ctx *ctx, int timeout_ms);
+
+struct ibv_pd *mcr_rdma_ctx_pd(const struct mcr_rdma_ctx *ctx);
+const char *mcr_rdma_ctx_device_name(const struct mcr_rdma_ctx *ctx);
+const struct mcr_rdma_ctx_opts *mcr_rdma_ctx_options(const struct mcr_rdma_ctx *ctx);
+
+struct mcr_rdma_ctx_stats {
+    unsigned endpoints; /* alive, including closing ones */
+    unsigned listeners;
+    uint32_t granted_credits; /* sum over endpoints, <= recv_bufs */
+    uint32_t recv_posted;     /* receive buffers in the shared receive queue */
+    uint32_t send_bufs_free;
+    uint64_t malformed;  /* connections closed for a malformed message */
+    uint64_t rejected;   /* connection requests refused */
+    uint64_t wc_errors;  /* completions with an error status (not flushes) */
+    uint64_t rnr_errors; /* receiver-not-ready retries exhausted */
+};
+void mcr_rdma_ctx_stats(const struct mcr_rdma_ctx *ctx, struct mcr_rdma_ctx_stats *out);
+
+#endif

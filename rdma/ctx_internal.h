@@ -1,0 +1,123 @@
+/* rdma/ctx_internal.h: context internals shared with endpoint implementations
+ * (rc_*.c, later ud_*.c). Not for the server or the client library: they use
+ * ctx.h, endpoint.h and rc.h.
+ *
+ * Completion routing: a receive work request's wr_id is MCR_RDMA_WR_RECV |
+ * buffer index (the shared receive queue does not know the connection; the
+ * completion's qp_num finds the endpoint). A send-queue work request's wr_id
+ * is a struct mcr_rdma_op pointer, which names its endpoint.
+ */
+#ifndef MCR_RDMA_CTX_INTERNAL_H
+#define MCR_RDMA_CTX_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "rdma/ctx.h"
+#include "rdma/endpoint.h"
+#include "rdma/pool.h"
+
+#define MCR_RDMA_WR_RECV (UINT64_C(1) << 63)
+
+enum mcr_rdma_op_kind { MCR_RDMA_OP_SEND, MCR_RDMA_OP_READ, MCR_RDMA_OP_WRITE };
+
+/* One send-queue work request, posted or waiting in an endpoint's queue. */
+struct mcr_rdma_ep_impl;
+struct mcr_rdma_op {
+    enum mcr_rdma_op_kind kind;
+    struct mcr_rdma_ep *ep;
+    const struct mcr_rdma_ep_impl *impl;
+    struct mcr_rdma_op *next; /* endpoint's waiting queue */
+    /* SEND: send pool buffer holding header + payload */
+    uint32_t buf_index;
+    uint32_t len;
+    bool is_credit_msg;
+    bool raw;           /* bytes sent as given: credits not patched in */
+    bool counted_stall; /* already counted in credit_stalls */
+    /* READ / WRITE */
+    uint64_t remote_addr;
+    uint32_t rkey;
+    void *local;
+    uint32_t lkey;
+    void *cookie;
+};
+
+/* What the context calls in an endpoint implementation. */
+struct mcr_rdma_ep_impl {
+    /* A receive completed for this endpoint's QP. The implementation
+     * returns the buffer with mcr_rdma_ctx_repost_recv(). */
+    void (*on_recv)(struct mcr_rdma_ep *ep, uint32_t buf_index, const struct ibv_wc *wc);
+    /* A send-queue work request completed (success, error or flush). */
+    void (*on_send_wc)(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct ibv_wc *wc);
+    /* Called after each progress round: free the endpoint when its close is
+     * complete and return true. */
+    bool (*try_reap)(struct mcr_rdma_ep *ep);
+    /* Context destruction: free at once, no callbacks. */
+    void (*destroy_now)(struct mcr_rdma_ep *ep);
+};
+
+/* Receiver of RDMA CM events: id->context of every CM id points to one. */
+struct mcr_rdma_cm_owner {
+    /* Must not destroy CM ids: returns an id to destroy once the event is
+     * acknowledged, or NULL. */
+    struct rdma_cm_id *(*on_cm_event)(struct mcr_rdma_cm_owner *owner, struct rdma_cm_event *ev);
+};
+
+/* Context bookkeeping embedded in every endpoint. */
+struct mcr_rdma_ep_link {
+    const struct mcr_rdma_ep_impl *impl;
+    struct mcr_rdma_ep *ep;
+    uint32_t qp_num;
+    bool has_qp;
+    struct mcr_rdma_ep_link *hash_next;
+    struct mcr_rdma_ep_link *prev, *next;
+};
+
+/* Context bookkeeping embedded in every listener. */
+struct mcr_rdma_listener_link {
+    void (*destroy_now)(struct mcr_rdma_listener_link *link);
+    struct mcr_rdma_listener_link *prev, *next;
+};
+
+#define MCR_RDMA_QP_BUCKETS 256
+
+struct mcr_rdma_ctx {
+    struct mcr_rdma_ctx_opts opts;
+    char device_name[64];
+    /* creation order: */
+    struct rdma_event_channel *device_channel;
+    struct rdma_cm_id *device_id; /* holds the device */
+    struct ibv_context *verbs;
+    struct ibv_pd *pd;
+    struct ibv_comp_channel *comp_channel;
+    struct ibv_cq *cq;
+    int cq_size;
+    struct ibv_srq *srq;
+    struct mcr_rdma_pool recv_pool;
+    struct mcr_rdma_pool send_pool;
+    struct mcr_rdma_op *send_ops; /* one per send pool buffer */
+    struct rdma_event_channel *cm_channel;
+
+    struct mcr_rdma_ep_link *by_qp[MCR_RDMA_QP_BUCKETS];
+    struct mcr_rdma_ep_link *endpoints; /* all, list head */
+    struct mcr_rdma_listener_link *listeners;
+    uint32_t max_msg_size;
+    uint8_t rd_atomic; /* outstanding RDMA READs per QP, both directions */
+    uint32_t max_payload;
+    struct mcr_rdma_ctx_stats stats;
+};
+
+void mcr_rdma_ctx_link_ep(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *link);
+void mcr_rdma_ctx_set_qp(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *link, uint32_t qp_num);
+void mcr_rdma_ctx_unlink_ep(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *link);
+void mcr_rdma_ctx_link_listener(struct mcr_rdma_ctx *ctx, struct mcr_rdma_listener_link *link);
+void mcr_rdma_ctx_unlink_listener(struct mcr_rdma_ctx *ctx, struct mcr_rdma_listener_link *link);
+/* Polls the CQ once to empty, dispatching. Returns completions or -EIO. */
+int mcr_rdma_ctx_poll_cq(struct mcr_rdma_ctx *ctx);
+/* Posts the receive buffer back to the shared receive queue. */
+int mcr_rdma_ctx_repost_recv(struct mcr_rdma_ctx *ctx, uint32_t buf_index);
+
+#endif

@@ -1,0 +1,142 @@
+/* rdma/endpoint.h: the endpoint interface: what the server's RDMA transport
+ * and the client library see of one RDMA peer, whatever the transport.
+ *
+ * An endpoint is a function table (struct mcr_rdma_ep_ops) plus callbacks the
+ * owner installs. The RC implementation is in rc_*.c; a UD implementation
+ * provides the same table. Messages are delivered only after their header
+ * passed validation; payload pointers are valid only during the callback.
+ * Everything runs on the thread that drives the endpoint's context
+ * (mcr_rdma_ctx_progress or the fd handlers); nothing here is thread-safe.
+ * This header must not expose verbs objects other than ibv_mr for buffers.
+ */
+#ifndef MCR_RDMA_ENDPOINT_H
+#define MCR_RDMA_ENDPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <infiniband/verbs.h>
+
+#include "mcr/rdma_wire.h"
+
+struct mcr_rdma_ctx;
+struct mcr_rdma_ep;
+
+/* A rendezvous region: advertised by the initiator, used by the peer. */
+struct mcr_rdma_rndv {
+    uint64_t addr;
+    uint32_t rkey;
+    uint32_t len;
+};
+
+/* A received, validated message. */
+struct mcr_rdma_msg {
+    uint8_t type;   /* MCR_RDMA_MSG_EAGER, _RNDV_READ or _RNDV_WRITE */
+    uint16_t flags; /* MCR_RDMA_F_* */
+    uint32_t request_id;
+    const void *payload; /* valid during the callback only */
+    uint32_t payload_len;
+    struct mcr_rdma_rndv rndv; /* for _RNDV_READ / _RNDV_WRITE */
+};
+
+struct mcr_rdma_ep_callbacks {
+    /* Connection established; sends are possible from now on. */
+    void (*on_connected)(struct mcr_rdma_ep *ep, void *user);
+    void (*on_message)(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, void *user);
+    /* An RDMA READ or WRITE started by this side finished (status 0) or
+     * failed (negative errno). Always called once per started operation, also
+     * when the connection goes away, and before on_closed. */
+    void (*on_rdma_done)(struct mcr_rdma_ep *ep, void *cookie, int status, void *user);
+    /* The endpoint is gone (reason: 0 after a local close, else negative
+     * errno) and will be freed when this returns. */
+    void (*on_closed)(struct mcr_rdma_ep *ep, int reason, const char *why, void *user);
+};
+
+/* What to send. iov may be NULL when iovcnt is 0. For a rendezvous message
+ * set `advertise` (type MCR_RDMA_MSG_RNDV_READ or _RNDV_WRITE) to a region
+ * registered with the matching remote access. */
+struct mcr_rdma_send {
+    uint8_t type;
+    uint16_t flags;
+    uint32_t request_id;
+    const struct iovec *iov;
+    int iovcnt;
+    const struct mcr_rdma_rndv *advertise;
+};
+
+struct mcr_rdma_ep_stats {
+    uint64_t msgs_sent, msgs_received;
+    uint64_t credit_msgs_sent;
+    uint64_t credit_stalls;   /* sends queued because no credit was left */
+    uint32_t max_in_flight;   /* highest number of our messages the peer had not
+                                 yet returned credit for */
+    uint16_t peer_credits;    /* credits the peer granted us */
+    uint16_t granted_credits; /* credits we granted the peer */
+};
+
+struct mcr_rdma_ep_ops {
+    const char *name;
+    /* Copies the payload; returns 0, -EMSGSIZE (does not fit one eager
+     * buffer: use rendezvous), -EAGAIN (no send buffer free right now),
+     * -ENOTCONN or -EINVAL. A message without credit waits in the endpoint
+     * and goes out when the peer returns credits. */
+    int (*send)(struct mcr_rdma_ep *ep, const struct mcr_rdma_send *msg);
+    /* Pull [remote->addr + offset, +len) into local (registered in local_mr)
+     * or push local into it. The range is checked against the advertised
+     * region and the local buffer against its registration. Completion:
+     * on_rdma_done(cookie). */
+    int (*rdma_read)(struct mcr_rdma_ep *ep, const struct mcr_rdma_rndv *remote, uint32_t offset,
+                     void *local, struct ibv_mr *local_mr, uint32_t len, void *cookie);
+    int (*rdma_write)(struct mcr_rdma_ep *ep, const struct mcr_rdma_rndv *remote, uint32_t offset,
+                      const void *local, struct ibv_mr *local_mr, uint32_t len, void *cookie);
+    /* Starts closing; on_closed follows from the context's progress. */
+    void (*close)(struct mcr_rdma_ep *ep);
+    size_t (*max_eager_payload)(const struct mcr_rdma_ep *ep);
+    void (*stats)(const struct mcr_rdma_ep *ep, struct mcr_rdma_ep_stats *out);
+};
+
+/* Common head of every endpoint implementation. */
+struct mcr_rdma_ep {
+    const struct mcr_rdma_ep_ops *ops;
+    struct mcr_rdma_ctx *ctx;
+    struct mcr_rdma_ep_callbacks cb;
+    void *user;
+};
+
+static inline void mcr_rdma_ep_set_callbacks(struct mcr_rdma_ep *ep,
+                                             const struct mcr_rdma_ep_callbacks *cb, void *user)
+{
+    ep->cb = *cb;
+    ep->user = user;
+}
+static inline int mcr_rdma_ep_send(struct mcr_rdma_ep *ep, const struct mcr_rdma_send *msg)
+{
+    return ep->ops->send(ep, msg);
+}
+static inline int mcr_rdma_ep_rdma_read(struct mcr_rdma_ep *ep, const struct mcr_rdma_rndv *remote,
+                                        uint32_t offset, void *local, struct ibv_mr *local_mr,
+                                        uint32_t len, void *cookie)
+{
+    return ep->ops->rdma_read(ep, remote, offset, local, local_mr, len, cookie);
+}
+static inline int mcr_rdma_ep_rdma_write(struct mcr_rdma_ep *ep, const struct mcr_rdma_rndv *remote,
+                                         uint32_t offset, const void *local,
+                                         struct ibv_mr *local_mr, uint32_t len, void *cookie)
+{
+    return ep->ops->rdma_write(ep, remote, offset, local, local_mr, len, cookie);
+}
+static inline void mcr_rdma_ep_close(struct mcr_rdma_ep *ep)
+{
+    ep->ops->close(ep);
+}
+static inline size_t mcr_rdma_ep_max_eager_payload(const struct mcr_rdma_ep *ep)
+{
+    return ep->ops->max_eager_payload(ep);
+}
+static inline void mcr_rdma_ep_stats(const struct mcr_rdma_ep *ep, struct mcr_rdma_ep_stats *out)
+{
+    ep->ops->stats(ep, out);
+}
+
+#endif

@@ -1,0 +1,45 @@
+/* rdma/rc.h: reliable-connected (RC) endpoints over the RDMA CM (RDMA_PS_TCP):
+ * client connect, server listen/accept. The endpoints implement endpoint.h.
+ *
+ * Each RC endpoint's QP uses its context's CQ and shared receive queue. At
+ * connect time each side grants the other `credits` receives (context option);
+ * a connection request is refused when the context's receive queue cannot
+ * back the credits it would grant, so memory never grows per connection
+ * beyond the QP itself. This header owns the RC constructors only.
+ */
+#ifndef MCR_RDMA_RC_H
+#define MCR_RDMA_RC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rdma/ctx.h"
+#include "rdma/endpoint.h"
+
+struct mcr_rdma_listener;
+
+/* Decides about a new connection: install callbacks with
+ * mcr_rdma_ep_set_callbacks() and return 0 to accept, or non-zero to
+ * refuse. on_connected follows when the connection is established. */
+typedef int (*mcr_rdma_accept_fn)(struct mcr_rdma_listener *listener, struct mcr_rdma_ep *ep,
+                                  void *user);
+
+/* Listens on addr:port (addr must be an address of the context's device;
+ * port 0 picks a free port, see mcr_rdma_listener_port). */
+int mcr_rdma_rc_listen(struct mcr_rdma_ctx *ctx, const char *addr, uint16_t port, int backlog,
+                       mcr_rdma_accept_fn on_accept, void *user, struct mcr_rdma_listener **out);
+uint16_t mcr_rdma_listener_port(const struct mcr_rdma_listener *listener);
+void mcr_rdma_listener_destroy(struct mcr_rdma_listener *listener);
+
+/* Starts connecting to host:port; returns the endpoint at once. Its
+ * on_connected or on_closed callback reports the outcome. */
+int mcr_rdma_rc_connect(struct mcr_rdma_ctx *ctx, const char *host, uint16_t port,
+                        const struct mcr_rdma_ep_callbacks *cb, void *user,
+                        struct mcr_rdma_ep **out);
+
+/* Posts `len` bytes exactly as given, header included, as one SEND using a
+ * credit. Exists so tests can check the peer's validation of malformed
+ * messages; never use it to carry protocol traffic. */
+int mcr_rdma_rc_send_raw(struct mcr_rdma_ep *ep, const void *bytes, uint32_t len);
+
+#endif

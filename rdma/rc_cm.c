@@ -1,0 +1,376 @@
+/* rdma/rc_cm.c: RC connection management over the RDMA CM: client connect,
+ * server listen/accept, connection events, closing and freeing. The data path
+ * (messages, credits, rendezvous) is in rc_data.c; this file must not post
+ * sends or interpret received messages.
+ *
+ * Lifecycle of an endpoint: RESOLVING (client) -> CONNECTING -> ESTABLISHED
+ * -> CLOSING. Any failure, a peer disconnect (or a peer process dying: its
+ * kernel sends the disconnect), a malformed message or a local close moves it
+ * to CLOSING: the QP is put into the error state so every posted work request
+ * completes (flushed), and once none is outstanding the endpoint reports
+ * on_closed and is freed (QP, then CM id, then memory).
+ */
+#include "rdma/rc_internal.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define RC_RETRY_COUNT 7
+#define RC_RESOLVE_TIMEOUT_MS 2000
+
+static struct rdma_cm_id *rc_cm_event(struct mcr_rdma_cm_owner *owner, struct rdma_cm_event *ev);
+static bool rc_try_reap(struct mcr_rdma_ep *ep);
+static void rc_destroy_now(struct mcr_rdma_ep *ep);
+
+const struct mcr_rdma_ep_impl mcr_rdma_rc_impl = {
+    .on_recv = rc_on_recv,
+    .on_send_wc = rc_on_send_wc,
+    .try_reap = rc_try_reap,
+    .destroy_now = rc_destroy_now,
+};
+
+static struct rc_ep *rc_alloc(struct mcr_rdma_ctx *ctx)
+{
+    if (ctx->stats.granted_credits + ctx->opts.credits > ctx->opts.recv_bufs)
+        return NULL; /* the shared receive queue cannot back more credits */
+    struct rc_ep *rc = calloc(1, sizeof(*rc));
+    if (rc == NULL)
+        return NULL;
+    rc->base.ops = &mcr_rdma_rc_ops;
+    rc->base.ctx = ctx;
+    rc->link.impl = &mcr_rdma_rc_impl;
+    rc->link.ep = &rc->base;
+    rc->cm_owner.on_cm_event = rc_cm_event;
+    rc->granted = ctx->opts.credits;
+    rc->credit_threshold = rc->granted / 4 > 1 ? rc->granted / 4 : 2;
+    rc->sq_depth = (uint32_t)ctx->opts.credits + 16 + 2;
+    rc->stats.granted_credits = rc->granted;
+    ctx->stats.granted_credits += rc->granted;
+    mcr_rdma_ctx_link_ep(ctx, &rc->link);
+    return rc;
+}
+
+/* Frees what rc_alloc and later steps created, newest first. */
+static void rc_free(struct rc_ep *rc, bool destroy_id)
+{
+    struct mcr_rdma_ctx *ctx = rc->base.ctx;
+    mcr_rdma_ctx_unlink_ep(ctx, &rc->link);
+    ctx->stats.granted_credits -= rc->granted;
+    if (rc->qp != NULL)
+        rdma_destroy_qp(rc->cm_id);
+    if (destroy_id && rc->cm_id != NULL)
+        rdma_destroy_id(rc->cm_id);
+    free(rc);
+}
+
+static int rc_create_qp(struct rc_ep *rc)
+{
+    struct mcr_rdma_ctx *ctx = rc->base.ctx;
+    if (rc->cm_id->verbs != ctx->verbs)
+        return -EXDEV; /* reached through another device than the context's */
+    struct ibv_qp_init_attr attr = {
+        .send_cq = ctx->cq,
+        .recv_cq = ctx->cq,
+        .srq = ctx->srq,
+        .cap = {.max_send_wr = rc->sq_depth, .max_send_sge = 1, .max_recv_sge = 1},
+        .qp_type = IBV_QPT_RC,
+        .sq_sig_all = 1,
+    };
+    if (rdma_create_qp(rc->cm_id, ctx->pd, &attr) != 0)
+        return -errno;
+    rc->qp = rc->cm_id->qp;
+    mcr_rdma_ctx_set_qp(ctx, &rc->link, rc->qp->qp_num);
+    return 0;
+}
+
+static void rc_conn_param(struct rc_ep *rc, struct rdma_conn_param *param, unsigned char *pdata)
+{
+    struct mcr_rdma_ctx *ctx = rc->base.ctx;
+    mcr_rdma_conn_data_encode(rc->granted, pdata);
+    memset(param, 0, sizeof(*param));
+    param->private_data = pdata;
+    param->private_data_len = MCR_RDMA_CONN_DATA_SIZE;
+    param->responder_resources = ctx->rd_atomic;
+    param->initiator_depth = ctx->rd_atomic;
+    param->retry_count = RC_RETRY_COUNT;
+    param->rnr_retry_count = ctx->opts.rnr_retry;
+}
+
+void rc_fail(struct rc_ep *rc, int reason, const char *why)
+{
+    if (rc->state == RC_CLOSING)
+        return;
+    bool was_connected = rc->state == RC_ESTABLISHED || rc->state == RC_CONNECTING;
+    rc->state = RC_CLOSING;
+    rc->close_reason = reason;
+    snprintf(rc->close_why, sizeof(rc->close_why), "%s", why);
+    if (rc->qp != NULL) {
+        struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
+        ibv_modify_qp(rc->qp, &attr, IBV_QP_STATE); /* flush everything posted */
+    }
+    if (was_connected)
+        rdma_disconnect(rc->cm_id); /* fails harmlessly when already gone */
+    rc_drop_waiting(rc, -ECONNABORTED);
+}
+
+void rc_close(struct mcr_rdma_ep *ep)
+{
+    rc_fail(rc_from_ep(ep), 0, "closed locally");
+}
+
+static void rc_mark_established(struct rc_ep *rc)
+{
+    rc->state = RC_ESTABLISHED;
+    rc->send_credits = rc->peer_credits;
+    rc->stats.peer_credits = rc->peer_credits;
+    rc->connected_once = true;
+    if (rc->base.cb.on_connected != NULL)
+        rc->base.cb.on_connected(&rc->base, rc->base.user);
+    if (rc->state == RC_ESTABLISHED)
+        rc_pump(rc);
+}
+
+/* A message can complete before this side saw ESTABLISHED (the peer may
+ * send as soon as it is established). The server knows the peer's credits
+ * from the request; the client learns them from ESTABLISHED, so drain the CM
+ * events first. Returns true when the endpoint is established now. */
+bool rc_establish_on_first_message(struct rc_ep *rc)
+{
+    if (rc->state == RC_CONNECTING && rc->peer_credits == 0)
+        mcr_rdma_ctx_handle_cm(rc->base.ctx);
+    if (rc->state == RC_CONNECTING && rc->peer_credits != 0)
+        rc_mark_established(rc);
+    return rc->state == RC_ESTABLISHED;
+}
+
+static struct rdma_cm_id *rc_cm_event(struct mcr_rdma_cm_owner *owner, struct rdma_cm_event *ev)
+{
+    struct rc_ep *rc = (struct rc_ep *)((char *)owner - offsetof(struct rc_ep, cm_owner));
+    struct mcr_rdma_ctx *ctx = rc->base.ctx;
+    int rc_err;
+    switch (ev->event) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED:
+        if (rc->state == RC_RESOLVING &&
+            rdma_resolve_route(rc->cm_id, ctx->opts.resolve_timeout_ms) != 0)
+            rc_fail(rc, -errno, "rdma_resolve_route failed");
+        break;
+    case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+        if (rc->state != RC_RESOLVING)
+            break;
+        if ((rc_err = rc_create_qp(rc)) != 0) {
+            rc_fail(rc, rc_err,
+                    rc_err == -EXDEV ? "peer reached through another device"
+                                     : "creating the QP failed");
+            break;
+        }
+        struct rdma_conn_param param;
+        unsigned char pdata[MCR_RDMA_CONN_DATA_SIZE];
+        rc_conn_param(rc, &param, pdata);
+        rc->state = RC_CONNECTING;
+        if (rdma_connect(rc->cm_id, &param) != 0)
+            rc_fail(rc, -errno, "rdma_connect failed");
+        break;
+    }
+    case RDMA_CM_EVENT_ESTABLISHED:
+        if (rc->state != RC_CONNECTING)
+            break;
+        if (rc->peer_credits == 0) { /* client: credits come with the accept */
+            int credits = mcr_rdma_conn_data_decode(ev->param.conn.private_data,
+                                                    ev->param.conn.private_data_len);
+            if (credits < 4) {
+                ctx->stats.malformed++;
+                rc_fail(rc, -EPROTO, "peer is not a memcached-rdma server");
+                break;
+            }
+            rc->peer_credits = (uint16_t)credits;
+        }
+        rc_mark_established(rc);
+        break;
+    case RDMA_CM_EVENT_ADDR_ERROR:
+    case RDMA_CM_EVENT_ROUTE_ERROR:
+        rc_fail(rc, -EHOSTUNREACH, rdma_event_str(ev->event));
+        break;
+    case RDMA_CM_EVENT_UNREACHABLE:
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+    case RDMA_CM_EVENT_REJECTED:
+        rc_fail(rc, -ECONNREFUSED, rdma_event_str(ev->event));
+        break;
+    case RDMA_CM_EVENT_DISCONNECTED:
+        rc_fail(rc, -ECONNRESET, "peer disconnected");
+        break;
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+        rc_fail(rc, -ENODEV, "RDMA device removed");
+        break;
+    default:
+        break;
+    }
+    return NULL;
+}
+
+int mcr_rdma_rc_connect(struct mcr_rdma_ctx *ctx, const char *host, uint16_t port,
+                        const struct mcr_rdma_ep_callbacks *cb, void *user,
+                        struct mcr_rdma_ep **out)
+{
+    *out = NULL;
+    char port_str[8];
+    snprintf(port_str, sizeof(port_str), "%u", (unsigned)port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai = NULL;
+    if (getaddrinfo(host, port_str, &hints, &ai) != 0)
+        return -EHOSTUNREACH;
+    struct rc_ep *rc = rc_alloc(ctx);
+    if (rc == NULL) {
+        freeaddrinfo(ai);
+        return -EBUSY;
+    }
+    mcr_rdma_ep_set_callbacks(&rc->base, cb, user);
+    rc->state = RC_RESOLVING;
+    int err = 0;
+    if (rdma_create_id(ctx->cm_channel, &rc->cm_id, &rc->cm_owner, RDMA_PS_TCP) != 0)
+        err = -errno;
+    else if (rdma_resolve_addr(rc->cm_id, NULL, ai->ai_addr, ctx->opts.resolve_timeout_ms) != 0)
+        err = -errno;
+    freeaddrinfo(ai);
+    if (err != 0) {
+        rc_free(rc, true);
+        return err;
+    }
+    *out = &rc->base;
+    return 0;
+}
+
+static bool rc_try_reap(struct mcr_rdma_ep *ep)
+{
+    struct rc_ep *rc = rc_from_ep(ep);
+    if (rc->state != RC_CLOSING || rc->sq_outstanding > 0)
+        return false;
+    if (!rc->closed_notified) {
+        rc->closed_notified = true;
+        if (rc->base.cb.on_closed != NULL && !rc->silent)
+            rc->base.cb.on_closed(ep, rc->close_reason, rc->close_why, rc->base.user);
+    }
+    rc_free(rc, true);
+    return true;
+}
+
+static void rc_destroy_now(struct mcr_rdma_ep *ep)
+{
+    struct rc_ep *rc = rc_from_ep(ep);
+    rc->silent = true;
+    rc_fail(rc, 0, "context destroyed");
+    /* Flushed completions come back quickly once the QP is in error. */
+    for (int i = 0; i < 1000 && rc->sq_outstanding > 0; i++)
+        if (mcr_rdma_ctx_poll_cq(ep->ctx) == 0 && rc->sq_outstanding > 0) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    rc->sq_outstanding = 0;
+    rc_free(rc, true);
+}
+
+/* ---- listener ------------------------------------------------------------ */
+
+static struct rdma_cm_id *listener_cm_event(struct mcr_rdma_cm_owner *owner,
+                                            struct rdma_cm_event *ev)
+{
+    struct mcr_rdma_listener *l =
+        (struct mcr_rdma_listener *)((char *)owner - offsetof(struct mcr_rdma_listener, cm_owner));
+    struct mcr_rdma_ctx *ctx = l->ctx;
+    if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
+        return NULL;
+    struct rdma_cm_id *id = ev->id;
+    int credits =
+        mcr_rdma_conn_data_decode(ev->param.conn.private_data, ev->param.conn.private_data_len);
+    struct rc_ep *rc = credits >= 4 ? rc_alloc(ctx) : NULL;
+    if (rc == NULL) {
+        ctx->stats.rejected++;
+        rdma_reject(id, NULL, 0);
+        return id;
+    }
+    rc->cm_id = id;
+    id->context = &rc->cm_owner;
+    rc->peer_credits = (uint16_t)credits;
+    rc->state = RC_CONNECTING;
+    struct rdma_conn_param param;
+    unsigned char pdata[MCR_RDMA_CONN_DATA_SIZE];
+    rc_conn_param(rc, &param, pdata);
+    /* Never promise more outstanding READs than the initiator asked for. */
+    if (ev->param.conn.initiator_depth < param.responder_resources)
+        param.responder_resources = ev->param.conn.initiator_depth;
+    if (ev->param.conn.responder_resources < param.initiator_depth)
+        param.initiator_depth = ev->param.conn.responder_resources;
+    if (rc_create_qp(rc) != 0 || l->on_accept(l, &rc->base, l->user) != 0 ||
+        rdma_accept(id, &param) != 0) {
+        ctx->stats.rejected++;
+        rdma_reject(id, NULL, 0);
+        rc_free(rc, false);
+        return id;
+    }
+    return NULL;
+}
+
+static void listener_destroy_now(struct mcr_rdma_listener_link *link)
+{
+    mcr_rdma_listener_destroy((struct mcr_rdma_listener *)link);
+}
+
+int mcr_rdma_rc_listen(struct mcr_rdma_ctx *ctx, const char *addr, uint16_t port, int backlog,
+                       mcr_rdma_accept_fn on_accept, void *user, struct mcr_rdma_listener **out)
+{
+    *out = NULL;
+    char port_str[8];
+    snprintf(port_str, sizeof(port_str), "%u", (unsigned)port);
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *ai = NULL;
+    if (getaddrinfo(addr, port_str, &hints, &ai) != 0)
+        return -EINVAL;
+    struct mcr_rdma_listener *l = calloc(1, sizeof(*l));
+    if (l == NULL) {
+        freeaddrinfo(ai);
+        return -ENOMEM;
+    }
+    l->link.destroy_now = listener_destroy_now;
+    l->cm_owner.on_cm_event = listener_cm_event;
+    l->ctx = ctx;
+    l->on_accept = on_accept;
+    l->user = user;
+    int err = 0;
+    if (rdma_create_id(ctx->cm_channel, &l->cm_id, &l->cm_owner, RDMA_PS_TCP) != 0) {
+        err = -errno;
+    } else if (rdma_bind_addr(l->cm_id, ai->ai_addr) != 0) {
+        err = -errno;
+    } else if (l->cm_id->verbs != NULL && l->cm_id->verbs != ctx->verbs) {
+        err = -EXDEV;
+    } else if (rdma_listen(l->cm_id, backlog) != 0) {
+        err = -errno;
+    }
+    freeaddrinfo(ai);
+    if (err != 0) {
+        if (l->cm_id != NULL)
+            rdma_destroy_id(l->cm_id);
+        free(l);
+        return err;
+    }
+    mcr_rdma_ctx_link_listener(ctx, &l->link);
+    *out = l;
+    return 0;
+}
+
+uint16_t mcr_rdma_listener_port(const struct mcr_rdma_listener *listener)
+{
+    return ntohs(rdma_get_src_port(listener->cm_id));
+}
+
+void mcr_rdma_listener_destroy(struct mcr_rdma_listener *listener)
+{
+    if (listener == NULL)
+        return;
+    mcr_rdma_ctx_unlink_listener(listener->ctx, &listener->link);
+    rdma_destroy_id(listener->cm_id);
+    free(listener);
+}

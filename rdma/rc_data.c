@@ -1,0 +1,387 @@
+/* rdma/rc_data.c: the RC data path: eager sends, credit-based flow control,
+ * receive validation and dispatch, rendezvous RDMA READ/WRITE, and the RC
+ * endpoint function table. Connection setup and teardown are in rc_cm.c.
+ *
+ * Credits: the peer granted us peer_credits receives. Every SEND uses one;
+ * every received header returns some (piggy-backed, or in an explicit CREDIT
+ * message once credit_threshold are owed). A data message needs two credits:
+ * the last one is kept for a credit message, so two peers that both ran out
+ * can always give credits back to each other and neither ever sends into a
+ * missing receive (no receiver-not-ready). Work requests that cannot go out
+ * yet wait in the endpoint's FIFO, in order.
+ *
+ * Validation: every received header passes mcr_rdma_wire_check() and the
+ * credit accounting below before anything else looks at it; a peer that
+ * breaks a rule is disconnected (only that endpoint).
+ */
+#include "rdma/rc_internal.h"
+#include "rdma/wire.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void enqueue(struct rc_ep *rc, struct mcr_rdma_op *op)
+{
+    op->next = NULL;
+    if (rc->wait_tail != NULL)
+        rc->wait_tail->next = op;
+    else
+        rc->wait_head = op;
+    rc->wait_tail = op;
+}
+
+static struct mcr_rdma_op *dequeue(struct rc_ep *rc)
+{
+    struct mcr_rdma_op *op = rc->wait_head;
+    if (op != NULL) {
+        rc->wait_head = op->next;
+        if (rc->wait_head == NULL)
+            rc->wait_tail = NULL;
+        op->next = NULL;
+    }
+    return op;
+}
+
+static void finish_rdma_op(struct rc_ep *rc, struct mcr_rdma_op *op, int status)
+{
+    rc->rdma_outstanding--;
+    if (!rc->silent && rc->base.cb.on_rdma_done != NULL)
+        rc->base.cb.on_rdma_done(&rc->base, op->cookie, status, rc->base.user);
+    free(op);
+}
+
+void rc_drop_waiting(struct rc_ep *rc, int status)
+{
+    struct mcr_rdma_op *op;
+    while ((op = dequeue(rc)) != NULL) {
+        if (op->kind == MCR_RDMA_OP_SEND)
+            mcr_rdma_pool_put(&rc->base.ctx->send_pool, op->buf_index);
+        else
+            finish_rdma_op(rc, op, status);
+    }
+}
+
+/* Posts one work request. On failure the endpoint closes and the op is
+ * released here. */
+static void post_op(struct rc_ep *rc, struct mcr_rdma_op *op)
+{
+    struct mcr_rdma_ctx *ctx = rc->base.ctx;
+    struct ibv_sge sge;
+    struct ibv_send_wr wr = {
+        .wr_id = (uintptr_t)op, .sg_list = &sge, .num_sge = 1, .send_flags = IBV_SEND_SIGNALED};
+    if (op->kind == MCR_RDMA_OP_SEND) {
+        unsigned char *buf = mcr_rdma_pool_buf(&ctx->send_pool, op->buf_index);
+        if (!op->raw) {
+            uint16_t credits = htole16(rc->to_return);
+            memcpy(buf + 4, &credits, 2); /* header field "credits" */
+            rc->peer_unreturned -= rc->to_return;
+            rc->to_return = 0;
+        }
+        rc->send_credits--;
+        uint32_t in_flight = (uint32_t)rc->peer_credits - rc->send_credits;
+        if (in_flight > rc->stats.max_in_flight)
+            rc->stats.max_in_flight = in_flight;
+        sge = (struct ibv_sge){
+            .addr = (uintptr_t)buf, .length = op->len, .lkey = ctx->send_pool.mr->lkey};
+        wr.opcode = IBV_WR_SEND;
+    } else {
+        sge = (struct ibv_sge){.addr = (uintptr_t)op->local, .length = op->len, .lkey = op->lkey};
+        wr.opcode = op->kind == MCR_RDMA_OP_READ ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+        wr.wr.rdma.remote_addr = op->remote_addr;
+        wr.wr.rdma.rkey = op->rkey;
+    }
+    struct ibv_send_wr *bad;
+    int err = ibv_post_send(rc->qp, &wr, &bad);
+    if (err != 0) {
+        if (op->kind == MCR_RDMA_OP_SEND)
+            mcr_rdma_pool_put(&ctx->send_pool, op->buf_index);
+        else
+            finish_rdma_op(rc, op, -err);
+        rc_fail(rc, -err, "ibv_post_send failed");
+        return;
+    }
+    rc->sq_outstanding++;
+}
+
+static void send_credit_msg(struct rc_ep *rc)
+{
+    struct mcr_rdma_ctx *ctx = rc->base.ctx;
+    int64_t idx = mcr_rdma_pool_get(&ctx->send_pool);
+    if (idx < 0)
+        return; /* retried when a send completes */
+    struct mcr_rdma_op *op = &ctx->send_ops[idx];
+    *op = (struct mcr_rdma_op){.kind = MCR_RDMA_OP_SEND,
+                               .ep = &rc->base,
+                               .impl = &mcr_rdma_rc_impl,
+                               .buf_index = (uint32_t)idx,
+                               .len = MCR_RDMA_HDR_SIZE,
+                               .is_credit_msg = true};
+    struct mcr_rdma_hdr h = {
+        .magic = MCR_RDMA_MAGIC, .version = MCR_RDMA_VERSION, .type = MCR_RDMA_MSG_CREDIT};
+    mcr_rdma_hdr_encode(&h, mcr_rdma_pool_buf(&ctx->send_pool, (uint32_t)idx));
+    rc->stats.credit_msgs_sent++;
+    post_op(rc, op);
+}
+
+void rc_pump(struct rc_ep *rc)
+{
+    while (rc->state == RC_ESTABLISHED && rc->wait_head != NULL &&
+           rc->sq_outstanding < rc->sq_depth) {
+        struct mcr_rdma_op *op = rc->wait_head;
+        if (op->kind == MCR_RDMA_OP_SEND && rc->send_credits < 2) {
+            if (!op->counted_stall) {
+                op->counted_stall = true;
+                rc->stats.credit_stalls++;
+            }
+            break;
+        }
+        post_op(rc, dequeue(rc));
+    }
+    if (rc->state == RC_ESTABLISHED && rc->to_return >= rc->credit_threshold &&
+        rc->send_credits >= 1 && rc->sq_outstanding < rc->sq_depth)
+        send_credit_msg(rc);
+}
+
+/* ---- receive side --------------------------------------------------------- */
+
+static void reject_msg(struct rc_ep *rc, uint32_t buf_index, const char *reason)
+{
+    struct mcr_rdma_ctx *ctx = rc->base.ctx;
+    char why[96];
+    snprintf(why, sizeof(why), "malformed message: %s", reason);
+    ctx->stats.malformed++;
+    if (mcr_rdma_ctx_repost_recv(ctx, buf_index) != 0)
+        mcr_rdma_pool_put(&ctx->recv_pool, buf_index);
+    rc_fail(rc, -EPROTO, why);
+}
+
+void rc_on_recv(struct mcr_rdma_ep *ep, uint32_t buf_index, const struct ibv_wc *wc)
+{
+    struct rc_ep *rc = rc_from_ep(ep);
+    struct mcr_rdma_ctx *ctx = ep->ctx;
+    if (rc->state == RC_CONNECTING)
+        rc_establish_on_first_message(rc);
+    if (rc->state != RC_ESTABLISHED) {
+        if (mcr_rdma_ctx_repost_recv(ctx, buf_index) != 0)
+            mcr_rdma_pool_put(&ctx->recv_pool, buf_index);
+        return;
+    }
+    const unsigned char *buf = mcr_rdma_pool_buf(&ctx->recv_pool, buf_index);
+    struct mcr_rdma_wire_limits limits = {
+        .max_payload = ctx->max_payload,
+        .max_credits = rc->peer_credits,
+        .max_rndv_len = ctx->opts.max_rndv_len,
+    };
+    struct mcr_rdma_hdr h;
+    const char *bad = mcr_rdma_wire_check(buf, wc->byte_len, &limits, &h);
+    if (bad != NULL) {
+        reject_msg(rc, buf_index, bad);
+        return;
+    }
+    if (++rc->peer_unreturned > rc->granted) {
+        reject_msg(rc, buf_index, "peer sent without credit");
+        return;
+    }
+    if ((uint32_t)rc->send_credits + h.credits > rc->peer_credits) {
+        reject_msg(rc, buf_index, "more credits returned than were used");
+        return;
+    }
+    rc->send_credits += h.credits;
+    if (h.type != MCR_RDMA_MSG_CREDIT) {
+        struct mcr_rdma_msg msg = {
+            .type = h.type,
+            .flags = h.flags,
+            .request_id = h.request_id,
+            .payload = buf + MCR_RDMA_HDR_SIZE,
+            .payload_len = h.payload_len,
+            .rndv = {.addr = h.rndv_addr, .rkey = h.rndv_rkey, .len = h.rndv_len},
+        };
+        rc->stats.msgs_received++;
+        if (ep->cb.on_message != NULL)
+            ep->cb.on_message(ep, &msg, ep->user);
+    }
+    if (mcr_rdma_ctx_repost_recv(ctx, buf_index) != 0) {
+        mcr_rdma_pool_put(&ctx->recv_pool, buf_index);
+        rc_fail(rc, -EIO, "reposting a receive failed");
+        return;
+    }
+    if (rc->state == RC_ESTABLISHED) {
+        rc->to_return++;
+        rc_pump(rc);
+    }
+}
+
+void rc_on_send_wc(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct ibv_wc *wc)
+{
+    struct rc_ep *rc = rc_from_ep(ep);
+    rc->sq_outstanding--;
+    bool ok = wc->status == IBV_WC_SUCCESS;
+    if (op->kind == MCR_RDMA_OP_SEND) {
+        if (ok && !op->is_credit_msg)
+            rc->stats.msgs_sent++;
+        mcr_rdma_pool_put(&ep->ctx->send_pool, op->buf_index);
+    } else {
+        finish_rdma_op(rc, op, ok ? 0 : -EIO);
+    }
+    if (!ok && rc->state != RC_CLOSING) {
+        char why[96];
+        snprintf(why, sizeof(why), "work request failed: %s", ibv_wc_status_str(wc->status));
+        rc_fail(rc, wc->status == IBV_WC_REM_ACCESS_ERR ? -EACCES : -EIO, why);
+    }
+    if (rc->state == RC_ESTABLISHED)
+        rc_pump(rc);
+}
+
+/* ---- endpoint table ------------------------------------------------------ */
+
+static int new_send_op(struct rc_ep *rc, struct mcr_rdma_op **out)
+{
+    struct mcr_rdma_ctx *ctx = rc->base.ctx;
+    if (rc->state != RC_ESTABLISHED)
+        return -ENOTCONN;
+    int64_t idx = mcr_rdma_pool_get(&ctx->send_pool);
+    if (idx < 0)
+        return -EAGAIN;
+    struct mcr_rdma_op *op = &ctx->send_ops[idx];
+    *op = (struct mcr_rdma_op){.kind = MCR_RDMA_OP_SEND,
+                               .ep = &rc->base,
+                               .impl = &mcr_rdma_rc_impl,
+                               .buf_index = (uint32_t)idx};
+    *out = op;
+    return 0;
+}
+
+static int rc_send(struct mcr_rdma_ep *ep, const struct mcr_rdma_send *msg)
+{
+    struct rc_ep *rc = rc_from_ep(ep);
+    struct mcr_rdma_ctx *ctx = ep->ctx;
+    bool rndv = msg->type == MCR_RDMA_MSG_RNDV_READ || msg->type == MCR_RDMA_MSG_RNDV_WRITE;
+    if ((msg->type != MCR_RDMA_MSG_EAGER && !rndv) || (msg->flags & ~MCR_RDMA_F_ALL) ||
+        (rndv != (msg->advertise != NULL)) || msg->iovcnt < 0 ||
+        (msg->iovcnt > 0 && msg->iov == NULL))
+        return -EINVAL;
+    if (rndv && (msg->advertise->len == 0 || msg->advertise->addr == 0))
+        return -EINVAL;
+    size_t total = 0;
+    for (int i = 0; i < msg->iovcnt; i++) {
+        total += msg->iov[i].iov_len;
+        if (total > ctx->max_payload)
+            return -EMSGSIZE;
+    }
+    struct mcr_rdma_op *op;
+    int err = new_send_op(rc, &op);
+    if (err != 0)
+        return err;
+    unsigned char *buf = mcr_rdma_pool_buf(&ctx->send_pool, op->buf_index);
+    struct mcr_rdma_hdr h = {
+        .magic = MCR_RDMA_MAGIC,
+        .version = MCR_RDMA_VERSION,
+        .type = msg->type,
+        .flags = msg->flags,
+        .request_id = msg->request_id,
+        .payload_len = (uint32_t)total,
+    };
+    if (rndv) {
+        h.rndv_addr = msg->advertise->addr;
+        h.rndv_rkey = msg->advertise->rkey;
+        h.rndv_len = msg->advertise->len;
+    }
+    mcr_rdma_hdr_encode(&h, buf);
+    size_t at = MCR_RDMA_HDR_SIZE;
+    for (int i = 0; i < msg->iovcnt; i++) {
+        if (msg->iov[i].iov_len > 0)
+            memcpy(buf + at, msg->iov[i].iov_base, msg->iov[i].iov_len);
+        at += msg->iov[i].iov_len;
+    }
+    op->len = (uint32_t)at;
+    enqueue(rc, op);
+    rc_pump(rc);
+    return 0;
+}
+
+int mcr_rdma_rc_send_raw(struct mcr_rdma_ep *ep, const void *bytes, uint32_t len)
+{
+    struct rc_ep *rc = rc_from_ep(ep);
+    if (len > ep->ctx->opts.buf_size)
+        return -EMSGSIZE;
+    struct mcr_rdma_op *op;
+    int err = new_send_op(rc, &op);
+    if (err != 0)
+        return err;
+    memcpy(mcr_rdma_pool_buf(&ep->ctx->send_pool, op->buf_index), bytes, len);
+    op->len = len;
+    op->raw = true;
+    enqueue(rc, op);
+    rc_pump(rc);
+    return 0;
+}
+
+static int rc_rdma(struct mcr_rdma_ep *ep, enum mcr_rdma_op_kind kind,
+                   const struct mcr_rdma_rndv *remote, uint32_t offset, const void *local,
+                   struct ibv_mr *local_mr, uint32_t len, void *cookie)
+{
+    struct rc_ep *rc = rc_from_ep(ep);
+    if (rc->state != RC_ESTABLISHED)
+        return -ENOTCONN;
+    if (remote == NULL || local == NULL || local_mr == NULL || len == 0)
+        return -EINVAL;
+    if ((uint64_t)offset + len > remote->len)
+        return -ERANGE; /* outside what the peer advertised */
+    uintptr_t lo = (uintptr_t)local, mr_lo = (uintptr_t)local_mr->addr;
+    if (local_mr->pd != ep->ctx->pd || lo < mr_lo || lo - mr_lo > local_mr->length ||
+        len > local_mr->length - (lo - mr_lo))
+        return -EINVAL; /* local buffer not inside its registration */
+    if (len > ep->ctx->max_msg_size)
+        return -EMSGSIZE;
+    struct mcr_rdma_op *op = calloc(1, sizeof(*op));
+    if (op == NULL)
+        return -ENOMEM;
+    *op = (struct mcr_rdma_op){.kind = kind,
+                               .ep = ep,
+                               .impl = &mcr_rdma_rc_impl,
+                               .len = len,
+                               .remote_addr = remote->addr + offset,
+                               .rkey = remote->rkey,
+                               .local = (void *)local,
+                               .lkey = local_mr->lkey,
+                               .cookie = cookie};
+    rc->rdma_outstanding++;
+    enqueue(rc, op);
+    rc_pump(rc);
+    return 0;
+}
+
+static int rc_rdma_read(struct mcr_rdma_ep *ep, const struct mcr_rdma_rndv *remote, uint32_t offset,
+                        void *local, struct ibv_mr *local_mr, uint32_t len, void *cookie)
+{
+    return rc_rdma(ep, MCR_RDMA_OP_READ, remote, offset, local, local_mr, len, cookie);
+}
+
+static int rc_rdma_write(struct mcr_rdma_ep *ep, const struct mcr_rdma_rndv *remote,
+                         uint32_t offset, const void *local, struct ibv_mr *local_mr, uint32_t len,
+                         void *cookie)
+{
+    return rc_rdma(ep, MCR_RDMA_OP_WRITE, remote, offset, local, local_mr, len, cookie);
+}
+
+static size_t rc_max_eager_payload(const struct mcr_rdma_ep *ep)
+{
+    return ep->ctx->max_payload;
+}
+
+static void rc_stats(const struct mcr_rdma_ep *ep, struct mcr_rdma_ep_stats *out)
+{
+    *out = ((const struct rc_ep *)ep)->stats;
+}
+
+const struct mcr_rdma_ep_ops mcr_rdma_rc_ops = {
+    .name = "rc",
+    .send = rc_send,
+    .rdma_read = rc_rdma_read,
+    .rdma_write = rc_rdma_write,
+    .close = rc_close,
+    .max_eager_payload = rc_max_eager_payload,
+    .stats = rc_stats,
+};

@@ -1,0 +1,86 @@
+/* rdma/rc_internal.h: the RC endpoint and listener structures shared by
+ * rc_cm.c (connection management) and rc_data.c (data path). Private to the
+ * RC implementation. */
+#ifndef MCR_RDMA_RC_INTERNAL_H
+#define MCR_RDMA_RC_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rdma/ctx_internal.h"
+#include "rdma/rc.h"
+
+enum rc_state {
+    RC_RESOLVING,  /* client: address / route resolution */
+    RC_CONNECTING, /* connect sent, or accept sent */
+    RC_ESTABLISHED,
+    RC_CLOSING, /* flushing work requests; freed when none is left */
+};
+
+struct rc_ep {
+    struct mcr_rdma_ep base; /* first: endpoint.h view */
+    struct mcr_rdma_ep_link link;
+    struct mcr_rdma_cm_owner cm_owner;
+    enum rc_state state;
+    struct rdma_cm_id *cm_id;
+    struct ibv_qp *qp;
+    bool connected_once;  /* on_connected was called */
+    bool closed_notified; /* on_closed was called */
+    bool silent;          /* context teardown: no callbacks any more */
+    int close_reason;
+    char close_why[96];
+
+    /* credits */
+    uint16_t peer_credits;    /* credits the peer granted us at connect */
+    uint16_t send_credits;    /* of those, currently usable */
+    uint16_t granted;         /* credits we granted the peer */
+    uint16_t to_return;       /* receives consumed and reposted, not returned */
+    uint16_t peer_unreturned; /* peer messages we have not returned credit for */
+    uint16_t credit_threshold;
+
+    /* send queue */
+    uint32_t sq_depth;
+    uint32_t sq_outstanding;
+    struct mcr_rdma_op *wait_head, *wait_tail; /* waiting for credit / SQ room */
+    uint32_t rdma_outstanding;
+
+    struct mcr_rdma_ep_stats stats;
+};
+
+struct mcr_rdma_listener {
+    struct mcr_rdma_listener_link link; /* first */
+    struct mcr_rdma_cm_owner cm_owner;
+    struct mcr_rdma_ctx *ctx;
+    struct rdma_cm_id *cm_id;
+    mcr_rdma_accept_fn on_accept;
+    void *user;
+};
+
+static inline struct rc_ep *rc_from_ep(struct mcr_rdma_ep *ep)
+{
+    return (struct rc_ep *)ep;
+}
+
+extern const struct mcr_rdma_ep_ops mcr_rdma_rc_ops;
+extern const struct mcr_rdma_ep_impl mcr_rdma_rc_impl;
+
+/* rc_data.c */
+void rc_on_recv(struct mcr_rdma_ep *ep, uint32_t buf_index, const struct ibv_wc *wc);
+void rc_on_send_wc(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct ibv_wc *wc);
+/* Posts waiting work requests while credits and queue room allow, then an
+ * explicit credit message when enough credits are owed to the peer. */
+void rc_pump(struct rc_ep *rc);
+/* Drops waiting (never posted) work requests: buffers back to the pool,
+ * RDMA operations reported failed. */
+void rc_drop_waiting(struct rc_ep *rc, int status);
+
+/* rc_cm.c */
+/* Starts closing with a reason (negative errno, 0 for a local close). */
+void rc_fail(struct rc_ep *rc, int reason, const char *why);
+/* The endpoint table's close. */
+void rc_close(struct mcr_rdma_ep *ep);
+/* A message arrived while still CONNECTING: become ESTABLISHED if the
+ * connection's parameters are known. Returns true when established. */
+bool rc_establish_on_first_message(struct rc_ep *rc);
+
+#endif

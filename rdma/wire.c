@@ -1,0 +1,38 @@
+/* rdma/wire.c: validation of received RDMA message headers (see wire.h).
+ * Must stay free of side effects: it only reads the message bytes. */
+#include "rdma/wire.h"
+
+const char *mcr_rdma_wire_check(const void *wire, size_t byte_len,
+                                const struct mcr_rdma_wire_limits *limits, struct mcr_rdma_hdr *out)
+{
+    struct mcr_rdma_hdr h;
+    if (byte_len < MCR_RDMA_HDR_SIZE)
+        return "message shorter than the header";
+    mcr_rdma_hdr_decode(wire, &h);
+    if (h.magic != MCR_RDMA_MAGIC)
+        return "bad magic";
+    if (h.version != MCR_RDMA_VERSION)
+        return "unsupported version";
+    if (h.type == 0 || h.type > MCR_RDMA_MSG_TYPE_MAX)
+        return "unknown message type";
+    if (h.flags & ~MCR_RDMA_F_ALL)
+        return "unknown flags";
+    if (h.payload_len > limits->max_payload)
+        return "payload longer than a buffer";
+    if ((size_t)h.payload_len != byte_len - MCR_RDMA_HDR_SIZE)
+        return "payload length does not match the received length";
+    if (h.credits > limits->max_credits)
+        return "more credits than ever granted";
+    if (h.type == MCR_RDMA_MSG_CREDIT && h.payload_len != 0)
+        return "credit message with payload";
+    if (h.type == MCR_RDMA_MSG_RNDV_READ || h.type == MCR_RDMA_MSG_RNDV_WRITE) {
+        if (h.rndv_len == 0 || h.rndv_len > limits->max_rndv_len)
+            return "rendezvous length out of range";
+        if (h.rndv_addr == 0 || h.rndv_addr > UINT64_MAX - h.rndv_len)
+            return "rendezvous address out of range";
+    } else if (h.rndv_addr != 0 || h.rndv_rkey != 0 || h.rndv_len != 0) {
+        return "rendezvous descriptor on a non-rendezvous message";
+    }
+    *out = h;
+    return NULL;
+}
