@@ -149,7 +149,7 @@ static void test_placement_basics(void)
         {"10.0.0.4", 11211, 1}, {"/tmp/mc.sock", 0, 1},
     };
     const size_t n = sizeof(servers) / sizeof(servers[0]);
-    static const int dists[] = {0, 1, 2, 3, 4, 5, 6};
+    static const int dists[] = {0, 1, 2, 3, 4, 5};
     for (size_t d = 0; d < sizeof(dists) / sizeof(dists[0]); d++) {
         struct lmr_placement *p = build(dists[d], LMR_HASH_DEFAULT, false, servers, n);
         int in_range = 1;
@@ -188,6 +188,17 @@ static void test_placement_basics(void)
     }
     ok(rule, "modula picks hash %% server count");
     lmr_placement_free(modula);
+
+    struct lmr_placement *buckets = build(6, LMR_HASH_CRC, false, servers, n);
+    rule = 1;
+    for (unsigned i = 0; i < 2000; i++) {
+        size_t len = key_of(i);
+        if (lmr_placement_pick(buckets, key_buf, len) !=
+            (lmr_hash(LMR_HASH_CRC, key_buf, len) & (n - 1)))
+            rule = 0;
+    }
+    ok(rule, "virtual buckets without a table pick hash & (n - 1)");
+    lmr_placement_free(buckets);
 }
 
 /* Ketama: adding a server moves only keys that now belong to it, about 1/n. */

@@ -10,7 +10,9 @@
  *   - weighted: 160 * weight share * server count points per server (rounded
  *     down to a multiple of 4, in single precision as libmemcached does), four
  *     points per name taken from the four little-endian words of its MD5.
- * A single server takes every key without hashing. This file must not know
+ * Virtual buckets without a bucket table (the contract carries none) mask
+ * the hash with n - 1, as libmemcached does; RANDOM uses random(). A single
+ * server takes every key without hashing. This file must not know
  * about connections, liveness or retries: the caller rebuilds the placement
  * when its server list changes. */
 #include "placement.h"
@@ -202,6 +204,8 @@ uint32_t lmr_placement_pick(const struct lmr_placement *p, const char *key, size
     uint32_t hash = lmr_hash(p->key_hash, key, len);
     if (p->consistent)
         return continuum_lookup(p, hash);
+    if (p->distribution == DIST_VIRTUAL_BUCKET)
+        return hash & (p->server_count - 1); /* libmemcached without a bucket table */
     return hash % p->server_count;
 }
 

@@ -113,6 +113,7 @@ static int print_placements(void)
         MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA,
         MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY,
         MEMCACHED_DISTRIBUTION_CONSISTENT_WEIGHTED,
+        MEMCACHED_DISTRIBUTION_VIRTUAL_BUCKET,
     };
     for (size_t l = 0; l < FIXTURE_LIST_COUNT; l++)
         for (size_t d = 0; d < sizeof(dists) / sizeof(dists[0]); d++)
