@@ -1,0 +1,240 @@
+/* libmemcached/memcached.h: the public API of libmemcached-rdma, the
+ * libmemcached 1.x calls (same names, parameters, return codes) followed by
+ * the non-blocking calls (libmemcached/nonblocking.h). A program written for
+ * libmemcached compiles unchanged against this header. Declarations only. */
+#ifndef LIBMEMCACHED_RDMA_MEMCACHED_H
+#define LIBMEMCACHED_RDMA_MEMCACHED_H
+
+#include <libmemcached/constants.h>
+#include <libmemcached/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- lifecycle ------------------------------------------------------------ */
+memcached_st *memcached_create(memcached_st *ptr);
+memcached_st *memcached(const char *string, size_t string_length);
+void memcached_free(memcached_st *ptr);
+memcached_st *memcached_clone(memcached_st *clone, const memcached_st *source);
+void memcached_quit(memcached_st *ptr);
+memcached_return_t memcached_flush_buffers(memcached_st *ptr);
+void *memcached_get_user_data(const memcached_st *ptr);
+void *memcached_set_user_data(memcached_st *ptr, void *data);
+memcached_return_t libmemcached_check_configuration(const char *option_string, size_t length,
+                                                    char *error_buffer, size_t error_buffer_size);
+
+/* ---- servers -------------------------------------------------------------- */
+memcached_return_t memcached_server_add(memcached_st *ptr, const char *hostname, in_port_t port);
+memcached_return_t memcached_server_add_with_weight(memcached_st *ptr, const char *hostname,
+                                                    in_port_t port, uint32_t weight);
+memcached_return_t memcached_server_add_unix_socket(memcached_st *ptr, const char *filename);
+memcached_return_t memcached_server_add_unix_socket_with_weight(memcached_st *ptr,
+                                                                const char *filename,
+                                                                uint32_t weight);
+memcached_return_t memcached_server_push(memcached_st *ptr, const memcached_server_list_st list);
+uint32_t memcached_server_count(const memcached_st *ptr);
+void memcached_servers_reset(memcached_st *ptr);
+const memcached_instance_st *memcached_server_instance_by_position(const memcached_st *ptr,
+                                                                   uint32_t server_key);
+const memcached_instance_st *memcached_server_by_key(memcached_st *ptr, const char *key,
+                                                     size_t key_length, memcached_return_t *error);
+memcached_return_t memcached_server_cursor(const memcached_st *ptr,
+                                           const memcached_server_fn *callback, void *context,
+                                           uint32_t number_of_callbacks);
+const char *memcached_server_name(const memcached_instance_st *self);
+in_port_t memcached_server_port(const memcached_instance_st *self);
+const char *memcached_server_type(const memcached_instance_st *self);
+uint8_t memcached_server_major_version(const memcached_instance_st *self);
+uint8_t memcached_server_minor_version(const memcached_instance_st *self);
+uint8_t memcached_server_micro_version(const memcached_instance_st *self);
+uint32_t memcached_server_response_count(const memcached_instance_st *self);
+const char *memcached_server_error(const memcached_instance_st *self);
+uint32_t memcached_generate_hash(const memcached_st *ptr, const char *key, size_t key_length);
+uint32_t memcached_generate_hash_value(const char *key, size_t key_length,
+                                       memcached_hash_t hash_algorithm);
+
+/* server lists (memcached_server_st arrays) */
+memcached_server_list_st memcached_servers_parse(const char *server_strings);
+memcached_server_list_st memcached_server_list_append(memcached_server_list_st ptr,
+                                                      const char *hostname, in_port_t port,
+                                                      memcached_return_t *error);
+memcached_server_list_st memcached_server_list_append_with_weight(memcached_server_list_st ptr,
+                                                                  const char *hostname,
+                                                                  in_port_t port, uint32_t weight,
+                                                                  memcached_return_t *error);
+uint32_t memcached_server_list_count(const memcached_server_list_st ptr);
+void memcached_server_list_free(memcached_server_list_st ptr);
+
+/* ---- storage -------------------------------------------------------------- */
+memcached_return_t memcached_set(memcached_st *ptr, const char *key, size_t key_length,
+                                 const char *value, size_t value_length, time_t expiration,
+                                 uint32_t flags);
+memcached_return_t memcached_add(memcached_st *ptr, const char *key, size_t key_length,
+                                 const char *value, size_t value_length, time_t expiration,
+                                 uint32_t flags);
+memcached_return_t memcached_replace(memcached_st *ptr, const char *key, size_t key_length,
+                                     const char *value, size_t value_length, time_t expiration,
+                                     uint32_t flags);
+memcached_return_t memcached_append(memcached_st *ptr, const char *key, size_t key_length,
+                                    const char *value, size_t value_length, time_t expiration,
+                                    uint32_t flags);
+memcached_return_t memcached_prepend(memcached_st *ptr, const char *key, size_t key_length,
+                                     const char *value, size_t value_length, time_t expiration,
+                                     uint32_t flags);
+memcached_return_t memcached_cas(memcached_st *ptr, const char *key, size_t key_length,
+                                 const char *value, size_t value_length, time_t expiration,
+                                 uint32_t flags, uint64_t cas);
+memcached_return_t memcached_set_by_key(memcached_st *ptr, const char *group_key,
+                                        size_t group_key_length, const char *key, size_t key_length,
+                                        const char *value, size_t value_length, time_t expiration,
+                                        uint32_t flags);
+memcached_return_t memcached_add_by_key(memcached_st *ptr, const char *group_key,
+                                        size_t group_key_length, const char *key, size_t key_length,
+                                        const char *value, size_t value_length, time_t expiration,
+                                        uint32_t flags);
+memcached_return_t memcached_replace_by_key(memcached_st *ptr, const char *group_key,
+                                            size_t group_key_length, const char *key,
+                                            size_t key_length, const char *value,
+                                            size_t value_length, time_t expiration, uint32_t flags);
+memcached_return_t memcached_append_by_key(memcached_st *ptr, const char *group_key,
+                                           size_t group_key_length, const char *key,
+                                           size_t key_length, const char *value,
+                                           size_t value_length, time_t expiration, uint32_t flags);
+memcached_return_t memcached_prepend_by_key(memcached_st *ptr, const char *group_key,
+                                            size_t group_key_length, const char *key,
+                                            size_t key_length, const char *value,
+                                            size_t value_length, time_t expiration, uint32_t flags);
+memcached_return_t memcached_cas_by_key(memcached_st *ptr, const char *group_key,
+                                        size_t group_key_length, const char *key, size_t key_length,
+                                        const char *value, size_t value_length, time_t expiration,
+                                        uint32_t flags, uint64_t cas);
+
+/* ---- retrieval ------------------------------------------------------------ */
+char *memcached_get(memcached_st *ptr, const char *key, size_t key_length, size_t *value_length,
+                    uint32_t *flags, memcached_return_t *error);
+char *memcached_get_by_key(memcached_st *ptr, const char *group_key, size_t group_key_length,
+                           const char *key, size_t key_length, size_t *value_length,
+                           uint32_t *flags, memcached_return_t *error);
+memcached_return_t memcached_mget(memcached_st *ptr, const char *const *keys,
+                                  const size_t *key_length, size_t number_of_keys);
+memcached_return_t memcached_mget_by_key(memcached_st *ptr, const char *group_key,
+                                         size_t group_key_length, const char *const *keys,
+                                         const size_t *key_length, size_t number_of_keys);
+char *memcached_fetch(memcached_st *ptr, char *key, size_t *key_length, size_t *value_length,
+                      uint32_t *flags, memcached_return_t *error);
+memcached_result_st *memcached_fetch_result(memcached_st *ptr, memcached_result_st *result,
+                                            memcached_return_t *error);
+memcached_return_t memcached_fetch_execute(memcached_st *ptr, memcached_execute_fn *callback,
+                                           void *context, uint32_t number_of_callbacks);
+
+/* results */
+memcached_result_st *memcached_result_create(const memcached_st *ptr, memcached_result_st *result);
+void memcached_result_free(memcached_result_st *result);
+void memcached_result_reset(memcached_result_st *result);
+const char *memcached_result_key_value(const memcached_result_st *self);
+size_t memcached_result_key_length(const memcached_result_st *self);
+const char *memcached_result_value(const memcached_result_st *self);
+char *memcached_result_take_value(memcached_result_st *self);
+size_t memcached_result_length(const memcached_result_st *self);
+uint32_t memcached_result_flags(const memcached_result_st *self);
+uint64_t memcached_result_cas(const memcached_result_st *self);
+memcached_return_t memcached_result_set_value(memcached_result_st *ptr, const char *value,
+                                              size_t length);
+void memcached_result_set_flags(memcached_result_st *self, uint32_t flags);
+void memcached_result_set_expiration(memcached_result_st *self, time_t expiration);
+
+/* ---- other key operations --------------------------------------------------- */
+memcached_return_t memcached_delete(memcached_st *ptr, const char *key, size_t key_length,
+                                    time_t expiration);
+memcached_return_t memcached_delete_by_key(memcached_st *ptr, const char *group_key,
+                                           size_t group_key_length, const char *key,
+                                           size_t key_length, time_t expiration);
+memcached_return_t memcached_touch(memcached_st *ptr, const char *key, size_t key_length,
+                                   time_t expiration);
+memcached_return_t memcached_touch_by_key(memcached_st *ptr, const char *group_key,
+                                          size_t group_key_length, const char *key,
+                                          size_t key_length, time_t expiration);
+memcached_return_t memcached_exist(memcached_st *ptr, const char *key, size_t key_length);
+memcached_return_t memcached_exist_by_key(memcached_st *ptr, const char *group_key,
+                                          size_t group_key_length, const char *key,
+                                          size_t key_length);
+memcached_return_t memcached_increment(memcached_st *ptr, const char *key, size_t key_length,
+                                       uint32_t offset, uint64_t *value);
+memcached_return_t memcached_decrement(memcached_st *ptr, const char *key, size_t key_length,
+                                       uint32_t offset, uint64_t *value);
+memcached_return_t memcached_increment_by_key(memcached_st *ptr, const char *group_key,
+                                              size_t group_key_length, const char *key,
+                                              size_t key_length, uint64_t offset, uint64_t *value);
+memcached_return_t memcached_decrement_by_key(memcached_st *ptr, const char *group_key,
+                                              size_t group_key_length, const char *key,
+                                              size_t key_length, uint64_t offset, uint64_t *value);
+memcached_return_t memcached_increment_with_initial(memcached_st *ptr, const char *key,
+                                                    size_t key_length, uint64_t offset,
+                                                    uint64_t initial, time_t expiration,
+                                                    uint64_t *value);
+memcached_return_t memcached_decrement_with_initial(memcached_st *ptr, const char *key,
+                                                    size_t key_length, uint64_t offset,
+                                                    uint64_t initial, time_t expiration,
+                                                    uint64_t *value);
+memcached_return_t memcached_increment_with_initial_by_key(memcached_st *ptr, const char *group_key,
+                                                           size_t group_key_length, const char *key,
+                                                           size_t key_length, uint64_t offset,
+                                                           uint64_t initial, time_t expiration,
+                                                           uint64_t *value);
+memcached_return_t memcached_decrement_with_initial_by_key(memcached_st *ptr, const char *group_key,
+                                                           size_t group_key_length, const char *key,
+                                                           size_t key_length, uint64_t offset,
+                                                           uint64_t initial, time_t expiration,
+                                                           uint64_t *value);
+
+/* ---- whole-server operations --------------------------------------------------- */
+memcached_return_t memcached_flush(memcached_st *ptr, time_t expiration);
+memcached_return_t memcached_version(memcached_st *ptr);
+memcached_return_t memcached_verbosity(memcached_st *ptr, uint32_t verbosity);
+memcached_stat_st *memcached_stat(memcached_st *ptr, char *args, memcached_return_t *error);
+char *memcached_stat_get_value(const memcached_st *ptr, memcached_stat_st *memc_stat,
+                               const char *key, memcached_return_t *error);
+char **memcached_stat_get_keys(memcached_st *ptr, memcached_stat_st *memc_stat,
+                               memcached_return_t *error);
+void memcached_stat_free(const memcached_st *ptr, memcached_stat_st *memc_stat);
+memcached_return_t memcached_stat_execute(memcached_st *memc, const char *args,
+                                          memcached_stat_fn func, void *context);
+
+/* ---- behaviors ------------------------------------------------------------- */
+memcached_return_t memcached_behavior_set(memcached_st *ptr, const memcached_behavior_t flag,
+                                          uint64_t data);
+uint64_t memcached_behavior_get(memcached_st *ptr, const memcached_behavior_t flag);
+memcached_return_t memcached_behavior_set_distribution(memcached_st *ptr,
+                                                       memcached_server_distribution_t type);
+memcached_server_distribution_t memcached_behavior_get_distribution(memcached_st *ptr);
+memcached_return_t memcached_behavior_set_key_hash(memcached_st *ptr, memcached_hash_t type);
+memcached_hash_t memcached_behavior_get_key_hash(memcached_st *ptr);
+memcached_return_t memcached_behavior_set_distribution_hash(memcached_st *ptr,
+                                                            memcached_hash_t type);
+memcached_hash_t memcached_behavior_get_distribution_hash(memcached_st *ptr);
+memcached_return_t memcached_callback_set(memcached_st *ptr, const memcached_callback_t flag,
+                                          const void *data);
+void *memcached_callback_get(memcached_st *ptr, const memcached_callback_t flag,
+                             memcached_return_t *error);
+
+/* ---- errors and strings ----------------------------------------------------- */
+const char *memcached_strerror(const memcached_st *ptr, memcached_return_t rc);
+const char *memcached_last_error_message(const memcached_st *ptr);
+memcached_return_t memcached_last_error(const memcached_st *ptr);
+int memcached_last_error_errno(const memcached_st *ptr);
+const char *memcached_lib_version(void);
+const char *libmemcached_string_behavior(const memcached_behavior_t flag);
+const char *libmemcached_string_distribution(const memcached_server_distribution_t flag);
+const char *libmemcached_string_hash(memcached_hash_t type);
+
+#define memcached_success(__rc) ((__rc) == MEMCACHED_SUCCESS || (__rc) == MEMCACHED_END)
+#define memcached_failed(__rc) ((__rc) != MEMCACHED_SUCCESS && (__rc) != MEMCACHED_END)
+
+#ifdef __cplusplus
+}
+#endif
+
+#include <libmemcached/nonblocking.h>
+
+#endif

@@ -1,0 +1,336 @@
+/* client.c: memcached_st lifecycle (create, free, clone), default
+ * behaviors, error recording, key validation and the key -> server mapping
+ * through the placement (rebuilt whenever servers are added or ejected). */
+#include "client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "io.h"
+#include "placement.h"
+
+void lmr_behaviors_defaults(struct lmr_behaviors *b)
+{
+    memset(b, 0, sizeof(*b));
+    b->distribution = MEMCACHED_DISTRIBUTION_MODULA;
+    b->key_hash = MEMCACHED_HASH_DEFAULT;
+    b->ketama_hash = MEMCACHED_HASH_DEFAULT;
+    b->connect_timeout_ms = MEMCACHED_DEFAULT_CONNECT_TIMEOUT;
+    b->poll_timeout_ms = MEMCACHED_DEFAULT_TIMEOUT;
+    b->retry_timeout_s = MEMCACHED_SERVER_FAILURE_RETRY_TIMEOUT;
+    b->dead_timeout_s = MEMCACHED_SERVER_FAILURE_DEAD_TIMEOUT;
+    b->server_failure_limit = MEMCACHED_SERVER_FAILURE_LIMIT;
+    b->server_timeout_limit = MEMCACHED_SERVER_TIMEOUT_LIMIT;
+    b->request_window = MEMCACHED_DEFAULT_REQUEST_WINDOW;
+}
+
+memcached_return_t lmr_client_result(struct lmr_client *c, memcached_return_t rc,
+                                     const char *message)
+{
+    if (c == NULL)
+        return rc;
+    c->last_rc = rc;
+    if (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_END) {
+        c->last_message[0] = '\0';
+        c->last_errno = 0;
+    } else {
+        snprintf(c->last_message, sizeof(c->last_message), "%s%s%s",
+                 memcached_strerror(c->root, rc), message ? ": " : "", message ? message : "");
+    }
+    return rc;
+}
+
+memcached_return_t lmr_client_check_key(const struct lmr_client *c, const char *key,
+                                        size_t key_length)
+{
+    if (key == NULL || key_length == 0 || key_length >= MEMCACHED_MAX_KEY)
+        return MEMCACHED_BAD_KEY_PROVIDED;
+    if (!c->behaviors.binary_protocol) {
+        /* the text protocol cannot frame keys with spaces or control bytes */
+        for (size_t i = 0; i < key_length; i++) {
+            unsigned char ch = (unsigned char)key[i];
+            if (ch <= ' ' || ch == 0x7f)
+                return MEMCACHED_BAD_KEY_PROVIDED;
+        }
+    }
+    return MEMCACHED_SUCCESS;
+}
+
+memcached_return_t lmr_client_rebuild_placement(struct lmr_client *c)
+{
+    time_t now = time(NULL);
+    (void)now;
+    lmr_placement_free(c->placement);
+    c->placement = NULL;
+    free(c->placement_map);
+    c->placement_map = NULL;
+    c->placement_count = 0;
+    c->placement_dirty = false;
+    if (c->server_count == 0)
+        return MEMCACHED_SUCCESS;
+    struct lmr_placement_server *list = calloc(c->server_count, sizeof(*list));
+    c->placement_map = calloc(c->server_count, sizeof(*c->placement_map));
+    if (list == NULL || c->placement_map == NULL) {
+        free(list);
+        c->placement_dirty = true;
+        return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    }
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < c->server_count; i++) {
+        memcached_instance_st *srv = c->servers[i];
+        if (srv->ejected)
+            continue;
+        list[n].hostname = srv->hostname;
+        list[n].port = srv->port;
+        list[n].weight = srv->weight;
+        c->placement_map[n] = i;
+        n++;
+    }
+    struct lmr_placement_config cfg = {
+        .distribution = (int)c->behaviors.distribution,
+        .key_hash = (enum lmr_hash_alg)c->behaviors.key_hash,
+        .ketama_hash = (enum lmr_hash_alg)c->behaviors.ketama_hash,
+        .ketama_weighted = c->behaviors.ketama_weighted,
+    };
+    c->placement_count = n;
+    if (n > 0) {
+        c->placement = lmr_placement_build(&cfg, list, n);
+        if (c->placement == NULL) {
+            free(list);
+            c->placement_dirty = true;
+            return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+        }
+    }
+    free(list);
+    return MEMCACHED_SUCCESS;
+}
+
+/* Servers ejected with a dead timeout come back once it has passed. */
+static void revive_servers(struct lmr_client *c)
+{
+    if (c->behaviors.dead_timeout_s == 0)
+        return;
+    time_t now = 0;
+    for (uint32_t i = 0; i < c->server_count; i++) {
+        memcached_instance_st *srv = c->servers[i];
+        if (!srv->ejected)
+            continue;
+        if (now == 0) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            now = ts.tv_sec;
+        }
+        if (now >= srv->next_retry) {
+            srv->ejected = false;
+            srv->failure_count = 0;
+            srv->next_retry = 0;
+            c->placement_dirty = true;
+        }
+    }
+}
+
+uint32_t lmr_client_pick_index(struct lmr_client *c, const char *key, size_t key_length)
+{
+    revive_servers(c);
+    if (c->placement_dirty || (c->placement == NULL && c->server_count > 0))
+        if (lmr_client_rebuild_placement(c) != MEMCACHED_SUCCESS)
+            return UINT32_MAX;
+    if (c->placement_count == 0)
+        return UINT32_MAX;
+    if (c->placement_count == 1)
+        return c->placement_map[0];
+    uint32_t p = lmr_placement_pick(c->placement, key, key_length);
+    if (p >= c->placement_count)
+        return UINT32_MAX;
+    return c->placement_map[p];
+}
+
+memcached_instance_st *lmr_client_pick(struct lmr_client *c, const char *key, size_t key_length,
+                                       memcached_return_t *rc)
+{
+    if (c->server_count == 0) {
+        *rc = MEMCACHED_NO_SERVERS;
+        return NULL;
+    }
+    uint32_t i = lmr_client_pick_index(c, key, key_length);
+    if (i == UINT32_MAX) {
+        *rc = c->placement_count == 0 && c->placement != NULL ? MEMCACHED_SERVER_MARKED_DEAD
+                                                              : MEMCACHED_NO_SERVERS;
+        /* every server ejected */
+        if (c->placement_count == 0)
+            *rc = MEMCACHED_SERVER_MARKED_DEAD;
+        return NULL;
+    }
+    *rc = MEMCACHED_SUCCESS;
+    return c->servers[i];
+}
+
+memcached_return_t lmr_client_add_server(struct lmr_client *c, const char *hostname, in_port_t port,
+                                         uint32_t weight, memcached_connection_t type)
+{
+    if (hostname == NULL || hostname[0] == '\0' || strlen(hostname) >= MEMCACHED_NI_MAXHOST)
+        return MEMCACHED_INVALID_ARGUMENTS;
+    if (type == MEMCACHED_CONNECTION_UDP)
+        return MEMCACHED_NOT_SUPPORTED;
+    memcached_instance_st **grown =
+        realloc(c->servers, (c->server_count + 1) * sizeof(*c->servers));
+    if (grown == NULL)
+        return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    c->servers = grown;
+    memcached_instance_st *srv = calloc(1, sizeof(*srv));
+    if (srv == NULL)
+        return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    if (type == MEMCACHED_CONNECTION_TCP && port == 0)
+        port = MEMCACHED_DEFAULT_PORT;
+    lmr_server_init(srv, c, hostname, port, weight == 0 ? 1 : weight, type);
+    srv->index = c->server_count;
+    c->servers[c->server_count++] = srv;
+    c->placement_dirty = true;
+    return MEMCACHED_SUCCESS;
+}
+
+static struct lmr_client *client_new(memcached_st *root)
+{
+    struct lmr_client *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->root = root;
+    lmr_behaviors_defaults(&c->behaviors);
+    return c;
+}
+
+memcached_st *memcached_create(memcached_st *ptr)
+{
+    bool allocated = false;
+    if (ptr == NULL) {
+        ptr = calloc(1, sizeof(*ptr));
+        if (ptr == NULL)
+            return NULL;
+        allocated = true;
+    } else {
+        memset(ptr, 0, sizeof(*ptr));
+    }
+    ptr->options.is_allocated = allocated;
+    ptr->impl = client_new(ptr);
+    if (ptr->impl == NULL) {
+        if (allocated)
+            free(ptr);
+        return NULL;
+    }
+    return ptr;
+}
+
+void memcached_servers_reset(memcached_st *ptr)
+{
+    struct lmr_client *c = lmr_client_of(ptr);
+    if (c == NULL)
+        return;
+    lmr_io_wait_all(c);
+    for (uint32_t i = c->server_count; i > 0; i--) {
+        lmr_server_destroy(c->servers[i - 1]);
+        free(c->servers[i - 1]);
+    }
+    free(c->servers);
+    c->servers = NULL;
+    c->server_count = 0;
+    lmr_placement_free(c->placement);
+    c->placement = NULL;
+    free(c->placement_map);
+    c->placement_map = NULL;
+    c->placement_count = 0;
+    c->placement_dirty = false;
+}
+
+void memcached_free(memcached_st *ptr)
+{
+    struct lmr_client *c = lmr_client_of(ptr);
+    if (c != NULL) {
+        memcached_servers_reset(ptr);
+        lmr_fetch_clear(&c->fetch);
+        free(c);
+        ptr->impl = NULL;
+    }
+    if (ptr != NULL && ptr->options.is_allocated)
+        free(ptr);
+}
+
+void memcached_quit(memcached_st *ptr)
+{
+    struct lmr_client *c = lmr_client_of(ptr);
+    if (c == NULL)
+        return;
+    lmr_io_wait_all(c);
+    for (uint32_t i = 0; i < c->server_count; i++)
+        lmr_io_close(c->servers[i]);
+}
+
+memcached_return_t memcached_flush_buffers(memcached_st *ptr)
+{
+    struct lmr_client *c = lmr_client_of(ptr);
+    if (c == NULL)
+        return MEMCACHED_INVALID_ARGUMENTS;
+    lmr_io_wait_all(c);
+    return MEMCACHED_SUCCESS;
+}
+
+memcached_st *memcached_clone(memcached_st *clone, const memcached_st *source)
+{
+    if (source == NULL)
+        return memcached_create(clone);
+    const struct lmr_client *src = lmr_client_of(source);
+    memcached_st *copy = memcached_create(clone);
+    if (copy == NULL)
+        return NULL;
+    struct lmr_client *c = copy->impl;
+    c->behaviors = src->behaviors;
+    c->user_data = src->user_data;
+    for (uint32_t i = 0; i < src->server_count; i++) {
+        const memcached_instance_st *s = src->servers[i];
+        if (lmr_client_add_server(c, s->hostname, s->port, s->weight, s->type) !=
+            MEMCACHED_SUCCESS) {
+            memcached_free(copy);
+            return NULL;
+        }
+    }
+    return copy;
+}
+
+void *memcached_get_user_data(const memcached_st *ptr)
+{
+    const struct lmr_client *c = lmr_client_of(ptr);
+    return c ? c->user_data : NULL;
+}
+
+void *memcached_set_user_data(memcached_st *ptr, void *data)
+{
+    struct lmr_client *c = lmr_client_of(ptr);
+    if (c == NULL)
+        return NULL;
+    void *old = c->user_data;
+    c->user_data = data;
+    return old;
+}
+
+const char *memcached_last_error_message(const memcached_st *ptr)
+{
+    const struct lmr_client *c = lmr_client_of(ptr);
+    if (c == NULL)
+        return memcached_strerror(NULL, MEMCACHED_INVALID_ARGUMENTS);
+    if (c->last_message[0] == '\0')
+        return memcached_strerror(ptr, c->last_rc);
+    return c->last_message;
+}
+
+memcached_return_t memcached_last_error(const memcached_st *ptr)
+{
+    const struct lmr_client *c = lmr_client_of(ptr);
+    return c ? c->last_rc : MEMCACHED_INVALID_ARGUMENTS;
+}
+
+int memcached_last_error_errno(const memcached_st *ptr)
+{
+    const struct lmr_client *c = lmr_client_of(ptr);
+    return c ? c->last_errno : 0;
+}

@@ -1,0 +1,98 @@
+/* client.h: the state behind a memcached_st (struct lmr_client): servers,
+ * behaviors, placement, the fetch queue of mget results and the last error.
+ * Helpers to pick a server for a key and to record errors. No I/O here. */
+#ifndef LMR_CLIENT_H
+#define LMR_CLIENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <libmemcached/memcached.h>
+
+#include "server.h"
+#include "fetch.h"
+
+struct lmr_placement;
+
+struct lmr_behaviors {
+    bool binary_protocol;
+    bool no_block;
+    bool tcp_nodelay;
+    bool tcp_keepalive;
+    bool support_cas;
+    bool noreply;
+    bool buffer_requests;
+    bool verify_key;
+    bool ketama_weighted;
+    bool randomize_replica_read;
+    bool remove_failed_servers;
+    bool hash_with_prefix_key;
+    bool sort_hosts;
+    bool cache_lookups;
+    bool cork;
+    memcached_server_distribution_t distribution;
+    memcached_hash_t key_hash;
+    memcached_hash_t ketama_hash;
+    uint32_t number_of_replicas;
+    int32_t connect_timeout_ms;
+    int32_t poll_timeout_ms;
+    int32_t rcv_timeout_us;
+    int32_t snd_timeout_us;
+    uint32_t retry_timeout_s;
+    uint32_t dead_timeout_s;
+    uint32_t server_failure_limit;
+    uint32_t server_timeout_limit;
+    uint32_t tcp_keepidle;
+    uint64_t socket_send_size;
+    uint64_t socket_recv_size;
+    uint64_t io_msg_watermark;
+    uint64_t io_bytes_watermark;
+    uint64_t io_key_prefetch;
+    uint32_t request_window;
+};
+
+struct lmr_client {
+    memcached_st *root;
+    memcached_instance_st **servers;
+    uint32_t server_count;
+
+    struct lmr_placement *placement;
+    bool placement_dirty;
+    uint32_t *placement_map; /* placement index -> server index */
+    uint32_t placement_count;
+
+    struct lmr_behaviors behaviors;
+    struct lmr_fetch_queue fetch;
+    void *user_data;
+    uint32_t next_opaque; /* binary protocol request ids */
+
+    memcached_return_t last_rc;
+    int last_errno;
+    char last_message[512];
+};
+
+/* Default behaviors, as libmemcached sets them. */
+void lmr_behaviors_defaults(struct lmr_behaviors *b);
+
+/* Records the outcome of an API call and returns rc. */
+memcached_return_t lmr_client_result(struct lmr_client *c, memcached_return_t rc,
+                                     const char *message);
+/* Validates a key for the active protocol. */
+memcached_return_t lmr_client_check_key(const struct lmr_client *c, const char *key,
+                                        size_t key_length);
+/* The server that holds `key` (placement rebuilt first if needed).
+ * NULL with *rc set when there is no usable server. */
+memcached_instance_st *lmr_client_pick(struct lmr_client *c, const char *key, size_t key_length,
+                                       memcached_return_t *rc);
+/* Index of the server that holds key, or UINT32_MAX; rebuilds placement. */
+uint32_t lmr_client_pick_index(struct lmr_client *c, const char *key, size_t key_length);
+memcached_return_t lmr_client_rebuild_placement(struct lmr_client *c);
+memcached_return_t lmr_client_add_server(struct lmr_client *c, const char *hostname, in_port_t port,
+                                         uint32_t weight, memcached_connection_t type);
+
+static inline struct lmr_client *lmr_client_of(const memcached_st *memc)
+{
+    return memc == NULL ? NULL : memc->impl;
+}
+
+#endif

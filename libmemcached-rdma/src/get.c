@@ -1,0 +1,282 @@
+/* get.c: retrieval: memcached_get (with replica fallback), mget (one
+ * request per server carrying all its keys), and draining the results with
+ * memcached_fetch_result / memcached_fetch / memcached_fetch_execute. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <libmemcached/memcached.h>
+
+#include "io.h"
+#include "ops.h"
+
+#define LMR_MGET_CHUNK 100
+
+static void set_outputs(size_t *value_length, uint32_t *flags, size_t length, uint32_t f)
+{
+    if (value_length != NULL)
+        *value_length = length;
+    if (flags != NULL)
+        *flags = f;
+}
+
+char *memcached_get_by_key(memcached_st *ptr, const char *group_key, size_t group_key_length,
+                           const char *key, size_t key_length, size_t *value_length,
+                           uint32_t *flags, memcached_return_t *error)
+{
+    memcached_return_t unused;
+    if (error == NULL)
+        error = &unused;
+    set_outputs(value_length, flags, 0, 0);
+    struct lmr_client *c = lmr_client_of(ptr);
+    if (c == NULL) {
+        *error = MEMCACHED_INVALID_ARGUMENTS;
+        return NULL;
+    }
+    struct lmr_op_args args = {.key = key, .key_length = key_length, .sink = LMR_SINK_LIBRARY};
+    memcached_request_st req = {0};
+    memcached_return_t rc =
+        lmr_op_blocking(ptr, &req, LMR_OP_GET, group_key, group_key_length, &args);
+
+    /* with replicas, a miss or a failed primary falls back to the copies */
+    uint32_t replicas = c->behaviors.number_of_replicas;
+    if (rc != MEMCACHED_SUCCESS && rc != MEMCACHED_BAD_KEY_PROVIDED && replicas > 0 &&
+        c->server_count > 1) {
+        const char *gk = group_key ? group_key : key;
+        size_t gkl = group_key ? group_key_length : key_length;
+        uint32_t primary = lmr_client_pick_index(c, gk, gkl);
+        if (replicas >= c->server_count)
+            replicas = c->server_count - 1;
+        for (uint32_t i = 1; primary != UINT32_MAX && i <= replicas; i++) {
+            memcached_instance_st *srv = c->servers[(primary + i) % c->server_count];
+            if (lmr_op_issue_to(srv, &req, LMR_OP_GET, &args, false) != MEMCACHED_SUCCESS)
+                continue;
+            if (lmr_io_wait(c, &req) == MEMCACHED_SUCCESS) {
+                rc = lmr_client_result(c, MEMCACHED_SUCCESS, NULL);
+                break;
+            }
+        }
+    }
+    *error = rc;
+    if (rc != MEMCACHED_SUCCESS) {
+        lmr_request_release(&req);
+        return NULL;
+    }
+    char *value = req.lib_buffer;
+    set_outputs(value_length, flags, req.value_length, req.flags);
+    req.lib_buffer = NULL;
+    req.lib_capacity = 0;
+    lmr_request_release(&req);
+    if (value == NULL) { /* an empty value still yields a string */
+        value = calloc(1, 1);
+        if (value == NULL)
+            *error = lmr_client_result(c, MEMCACHED_MEMORY_ALLOCATION_FAILURE, NULL);
+    }
+    return value;
+}
+
+char *memcached_get(memcached_st *ptr, const char *key, size_t key_length, size_t *value_length,
+                    uint32_t *flags, memcached_return_t *error)
+{
+    return memcached_get_by_key(ptr, NULL, 0, key, key_length, value_length, flags, error);
+}
+
+/* Issues one mget request to srv for keys[0..n). */
+static memcached_return_t mget_to(memcached_instance_st *srv, const char *const *keys,
+                                  const size_t *lengths, size_t n)
+{
+    memcached_request_st *req = lmr_request_new_detached(srv->client, LMR_OP_MGET);
+    if (req == NULL)
+        return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    struct lmr_op_args args = {.keys = keys, .key_lengths = lengths, .key_count = n};
+    return lmr_op_issue_to(srv, req, LMR_OP_MGET, &args, false);
+}
+
+memcached_return_t memcached_mget_by_key(memcached_st *ptr, const char *group_key,
+                                         size_t group_key_length, const char *const *keys,
+                                         const size_t *key_length, size_t number_of_keys)
+{
+    struct lmr_client *c = lmr_client_of(ptr);
+    if (c == NULL)
+        return MEMCACHED_INVALID_ARGUMENTS;
+    /* results of an earlier mget that were never fetched are dropped */
+    while (c->fetch.pending_requests > 0)
+        lmr_io_wait_all(c);
+    lmr_fetch_clear(&c->fetch);
+    if (number_of_keys == 0)
+        return lmr_client_result(c, MEMCACHED_NOTFOUND, "no keys given");
+    if (keys == NULL || key_length == NULL)
+        return lmr_client_result(c, MEMCACHED_BAD_KEY_PROVIDED, NULL);
+    if (c->server_count == 0)
+        return lmr_client_result(c, MEMCACHED_NO_SERVERS, NULL);
+    for (size_t i = 0; i < number_of_keys; i++) {
+        memcached_return_t rc = lmr_client_check_key(c, keys[i], key_length[i]);
+        if (rc != MEMCACHED_SUCCESS)
+            return lmr_client_result(c, rc, NULL);
+    }
+    if (group_key != NULL) {
+        memcached_return_t rc = lmr_client_check_key(c, group_key, group_key_length);
+        if (rc != MEMCACHED_SUCCESS)
+            return lmr_client_result(c, rc, NULL);
+    }
+
+    uint32_t *where = malloc(number_of_keys * sizeof(*where));
+    const char **batch = malloc(LMR_MGET_CHUNK * sizeof(*batch));
+    size_t *batch_lengths = malloc(LMR_MGET_CHUNK * sizeof(*batch_lengths));
+    if (where == NULL || batch == NULL || batch_lengths == NULL) {
+        free(batch_lengths);
+        free(batch);
+        free(where);
+        return lmr_client_result(c, MEMCACHED_MEMORY_ALLOCATION_FAILURE, NULL);
+    }
+    uint32_t fixed = group_key ? lmr_client_pick_index(c, group_key, group_key_length) : 0;
+    for (size_t i = 0; i < number_of_keys; i++)
+        where[i] = group_key ? fixed : lmr_client_pick_index(c, keys[i], key_length[i]);
+
+    size_t issued = 0, failed = 0;
+    memcached_return_t last_failure = MEMCACHED_SUCCESS;
+    for (uint32_t s = 0; s < c->server_count; s++) {
+        size_t n = 0;
+        for (size_t i = 0; i <= number_of_keys; i++) {
+            bool flush = i == number_of_keys || n == LMR_MGET_CHUNK;
+            if (flush && n > 0) {
+                memcached_return_t rc = mget_to(c->servers[s], batch, batch_lengths, n);
+                if (rc == MEMCACHED_SUCCESS) {
+                    issued++;
+                } else {
+                    failed++;
+                    last_failure = rc;
+                }
+                n = 0;
+            }
+            if (i < number_of_keys && where[i] == s) {
+                batch[n] = keys[i];
+                batch_lengths[n] = key_length[i];
+                n++;
+            }
+        }
+    }
+    size_t unplaced = 0;
+    for (size_t i = 0; i < number_of_keys; i++)
+        if (where[i] == UINT32_MAX)
+            unplaced++;
+    free(batch_lengths);
+    free(batch);
+    free(where);
+    if (unplaced > 0) {
+        failed++;
+        last_failure = MEMCACHED_SERVER_MARKED_DEAD;
+    }
+    if (failed == 0)
+        return lmr_client_result(c, MEMCACHED_SUCCESS, NULL);
+    if (issued == 0)
+        return lmr_client_result(c, last_failure, NULL);
+    return lmr_client_result(c, MEMCACHED_SOME_ERRORS, NULL);
+}
+
+memcached_return_t memcached_mget(memcached_st *ptr, const char *const *keys,
+                                  const size_t *key_length, size_t number_of_keys)
+{
+    return memcached_mget_by_key(ptr, NULL, 0, keys, key_length, number_of_keys);
+}
+
+/* The next fetched item, waiting for the servers if needed. */
+static struct lmr_fetched *next_item(struct lmr_client *c)
+{
+    struct lmr_fetched *f = lmr_fetch_pop(&c->fetch);
+    if (f == NULL && c->fetch.pending_requests > 0) {
+        lmr_io_wait_fetch(c);
+        f = lmr_fetch_pop(&c->fetch);
+    }
+    return f;
+}
+
+memcached_result_st *memcached_fetch_result(memcached_st *ptr, memcached_result_st *result,
+                                            memcached_return_t *error)
+{
+    memcached_return_t unused;
+    if (error == NULL)
+        error = &unused;
+    struct lmr_client *c = lmr_client_of(ptr);
+    if (c == NULL) {
+        *error = MEMCACHED_INVALID_ARGUMENTS;
+        return NULL;
+    }
+    struct lmr_fetched *f = next_item(c);
+    if (f == NULL) {
+        *error = lmr_client_result(c, MEMCACHED_NOTFOUND, NULL);
+        if (result != NULL && result->options.is_allocated)
+            memcached_result_free(result);
+        return NULL;
+    }
+    if (result == NULL) {
+        result = memcached_result_create(ptr, NULL);
+        if (result == NULL) {
+            lmr_fetched_free(f);
+            *error = lmr_client_result(c, MEMCACHED_MEMORY_ALLOCATION_FAILURE, NULL);
+            return NULL;
+        }
+    } else if (!result->options.is_initialized) {
+        memcached_result_create(ptr, result);
+    }
+    free(result->value);
+    result->value = f->value;
+    result->value_length = f->value_length;
+    result->value_capacity = f->value_length + 1;
+    memcpy(result->item_key, f->key, f->key_length + 1);
+    result->key_length = f->key_length;
+    result->item_flags = f->flags;
+    result->item_cas = f->cas;
+    f->value = NULL;
+    lmr_fetched_free(f);
+    *error = lmr_client_result(c, MEMCACHED_SUCCESS, NULL);
+    return result;
+}
+
+char *memcached_fetch(memcached_st *ptr, char *key, size_t *key_length, size_t *value_length,
+                      uint32_t *flags, memcached_return_t *error)
+{
+    memcached_return_t unused;
+    if (error == NULL)
+        error = &unused;
+    set_outputs(value_length, flags, 0, 0);
+    struct lmr_client *c = lmr_client_of(ptr);
+    if (c == NULL) {
+        *error = MEMCACHED_INVALID_ARGUMENTS;
+        return NULL;
+    }
+    struct lmr_fetched *f = next_item(c);
+    if (f == NULL) {
+        *error = lmr_client_result(c, MEMCACHED_NOTFOUND, NULL);
+        return NULL;
+    }
+    if (key != NULL)
+        memcpy(key, f->key, f->key_length + 1);
+    if (key_length != NULL)
+        *key_length = f->key_length;
+    set_outputs(value_length, flags, f->value_length, f->flags);
+    char *value = f->value;
+    f->value = NULL;
+    lmr_fetched_free(f);
+    *error = lmr_client_result(c, MEMCACHED_SUCCESS, NULL);
+    return value;
+}
+
+memcached_return_t memcached_fetch_execute(memcached_st *ptr, memcached_execute_fn *callback,
+                                           void *context, uint32_t number_of_callbacks)
+{
+    struct lmr_client *c = lmr_client_of(ptr);
+    if (c == NULL || (callback == NULL && number_of_callbacks > 0))
+        return MEMCACHED_INVALID_ARGUMENTS;
+    memcached_result_st result;
+    if (memcached_result_create(ptr, &result) == NULL)
+        return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    memcached_return_t rc;
+    while (memcached_fetch_result(ptr, &result, &rc) != NULL) {
+        for (uint32_t i = 0; i < number_of_callbacks; i++) {
+            if (callback[i](ptr, &result, context) != MEMCACHED_SUCCESS)
+                break;
+        }
+    }
+    memcached_result_free(&result);
+    return lmr_client_result(c, MEMCACHED_SUCCESS, NULL);
+}

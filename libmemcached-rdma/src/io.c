@@ -1,0 +1,483 @@
+/* io.c: the request pipeline's engine (see io.h). One server = one
+ * connection and one FIFO of requests: [head, send_next) are on the wire
+ * awaiting replies, [send_next, tail] are waiting to be sent. Replies come in
+ * issue order, so the parser always completes the head. A window caps the
+ * reply-expecting requests on the wire per server. Waiting is a poll() loop
+ * over every server with work; no progress for POLL_TIMEOUT fails the
+ * servers still owing replies with MEMCACHED_TIMEOUT. */
+#include "io.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "proto.h"
+
+#define LMR_IOV_BATCH 64
+#define LMR_RBUF_MIN 16384
+#define LMR_DIRECT_RECV_MIN 8192
+
+static time_t now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec;
+}
+
+static void unlink_request(memcached_instance_st *srv, memcached_request_st *req)
+{
+    if (srv->send_next == req)
+        srv->send_next = req->next;
+    if (req->prev != NULL)
+        req->prev->next = req->next;
+    else
+        srv->head = req->next;
+    if (req->next != NULL)
+        req->next->prev = req->prev;
+    else
+        srv->tail = req->prev;
+    req->prev = req->next = NULL;
+    srv->queued--;
+    if (req->counted) {
+        srv->in_window--;
+        req->counted = false;
+    }
+}
+
+static void complete(memcached_instance_st *srv, memcached_request_st *req, memcached_return_t rc)
+{
+    unlink_request(srv, req);
+    req->server = NULL;
+    req->rc = rc;
+    req->state = LMR_STATE_DONE;
+    if (req->kind == LMR_OP_MGET && req->client->fetch.pending_requests > 0)
+        req->client->fetch.pending_requests--;
+    if (req->detached) {
+        lmr_request_release(req);
+        free(req);
+    }
+}
+
+void lmr_io_complete_head(memcached_instance_st *srv, memcached_return_t rc)
+{
+    if (srv->head != NULL)
+        complete(srv, srv->head, rc);
+}
+
+static void reset_receive(memcached_instance_st *srv)
+{
+    srv->rstart = srv->rend = 0;
+    if (srv->body.fetched != NULL)
+        lmr_fetched_free(srv->body.fetched);
+    memset(&srv->body, 0, sizeof(srv->body));
+}
+
+void lmr_io_close(memcached_instance_st *srv)
+{
+    if (srv->conn.ops != NULL)
+        srv->conn.ops->close(&srv->conn);
+    srv->conn.ops = NULL;
+    srv->conn.fd = -1;
+    reset_receive(srv);
+}
+
+static void note_failure(memcached_instance_st *srv)
+{
+    const struct lmr_behaviors *b = &srv->client->behaviors;
+    srv->failure_count++;
+    srv->next_retry = now_seconds() + (time_t)b->retry_timeout_s;
+    if (b->remove_failed_servers && srv->failure_count >= b->server_failure_limit &&
+        !srv->ejected) {
+        srv->ejected = true;
+        if (b->dead_timeout_s > 0)
+            srv->next_retry = now_seconds() + (time_t)b->dead_timeout_s;
+        srv->client->placement_dirty = true;
+    }
+}
+
+void lmr_io_fail_server(memcached_instance_st *srv, memcached_return_t rc, const char *why)
+{
+    lmr_io_close(srv);
+    snprintf(srv->error_message, sizeof(srv->error_message), "%.120s:%u: %.100s", srv->hostname,
+             (unsigned)srv->port, why);
+    /* every queued request completes exactly once, in issue order */
+    while (srv->head != NULL)
+        complete(srv, srv->head, rc);
+    if (rc != MEMCACHED_SUCCESS)
+        note_failure(srv);
+}
+
+static memcached_return_t ensure_connected(memcached_instance_st *srv)
+{
+    if (srv->conn.ops != NULL)
+        return MEMCACHED_SUCCESS;
+    if (srv->next_retry != 0 && now_seconds() < srv->next_retry)
+        return srv->ejected ? MEMCACHED_SERVER_MARKED_DEAD : MEMCACHED_SERVER_TEMPORARILY_DISABLED;
+    const struct lmr_behaviors *b = &srv->client->behaviors;
+    struct lmr_endpoint ep = {
+        .hostname = srv->hostname,
+        .port = srv->port,
+        .unix_socket = srv->type == MEMCACHED_CONNECTION_UNIX_SOCKET,
+        .connect_timeout_ms = b->connect_timeout_ms,
+        .tcp_nodelay = b->tcp_nodelay,
+        .tcp_keepalive = b->tcp_keepalive,
+        .send_buffer_size = (int)b->socket_send_size,
+        .recv_buffer_size = (int)b->socket_recv_size,
+    };
+    int sys_errno = 0;
+    srv->conn.fd = -1;
+    memcached_return_t rc = lmr_transport_socket.open(&srv->conn, &ep, &sys_errno);
+    if (rc != MEMCACHED_SUCCESS) {
+        snprintf(srv->error_message, sizeof(srv->error_message), "%.120s:%u: connect: %.100s",
+                 srv->hostname, (unsigned)srv->port, sys_errno ? strerror(sys_errno) : "failed");
+        srv->client->last_errno = sys_errno;
+        note_failure(srv);
+        return rc;
+    }
+    srv->next_retry = 0;
+    reset_receive(srv);
+    return MEMCACHED_SUCCESS;
+}
+
+memcached_return_t lmr_io_issue(memcached_instance_st *srv, memcached_request_st *req)
+{
+    memcached_return_t rc = ensure_connected(srv);
+    if (rc != MEMCACHED_SUCCESS) {
+        req->rc = rc;
+        req->state = LMR_STATE_DONE;
+        if (req->detached) {
+            lmr_request_release(req);
+            free(req);
+        }
+        return rc;
+    }
+    req->server = srv;
+    req->state = LMR_STATE_QUEUED;
+    req->sent = 0;
+    req->counted = false;
+    req->next = NULL;
+    req->prev = srv->tail;
+    if (srv->tail != NULL)
+        srv->tail->next = req;
+    else
+        srv->head = req;
+    srv->tail = req;
+    if (srv->send_next == NULL)
+        srv->send_next = req;
+    srv->queued++;
+    if (req->kind == LMR_OP_MGET)
+        srv->client->fetch.pending_requests++;
+    if (!srv->client->behaviors.buffer_requests)
+        lmr_io_poll_once(srv->client);
+    return MEMCACHED_SUCCESS;
+}
+
+static bool window_allows(const memcached_instance_st *srv, const memcached_request_st *req,
+                          uint32_t extra)
+{
+    if (req->sent > 0 || !req->expects_reply)
+        return true;
+    return srv->in_window + extra < srv->client->behaviors.request_window;
+}
+
+static int add_piece(struct iovec *iov, int n, const char *base, size_t len, size_t *skip)
+{
+    if (len == 0)
+        return n;
+    if (*skip >= len) {
+        *skip -= len;
+        return n;
+    }
+    iov[n].iov_base = (void *)(base + *skip);
+    iov[n].iov_len = len - *skip;
+    *skip = 0;
+    return n + 1;
+}
+
+/* Writes queued bytes until the socket would block or the window is full.
+ * Returns false if the server failed. */
+static bool send_some(memcached_instance_st *srv)
+{
+    while (srv->send_next != NULL && srv->conn.ops != NULL) {
+        struct iovec iov[LMR_IOV_BATCH];
+        int n = 0;
+        uint32_t starting = 0;
+        for (memcached_request_st *r = srv->send_next; r != NULL && n <= LMR_IOV_BATCH - 3;
+             r = r->next) {
+            if (!window_allows(srv, r, starting))
+                break;
+            if (r->sent == 0 && r->expects_reply)
+                starting++;
+            size_t skip = r->sent;
+            n = add_piece(iov, n, r->head, r->head_length, &skip);
+            n = add_piece(iov, n, r->body, r->body_length, &skip);
+            n = add_piece(iov, n, r->tail, r->tail_length, &skip);
+        }
+        if (n == 0)
+            return true;
+        ssize_t written = srv->conn.ops->send(&srv->conn, iov, n);
+        if (written < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return true;
+            lmr_io_fail_server(srv, MEMCACHED_WRITE_FAILURE, strerror(errno));
+            return false;
+        }
+        size_t left = (size_t)written;
+        while (left > 0 && srv->send_next != NULL) {
+            memcached_request_st *r = srv->send_next;
+            if (r->sent == 0 && r->expects_reply) {
+                r->counted = true;
+                srv->in_window++;
+            }
+            size_t remaining = lmr_request_wire_length(r) - r->sent;
+            size_t take = left < remaining ? left : remaining;
+            r->sent += take;
+            left -= take;
+            if (r->sent < lmr_request_wire_length(r))
+                break;
+            srv->send_next = r->next;
+            if (!r->expects_reply)
+                complete(srv, r, MEMCACHED_SUCCESS);
+        }
+    }
+    return true;
+}
+
+static bool grow_rbuf(memcached_instance_st *srv)
+{
+    if (srv->rstart > 0 && srv->rstart == srv->rend)
+        srv->rstart = srv->rend = 0;
+    if (srv->rcapacity - srv->rend >= 4096)
+        return true;
+    if (srv->rstart > 0) {
+        memmove(srv->rbuf, srv->rbuf + srv->rstart, srv->rend - srv->rstart);
+        srv->rend -= srv->rstart;
+        srv->rstart = 0;
+        if (srv->rcapacity - srv->rend >= 4096)
+            return true;
+    }
+    size_t cap = srv->rcapacity ? srv->rcapacity * 2 : LMR_RBUF_MIN;
+    char *nb = realloc(srv->rbuf, cap);
+    if (nb == NULL)
+        return false;
+    srv->rbuf = nb;
+    srv->rcapacity = cap;
+    return true;
+}
+
+static bool awaiting_reply(const memcached_instance_st *srv)
+{
+    return srv->head != NULL && srv->head != srv->send_next;
+}
+
+/* Reads what is available and parses it. Returns false if the server failed. */
+static bool receive_some(memcached_instance_st *srv)
+{
+    const struct lmr_proto *proto = lmr_proto_of(srv->client);
+    for (int round = 0; round < 64 && srv->conn.ops != NULL; round++) {
+        struct lmr_body *body = &srv->body;
+        ssize_t got;
+        if (body->active && body->dest != NULL && srv->rstart == srv->rend &&
+            body->received < body->value_length &&
+            body->value_length - body->received >= LMR_DIRECT_RECV_MIN) {
+            /* large value: straight into its destination */
+            got = srv->conn.ops->recv(&srv->conn, body->dest + body->received,
+                                      body->value_length - body->received);
+            if (got > 0)
+                body->received += (size_t)got;
+        } else {
+            if (!grow_rbuf(srv)) {
+                lmr_io_fail_server(srv, MEMCACHED_MEMORY_ALLOCATION_FAILURE, "out of memory");
+                return false;
+            }
+            got =
+                srv->conn.ops->recv(&srv->conn, srv->rbuf + srv->rend, srv->rcapacity - srv->rend);
+            if (got > 0)
+                srv->rend += (size_t)got;
+        }
+        if (got == 0) {
+            lmr_io_fail_server(srv, MEMCACHED_CONNECTION_FAILURE, "connection closed by server");
+            return false;
+        }
+        if (got < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return true;
+            lmr_io_fail_server(srv, MEMCACHED_READ_FAILURE, strerror(errno));
+            return false;
+        }
+        if (!awaiting_reply(srv) && !body->active) {
+            lmr_io_fail_server(srv, MEMCACHED_UNKNOWN_READ_FAILURE, "unexpected data from server");
+            return false;
+        }
+        memcached_return_t rc = proto->parse(srv);
+        if (rc != MEMCACHED_SUCCESS) {
+            lmr_io_fail_server(srv, rc, "malformed reply from server");
+            return false;
+        }
+    }
+    return true;
+}
+
+static void pump(memcached_instance_st *srv)
+{
+    if (srv->conn.ops == NULL)
+        return;
+    if (send_some(srv) && awaiting_reply(srv))
+        receive_some(srv);
+}
+
+void lmr_io_poll_once(struct lmr_client *c)
+{
+    for (uint32_t i = 0; i < c->server_count; i++)
+        if (c->servers[i]->queued > 0)
+            pump(c->servers[i]);
+}
+
+typedef bool (*lmr_done_fn)(struct lmr_client *c, const void *arg);
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
+{
+    struct pollfd stack_fds[16];
+    struct pollfd *fds = stack_fds;
+    int64_t last_progress = now_ms();
+    for (;;) {
+        lmr_io_poll_once(c);
+        if (done(c, arg))
+            break;
+        if (c->server_count > 16 && fds == stack_fds) {
+            fds = calloc(c->server_count, sizeof(*fds));
+            if (fds == NULL) {
+                for (uint32_t i = 0; i < c->server_count; i++)
+                    if (c->servers[i]->queued > 0)
+                        lmr_io_fail_server(c->servers[i], MEMCACHED_MEMORY_ALLOCATION_FAILURE,
+                                           "out of memory");
+                return;
+            }
+        }
+        nfds_t nfds = 0;
+        for (uint32_t i = 0; i < c->server_count; i++) {
+            memcached_instance_st *srv = c->servers[i];
+            if (srv->queued == 0 || srv->conn.ops == NULL)
+                continue;
+            short events = 0;
+            if (srv->send_next != NULL && window_allows(srv, srv->send_next, 0))
+                events |= POLLOUT;
+            if (awaiting_reply(srv))
+                events |= POLLIN;
+            fds[nfds].fd = srv->conn.ops->poll_fd(&srv->conn);
+            fds[nfds].events = events;
+            fds[nfds].revents = 0;
+            nfds++;
+        }
+        if (nfds == 0)
+            break; /* nothing left that could make progress */
+        int timeout = c->behaviors.poll_timeout_ms;
+        int64_t waited = now_ms() - last_progress;
+        int remaining = timeout < 0 ? -1 : (int)(timeout - waited);
+        if (timeout >= 0 && remaining < 0)
+            remaining = 0;
+        int n = poll(fds, nfds, remaining);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n > 0) {
+            last_progress = now_ms();
+            continue;
+        }
+        if (n == 0 && remaining > 0)
+            continue;
+        /* no progress for the whole poll timeout */
+        for (uint32_t i = 0; i < c->server_count; i++) {
+            memcached_instance_st *srv = c->servers[i];
+            if (srv->queued > 0 && srv->conn.ops != NULL)
+                lmr_io_fail_server(srv, MEMCACHED_TIMEOUT, "timed out waiting for server");
+        }
+        last_progress = now_ms();
+    }
+    if (fds != stack_fds)
+        free(fds);
+}
+
+static bool request_done(struct lmr_client *c, const void *arg)
+{
+    (void)c;
+    const memcached_request_st *req = arg;
+    return req->state != LMR_STATE_QUEUED;
+}
+
+memcached_return_t lmr_io_wait(struct lmr_client *c, memcached_request_st *req)
+{
+    if (req->state == LMR_STATE_QUEUED)
+        run_until(c, request_done, req);
+    if (req->state == LMR_STATE_QUEUED) /* cannot happen: every queue drains */
+        return MEMCACHED_FAILURE;
+    return req->rc;
+}
+
+static bool all_done(struct lmr_client *c, const void *arg)
+{
+    (void)arg;
+    for (uint32_t i = 0; i < c->server_count; i++)
+        if (c->servers[i]->queued > 0)
+            return false;
+    return true;
+}
+
+memcached_return_t lmr_io_wait_all(struct lmr_client *c)
+{
+    run_until(c, all_done, NULL);
+    return MEMCACHED_SUCCESS;
+}
+
+static bool fetch_ready(struct lmr_client *c, const void *arg)
+{
+    (void)arg;
+    return c->fetch.head != NULL || c->fetch.pending_requests == 0;
+}
+
+void lmr_io_wait_fetch(struct lmr_client *c)
+{
+    run_until(c, fetch_ready, NULL);
+}
+
+void lmr_io_start_body(memcached_instance_st *srv, char *dest, size_t value_length,
+                       size_t trailer_length)
+{
+    srv->body.active = true;
+    srv->body.dest = dest;
+    srv->body.value_length = value_length;
+    srv->body.received = 0;
+    srv->body.trailer_length = trailer_length;
+}
+
+bool lmr_io_feed_body(memcached_instance_st *srv)
+{
+    struct lmr_body *body = &srv->body;
+    size_t total = body->value_length + body->trailer_length;
+    while (body->received < total && srv->rstart < srv->rend) {
+        size_t avail = srv->rend - srv->rstart;
+        const char *src = srv->rbuf + srv->rstart;
+        if (body->received < body->value_length) {
+            size_t want = body->value_length - body->received;
+            size_t take = avail < want ? avail : want;
+            if (body->dest != NULL)
+                memcpy(body->dest + body->received, src, take);
+            body->received += take;
+            srv->rstart += take;
+        } else {
+            body->trailer[body->received - body->value_length] = *src;
+            body->received++;
+            srv->rstart++;
+        }
+    }
+    return body->received >= total;
+}

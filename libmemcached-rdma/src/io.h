@@ -1,0 +1,40 @@
+/* io.h: the request pipeline's engine. Queues requests on servers, moves
+ * their bytes through the transport, feeds replies to the protocol parser,
+ * completes requests in issue order, fails every queued request of a server
+ * that breaks, and waits (bounded by the poll timeout). */
+#ifndef LMR_IO_H
+#define LMR_IO_H
+
+#include <stdbool.h>
+
+#include "client.h"
+
+/* Queues an encoded request on srv and starts sending it (unless requests
+ * are buffered). On an immediate failure the request completes with that
+ * code, which is returned. */
+memcached_return_t lmr_io_issue(memcached_instance_st *srv, memcached_request_st *req);
+
+/* Blocks until req completes; returns its code. */
+memcached_return_t lmr_io_wait(struct lmr_client *c, memcached_request_st *req);
+/* Blocks until no server has queued requests. */
+memcached_return_t lmr_io_wait_all(struct lmr_client *c);
+/* Blocks until the fetch queue has an item or no mget is in flight. */
+void lmr_io_wait_fetch(struct lmr_client *c);
+/* Sends and receives whatever can move without blocking. */
+void lmr_io_poll_once(struct lmr_client *c);
+
+/* Completes the request at the head of srv's queue with rc (parsers). */
+void lmr_io_complete_head(memcached_instance_st *srv, memcached_return_t rc);
+/* Closes srv's connection and completes all its requests with rc. */
+void lmr_io_fail_server(memcached_instance_st *srv, memcached_return_t rc, const char *why);
+/* Closes the connection without failing anything (nothing may be queued). */
+void lmr_io_close(memcached_instance_st *srv);
+
+/* Value reception shared by the parsers: starts a body of value_length
+ * bytes into dest (NULL: discard) followed by trailer_length framing bytes;
+ * lmr_io_feed_body consumes buffered bytes and returns true when complete. */
+void lmr_io_start_body(memcached_instance_st *srv, char *dest, size_t value_length,
+                       size_t trailer_length);
+bool lmr_io_feed_body(memcached_instance_st *srv);
+
+#endif

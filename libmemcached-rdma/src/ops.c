@@ -1,0 +1,129 @@
+/* ops.c: the common path of key operations (see ops.h). */
+#include "ops.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "io.h"
+#include "proto.h"
+
+memcached_return_t lmr_op_issue_to(memcached_instance_st *srv, memcached_request_st *req,
+                                   enum lmr_op_kind kind, const struct lmr_op_args *args,
+                                   bool noreply)
+{
+    struct lmr_client *c = srv->client;
+    lmr_request_prepare(req, c, kind);
+    req->sink = kind == LMR_OP_MGET ? LMR_SINK_RESULTS : args->sink;
+    req->user_buffer = args->user_buffer;
+    req->user_capacity = args->user_capacity;
+    req->stats = args->stats;
+    memcached_return_t rc = lmr_proto_of(c)->encode(req, args, noreply);
+    if (rc == MEMCACHED_SUCCESS && (req->detached || args->copy_value) &&
+        !lmr_request_copy_body(req))
+        rc = MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    if (rc != MEMCACHED_SUCCESS) {
+        req->rc = rc;
+        req->state = LMR_STATE_DONE;
+        if (req->detached) {
+            lmr_request_release(req);
+            free(req);
+        }
+        return rc;
+    }
+    return lmr_io_issue(srv, req);
+}
+
+static memcached_return_t fail_early(memcached_request_st *req, memcached_return_t rc)
+{
+    req->rc = rc;
+    req->state = LMR_STATE_DONE;
+    if (req->detached) {
+        lmr_request_release(req);
+        free(req);
+    }
+    return rc;
+}
+
+memcached_return_t lmr_op_issue(struct lmr_client *c, memcached_request_st *req,
+                                enum lmr_op_kind kind, const char *group_key,
+                                size_t group_key_length, const struct lmr_op_args *args,
+                                bool noreply)
+{
+    memcached_return_t rc = lmr_client_check_key(c, args->key, args->key_length);
+    if (rc == MEMCACHED_SUCCESS && group_key != NULL)
+        rc = lmr_client_check_key(c, group_key, group_key_length);
+    if (rc != MEMCACHED_SUCCESS)
+        return fail_early(req, rc);
+    if (group_key == NULL) {
+        group_key = args->key;
+        group_key_length = args->key_length;
+    }
+    memcached_instance_st *srv = lmr_client_pick(c, group_key, group_key_length, &rc);
+    if (srv == NULL)
+        return fail_early(req, rc);
+    return lmr_op_issue_to(srv, req, kind, args, noreply);
+}
+
+static bool writes(enum lmr_op_kind kind)
+{
+    return kind == LMR_OP_STORE || kind == LMR_OP_DELETE;
+}
+
+/* Replica copies of a write go to the next servers after the primary, as
+ * quiet requests the library owns. */
+static void issue_replicas(struct lmr_client *c, const char *group_key, size_t gkl,
+                           enum lmr_op_kind kind, const struct lmr_op_args *args)
+{
+    uint32_t replicas = c->behaviors.number_of_replicas;
+    if (replicas == 0 || c->server_count < 2)
+        return;
+    if (replicas >= c->server_count)
+        replicas = c->server_count - 1;
+    uint32_t primary = lmr_client_pick_index(c, group_key, gkl);
+    if (primary == UINT32_MAX)
+        return;
+    for (uint32_t i = 1; i <= replicas; i++) {
+        memcached_instance_st *srv = c->servers[(primary + i) % c->server_count];
+        memcached_request_st *rep = lmr_request_new_detached(c, kind);
+        if (rep == NULL)
+            return;
+        (void)lmr_op_issue_to(srv, rep, kind, args, true);
+    }
+}
+
+memcached_return_t lmr_op_blocking(memcached_st *ptr, memcached_request_st *req,
+                                   enum lmr_op_kind kind, const char *group_key,
+                                   size_t group_key_length, const struct lmr_op_args *args)
+{
+    struct lmr_client *c = lmr_client_of(ptr);
+    if (c == NULL)
+        return MEMCACHED_INVALID_ARGUMENTS;
+    const struct lmr_behaviors *b = &c->behaviors;
+    bool noreply = b->noreply && writes(kind);
+    bool buffered = b->buffer_requests && writes(kind);
+    memcached_return_t rc;
+    if (buffered) {
+        memcached_request_st *detached = lmr_request_new_detached(c, kind);
+        if (detached == NULL)
+            return lmr_client_result(c, MEMCACHED_MEMORY_ALLOCATION_FAILURE, NULL);
+        rc = lmr_op_issue(c, detached, kind, group_key, group_key_length, args, noreply);
+        if (rc == MEMCACHED_SUCCESS)
+            rc = MEMCACHED_BUFFERED;
+    } else {
+        rc = lmr_op_issue(c, req, kind, group_key, group_key_length, args, noreply);
+        if (rc == MEMCACHED_SUCCESS)
+            rc = lmr_io_wait(c, req);
+    }
+    if (writes(kind) && (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_BUFFERED))
+        issue_replicas(c, group_key ? group_key : args->key,
+                       group_key ? group_key_length : args->key_length, kind, args);
+    const char *why = NULL;
+    if (rc != MEMCACHED_SUCCESS && rc != MEMCACHED_BUFFERED && rc != MEMCACHED_NOTFOUND &&
+        rc != MEMCACHED_BAD_KEY_PROVIDED && rc != MEMCACHED_NO_SERVERS) {
+        uint32_t i = lmr_client_pick_index(c, group_key ? group_key : args->key,
+                                           group_key ? group_key_length : args->key_length);
+        if (i != UINT32_MAX)
+            why = memcached_server_error(c->servers[i]);
+    }
+    return lmr_client_result(c, rc, why);
+}

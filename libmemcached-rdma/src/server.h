@@ -1,0 +1,68 @@
+/* server.h: one server as the client sees it (memcached_instance_st): its
+ * address, its connection, its queue of requests in issue order, its receive
+ * buffer and reply parser state, and its failure bookkeeping. The queue
+ * discipline and I/O live in io.c; parsing in proto_*.c. */
+#ifndef LMR_SERVER_H
+#define LMR_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <libmemcached/memcached.h>
+
+#include "request.h"
+#include "transport.h"
+
+struct lmr_fetched; /* fetch.h */
+
+/* A value being received: bytes go to `dest` (NULL: discarded) up to
+ * dest_length, then `trailer_length` framing bytes are checked. */
+struct lmr_body {
+    bool active;
+    char *dest;
+    size_t value_length;
+    size_t received;
+    size_t trailer_length; /* text protocol: 2 ("\r\n") */
+    char trailer[2];
+    struct lmr_fetched *fetched; /* mget: where the value belongs */
+};
+
+struct memcached_instance_st {
+    struct lmr_client *client;
+    uint32_t index;
+    char hostname[MEMCACHED_NI_MAXHOST];
+    in_port_t port;
+    uint32_t weight;
+    memcached_connection_t type;
+
+    struct lmr_conn conn;
+
+    /* requests in issue order; [head, send_next) are sent and await replies */
+    memcached_request_st *head, *tail, *send_next;
+    uint32_t queued;
+    uint32_t in_window; /* reply-expecting requests started on the wire */
+    uint32_t next_opaque;
+
+    char *rbuf;
+    size_t rstart, rend, rcapacity;
+    struct lmr_body body;
+    /* binary protocol: the header of the frame whose value is arriving */
+    uint8_t frame_opcode;
+    uint16_t frame_status;
+    uint32_t frame_opaque;
+
+    uint32_t failure_count;
+    time_t next_retry; /* 0: usable now */
+    bool ejected;      /* removed from placement (REMOVE_FAILED_SERVERS) */
+    uint8_t major_version, minor_version, micro_version;
+    char error_message[256];
+};
+
+/* Initializes a server entry (no connection yet). */
+void lmr_server_init(memcached_instance_st *srv, struct lmr_client *client, const char *hostname,
+                     in_port_t port, uint32_t weight, memcached_connection_t type);
+/* Fails every queued request, closes the connection, frees buffers. */
+void lmr_server_destroy(memcached_instance_st *srv);
+
+#endif

@@ -1,0 +1,175 @@
+/* stats.c: statistics of servers: storing "STAT name value" pairs into a
+ * memcached_stat_st (the well-known fields and the full list of pairs),
+ * memcached_stat_get_value / _get_keys, memcached_stat_free. */
+#include "stats.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every pair received, as "name\0value\0" strings. */
+struct lmr_stat_pairs {
+    size_t count, capacity;
+    char **pairs;
+};
+
+static unsigned long long to_ull(const char *v)
+{
+    return strtoull(v, NULL, 10);
+}
+
+static void set_known_field(memcached_stat_st *st, const char *name, const char *value)
+{
+#define FIELD(f)                                                                                   \
+    if (strcmp(name, #f) == 0) {                                                                   \
+        st->f = (__typeof__(st->f))to_ull(value);                                                  \
+        return;                                                                                    \
+    }
+    FIELD(connection_structures)
+    FIELD(curr_connections)
+    FIELD(curr_items)
+    FIELD(pid)
+    FIELD(pointer_size)
+    FIELD(threads)
+    FIELD(time)
+    FIELD(total_connections)
+    FIELD(total_items)
+    FIELD(uptime)
+    FIELD(bytes)
+    FIELD(bytes_read)
+    FIELD(bytes_written)
+    FIELD(cmd_get)
+    FIELD(cmd_set)
+    FIELD(evictions)
+    FIELD(get_hits)
+    FIELD(get_misses)
+    FIELD(limit_maxbytes)
+#undef FIELD
+    if (strcmp(name, "version") == 0) {
+        snprintf(st->version, sizeof(st->version), "%s", value);
+    } else if (strcmp(name, "rusage_user") == 0 || strcmp(name, "rusage_system") == 0) {
+        char *dot;
+        unsigned long secs = strtoul(value, &dot, 10);
+        unsigned long usecs = *dot == '.' || *dot == ':' ? strtoul(dot + 1, NULL, 10) : 0;
+        if (name[7] == 'u') {
+            st->rusage_user_seconds = secs;
+            st->rusage_user_microseconds = usecs;
+        } else {
+            st->rusage_system_seconds = secs;
+            st->rusage_system_microseconds = usecs;
+        }
+    }
+}
+
+static memcached_return_t store_pair(memcached_stat_st *st, const char *name, size_t nl,
+                                     const char *value, size_t vl)
+{
+    struct lmr_stat_pairs *p = st->impl;
+    if (p == NULL) {
+        p = calloc(1, sizeof(*p));
+        if (p == NULL)
+            return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+        st->impl = p;
+    }
+    if (p->count == p->capacity) {
+        size_t cap = p->capacity ? p->capacity * 2 : 64;
+        char **grown = realloc(p->pairs, cap * sizeof(*grown));
+        if (grown == NULL)
+            return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+        p->pairs = grown;
+        p->capacity = cap;
+    }
+    char *pair = malloc(nl + vl + 2);
+    if (pair == NULL)
+        return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    memcpy(pair, name, nl);
+    pair[nl] = '\0';
+    memcpy(pair + nl + 1, value, vl);
+    pair[nl + 1 + vl] = '\0';
+    p->pairs[p->count++] = pair;
+    set_known_field(st, pair, pair + nl + 1);
+    return MEMCACHED_SUCCESS;
+}
+
+void lmr_stat_sink_add(struct lmr_stat_sink *sink, const char *name, size_t name_length,
+                       const char *value, size_t value_length)
+{
+    if (sink->stat != NULL) {
+        memcached_return_t rc = store_pair(sink->stat, name, name_length, value, value_length);
+        if (rc != MEMCACHED_SUCCESS && sink->rc == MEMCACHED_SUCCESS)
+            sink->rc = rc;
+    }
+    if (sink->callback != NULL)
+        (void)sink->callback(sink->server, name, name_length, value, value_length, sink->context);
+}
+
+char *memcached_stat_get_value(const memcached_st *ptr, memcached_stat_st *memc_stat,
+                               const char *key, memcached_return_t *error)
+{
+    (void)ptr;
+    memcached_return_t unused;
+    if (error == NULL)
+        error = &unused;
+    if (memc_stat == NULL || key == NULL) {
+        *error = MEMCACHED_INVALID_ARGUMENTS;
+        return NULL;
+    }
+    const struct lmr_stat_pairs *p = memc_stat->impl;
+    for (size_t i = 0; p != NULL && i < p->count; i++) {
+        if (strcmp(p->pairs[i], key) == 0) {
+            char *copy = strdup(p->pairs[i] + strlen(p->pairs[i]) + 1);
+            *error = copy ? MEMCACHED_SUCCESS : MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+            return copy;
+        }
+    }
+    *error = MEMCACHED_NOTFOUND;
+    return NULL;
+}
+
+char **memcached_stat_get_keys(memcached_st *ptr, memcached_stat_st *memc_stat,
+                               memcached_return_t *error)
+{
+    (void)ptr;
+    memcached_return_t unused;
+    if (error == NULL)
+        error = &unused;
+    const struct lmr_stat_pairs *p = memc_stat ? memc_stat->impl : NULL;
+    size_t count = p ? p->count : 0;
+    size_t bytes = (count + 1) * sizeof(char *);
+    for (size_t i = 0; i < count; i++)
+        bytes += strlen(p->pairs[i]) + 1;
+    /* one block: the caller releases it with a single free() */
+    char **list = malloc(bytes);
+    if (list == NULL) {
+        *error = MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+        return NULL;
+    }
+    char *text = (char *)(list + count + 1);
+    for (size_t i = 0; i < count; i++) {
+        size_t len = strlen(p->pairs[i]) + 1;
+        memcpy(text, p->pairs[i], len);
+        list[i] = text;
+        text += len;
+    }
+    list[count] = NULL;
+    *error = MEMCACHED_SUCCESS;
+    return list;
+}
+
+void memcached_stat_free(const memcached_st *ptr, memcached_stat_st *memc_stat)
+{
+    (void)ptr;
+    if (memc_stat == NULL)
+        return;
+    for (memcached_stat_st *st = memc_stat; st->root != NULL; st++) {
+        struct lmr_stat_pairs *p = st->impl;
+        if (p == NULL)
+            continue;
+        for (size_t i = p->count; i > 0; i--)
+            free(p->pairs[i - 1]);
+        free(p->pairs);
+        free(p);
+        st->impl = NULL;
+    }
+    free(memc_stat);
+}

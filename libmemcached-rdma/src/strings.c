@@ -1,0 +1,220 @@
+/* strings.c: human-readable names: memcached_strerror for every return
+ * code, the names of behaviors, distributions and hashes, and the library
+ * version. Pure lookups, no state. */
+#include <libmemcached/memcached.h>
+
+const char *memcached_strerror(const memcached_st *ptr, memcached_return_t rc)
+{
+    (void)ptr;
+    switch (rc) {
+    case MEMCACHED_SUCCESS:
+        return "SUCCESS";
+    case MEMCACHED_FAILURE:
+        return "FAILURE";
+    case MEMCACHED_HOST_LOOKUP_FAILURE:
+        return "HOST NAME LOOKUP FAILED";
+    case MEMCACHED_CONNECTION_FAILURE:
+        return "CONNECTION FAILURE";
+    case MEMCACHED_CONNECTION_BIND_FAILURE:
+        return "CONNECTION BIND FAILURE";
+    case MEMCACHED_WRITE_FAILURE:
+        return "WRITE FAILURE";
+    case MEMCACHED_READ_FAILURE:
+        return "READ FAILURE";
+    case MEMCACHED_UNKNOWN_READ_FAILURE:
+        return "UNEXPECTED REPLY FROM SERVER";
+    case MEMCACHED_PROTOCOL_ERROR:
+        return "PROTOCOL ERROR";
+    case MEMCACHED_CLIENT_ERROR:
+        return "CLIENT ERROR REPORTED BY SERVER";
+    case MEMCACHED_SERVER_ERROR:
+        return "SERVER ERROR";
+    case MEMCACHED_ERROR:
+        return "SERVER REPLIED ERROR";
+    case MEMCACHED_DATA_EXISTS:
+        return "DATA EXISTS (CAS MISMATCH)";
+    case MEMCACHED_DATA_DOES_NOT_EXIST:
+        return "DATA DOES NOT EXIST";
+    case MEMCACHED_NOTSTORED:
+        return "NOT STORED";
+    case MEMCACHED_STORED:
+        return "STORED";
+    case MEMCACHED_NOTFOUND:
+        return "NOT FOUND";
+    case MEMCACHED_MEMORY_ALLOCATION_FAILURE:
+        return "OUT OF MEMORY";
+    case MEMCACHED_PARTIAL_READ:
+        return "PARTIAL READ";
+    case MEMCACHED_SOME_ERRORS:
+        return "SOME SERVERS REPORTED ERRORS";
+    case MEMCACHED_NO_SERVERS:
+        return "NO SERVERS CONFIGURED";
+    case MEMCACHED_END:
+        return "END OF RESULTS";
+    case MEMCACHED_DELETED:
+        return "DELETED";
+    case MEMCACHED_VALUE:
+        return "VALUE";
+    case MEMCACHED_STAT:
+        return "STAT";
+    case MEMCACHED_ITEM:
+        return "ITEM";
+    case MEMCACHED_ERRNO:
+        return "SYSTEM ERROR (SEE ERRNO)";
+    case MEMCACHED_FAIL_UNIX_SOCKET:
+        return "UNIX SOCKET FAILURE";
+    case MEMCACHED_NOT_SUPPORTED:
+        return "NOT SUPPORTED";
+    case MEMCACHED_NO_KEY_PROVIDED:
+        return "NO KEY GIVEN";
+    case MEMCACHED_FETCH_NOTFINISHED:
+        return "FETCH NOT FINISHED";
+    case MEMCACHED_TIMEOUT:
+        return "TIMEOUT";
+    case MEMCACHED_BUFFERED:
+        return "BUFFERED (NOT SENT YET)";
+    case MEMCACHED_BAD_KEY_PROVIDED:
+        return "INVALID KEY";
+    case MEMCACHED_INVALID_HOST_PROTOCOL:
+        return "SERVER TRANSPORT DOES NOT MATCH";
+    case MEMCACHED_SERVER_MARKED_DEAD:
+        return "SERVER MARKED DEAD";
+    case MEMCACHED_UNKNOWN_STAT_KEY:
+        return "UNKNOWN STAT NAME";
+    case MEMCACHED_E2BIG:
+        return "VALUE TOO LARGE";
+    case MEMCACHED_INVALID_ARGUMENTS:
+        return "INVALID ARGUMENTS";
+    case MEMCACHED_KEY_TOO_BIG:
+        return "KEY FROM SERVER TOO LONG";
+    case MEMCACHED_AUTH_PROBLEM:
+        return "AUTHENTICATION PROBLEM";
+    case MEMCACHED_AUTH_FAILURE:
+        return "AUTHENTICATION FAILED";
+    case MEMCACHED_AUTH_CONTINUE:
+        return "AUTHENTICATION CONTINUES";
+    case MEMCACHED_PARSE_ERROR:
+        return "CONFIGURATION PARSE ERROR";
+    case MEMCACHED_PARSE_USER_ERROR:
+        return "CONFIGURATION ERROR";
+    case MEMCACHED_DEPRECATED:
+        return "DEPRECATED";
+    case MEMCACHED_IN_PROGRESS:
+        return "IN PROGRESS";
+    case MEMCACHED_SERVER_TEMPORARILY_DISABLED:
+        return "SERVER FAILED, DISABLED UNTIL RETRY";
+    case MEMCACHED_SERVER_MEMORY_ALLOCATION_FAILURE:
+        return "SERVER OUT OF MEMORY";
+    case MEMCACHED_MAXIMUM_RETURN:
+        break;
+    }
+    return "UNKNOWN RETURN CODE";
+}
+
+const char *memcached_lib_version(void)
+{
+    return LIBMEMCACHED_VERSION_STRING;
+}
+
+const char *libmemcached_string_behavior(const memcached_behavior_t flag)
+{
+    static const char *const names[MEMCACHED_BEHAVIOR_MAX] = {
+        "MEMCACHED_BEHAVIOR_NO_BLOCK",
+        "MEMCACHED_BEHAVIOR_TCP_NODELAY",
+        "MEMCACHED_BEHAVIOR_HASH",
+        "MEMCACHED_BEHAVIOR_KETAMA",
+        "MEMCACHED_BEHAVIOR_SOCKET_SEND_SIZE",
+        "MEMCACHED_BEHAVIOR_SOCKET_RECV_SIZE",
+        "MEMCACHED_BEHAVIOR_CACHE_LOOKUPS",
+        "MEMCACHED_BEHAVIOR_SUPPORT_CAS",
+        "MEMCACHED_BEHAVIOR_POLL_TIMEOUT",
+        "MEMCACHED_BEHAVIOR_DISTRIBUTION",
+        "MEMCACHED_BEHAVIOR_BUFFER_REQUESTS",
+        "MEMCACHED_BEHAVIOR_USER_DATA",
+        "MEMCACHED_BEHAVIOR_SORT_HOSTS",
+        "MEMCACHED_BEHAVIOR_VERIFY_KEY",
+        "MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT",
+        "MEMCACHED_BEHAVIOR_RETRY_TIMEOUT",
+        "MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED",
+        "MEMCACHED_BEHAVIOR_KETAMA_HASH",
+        "MEMCACHED_BEHAVIOR_BINARY_PROTOCOL",
+        "MEMCACHED_BEHAVIOR_SND_TIMEOUT",
+        "MEMCACHED_BEHAVIOR_RCV_TIMEOUT",
+        "MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT",
+        "MEMCACHED_BEHAVIOR_IO_MSG_WATERMARK",
+        "MEMCACHED_BEHAVIOR_IO_BYTES_WATERMARK",
+        "MEMCACHED_BEHAVIOR_IO_KEY_PREFETCH",
+        "MEMCACHED_BEHAVIOR_HASH_WITH_PREFIX_KEY",
+        "MEMCACHED_BEHAVIOR_NOREPLY",
+        "MEMCACHED_BEHAVIOR_USE_UDP",
+        "MEMCACHED_BEHAVIOR_AUTO_EJECT_HOSTS",
+        "MEMCACHED_BEHAVIOR_NUMBER_OF_REPLICAS",
+        "MEMCACHED_BEHAVIOR_RANDOMIZE_REPLICA_READ",
+        "MEMCACHED_BEHAVIOR_CORK",
+        "MEMCACHED_BEHAVIOR_TCP_KEEPALIVE",
+        "MEMCACHED_BEHAVIOR_TCP_KEEPIDLE",
+        "MEMCACHED_BEHAVIOR_LOAD_FROM_FILE",
+        "MEMCACHED_BEHAVIOR_REMOVE_FAILED_SERVERS",
+        "MEMCACHED_BEHAVIOR_DEAD_TIMEOUT",
+        "MEMCACHED_BEHAVIOR_SERVER_TIMEOUT_LIMIT",
+    };
+    if (flag == MEMCACHED_BEHAVIOR_REQUEST_WINDOW)
+        return "MEMCACHED_BEHAVIOR_REQUEST_WINDOW";
+    if ((unsigned)flag >= MEMCACHED_BEHAVIOR_MAX)
+        return "INVALID memcached_behavior_t";
+    return names[flag];
+}
+
+const char *libmemcached_string_distribution(const memcached_server_distribution_t flag)
+{
+    switch (flag) {
+    case MEMCACHED_DISTRIBUTION_MODULA:
+        return "MEMCACHED_DISTRIBUTION_MODULA";
+    case MEMCACHED_DISTRIBUTION_CONSISTENT:
+        return "MEMCACHED_DISTRIBUTION_CONSISTENT";
+    case MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA:
+        return "MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA";
+    case MEMCACHED_DISTRIBUTION_RANDOM:
+        return "MEMCACHED_DISTRIBUTION_RANDOM";
+    case MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY:
+        return "MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY";
+    case MEMCACHED_DISTRIBUTION_CONSISTENT_WEIGHTED:
+        return "MEMCACHED_DISTRIBUTION_CONSISTENT_WEIGHTED";
+    case MEMCACHED_DISTRIBUTION_VIRTUAL_BUCKET:
+        return "MEMCACHED_DISTRIBUTION_VIRTUAL_BUCKET";
+    default:
+        return "INVALID memcached_server_distribution_t";
+    }
+}
+
+const char *libmemcached_string_hash(memcached_hash_t type)
+{
+    switch (type) {
+    case MEMCACHED_HASH_DEFAULT:
+        return "MEMCACHED_HASH_DEFAULT";
+    case MEMCACHED_HASH_MD5:
+        return "MEMCACHED_HASH_MD5";
+    case MEMCACHED_HASH_CRC:
+        return "MEMCACHED_HASH_CRC";
+    case MEMCACHED_HASH_FNV1_64:
+        return "MEMCACHED_HASH_FNV1_64";
+    case MEMCACHED_HASH_FNV1A_64:
+        return "MEMCACHED_HASH_FNV1A_64";
+    case MEMCACHED_HASH_FNV1_32:
+        return "MEMCACHED_HASH_FNV1_32";
+    case MEMCACHED_HASH_FNV1A_32:
+        return "MEMCACHED_HASH_FNV1A_32";
+    case MEMCACHED_HASH_HSIEH:
+        return "MEMCACHED_HASH_HSIEH";
+    case MEMCACHED_HASH_MURMUR:
+        return "MEMCACHED_HASH_MURMUR";
+    case MEMCACHED_HASH_JENKINS:
+        return "MEMCACHED_HASH_JENKINS";
+    case MEMCACHED_HASH_MURMUR3:
+        return "MEMCACHED_HASH_MURMUR3";
+    case MEMCACHED_HASH_CUSTOM:
+        return "MEMCACHED_HASH_CUSTOM";
+    default:
+        return "INVALID memcached_hash_t";
+    }
+}

@@ -1,0 +1,51 @@
+/* transport.h: the small interface through which the request pipeline
+ * reaches a server: open, gather-send, receive, an fd to poll, close.
+ * Sockets (TCP, Unix) implement it in transport_sock.c; RDMA will be one
+ * more implementation. Nothing above this interface knows socket calls. */
+#ifndef LMR_TRANSPORT_H
+#define LMR_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <libmemcached/constants.h>
+
+struct lmr_conn;
+
+/* What a transport needs to reach one server. */
+struct lmr_endpoint {
+    const char *hostname; /* host name, address, or Unix socket path */
+    unsigned port;        /* 0 for Unix sockets */
+    bool unix_socket;
+    int connect_timeout_ms;
+    bool tcp_nodelay;
+    bool tcp_keepalive;
+    int send_buffer_size; /* 0: system default */
+    int recv_buffer_size;
+};
+
+struct lmr_transport_ops {
+    const char *name;
+    /* Connects (bounded by connect_timeout_ms). On failure returns the
+     * libmemcached code and sets *sys_errno. */
+    memcached_return_t (*open)(struct lmr_conn *conn, const struct lmr_endpoint *ep,
+                               int *sys_errno);
+    /* Non-blocking; like writev/recv: -1 with errno (EAGAIN when it would
+     * block), recv returns 0 at end of stream. */
+    ssize_t (*send)(struct lmr_conn *conn, const struct iovec *iov, int iovcnt);
+    ssize_t (*recv)(struct lmr_conn *conn, void *buf, size_t len);
+    int (*poll_fd)(const struct lmr_conn *conn);
+    void (*close)(struct lmr_conn *conn);
+};
+
+struct lmr_conn {
+    const struct lmr_transport_ops *ops; /* NULL while closed */
+    int fd;
+    void *transport_state; /* for transports that need more than an fd */
+};
+
+extern const struct lmr_transport_ops lmr_transport_socket;
+
+#endif
