@@ -1,0 +1,392 @@
+/*
+ * test_conn_park.c: unit test of conn.c's ordered, parkable response queue
+ * and its read side, over an in-memory transport, a tiny line-based engine
+ * and a fake item store (so the test sees every item reference).
+ *
+ * Engine requests, one per line:
+ *   R<n>      reply "R<n>" at once
+ *   P<n>      park a reply; the test completes it later, in any order
+ *   V<n>      reply with a two-segment fake item (checks refs are released)
+ *   S<len>    receive <len> value bytes plus "\r\n" into a fake item
+ * TAP output.
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "items.h"
+#include "settings.h"
+#include "thread.h"
+
+/* ---- TAP ----------------------------------------------------------------- */
+static int test_no, failures;
+static void ok(int cond, const char *name)
+{
+    printf("%sok %d - %s\n", cond ? "" : "not ", ++test_no, name);
+    if (!cond)
+        failures++;
+}
+
+/* ---- fake storage: just enough of items.h for conn.c --------------------- */
+struct item {
+    int refs;
+    size_t nbytes;
+    char *seg[2];
+    size_t seglen[2];
+};
+static int live_refs;
+
+static item *fake_item(size_t nbytes, const char *fill)
+{
+    item *it = calloc(1, sizeof(*it));
+    it->refs = 1;
+    live_refs++;
+    it->nbytes = nbytes;
+    it->seglen[0] = nbytes / 2;
+    it->seglen[1] = nbytes - nbytes / 2;
+    for (int i = 0; i < 2; i++) {
+        it->seg[i] = malloc(it->seglen[i] + 1);
+        memset(it->seg[i], 0, it->seglen[i] + 1);
+    }
+    if (fill) {
+        memcpy(it->seg[0], fill, it->seglen[0]);
+        memcpy(it->seg[1], fill + it->seglen[0], it->seglen[1]);
+    }
+    return it;
+}
+
+void item_release(item *it)
+{
+    live_refs--;
+    if (--it->refs == 0) {
+        free(it->seg[0]);
+        free(it->seg[1]);
+        free(it);
+    }
+}
+size_t item_nbytes(const item *it)
+{
+    return it->nbytes;
+}
+unsigned item_value_nseg(const item *it)
+{
+    (void)it;
+    return 2;
+}
+struct iovec item_value_seg(const item *it, unsigned i)
+{
+    struct iovec v = {it->seg[i], it->seglen[i]};
+    return v;
+}
+rel_time_t clock_now(void)
+{
+    return 1;
+}
+
+/* ---- in-memory transport ------------------------------------------------- */
+static char in_buf[1 << 16];
+static size_t in_len, in_pos;
+static size_t in_chunk = 1 << 16; /* bytes one recv may return */
+static bool in_eof;
+static char out_buf[1 << 16];
+static size_t out_len;
+static size_t out_chunk = 1 << 16; /* bytes one sendv may take */
+static bool out_eagain_next;       /* alternate EAGAIN and progress */
+static bool alternate_eagain;
+static bool want_read, want_write, closed;
+
+static int fake_attach(struct conn *c, struct event_base *base)
+{
+    (void)c;
+    (void)base;
+    return 0;
+}
+static ssize_t fake_recv(struct conn *c, void *buf, size_t len)
+{
+    (void)c;
+    if (in_pos == in_len) {
+        if (in_eof)
+            return 0;
+        errno = EAGAIN;
+        return -1;
+    }
+    size_t n = in_len - in_pos;
+    if (n > len)
+        n = len;
+    if (n > in_chunk)
+        n = in_chunk;
+    memcpy(buf, in_buf + in_pos, n);
+    in_pos += n;
+    return (ssize_t)n;
+}
+static ssize_t fake_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
+{
+    (void)c;
+    if (alternate_eagain) {
+        out_eagain_next = !out_eagain_next;
+        if (!out_eagain_next) {
+            errno = EAGAIN;
+            return -1;
+        }
+    }
+    size_t total = 0;
+    for (int i = 0; i < iovcnt && total < out_chunk; i++) {
+        size_t n = iov[i].iov_len;
+        if (n > out_chunk - total)
+            n = out_chunk - total;
+        memcpy(out_buf + out_len, iov[i].iov_base, n);
+        out_len += n;
+        total += n;
+    }
+    return (ssize_t)total;
+}
+static void fake_want(struct conn *c, bool r, bool w)
+{
+    (void)c;
+    want_read = r;
+    want_write = w;
+}
+static void fake_close(struct conn *c)
+{
+    (void)c;
+    closed = true;
+}
+static void fake_describe(struct conn *c, char *buf, size_t len)
+{
+    (void)c;
+    snprintf(buf, len, "test:0");
+}
+static const struct transport_ops fake_tp = {"test",    fake_attach, fake_recv,    fake_sendv,
+                                             fake_want, fake_close,  fake_describe};
+
+/* ---- a tiny line engine ---------------------------------------------------- */
+static struct resp *parked[64];
+
+static enum proto_status line_process(struct conn *c)
+{
+    char *data = conn_rdata(c);
+    char *nl = memchr(data, '\n', conn_rlen(c));
+    if (!nl)
+        return PROTO_NEED_MORE;
+    size_t linelen = (size_t)(nl - data);
+    char line[64];
+    snprintf(line, sizeof(line), "%.*s", (int)linelen, data);
+    conn_consume(c, linelen + 1);
+    int n = atoi(line + 1);
+    struct resp *r;
+    switch (line[0]) {
+    case 'R':
+        r = conn_resp_add(c);
+        resp_add_head(r, line, strlen(line));
+        resp_add_head(r, "\r\n", 2);
+        break;
+    case 'P':
+        r = conn_resp_add(c);
+        resp_park(c, r);
+        parked[n] = r;
+        break;
+    case 'V': {
+        char val[32];
+        snprintf(val, sizeof(val), "value-%d", n);
+        r = conn_resp_add(c);
+        resp_add_head(r, "V ", 2);
+        resp_set_item(r, fake_item(strlen(val), val), true);
+        break;
+    }
+    case 'S':
+        conn_read_value(c, fake_item((size_t)n, NULL), (size_t)n, 2);
+        break;
+    default:
+        return PROTO_CLOSE;
+    }
+    return PROTO_DONE;
+}
+
+static char last_value[1 << 15];
+static void line_value_done(struct conn *c, const char *trailer, size_t len)
+{
+    item *it = c->value.it;
+    c->value.it = NULL;
+    snprintf(last_value, sizeof(last_value), "%s%s", it->seg[0], it->seg[1]);
+    conn_out_string(c, len == 2 && memcmp(trailer, "\r\n", 2) == 0 ? "STORED" : "BAD");
+    item_release(it);
+}
+
+static const struct proto_engine line_engine = {"line", line_process, line_value_done};
+
+/* ---- helpers -------------------------------------------------------------------- */
+static struct worker w;
+
+static void reset_io(void)
+{
+    in_len = in_pos = out_len = 0;
+    in_chunk = out_chunk = 1 << 16;
+    in_eof = closed = false;
+    alternate_eagain = false;
+}
+
+static void feed(const char *s)
+{
+    memcpy(in_buf + in_len, s, strlen(s));
+    in_len += strlen(s);
+}
+
+static void run_loop(void)
+{
+    for (int i = 0; i < 20; i++)
+        event_base_loop(w.base, EVLOOP_NONBLOCK);
+}
+
+/* Drives the connection the way a transport would, bounded. */
+static void pump(struct conn *c)
+{
+    for (int i = 0; i < 100000 && !closed; i++) {
+        if (!want_read && !want_write)
+            break;
+        if (want_read && in_pos == in_len && !in_eof && !want_write)
+            break;
+        conn_on_ready(c, want_read, want_write);
+        run_loop();
+    }
+    run_loop();
+}
+
+static bool out_is(const char *expect)
+{
+    return out_len == strlen(expect) && memcmp(out_buf, expect, out_len) == 0;
+}
+
+static void fill_parked(struct conn *c, int n)
+{
+    char text[16];
+    snprintf(text, sizeof(text), "P%d\r\n", n);
+    resp_add_head(parked[n], text, strlen(text));
+    conn_resp_complete(c, parked[n]);
+}
+
+struct completion {
+    struct conn *c;
+    int n;
+};
+static void complete_on_worker(struct worker *wk, void *arg)
+{
+    (void)wk;
+    struct completion *cp = arg;
+    fill_parked(cp->c, cp->n);
+}
+static void *completer_thread(void *arg)
+{
+    usleep(10000);
+    worker_call(&w, complete_on_worker, arg);
+    return NULL;
+}
+
+int main(void)
+{
+    printf("1..16\n");
+    settings_init(&settings);
+    if (worker_init(&w, 0) != 0) {
+        printf("Bail out! worker_init failed\n");
+        return 1;
+    }
+
+    /* 1. parked responses hold back later ones; out-of-order completion */
+    reset_io();
+    struct conn *c = conn_new(&w, &fake_tp, -1, NULL, &line_engine, "test");
+    ok(c != NULL && want_read, "connection created and wants to read");
+    feed("R1\nP2\nR3\nP4\nR5\n");
+    pump(c);
+    ok(out_is("R1\r\n"), "only the reply before the first parked one is written");
+    fill_parked(c, 4);
+    run_loop();
+    ok(out_is("R1\r\n"), "completing a later parked reply first writes nothing");
+    fill_parked(c, 2);
+    run_loop();
+    ok(out_is("R1\r\nP2\r\nR3\r\nP4\r\nR5\r\n"), "after the first completes, all go in order");
+
+    /* 2. completion from another thread through worker_call */
+    feed("P6\nR7\n");
+    pump(c);
+    pthread_t th;
+    struct completion cp = {c, 6};
+    pthread_create(&th, NULL, completer_thread, &cp);
+    pthread_join(th, NULL);
+    for (int i = 0; i < 100 && out_len < strlen("R1\r\nP2\r\nR3\r\nP4\r\nR5\r\nP6\r\nR7\r\n");
+         i++) {
+        usleep(1000);
+        run_loop();
+    }
+    ok(out_is("R1\r\nP2\r\nR3\r\nP4\r\nR5\r\nP6\r\nR7\r\n"),
+       "completion from another thread resumes the connection in order");
+
+    /* 3. item values are written from item memory and released after */
+    out_len = 0;
+    feed("V1\nP8\nV2\n");
+    pump(c);
+    ok(live_refs == 1, "item reference behind a parked reply is still held");
+    fill_parked(c, 8);
+    run_loop();
+    ok(out_is("V value-1\r\nP8\r\nV value-2\r\n"), "item values written in order");
+    ok(live_refs == 0, "item references released once written");
+
+    /* 4. requests and values split at every byte, partial and refused writes */
+    out_len = 0;
+    in_chunk = 1;
+    out_chunk = 3;
+    alternate_eagain = true;
+    feed("R9\nS5\nhello\r\nS3\nabcd\nR10\n");
+    pump(c);
+    ok(out_is("R9\r\nSTORED\r\nBAD\r\nR10\r\n"),
+       "byte-at-a-time input, 3-byte writes with EAGAIN: replies whole and in order");
+    ok(strcmp(last_value, "abc") == 0, "value received into item segments");
+
+    /* 5. a large value bypasses the read buffer */
+    out_len = 0;
+    in_chunk = 1 << 16;
+    out_chunk = 1 << 16;
+    alternate_eagain = false;
+    char big[20001];
+    for (int i = 0; i < 20000; i++)
+        big[i] = (char)('a' + i % 26);
+    big[20000] = '\0';
+    feed("S20000\n");
+    pump(c);
+    in_chunk = 7000; /* arrive in pieces, so some go straight to the item */
+    feed(big);
+    feed("\r\n");
+    pump(c);
+    ok(out_is("STORED\r\n") && strcmp(last_value, big) == 0, "20000-byte value stored intact");
+
+    /* 6. -R bounds requests per event; the rest run after a yield */
+    out_len = 0;
+    settings.reqs_per_event = 2;
+    uint64_t yields = w.stats.conn_yields;
+    feed("R11\nR12\nR13\nR14\nR15\n");
+    conn_on_ready(c, true, false);
+    ok(out_is("R11\r\nR12\r\n"), "only -R requests handled in one event");
+    run_loop();
+    ok(out_is("R11\r\nR12\r\nR13\r\nR14\r\nR15\r\n") && w.stats.conn_yields > yields,
+       "the rest follow after yielding (conn_yields counted)");
+    settings.reqs_per_event = 20;
+
+    /* 7. the peer goes away while a reply is parked */
+    unsigned before = conns_allocated();
+    feed("P20\n");
+    pump(c);
+    in_eof = true;
+    conn_on_ready(c, true, false);
+    ok(closed && conns_allocated() == before, "closed transport; parked reply keeps the conn");
+    fill_parked(c, 20);
+    run_loop();
+    ok(conns_allocated() == before - 1, "connection freed once the parked reply completes");
+    ok(live_refs == 0, "no item reference left behind");
+
+    worker_destroy(&w);
+    settings_free(&settings);
+    return failures ? 1 : 0;
+}

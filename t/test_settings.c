@@ -1,0 +1,180 @@
+/*
+ * test_settings.c: unit test of the command-line parser (settings.c):
+ * memcached 1.6's short and long flags set the same fields, -o suboptions
+ * act, warn or fail, and bad input fails with a message. TAP output.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "settings.h"
+
+static int test_no, failures;
+static void ok(int cond, const char *name)
+{
+    printf("%sok %d - %s\n", cond ? "" : "not ", ++test_no, name);
+    if (!cond)
+        failures++;
+}
+
+static char out_text[8192], err_text[8192];
+
+/* Parses a NULL-terminated argument list into a fresh struct. */
+static enum settings_action parse(struct settings *s, const char *const *args)
+{
+    char *argv[64];
+    int argc = 0;
+    argv[argc++] = "memcached-rdma";
+    for (; *args && argc < 63; args++)
+        argv[argc++] = (char *)*args;
+    argv[argc] = NULL;
+    settings_init(s);
+    FILE *out = fmemopen(out_text, sizeof(out_text), "w");
+    FILE *err = fmemopen(err_text, sizeof(err_text), "w");
+    enum settings_action a = settings_parse(s, argc, argv, out, err);
+    fclose(out);
+    fclose(err);
+    return a;
+}
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+int main(void)
+{
+    struct settings s;
+    printf("1..27\n");
+
+    ok(parse(&s, ARGS("-v")) == SETTINGS_RUN && s.port == 11211 && s.maxconns == 1024 &&
+           s.num_threads == 4 && s.maxbytes == 64u << 20 && s.item_size_max == 1u << 20 &&
+           s.reqs_per_event == 20 && s.backlog == 1024 && s.use_cas && s.evict_to_free &&
+           s.inter == NULL && s.udpport == 0,
+       "memcached's defaults");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("-p", "12345", "-U", "0", "-m", "128", "-c", "10", "-t", "2", "-R", "5", "-b",
+                      "64", "-C", "-M", "-A", "-F", "-f", "1.5", "-n", "64", "-L")) ==
+               SETTINGS_RUN &&
+           s.port == 12345 && s.maxbytes == 128u << 20 && s.maxconns == 10 && s.num_threads == 2 &&
+           s.reqs_per_event == 5 && s.backlog == 64 && !s.use_cas && !s.evict_to_free &&
+           s.shutdown_command && !s.flush_enabled && s.factor == 1.5 && s.chunk_size == 64 &&
+           s.prealloc,
+       "short flags");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("--port=2222", "--udp-port=0", "--memory-limit=32", "--conn-limit=7",
+                      "--threads=3", "--max-reqs-per-event=9", "--listen-backlog=8",
+                      "--disable-cas", "--disable-evictions", "--enable-shutdown",
+                      "--disable-flush-all", "--slab-growth-factor=2", "--slab-min-size=96",
+                      "--enable-largepages", "--listen=127.0.0.2", "--protocol=ascii",
+                      "--max-item-size=2m")) == SETTINGS_RUN &&
+           s.port == 2222 && s.maxbytes == 32u << 20 && s.maxconns == 7 && s.num_threads == 3 &&
+           s.reqs_per_event == 9 && s.backlog == 8 && !s.use_cas && !s.evict_to_free &&
+           s.shutdown_command && !s.flush_enabled && s.factor == 2.0 && s.chunk_size == 96 &&
+           s.prealloc && s.inter && strcmp(s.inter, "127.0.0.2") == 0 &&
+           s.binding_protocol == PROTOCOL_ASCII && s.item_size_max == 2u << 20,
+       "long flags");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("--factor", "1.1", "--verbose")) == SETTINGS_RUN && s.factor == 1.1 &&
+           s.verbose == 1,
+       "--factor alias and --verbose");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("-vvv")) == SETTINGS_RUN && s.verbose == 3, "-vvv is level 3");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-v", "-v")) == SETTINGS_RUN && s.verbose == 2, "-v -v is level 2");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("-l", "127.0.0.1", "-l", "::1")) == SETTINGS_RUN && s.inter &&
+           strcmp(s.inter, "127.0.0.1,::1") == 0,
+       "repeated -l joins the lists");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("-s", "/tmp/x.sock", "-a", "766")) == SETTINGS_RUN && s.socketpath &&
+           strcmp(s.socketpath, "/tmp/x.sock") == 0 && s.access == 0766,
+       "-s and octal -a");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("-d", "-u", "nobody", "-P", "/tmp/pid")) == SETTINGS_RUN && s.daemonize &&
+           strcmp(s.username, "nobody") == 0 && strcmp(s.pid_file, "/tmp/pid") == 0,
+       "-d -u -P");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("-B", "binary")) == SETTINGS_RUN && s.binding_protocol == PROTOCOL_BINARY,
+       "-B binary");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-B", "udp")) == SETTINGS_EXIT_BAD &&
+           strstr(err_text, "Invalid value for binding protocol"),
+       "-B with a bad name fails with a message");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("-I", "512k")) == SETTINGS_RUN && s.item_size_max == 512u * 1024,
+       "-I with k suffix");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-I", "100")) == SETTINGS_EXIT_BAD && strstr(err_text, "1024 bytes"),
+       "-I below 1k fails");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-m", "64", "-I", "40m")) == SETTINGS_EXIT_BAD &&
+           strstr(err_text, "1/2 of memory"),
+       "-I above half of -m fails");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("-o", "hashpower=20,slab_chunk_max=256,no_lru_crawler,idle_timeout=30,"
+                            "no_maxconns_fast,tail_repair_time=60")) == SETTINGS_RUN &&
+           s.hashpower_init == 20 && s.slab_chunk_max == 256 * 1024 && !s.lru_crawler &&
+           s.idle_timeout == 30 && !s.maxconns_fast && s.tail_repair_time == 60,
+       "-o suboptions that act");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("-o", "slab_reassign,lru_maintainer,hot_lru_pct=20")) == SETTINGS_RUN &&
+           strstr(err_text, "slab_reassign") && strstr(err_text, "ignored"),
+       "known but unimplemented -o suboptions warn and are ignored");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("-o", "no_such_option")) == SETTINGS_EXIT_BAD &&
+           strstr(err_text, "no_such_option"),
+       "unknown -o suboption fails naming it");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-o", "hashpower=abc")) == SETTINGS_EXIT_BAD, "bad -o value fails");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("-q")) == SETTINGS_EXIT_BAD && strstr(err_text, "Illegal argument"),
+       "unknown short flag fails");
+    settings_free(&s);
+    ok(parse(&s, ARGS("--no-such-flag")) == SETTINGS_EXIT_BAD && strstr(err_text, "--no-such-flag"),
+       "unknown long flag fails naming it");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-p")) == SETTINGS_EXIT_BAD && strstr(err_text, "requires an argument"),
+       "missing argument fails");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("-t", "0")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-c", "-1")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-f", "1.0")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-R", "0")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-p", "70000")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-m", "lots")) == SETTINGS_EXIT_BAD,
+       "out-of-range and non-numeric values fail");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("-S")) == SETTINGS_EXIT_BAD && strstr(err_text, "SASL"),
+       "-S (SASL) refuses to start rather than run unauthenticated");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("-h")) == SETTINGS_EXIT_OK && strstr(out_text, "--port") &&
+           strstr(out_text, "-o, --extended"),
+       "-h prints usage");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-V")) == SETTINGS_EXIT_OK && strncmp(out_text, "memcached-rdma ", 15) == 0,
+       "-V prints \"memcached-rdma <version>\"");
+    settings_free(&s);
+    ok(parse(&s, ARGS("--version")) == SETTINGS_EXIT_OK &&
+           strncmp(out_text, "memcached-rdma ", 15) == 0,
+       "--version");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("-p", "1", "stray")) == SETTINGS_EXIT_BAD && strstr(err_text, "stray"),
+       "stray positional argument fails");
+    settings_free(&s);
+    return failures ? 1 : 0;
+}
