@@ -1,0 +1,285 @@
+/* t/rdma/rdma_test_rc.c: RC endpoints on real verbs (inside the Soft-RoCE
+ * guest): connect/accept, eager ping-pongs around the eager limit, 1,000
+ * messages in flight bounded by credits without receiver-not-ready errors,
+ * rendezvous RDMA READ and WRITE up to 8 MiB with the data verified, several
+ * clients on one server context, admission limited by the shared receive
+ * queue, and a clean close that returns every resource. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "t/rdma/harness.h"
+
+static struct test_server srv;
+
+static bool server_has_endpoints_0(void *arg)
+{
+    (void)arg;
+    struct mcr_rdma_ctx_stats st;
+    mcr_rdma_ctx_stats(srv.ctx, &st);
+    return st.endpoints == 0;
+}
+
+static void test_eager(struct test_client *c)
+{
+    size_t limit = mcr_rdma_ep_max_eager_payload(c->ep);
+    tap_ok(limit == 8192 - MCR_RDMA_HDR_SIZE, "eager limit is the buffer minus the header (%zu)",
+           limit);
+    const uint32_t sizes[] = {0, 1, 100, 4096, (uint32_t)limit - 1, (uint32_t)limit};
+    uint32_t id = 1000;
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        int good = 0, rounds = 100;
+        for (int r = 0; r < rounds; r++)
+            good += ping(c, id++, sizes[s]);
+        tap_ok(good == rounds, "%d/%d eager ping-pongs of %u bytes echoed intact", good, rounds,
+               sizes[s]);
+    }
+    static unsigned char big[8192];
+    struct iovec iov = {.iov_base = big, .iov_len = limit + 1};
+    struct mcr_rdma_send s = {
+        .type = MCR_RDMA_MSG_EAGER, .request_id = 1, .iov = &iov, .iovcnt = 1};
+    tap_ok(mcr_rdma_ep_send(c->ep, &s) == -EMSGSIZE,
+           "limit+1 bytes refused as eager (-EMSGSIZE: use rendezvous)");
+    /* Two iovecs that together fit exactly. */
+    fill_pattern(big, limit, 7);
+    struct iovec two[2] = {{big, 10}, {big + 10, limit - 10}};
+    s = (struct mcr_rdma_send){
+        .type = MCR_RDMA_MSG_EAGER, .request_id = id, .iov = two, .iovcnt = 2};
+    c->next_expected = id;
+    uint32_t before = c->replies;
+    tap_ok(mcr_rdma_ep_send(c->ep, &s) == 0 && wait_replies(c, before + 1, 10000) &&
+               c->last_len == limit && memcmp(c->last_payload, big, limit) == 0,
+           "gathered payload of exactly the limit echoed intact");
+}
+
+static void test_credits(struct test_client *c)
+{
+    enum { N = 1000, LEN = 64 };
+    unsigned char buf[LEN];
+    uint32_t base = 100000;
+    c->next_expected = base;
+    c->bad_replies = 0;
+    uint32_t before = c->replies;
+    int sent = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        fill_pattern(buf, LEN, base + i);
+        struct iovec iov = {.iov_base = buf, .iov_len = LEN};
+        struct mcr_rdma_send s = {
+            .type = MCR_RDMA_MSG_EAGER, .request_id = base + i, .iov = &iov, .iovcnt = 1};
+        sent += mcr_rdma_ep_send(c->ep, &s) == 0;
+    }
+    tap_ok(sent == N, "%d messages queued without waiting", sent);
+    bool all = wait_replies(c, before + N, 120000);
+    tap_ok(all && c->bad_replies == 0, "all %u replies came back in order (%d out of order)",
+           c->replies - before, c->bad_replies);
+    struct mcr_rdma_ep_stats st;
+    mcr_rdma_ep_stats(c->ep, &st);
+    tap_ok(st.max_in_flight <= st.peer_credits && st.max_in_flight + 1u >= st.peer_credits,
+           "in flight never above the peer's credits (max %u, credits %u)", st.max_in_flight,
+           st.peer_credits);
+    tap_ok(st.credit_stalls > 0, "the sender ran out of credits and waited (%llu stalls)",
+           (unsigned long long)st.credit_stalls);
+    struct mcr_rdma_ctx_stats cs, ss;
+    mcr_rdma_ctx_stats(c->ctx, &cs);
+    mcr_rdma_ctx_stats(srv.ctx, &ss);
+    tap_ok(cs.rnr_errors == 0 && ss.rnr_errors == 0 && cs.wc_errors == 0 && ss.wc_errors == 0,
+           "no receiver-not-ready and no completion errors with rnr_retry=0 (client %llu/%llu, "
+           "server %llu/%llu)",
+           (unsigned long long)cs.rnr_errors, (unsigned long long)cs.wc_errors,
+           (unsigned long long)ss.rnr_errors, (unsigned long long)ss.wc_errors);
+    tap_diag("credit messages sent: client %llu", (unsigned long long)st.credit_msgs_sent);
+    tap_ok(ping(c, 999999, 32), "connection healthy after the burst");
+}
+
+static void test_rendezvous(struct test_client *c, struct mcr_rdma_regcache *cache)
+{
+    size_t limit = mcr_rdma_ep_max_eager_payload(c->ep);
+    const uint32_t sizes[] = {(uint32_t)limit + 1, 65536, 1u << 20, 8u << 20};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        uint32_t len = sizes[i];
+        unsigned char *src = aligned_alloc(4096, (len + 4095) & ~4095u);
+        unsigned char *dst = aligned_alloc(4096, (len + 4095) & ~4095u);
+        fill_pattern(src, len, len);
+        memset(dst, 0, len);
+        /* set: the server pulls src with RDMA READ */
+        struct ibv_mr *mr = mcr_rdma_regcache_get(cache, src, len, MCR_RDMA_ACCESS_REMOTE_READ);
+        struct mcr_rdma_rndv adv = {(uintptr_t)src, mr ? mr->rkey : 0, len};
+        const char frame[] = "set-frame";
+        struct iovec iov = {.iov_base = (void *)frame, .iov_len = sizeof(frame)};
+        struct mcr_rdma_send s = {.type = MCR_RDMA_MSG_RNDV_READ,
+                                  .request_id = 5000 + (uint32_t)i,
+                                  .iov = &iov,
+                                  .iovcnt = 1,
+                                  .advertise = &adv};
+        c->next_expected = s.request_id;
+        uint32_t before = c->replies;
+        uint64_t t0 = now_ms();
+        bool ok =
+            mr != NULL && mcr_rdma_ep_send(c->ep, &s) == 0 && wait_replies(c, before + 1, 60000);
+        uint64_t want = fnv1a(src, len), got = 0;
+        if (ok && c->last_len == sizeof(got))
+            memcpy(&got, c->last_payload, sizeof(got));
+        tap_ok(ok && (c->last_flags & MCR_RDMA_F_RNDV_DONE) && got == want,
+               "rendezvous READ of %u bytes: server pulled the exact data (%llu ms)", len,
+               (unsigned long long)(now_ms() - t0));
+        if (mr != NULL)
+            mcr_rdma_regcache_put(cache, mr);
+        /* get: the server pushes the same bytes into dst with RDMA WRITE */
+        mr = mcr_rdma_regcache_get(cache, dst, len, MCR_RDMA_ACCESS_REMOTE_WRITE);
+        adv = (struct mcr_rdma_rndv){(uintptr_t)dst, mr ? mr->rkey : 0, len};
+        s.type = MCR_RDMA_MSG_RNDV_WRITE;
+        s.request_id = 6000 + (uint32_t)i;
+        c->next_expected = s.request_id;
+        before = c->replies;
+        t0 = now_ms();
+        ok = mr != NULL && mcr_rdma_ep_send(c->ep, &s) == 0 && wait_replies(c, before + 1, 60000);
+        tap_ok(ok && (c->last_flags & MCR_RDMA_F_RNDV_DONE) && memcmp(dst, src, len) == 0,
+               "rendezvous WRITE of %u bytes: the data arrived intact (%llu ms)", len,
+               (unsigned long long)(now_ms() - t0));
+        if (mr != NULL)
+            mcr_rdma_regcache_put(cache, mr);
+        mcr_rdma_regcache_invalidate(cache, src, len);
+        mcr_rdma_regcache_invalidate(cache, dst, len);
+        free(dst);
+        free(src);
+    }
+    tap_ok(srv.range_checks_ok == 8 && srv.errors == 0,
+           "accesses beyond the advertised region refused (%d of 8), no server errors (%d)",
+           srv.range_checks_ok, srv.errors);
+    /* The cache returns the same registration for a buffer used again. */
+    unsigned char *buf = aligned_alloc(4096, 65536);
+    struct ibv_mr *a = mcr_rdma_regcache_get(cache, buf, 65536, MCR_RDMA_ACCESS_REMOTE_READ);
+    mcr_rdma_regcache_put(cache, a);
+    struct ibv_mr *b = mcr_rdma_regcache_get(cache, buf + 100, 1000, MCR_RDMA_ACCESS_REMOTE_READ);
+    mcr_rdma_regcache_put(cache, b);
+    struct ibv_mr *w = mcr_rdma_regcache_get(cache, buf, 65536, MCR_RDMA_ACCESS_REMOTE_WRITE);
+    mcr_rdma_regcache_put(cache, w);
+    tap_ok(a != NULL && a == b && w != NULL && w != a,
+           "registration cache: hit for a covered range, new registration for other access");
+    mcr_rdma_regcache_invalidate(cache, buf, 65536);
+    free(buf);
+}
+
+static void test_many_clients(void)
+{
+    enum { NCLIENTS = 4, ROUNDS = 50 };
+    static struct test_client cl[NCLIENTS];
+    int connected = 0;
+    for (int i = 0; i < NCLIENTS; i++)
+        connected += client_connect(&cl[i], NULL, srv.port);
+    tap_ok(connected == NCLIENTS, "%d clients connected to one server context", connected);
+    struct mcr_rdma_ctx_stats st;
+    mcr_rdma_ctx_stats(srv.ctx, &st);
+    tap_ok(st.endpoints == NCLIENTS + 1, "server context holds %u endpoints", st.endpoints);
+    /* interleave: every client has a message outstanding at once */
+    unsigned char buf[256];
+    int good = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        uint32_t before[NCLIENTS];
+        for (int i = 0; i < NCLIENTS; i++) {
+            uint32_t id = (uint32_t)(i * 100000 + r);
+            fill_pattern(buf, sizeof(buf), id);
+            struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+            struct mcr_rdma_send s = {
+                .type = MCR_RDMA_MSG_EAGER, .request_id = id, .iov = &iov, .iovcnt = 1};
+            cl[i].next_expected = id;
+            before[i] = cl[i].replies;
+            if (cl[i].ep != NULL)
+                mcr_rdma_ep_send(cl[i].ep, &s);
+        }
+        for (int i = 0; i < NCLIENTS; i++) {
+            uint32_t id = (uint32_t)(i * 100000 + r);
+            fill_pattern(buf, sizeof(buf), id);
+            good += wait_replies(&cl[i], before[i] + 1, 10000) && cl[i].last_id == id &&
+                    memcmp(cl[i].last_payload, buf, sizeof(buf)) == 0;
+        }
+    }
+    tap_ok(good == NCLIENTS * ROUNDS, "%d/%d interleaved requests answered correctly", good,
+           NCLIENTS * ROUNDS);
+    for (int i = 0; i < NCLIENTS; i++) {
+        if (cl[i].ep != NULL)
+            mcr_rdma_ep_close(cl[i].ep);
+    }
+    int closed = 0;
+    for (int i = 0; i < NCLIENTS; i++)
+        closed += run_until(client_closed, &cl[i], 10000);
+    tap_ok(closed == NCLIENTS, "all clients closed");
+    for (int i = 0; i < NCLIENTS; i++)
+        client_destroy(&cl[i]);
+}
+
+/* A context whose receive queue backs 4 connections refuses a fifth. */
+static void test_admission(void)
+{
+    struct test_server small;
+    struct mcr_rdma_ctx_opts o;
+    test_opts(&o);
+    o.recv_bufs = 64;
+    o.credits = 16;
+    server_start(&small, &o);
+    static struct test_client cl[5];
+    int ok = 0;
+    for (int i = 0; i < 4; i++)
+        ok += client_connect(&cl[i], NULL, small.port);
+    bool fifth = client_connect(&cl[4], NULL, small.port);
+    struct mcr_rdma_ctx_stats st;
+    mcr_rdma_ctx_stats(small.ctx, &st);
+    tap_ok(ok == 4 && !fifth && cl[4].closed && st.rejected == 1,
+           "receive queue of 64 with 16 credits each: 4 accepted, the 5th refused (%s)",
+           cl[4].close_why);
+    tap_ok(st.granted_credits == 64, "granted credits never exceed the receive queue (%u)",
+           st.granted_credits);
+    for (int i = 0; i < 5; i++)
+        client_destroy(&cl[i]);
+    run_for(200);
+    server_stop(&small);
+}
+
+int main(void)
+{
+    struct mcr_rdma_ctx_opts so;
+    test_opts(&so);
+    so.send_bufs = 1100; /* the credit test lets 1,000 replies queue up */
+    server_start(&srv, &so);
+    tap_ok(srv.port != 0, "server listens on %s port %u (%s)", rxe_addr(), srv.port,
+           mcr_rdma_ctx_device_name(srv.ctx));
+
+    struct test_client c;
+    struct mcr_rdma_ctx_opts co;
+    test_opts(&co);
+    co.send_bufs = 1100; /* 1,000 requests queued at once */
+    bool up = client_connect(&c, &co, srv.port);
+    tap_ok(up, "client connected%s%s", c.closed ? ": " : "", c.closed ? c.close_why : "");
+    if (!up)
+        tap_bail("cannot continue without a connection");
+    run_until(never, NULL, 100);
+    tap_ok(srv.accepted == 1 && srv.connected == 1, "server accepted and saw the connection");
+
+    test_eager(&c);
+    test_credits(&c);
+    struct mcr_rdma_regcache *cache = mcr_rdma_regcache_create(mcr_rdma_ctx_pd(c.ctx), 8);
+    test_rendezvous(&c, cache);
+    mcr_rdma_regcache_destroy(cache);
+    test_many_clients();
+
+    mcr_rdma_ep_close(c.ep);
+    bool closed = run_until(client_closed, &c, 10000);
+    bool server_empty = run_until(server_has_endpoints_0, NULL, 10000);
+    tap_ok(closed && c.close_reason == 0, "client closed locally (%s)", c.close_why);
+    tap_ok(server_empty && srv.closed == srv.accepted,
+           "server freed every endpoint (%d closed of %d)", srv.closed, srv.accepted);
+    struct mcr_rdma_ctx_stats st;
+    mcr_rdma_ctx_stats(srv.ctx, &st);
+    tap_ok(st.granted_credits == 0 && st.recv_posted == so.recv_bufs &&
+               st.send_bufs_free == so.send_bufs,
+           "server context back to its initial state (credits %u, receives %u/%u, send "
+           "buffers %u/%u)",
+           st.granted_credits, st.recv_posted, so.recv_bufs, st.send_bufs_free, so.send_bufs);
+    client_destroy(&c);
+
+    test_admission();
+    server_stop(&srv);
+    tap_no_plan_end();
+    return tap_exit_status();
+}
