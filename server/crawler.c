@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,7 +21,15 @@
 #include "lru.h"
 #include "storage_internal.h"
 
-#define CRAWL_BATCH 256 /* items examined per LRU lock hold */
+#define CRAWL_BATCH 256  /* items examined per LRU lock hold */
+#define INTERVAL_MAX 600 /* seconds between passes over a class, at most */
+
+/* Background schedule per class: a class whose last pass found nothing to
+ * reclaim is visited half as often next time (up to INTERVAL_MAX); one
+ * where a tenth or more of the items were dead is visited twice as often
+ * (down to the base interval). */
+static rel_time_t class_interval[SLAB_CLASSES_MAX];
+static rel_time_t class_due[SLAB_CLASSES_MAX];
 
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER; /* one pass at a time */
 static pthread_t crawler_thread;
@@ -29,9 +38,11 @@ static pthread_cond_t thread_wake = PTHREAD_COND_INITIALIZER;
 static bool running;
 static bool stopping;
 
-static void crawl_class(unsigned cls, struct item *marker)
+/* One pass over class cls; returns items checked and reclaimed. */
+static void crawl_class(unsigned cls, struct item *marker, uint64_t *checked, uint64_t *reclaimed)
 {
     struct lru_list *l = lru_of(cls);
+    *checked = *reclaimed = 0;
     lru_lock(cls);
     if (!l->tail) {
         lru_unlock(cls);
@@ -53,10 +64,12 @@ static void crawl_class(unsigned cls, struct item *marker)
         if (item_is_marker(it))
             continue;
         l->n.crawler_items_checked++;
+        (*checked)++;
         uint64_t hv = assoc_hash(it->data, it->nkey);
         if (assoc_trylock(hv)) {
             if (item_is_dead(it, clock_now())) {
                 l->n.crawler_reclaimed++;
+                (*reclaimed)++;
                 item_unlink_lru_locked(it, cls, hv);
             }
             assoc_unlock(hv);
@@ -73,16 +86,37 @@ static void crawl_class(unsigned cls, struct item *marker)
     lru_unlock(cls);
 }
 
-void crawler_run_once(void)
+/* Crawls every class (all = true) or only those due by the schedule. */
+static void crawl(bool all)
 {
     struct item *marker = calloc(1, sizeof(*marker));
     if (!marker)
         return;
     pthread_mutex_lock(&pass_lock);
-    for (unsigned cls = 1; cls <= storage_rt.largest_class; cls++)
-        crawl_class(cls, marker);
+    for (unsigned cls = 1; cls <= storage_rt.largest_class; cls++) {
+        rel_time_t now = clock_now();
+        if (!all && __atomic_load_n(&class_due[cls], __ATOMIC_RELAXED) > now)
+            continue;
+        uint64_t checked, reclaimed;
+        crawl_class(cls, marker, &checked, &reclaimed);
+        rel_time_t base = storage_rt.crawler_interval_s;
+        rel_time_t iv = __atomic_load_n(&class_interval[cls], __ATOMIC_RELAXED);
+        if (iv == 0)
+            iv = base;
+        if (reclaimed == 0)
+            iv = iv * 2 > INTERVAL_MAX ? INTERVAL_MAX : iv * 2;
+        else if (reclaimed * 10 >= checked)
+            iv = iv / 2 < base ? base : iv / 2;
+        __atomic_store_n(&class_interval[cls], iv, __ATOMIC_RELAXED);
+        __atomic_store_n(&class_due[cls], clock_now() + iv, __ATOMIC_RELAXED);
+    }
     pthread_mutex_unlock(&pass_lock);
     free(marker);
+}
+
+void crawler_run_once(void)
+{
+    crawl(true);
 }
 
 static void *crawler_main(void *arg)
@@ -92,21 +126,38 @@ static void *crawler_main(void *arg)
     while (!stopping) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += storage_rt.crawler_interval_s;
+        until.tv_sec += 1;
         while (!stopping && pthread_cond_timedwait(&thread_wake, &thread_lock, &until) == 0) {
         }
         if (stopping)
             break;
         pthread_mutex_unlock(&thread_lock);
-        crawler_run_once();
+        crawl(false);
         pthread_mutex_lock(&thread_lock);
     }
     pthread_mutex_unlock(&thread_lock);
     return NULL;
 }
 
+void crawler_visit_all_at(rel_time_t when)
+{
+    rel_time_t at = when + 1;
+    for (unsigned cls = 1; cls < SLAB_CLASSES_MAX; cls++) {
+        if (__atomic_load_n(&class_due[cls], __ATOMIC_RELAXED) > at)
+            __atomic_store_n(&class_due[cls], at, __ATOMIC_RELAXED);
+        __atomic_store_n(&class_interval[cls], 0, __ATOMIC_RELAXED);
+    }
+}
+
 int crawler_start(void)
 {
+    pthread_mutex_lock(&pass_lock);
+    for (unsigned cls = 0; cls < SLAB_CLASSES_MAX; cls++) {
+        __atomic_store_n(&class_interval[cls], 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&class_due[cls], clock_now() + storage_rt.crawler_interval_s,
+                         __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&pass_lock);
     pthread_mutex_lock(&thread_lock);
     stopping = false;
     int rc = pthread_create(&crawler_thread, NULL, crawler_main, NULL);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "assoc.h"
+#include "crawler.h"
 #include "lru.h"
 #include "slabs.h"
 #include "storage_internal.h"
@@ -145,6 +146,7 @@ void items_set_oldest_live(rel_time_t when)
 void storage_flush_all(rel_time_t when)
 {
     items_set_oldest_live(when);
+    crawler_visit_all_at(when > clock_now() ? when : clock_now());
 }
 
 /* ---- linking ---------------------------------------------------------------- */

@@ -524,6 +524,21 @@ static void test_expiry_and_touch(void)
     ok(general_stat("curr_items") == items_before - 50, "curr_items drops by 50");
     ok(general_stat("crawler_items_checked") >= 50, "crawler_items_checked counts");
     storage_shutdown();
+
+    /* The background crawler does the same on its own. */
+    start(&cfg);
+    ok(storage_start_threads() == 0, "background threads start");
+    for (int i = 0; i < 30; i++) {
+        snprintf(key, sizeof(key), "bg:%d", i);
+        store_full(key, "xyz", 3, 0, clock_exptime(2), STORE_SET, 0, NULL, NULL);
+    }
+    clock_advance_for_tests(10);
+    struct timespec step = {0, 100 * 1000 * 1000};
+    for (int i = 0; i < 50 && general_stat("crawler_reclaimed") < 30; i++)
+        nanosleep(&step, NULL);
+    ok(general_stat("crawler_reclaimed") == 30 && general_stat("curr_items") == 0,
+       "the background crawler reclaims expired items within seconds");
+    storage_shutdown();
 }
 
 static void test_flush(void)
