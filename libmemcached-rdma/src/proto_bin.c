@@ -14,6 +14,8 @@
 #include "stats.h"
 
 #define LMR_BIN_MAX_SMALL_FRAME (1u << 20)
+/* just over 30 days: memcached reads it as an absolute time, long past */
+#define LMR_EXIST_EXPIRATION (60u * 60 * 24 * 30 + 1)
 
 static void put_header(uint8_t *h, uint8_t opcode, size_t key_length, uint8_t extras,
                        size_t body_length, uint32_t opaque, uint64_t cas)
@@ -114,10 +116,11 @@ static memcached_return_t bin_encode(memcached_request_st *req, const struct lmr
         return simple_frame(req, opcode, extras, 20, a->key, a->key_length, 0);
     }
     case LMR_OP_EXIST:
-        /* add with the "never store" expiration: EEXISTS exactly when present */
+        /* add of an item whose expiration (an absolute time in 1970) has
+         * passed: stores nothing visible, EEXISTS exactly when present */
         req->expects_reply = true;
         lmr_put32(extras, 0);
-        lmr_put32(extras + 4, 0xffffffffu);
+        lmr_put32(extras + 4, LMR_EXIST_EXPIRATION);
         return simple_frame(req, LMR_BIN_ADD, extras, 8, a->key, a->key_length, 0);
     case LMR_OP_FLUSH:
         lmr_put32(extras, (uint32_t)a->expiration);
@@ -337,11 +340,11 @@ static memcached_return_t bin_parse(memcached_instance_st *srv)
         size_t avail = srv->rend - srv->rstart;
         if (avail == 0)
             return MEMCACHED_SUCCESS;
-        if (avail < LMR_BIN_HEADER_SIZE)
-            return MEMCACHED_SUCCESS;
         const uint8_t *h = (const uint8_t *)srv->rbuf + srv->rstart;
         if (h[0] != LMR_BIN_MAGIC_RESPONSE)
             return MEMCACHED_PROTOCOL_ERROR;
+        if (avail < LMR_BIN_HEADER_SIZE)
+            return MEMCACHED_SUCCESS;
         size_t key_length = lmr_get16(h + 2);
         size_t extras_length = h[4];
         size_t body_length = lmr_get32(h + 8);

@@ -1,0 +1,516 @@
+/* t/libmc/api_basic.c: the blocking libmemcached API against a real
+ * server ($MC_SERVER), in the text and the binary protocol: storage,
+ * retrieval, mget/fetch, delete, arithmetic, touch, exist, flush, version,
+ * stats, behaviors, server lists, configuration strings, bad keys and
+ * values, and unreachable servers. Expectations are libmemcached's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libmemcached/memcached.h>
+
+#include "server.h"
+#include "tap.h"
+
+static memcached_st *client_for(const struct test_server *s, bool binary)
+{
+    memcached_st *memc = memcached_create(NULL);
+    if (s->port != 0)
+        memcached_server_add(memc, "127.0.0.1", (in_port_t)s->port);
+    else
+        memcached_server_add_unix_socket(memc, s->socket_path);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, binary);
+    return memc;
+}
+
+static void test_storage(memcached_st *memc, bool binary)
+{
+    const char *p = binary ? "bin" : "txt";
+    char key[64];
+    memcached_return_t rc;
+    size_t len;
+    uint32_t flags;
+
+    snprintf(key, sizeof(key), "%s-store", p);
+    is_rc(memcached_set(memc, key, strlen(key), "hello", 5, 0, 42), MEMCACHED_SUCCESS,
+          "set succeeds");
+    char *v = memcached_get(memc, key, strlen(key), &len, &flags, &rc);
+    is_rc(rc, MEMCACHED_SUCCESS, "get finds the value");
+    ok(v != NULL && len == 5 && memcmp(v, "hello", 5) == 0 && v[5] == '\0',
+       "get returns the value, NUL-terminated");
+    ok(flags == 42, "get returns the flags");
+    free(v);
+
+    is_rc(memcached_add(memc, key, strlen(key), "x", 1, 0, 0),
+          binary ? MEMCACHED_DATA_EXISTS : MEMCACHED_NOTSTORED, "add of an existing key fails");
+    is_rc(memcached_replace(memc, key, strlen(key), "world", 5, 0, 0), MEMCACHED_SUCCESS,
+          "replace of an existing key");
+    is_rc(memcached_append(memc, key, strlen(key), "!!", 2, 0, 0), MEMCACHED_SUCCESS, "append");
+    is_rc(memcached_prepend(memc, key, strlen(key), "<<", 2, 0, 0), MEMCACHED_SUCCESS, "prepend");
+    v = memcached_get(memc, key, strlen(key), &len, &flags, &rc);
+    ok(v != NULL && len == 9 && memcmp(v, "<<world!!", 9) == 0, "append/prepend applied");
+    free(v);
+
+    snprintf(key, sizeof(key), "%s-missing", p);
+    memcached_delete(memc, key, strlen(key), 0);
+    is_rc(memcached_replace(memc, key, strlen(key), "x", 1, 0, 0),
+          binary ? MEMCACHED_NOTFOUND : MEMCACHED_NOTSTORED, "replace of a missing key");
+    is_rc(memcached_append(memc, key, strlen(key), "x", 1, 0, 0), MEMCACHED_NOTSTORED,
+          "append to a missing key");
+    v = memcached_get(memc, key, strlen(key), &len, &flags, &rc);
+    is_rc(rc, MEMCACHED_NOTFOUND, "get of a missing key");
+    ok(v == NULL, "get of a missing key returns NULL");
+    is_rc(memcached_add(memc, key, strlen(key), "new", 3, 0, 0), MEMCACHED_SUCCESS,
+          "add of a missing key");
+
+    /* empty value */
+    snprintf(key, sizeof(key), "%s-empty", p);
+    is_rc(memcached_set(memc, key, strlen(key), "", 0, 0, 7), MEMCACHED_SUCCESS,
+          "set of an empty value");
+    v = memcached_get(memc, key, strlen(key), &len, &flags, &rc);
+    ok(rc == MEMCACHED_SUCCESS && len == 0 && flags == 7, "empty value comes back empty");
+    free(v);
+
+    /* a large value, sent and received in many pieces */
+    size_t big_len = 700 * 1000;
+    char *big = malloc(big_len);
+    for (size_t i = 0; i < big_len; i++)
+        big[i] = (char)('a' + i % 26);
+    snprintf(key, sizeof(key), "%s-large", p);
+    is_rc(memcached_set(memc, key, strlen(key), big, big_len, 0, 0), MEMCACHED_SUCCESS,
+          "set of a 700 kB value");
+    v = memcached_get(memc, key, strlen(key), &len, &flags, &rc);
+    ok(rc == MEMCACHED_SUCCESS && len == big_len && v && memcmp(v, big, big_len) == 0,
+       "700 kB value round-trips");
+    free(v);
+    free(big);
+
+    /* a value over the server's item size limit */
+    size_t huge_len = 2 * 1024 * 1024;
+    char *huge = calloc(1, huge_len);
+    snprintf(key, sizeof(key), "%s-huge", p);
+    is_rc(memcached_set(memc, key, strlen(key), huge, huge_len, 0, 0), MEMCACHED_E2BIG,
+          "value over the server limit gives E2BIG");
+    free(huge);
+    is_rc(memcached_set(memc, key, strlen(key), "ok", 2, 0, 0), MEMCACHED_SUCCESS,
+          "the connection is still usable after E2BIG");
+}
+
+static void test_cas_and_mget(memcached_st *memc, bool binary)
+{
+    const char *p = binary ? "bin" : "txt";
+    char k1[32], k2[32], k3[32];
+    snprintf(k1, sizeof(k1), "%s-m1", p);
+    snprintf(k2, sizeof(k2), "%s-m2", p);
+    snprintf(k3, sizeof(k3), "%s-m3-missing", p);
+    memcached_set(memc, k1, strlen(k1), "one", 3, 0, 1);
+    memcached_set(memc, k2, strlen(k2), "two", 3, 0, 2);
+    memcached_delete(memc, k3, strlen(k3), 0);
+    const char *keys[] = {k1, k2, k3};
+    size_t lengths[] = {strlen(k1), strlen(k2), strlen(k3)};
+
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_SUPPORT_CAS, 1);
+    is_rc(memcached_mget(memc, keys, lengths, 3), MEMCACHED_SUCCESS, "mget");
+    memcached_result_st *r;
+    memcached_return_t rc;
+    int found = 0;
+    uint64_t cas1 = 0;
+    bool right = true;
+    while ((r = memcached_fetch_result(memc, NULL, &rc)) != NULL) {
+        found++;
+        const char *k = memcached_result_key_value(r);
+        size_t kl = memcached_result_key_length(r);
+        if (kl == strlen(k1) && memcmp(k, k1, kl) == 0) {
+            right = right && memcached_result_length(r) == 3 &&
+                    memcmp(memcached_result_value(r), "one", 3) == 0 &&
+                    memcached_result_flags(r) == 1;
+            cas1 = memcached_result_cas(r);
+        } else if (kl == strlen(k2) && memcmp(k, k2, kl) == 0) {
+            right = right && memcmp(memcached_result_value(r), "two", 3) == 0 &&
+                    memcached_result_flags(r) == 2;
+        } else {
+            right = false;
+        }
+        memcached_result_free(r);
+    }
+    ok(found == 2, "mget fetches the two present keys (got %d)", found);
+    ok(right, "fetched keys, values and flags are right");
+    is_rc(rc, MEMCACHED_NOTFOUND, "fetch_result ends with NOTFOUND");
+    ok(cas1 != 0, "result carries a cas value");
+
+    is_rc(memcached_cas(memc, k1, strlen(k1), "uno", 3, 0, 1, cas1 + 1000), MEMCACHED_DATA_EXISTS,
+          "cas with a stale value fails");
+    is_rc(memcached_cas(memc, k1, strlen(k1), "uno", 3, 0, 1, cas1), MEMCACHED_SUCCESS,
+          "cas with the current value succeeds");
+
+    /* a caller-provided result and memcached_fetch_execute */
+    memcached_result_st stack_result;
+    memcached_result_create(memc, &stack_result);
+    memcached_mget(memc, keys, lengths, 2);
+    int n = 0;
+    while (memcached_fetch_result(memc, &stack_result, &rc) != NULL)
+        n++;
+    ok(n == 2, "fetch into a caller's result");
+    char *taken = NULL;
+    memcached_mget(memc, keys, lengths, 1);
+    if (memcached_fetch_result(memc, &stack_result, &rc) != NULL)
+        taken = memcached_result_take_value(&stack_result);
+    ok(taken != NULL && memcmp(taken, "uno", 3) == 0, "take_value hands over the value");
+    free(taken);
+    while (memcached_fetch_result(memc, &stack_result, &rc) != NULL)
+        ;
+    memcached_result_free(&stack_result);
+
+    memcached_mget(memc, keys, lengths, 3);
+    int calls = 0;
+    memcached_result_st *res;
+    while ((res = memcached_fetch_result(memc, NULL, &rc)) != NULL) {
+        calls++;
+        memcached_result_free(res);
+    }
+    ok(calls == 2, "second mget delivers again");
+    is_rc(memcached_mget(memc, keys, lengths, 0), MEMCACHED_NOTFOUND, "mget of zero keys");
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_SUPPORT_CAS, 0);
+}
+
+static memcached_return_t count_result(const memcached_st *memc, memcached_result_st *result,
+                                       void *context)
+{
+    (void)memc;
+    (void)result;
+    (*(int *)context)++;
+    return MEMCACHED_SUCCESS;
+}
+
+static void test_fetch_execute(memcached_st *memc)
+{
+    const char *keys[] = {"fx-a", "fx-b", "fx-c"};
+    size_t lengths[] = {4, 4, 4};
+    for (int i = 0; i < 3; i++)
+        memcached_set(memc, keys[i], 4, "v", 1, 0, 0);
+    memcached_mget(memc, keys, lengths, 3);
+    int count = 0;
+    memcached_execute_fn fn[] = {count_result};
+    is_rc(memcached_fetch_execute(memc, fn, &count, 1), MEMCACHED_SUCCESS, "fetch_execute");
+    ok(count == 3, "fetch_execute calls back once per item (%d)", count);
+}
+
+static void test_key_ops(memcached_st *memc, bool binary)
+{
+    const char *p = binary ? "bin" : "txt";
+    char key[32];
+    uint64_t value = 0;
+    snprintf(key, sizeof(key), "%s-counter", p);
+    memcached_delete(memc, key, strlen(key), 0);
+    is_rc(memcached_increment(memc, key, strlen(key), 1, &value), MEMCACHED_NOTFOUND,
+          "increment of a missing key");
+    memcached_set(memc, key, strlen(key), "10", 2, 0, 0);
+    is_rc(memcached_increment(memc, key, strlen(key), 5, &value), MEMCACHED_SUCCESS, "increment");
+    ok(value == 15, "increment returns the new value (%llu)", (unsigned long long)value);
+    is_rc(memcached_decrement(memc, key, strlen(key), 20, &value), MEMCACHED_SUCCESS,
+          "decrement below zero");
+    ok(value == 0, "decrement stops at zero");
+    memcached_set(memc, key, strlen(key), "abc", 3, 0, 0);
+    is_rc(memcached_increment(memc, key, strlen(key), 1, &value),
+          binary ? MEMCACHED_UNKNOWN_READ_FAILURE : MEMCACHED_CLIENT_ERROR,
+          "increment of a non-number");
+    memcached_delete(memc, key, strlen(key), 0);
+    memcached_return_t rc =
+        memcached_increment_with_initial(memc, key, strlen(key), 1, 77, 0, &value);
+    if (binary) {
+        is_rc(rc, MEMCACHED_SUCCESS, "increment_with_initial creates the key");
+        ok(value == 77, "with the initial value");
+        rc = memcached_decrement_with_initial(memc, key, strlen(key), 7, 0, 0, &value);
+        ok(rc == MEMCACHED_SUCCESS && value == 70, "decrement_with_initial on existing key");
+    } else {
+        is_rc(rc, MEMCACHED_INVALID_ARGUMENTS, "increment_with_initial needs binary protocol");
+    }
+
+    snprintf(key, sizeof(key), "%s-del", p);
+    memcached_set(memc, key, strlen(key), "x", 1, 0, 0);
+    is_rc(memcached_exist(memc, key, strlen(key)), MEMCACHED_SUCCESS, "exist: present");
+    is_rc(memcached_touch(memc, key, strlen(key), 100), MEMCACHED_SUCCESS, "touch: present");
+    is_rc(memcached_delete(memc, key, strlen(key), 0), MEMCACHED_SUCCESS, "delete");
+    is_rc(memcached_delete(memc, key, strlen(key), 0), MEMCACHED_NOTFOUND, "delete again");
+    is_rc(memcached_exist(memc, key, strlen(key)), MEMCACHED_NOTFOUND, "exist: absent");
+    is_rc(memcached_exist(memc, key, strlen(key)), MEMCACHED_NOTFOUND,
+          "exist leaves no visible trace");
+    is_rc(memcached_touch(memc, key, strlen(key), 100), MEMCACHED_NOTFOUND, "touch: absent");
+}
+
+static void test_bad_keys(memcached_st *memc, bool binary)
+{
+    char long_key[300];
+    memset(long_key, 'k', sizeof(long_key));
+    memcached_return_t rc;
+    size_t len;
+    uint32_t flags;
+    is_rc(memcached_set(memc, NULL, 0, "v", 1, 0, 0), MEMCACHED_BAD_KEY_PROVIDED, "NULL key");
+    is_rc(memcached_set(memc, "k", 0, "v", 1, 0, 0), MEMCACHED_BAD_KEY_PROVIDED, "zero-length key");
+    is_rc(memcached_set(memc, long_key, 251, "v", 1, 0, 0), MEMCACHED_BAD_KEY_PROVIDED,
+          "251-byte key");
+    is_rc(memcached_set(memc, long_key, 250, "v", 1, 0, 0), MEMCACHED_SUCCESS,
+          "250-byte key is fine");
+    ok(memcached_get(memc, NULL, 0, &len, &flags, &rc) == NULL && rc == MEMCACHED_BAD_KEY_PROVIDED,
+       "get with NULL key");
+    if (!binary) {
+        is_rc(memcached_set(memc, "a b", 3, "v", 1, 0, 0), MEMCACHED_BAD_KEY_PROVIDED,
+              "key with a space (text)");
+        is_rc(memcached_set(memc, "a\nb", 3, "v", 1, 0, 0), MEMCACHED_BAD_KEY_PROVIDED,
+              "key with a newline (text)");
+    } else {
+        is_rc(memcached_set(memc, "a b", 3, "v", 1, 0, 0), MEMCACHED_SUCCESS,
+              "key with a space is fine in binary");
+    }
+    is_rc(memcached_set(memc, "after-bad", 9, "v", 1, 0, 0), MEMCACHED_SUCCESS,
+          "connection still usable after bad keys");
+}
+
+static memcached_return_t count_server(const memcached_st *memc,
+                                       const memcached_instance_st *server, void *context)
+{
+    (void)memc;
+    (void)server;
+    (*(int *)context)++;
+    return MEMCACHED_SUCCESS;
+}
+
+static void test_server_ops(memcached_st *memc)
+{
+    is_rc(memcached_version(memc), MEMCACHED_SUCCESS, "version");
+    const memcached_instance_st *inst = memcached_server_instance_by_position(memc, 0);
+    ok(inst != NULL && memcached_server_major_version(inst) >= 1, "server version recorded");
+    memcached_return_t rc;
+    memcached_stat_st *st = memcached_stat(memc, NULL, &rc);
+    is_rc(rc, MEMCACHED_SUCCESS, "stat");
+    ok(st != NULL && st[0].pid > 0 && st[0].uptime > 0 && st[0].limit_maxbytes > 0,
+       "stat fills pid, uptime, limit_maxbytes");
+    char *pid = memcached_stat_get_value(memc, st, "pid", &rc);
+    ok(pid != NULL && rc == MEMCACHED_SUCCESS &&
+           (unsigned long)atol(pid) == (unsigned long)st[0].pid,
+       "stat_get_value(pid)");
+    free(pid);
+    char *none = memcached_stat_get_value(memc, st, "no_such_stat", &rc);
+    ok(none == NULL && rc != MEMCACHED_SUCCESS, "stat_get_value of an unknown name fails");
+    char **keys = memcached_stat_get_keys(memc, st, &rc);
+    int n = 0, has_version = 0;
+    for (char **k = keys; k && *k; k++, n++)
+        has_version |= strcmp(*k, "version") == 0;
+    ok(keys != NULL && n > 10 && has_version, "stat_get_keys lists the names (%d)", n);
+    free(keys);
+    memcached_stat_free(memc, st);
+
+    int servers = 0;
+    memcached_server_fn fn[] = {count_server};
+    memcached_server_cursor(memc, fn, &servers, 1);
+    ok(servers == (int)memcached_server_count(memc), "server_cursor visits every server");
+
+    memcached_set(memc, "flushme", 7, "x", 1, 0, 0);
+    is_rc(memcached_flush(memc, 0), MEMCACHED_SUCCESS, "flush");
+    is_rc(memcached_exist(memc, "flushme", 7), MEMCACHED_NOTFOUND, "flush removed the item");
+}
+
+static void test_modes(memcached_st *memc)
+{
+    memcached_return_t rc;
+    size_t len;
+    uint32_t flags;
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_NOREPLY, 1);
+    is_rc(memcached_set(memc, "nr", 2, "quiet", 5, 0, 0), MEMCACHED_SUCCESS, "noreply set");
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_NOREPLY, 0);
+    char *v = memcached_get(memc, "nr", 2, &len, &flags, &rc);
+    ok(v != NULL && len == 5 && memcmp(v, "quiet", 5) == 0, "noreply set took effect");
+    free(v);
+
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_BUFFER_REQUESTS, 1);
+    is_rc(memcached_set(memc, "bf", 2, "buffered", 8, 0, 0), MEMCACHED_BUFFERED, "buffered set");
+    v = memcached_get(memc, "bf", 2, &len, &flags, &rc);
+    ok(v != NULL && len == 8, "a get flushes buffered requests first");
+    free(v);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_BUFFER_REQUESTS, 0);
+}
+
+static void test_behaviors(void)
+{
+    memcached_st *m = memcached_create(NULL);
+    ok(memcached_behavior_get(m, MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT) == 4000 &&
+           memcached_behavior_get(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT) == 5000 &&
+           memcached_behavior_get(m, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT) == 2 &&
+           memcached_behavior_get(m, MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT) == 5,
+       "default timeouts and limits");
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_KETAMA, 1);
+    ok(memcached_behavior_get(m, MEMCACHED_BEHAVIOR_DISTRIBUTION) ==
+           MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA,
+       "KETAMA selects ketama distribution");
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, 1);
+    ok(memcached_behavior_get(m, MEMCACHED_BEHAVIOR_DISTRIBUTION) ==
+               MEMCACHED_DISTRIBUTION_CONSISTENT_WEIGHTED &&
+           memcached_behavior_get(m, MEMCACHED_BEHAVIOR_HASH) == MEMCACHED_HASH_MD5 &&
+           memcached_behavior_get(m, MEMCACHED_BEHAVIOR_KETAMA_HASH) == MEMCACHED_HASH_MD5,
+       "KETAMA_WEIGHTED selects weighted ketama with MD5");
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION, MEMCACHED_DISTRIBUTION_MODULA);
+    ok(memcached_behavior_get(m, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED) == 0 &&
+           memcached_behavior_get(m, MEMCACHED_BEHAVIOR_KETAMA) == 0,
+       "MODULA clears ketama");
+    is_rc(memcached_behavior_set(m, MEMCACHED_BEHAVIOR_HASH, MEMCACHED_HASH_CRC), MEMCACHED_SUCCESS,
+          "set HASH");
+    ok(memcached_behavior_get(m, MEMCACHED_BEHAVIOR_HASH) == MEMCACHED_HASH_CRC, "get HASH");
+    const memcached_behavior_t numeric[] = {
+        MEMCACHED_BEHAVIOR_POLL_TIMEOUT,       MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT,
+        MEMCACHED_BEHAVIOR_RCV_TIMEOUT,        MEMCACHED_BEHAVIOR_SND_TIMEOUT,
+        MEMCACHED_BEHAVIOR_RETRY_TIMEOUT,      MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT,
+        MEMCACHED_BEHAVIOR_NUMBER_OF_REPLICAS, MEMCACHED_BEHAVIOR_DEAD_TIMEOUT,
+    };
+    bool all = true;
+    for (size_t i = 0; i < sizeof(numeric) / sizeof(numeric[0]); i++) {
+        memcached_behavior_set(m, numeric[i], 123 + i);
+        all = all && memcached_behavior_get(m, numeric[i]) == 123 + i;
+    }
+    ok(all, "numeric behaviors round-trip");
+    const memcached_behavior_t flags[] = {
+        MEMCACHED_BEHAVIOR_NO_BLOCK,
+        MEMCACHED_BEHAVIOR_TCP_NODELAY,
+        MEMCACHED_BEHAVIOR_SUPPORT_CAS,
+        MEMCACHED_BEHAVIOR_NOREPLY,
+        MEMCACHED_BEHAVIOR_BUFFER_REQUESTS,
+        MEMCACHED_BEHAVIOR_VERIFY_KEY,
+        MEMCACHED_BEHAVIOR_RANDOMIZE_REPLICA_READ,
+        MEMCACHED_BEHAVIOR_REMOVE_FAILED_SERVERS,
+        MEMCACHED_BEHAVIOR_BINARY_PROTOCOL,
+    };
+    all = true;
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+        memcached_behavior_set(m, flags[i], 1);
+        all = all && memcached_behavior_get(m, flags[i]) == 1;
+        memcached_behavior_set(m, flags[i], 0);
+        all = all && memcached_behavior_get(m, flags[i]) == 0;
+    }
+    ok(all, "boolean behaviors round-trip");
+    memcached_free(m);
+}
+
+static void test_server_lists(const struct test_server *s)
+{
+    memcached_return_t rc;
+    memcached_server_list_st list = memcached_servers_parse("10.0.0.1:11311, 10.0.0.2, host3:1:7");
+    ok(list != NULL && memcached_server_list_count(list) == 3, "servers_parse: three servers");
+    if (list != NULL) {
+        ok(strcmp(list[0].hostname, "10.0.0.1") == 0 && list[0].port == 11311,
+           "parsed host and port");
+        ok(list[1].port == MEMCACHED_DEFAULT_PORT, "default port");
+        ok(list[2].weight == 7, "parsed weight");
+    }
+    memcached_server_list_free(list);
+
+    list = memcached_server_list_append(NULL, "127.0.0.1", (in_port_t)s->port, &rc);
+    is_rc(rc, MEMCACHED_SUCCESS, "server_list_append");
+    memcached_st *m = memcached_create(NULL);
+    is_rc(memcached_server_push(m, list), MEMCACHED_SUCCESS, "server_push");
+    memcached_server_list_free(list);
+    ok(memcached_server_count(m) == 1, "server_count after push");
+    const memcached_instance_st *inst = memcached_server_by_key(m, "abc", 3, &rc);
+    ok(inst != NULL && rc == MEMCACHED_SUCCESS && memcached_server_port(inst) == s->port &&
+           strcmp(memcached_server_name(inst), "127.0.0.1") == 0,
+       "server_by_key");
+    is_rc(memcached_set(m, "pushed", 6, "x", 1, 0, 0), MEMCACHED_SUCCESS,
+          "pushed server is usable");
+
+    memcached_st *copy = memcached_clone(NULL, m);
+    ok(copy != NULL && memcached_server_count(copy) == 1, "clone copies servers");
+    is_rc(memcached_exist(copy, "pushed", 6), MEMCACHED_SUCCESS, "clone reaches the server");
+    memcached_free(copy);
+    memcached_free(m);
+
+    char config[128];
+    snprintf(config, sizeof(config),
+             "--SERVER=127.0.0.1:%u --BINARY-PROTOCOL --POLL-TIMEOUT=3000 --NUMBER-OF-REPLICAS=0",
+             s->port);
+    m = memcached(config, strlen(config));
+    ok(m != NULL, "memcached() with a configuration string");
+    if (m != NULL) {
+        ok(memcached_server_count(m) == 1 &&
+               memcached_behavior_get(m, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL) == 1 &&
+               memcached_behavior_get(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT) == 3000,
+           "configuration applied");
+        is_rc(memcached_exist(m, "pushed", 6), MEMCACHED_SUCCESS, "configured client works");
+        memcached_free(m);
+    }
+    ok(memcached("--NO-SUCH-OPTION", 16) == NULL, "unknown option is rejected");
+    char err[128] = "";
+    is_rc(libmemcached_check_configuration("--SERVER=", 9, err, sizeof(err)), MEMCACHED_PARSE_ERROR,
+          "check_configuration reports a parse error");
+    const char *sock_config = "--SOCKET=\"/some/path/sock\" --DISTRIBUTION=consistent";
+    m = memcached(sock_config, strlen(sock_config));
+    ok(m != NULL && memcached_server_count(m) == 1 &&
+           strcmp(memcached_server_type(memcached_server_instance_by_position(m, 0)), "SOCKET") ==
+               0 &&
+           memcached_behavior_get(m, MEMCACHED_BEHAVIOR_DISTRIBUTION) ==
+               MEMCACHED_DISTRIBUTION_CONSISTENT,
+       "--SOCKET and --DISTRIBUTION");
+    memcached_free(m);
+}
+
+static void test_unreachable(void)
+{
+    memcached_st *m = memcached_create(NULL);
+    is_rc(memcached_set(m, "k", 1, "v", 1, 0, 0), MEMCACHED_NO_SERVERS, "no servers");
+    memcached_server_add(m, "127.0.0.1", (in_port_t)test_unused_port());
+    is_rc(memcached_set(m, "k", 1, "v", 1, 0, 0), MEMCACHED_CONNECTION_FAILURE,
+          "refused connection");
+    is_rc(memcached_set(m, "k", 1, "v", 1, 0, 0), MEMCACHED_SERVER_TEMPORARILY_DISABLED,
+          "then disabled until the retry timeout");
+    ok(strlen(memcached_last_error_message(m)) > 0, "last_error_message says something");
+    memcached_free(m);
+}
+
+static void test_strings(void)
+{
+    bool all = true;
+    for (int rc = 0; rc < MEMCACHED_MAXIMUM_RETURN; rc++) {
+        const char *s = memcached_strerror(NULL, (memcached_return_t)rc);
+        all = all && s != NULL && s[0] != '\0';
+    }
+    ok(all, "strerror names every return code");
+    ok(strcmp(memcached_lib_version(), LIBMEMCACHED_VERSION_STRING) == 0, "lib_version");
+}
+
+int main(void)
+{
+    struct test_server tcp, unix_server;
+    if (!test_server_start(&tcp, false)) {
+        printf("1..0 # SKIP cannot start %s\n",
+               getenv("MC_SERVER") ? getenv("MC_SERVER") : "memcached");
+        return 0;
+    }
+    for (int binary = 0; binary < 2; binary++) {
+        tap_diag("%s protocol over TCP", binary ? "binary" : "text");
+        memcached_st *memc = client_for(&tcp, binary);
+        test_storage(memc, binary);
+        test_cas_and_mget(memc, binary);
+        test_fetch_execute(memc);
+        test_key_ops(memc, binary);
+        test_bad_keys(memc, binary);
+        test_modes(memc);
+        test_server_ops(memc);
+        memcached_free(memc);
+    }
+    test_behaviors();
+    test_server_lists(&tcp);
+    test_unreachable();
+    test_strings();
+    test_server_stop(&tcp, false);
+
+    if (test_server_start(&unix_server, true)) {
+        tap_diag("Unix socket");
+        memcached_st *memc = client_for(&unix_server, false);
+        is_rc(memcached_set(memc, "unix", 4, "sock", 4, 0, 0), MEMCACHED_SUCCESS,
+              "set over a Unix socket");
+        ok(memcached_exist(memc, "unix", 4) == MEMCACHED_SUCCESS, "exist over a Unix socket");
+        memcached_free(memc);
+        test_server_stop(&unix_server, false);
+    } else {
+        ok(0, "start a server on a Unix socket");
+    }
+    return done_testing();
+}

@@ -1,0 +1,313 @@
+/* t/libmc/nonblocking.c: the non-blocking API against real servers
+ * ($MC_SERVER): iset/iget/bset/bget, test/wait/wait_all, E2BIG into a small
+ * buffer, bset buffer reuse, ordering with blocking calls, request reuse,
+ * 10,000 requests in flight over three servers, a server killed with
+ * requests in flight, a silent server (timeout), and fake servers that
+ * send garbage or hang up mid-reply. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libmemcached/memcached.h>
+
+#include "server.h"
+#include "tap.h"
+
+#define MANY 10000
+
+static memcached_st *client_for(struct test_server *servers, int n, bool binary)
+{
+    memcached_st *memc = memcached_create(NULL);
+    for (int i = 0; i < n; i++)
+        memcached_server_add(memc, "127.0.0.1", (in_port_t)servers[i].port);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, binary);
+    return memc;
+}
+
+static void test_basics(memcached_st *memc)
+{
+    memcached_request_st *req = memcached_request_create(memc);
+    ok(req != NULL, "request_create");
+    static const char value[] = "nonblocking value";
+    is_rc(memcached_iset(memc, "nb-1", 4, value, sizeof(value) - 1, 0, 5, req), MEMCACHED_SUCCESS,
+          "iset issues");
+    memcached_return_t t = memcached_test(memc, req);
+    ok(t == MEMCACHED_IN_PROGRESS || t == MEMCACHED_SUCCESS, "test: in progress or done");
+    is_rc(memcached_wait(memc, req), MEMCACHED_SUCCESS, "wait returns the set's result");
+    is_rc(memcached_test(memc, req), MEMCACHED_SUCCESS, "test after completion");
+
+    char buffer[64];
+    is_rc(memcached_iget(memc, "nb-1", 4, buffer, sizeof(buffer), req), MEMCACHED_SUCCESS,
+          "iget issues (request reused)");
+    is_rc(memcached_wait(memc, req), MEMCACHED_SUCCESS, "iget completes");
+    size_t len = 0;
+    const char *v = memcached_request_value(req, &len);
+    ok(v == buffer && len == sizeof(value) - 1 && memcmp(buffer, value, len) == 0,
+       "iget delivered into the caller's buffer");
+    ok(memcached_request_flags(req) == 5, "request_flags");
+    ok(memcached_request_cas(req) != 0, "request_cas");
+
+    char tiny[4];
+    memcached_iget(memc, "nb-1", 4, tiny, sizeof(tiny), req);
+    is_rc(memcached_wait(memc, req), MEMCACHED_E2BIG, "iget into a small buffer: E2BIG");
+    memcached_request_value(req, &len);
+    ok(len == sizeof(value) - 1, "request_value reports the full length (%zu)", len);
+
+    is_rc(memcached_bget(memc, "nb-1", 4, req), MEMCACHED_SUCCESS, "bget issues");
+    is_rc(memcached_wait(memc, req), MEMCACHED_SUCCESS, "bget completes");
+    v = memcached_request_value(req, &len);
+    ok(v != NULL && len == sizeof(value) - 1 && memcmp(v, value, len) == 0,
+       "bget delivered into library memory");
+
+    memcached_iget(memc, "nb-missing", 10, buffer, sizeof(buffer), req);
+    is_rc(memcached_wait(memc, req), MEMCACHED_NOTFOUND, "iget of a missing key");
+    is_rc(memcached_request_return(req), MEMCACHED_NOTFOUND, "request_return");
+
+    is_rc(memcached_iset(memc, NULL, 0, "x", 1, 0, 0, req), MEMCACHED_BAD_KEY_PROVIDED,
+          "iset with no key fails at once");
+
+    /* bset copies: the caller may reuse its buffer immediately */
+    char reuse[32];
+    strcpy(reuse, "first contents");
+    is_rc(memcached_bset(memc, "nb-bset", 7, reuse, strlen(reuse), 0, 0, req), MEMCACHED_SUCCESS,
+          "bset issues");
+    memset(reuse, 'X', sizeof(reuse));
+    is_rc(memcached_wait(memc, req), MEMCACHED_SUCCESS, "bset completes");
+    memcached_return_t rc;
+    size_t got_len;
+    uint32_t flags;
+    char *got = memcached_get(memc, "nb-bset", 7, &got_len, &flags, &rc);
+    ok(got != NULL && got_len == 14 && memcmp(got, "first contents", 14) == 0,
+       "bset stored the value as it was at the call");
+    free(got);
+
+    /* a blocking call sees the effect of earlier non-blocking requests */
+    memcached_iset(memc, "nb-order", 8, "v1", 2, 0, 0, req);
+    got = memcached_get(memc, "nb-order", 8, &got_len, &flags, &rc);
+    ok(got != NULL && got_len == 2 && memcmp(got, "v1", 2) == 0,
+       "blocking get after iset (no wait) sees the set");
+    free(got);
+    is_rc(memcached_test(memc, req), MEMCACHED_SUCCESS, "the iset completed in order");
+    memcached_request_free(req);
+}
+
+static void test_many(memcached_st *memc, struct test_server *servers, int nservers)
+{
+    memcached_request_st **reqs = calloc(MANY, sizeof(*reqs));
+    char(*keys)[32] = calloc(MANY, 32);
+    char(*bufs)[32] = calloc(MANY, 32);
+    for (int i = 0; i < MANY; i++) {
+        reqs[i] = memcached_request_create(memc);
+        snprintf(keys[i], 32, "many-%d", i);
+    }
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_REQUEST_WINDOW, 512);
+    int issued = 0;
+    time_t start = time(NULL);
+    for (int i = 0; i < MANY; i++)
+        if (memcached_iset(memc, keys[i], strlen(keys[i]), keys[i], strlen(keys[i]), 0, (uint32_t)i,
+                           reqs[i]) == MEMCACHED_SUCCESS)
+            issued++;
+    int pending = 0;
+    for (int i = 0; i < MANY; i++)
+        if (memcached_request_return(reqs[i]) == MEMCACHED_IN_PROGRESS)
+            pending++;
+    ok(issued == MANY, "%d isets issued without waiting", issued);
+    tap_diag("%d of them still in flight after issuing", pending);
+    is_rc(memcached_wait_all(memc), MEMCACHED_SUCCESS, "wait_all");
+    int good = 0;
+    for (int i = 0; i < MANY; i++)
+        if (memcached_request_return(reqs[i]) == MEMCACHED_SUCCESS)
+            good++;
+    ok(good == MANY, "all %d isets succeeded (%d)", MANY, good);
+
+    for (int i = 0; i < MANY; i++)
+        memcached_iget(memc, keys[i], strlen(keys[i]), bufs[i], 32, reqs[i]);
+    memcached_wait_all(memc);
+    good = 0;
+    for (int i = 0; i < MANY; i++) {
+        size_t len;
+        const char *v = memcached_request_value(reqs[i], &len);
+        if (memcached_request_return(reqs[i]) == MEMCACHED_SUCCESS && v == bufs[i] &&
+            len == strlen(keys[i]) && memcmp(v, keys[i], len) == 0 &&
+            memcached_request_flags(reqs[i]) == (uint32_t)i)
+            good++;
+    }
+    ok(good == MANY, "all %d igets returned their own value (%d)", MANY, good);
+    ok(time(NULL) - start < 60, "10,000 + 10,000 requests finished in bounded time");
+
+    /* every server got a share */
+    int per_server[8] = {0};
+    for (int i = 0; i < MANY; i++) {
+        memcached_return_t rc;
+        const memcached_instance_st *inst =
+            memcached_server_by_key(memc, keys[i], strlen(keys[i]), &rc);
+        for (int s = 0; s < nservers; s++)
+            if (inst && memcached_server_port(inst) == servers[s].port)
+                per_server[s]++;
+    }
+    ok(per_server[0] > 0 && per_server[1] > 0 && per_server[2] > 0,
+       "keys spread over the three servers (%d/%d/%d)", per_server[0], per_server[1],
+       per_server[2]);
+    for (int i = 0; i < MANY; i++)
+        memcached_request_free(reqs[i]);
+    free(bufs);
+    free(keys);
+    free(reqs);
+}
+
+/* Requests queued on a stopped server, which is then killed: each request
+ * completes exactly once, with an error; the other servers are unaffected. */
+static void test_killed_server(bool binary)
+{
+    struct test_server servers[3];
+    for (int i = 0; i < 3; i++)
+        if (!test_server_start(&servers[i], false)) {
+            ok(0, "start three servers");
+            return;
+        }
+    memcached_st *memc = client_for(servers, 3, binary);
+    enum { N = 3000 };
+    memcached_request_st **reqs = calloc(N, sizeof(*reqs));
+    char(*keys)[32] = calloc(N, 32);
+    size_t value_len = 4000;
+    char *value = malloc(value_len);
+    memset(value, 'v', value_len);
+    /* make sure connections exist before the victim stops */
+    memcached_version(memc);
+    test_server_pause(&servers[1]);
+    for (int i = 0; i < N; i++) {
+        reqs[i] = memcached_request_create(memc);
+        snprintf(keys[i], 32, "kill-%d", i);
+        memcached_bset(memc, keys[i], strlen(keys[i]), value, value_len, 0, 0, reqs[i]);
+    }
+    int victim_pending = 0;
+    for (int i = 0; i < N; i++) {
+        memcached_return_t rc;
+        const memcached_instance_st *inst =
+            memcached_server_by_key(memc, keys[i], strlen(keys[i]), &rc);
+        if (memcached_server_port(inst) == servers[1].port &&
+            memcached_request_return(reqs[i]) == MEMCACHED_IN_PROGRESS)
+            victim_pending++;
+    }
+    ok(victim_pending > 0, "requests in flight on the stopped server (%d)", victim_pending);
+    test_server_stop(&servers[1], true);
+    memcached_wait_all(memc);
+    int done = 0, failed_victim = 0, ok_victim = 0, ok_others = 0, others = 0;
+    for (int i = 0; i < N; i++) {
+        memcached_return_t rc = memcached_request_return(reqs[i]);
+        if (rc != MEMCACHED_IN_PROGRESS)
+            done++;
+        memcached_return_t lookup;
+        const memcached_instance_st *inst =
+            memcached_server_by_key(memc, keys[i], strlen(keys[i]), &lookup);
+        if (memcached_server_port(inst) == servers[1].port) {
+            if (rc == MEMCACHED_SUCCESS)
+                ok_victim++;
+            else
+                failed_victim++;
+        } else {
+            others++;
+            if (rc == MEMCACHED_SUCCESS)
+                ok_others++;
+        }
+    }
+    ok(done == N, "every request completed (%d of %d)", done, N);
+    ok(failed_victim >= victim_pending, "requests on the killed server failed (%d)", failed_victim);
+    ok(ok_others == others, "requests on the other servers succeeded (%d of %d)", ok_others,
+       others);
+    for (int i = 0; i < N; i++)
+        memcached_request_free(reqs[i]);
+    free(value);
+    free(keys);
+    free(reqs);
+    memcached_free(memc);
+    test_server_stop(&servers[0], false);
+    test_server_stop(&servers[2], false);
+}
+
+static void test_silent_server(void)
+{
+    struct test_server s;
+    if (!test_server_start(&s, false)) {
+        ok(0, "start a server");
+        return;
+    }
+    memcached_st *memc = client_for(&s, 1, false);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 300);
+    memcached_version(memc);
+    test_server_pause(&s);
+    memcached_return_t rc;
+    size_t len;
+    uint32_t flags;
+    time_t start = time(NULL);
+    char *v = memcached_get(memc, "silent", 6, &len, &flags, &rc);
+    ok(v == NULL, "no value from a silent server");
+    is_rc(rc, MEMCACHED_TIMEOUT, "a server that never answers times out");
+    ok(time(NULL) - start <= 3, "within the poll timeout");
+    test_server_resume(&s);
+    memcached_free(memc);
+    test_server_stop(&s, false);
+}
+
+static void test_fake(const char *what, const char *reply, size_t len, bool hang_up, bool binary,
+                      memcached_return_t want)
+{
+    struct fake_server f;
+    if (!fake_server_start(&f, reply, len, hang_up)) {
+        ok(0, "start fake server");
+        return;
+    }
+    memcached_st *memc = memcached_create(NULL);
+    memcached_server_add(memc, "127.0.0.1", (in_port_t)f.port);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, binary);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 500);
+    memcached_return_t rc;
+    size_t vlen;
+    uint32_t flags;
+    char *v = memcached_get(memc, "fake", 4, &vlen, &flags, &rc);
+    ok(v == NULL, "%s: no value", what);
+    is_rc(rc, want, what);
+    free(v);
+    memcached_free(memc);
+    fake_server_stop(&f);
+}
+
+int main(void)
+{
+    struct test_server servers[3];
+    for (int i = 0; i < 3; i++) {
+        if (!test_server_start(&servers[i], false)) {
+            printf("1..0 # SKIP cannot start the servers\n");
+            return 0;
+        }
+    }
+    for (int binary = 0; binary < 2; binary++) {
+        tap_diag("%s protocol", binary ? "binary" : "text");
+        memcached_st *memc = client_for(servers, 1, binary);
+        test_basics(memc);
+        memcached_free(memc);
+        memc = client_for(servers, 3, binary);
+        test_many(memc, servers, 3);
+        memcached_free(memc);
+        test_killed_server(binary);
+    }
+    for (int i = 0; i < 3; i++)
+        test_server_stop(&servers[i], false);
+    test_silent_server();
+
+    static const char garbage[] = "HELLO THERE\r\n";
+    test_fake("garbage reply (text)", garbage, sizeof(garbage) - 1, false, false,
+              MEMCACHED_UNKNOWN_READ_FAILURE);
+    test_fake("garbage reply (binary)", garbage, sizeof(garbage) - 1, false, true,
+              MEMCACHED_PROTOCOL_ERROR);
+    static const char cut[] = "VALUE fake 0 100\r\nonly part of it";
+    test_fake("server hangs up mid-value", cut, sizeof(cut) - 1, true, false,
+              MEMCACHED_CONNECTION_FAILURE);
+    static const char wrong_trailer[] = "VALUE fake 0 2\r\nabXYEND\r\n";
+    test_fake("value without its CRLF", wrong_trailer, sizeof(wrong_trailer) - 1, false, false,
+              MEMCACHED_UNKNOWN_READ_FAILURE);
+    test_fake("server that accepts and never answers", NULL, 0, false, false, MEMCACHED_TIMEOUT);
+    return done_testing();
+}

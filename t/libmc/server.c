@@ -1,0 +1,215 @@
+/* t/libmc/server.c: server processes and the fake server for the client
+ * tests (see server.h). Every wait here is bounded in time. */
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+unsigned test_unused_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sin);
+    if (fd < 0)
+        return 0;
+    if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sin, &len) < 0) {
+        close(fd);
+        return 0;
+    }
+    close(fd);
+    return ntohs(sin.sin_port);
+}
+
+static bool can_connect(const struct test_server *s)
+{
+    int fd;
+    int rc;
+    if (s->port == 0) {
+        struct sockaddr_un sun = {.sun_family = AF_UNIX};
+        snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", s->socket_path);
+        fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        rc = connect(fd, (struct sockaddr *)&sun, sizeof(sun));
+    } else {
+        struct sockaddr_in sin = {.sin_family = AF_INET,
+                                  .sin_port = htons((uint16_t)s->port),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        rc = connect(fd, (struct sockaddr *)&sin, sizeof(sin));
+    }
+    if (fd >= 0)
+        close(fd);
+    return rc == 0;
+}
+
+static bool start_once(struct test_server *s, bool unix_socket)
+{
+    const char *binary = getenv("MC_SERVER");
+    if (binary == NULL || binary[0] == '\0')
+        binary = "/usr/bin/memcached";
+    char port_text[16];
+    memset(s, 0, sizeof(*s));
+    if (unix_socket) {
+        snprintf(s->socket_path, sizeof(s->socket_path), "/tmp/lmr-test-%d-%ld.sock", (int)getpid(),
+                 (long)random());
+        unlink(s->socket_path);
+    } else {
+        s->port = test_unused_port();
+        if (s->port == 0)
+            return false;
+    }
+    snprintf(port_text, sizeof(port_text), "%u", s->port);
+    pid_t pid = fork();
+    if (pid < 0)
+        return false;
+    if (pid == 0) {
+        const char *argv[16];
+        int n = 0;
+        argv[n++] = binary;
+        if (unix_socket) {
+            argv[n++] = "-s";
+            argv[n++] = s->socket_path;
+        } else {
+            argv[n++] = "-p";
+            argv[n++] = port_text;
+            argv[n++] = "-l";
+            argv[n++] = "127.0.0.1";
+        }
+        argv[n++] = "-U";
+        argv[n++] = "0";
+        argv[n++] = "-m";
+        argv[n++] = "64";
+        if (geteuid() == 0) {
+            argv[n++] = "-u";
+            argv[n++] = "root";
+        }
+        argv[n] = NULL;
+        execv(binary, (char *const *)argv);
+        _exit(127);
+    }
+    s->pid = pid;
+    for (int i = 0; i < 500; i++) { /* at most 5 s */
+        if (can_connect(s))
+            return true;
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            s->pid = 0;
+            return false;
+        }
+        usleep(10000);
+    }
+    test_server_stop(s, true);
+    return false;
+}
+
+bool test_server_start(struct test_server *s, bool unix_socket)
+{
+    static bool seeded;
+    if (!seeded) {
+        srandom((unsigned)(time(NULL) ^ getpid()));
+        seeded = true;
+    }
+    for (int attempt = 0; attempt < 5; attempt++)
+        if (start_once(s, unix_socket))
+            return true;
+    return false;
+}
+
+void test_server_stop(struct test_server *s, bool hard)
+{
+    if (s->pid > 0) {
+        kill(s->pid, SIGCONT);
+        kill(s->pid, hard ? SIGKILL : SIGTERM);
+        int status;
+        for (int i = 0; i < 500; i++) {
+            if (waitpid(s->pid, &status, WNOHANG) == s->pid)
+                break;
+            if (i == 300)
+                kill(s->pid, SIGKILL);
+            usleep(10000);
+        }
+        s->pid = 0;
+    }
+    if (s->socket_path[0] != '\0')
+        unlink(s->socket_path);
+}
+
+void test_server_pause(struct test_server *s)
+{
+    if (s->pid > 0)
+        kill(s->pid, SIGSTOP);
+}
+
+void test_server_resume(struct test_server *s)
+{
+    if (s->pid > 0)
+        kill(s->pid, SIGCONT);
+}
+
+static void *fake_main(void *arg)
+{
+    struct fake_server *f = arg;
+    while (!f->stop) {
+        struct pollfd pfd = {.fd = f->listen_fd, .events = POLLIN};
+        if (poll(&pfd, 1, 50) <= 0)
+            continue;
+        int fd = accept(f->listen_fd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        char buf[4096];
+        struct pollfd cfd = {.fd = fd, .events = POLLIN};
+        /* wait for a request (bounded), answer, then hang up or idle */
+        for (int i = 0; i < 100 && !f->stop; i++) {
+            if (poll(&cfd, 1, 50) > 0) {
+                ssize_t n = read(fd, buf, sizeof(buf));
+                if (n <= 0)
+                    break;
+                if (f->reply != NULL && write(fd, f->reply, f->reply_length) < 0)
+                    break;
+                if (f->hang_up)
+                    break;
+            }
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+bool fake_server_start(struct fake_server *f, const char *reply, size_t reply_length, bool hang_up)
+{
+    memset(f, 0, sizeof(*f));
+    f->reply = reply;
+    f->reply_length = reply_length;
+    f->hang_up = hang_up;
+    f->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sin);
+    if (f->listen_fd < 0 || bind(f->listen_fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+        listen(f->listen_fd, 8) < 0 || getsockname(f->listen_fd, (struct sockaddr *)&sin, &len) < 0)
+        return false;
+    f->port = ntohs(sin.sin_port);
+    pthread_t t;
+    if (pthread_create(&t, NULL, fake_main, f) != 0)
+        return false;
+    f->thread = (unsigned long)t;
+    return true;
+}
+
+void fake_server_stop(struct fake_server *f)
+{
+    f->stop = true;
+    pthread_join((pthread_t)f->thread, NULL);
+    close(f->listen_fd);
+}

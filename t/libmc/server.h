@@ -1,0 +1,42 @@
+/* t/libmc/server.h: starting and stopping memcached servers for the client
+ * tests: the binary named by $MC_SERVER (default /usr/bin/memcached), on a
+ * free loopback port or a Unix socket, plus a scripted fake server that
+ * answers with fixed bytes (for garbage, hang-up and silence cases). */
+#ifndef LMR_TEST_SERVER_H
+#define LMR_TEST_SERVER_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct test_server {
+    pid_t pid;
+    unsigned port; /* 0 for a Unix socket server */
+    char socket_path[108];
+};
+
+/* Starts a server on 127.0.0.1 at a free port (or on a Unix socket when
+ * unix_socket is true) and waits until it accepts connections. */
+bool test_server_start(struct test_server *s, bool unix_socket);
+/* SIGTERM (or SIGKILL when hard) and reap. */
+void test_server_stop(struct test_server *s, bool hard);
+void test_server_pause(struct test_server *s);  /* SIGSTOP */
+void test_server_resume(struct test_server *s); /* SIGCONT */
+/* A port on 127.0.0.1 that nothing listens on (bound, then released). */
+unsigned test_unused_port(void);
+
+/* Fake server: a thread accepts one connection at a time, reads a request
+ * and answers `reply` (length reply_length), then closes the connection if
+ * hang_up, or stays silent if reply is NULL. */
+struct fake_server {
+    int listen_fd;
+    unsigned port;
+    const char *reply;
+    size_t reply_length;
+    bool hang_up;
+    volatile bool stop;
+    unsigned long thread;
+};
+bool fake_server_start(struct fake_server *f, const char *reply, size_t reply_length, bool hang_up);
+void fake_server_stop(struct fake_server *f);
+
+#endif
