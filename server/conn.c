@@ -106,8 +106,10 @@ static void set_state(struct conn *c, enum conn_state s)
 struct resp *conn_resp_add(struct conn *c)
 {
     struct resp *r = worker_resp_get(c->worker);
-    if (!r)
+    if (!r) {
+        STAT_INCR(&c->worker->stats, response_obj_oom);
         return NULL;
+    }
     if (c->resp_tail)
         c->resp_tail->next = r;
     else
@@ -295,9 +297,11 @@ static enum read_result read_into_rbuf(struct conn *c)
         }
         char *bigger = realloc(c->rbuf, c->rsize * 2);
         if (!bigger) {
+            STAT_INCR(&c->worker->stats, read_buf_oom);
             log_msg(LOG_WARN, "<%d out of memory for the read buffer, closing", c->fd);
             return READ_ERROR;
         }
+        STAT_ADD(&c->worker->stats, read_buf_bytes, c->rsize);
         c->rbuf = bigger;
         c->rsize *= 2;
     }
@@ -315,6 +319,7 @@ static void maybe_shrink_rbuf(struct conn *c)
     if (c->rlen == 0 && c->rsize > RBUF_IDLE_MAX) {
         char *small = realloc(c->rbuf, RBUF_INITIAL);
         if (small) {
+            STAT_SUB(&c->worker->stats, read_buf_bytes, c->rsize - RBUF_INITIAL);
             c->rbuf = small;
             c->rsize = RBUF_INITIAL;
             c->rpos = 0;
@@ -647,6 +652,8 @@ struct conn *conn_new(struct worker *w, const struct transport_ops *tp, int fd, 
     if (!c->rbuf)
         goto fail_conn;
     c->rsize = RBUF_INITIAL;
+    STAT_INCR(&w->stats, read_buf_count);
+    STAT_ADD(&w->stats, read_buf_bytes, c->rsize);
     c->resume_ev = event_new(w->base, -1, 0, resume_cb, c);
     if (!c->resume_ev)
         goto fail_rbuf;
@@ -665,6 +672,8 @@ struct conn *conn_new(struct worker *w, const struct transport_ops *tp, int fd, 
 fail_event:
     event_free(c->resume_ev);
 fail_rbuf:
+    STAT_SUB(&w->stats, read_buf_count, 1);
+    STAT_SUB(&w->stats, read_buf_bytes, c->rsize);
     free(c->rbuf);
 fail_conn:
     free(c);
@@ -690,6 +699,8 @@ static void conn_free(struct conn *c)
         resp_free(c, r);
     }
     event_free(c->resume_ev);
+    STAT_SUB(&w->stats, read_buf_count, 1);
+    STAT_SUB(&w->stats, read_buf_bytes, c->rsize);
     free(c->rbuf);
     free(c);
 }

@@ -229,6 +229,7 @@ static void reenable_cb(evutil_socket_t fd, short what, void *arg)
         event_add(reenable_ev, &later);
         return;
     }
+    stats_listen_enabled();
     set_listeners_enabled(true);
 }
 

@@ -27,6 +27,8 @@
 #include "thread.h"
 
 static uint64_t curr_conns, total_conns, rejected_conns, listen_disabled_num;
+static uint64_t listen_disabled_us;       /* total time accepting was paused */
+static struct timeval listen_disabled_at; /* listener thread only */
 static int accepting_conns = 1;
 
 static pthread_mutex_t baseline_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -57,6 +59,17 @@ void stats_conn_rejected(void)
 void stats_listen_disabled(void)
 {
     __atomic_add_fetch(&listen_disabled_num, 1, __ATOMIC_RELAXED);
+    gettimeofday(&listen_disabled_at, NULL);
+}
+
+void stats_listen_enabled(void)
+{
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    int64_t us = (int64_t)(now.tv_sec - listen_disabled_at.tv_sec) * 1000000 +
+                 (now.tv_usec - listen_disabled_at.tv_usec);
+    if (us > 0)
+        __atomic_add_fetch(&listen_disabled_us, (uint64_t)us, __ATOMIC_RELAXED);
 }
 
 void stats_set_accepting(int accepting)
@@ -100,69 +113,62 @@ static void emit_u64(stat_emit_fn emit, void *ctx, const char *name, uint64_t v)
     emit(ctx, name, buf);
 }
 
-/* Storage stats pass through; names we already reported are skipped. */
-struct storage_pass {
-    stat_emit_fn emit;
-    void *ctx;
-    const char *const *ours;
+/* The storage engine's stats, gathered so they can be placed where
+ * memcached reports them; whatever is not placed follows at the end. */
+struct storage_stat {
+    char name[64];
+    char value[64];
+    bool used;
 };
 
-static void pass_storage_stat(void *arg, const char *name, const char *value)
+struct storage_stats {
+    struct storage_stat *v;
+    size_t n, cap;
+};
+
+static void gather_storage_stat(void *arg, const char *name, const char *value)
 {
-    struct storage_pass *p = arg;
-    for (const char *const *n = p->ours; *n; n++)
-        if (strcmp(*n, name) == 0)
+    struct storage_stats *ss = arg;
+    if (ss->n == ss->cap) {
+        size_t cap = ss->cap ? ss->cap * 2 : 64;
+        struct storage_stat *v = realloc(ss->v, cap * sizeof(*v));
+        if (!v)
             return;
-    p->emit(p->ctx, name, value);
+        ss->v = v;
+        ss->cap = cap;
+    }
+    struct storage_stat *st = &ss->v[ss->n++];
+    snprintf(st->name, sizeof(st->name), "%s", name);
+    snprintf(st->value, sizeof(st->value), "%s", value);
+    st->used = false;
+}
+
+static void place_storage_stat(struct storage_stats *ss, const char *name, stat_emit_fn emit,
+                               void *ctx)
+{
+    for (size_t i = 0; i < ss->n; i++) {
+        if (!ss->v[i].used && strcmp(ss->v[i].name, name) == 0) {
+            ss->v[i].used = true;
+            emit(ctx, ss->v[i].name, ss->v[i].value);
+            return;
+        }
+    }
+}
+
+static void rest_of_storage_stats(struct storage_stats *ss, stat_emit_fn emit, void *ctx)
+{
+    for (size_t i = 0; i < ss->n; i++)
+        if (!ss->v[i].used)
+            emit(ctx, ss->v[i].name, ss->v[i].value);
+    free(ss->v);
 }
 
 void stats_report_general(stat_emit_fn emit, void *ctx)
 {
-    static const char *const ours[] = {"pid",
-                                       "uptime",
-                                       "time",
-                                       "version",
-                                       "libevent",
-                                       "pointer_size",
-                                       "rusage_user",
-                                       "rusage_system",
-                                       "max_connections",
-                                       "curr_connections",
-                                       "total_connections",
-                                       "rejected_connections",
-                                       "connection_structures",
-                                       "reserved_fds",
-                                       "cmd_get",
-                                       "cmd_set",
-                                       "cmd_flush",
-                                       "cmd_touch",
-                                       "cmd_meta",
-                                       "get_hits",
-                                       "get_misses",
-                                       "delete_misses",
-                                       "delete_hits",
-                                       "incr_misses",
-                                       "incr_hits",
-                                       "decr_misses",
-                                       "decr_hits",
-                                       "cas_misses",
-                                       "cas_hits",
-                                       "cas_badval",
-                                       "touch_hits",
-                                       "touch_misses",
-                                       "store_too_large",
-                                       "store_no_memory",
-                                       "auth_cmds",
-                                       "auth_errors",
-                                       "bytes_read",
-                                       "bytes_written",
-                                       "accepting_conns",
-                                       "listen_disabled_num",
-                                       "threads",
-                                       "conn_yields",
-                                       NULL};
     struct worker_stats s, base;
+    struct storage_stats ss = {NULL, 0, 0};
     char buf[64];
+    storage_stats_general(gather_storage_stat, &ss);
     sum_workers(&s);
     pthread_mutex_lock(&baseline_lock);
     base = baseline;
@@ -193,6 +199,13 @@ void stats_report_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "rejected_connections",
              __atomic_load_n(&rejected_conns, __ATOMIC_RELAXED) - rejected_base);
     emit_u64(emit, ctx, "connection_structures", conns_allocated() + listeners_count());
+    emit_u64(emit, ctx, "response_obj_oom", D(response_obj_oom));
+    emit_u64(emit, ctx, "response_obj_count", s.response_obj_count);
+    emit_u64(emit, ctx, "response_obj_bytes", s.response_obj_count * sizeof(struct resp));
+    emit_u64(emit, ctx, "read_buf_count", s.read_buf_count);
+    emit_u64(emit, ctx, "read_buf_bytes", s.read_buf_bytes);
+    emit_u64(emit, ctx, "read_buf_bytes_free", 0);
+    emit_u64(emit, ctx, "read_buf_oom", D(read_buf_oom));
     emit_u64(emit, ctx, "reserved_fds", 3 + listeners_count() + 2 * workers_count());
     emit_u64(emit, ctx, "cmd_get", D(get_cmds));
     emit_u64(emit, ctx, "cmd_set", D(set_cmds));
@@ -201,6 +214,8 @@ void stats_report_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "cmd_meta", D(meta_cmds));
     emit_u64(emit, ctx, "get_hits", D(get_hits));
     emit_u64(emit, ctx, "get_misses", D(get_misses));
+    place_storage_stat(&ss, "get_expired", emit, ctx);
+    place_storage_stat(&ss, "get_flushed", emit, ctx);
     emit_u64(emit, ctx, "delete_misses", D(delete_misses));
     emit_u64(emit, ctx, "delete_hits", D(delete_hits));
     emit_u64(emit, ctx, "incr_misses", D(incr_misses));
@@ -218,69 +233,63 @@ void stats_report_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "auth_errors", D(auth_errors));
     emit_u64(emit, ctx, "bytes_read", D(bytes_read));
     emit_u64(emit, ctx, "bytes_written", D(bytes_written));
+    place_storage_stat(&ss, "limit_maxbytes", emit, ctx);
     emit_u64(emit, ctx, "accepting_conns",
              (uint64_t)__atomic_load_n(&accepting_conns, __ATOMIC_RELAXED));
     emit_u64(emit, ctx, "listen_disabled_num",
              __atomic_load_n(&listen_disabled_num, __ATOMIC_RELAXED) - disabled_base);
+    emit_u64(emit, ctx, "time_in_listen_disabled_us",
+             __atomic_load_n(&listen_disabled_us, __ATOMIC_RELAXED));
     emit_u64(emit, ctx, "threads", workers_count());
     emit_u64(emit, ctx, "conn_yields", D(conn_yields));
 #undef D
-    struct storage_pass pass = {emit, ctx, ours};
-    storage_stats_general(pass_storage_stat, &pass);
+    rest_of_storage_stats(&ss, emit, ctx);
 }
 
 void stats_report_settings(stat_emit_fn emit, void *ctx)
 {
-    static const char *const ours[] = {"maxconns",
-                                       "tcpport",
-                                       "udpport",
-                                       "inter",
-                                       "verbosity",
-                                       "domain_socket",
-                                       "umask",
-                                       "shutdown_command",
-                                       "num_threads",
-                                       "num_threads_per_udp",
-                                       "stat_key_prefix",
-                                       "detail_enabled",
-                                       "reqs_per_event",
-                                       "tcp_backlog",
-                                       "binding_protocol",
-                                       "auth_enabled_sasl",
-                                       "auth_enabled_ascii",
-                                       "maxconns_fast",
-                                       "idle_timeout",
-                                       "flush_enabled",
-                                       "dump_enabled",
-                                       "watch_enabled",
-                                       NULL};
+    struct storage_stats ss = {NULL, 0, 0};
     char buf[64];
+    storage_stats_settings(gather_storage_stat, &ss);
+    place_storage_stat(&ss, "maxbytes", emit, ctx);
     emit_u64(emit, ctx, "maxconns", (uint64_t)settings.maxconns);
     emit_u64(emit, ctx, "tcpport", (uint64_t)settings.port);
     emit_u64(emit, ctx, "udpport", (uint64_t)settings.udpport);
     emit(ctx, "inter", settings.inter ? settings.inter : "127.0.0.1");
     emit_u64(emit, ctx, "verbosity", (uint64_t)log_verbosity());
+    place_storage_stat(&ss, "oldest", emit, ctx);
+    place_storage_stat(&ss, "evictions", emit, ctx);
     emit(ctx, "domain_socket", settings.socketpath ? settings.socketpath : "NULL");
     snprintf(buf, sizeof(buf), "%o", settings.access);
     emit(ctx, "umask", buf);
     emit(ctx, "shutdown_command", settings.shutdown_command ? "yes" : "no");
+    place_storage_stat(&ss, "growth_factor", emit, ctx);
+    place_storage_stat(&ss, "chunk_size", emit, ctx);
     emit_u64(emit, ctx, "num_threads", (uint64_t)settings.num_threads);
     emit_u64(emit, ctx, "num_threads_per_udp", (uint64_t)settings.num_threads);
     snprintf(buf, sizeof(buf), "%c", settings.prefix_delimiter);
     emit(ctx, "stat_key_prefix", buf);
     emit(ctx, "detail_enabled", settings.detail_enabled ? "yes" : "no");
     emit_u64(emit, ctx, "reqs_per_event", (uint64_t)settings.reqs_per_event);
+    place_storage_stat(&ss, "cas_enabled", emit, ctx);
     emit_u64(emit, ctx, "tcp_backlog", (uint64_t)settings.backlog);
     emit(ctx, "binding_protocol", settings_protocol_name(settings.binding_protocol));
     emit(ctx, "auth_enabled_sasl", "no");
     emit(ctx, "auth_enabled_ascii", "no");
+    place_storage_stat(&ss, "item_size_max", emit, ctx);
     emit(ctx, "maxconns_fast", settings.maxconns_fast ? "yes" : "no");
-    emit_u64(emit, ctx, "idle_timeout", settings.idle_timeout);
+    place_storage_stat(&ss, "hashpower_init", emit, ctx);
+    place_storage_stat(&ss, "slab_chunk_max", emit, ctx);
+    place_storage_stat(&ss, "lru_crawler", emit, ctx);
+    place_storage_stat(&ss, "lru_crawler_sleep", emit, ctx);
+    place_storage_stat(&ss, "lru_crawler_tocrawl", emit, ctx);
+    emit_u64(emit, ctx, "tail_repair_time", settings.tail_repair_time);
     emit(ctx, "flush_enabled", settings.flush_enabled ? "yes" : "no");
     emit(ctx, "dump_enabled", settings.dump_enabled ? "yes" : "no");
-    emit(ctx, "watch_enabled", settings.watch_enabled ? "yes" : "no");
-    struct storage_pass pass = {emit, ctx, ours};
-    storage_stats_settings(pass_storage_stat, &pass);
+    place_storage_stat(&ss, "hash_algorithm", emit, ctx);
+    emit_u64(emit, ctx, "idle_timeout", settings.idle_timeout);
+    place_storage_stat(&ss, "track_sizes", emit, ctx);
+    rest_of_storage_stats(&ss, emit, ctx);
 }
 
 /* "stats conns": one group per connection, by file descriptor. */
@@ -290,7 +299,7 @@ struct conn_line {
     char listen_addr[64];
     char state[24];
     unsigned secs;
-    bool has_listen, is_listener;
+    bool has_listen;
 };
 
 struct conn_lines {
@@ -317,7 +326,6 @@ static void collect_conn(void *arg, int fd, const char *addr, const char *listen
     snprintf(l->listen_addr, sizeof(l->listen_addr), "%s", l->has_listen ? listen_addr : "");
     snprintf(l->state, sizeof(l->state), "%s", state);
     l->secs = secs;
-    l->is_listener = strcmp(state, "conn_listening") == 0;
 }
 
 static int by_fd(const void *a, const void *b)
@@ -343,11 +351,9 @@ void stats_report_conns(stat_emit_fn emit, void *ctx)
         }
         snprintf(name, sizeof(name), "%d:state", l->fd);
         emit(ctx, name, l->state);
-        if (!l->is_listener) {
-            snprintf(name, sizeof(name), "%d:secs_since_last_cmd", l->fd);
-            snprintf(value, sizeof(value), "%u", l->secs);
-            emit(ctx, name, value);
-        }
+        snprintf(name, sizeof(name), "%d:secs_since_last_cmd", l->fd);
+        snprintf(value, sizeof(value), "%u", l->secs);
+        emit(ctx, name, value);
     }
     free(cl.v);
 }

@@ -40,7 +40,12 @@
     X(auth_errors)                                                                                 \
     X(bytes_read)                                                                                  \
     X(bytes_written)                                                                               \
-    X(conn_yields)
+    X(conn_yields)                                                                                 \
+    X(response_obj_oom)                                                                            \
+    X(response_obj_count)                                                                          \
+    X(read_buf_count)                                                                              \
+    X(read_buf_bytes)                                                                              \
+    X(read_buf_oom)
 
 struct worker_stats {
 #define X(name) uint64_t name;
@@ -53,12 +58,17 @@ struct worker_stats {
     __atomic_store_n(&(ws)->field, __atomic_load_n(&(ws)->field, __ATOMIC_RELAXED) + (n),          \
                      __ATOMIC_RELAXED)
 #define STAT_INCR(ws, field) STAT_ADD(ws, field, 1)
+/* Gauges (counts that go down too) use the same single-writer rule. */
+#define STAT_SUB(ws, field, n)                                                                     \
+    __atomic_store_n(&(ws)->field, __atomic_load_n(&(ws)->field, __ATOMIC_RELAXED) - (n),          \
+                     __ATOMIC_RELAXED)
 
 /* Process-wide connection counters (touched on accept/close only). */
 void stats_conn_opened(void); /* curr and total connections */
 void stats_conn_closed(void);
-void stats_conn_rejected(void); /* over -c */
-void stats_listen_disabled(void);
+void stats_conn_rejected(void);   /* over -c */
+void stats_listen_disabled(void); /* accepting paused */
+void stats_listen_enabled(void);  /* accepting again */
 void stats_set_accepting(int accepting);
 uint64_t stats_curr_conns(void);
 

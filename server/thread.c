@@ -104,6 +104,7 @@ struct resp *worker_resp_get(struct worker *w)
         r = malloc(sizeof(*r));
         if (!r)
             return NULL;
+        STAT_INCR(&w->stats, response_obj_count);
     }
     r->next = NULL;
     r->it = NULL;
@@ -122,6 +123,7 @@ void worker_resp_put(struct worker *w, struct resp *r)
 {
     if (w->resp_pool_len >= RESP_POOL_KEEP) {
         free(r);
+        STAT_SUB(&w->stats, response_obj_count, 1);
         return;
     }
     r->next = w->resp_pool;
@@ -176,6 +178,7 @@ void worker_destroy(struct worker *w)
         struct resp *r = w->resp_pool;
         w->resp_pool = r->next;
         free(r);
+        STAT_SUB(&w->stats, response_obj_count, 1);
     }
     if (w->idle_ev)
         event_free(w->idle_ev);
