@@ -20,7 +20,7 @@
 #include "rdma/rc.h"
 #include "t/rdma/tap.h"
 
-static const char *rxe_addr(void)
+static inline const char *rxe_addr(void)
 {
     const char *a = getenv("RXE_VM_ADDR");
     if (a == NULL)
@@ -28,14 +28,14 @@ static const char *rxe_addr(void)
     return a;
 }
 
-static uint64_t now_ms(void)
+static inline uint64_t now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static struct mcr_rdma_ctx *make_ctx(struct mcr_rdma_ctx_opts *opts)
+static inline struct mcr_rdma_ctx *make_ctx(struct mcr_rdma_ctx_opts *opts)
 {
     char err[256];
     struct mcr_rdma_ctx *ctx = mcr_rdma_ctx_create(opts, err, sizeof(err));
@@ -46,7 +46,7 @@ static struct mcr_rdma_ctx *make_ctx(struct mcr_rdma_ctx_opts *opts)
 
 /* Test contexts: no RNR retries at all, so a single receiver-not-ready
  * would fail the connection and the test. */
-static void test_opts(struct mcr_rdma_ctx_opts *opts)
+static inline void test_opts(struct mcr_rdma_ctx_opts *opts)
 {
     opts->addr = rxe_addr();
     mcr_rdma_ctx_opts_default(opts);
@@ -57,12 +57,12 @@ static void test_opts(struct mcr_rdma_ctx_opts *opts)
 static struct mcr_rdma_ctx *loop_ctx[MAX_LOOP_CTX];
 static int loop_nctx;
 
-static void loop_add(struct mcr_rdma_ctx *ctx)
+static inline void loop_add(struct mcr_rdma_ctx *ctx)
 {
     loop_ctx[loop_nctx++] = ctx;
 }
 
-static void loop_remove(struct mcr_rdma_ctx *ctx)
+static inline void loop_remove(struct mcr_rdma_ctx *ctx)
 {
     for (int i = 0; i < loop_nctx; i++)
         if (loop_ctx[i] == ctx)
@@ -70,7 +70,7 @@ static void loop_remove(struct mcr_rdma_ctx *ctx)
 }
 
 /* Drives every context until done(arg) or timeout_ms passed; returns done. */
-static bool run_until(bool (*done)(void *), void *arg, int timeout_ms)
+static inline bool run_until(bool (*done)(void *), void *arg, int timeout_ms)
 {
     uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
     for (;;) {
@@ -91,19 +91,19 @@ static bool run_until(bool (*done)(void *), void *arg, int timeout_ms)
     }
 }
 
-static bool never(void *arg)
+static inline bool never(void *arg)
 {
     (void)arg;
     return false;
 }
 
 /* Lets pending events settle for ms milliseconds. */
-static void run_for(int ms)
+static inline void run_for(int ms)
 {
     run_until(never, NULL, ms);
 }
 
-static void fill_pattern(unsigned char *buf, size_t len, uint32_t seed)
+static inline void fill_pattern(unsigned char *buf, size_t len, uint32_t seed)
 {
     uint32_t x = seed * 2654435761u + 1;
     for (size_t i = 0; i < len; i++) {
@@ -153,8 +153,8 @@ struct rndv_job {
     uint8_t type;
 };
 
-static void server_reply(struct mcr_rdma_ep *ep, uint32_t request_id, uint16_t flags,
-                         const void *data, size_t len, struct test_server *srv)
+static inline void server_reply(struct mcr_rdma_ep *ep, uint32_t request_id, uint16_t flags,
+                                const void *data, size_t len, struct test_server *srv)
 {
     struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
     struct mcr_rdma_send s = {.type = MCR_RDMA_MSG_EAGER,
@@ -169,7 +169,7 @@ static void server_reply(struct mcr_rdma_ep *ep, uint32_t request_id, uint16_t f
     }
 }
 
-static void server_on_rdma_done(struct mcr_rdma_ep *ep, void *cookie, int status, void *user)
+static inline void server_on_rdma_done(struct mcr_rdma_ep *ep, void *cookie, int status, void *user)
 {
     struct test_server *srv = user;
     struct rndv_job *job = cookie;
@@ -188,7 +188,8 @@ static void server_on_rdma_done(struct mcr_rdma_ep *ep, void *cookie, int status
     free(job);
 }
 
-static void server_on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, void *user)
+static inline void server_on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg,
+                                     void *user)
 {
     struct test_server *srv = user;
     if (srv->on_message_hook != NULL)
@@ -225,13 +226,13 @@ static void server_on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg 
     }
 }
 
-static void server_on_connected(struct mcr_rdma_ep *ep, void *user)
+static inline void server_on_connected(struct mcr_rdma_ep *ep, void *user)
 {
     (void)ep;
     ((struct test_server *)user)->connected++;
 }
 
-static void server_on_closed(struct mcr_rdma_ep *ep, int reason, const char *why, void *user)
+static inline void server_on_closed(struct mcr_rdma_ep *ep, int reason, const char *why, void *user)
 {
     (void)ep;
     (void)reason;
@@ -239,7 +240,7 @@ static void server_on_closed(struct mcr_rdma_ep *ep, int reason, const char *why
     ((struct test_server *)user)->closed++;
 }
 
-static int server_accept(struct mcr_rdma_listener *l, struct mcr_rdma_ep *ep, void *user)
+static inline int server_accept(struct mcr_rdma_listener *l, struct mcr_rdma_ep *ep, void *user)
 {
     (void)l;
     struct test_server *srv = user;
@@ -254,7 +255,7 @@ static int server_accept(struct mcr_rdma_listener *l, struct mcr_rdma_ep *ep, vo
     return 0;
 }
 
-static void server_start(struct test_server *srv, struct mcr_rdma_ctx_opts *opts)
+static inline void server_start(struct test_server *srv, struct mcr_rdma_ctx_opts *opts)
 {
     memset(srv, 0, sizeof(*srv));
     srv->ctx = make_ctx(opts);
@@ -270,7 +271,7 @@ static void server_start(struct test_server *srv, struct mcr_rdma_ctx_opts *opts
     loop_add(srv->ctx);
 }
 
-static void server_stop(struct test_server *srv)
+static inline void server_stop(struct test_server *srv)
 {
     loop_remove(srv->ctx);
     mcr_rdma_listener_destroy(srv->listener);
@@ -298,13 +299,14 @@ struct test_client {
     uint32_t echo_len;
 };
 
-static void client_on_connected(struct mcr_rdma_ep *ep, void *user)
+static inline void client_on_connected(struct mcr_rdma_ep *ep, void *user)
 {
     (void)ep;
     ((struct test_client *)user)->connected = true;
 }
 
-static void client_on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, void *user)
+static inline void client_on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg,
+                                     void *user)
 {
     (void)ep;
     struct test_client *c = user;
@@ -319,7 +321,7 @@ static void client_on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg 
     c->next_expected = msg->request_id + 1;
 }
 
-static void client_on_closed(struct mcr_rdma_ep *ep, int reason, const char *why, void *user)
+static inline void client_on_closed(struct mcr_rdma_ep *ep, int reason, const char *why, void *user)
 {
     (void)ep;
     struct test_client *c = user;
@@ -329,20 +331,21 @@ static void client_on_closed(struct mcr_rdma_ep *ep, int reason, const char *why
     c->ep = NULL;
 }
 
-static bool client_settled(void *arg)
+static inline bool client_settled(void *arg)
 {
     struct test_client *c = arg;
     return c->connected || c->closed;
 }
 
-static bool client_closed(void *arg)
+static inline bool client_closed(void *arg)
 {
     return ((struct test_client *)arg)->closed;
 }
 
 /* Creates the client's own context (opts may be NULL for defaults) and
  * connects; returns whether it connected within the time limit. */
-static bool client_connect(struct test_client *c, struct mcr_rdma_ctx_opts *opts, uint16_t port)
+static inline bool client_connect(struct test_client *c, struct mcr_rdma_ctx_opts *opts,
+                                  uint16_t port)
 {
     memset(c, 0, sizeof(*c));
     struct mcr_rdma_ctx_opts defaults;
@@ -366,7 +369,7 @@ static bool client_connect(struct test_client *c, struct mcr_rdma_ctx_opts *opts
     return c->connected && !c->closed;
 }
 
-static void client_destroy(struct test_client *c)
+static inline void client_destroy(struct test_client *c)
 {
     loop_remove(c->ctx);
     mcr_rdma_ctx_destroy(c->ctx);
@@ -379,20 +382,20 @@ struct reply_wait {
     uint32_t count;
 };
 
-static bool have_replies(void *arg)
+static inline bool have_replies(void *arg)
 {
     struct reply_wait *w = arg;
     return w->c->replies >= w->count || w->c->closed;
 }
 
-static bool wait_replies(struct test_client *c, uint32_t count, int timeout_ms)
+static inline bool wait_replies(struct test_client *c, uint32_t count, int timeout_ms)
 {
     struct reply_wait w = {c, count};
     return run_until(have_replies, &w, timeout_ms) && c->replies >= count;
 }
 
 /* Sends len pattern bytes under request id and waits for the echo. */
-static bool ping(struct test_client *c, uint32_t id, uint32_t len)
+static inline bool ping(struct test_client *c, uint32_t id, uint32_t len)
 {
     static unsigned char buf[8192], expect[8192];
     fill_pattern(buf, len, id);

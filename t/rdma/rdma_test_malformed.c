@@ -1,0 +1,127 @@
+/* t/rdma/rdma_test_malformed.c: hand-written malformed messages (bad magic,
+ * bad version, lying lengths, unknown type, credits never used, descriptor
+ * abuse, bad rkey) each close only the connection that sent them: the server
+ * frees it and keeps serving a well-behaved client. Runs in the guest. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "t/rdma/harness.h"
+
+static struct test_server srv;
+static struct test_client good;
+static unsigned char target[4096] __attribute__((aligned(4096)));
+
+struct bad_case {
+    const char *name;
+    struct mcr_rdma_hdr hdr;
+    uint32_t send_len; /* bytes actually sent */
+    bool bad_rkey;     /* fill in a real address and a wrong rkey */
+};
+
+static struct mcr_rdma_hdr hdr(uint8_t type, uint32_t payload_len)
+{
+    return (struct mcr_rdma_hdr){.magic = MCR_RDMA_MAGIC,
+                                 .version = MCR_RDMA_VERSION,
+                                 .type = type,
+                                 .request_id = 1,
+                                 .payload_len = payload_len};
+}
+
+static bool server_back_to_one(void *arg)
+{
+    (void)arg;
+    struct mcr_rdma_ctx_stats st;
+    mcr_rdma_ctx_stats(srv.ctx, &st);
+    return st.endpoints == 1;
+}
+
+static void run_case(struct bad_case *bc, uint32_t seq)
+{
+    struct test_client bad;
+    if (!client_connect(&bad, NULL, srv.port)) {
+        tap_ok(0, "%s: connect", bc->name);
+        client_destroy(&bad);
+        return;
+    }
+    struct mcr_rdma_ctx_stats before;
+    mcr_rdma_ctx_stats(srv.ctx, &before);
+    struct ibv_mr *mr = NULL;
+    if (bc->bad_rkey) {
+        struct mcr_rdma_region region;
+        if (mcr_rdma_region_register(mcr_rdma_ctx_pd(bad.ctx), target, sizeof(target),
+                                     MCR_RDMA_ACCESS_REMOTE_READ, &region) == 0)
+            mr = region.mr;
+        bc->hdr.rndv_addr = (uintptr_t)target;
+        bc->hdr.rndv_len = sizeof(target);
+        bc->hdr.rndv_rkey = mr ? mr->rkey ^ 0x00a5a500u : 0x1234;
+    }
+    unsigned char msg[8192];
+    memset(msg, 0x5c, sizeof(msg));
+    mcr_rdma_hdr_encode(&bc->hdr, msg);
+    int rc = mcr_rdma_rc_send_raw(bad.ep, msg, bc->send_len);
+    bool closed = rc == 0 && run_until(client_closed, &bad, 15000);
+    bool server_freed = run_until(server_back_to_one, NULL, 15000);
+    struct mcr_rdma_ctx_stats after;
+    mcr_rdma_ctx_stats(srv.ctx, &after);
+    bool counted =
+        bc->bad_rkey ? after.wc_errors > before.wc_errors : after.malformed == before.malformed + 1;
+    tap_ok(closed && server_freed && counted,
+           "%s: that connection closed (%s), server freed it, %s counted", bc->name, bad.close_why,
+           bc->bad_rkey ? "access error" : "malformed message");
+    tap_ok(ping(&good, 70000 + seq, 500), "%s: the other client is still served", bc->name);
+    client_destroy(&bad);
+    if (mr != NULL)
+        ibv_dereg_mr(mr);
+}
+
+int main(void)
+{
+    struct mcr_rdma_ctx_opts so;
+    test_opts(&so);
+    server_start(&srv, &so);
+    if (!client_connect(&good, NULL, srv.port))
+        tap_bail("good client could not connect");
+    tap_ok(ping(&good, 1, 100), "well-behaved client served");
+
+    struct bad_case cases[] = {
+        {"bad magic", hdr(MCR_RDMA_MSG_EAGER, 16), MCR_RDMA_HDR_SIZE + 16, false},
+        {"bad version", hdr(MCR_RDMA_MSG_EAGER, 16), MCR_RDMA_HDR_SIZE + 16, false},
+        {"payload length longer than sent", hdr(MCR_RDMA_MSG_EAGER, 4000), MCR_RDMA_HDR_SIZE + 10,
+         false},
+        {"payload length shorter than sent", hdr(MCR_RDMA_MSG_EAGER, 1), MCR_RDMA_HDR_SIZE + 50,
+         false},
+        {"payload length beyond any buffer", hdr(MCR_RDMA_MSG_EAGER, 1u << 30), MCR_RDMA_HDR_SIZE,
+         false},
+        {"truncated header", hdr(MCR_RDMA_MSG_EAGER, 0), 12, false},
+        {"unknown type", hdr(77, 0), MCR_RDMA_HDR_SIZE, false},
+        {"credits never used", hdr(MCR_RDMA_MSG_EAGER, 0), MCR_RDMA_HDR_SIZE, false},
+        {"descriptor on an eager message", hdr(MCR_RDMA_MSG_EAGER, 0), MCR_RDMA_HDR_SIZE, false},
+        {"rendezvous beyond the size limit", hdr(MCR_RDMA_MSG_RNDV_READ, 0), MCR_RDMA_HDR_SIZE,
+         false},
+        {"rendezvous with a bad rkey", hdr(MCR_RDMA_MSG_RNDV_READ, 0), MCR_RDMA_HDR_SIZE, true},
+    };
+    cases[0].hdr.magic = 0x1234;
+    cases[1].hdr.version = 9;
+    cases[7].hdr.credits = 5;
+    cases[8].hdr.rndv_addr = (uintptr_t)target;
+    cases[8].hdr.rndv_rkey = 1;
+    cases[8].hdr.rndv_len = 16;
+    cases[9].hdr.rndv_addr = (uintptr_t)target;
+    cases[9].hdr.rndv_rkey = 1;
+    cases[9].hdr.rndv_len = 1u << 31;
+    for (uint32_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        run_case(&cases[i], i);
+
+    struct mcr_rdma_ctx_stats st;
+    mcr_rdma_ctx_stats(srv.ctx, &st);
+    tap_ok(st.malformed == 10 && st.endpoints == 1 && st.granted_credits == so.credits &&
+               st.recv_posted == so.recv_bufs,
+           "server: 10 malformed, 1 endpoint left, credits %u, receives %u/%u", st.granted_credits,
+           st.recv_posted, so.recv_bufs);
+    client_destroy(&good);
+    run_for(200);
+    server_stop(&srv);
+    tap_no_plan_end();
+    return tap_exit_status();
+}
