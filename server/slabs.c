@@ -1,15 +1,21 @@
 /*
  * slabs.c: size classes, page accounting against -m, and chunk handout.
  *
- * Pages are carved from large anonymous mappings ("regions") that are
- * reserved but untouched until used, and chunks are handed out from the
- * newest page with a bump pointer before anything is put on a free list, so
- * resident memory follows what is stored rather than what is reserved. With
- * -L one region covering -m is mapped at start (memcached's preallocation).
+ * Memory comes from large anonymous mappings ("regions") that are reserved
+ * but untouched until used; each region is cut into page-aligned pages and
+ * keeps a small descriptor per page outside the page itself. A page given
+ * to a class hands out never-used chunks from its end with a bump pointer
+ * and reuses freed chunks through its own free list, so resident memory
+ * follows what is stored. A class allocates from its "partial" pages (those
+ * with a free chunk). When a page's last chunk is freed and the class has
+ * other room, the page goes back to a shared pool (its memory returned to
+ * the kernel) where any class can take it: memory freed by delete, expiry
+ * or flush_all is not stuck in the class that first used it. With -L one
+ * region covering -m is mapped at start (memcached's preallocation).
  *
- * Locking: one mutex per class; the page pool has its own mutex, taken
- * inside a class mutex, never the other way round. This file must not call
- * into the LRU or item code.
+ * Locking: one mutex per class; the pool has its own mutex, taken inside a
+ * class mutex, never the other way round. This file must not call into the
+ * LRU or item code.
  */
 #include "slabs.h"
 
@@ -18,25 +24,39 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#define BASE_CHUNK_OVERHEAD 48 /* memcached sizes its first class as 48 + -n */
-#define REGION_PAGES 64        /* pages reserved per mapping without -L */
+#define BASE_CHUNK_OVERHEAD 48                        /* memcached's first class: 48 + -n */
+#define REGION_MIN_BYTES ((size_t)64 * 1024 * 1024)   /* first mapping */
+#define REGION_MAX_BYTES ((size_t)4096 * 1024 * 1024) /* largest later mapping */
+
+struct page {
+    struct page *next; /* in its class's partial list, or in the pool */
+    struct page *prev;
+    char *base;
+    void *free_list;   /* freed chunks, linked through their first word */
+    unsigned nfree;    /* chunks on free_list */
+    unsigned end_left; /* never-used chunks at the end */
+    unsigned used;     /* chunks handed out */
+    bool in_partial;
+};
+
+struct region {
+    struct region *next; /* immutable once published */
+    char *map;
+    size_t map_size;
+    char *base; /* page-aligned start of the pages */
+    size_t npages;
+    size_t fresh; /* pages never handed out yet start here */
+    struct page *pages;
+};
 
 struct slab_class {
     pthread_mutex_t lock;
     size_t size;
-    size_t perslab;
-    void *free_list; /* freed chunks, linked through their first word */
-    size_t free_count;
-    char *end_ptr; /* never-used chunks at the end of the newest page */
-    size_t end_left;
+    unsigned perslab;
+    struct page *partial; /* pages with at least one free chunk */
     size_t pages;
-};
-
-struct region {
-    struct region *next;
-    char *base;
-    size_t size;
-    size_t used;
+    size_t used_chunks;
+    size_t end_left; /* sum over this class's pages */
 };
 
 static struct slab_class classes[SLAB_CLASSES_MAX];
@@ -44,62 +64,140 @@ static unsigned largest_class;
 static size_t page_size;
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct region *regions; /* newest first */
+static struct region *regions; /* newest first; read without the lock */
+static size_t mapped_bytes;
+static struct page *pool; /* released pages, ready for any class */
 static size_t mem_limit;
-static size_t mem_malloced;
+static size_t mem_malloced; /* bytes of pages held by classes */
 static uint64_t malloc_fails;
 static bool preallocated;
 
-static struct region *region_map(size_t size)
+/* Maps a region of at least `bytes` (pool_lock held, or at init). */
+static struct region *region_map(size_t bytes)
 {
-    struct region *r = malloc(sizeof(*r));
-    if (!r)
-        return NULL;
-    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (base == MAP_FAILED) {
+    size_t npages = (bytes + page_size - 1) / page_size;
+    struct region *r = calloc(1, sizeof(*r));
+    struct page *pages = calloc(npages, sizeof(*pages));
+    if (!r || !pages) {
+        free(pages);
         free(r);
         return NULL;
     }
-    r->base = base;
-    r->size = size;
-    r->used = 0;
+    size_t map_size = npages * page_size + page_size; /* slack for alignment */
+    char *map = mmap(NULL, map_size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (map == MAP_FAILED) {
+        free(pages);
+        free(r);
+        return NULL;
+    }
+    r->map = map;
+    r->map_size = map_size;
+    r->base = (char *)(((uintptr_t)map + page_size - 1) & ~(uintptr_t)(page_size - 1));
+    r->npages = npages;
+    r->pages = pages;
+    for (size_t i = 0; i < npages; i++)
+        pages[i].base = r->base + i * page_size;
     r->next = regions;
-    regions = r;
+    __atomic_store_n(&regions, r, __ATOMIC_RELEASE);
+    mapped_bytes += npages * page_size;
     return r;
 }
 
-/* A fresh page for class c (called with c->lock held), or NULL. */
-static char *page_take(const struct slab_class *c)
+static struct page *page_of(const void *chunk)
 {
-    char *page = NULL;
+    const char *p = chunk;
+    for (struct region *r = __atomic_load_n(&regions, __ATOMIC_ACQUIRE); r; r = r->next) {
+        if (p >= r->base && p < r->base + r->npages * page_size)
+            return &r->pages[(size_t)(p - r->base) / page_size];
+    }
+    return NULL;
+}
+
+/* A page for class c (c->lock held), or NULL when the limit forbids one or
+ * no memory can be mapped. */
+static struct page *page_take(struct slab_class *c)
+{
+    struct page *pg = NULL;
     pthread_mutex_lock(&pool_lock);
     /* As memcached does, every class may take one page even past -m, so a
      * tiny limit still stores items of every size. */
     if (mem_limit && mem_malloced + page_size > mem_limit && c->pages > 0)
         goto out;
-    struct region *r = regions;
-    if (!r || r->used + page_size > r->size) {
-        if (preallocated)
-            goto out;
-        r = region_map(page_size * REGION_PAGES);
-        if (!r) {
-            malloc_fails++;
-            goto out;
+    if (pool) {
+        pg = pool;
+        pool = pg->next;
+    } else {
+        struct region *r = regions;
+        if (!r || r->fresh == r->npages) {
+            if (preallocated)
+                goto out;
+            size_t want = mapped_bytes < REGION_MIN_BYTES ? REGION_MIN_BYTES : mapped_bytes;
+            if (want > REGION_MAX_BYTES)
+                want = REGION_MAX_BYTES;
+            r = region_map(want);
+            if (!r) {
+                malloc_fails++;
+                goto out;
+            }
         }
+        pg = &r->pages[r->fresh++];
     }
-    page = r->base + r->used;
-    r->used += page_size;
     mem_malloced += page_size;
 out:
     pthread_mutex_unlock(&pool_lock);
-    return page;
+    if (pg) {
+        pg->next = pg->prev = NULL;
+        pg->free_list = NULL;
+        pg->nfree = 0;
+        pg->end_left = c->perslab;
+        pg->used = 0;
+        pg->in_partial = false;
+    }
+    return pg;
+}
+
+/* Gives an empty page back to the pool (c->lock held). */
+static void page_release(struct page *pg)
+{
+    madvise(pg->base, page_size, MADV_DONTNEED);
+    pthread_mutex_lock(&pool_lock);
+    pg->next = pool;
+    pool = pg;
+    mem_malloced -= page_size;
+    pthread_mutex_unlock(&pool_lock);
+}
+
+static void partial_add(struct slab_class *c, struct page *pg)
+{
+    pg->prev = NULL;
+    pg->next = c->partial;
+    if (c->partial)
+        c->partial->prev = pg;
+    c->partial = pg;
+    pg->in_partial = true;
+}
+
+static void partial_remove(struct slab_class *c, struct page *pg)
+{
+    if (pg->prev)
+        pg->prev->next = pg->next;
+    else
+        c->partial = pg->next;
+    if (pg->next)
+        pg->next->prev = pg->prev;
+    pg->next = pg->prev = NULL;
+    pg->in_partial = false;
 }
 
 int slabs_init(const struct slabs_config *cfg, char *errbuf, size_t errlen)
 {
     if (cfg->factor <= 1.0) {
         snprintf(errbuf, errlen, "growth factor must be greater than 1.0");
+        return -1;
+    }
+    if (cfg->page_size < 1024 || (cfg->page_size & (cfg->page_size - 1)) != 0) {
+        snprintf(errbuf, errlen, "slab page size must be a power of two of at least 1 KiB");
         return -1;
     }
     if (cfg->chunk_max < 8 || cfg->chunk_max > cfg->page_size) {
@@ -109,8 +207,10 @@ int slabs_init(const struct slabs_config *cfg, char *errbuf, size_t errlen)
     page_size = cfg->page_size;
     mem_limit = cfg->mem_limit;
     mem_malloced = 0;
+    mapped_bytes = 0;
     malloc_fails = 0;
     regions = NULL;
+    pool = NULL;
     preallocated = false;
 
     size_t size = BASE_CHUNK_OVERHEAD + cfg->min_chunk;
@@ -126,17 +226,18 @@ int slabs_init(const struct slabs_config *cfg, char *errbuf, size_t errlen)
     classes[i].size = cfg->chunk_max;
     for (unsigned c = 1; c <= largest_class; c++) {
         pthread_mutex_init(&classes[c].lock, NULL);
-        classes[c].perslab = page_size / classes[c].size;
-        classes[c].free_list = NULL;
-        classes[c].free_count = 0;
-        classes[c].end_ptr = NULL;
-        classes[c].end_left = 0;
+        classes[c].perslab = (unsigned)(page_size / classes[c].size);
+        classes[c].partial = NULL;
         classes[c].pages = 0;
+        classes[c].used_chunks = 0;
+        classes[c].end_left = 0;
     }
 
     if (cfg->prealloc && mem_limit) {
         if (!region_map(mem_limit)) {
             snprintf(errbuf, errlen, "could not preallocate %zu bytes", mem_limit);
+            for (unsigned c = largest_class; c >= 1; c--)
+                pthread_mutex_destroy(&classes[c].lock);
             return -1;
         }
         preallocated = true;
@@ -149,9 +250,11 @@ void slabs_shutdown(void)
     while (regions) {
         struct region *r = regions;
         regions = r->next;
-        munmap(r->base, r->size);
+        munmap(r->map, r->map_size);
+        free(r->pages);
         free(r);
     }
+    pool = NULL;
     for (unsigned c = largest_class; c >= 1; c--)
         pthread_mutex_destroy(&classes[c].lock);
     largest_class = 0;
@@ -187,25 +290,30 @@ void *slabs_alloc(unsigned cls)
     struct slab_class *c = &classes[cls];
     void *chunk = NULL;
     pthread_mutex_lock(&c->lock);
-    if (c->free_list) {
-        chunk = c->free_list;
-        c->free_list = *(void **)chunk;
-        c->free_count--;
-    } else {
-        if (c->end_left == 0) {
-            char *page = page_take(c);
-            if (page) {
-                c->pages++;
-                c->end_ptr = page;
-                c->end_left = c->perslab;
-            }
+    struct page *pg = c->partial;
+    if (!pg) {
+        pg = page_take(c);
+        if (!pg) {
+            pthread_mutex_unlock(&c->lock);
+            return NULL;
         }
-        if (c->end_left > 0) {
-            chunk = c->end_ptr;
-            c->end_ptr += c->size;
-            c->end_left--;
-        }
+        c->pages++;
+        c->end_left += pg->end_left;
+        partial_add(c, pg);
     }
+    if (pg->free_list) {
+        chunk = pg->free_list;
+        pg->free_list = *(void **)chunk;
+        pg->nfree--;
+    } else {
+        chunk = pg->base + (size_t)(c->perslab - pg->end_left) * c->size;
+        pg->end_left--;
+        c->end_left--;
+    }
+    pg->used++;
+    c->used_chunks++;
+    if (pg->nfree == 0 && pg->end_left == 0)
+        partial_remove(c, pg);
     pthread_mutex_unlock(&c->lock);
     return chunk;
 }
@@ -213,10 +321,24 @@ void *slabs_alloc(unsigned cls)
 void slabs_free(void *chunk, unsigned cls)
 {
     struct slab_class *c = &classes[cls];
+    struct page *pg = page_of(chunk);
     pthread_mutex_lock(&c->lock);
-    *(void **)chunk = c->free_list;
-    c->free_list = chunk;
-    c->free_count++;
+    *(void **)chunk = pg->free_list;
+    pg->free_list = chunk;
+    pg->nfree++;
+    pg->used--;
+    c->used_chunks--;
+    if (!pg->in_partial)
+        partial_add(c, pg);
+    /* An empty page goes back to the pool unless it is the class's only
+     * room left (keeps a class that churns from trading pages back and
+     * forth). */
+    if (pg->used == 0 && (c->partial != pg || pg->next != NULL)) {
+        partial_remove(c, pg);
+        c->pages--;
+        c->end_left -= pg->end_left;
+        page_release(pg);
+    }
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -240,9 +362,9 @@ void slabs_class_stats(unsigned cls, struct slabs_class_stats *out)
     out->chunks_per_page = c->perslab;
     out->total_pages = c->pages;
     out->total_chunks = c->pages * c->perslab;
-    out->free_chunks = c->free_count + c->end_left;
+    out->used_chunks = c->used_chunks;
+    out->free_chunks = out->total_chunks - c->used_chunks;
     out->free_chunks_end = c->end_left;
-    out->used_chunks = out->total_chunks - c->free_count - c->end_left;
     pthread_mutex_unlock(&c->lock);
 }
 

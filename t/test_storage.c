@@ -625,6 +625,46 @@ static void test_eviction(void)
     storage_shutdown();
 }
 
+/* Memory freed by deletes goes back to a pool that other classes use. */
+static void test_page_reuse(void)
+{
+    struct storage_config cfg = default_config();
+    cfg.maxbytes = 8 * MIB;
+    start(&cfg);
+    char key[32], small[1000];
+    fill_pattern(small, sizeof(small), 5);
+    int n = 0;
+    while (n < 100000 && general_stat("evictions") == 0) {
+        snprintf(key, sizeof(key), "small:%d", n++);
+        store_full(key, small, sizeof(small), 0, 0, STORE_SET, 0, NULL, NULL);
+    }
+    unsigned long long full = general_stat("total_malloced");
+    ok(full >= 7 * MIB, "1000-byte items fill -m 8 (%llu bytes of pages)", full);
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "small:%d", i);
+        item_delete(key, strlen(key), 0);
+    }
+    ok(general_stat("total_malloced") <= 2 * MIB, "deleting them returns the pages (%llu left)",
+       general_stat("total_malloced"));
+    size_t big = 300 * 1024;
+    char *val = malloc(big);
+    fill_pattern(val, big, 6);
+    int stored = 0;
+    for (int i = 0; i < 16; i++) {
+        snprintf(key, sizeof(key), "large:%d", i);
+        stored += store_full(key, val, big, 0, 0, STORE_SET, 0, NULL, NULL) == STORE_STORED;
+    }
+    int present = 0;
+    for (int i = 0; i < 16; i++) {
+        snprintf(key, sizeof(key), "large:%d", i);
+        present += exists(key);
+    }
+    ok(stored == 16 && present == 16, "16 x 300 KiB items then fit in the freed memory (%d kept)",
+       present);
+    free(val);
+    storage_shutdown();
+}
+
 static void test_references(void)
 {
     struct storage_config cfg = default_config();
@@ -917,6 +957,7 @@ int main(void)
     test_expiry_and_touch();
     test_flush();
     test_eviction();
+    test_page_reuse();
     test_references();
     test_stats();
     test_hash_growth();
