@@ -224,8 +224,10 @@ static void bump_item(struct item *it, rel_time_t now)
 }
 
 /* ---- lookups ------------------------------------------------------------------ */
-/* The live item under key (item lock held); unlinks a dead one found. */
-static struct item *find_live(const char *key, size_t nkey, uint64_t hv, bool count_misses)
+/* The live item under key (item lock held); unlinks a dead one found and
+ * counts it, whatever the lookup is for (as memcached counts get_flushed
+ * for a set over a flushed item). */
+static struct item *find_live(const char *key, size_t nkey, uint64_t hv)
 {
     struct item *it = assoc_find(key, nkey, hv);
     if (!it)
@@ -233,14 +235,12 @@ static struct item *find_live(const char *key, size_t nkey, uint64_t hv, bool co
     rel_time_t now = clock_now();
     if (item_is_expired(it, now)) {
         unlink_item(it, hv);
-        if (count_misses)
-            tstat_incr(TC_GET_EXPIRED);
+        tstat_incr(TC_GET_EXPIRED);
         return NULL;
     }
     if (item_is_flushed(it, now)) {
         unlink_item(it, hv);
-        if (count_misses)
-            tstat_incr(TC_GET_FLUSHED);
+        tstat_incr(TC_GET_FLUSHED);
         return NULL;
     }
     return it;
@@ -261,7 +261,7 @@ item *item_get(const char *key, size_t nkey)
 {
     uint64_t hv = assoc_hash(key, nkey);
     assoc_lock(hv);
-    struct item *it = find_live(key, nkey, hv, true);
+    struct item *it = find_live(key, nkey, hv);
     if (it) {
         item_ref(it);
         note_fetch(it);
@@ -275,7 +275,7 @@ item *item_get_touch(const char *key, size_t nkey, rel_time_t exptime)
 {
     uint64_t hv = assoc_hash(key, nkey);
     assoc_lock(hv);
-    struct item *it = find_live(key, nkey, hv, true);
+    struct item *it = find_live(key, nkey, hv);
     if (it) {
         item_ref(it);
         item_time_store(&it->exptime, exptime);
@@ -291,7 +291,7 @@ bool item_touch(const char *key, size_t nkey, rel_time_t exptime)
 {
     uint64_t hv = assoc_hash(key, nkey);
     assoc_lock(hv);
-    struct item *it = find_live(key, nkey, hv, false);
+    struct item *it = find_live(key, nkey, hv);
     if (it) {
         item_time_store(&it->exptime, exptime);
         bump_item(it, clock_now());
@@ -582,7 +582,7 @@ enum store_result item_store(item *it, enum store_op op, uint64_t cas, uint64_t 
     enum store_result res = STORE_NOT_STORED;
     uint64_t stored_cas = 0;
     assoc_lock(hv);
-    struct item *old = find_live(it->data, it->nkey, hv, false);
+    struct item *old = find_live(it->data, it->nkey, hv);
     tstat_class_incr(item_lru_class(it), CC_CMD_SET);
     switch (op) {
     case STORE_SET:
@@ -645,7 +645,7 @@ enum delete_result item_delete(const char *key, size_t nkey, uint64_t cas)
     uint64_t hv = assoc_hash(key, nkey);
     enum delete_result res = DELETE_NOT_FOUND;
     assoc_lock(hv);
-    struct item *it = find_live(key, nkey, hv, false);
+    struct item *it = find_live(key, nkey, hv);
     if (it) {
         if (cas != 0 && cas != reported_cas(it)) {
             res = DELETE_EXISTS;
@@ -685,7 +685,7 @@ enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t d
     enum arith_result res;
     uint64_t new_cas = 0;
     assoc_lock(hv);
-    struct item *it = find_live(key, nkey, hv, false);
+    struct item *it = find_live(key, nkey, hv);
     uint64_t v = 0;
     if (!it) {
         res = ARITH_NOT_FOUND;

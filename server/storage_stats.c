@@ -228,7 +228,7 @@ void storage_stats_items(stat_emit_fn emit, void *ctx)
         struct lru_counters c;
         rel_time_t tail_time;
         lru_counters_get(cls, &c, &tail_time);
-        if (c.curr_items == 0 && c.total_items == 0 && c.evicted == 0 && c.outofmemory == 0)
+        if (c.curr_items == 0) /* memcached lists classes holding items */
             continue;
         const char *p = "items:";
         emit_class_u64(emit, ctx, p, cls, "number", c.curr_items);

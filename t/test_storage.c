@@ -297,6 +297,38 @@ static void test_round_trip(void)
     storage_shutdown();
 }
 
+/* -I up to 1 GiB: a 100 MiB value is stored in slab chunks. */
+static void test_huge_item(void)
+{
+    struct storage_config cfg = default_config();
+    cfg.item_size_max = 1024 * (size_t)MIB;
+    cfg.maxbytes = 256 * (size_t)MIB;
+    ok(start(&cfg) == 0, "engine starts with -I 1g");
+    size_t len = 100 * (size_t)MIB + 3;
+    char *val = malloc(len);
+    fill_pattern(val, len, 11);
+    ok(store_full("huge", val, len, 0, 0, STORE_SET, 0, NULL, NULL) == STORE_STORED,
+       "a 100 MiB value stores");
+    item *it = item_get("huge", 4);
+    int same = it && item_nbytes(it) == len;
+    size_t off = 0, largest_seg = 0;
+    for (unsigned i = 0; same && i < item_value_nseg(it); i++) {
+        struct iovec v = item_value_seg(it, i);
+        same = off + v.iov_len <= len && memcmp(v.iov_base, val + off, v.iov_len) == 0;
+        off += v.iov_len;
+        if (v.iov_len > largest_seg)
+            largest_seg = v.iov_len;
+    }
+    ok(same && off == len, "and reads back intact");
+    ok(largest_seg <= 1024 * 1024, "in segments no larger than a slab page (largest %zu)",
+       largest_seg);
+    if (it)
+        item_release(it);
+    ok(item_delete("huge", 4, 0) == DELETE_DELETED, "and deletes");
+    free(val);
+    storage_shutdown();
+}
+
 static void test_store_ops(void)
 {
     struct storage_config cfg = default_config();
@@ -951,6 +983,7 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     test_round_trip();
+    test_huge_item();
     test_store_ops();
     test_cas_disabled();
     test_arith();
