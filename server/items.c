@@ -561,8 +561,8 @@ static enum store_result join_values(struct item *old, struct item *it, bool app
     enum alloc_result why;
     struct item *joined = alloc_item(old->data, old->nkey, item_flags(old),
                                      item_time_load(&old->exptime), old->nbytes + it->nbytes, &why);
-    if (!joined)
-        return STORE_NO_MEMORY;
+    if (!joined) /* memcached answers NOT_STORED when the join is too large */
+        return why == ALLOC_TOO_LARGE ? STORE_NOT_STORED : STORE_NO_MEMORY;
     if (append) {
         copy_value(joined, 0, old);
         copy_value(joined, old->nbytes, it);

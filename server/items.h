@@ -92,10 +92,12 @@ item *item_alloc(const char *key, size_t nkey, uint32_t flags, rel_time_t exptim
 enum store_op { STORE_SET, STORE_ADD, STORE_REPLACE, STORE_APPEND, STORE_PREPEND, STORE_CAS };
 enum store_result {
     STORE_STORED,
-    STORE_NOT_STORED, /* add on existing, replace/append/prepend on missing */
+    STORE_NOT_STORED, /* add on existing, replace/append/prepend on missing,
+                         append/prepend whose result would exceed -I */
     STORE_EXISTS,     /* cas mismatch */
     STORE_NOT_FOUND,  /* cas on a missing key */
-    STORE_NO_MEMORY,  /* append/prepend could not allocate the joined item */
+    STORE_NO_MEMORY,  /* append/prepend could not allocate the joined item
+                         (memcached itself answers NOT_STORED here) */
 };
 /* Links it under its key according to op. For STORE_CAS, cas is the
  * client's unique. *cas_out (may be NULL) receives the stored item's cas.

@@ -379,6 +379,12 @@ static void test_store_ops(void)
     free(got);
     if (it)
         item_release(it);
+    ok(store_full("bigj", val, big, 0, 0, STORE_APPEND, 0, NULL, NULL) == STORE_NOT_STORED,
+       "append whose result exceeds item_size_max: NOT_STORED");
+    it = item_get("bigj", 4);
+    ok(it && item_nbytes(it) == big + 10, "and the value is unchanged");
+    if (it)
+        item_release(it);
     free(val);
 
     /* cas */
