@@ -67,6 +67,7 @@ static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct region *regions; /* newest first; read without the lock */
 static size_t mapped_bytes;
 static struct page *pool; /* released pages, ready for any class */
+static size_t pool_pages;
 static size_t mem_limit;
 static size_t mem_malloced; /* bytes of pages held by classes */
 static uint64_t malloc_fails;
@@ -127,6 +128,7 @@ static struct page *page_take(struct slab_class *c)
     if (pool) {
         pg = pool;
         pool = pg->next;
+        pool_pages--;
     } else {
         struct region *r = regions;
         if (!r || r->fresh == r->npages) {
@@ -164,6 +166,7 @@ static void page_release(struct page *pg)
     pthread_mutex_lock(&pool_lock);
     pg->next = pool;
     pool = pg;
+    pool_pages++;
     mem_malloced -= page_size;
     pthread_mutex_unlock(&pool_lock);
 }
@@ -211,6 +214,7 @@ int slabs_init(const struct slabs_config *cfg, char *errbuf, size_t errlen)
     malloc_fails = 0;
     regions = NULL;
     pool = NULL;
+    pool_pages = 0;
     preallocated = false;
 
     size_t size = BASE_CHUNK_OVERHEAD + cfg->min_chunk;
@@ -381,6 +385,7 @@ void slabs_global_stats(struct slabs_global_stats *out)
     out->mem_limit = mem_limit;
     out->total_malloced = mem_malloced;
     out->malloc_fails = malloc_fails;
+    out->pool_pages = pool_pages;
     pthread_mutex_unlock(&pool_lock);
     out->active_classes = active;
 }

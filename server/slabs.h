@@ -56,6 +56,7 @@ struct slabs_global_stats {
     size_t total_malloced; /* bytes of pages handed to classes */
     uint64_t malloc_fails;
     unsigned active_classes;
+    size_t pool_pages; /* empty pages waiting for any class */
 };
 void slabs_global_stats(struct slabs_global_stats *out);
 

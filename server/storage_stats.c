@@ -184,6 +184,7 @@ void storage_stats_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "bytes", total.bytes);
     emit_u64(emit, ctx, "curr_items", total.curr_items);
     emit_u64(emit, ctx, "total_items", total.total_items);
+    emit_u64(emit, ctx, "slab_global_page_pool", sg.pool_pages);
     emit_u64(emit, ctx, "expired_unfetched", total.expired_unfetched);
     emit_u64(emit, ctx, "evicted_unfetched", total.evicted_unfetched);
     emit_u64(emit, ctx, "evicted_active", total.evicted_active);

@@ -329,6 +329,35 @@ static void test_huge_item(void)
     storage_shutdown();
 }
 
+/* A small slab_chunk_max: values span many chunks, the last one from a
+ * smaller class. */
+static void test_small_chunk_max(void)
+{
+    struct storage_config cfg = default_config();
+    cfg.slab_chunk_max = 16384;
+    ok(start(&cfg) == 0, "engine starts with slab_chunk_max 16384");
+    size_t sizes[] = {16000, 16384, 16385, 20000, 32768, 33000, 100000, 1000000};
+    int all_ok = 1;
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        char key[32];
+        char *val = malloc(sizes[i]);
+        fill_pattern(val, sizes[i], (unsigned)i + 40);
+        snprintf(key, sizeof(key), "scm:%zu", sizes[i]);
+        all_ok &= store_full(key, val, sizes[i], 1, 0, STORE_SET, 0, NULL, NULL) == STORE_STORED;
+        item *it = item_get(key, strlen(key));
+        char *got = it ? value_of(it) : NULL;
+        all_ok &= it && item_nbytes(it) == sizes[i] && memcmp(got, val, sizes[i]) == 0;
+        for (unsigned s = 0; it && s < item_value_nseg(it); s++)
+            all_ok &= item_value_seg(it, s).iov_len <= 16384;
+        free(got);
+        if (it)
+            item_release(it);
+        free(val);
+    }
+    ok(all_ok, "values around and beyond a 16 KiB chunk size round-trip in 16 KiB segments");
+    storage_shutdown();
+}
+
 static void test_store_ops(void)
 {
     struct storage_config cfg = default_config();
@@ -684,6 +713,8 @@ static void test_page_reuse(void)
     }
     ok(general_stat("total_malloced") <= 2 * MIB, "deleting them returns the pages (%llu left)",
        general_stat("total_malloced"));
+    ok(general_stat("slab_global_page_pool") >= 5, "slab_global_page_pool counts them (%llu)",
+       general_stat("slab_global_page_pool"));
     size_t big = 300 * 1024;
     char *val = malloc(big);
     fill_pattern(val, big, 6);
@@ -990,6 +1021,7 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     test_round_trip();
     test_huge_item();
+    test_small_chunk_max();
     test_store_ops();
     test_cas_disabled();
     test_arith();
