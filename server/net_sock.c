@@ -135,6 +135,16 @@ static void sock_describe(struct conn *c, char *buf, size_t len)
     format_sockaddr((struct sockaddr *)&ss, false, NULL, buf, len);
 }
 
+const struct transport_ops net_unix_transport = {
+    .name = "unix",
+    .attach = sock_attach,
+    .recv = sock_recv,
+    .sendv = sock_sendv,
+    .want = sock_want,
+    .close = sock_close,
+    .describe = sock_describe,
+};
+
 const struct transport_ops net_sock_transport = {
     .name = "tcp",
     .attach = sock_attach,
@@ -199,7 +209,8 @@ static void adopt_connection(struct worker *w, void *arg)
     s->is_unix = h->is_unix;
     /* on failure conn_new has closed the endpoint through sock_close */
     struct conn tmp;
-    if (!conn_new(w, &net_sock_transport, fd, s, engine_for_new_conn(), h->listen_addr)) {
+    const struct transport_ops *tp = h->is_unix ? &net_unix_transport : &net_sock_transport;
+    if (!conn_new(w, tp, fd, s, engine_for_new_conn(), h->listen_addr)) {
         memset(&tmp, 0, sizeof(tmp));
         tmp.fd = fd;
         tmp.tp_data = s;

@@ -12,7 +12,8 @@
 
 struct event_base;
 
-extern const struct transport_ops net_sock_transport;
+extern const struct transport_ops net_sock_transport; /* TCP */
+extern const struct transport_ops net_unix_transport; /* Unix stream socket */
 
 /* Opens the listeners the settings ask for (-l/-p, or -s) on base.
  * Returns 0, or -1 after logging why. */
