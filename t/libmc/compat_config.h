@@ -31,11 +31,11 @@ static const struct compat_mode compat_modes[] = {
     {"ketama-servers-last", -1, 1, 0, -1, {1, 1, 1}, 0},
     {"ketama-weighted", -1, 0, 1, -1, {1, 2, 5}, 1},
     {"ketama-md5", -1, 1, 0, MEMCACHED_HASH_MD5, {1, 1, 1}, 0},
-    {"consistent-fnv1_64",
+    {"consistent-murmur",
      MEMCACHED_DISTRIBUTION_CONSISTENT,
      0,
      0,
-     MEMCACHED_HASH_FNV1_64,
+     MEMCACHED_HASH_MURMUR,
      {1, 1, 1},
      0},
 };

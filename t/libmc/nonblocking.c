@@ -183,22 +183,28 @@ static void test_killed_server(bool binary)
         memcached_bset(memc, keys[i], strlen(keys[i]), value, value_len, 0, 0, reqs[i]);
     }
     int victim_pending = 0;
+    bool *was_pending = calloc(N, sizeof(*was_pending));
     for (int i = 0; i < N; i++) {
         memcached_return_t rc;
         const memcached_instance_st *inst =
             memcached_server_by_key(memc, keys[i], strlen(keys[i]), &rc);
         if (memcached_server_port(inst) == servers[1].port &&
-            memcached_request_return(reqs[i]) == MEMCACHED_IN_PROGRESS)
+            memcached_request_return(reqs[i]) == MEMCACHED_IN_PROGRESS) {
             victim_pending++;
+            was_pending[i] = true;
+        }
     }
     ok(victim_pending > 0, "requests in flight on the stopped server (%d)", victim_pending);
     test_server_stop(&servers[1], true);
     memcached_wait_all(memc);
     int done = 0, failed_victim = 0, ok_victim = 0, ok_others = 0, others = 0;
+    int pending_failed = 0;
     for (int i = 0; i < N; i++) {
         memcached_return_t rc = memcached_request_return(reqs[i]);
         if (rc != MEMCACHED_IN_PROGRESS)
             done++;
+        if (was_pending[i] && rc != MEMCACHED_SUCCESS && rc != MEMCACHED_IN_PROGRESS)
+            pending_failed++;
         memcached_return_t lookup;
         const memcached_instance_st *inst =
             memcached_server_by_key(memc, keys[i], strlen(keys[i]), &lookup);
@@ -214,7 +220,11 @@ static void test_killed_server(bool binary)
         }
     }
     ok(done == N, "every request completed (%d of %d)", done, N);
-    ok(failed_victim >= victim_pending, "requests on the killed server failed (%d)", failed_victim);
+    ok(pending_failed == victim_pending,
+       "each request in flight on the killed server completed with an error (%d of %d)",
+       pending_failed, victim_pending);
+    ok(ok_victim + failed_victim + others == N, "no request lost or counted twice");
+    free(was_pending);
     ok(ok_others == others, "requests on the other servers succeeded (%d of %d)", ok_others,
        others);
     for (int i = 0; i < N; i++)

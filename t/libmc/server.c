@@ -130,8 +130,12 @@ bool test_server_start(struct test_server *s, bool unix_socket)
 void test_server_stop(struct test_server *s, bool hard)
 {
     if (s->pid > 0) {
-        kill(s->pid, SIGCONT);
-        kill(s->pid, hard ? SIGKILL : SIGTERM);
+        if (hard) {
+            kill(s->pid, SIGKILL); /* also ends a stopped process, without resuming it */
+        } else {
+            kill(s->pid, SIGCONT);
+            kill(s->pid, SIGTERM);
+        }
         int status;
         for (int i = 0; i < 500; i++) {
             if (waitpid(s->pid, &status, WNOHANG) == s->pid)
