@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#define BASE_CHUNK_OVERHEAD 48                        /* memcached's first class: 48 + -n */
 #define REGION_MIN_BYTES ((size_t)64 * 1024 * 1024)   /* first mapping */
 #define REGION_MAX_BYTES ((size_t)4096 * 1024 * 1024) /* largest later mapping */
 
@@ -217,7 +216,7 @@ int slabs_init(const struct slabs_config *cfg, char *errbuf, size_t errlen)
     pool_pages = 0;
     preallocated = false;
 
-    size_t size = BASE_CHUNK_OVERHEAD + cfg->min_chunk;
+    size_t size = cfg->header_size + cfg->min_chunk;
     unsigned i = 0;
     while (++i < SLAB_CLASSES_MAX - 1) {
         if ((double)size >= (double)cfg->chunk_max / cfg->factor)

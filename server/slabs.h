@@ -1,10 +1,10 @@
 /*
  * slabs.h: the slab allocator. Memory comes in pages (1 MiB by default),
  * each page belongs to one size class and is cut into equal chunks. Classes
- * grow by the -f factor from the smallest chunk (-n plus a 48-byte base, as
- * memcached sizes them) up to slab_chunk_max. The total of pages is bounded
- * by -m. Knows nothing about items, LRUs or eviction: a failed slabs_alloc()
- * tells the caller to evict and retry.
+ * grow by the -f factor from the smallest chunk (-n plus the item header)
+ * up to slab_chunk_max. The total of pages is bounded
+ * by -m. Knows nothing about items (their header size is passed in), LRUs
+ * or eviction: a failed slabs_alloc() tells the caller to evict and retry.
  */
 #ifndef MCR_SLABS_H
 #define MCR_SLABS_H
@@ -18,7 +18,8 @@
 struct slabs_config {
     size_t mem_limit; /* 0 = unlimited */
     double factor;
-    size_t min_chunk; /* -n */
+    size_t min_chunk;   /* -n: space for key + value + flags in the first class */
+    size_t header_size; /* per-item overhead added to it */
     size_t page_size;
     size_t chunk_max; /* size of the largest class */
     bool prealloc;

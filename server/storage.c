@@ -68,6 +68,7 @@ int storage_init(const struct storage_config *given, char *errbuf, size_t errlen
         .mem_limit = cfg.maxbytes,
         .factor = cfg.factor,
         .min_chunk = cfg.chunk_size,
+        .header_size = ITEM_HEADER_SIZE,
         .page_size = cfg.slab_page_size,
         .chunk_max = cfg.slab_chunk_max,
         .prealloc = cfg.prealloc,
