@@ -55,9 +55,10 @@ static void crawl_class(unsigned cls, struct item *marker, uint64_t *checked, ui
     l->tail = marker;
 
     unsigned batch = 0;
+    unsigned limit = __atomic_load_n(&storage_rt.crawler_tocrawl, __ATOMIC_RELAXED);
     for (;;) {
         struct item *it = marker->prev;
-        if (!it)
+        if (!it || (limit && *checked >= limit))
             break;
         lru_remove(l, marker);
         lru_insert_before(l, it, marker);
@@ -77,8 +78,9 @@ static void crawl_class(unsigned cls, struct item *marker, uint64_t *checked, ui
         if (++batch == CRAWL_BATCH) {
             batch = 0;
             lru_unlock(cls);
-            if (storage_rt.crawler_sleep_us)
-                usleep(storage_rt.crawler_sleep_us);
+            unsigned pause = __atomic_load_n(&storage_rt.crawler_sleep_us, __ATOMIC_RELAXED);
+            if (pause)
+                usleep(pause);
             lru_lock(cls);
         }
     }

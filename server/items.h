@@ -123,6 +123,14 @@ int storage_set_memlimit(size_t maxbytes);
 /* Runs one LRU crawler pass now, in the calling thread, reclaiming expired
  * and flushed items ("lru_crawler crawl all"; also used by tests). */
 void storage_crawl_now(void);
+/* "lru_crawler enable|disable": starts or stops the background crawler
+ * (after storage_start_threads). 0 on success, -1 when it was already in
+ * that state or the thread could not start. */
+int storage_crawler_enable(bool on);
+/* "lru_crawler sleep <us>" (pause between batches, at most 1000000) and
+ * "lru_crawler tocrawl <n>" (items examined per class per pass, 0 = all). */
+int storage_crawler_set_sleep(unsigned usec);
+void storage_crawler_set_tocrawl(unsigned items);
 
 /* ---- stats -------------------------------------------------------------- */
 /* Storage stats are named here once; callers format them. `emit` gets a

@@ -101,10 +101,38 @@ int storage_start_threads(void)
     return 0;
 }
 
+int storage_crawler_enable(bool on)
+{
+    if (!threads_started || on == storage_rt.cfg.lru_crawler)
+        return -1;
+    if (on) {
+        if (crawler_start() != 0)
+            return -1;
+    } else {
+        crawler_stop();
+    }
+    storage_rt.cfg.lru_crawler = on;
+    return 0;
+}
+
+int storage_crawler_set_sleep(unsigned usec)
+{
+    if (usec > 1000000)
+        return -1;
+    __atomic_store_n(&storage_rt.crawler_sleep_us, usec, __ATOMIC_RELAXED);
+    return 0;
+}
+
+void storage_crawler_set_tocrawl(unsigned items)
+{
+    __atomic_store_n(&storage_rt.crawler_tocrawl, items, __ATOMIC_RELAXED);
+}
+
 void storage_shutdown(void)
 {
     if (threads_started) {
-        crawler_stop();
+        if (storage_rt.cfg.lru_crawler)
+            crawler_stop();
         assoc_stop_thread();
         threads_started = false;
     }

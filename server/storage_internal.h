@@ -19,6 +19,7 @@ struct storage_runtime {
     unsigned largest_class;
     unsigned lock_power;
     unsigned crawler_sleep_us;   /* pause between crawl batches */
+    unsigned crawler_tocrawl;    /* items per class per pass, 0 = all */
     unsigned crawler_interval_s; /* between background passes */
 };
 extern struct storage_runtime storage_rt;

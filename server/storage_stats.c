@@ -215,8 +215,10 @@ void storage_stats_settings(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "slab_chunk_max", storage_rt.chunk_max);
     emit_u64(emit, ctx, "slab_page_size", cfg->slab_page_size);
     emit(ctx, "lru_crawler", cfg->lru_crawler ? "yes" : "no");
-    emit_u64(emit, ctx, "lru_crawler_sleep", storage_rt.crawler_sleep_us);
-    emit_u64(emit, ctx, "lru_crawler_tocrawl", 0);
+    emit_u64(emit, ctx, "lru_crawler_sleep",
+             __atomic_load_n(&storage_rt.crawler_sleep_us, __ATOMIC_RELAXED));
+    emit_u64(emit, ctx, "lru_crawler_tocrawl",
+             __atomic_load_n(&storage_rt.crawler_tocrawl, __ATOMIC_RELAXED));
     emit(ctx, "hash_algorithm", "mcr64");
     emit(ctx, "slab_prealloc", cfg->prealloc ? "yes" : "no");
     emit(ctx, "track_sizes", "no");

@@ -605,6 +605,24 @@ static void test_expiry_and_touch(void)
         nanosleep(&step, NULL);
     ok(general_stat("crawler_reclaimed") == 30 && general_stat("curr_items") == 0,
        "the background crawler reclaims expired items within seconds");
+    ok(storage_crawler_enable(false) == 0 && storage_crawler_enable(false) != 0,
+       "lru_crawler disable works once");
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof(key), "off:%d", i);
+        store_full(key, "xyz", 3, 0, clock_exptime(2), STORE_SET, 0, NULL, NULL);
+    }
+    clock_advance_for_tests(10);
+    for (int i = 0; i < 15; i++) /* an enabled crawler would act within this */
+        nanosleep(&step, NULL);
+    ok(general_stat("crawler_reclaimed") == 30, "a disabled crawler reclaims nothing");
+    ok(storage_crawler_enable(true) == 0 && storage_crawler_enable(true) != 0,
+       "lru_crawler enable works once");
+    storage_crawler_set_tocrawl(4);
+    storage_crawl_now();
+    ok(general_stat("crawler_reclaimed") == 34, "tocrawl 4 limits a pass to 4 items per class");
+    storage_crawler_set_tocrawl(0);
+    ok(storage_crawler_set_sleep(2000000) != 0 && storage_crawler_set_sleep(50) == 0,
+       "lru_crawler sleep accepts at most one second");
     storage_shutdown();
 }
 
