@@ -46,7 +46,10 @@ char *memcached_get_by_key(memcached_st *ptr, const char *group_key, size_t grou
         uint32_t primary = lmr_client_pick_index(c, gk, gkl);
         if (replicas >= c->server_count)
             replicas = c->server_count - 1;
-        for (uint32_t i = 1; primary != UINT32_MAX && i <= replicas; i++) {
+        /* RANDOMIZE_REPLICA_READ: start at a random replica, then go round */
+        uint32_t first = c->behaviors.randomize_replica_read ? (uint32_t)random() % replicas : 0;
+        for (uint32_t n = 0; primary != UINT32_MAX && n < replicas; n++) {
+            uint32_t i = 1 + (first + n) % replicas;
             memcached_instance_st *srv = c->servers[(primary + i) % c->server_count];
             if (lmr_op_issue_to(srv, &req, LMR_OP_GET, &args, false) != MEMCACHED_SUCCESS)
                 continue;

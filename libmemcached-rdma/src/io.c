@@ -20,6 +20,8 @@
 #define LMR_RBUF_MIN 16384
 #define LMR_DIRECT_RECV_MIN 8192
 
+static void pump(memcached_instance_st *srv);
+
 static time_t now_seconds(void)
 {
     struct timespec ts;
@@ -171,7 +173,7 @@ memcached_return_t lmr_io_issue(memcached_instance_st *srv, memcached_request_st
     if (req->kind == LMR_OP_MGET)
         srv->client->fetch.pending_requests++;
     if (!srv->client->behaviors.buffer_requests)
-        lmr_io_poll_once(srv->client);
+        pump(srv);
     return MEMCACHED_SUCCESS;
 }
 
