@@ -1,0 +1,323 @@
+# MCTest.pm: helpers for the TAP suites that drive a real memcached-compatible
+# server over loopback TCP. Owns server start/stop and raw-socket I/O with
+# timeouts; it knows nothing about what a particular test expects.
+#
+# Environment: MC_SERVER (server binary, default /usr/bin/memcached) and
+# MC_TARGET ("ours" or "memcached").
+#
+# API (all exported):
+#   my $srv = start_server(@args);   start MC_SERVER on 127.0.0.1, a free port,
+#                                    -U 0, plus @args (e.g. -m 2 -M -c 32 -A);
+#                                    dies if it does not accept within 10 s.
+#   $srv->port, $srv->pid, $srv->log (path of the captured stderr),
+#   $srv->log_text                   what the server wrote to stderr so far
+#   $srv->alive                      true while the process runs
+#   my $s = $srv->connect;           new blocking socket (dies on failure)
+#   $srv->stop;                      SIGTERM, wait; adds TAP assertions: exited,
+#                                    status 0, no sanitizer report in its log.
+#                                    Servers still running at exit are killed.
+#   mc_send($s, $bytes)              write all bytes (dies on error)
+#   mc_line($s [, $timeout])         one reply line incl. "\r\n"; on timeout
+#                                    or EOF returns what arrived (maybe "")
+#   mc_bytes($s, $n [, $timeout])    exactly $n bytes, or fewer on timeout/EOF
+#   mc_until($s, $end [, $timeout])  bytes up to and including $end
+#   mc_is($s, $request, $expected, $name)  send, read length($expected)
+#                                    bytes, compare (one TAP assertion)
+#   mc_silent($s [, $wait])          true if nothing arrives within $wait s
+#   mc_eof($s [, $timeout])          true if the peer closes (reads drain)
+#   mc_stats($s [, $group])          hashref of "STAT name value" lines
+#   mc_resync($s [, $timeout])       sends "version", skips ERROR/CLIENT_ERROR
+#                                    lines, true when the VERSION line arrives
+#   target()                         "ours" or "memcached"
+#   free_port()                      a port that was free on 127.0.0.1
+# Default timeout for reads: 5 s. Every read loop is bounded by its deadline.
+package MCTest;
+use strict;
+use warnings;
+use Exporter 'import';
+use IO::Socket::INET;
+use IO::Select;
+use POSIX qw(WNOHANG);
+use Time::HiRes qw(time sleep);
+use File::Temp qw(tempfile);
+use Test::More ();
+
+our @EXPORT = qw(start_server mc_send mc_line mc_bytes mc_until mc_is
+  mc_silent mc_eof mc_stats mc_resync target free_port);
+
+my $DEFAULT_TIMEOUT = 5;
+my %running;    # pid => server object, killed at exit if still alive
+
+sub target { $ENV{MC_TARGET} || 'memcached' }
+
+sub free_port {
+    my $l = IO::Socket::INET->new(
+        LocalAddr => '127.0.0.1', LocalPort => 0, Proto => 'tcp', Listen => 1,
+        ReuseAddr => 1) or die "cannot bind a probe socket: $!";
+    my $port = $l->sockport;
+    close $l;
+    return $port;
+}
+
+sub start_server {
+    my @args = @_;
+    my $bin = $ENV{MC_SERVER} || '/usr/bin/memcached';
+    die "MC_SERVER $bin is not executable\n" unless -x $bin;
+    for my $attempt (1 .. 3) {
+        my $port = free_port();
+        my ($fh, $log) = tempfile('mctest-XXXXXX', TMPDIR => 1, UNLINK => 1);
+        close $fh;
+        my @cmd = ($bin, '-l', '127.0.0.1', '-p', $port, '-U', '0');
+        push @cmd, '-u', 'root' if $> == 0;    # memcached refuses root without -u
+        push @cmd, @args;
+        my $pid = fork();
+        die "fork: $!" unless defined $pid;
+        if ($pid == 0) {
+            open STDIN, '<', '/dev/null';
+            open STDOUT, '>>', $log;
+            open STDERR, '>>', $log;
+            exec @cmd or POSIX::_exit(127);
+        }
+        my $srv = bless { pid => $pid, port => $port, log => $log, cmd => \@cmd },
+          __PACKAGE__;
+        $running{$pid} = $srv;
+        my $deadline = time + 10;
+        while (time < $deadline) {
+            if (!$srv->alive) {
+                last;
+            }
+            my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
+                Proto => 'tcp', Timeout => 1);
+            if ($s) { close $s; return $srv; }
+            sleep 0.02;
+        }
+        my $text = $srv->log_text;
+        $srv->_kill;
+        next if $text =~ /Address already in use/ && $attempt < 3;
+        die "server did not start: @cmd\n$text\n";
+    }
+    die "server did not start after 3 attempts\n";
+}
+
+sub port { $_[0]{port} }
+sub pid  { $_[0]{pid} }
+sub log  { $_[0]{log} }
+
+sub log_text {
+    my $self = shift;
+    open my $fh, '<', $self->{log} or return '';
+    local $/;
+    my $t = <$fh>;
+    return defined $t ? $t : '';
+}
+
+sub alive {
+    my $self = shift;
+    return 0 if defined $self->{status};
+    my $r = waitpid($self->{pid}, WNOHANG);
+    if ($r == $self->{pid}) {
+        $self->{status} = $?;
+        delete $running{$self->{pid}};
+        return 0;
+    }
+    return 1;
+}
+
+sub connect {
+    my $self = shift;
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $self->{port},
+        Proto => 'tcp', Timeout => $DEFAULT_TIMEOUT)
+      or die "connect to 127.0.0.1:$self->{port}: $!\n";
+    binmode $s;
+    $s->autoflush(1);
+    return $s;
+}
+
+# Waits up to $timeout s for the process to exit; true if it did.
+sub _wait_exit {
+    my ($self, $timeout) = @_;
+    my $deadline = time + $timeout;
+    while (time < $deadline) {
+        return 1 unless $self->alive;
+        sleep 0.02;
+    }
+    return !$self->alive;
+}
+
+sub _kill {
+    my $self = shift;
+    return unless $self->alive;
+    kill 'KILL', $self->{pid};
+    $self->_wait_exit(5);
+}
+
+# Checks the log for sanitizer reports (one TAP assertion).
+sub check_log {
+    my ($self, $what) = @_;
+    my $text = $self->log_text;
+    my @found = grep { $text =~ /\Q$_\E/ } ('AddressSanitizer', 'LeakSanitizer',
+        'runtime error');
+    Test::More::ok(!@found, "$what: no sanitizer report in the server log")
+      or Test::More::diag($text);
+}
+
+sub stop {
+    my $self = shift;
+    my $was_alive = $self->alive;
+    Test::More::ok($was_alive, 'server was still running before SIGTERM')
+      or Test::More::diag('exit status ' . ($self->{status} // '?') . "\n" . $self->log_text);
+    kill 'TERM', $self->{pid} if $was_alive;
+    my $exited = $self->_wait_exit(10);
+    Test::More::ok($exited, 'server exited within 10 s of SIGTERM');
+    if ($exited) {
+        my $st = $self->{status};
+        Test::More::is(($st & 127) ? "signal " . ($st & 127) : "exit " . ($st >> 8),
+            'exit 0', 'server exit status after SIGTERM is 0');
+    }
+    else {
+        $self->_kill;
+    }
+    $self->check_log('after stop');
+}
+
+END {
+    for my $srv (values %running) {
+        kill 'KILL', $srv->{pid};
+        waitpid($srv->{pid}, 0);
+    }
+}
+
+sub mc_send {
+    my ($s, $bytes) = @_;
+    my $off = 0;
+    my $sel = IO::Select->new($s);
+    my $deadline = time + $DEFAULT_TIMEOUT * 2;
+    while ($off < length $bytes) {
+        die "mc_send: timed out\n" if time > $deadline;
+        next unless $sel->can_write(0.5);
+        my $n = syswrite($s, $bytes, length($bytes) - $off, $off);
+        die "mc_send: $!\n" unless defined $n;
+        $off += $n;
+    }
+    return 1;
+}
+
+# Bytes read from a socket but not yet consumed live in the socket's glob hash.
+sub _buf {
+    my $s = shift;
+    ${*$s}{mc_buf} //= '';
+    return \${*$s}{mc_buf};
+}
+
+# Reads until $done->($buf) is true, EOF or the deadline; returns the bytes.
+sub _read_until {
+    my ($s, $timeout, $done) = @_;
+    my $buf = _buf($s);
+    my $sel = IO::Select->new($s);
+    my $deadline = time + ($timeout // $DEFAULT_TIMEOUT);
+    while (1) {
+        my $len = $done->($$buf);
+        return substr($$buf, 0, $len, '') if defined $len;
+        my $left = $deadline - time;
+        last if $left <= 0;
+        next unless $sel->can_read($left < 0.5 ? $left : 0.5);
+        my $n = sysread($s, my $chunk, 65536);
+        last unless $n;    # EOF or reset
+        $$buf .= $chunk;
+    }
+    my $all = $$buf;
+    $$buf = '';
+    return $all;
+}
+
+sub mc_line {
+    my ($s, $timeout) = @_;
+    return _read_until($s, $timeout, sub {
+        my $i = index($_[0], "\n");
+        return $i >= 0 ? $i + 1 : undef;
+    });
+}
+
+sub mc_bytes {
+    my ($s, $n, $timeout) = @_;
+    return _read_until($s, $timeout, sub { length($_[0]) >= $n ? $n : undef });
+}
+
+sub mc_until {
+    my ($s, $end, $timeout) = @_;
+    return _read_until($s, $timeout, sub {
+        my $i = index($_[0], $end);
+        return $i >= 0 ? $i + length $end : undef;
+    });
+}
+
+sub mc_is {
+    my ($s, $request, $expected, $name) = @_;
+    mc_send($s, $request) if defined $request && length $request;
+    my $got = mc_bytes($s, length $expected);
+    local $Test::Builder::Level = $Test::Builder::Level + 1;
+    return Test::More::is(_show($got), _show($expected), $name);
+}
+
+# Printable form of protocol bytes for diagnostics.
+sub _show {
+    my $t = shift;
+    return undef unless defined $t;
+    $t = substr($t, 0, 300) . '...(' . length($t) . ' bytes)' if length $t > 400;
+    $t =~ s/\r/\\r/g;
+    $t =~ s/\n/\\n/g;
+    $t =~ s/([^\x20-\x7e])/sprintf('\\x%02x', ord $1)/ge;
+    return $t;
+}
+
+sub mc_silent {
+    my ($s, $wait) = @_;
+    my $buf = _buf($s);
+    return 0 if length $$buf;
+    my $sel = IO::Select->new($s);
+    return 1 unless $sel->can_read($wait // 0.2);
+    my $n = sysread($s, my $chunk, 65536);
+    return 0 if !defined $n || $n == 0;    # EOF or error is not silence
+    $$buf .= $chunk;
+    return 0;
+}
+
+sub mc_eof {
+    my ($s, $timeout) = @_;
+    my $sel = IO::Select->new($s);
+    my $deadline = time + ($timeout // $DEFAULT_TIMEOUT);
+    ${ _buf($s) } = '';
+    while (time < $deadline) {
+        next unless $sel->can_read(0.2);
+        my $n = sysread($s, my $chunk, 65536);
+        return 1 if !defined $n || $n == 0;    # reset counts as closed
+    }
+    return 0;
+}
+
+sub mc_stats {
+    my ($s, $group) = @_;
+    mc_send($s, defined $group ? "stats $group\r\n" : "stats\r\n");
+    my $text = mc_until($s, "END\r\n");
+    my %st;
+    for my $line (split /\r\n/, $text) {
+        $st{$1} = $2 if $line =~ /^STAT (\S+) ?(.*)$/;
+    }
+    return \%st;
+}
+
+sub mc_resync {
+    my ($s, $timeout) = @_;
+    mc_send($s, "version\r\n");
+    my $deadline = time + ($timeout // $DEFAULT_TIMEOUT);
+    for (1 .. 100) {
+        my $left = $deadline - time;
+        return 0 if $left <= 0;
+        my $line = mc_line($s, $left);
+        return 1 if $line =~ /^VERSION \S.*\r\n\z/;
+        return 0 unless $line =~ /^(ERROR|CLIENT_ERROR [^\r\n]*)\r\n\z/;
+    }
+    return 0;
+}
+
+1;
