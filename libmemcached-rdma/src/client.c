@@ -31,8 +31,9 @@ memcached_return_t lmr_client_result(struct lmr_client *c, memcached_return_t rc
 {
     if (c == NULL)
         return rc;
-    c->last_rc = rc;
-    if (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_END) {
+    /* a buffered request is not an error: nothing to report */
+    c->last_rc = rc == MEMCACHED_BUFFERED ? MEMCACHED_SUCCESS : rc;
+    if (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_END || rc == MEMCACHED_BUFFERED) {
         c->last_message[0] = '\0';
         c->last_errno = 0;
     } else {
@@ -60,8 +61,6 @@ memcached_return_t lmr_client_check_key(const struct lmr_client *c, const char *
 
 memcached_return_t lmr_client_rebuild_placement(struct lmr_client *c)
 {
-    time_t now = time(NULL);
-    (void)now;
     lmr_placement_free(c->placement);
     c->placement = NULL;
     free(c->placement_map);
@@ -156,11 +155,9 @@ memcached_instance_st *lmr_client_pick(struct lmr_client *c, const char *key, si
     }
     uint32_t i = lmr_client_pick_index(c, key, key_length);
     if (i == UINT32_MAX) {
-        *rc = c->placement_count == 0 && c->placement != NULL ? MEMCACHED_SERVER_MARKED_DEAD
-                                                              : MEMCACHED_NO_SERVERS;
-        /* every server ejected */
-        if (c->placement_count == 0)
-            *rc = MEMCACHED_SERVER_MARKED_DEAD;
+        /* every server was ejected, or the placement could not be built */
+        *rc = c->placement_count == 0 ? MEMCACHED_SERVER_MARKED_DEAD
+                                      : MEMCACHED_MEMORY_ALLOCATION_FAILURE;
         return NULL;
     }
     *rc = MEMCACHED_SUCCESS;
