@@ -276,8 +276,11 @@ void mcr_rdma_ctx_destroy(struct mcr_rdma_ctx *ctx)
         ibv_destroy_cq(ctx->cq);
     if (ctx->comp_channel != NULL)
         ibv_destroy_comp_channel(ctx->comp_channel);
-    if (ctx->pd != NULL)
-        ibv_dealloc_pd(ctx->pd);
+    if (ctx->pd != NULL && ibv_dealloc_pd(ctx->pd) != 0)
+        fprintf(stderr,
+                "rdma: %s: protection domain still in use when the context was "
+                "destroyed (a memory registration was not released first)\n",
+                ctx->device_name);
     if (ctx->device_id != NULL)
         rdma_destroy_id(ctx->device_id);
     if (ctx->device_channel != NULL)
@@ -387,7 +390,25 @@ static struct mcr_rdma_ep_link *find_qp(struct mcr_rdma_ctx *ctx, uint32_t qp_nu
 
 /* ---- event dispatch ---------------------------------------------------- */
 
-int mcr_rdma_ctx_handle_cm(struct mcr_rdma_ctx *ctx)
+/* Frees endpoints whose close has completed. Cheap when nothing is closing. */
+static void reap(struct mcr_rdma_ctx *ctx)
+{
+    if (!ctx->reap_pending)
+        return;
+    ctx->reap_pending = false;
+    struct mcr_rdma_ep_link *link = ctx->endpoints, *next;
+    for (; link != NULL; link = next) {
+        next = link->next;
+        link->impl->try_reap(link->ep);
+    }
+}
+
+void mcr_rdma_ctx_schedule_reap(struct mcr_rdma_ctx *ctx)
+{
+    ctx->reap_pending = true;
+}
+
+int mcr_rdma_ctx_dispatch_cm(struct mcr_rdma_ctx *ctx)
 {
     int handled = 0;
     struct rdma_cm_event *ev;
@@ -405,6 +426,13 @@ int mcr_rdma_ctx_handle_cm(struct mcr_rdma_ctx *ctx)
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK)
         return -errno;
+    return handled;
+}
+
+int mcr_rdma_ctx_handle_cm(struct mcr_rdma_ctx *ctx)
+{
+    int handled = mcr_rdma_ctx_dispatch_cm(ctx);
+    reap(ctx);
     return handled;
 }
 
@@ -455,16 +483,8 @@ int mcr_rdma_ctx_handle_cq(struct mcr_rdma_ctx *ctx)
         return -EIO;
     /* Completions that arrived between the last poll and re-arming. */
     int more = mcr_rdma_ctx_poll_cq(ctx);
+    reap(ctx);
     return more < 0 ? more : handled + more;
-}
-
-static void reap(struct mcr_rdma_ctx *ctx)
-{
-    struct mcr_rdma_ep_link *link = ctx->endpoints, *next;
-    for (; link != NULL; link = next) {
-        next = link->next;
-        link->impl->try_reap(link->ep);
-    }
 }
 
 static uint64_t now_us(void)
@@ -487,7 +507,6 @@ int mcr_rdma_ctx_progress(struct mcr_rdma_ctx *ctx, int timeout_ms)
         } while (handled == 0 && now_us() < until);
         if (handled > 0) {
             int n = mcr_rdma_ctx_handle_cm(ctx);
-            reap(ctx);
             return n < 0 ? n : handled + n;
         }
     }
@@ -503,7 +522,5 @@ int mcr_rdma_ctx_progress(struct mcr_rdma_ctx *ctx, int timeout_ms)
     n = mcr_rdma_ctx_handle_cq(ctx);
     if (n < 0)
         return n;
-    handled += n;
-    reap(ctx);
-    return handled;
+    return handled + n;
 }

@@ -105,7 +105,9 @@ struct mcr_rdma_ctx {
     struct mcr_rdma_ep_link *endpoints; /* all, list head */
     struct mcr_rdma_listener_link *listeners;
     uint32_t max_msg_size;
-    uint8_t rd_atomic; /* outstanding RDMA READs per QP, both directions */
+    uint8_t rd_atomic;
+    bool reap_pending;
+        /* some endpoint is closing */ /* outstanding RDMA READs per QP, both directions */
     uint32_t max_payload;
     struct mcr_rdma_ctx_stats stats;
 };
@@ -115,6 +117,11 @@ void mcr_rdma_ctx_set_qp(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *link
 void mcr_rdma_ctx_unlink_ep(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *link);
 void mcr_rdma_ctx_link_listener(struct mcr_rdma_ctx *ctx, struct mcr_rdma_listener_link *link);
 void mcr_rdma_ctx_unlink_listener(struct mcr_rdma_ctx *ctx, struct mcr_rdma_listener_link *link);
+/* Handles pending CM events without freeing any endpoint (safe to call
+ * from inside completion dispatch). */
+int mcr_rdma_ctx_dispatch_cm(struct mcr_rdma_ctx *ctx);
+/* An endpoint started closing: check it after the current event batch. */
+void mcr_rdma_ctx_schedule_reap(struct mcr_rdma_ctx *ctx);
 /* Polls the CQ once to empty, dispatching. Returns completions or -EIO. */
 int mcr_rdma_ctx_poll_cq(struct mcr_rdma_ctx *ctx);
 /* Posts the receive buffer back to the shared receive queue. */

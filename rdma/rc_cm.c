@@ -106,6 +106,7 @@ void rc_fail(struct rc_ep *rc, int reason, const char *why)
         return;
     bool was_connected = rc->state == RC_ESTABLISHED || rc->state == RC_CONNECTING;
     rc->state = RC_CLOSING;
+    mcr_rdma_ctx_schedule_reap(rc->base.ctx);
     rc->close_reason = reason;
     snprintf(rc->close_why, sizeof(rc->close_why), "%s", why);
     if (rc->qp != NULL) {
@@ -141,7 +142,7 @@ static void rc_mark_established(struct rc_ep *rc)
 bool rc_establish_on_first_message(struct rc_ep *rc)
 {
     if (rc->state == RC_CONNECTING && rc->peer_credits == 0)
-        mcr_rdma_ctx_handle_cm(rc->base.ctx);
+        mcr_rdma_ctx_dispatch_cm(rc->base.ctx);
     if (rc->state == RC_CONNECTING && rc->peer_credits != 0)
         rc_mark_established(rc);
     return rc->state == RC_ESTABLISHED;
@@ -246,8 +247,12 @@ int mcr_rdma_rc_connect(struct mcr_rdma_ctx *ctx, const char *host, uint16_t por
 static bool rc_try_reap(struct mcr_rdma_ep *ep)
 {
     struct rc_ep *rc = rc_from_ep(ep);
-    if (rc->state != RC_CLOSING || rc->sq_outstanding > 0)
+    if (rc->state != RC_CLOSING)
         return false;
+    if (rc->sq_outstanding > 0) {
+        mcr_rdma_ctx_schedule_reap(ep->ctx); /* look again after more completions */
+        return false;
+    }
     if (!rc->closed_notified) {
         rc->closed_notified = true;
         if (rc->base.cb.on_closed != NULL && !rc->silent)

@@ -69,6 +69,10 @@ static inline void loop_remove(struct mcr_rdma_ctx *ctx)
             loop_ctx[i] = loop_ctx[--loop_nctx];
 }
 
+/* When set, waits for and handles events of every context for up to
+ * timeout_ms instead of the built-in poll() loop (e.g. a libevent loop). */
+static void (*loop_driver)(int timeout_ms);
+
 /* Drives every context until done(arg) or timeout_ms passed; returns done. */
 static inline bool run_until(bool (*done)(void *), void *arg, int timeout_ms)
 {
@@ -78,6 +82,10 @@ static inline bool run_until(bool (*done)(void *), void *arg, int timeout_ms)
             return true;
         if (now_ms() >= deadline)
             return false;
+        if (loop_driver != NULL) {
+            loop_driver(20);
+            continue;
+        }
         struct pollfd pfd[2 * MAX_LOOP_CTX];
         for (int i = 0; i < loop_nctx; i++) {
             pfd[2 * i] = (struct pollfd){.fd = mcr_rdma_ctx_cm_fd(loop_ctx[i]), .events = POLLIN};
@@ -275,8 +283,8 @@ static inline void server_stop(struct test_server *srv)
 {
     loop_remove(srv->ctx);
     mcr_rdma_listener_destroy(srv->listener);
+    mcr_rdma_region_deregister(&srv->slab_region); /* before its protection domain */
     mcr_rdma_ctx_destroy(srv->ctx);
-    mcr_rdma_region_deregister(&srv->slab_region);
     free(srv->slab);
 }
 

@@ -70,9 +70,9 @@ static void run_case(struct bad_case *bc, uint32_t seq)
            "%s: that connection closed (%s), server freed it, %s counted", bc->name, bad.close_why,
            bc->bad_rkey ? "access error" : "malformed message");
     tap_ok(ping(&good, 70000 + seq, 500), "%s: the other client is still served", bc->name);
-    client_destroy(&bad);
     if (mr != NULL)
         ibv_dereg_mr(mr);
+    client_destroy(&bad);
 }
 
 int main(void)
