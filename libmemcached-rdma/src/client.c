@@ -46,7 +46,7 @@ memcached_return_t lmr_client_result(struct lmr_client *c, memcached_return_t rc
 memcached_return_t lmr_client_check_key(const struct lmr_client *c, const char *key,
                                         size_t key_length)
 {
-    if (key == NULL || key_length == 0 || key_length >= MEMCACHED_MAX_KEY)
+    if (key == NULL || key_length == 0 || key_length + c->namespace_length >= MEMCACHED_MAX_KEY)
         return MEMCACHED_BAD_KEY_PROVIDED;
     if (!c->behaviors.binary_protocol) {
         /* the text protocol cannot frame keys with spaces or control bytes */
@@ -140,7 +140,16 @@ uint32_t lmr_client_pick_index(struct lmr_client *c, const char *key, size_t key
         return UINT32_MAX;
     if (c->placement_count == 1)
         return c->placement_map[0];
-    uint32_t p = lmr_placement_pick(c->placement, key, key_length);
+    uint32_t p;
+    if (c->behaviors.hash_with_prefix_key && c->namespace_length > 0 &&
+        key_length < MEMCACHED_MAX_KEY) {
+        char full[MEMCACHED_MAX_NAMESPACE + MEMCACHED_MAX_KEY];
+        memcpy(full, c->namespace_prefix, c->namespace_length);
+        memcpy(full + c->namespace_length, key, key_length);
+        p = lmr_placement_pick(c->placement, full, c->namespace_length + key_length);
+    } else {
+        p = lmr_placement_pick(c->placement, key, key_length);
+    }
     if (p >= c->placement_count)
         return UINT32_MAX;
     return c->placement_map[p];
@@ -283,6 +292,8 @@ memcached_st *memcached_clone(memcached_st *clone, const memcached_st *source)
     struct lmr_client *c = copy->impl;
     c->behaviors = src->behaviors;
     c->user_data = src->user_data;
+    memcpy(c->namespace_prefix, src->namespace_prefix, sizeof(c->namespace_prefix));
+    c->namespace_length = src->namespace_length;
     for (uint32_t i = 0; i < src->server_count; i++) {
         const memcached_instance_st *s = src->servers[i];
         if (lmr_client_add_server(c, s->hostname, s->port, s->weight, s->type) !=

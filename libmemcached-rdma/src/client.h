@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <libmemcached/memcached.h>
 
@@ -64,6 +65,8 @@ struct lmr_client {
     struct lmr_behaviors behaviors;
     struct lmr_fetch_queue fetch;
     void *user_data;
+    char namespace_prefix[MEMCACHED_MAX_NAMESPACE]; /* MEMCACHED_CALLBACK_PREFIX_KEY */
+    size_t namespace_length;
     uint32_t next_opaque; /* binary protocol request ids */
 
     memcached_return_t last_rc;
@@ -89,6 +92,17 @@ uint32_t lmr_client_pick_index(struct lmr_client *c, const char *key, size_t key
 memcached_return_t lmr_client_rebuild_placement(struct lmr_client *c);
 memcached_return_t lmr_client_add_server(struct lmr_client *c, const char *hostname, in_port_t port,
                                          uint32_t weight, memcached_connection_t type);
+
+/* Keys come back from servers with the namespace in front: drop it. */
+static inline void lmr_client_strip_namespace(const struct lmr_client *c, const char **key,
+                                              size_t *key_length)
+{
+    if (c->namespace_length > 0 && *key_length >= c->namespace_length &&
+        memcmp(*key, c->namespace_prefix, c->namespace_length) == 0) {
+        *key += c->namespace_length;
+        *key_length -= c->namespace_length;
+    }
+}
 
 static inline struct lmr_client *lmr_client_of(const memcached_st *memc)
 {

@@ -160,6 +160,11 @@ static memcached_return_t apply_option(memcached_st *memc, char *opt, char *err,
             return memcached_behavior_set(memc, number_options[i].behavior, v);
         }
     }
+    if (strcmp(name, "NAMESPACE") == 0) {
+        if (value == NULL)
+            return MEMCACHED_PARSE_ERROR;
+        return memcached_callback_set(memc, MEMCACHED_CALLBACK_PREFIX_KEY, value);
+    }
     if (strcmp(name, "HASH") == 0) {
         memcached_hash_t h;
         if (value == NULL || !parse_hash(value, &h))

@@ -7,6 +7,46 @@
 #include "io.h"
 #include "proto.h"
 
+/* Encodes with the namespace in front of every key (the wire form). */
+static memcached_return_t encode_with_namespace(struct lmr_client *c, memcached_request_st *req,
+                                                const struct lmr_op_args *args, bool noreply)
+{
+    const struct lmr_proto *proto = lmr_proto_of(c);
+    size_t ns = c->namespace_length;
+    struct lmr_op_args prefixed = *args;
+    if (args->key_count == 0) {
+        char full[MEMCACHED_MAX_NAMESPACE + MEMCACHED_MAX_KEY];
+        if (args->key == NULL)
+            return proto->encode(req, args, noreply);
+        memcpy(full, c->namespace_prefix, ns);
+        memcpy(full + ns, args->key, args->key_length);
+        prefixed.key = full;
+        prefixed.key_length = ns + args->key_length;
+        return proto->encode(req, &prefixed, noreply);
+    }
+    size_t n = args->key_count;
+    char *text = malloc(n * (ns + MEMCACHED_MAX_KEY));
+    const char **keys = malloc(n * sizeof(*keys));
+    size_t *lengths = malloc(n * sizeof(*lengths));
+    memcached_return_t rc = MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    if (text != NULL && keys != NULL && lengths != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            char *k = text + i * (ns + MEMCACHED_MAX_KEY);
+            memcpy(k, c->namespace_prefix, ns);
+            memcpy(k + ns, args->keys[i], args->key_lengths[i]);
+            keys[i] = k;
+            lengths[i] = ns + args->key_lengths[i];
+        }
+        prefixed.keys = keys;
+        prefixed.key_lengths = lengths;
+        rc = proto->encode(req, &prefixed, noreply);
+    }
+    free(lengths);
+    free(keys);
+    free(text);
+    return rc;
+}
+
 memcached_return_t lmr_op_issue_to(memcached_instance_st *srv, memcached_request_st *req,
                                    enum lmr_op_kind kind, const struct lmr_op_args *args,
                                    bool noreply)
@@ -17,7 +57,9 @@ memcached_return_t lmr_op_issue_to(memcached_instance_st *srv, memcached_request
     req->user_buffer = args->user_buffer;
     req->user_capacity = args->user_capacity;
     req->stats = args->stats;
-    memcached_return_t rc = lmr_proto_of(c)->encode(req, args, noreply);
+    memcached_return_t rc = c->namespace_length > 0 && kind != LMR_OP_STATS
+                                ? encode_with_namespace(c, req, args, noreply)
+                                : lmr_proto_of(c)->encode(req, args, noreply);
     if (rc == MEMCACHED_SUCCESS && (req->detached || args->copy_value) &&
         !lmr_request_copy_body(req))
         rc = MEMCACHED_MEMORY_ALLOCATION_FAILURE;

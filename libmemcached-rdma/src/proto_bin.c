@@ -268,6 +268,7 @@ static memcached_return_t handle_frame(memcached_instance_st *srv, const uint8_t
         if ((opcode == LMR_BIN_GETKQ || opcode == LMR_BIN_GETK) &&
             status == LMR_BIN_STATUS_SUCCESS) {
             size_t key_length = lmr_get16(h + 2);
+            lmr_client_strip_namespace(srv->client, &key, &key_length);
             struct lmr_fetched *f = lmr_fetched_new(key, key_length, value_length);
             if (f == NULL)
                 return key_length >= MEMCACHED_MAX_KEY ? MEMCACHED_KEY_TOO_BIG

@@ -199,7 +199,10 @@ static memcached_return_t begin_value(memcached_instance_st *srv, const char *li
         return MEMCACHED_KEY_TOO_BIG;
     char *dest = NULL;
     if (req->kind == LMR_OP_MGET) {
-        struct lmr_fetched *f = lmr_fetched_new(tok[1], tl[1], (size_t)bytes);
+        const char *key = tok[1];
+        size_t key_length = tl[1];
+        lmr_client_strip_namespace(srv->client, &key, &key_length);
+        struct lmr_fetched *f = lmr_fetched_new(key, key_length, (size_t)bytes);
         if (f == NULL)
             return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
         f->flags = (uint32_t)flags;

@@ -331,6 +331,50 @@ static void test_modes(memcached_st *memc)
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_BUFFER_REQUESTS, 0);
 }
 
+static void test_namespace(const struct test_server *s, bool binary)
+{
+    memcached_st *plain = client_for(s, binary);
+    memcached_st *spaced = client_for(s, binary);
+    is_rc(memcached_callback_set(spaced, MEMCACHED_CALLBACK_PREFIX_KEY, "ns1:"), MEMCACHED_SUCCESS,
+          "set a namespace");
+    memcached_return_t rc;
+    const char *got = memcached_callback_get(spaced, MEMCACHED_CALLBACK_PREFIX_KEY, &rc);
+    ok(got != NULL && strcmp(got, "ns1:") == 0, "namespace read back");
+    is_rc(memcached_set(spaced, "item", 4, "in-ns", 5, 0, 0), MEMCACHED_SUCCESS,
+          "set inside the namespace");
+    is_rc(memcached_exist(plain, "ns1:item", 8), MEMCACHED_SUCCESS, "stored under namespace + key");
+    const char *keys[] = {"item"};
+    size_t lengths[] = {4};
+    memcached_mget(spaced, keys, lengths, 1);
+    memcached_result_st *r = memcached_fetch_result(spaced, NULL, &rc);
+    ok(r != NULL && memcached_result_key_length(r) == 4 &&
+           memcmp(memcached_result_key_value(r), "item", 4) == 0,
+       "fetched key comes back without the namespace");
+    memcached_result_free(r);
+    while ((r = memcached_fetch_result(spaced, NULL, &rc)) != NULL)
+        memcached_result_free(r);
+    char long_key[260];
+    memset(long_key, 'k', sizeof(long_key));
+    is_rc(memcached_set(spaced, long_key, 248, "v", 1, 0, 0), MEMCACHED_BAD_KEY_PROVIDED,
+          "namespace + key over 250 bytes is a bad key");
+    memcached_free(spaced);
+    memcached_free(plain);
+
+    char config[128];
+    snprintf(config, sizeof(config), "--SERVER=127.0.0.1:%u --NAMESPACE=ns1:%s", s->port,
+             binary ? " --BINARY-PROTOCOL" : "");
+    memcached_st *configured = memcached(config, strlen(config));
+    ok(configured != NULL, "--NAMESPACE in a configuration string");
+    if (configured != NULL) {
+        size_t len;
+        uint32_t flags;
+        char *v = memcached_get(configured, "item", 4, &len, &flags, &rc);
+        ok(v != NULL && len == 5 && memcmp(v, "in-ns", 5) == 0, "configured namespace applies");
+        free(v);
+        memcached_free(configured);
+    }
+}
+
 static void test_behaviors(void)
 {
     memcached_st *m = memcached_create(NULL);
@@ -494,6 +538,7 @@ int main(void)
         test_modes(memc);
         test_server_ops(memc);
         memcached_free(memc);
+        test_namespace(&tcp, binary);
     }
     test_behaviors();
     test_server_lists(&tcp);
