@@ -1,11 +1,14 @@
-/* t/placement/ref_placement.c: the reference side of the placement
- * compatibility test. Built only against Debian's libmemcached (never linked
- * with libmemcached-rdma: both export the same symbols). For the shared
- * fixtures it prints every key's hash under each algorithm ("hashes") and,
- * for a matrix of server lists, distributions and hash settings, the server
- * index libmemcached picks for each key ("placements"). Each placement block
- * starts with a "config" line naming the settings libmemcached ended up with,
- * which t/placement/dump_placement replays on our code. */
+/* t/placement/ref_placement.c: prints, through the public libmemcached API,
+ * every fixture key's hash under each algorithm ("hashes") and, for a matrix
+ * of server lists, distributions and hash settings, the server index picked
+ * for each key ("placements"). Each placement block starts with a "config"
+ * line naming the settings the library ended up with (or, when it refused
+ * one, the requested settings and "failed="), which
+ * t/placement/dump_placement replays on our placement code.
+ * Built twice from this source, never linking both libraries into one
+ * program: t/placement/ref_placement against Debian's libmemcached (the
+ * reference) and t/placement/api_placement against libmemcached-rdma (to
+ * check that its API arrives at the same placement). */
 #include <libmemcached/memcached.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,11 +39,16 @@ static void print_hashes(void)
     }
 }
 
-static int check(memcached_st *memc, memcached_return_t rc, const char *what)
+/* Records the first failed setting in failure; returns nonzero on failure. */
+static int check(memcached_st *memc, memcached_return_t rc, const char *what, char *failure,
+                 size_t size)
 {
     if (rc == MEMCACHED_SUCCESS)
         return 0;
-    fprintf(stderr, "ref_placement: %s: %s\n", what, memcached_strerror(memc, rc));
+    snprintf(failure, size, "%s:%s", what, memcached_strerror(memc, rc));
+    for (char *c = failure; *c; c++)
+        if (*c == ' ')
+            *c = '_';
     return -1;
 }
 
@@ -53,17 +61,18 @@ static int print_block(const struct fixture_list *list, int dist, int hash, int 
     memcached_st *memc = memcached_create(NULL);
     if (memc == NULL)
         return -1;
+    char failure[128];
     int failed =
         check(memc, memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_DISTRIBUTION, (uint64_t)dist),
-              "distribution");
+              "distribution", failure, sizeof(failure));
     if (!failed)
         failed = check(memc, memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_HASH, (uint64_t)hash),
-                       "hash");
+                       "hash", failure, sizeof(failure));
     if (!failed)
         failed = check(
             memc,
             memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_KETAMA_HASH, (uint64_t)ketama_hash),
-            "ketama hash");
+            "ketama_hash", failure, sizeof(failure));
     for (size_t s = 0; !failed && s < list->count; s++) {
         const struct fixture_server *fs = &list->servers[s];
         memcached_return_t rc =
@@ -71,11 +80,14 @@ static int print_block(const struct fixture_list *list, int dist, int hash, int 
                 ? memcached_server_add_unix_socket_with_weight(memc, fs->hostname, fs->weight)
                 : memcached_server_add_with_weight(memc, fs->hostname, (in_port_t)fs->port,
                                                    fs->weight);
-        failed = check(memc, rc, "server add");
+        failed = check(memc, rc, "server_add", failure, sizeof(failure));
     }
     if (failed) {
+        /* the library refused a setting: say so and go on with the matrix */
+        printf("config list=%s dist=%d hash=%d ketama_hash=%d failed=%s\n", list->name, dist, hash,
+               ketama_hash, failure);
         memcached_free(memc);
-        return -1;
+        return 0;
     }
 
     printf("config list=%s dist=%llu hash=%llu ketama_hash=%llu weighted=%llu\n", list->name,
