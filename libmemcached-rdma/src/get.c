@@ -123,11 +123,13 @@ memcached_return_t memcached_mget_by_key(memcached_st *ptr, const char *group_ke
     }
 
     uint32_t *where = malloc(number_of_keys * sizeof(*where));
+    bool *issued = calloc(number_of_keys, sizeof(*issued));
     const char **batch = malloc(LMR_MGET_CHUNK * sizeof(*batch));
     size_t *batch_lengths = malloc(LMR_MGET_CHUNK * sizeof(*batch_lengths));
-    if (where == NULL || batch == NULL || batch_lengths == NULL) {
+    if (where == NULL || issued == NULL || batch == NULL || batch_lengths == NULL) {
         free(batch_lengths);
         free(batch);
+        free(issued);
         free(where);
         return lmr_client_result(c, MEMCACHED_MEMORY_ALLOCATION_FAILURE, NULL);
     }
@@ -135,43 +137,49 @@ memcached_return_t memcached_mget_by_key(memcached_st *ptr, const char *group_ke
     for (size_t i = 0; i < number_of_keys; i++)
         where[i] = group_key ? fixed : lmr_client_pick_index(c, keys[i], key_length[i]);
 
-    size_t issued = 0, failed = 0;
+    /* round 0 asks each key's server; with NUMBER_OF_REPLICAS, keys whose
+     * server could not take the request go to the next servers in turn */
+    uint32_t rounds = 1 + c->behaviors.number_of_replicas;
+    if (rounds > c->server_count)
+        rounds = c->server_count;
     memcached_return_t last_failure = MEMCACHED_SUCCESS;
-    for (uint32_t s = 0; s < c->server_count; s++) {
-        size_t n = 0;
-        for (size_t i = 0; i <= number_of_keys; i++) {
-            bool flush = i == number_of_keys || n == LMR_MGET_CHUNK;
-            if (flush && n > 0) {
-                memcached_return_t rc = mget_to(c->servers[s], batch, batch_lengths, n);
-                if (rc == MEMCACHED_SUCCESS) {
-                    issued++;
-                } else {
-                    failed++;
-                    last_failure = rc;
+    for (uint32_t round = 0; round < rounds; round++) {
+        for (uint32_t s = 0; s < c->server_count; s++) {
+            size_t n = 0;
+            size_t members[LMR_MGET_CHUNK];
+            for (size_t i = 0; i <= number_of_keys; i++) {
+                bool flush = i == number_of_keys || n == LMR_MGET_CHUNK;
+                if (flush && n > 0) {
+                    memcached_return_t rc = mget_to(c->servers[s], batch, batch_lengths, n);
+                    for (size_t m = 0; m < n; m++)
+                        issued[members[m]] = rc == MEMCACHED_SUCCESS;
+                    if (rc != MEMCACHED_SUCCESS)
+                        last_failure = rc;
+                    n = 0;
                 }
-                n = 0;
-            }
-            if (i < number_of_keys && where[i] == s) {
-                batch[n] = keys[i];
-                batch_lengths[n] = key_length[i];
-                n++;
+                if (i < number_of_keys && !issued[i] && where[i] != UINT32_MAX &&
+                    (where[i] + round) % c->server_count == s) {
+                    members[n] = i;
+                    batch[n] = keys[i];
+                    batch_lengths[n] = key_length[i];
+                    n++;
+                }
             }
         }
     }
-    size_t unplaced = 0;
-    for (size_t i = 0; i < number_of_keys; i++)
+    size_t done = 0;
+    for (size_t i = 0; i < number_of_keys; i++) {
+        done += issued[i];
         if (where[i] == UINT32_MAX)
-            unplaced++;
+            last_failure = MEMCACHED_SERVER_MARKED_DEAD;
+    }
     free(batch_lengths);
     free(batch);
+    free(issued);
     free(where);
-    if (unplaced > 0) {
-        failed++;
-        last_failure = MEMCACHED_SERVER_MARKED_DEAD;
-    }
-    if (failed == 0)
+    if (done == number_of_keys)
         return lmr_client_result(c, MEMCACHED_SUCCESS, NULL);
-    if (issued == 0)
+    if (done == 0)
         return lmr_client_result(c, last_failure, NULL);
     return lmr_client_result(c, MEMCACHED_SOME_ERRORS, NULL);
 }

@@ -77,6 +77,16 @@ static void test_replicas(bool binary)
     ok(v != NULL && len == 8 && memcmp(v, "precious", 8) == 0,
        "get falls back to the replica when the primary is dead (%s)", memcached_strerror(memc, rc));
     free(v);
+    const char *keys[] = {key};
+    size_t lengths[] = {strlen(key)};
+    memcached_mget(memc, keys, lengths, 1);
+    int fetched = 0;
+    memcached_result_st *r;
+    while ((r = memcached_fetch_result(memc, NULL, &rc)) != NULL) {
+        fetched += memcached_result_length(r) == 8;
+        memcached_result_free(r);
+    }
+    ok(fetched == 1, "mget asks the replica when the primary is down");
     memcached_free(memc);
     stop_all(s);
 }
