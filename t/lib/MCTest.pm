@@ -12,6 +12,9 @@
 #   $srv->port, $srv->pid, $srv->log (path of the captured stderr),
 #   $srv->log_text                   what the server wrote to stderr so far
 #   $srv->alive                      true while the process runs
+#   $srv->wait_exit($secs)           true once the process has exited
+#   $srv->exit_status                its wait status ($?) once it has exited
+#   $srv->check_log($what)           TAP assertion: no sanitizer report
 #   my $s = $srv->connect;           new blocking socket (dies on failure)
 #   $srv->stop;                      SIGTERM, wait; adds TAP assertions: exited,
 #                                    status 0, no sanitizer report in its log.
@@ -111,6 +114,8 @@ sub log_text {
     return defined $t ? $t : '';
 }
 
+sub exit_status { $_[0]{status} }
+
 sub alive {
     my $self = shift;
     return 0 if defined $self->{status};
@@ -134,7 +139,7 @@ sub connect {
 }
 
 # Waits up to $timeout s for the process to exit; true if it did.
-sub _wait_exit {
+sub wait_exit {
     my ($self, $timeout) = @_;
     my $deadline = time + $timeout;
     while (time < $deadline) {
@@ -148,7 +153,7 @@ sub _kill {
     my $self = shift;
     return unless $self->alive;
     kill 'KILL', $self->{pid};
-    $self->_wait_exit(5);
+    $self->wait_exit(5);
 }
 
 # Checks the log for sanitizer reports (one TAP assertion).
@@ -167,7 +172,7 @@ sub stop {
     Test::More::ok($was_alive, 'server was still running before SIGTERM')
       or Test::More::diag('exit status ' . ($self->{status} // '?') . "\n" . $self->log_text);
     kill 'TERM', $self->{pid} if $was_alive;
-    my $exited = $self->_wait_exit(10);
+    my $exited = $self->wait_exit(10);
     Test::More::ok($exited, 'server exited within 10 s of SIGTERM');
     if ($exited) {
         my $st = $self->{status};
