@@ -201,6 +201,10 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
         goto fail;
     }
 
+    if (set_nonblocking(ctx->verbs->async_fd) != 0) {
+        what = "making the async event fd non-blocking";
+        goto fail_errno;
+    }
     if ((ctx->pd = ibv_alloc_pd(ctx->verbs)) == NULL) {
         what = "ibv_alloc_pd";
         goto fail_errno;
@@ -470,8 +474,20 @@ int mcr_rdma_ctx_poll_cq(struct mcr_rdma_ctx *ctx)
     return n < 0 ? -EIO : total;
 }
 
+/* Affiliated asynchronous events (e.g. "last WQE reached" when a QP on the
+ * shared receive queue enters the error state) need no action here: closing
+ * is driven by CM events and completions. They are read and acknowledged so
+ * they do not pile up in the kernel. */
+static void drain_async_events(struct mcr_rdma_ctx *ctx)
+{
+    struct ibv_async_event ev;
+    while (ibv_get_async_event(ctx->verbs, &ev) == 0)
+        ibv_ack_async_event(&ev);
+}
+
 int mcr_rdma_ctx_handle_cq(struct mcr_rdma_ctx *ctx)
 {
+    drain_async_events(ctx);
     struct ibv_cq *ev_cq;
     void *ev_ctx;
     while (ibv_get_cq_event(ctx->comp_channel, &ev_cq, &ev_ctx) == 0)

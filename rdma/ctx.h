@@ -51,7 +51,10 @@ void mcr_rdma_ctx_destroy(struct mcr_rdma_ctx *ctx);
 
 int mcr_rdma_ctx_cm_fd(const struct mcr_rdma_ctx *ctx);
 int mcr_rdma_ctx_cq_fd(const struct mcr_rdma_ctx *ctx);
-/* Non-blocking; return the number of events handled or a negative errno. */
+/* Non-blocking; return the number of events handled or a negative errno.
+ * Both also free endpoints whose close has completed (after their on_closed
+ * callback), so an event loop needs nothing else. Callbacks must not destroy
+ * the context. */
 int mcr_rdma_ctx_handle_cm(struct mcr_rdma_ctx *ctx);
 int mcr_rdma_ctx_handle_cq(struct mcr_rdma_ctx *ctx);
 /* Waits up to timeout_ms (-1: forever) for CM or completion events, handles

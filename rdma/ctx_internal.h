@@ -107,7 +107,7 @@ struct mcr_rdma_ctx {
     uint32_t max_msg_size;
     uint8_t rd_atomic;
     bool reap_pending;
-        /* some endpoint is closing */ /* outstanding RDMA READs per QP, both directions */
+    /* some endpoint is closing */ /* outstanding RDMA READs per QP, both directions */
     uint32_t max_payload;
     struct mcr_rdma_ctx_stats stats;
 };
