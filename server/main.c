@@ -27,9 +27,12 @@
 #include "items.h"
 #include "log.h"
 #include "net_sock.h"
+#include "proto_bin.h"
+#include "proto_meta.h"
 #include "proto_text.h"
 #include "settings.h"
 #include "stats.h"
+#include "stats_detail.h"
 #include "thread.h"
 
 static void clock_cb(evutil_socket_t fd, short what, void *arg)
@@ -195,6 +198,8 @@ int main(int argc, char **argv)
     clock_init();
     stats_init();
     conn_text_engine = &proto_text_engine;
+    proto_text_meta_handler = proto_meta_handle;
+    conn_binary_engine = &proto_bin_engine;
 
     struct storage_config cfg;
     char err[256] = "";
@@ -258,6 +263,8 @@ out_base:
 out_storage:
     if (storage_up)
         storage_shutdown();
+    proto_meta_shutdown();
+    stats_detail_free();
 out_pid:
     if (pid_written)
         unlink(settings.pid_file);
