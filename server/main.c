@@ -29,9 +29,11 @@
 #include "net_sock.h"
 #include "proto_bin.h"
 #include "proto_meta.h"
+#include "proto_meta.h"
 #include "proto_text.h"
 #include "settings.h"
 #include "stats.h"
+#include "stats_detail.h"
 #include "stats_detail.h"
 #include "thread.h"
 
@@ -199,6 +201,7 @@ int main(int argc, char **argv)
     stats_init();
     conn_text_engine = &proto_text_engine;
     proto_text_meta_handler = proto_meta_handle;
+    proto_text_meta_handler = proto_meta_handle;
     conn_binary_engine = &proto_bin_engine;
 
     struct storage_config cfg;
@@ -263,6 +266,8 @@ out_base:
 out_storage:
     if (storage_up)
         storage_shutdown();
+    proto_meta_shutdown();
+    stats_detail_free();
     proto_meta_shutdown();
     stats_detail_free();
 out_pid:

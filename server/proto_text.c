@@ -23,6 +23,7 @@
 #include "log.h"
 #include "settings.h"
 #include "stats.h"
+#include "stats_detail.h"
 #include "thread.h"
 
 #define MAX_TOKENS 24
@@ -223,6 +224,8 @@ static void process_get(struct conn *c, struct token *tokens, bool return_cas, b
                 goto stop;
             }
             item *it = touch ? item_get_touch(key, nkey, exptime) : item_get(key, nkey);
+            if (stats_detail_on())
+                stats_detail_record_get(key, nkey, it != NULL);
             STAT_INCR(ws, get_cmds);
             if (touch)
                 STAT_INCR(ws, touch_cmds);
@@ -320,6 +323,8 @@ static void process_update(struct conn *c, struct token *tokens, size_t ntokens,
     }
     const char *key = tokens[1].value;
     size_t nkey = tokens[1].length;
+    if (stats_detail_on())
+        stats_detail_record_set(key, nkey);
     enum alloc_result why = ALLOC_OK;
     item *it = item_alloc(key, nkey, flags, clock_exptime(exptime_int), (size_t)vlen, &why);
     if (!it) {
@@ -444,6 +449,8 @@ static void process_delete(struct conn *c, struct token *tokens, size_t ntokens)
         out_string(c, noreply, "CLIENT_ERROR bad command line format");
         return;
     }
+    if (stats_detail_on())
+        stats_detail_record_delete(tokens[1].value, tokens[1].length);
     if (item_delete(tokens[1].value, tokens[1].length, 0) == DELETE_DELETED) {
         STAT_INCR(&c->worker->stats, delete_hits);
         out_string(c, noreply, "DELETED");
@@ -558,13 +565,15 @@ static void process_stats(struct conn *c, struct token *tokens, size_t ntokens)
         return;
     }
     if (strcmp(sub, "detail") == 0) {
-        const char *arg = ntokens >= 4 ? tokens[2].value : "";
-        if (strcmp(arg, "on") == 0 || strcmp(arg, "off") == 0)
-            out_string(c, false, "OK");
-        else if (strcmp(arg, "dump") == 0)
-            out_string(c, false, "END"); /* per-prefix stats are not recorded yet */
-        else
-            out_string(c, false, "CLIENT_ERROR usage: stats detail on|off|dump");
+        size_t len;
+        char *reply = stats_detail_reply(ntokens >= 4 ? tokens[2].value : "", &len);
+        struct resp *r = reply ? conn_resp_add(c) : NULL;
+        if (r) {
+            resp_set_heap(r, reply, len);
+        } else {
+            free(reply);
+            out_string(c, false, "SERVER_ERROR out of memory writing stats");
+        }
         return;
     }
     if (strcmp(sub, "settings") == 0)

@@ -1,0 +1,31 @@
+/*
+ * meta_marks.h: the per-item markers the meta protocol needs and the
+ * storage engine (items.h) does not keep: "stale" (set by md I / ms I) and
+ * "win token sent" (mg N / R, or a stale item's first fetch). A marker
+ * belongs to one version of an item, named by its key and CAS value: once
+ * the item is replaced (new CAS) the marker no longer applies and is
+ * dropped when next looked at. Owns only this side table; never touches
+ * items or connections.
+ */
+#ifndef MCR_META_MARKS_H
+#define MCR_META_MARKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    MARK_STALE = 1,      /* item was invalidated; clients see X */
+    MARK_TOKEN_SENT = 2, /* a client already got W; others see Z */
+};
+
+/* Markers of (key, cas); 0 when none. */
+unsigned meta_marks_get(const char *key, size_t nkey, uint64_t cas);
+/* Replaces the markers of key with `marks` for version cas (0 removes). */
+void meta_marks_set(const char *key, size_t nkey, uint64_t cas, unsigned marks);
+/* Adds MARK_TOKEN_SENT to (key, cas); returns the markers held before, so
+ * exactly one caller sees it absent. */
+unsigned meta_marks_take_token(const char *key, size_t nkey, uint64_t cas);
+/* Frees every marker (shutdown). */
+void meta_marks_free(void);
+
+#endif

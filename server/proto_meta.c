@@ -1,0 +1,1162 @@
+/*
+ * proto_meta.c: memcached 1.6's meta commands on text connections.
+ *
+ *   mg <key> <flags>*          get, touch, vivify-on-miss, recache wins
+ *   ms <key> <datalen> <flags>* set/add/replace/append/prepend/cas
+ *   md <key> <flags>*          delete or invalidate (mark stale)
+ *   ma <key> <flags>*          incr/decr with auto-create
+ *   mn                         "MN": ends a batch of quiet commands
+ *   me <key> [b]               human-readable item metadata
+ *
+ * Flags are parsed the way memcached 1.6.18 does: each token's first
+ * character names the flag, the rest is its argument; a repeated flag or an
+ * unknown one is an error; response flags come back in request order.
+ * Errors are always sent; "q" hides only the nominal reply (EN for mg, HD
+ * for ms/md/ma). Stale and win markers, which items.h does not keep, live
+ * in meta_marks.c keyed by (key, cas).
+ *
+ * Owns meta syntax and replies only: no sockets, no slab or LRU access.
+ */
+#include "proto_meta.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "items.h"
+#include "log.h"
+#include "meta_marks.h"
+#include "settings.h"
+#include "stats.h"
+#include "thread.h"
+
+#define META_MAX_TOKENS 24     /* as the text protocol's tokenizer */
+#define META_MAX_OPT_TOKENS 20 /* more tokens than this: "flags too long" */
+#define META_MAX_OPAQUE 32     /* an O token, 'O' included */
+#define META_LINE_MAX 1024     /* longest response line we build */
+
+struct meta_token {
+    char *value;
+    size_t length;
+};
+
+/* Splits on spaces like memcached: at most META_MAX_TOKENS-1 tokens, then
+ * a terminal token of length 0. Returns the count including the terminal. */
+static size_t meta_tokenize(char *line, size_t len, struct meta_token *tokens)
+{
+    size_t n = 0;
+    char *s = line, *e = line;
+    for (size_t i = 0; i < len; i++, e++) {
+        if (*e != ' ')
+            continue;
+        if (s != e) {
+            tokens[n].value = s;
+            tokens[n].length = (size_t)(e - s);
+            n++;
+            *e = '\0';
+            if (n == META_MAX_TOKENS - 1) {
+                e++;
+                s = e;
+                break;
+            }
+        }
+        s = e + 1;
+    }
+    if (s != e) {
+        tokens[n].value = s;
+        tokens[n].length = (size_t)(e - s);
+        n++;
+    }
+    tokens[n].value = NULL;
+    tokens[n].length = 0;
+    return n + 1;
+}
+
+/* ---- numbers (memcached's safe_strto* rules) ------------------------------------------ */
+static bool number_ends(const char *end, const char *start)
+{
+    return (*end == '\0' || *end == ' ') && end != start;
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno == ERANGE || !number_ends(end, s))
+        return false;
+    if ((long long)v < 0 && memchr(s, '-', (size_t)(end - s)))
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_u32(const char *s, uint32_t *out)
+{
+    uint64_t v;
+    if (!parse_u64(s, &v))
+        return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+static bool parse_i32(const char *s, int32_t *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno == ERANGE || !number_ends(end, s) || v > INT_MAX || v < INT_MIN)
+        return false;
+    *out = (int32_t)v;
+    return true;
+}
+
+/* ---- base64 keys (b flag) ----------------------------------------------------------------- */
+static const char b64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static int b64_value(char ch)
+{
+    const char *p = ch ? strchr(b64_alphabet, ch) : NULL;
+    return p ? (int)(p - b64_alphabet) : -1;
+}
+
+/* Decodes in place (the result is never longer); 0 on malformed input. */
+static size_t b64_decode_inplace(char *s, size_t len)
+{
+    if (len == 0 || len % 4 != 0)
+        return 0;
+    size_t out = 0;
+    for (size_t i = 0; i < len; i += 4) {
+        int v[4];
+        int pad = 0;
+        for (int j = 0; j < 4; j++) {
+            if (s[i + j] == '=' && i + 4 == len && j >= 2) {
+                v[j] = 0;
+                pad++;
+            } else if (pad > 0 || (v[j] = b64_value(s[i + j])) < 0) {
+                return 0;
+            }
+        }
+        uint32_t w =
+            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        s[out++] = (char)(w >> 16);
+        if (pad < 2)
+            s[out++] = (char)(w >> 8 & 0xff);
+        if (pad < 1)
+            s[out++] = (char)(w & 0xff);
+    }
+    return out;
+}
+
+/* Encodes n bytes to dst (room for 4*ceil(n/3) bytes); returns the length. */
+static size_t b64_encode(const unsigned char *src, size_t n, char *dst)
+{
+    size_t out = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t w = (uint32_t)src[i] << 16;
+        if (i + 1 < n)
+            w |= (uint32_t)src[i + 1] << 8;
+        if (i + 2 < n)
+            w |= src[i + 2];
+        dst[out++] = b64_alphabet[w >> 18 & 63];
+        dst[out++] = b64_alphabet[w >> 12 & 63];
+        dst[out++] = i + 1 < n ? b64_alphabet[w >> 6 & 63] : '=';
+        dst[out++] = i + 2 < n ? b64_alphabet[w & 63] : '=';
+    }
+    return out;
+}
+
+/* ---- flags -------------------------------------------------------------------------------- */
+struct meta_flags {
+    bool has_error;
+    bool vivify, value, set_stale, no_reply, has_cas, new_ttl, key_binary, has_recache;
+    char mode;
+    rel_time_t exptime, autoviv_exptime, recache_time;
+    uint32_t client_flags;
+    uint64_t req_cas, delta, initial;
+};
+
+/* memcached's flag pre-parse: duplicates and unknown flags stop at once;
+ * bad arguments are noted (the last message wins) and parsing goes on.
+ * Decodes a base64 key in place. Returns false with *errstr on error. */
+static bool meta_preparse(struct meta_token *tokens, size_t start, struct meta_flags *of,
+                          const char **errstr)
+{
+    bool seen[128] = {false};
+    int32_t t;
+    for (size_t i = start; tokens[i].length != 0; i++) {
+        unsigned char o = (unsigned char)tokens[i].value[0];
+        const char *arg = tokens[i].value + 1;
+        if (o >= 127 || seen[o]) {
+            *errstr = "CLIENT_ERROR duplicate flag";
+            return false;
+        }
+        seen[o] = true;
+        switch (o) {
+        case 'b': {
+            size_t n = b64_decode_inplace(tokens[1].value, tokens[1].length);
+            if (n == 0) {
+                *errstr = "CLIENT_ERROR error decoding key";
+                of->has_error = true;
+            }
+            tokens[1].length = n;
+            of->key_binary = true;
+            break;
+        }
+        case 'N':
+            of->vivify = true;
+            if (!parse_i32(arg, &t)) {
+                *errstr = "CLIENT_ERROR bad token in command line format";
+                of->has_error = true;
+            } else {
+                of->autoviv_exptime = clock_exptime(t);
+            }
+            break;
+        case 'T':
+            if (!parse_i32(arg, &t)) {
+                *errstr = "CLIENT_ERROR bad token in command line format";
+                of->has_error = true;
+            } else {
+                of->exptime = clock_exptime(t);
+                of->new_ttl = true;
+            }
+            break;
+        case 'R':
+            if (!parse_i32(arg, &t)) {
+                *errstr = "CLIENT_ERROR bad token in command line format";
+                of->has_error = true;
+            } else {
+                of->recache_time = clock_exptime(t);
+                of->has_recache = true;
+            }
+            break;
+        case 'O': /* opaque; length checked when echoed */
+        case 'P': /* accepted and ignored by memcached 1.6.18 (proxy hints) */
+        case 'L':
+        case 'k':
+        case 's':
+        case 't':
+        case 'c':
+        case 'f':
+        case 'l':
+        case 'h':
+        case 'u': /* no LRU bump: accepted, see doc/compatibility.md */
+            break;
+        case 'v':
+            of->value = true;
+            break;
+        case 'q':
+            of->no_reply = true;
+            break;
+        case 'F':
+            if (!parse_u32(arg, &of->client_flags))
+                of->has_error = true;
+            break;
+        case 'C':
+            if (!parse_u64(arg, &of->req_cas)) {
+                *errstr = "CLIENT_ERROR bad token in command line format";
+                of->has_error = true;
+            } else {
+                of->has_cas = true;
+            }
+            break;
+        case 'M':
+            if (tokens[i].length != 2) {
+                *errstr = "CLIENT_ERROR incorrect length for M token";
+                of->has_error = true;
+            } else {
+                of->mode = tokens[i].value[1];
+            }
+            break;
+        case 'J':
+            if (!parse_u64(arg, &of->initial)) {
+                *errstr = "CLIENT_ERROR invalid numeric initial value";
+                of->has_error = true;
+            }
+            break;
+        case 'D':
+            if (!parse_u64(arg, &of->delta)) {
+                *errstr = "CLIENT_ERROR invalid numeric delta value";
+                of->has_error = true;
+            }
+            break;
+        case 'I':
+            of->set_stale = true;
+            break;
+        default:
+            *errstr = "CLIENT_ERROR invalid flag";
+            return false;
+        }
+    }
+    return !of->has_error;
+}
+
+/* ---- response lines ------------------------------------------------------------------------ */
+struct meta_line {
+    size_t len;
+    char buf[META_LINE_MAX];
+};
+
+static void line_add(struct meta_line *l, const char *s, size_t n)
+{
+    if (n > sizeof(l->buf) - l->len)
+        n = sizeof(l->buf) - l->len; /* cannot happen with bounded tokens */
+    memcpy(l->buf + l->len, s, n);
+    l->len += n;
+}
+
+static void line_str(struct meta_line *l, const char *s)
+{
+    line_add(l, s, strlen(s));
+}
+
+static void line_flag_u64(struct meta_line *l, char flag, uint64_t v)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof(tmp), " %c%llu", flag, (unsigned long long)v);
+    line_add(l, tmp, (size_t)n);
+}
+
+/* The key as sent back: base64 when it came base64-encoded. */
+static void line_key_text(struct meta_line *l, const char *key, size_t nkey, bool binary)
+{
+    if (!binary) {
+        line_add(l, key, nkey);
+        return;
+    }
+    char enc[4 * (KEY_MAX_LENGTH / 3 + 1)];
+    line_add(l, enc, b64_encode((const unsigned char *)key, nkey, enc));
+}
+
+/* " k<key>", with a trailing " b" when the key is binary. */
+static void line_key(struct meta_line *l, const char *key, size_t nkey, bool binary)
+{
+    line_add(l, " k", 2);
+    line_key_text(l, key, nkey, binary);
+    if (binary)
+        line_add(l, " b", 2);
+}
+
+/* " O..." echo; false when the opaque is too long (memcached's error). */
+static bool line_opaque(struct meta_line *l, const struct meta_token *tok)
+{
+    if (tok->length > META_MAX_OPAQUE)
+        return false;
+    line_add(l, " ", 1);
+    line_add(l, tok->value, tok->length);
+    return true;
+}
+
+/* Fills r with the line (inline when it fits, else as heap text). */
+static bool resp_put_line(struct resp *r, const struct meta_line *l)
+{
+    if (l->len + 2 <= RESP_HEAD_MAX) {
+        memcpy(r->head, l->buf, l->len);
+        memcpy(r->head + l->len, "\r\n", 2);
+        r->head_len = (uint16_t)(l->len + 2);
+        return true;
+    }
+    char *text = malloc(l->len + 2);
+    if (!text)
+        return false;
+    memcpy(text, l->buf, l->len);
+    memcpy(text + l->len, "\r\n", 2);
+    resp_set_heap(r, text, l->len + 2);
+    return true;
+}
+
+/* Queues line + "\r\n", then it's value + "\r\n" when it is given (the
+ * reference passes to the response). */
+static void send_line(struct conn *c, const struct meta_line *l, item *value_it)
+{
+    struct resp *r = conn_resp_add(c);
+    if (!r || !resp_put_line(r, l)) {
+        if (value_it)
+            item_release(value_it);
+        if (r)
+            conn_out_string(c, "SERVER_ERROR out of memory writing response");
+        log_msg(LOG_WARN, "<%d out of memory queueing a meta reply", c->fd);
+        return;
+    }
+    if (value_it)
+        resp_set_item(r, value_it, true);
+}
+
+/* Errors are sent whatever q says. */
+static void send_error(struct conn *c, const char *msg)
+{
+    if (log_enabled(LOG_CMDS))
+        log_msg(LOG_CMDS, ">%d %s", c->fd, msg);
+    if (!conn_out_string(c, msg))
+        log_msg(LOG_WARN, "<%d out of memory queueing a reply", c->fd);
+}
+
+/* Remaining TTL as memcached prints it: -1 for never. */
+static void line_ttl(struct meta_line *l, rel_time_t exptime)
+{
+    char tmp[24];
+    int n;
+    if (exptime == 0)
+        n = snprintf(tmp, sizeof(tmp), " t-1");
+    else
+        n = snprintf(tmp, sizeof(tmp), " t%u", (unsigned)(uint32_t)(exptime - clock_now()));
+    line_add(l, tmp, (size_t)n);
+}
+
+/* Copies src's value into dst (same length, both referenced). */
+static void copy_value(item *dst, const item *src)
+{
+    unsigned di = 0, si = 0;
+    size_t doff = 0, soff = 0, left = item_nbytes(src);
+    while (left > 0) {
+        struct iovec d = item_value_seg(dst, di), s = item_value_seg(src, si);
+        if (doff == d.iov_len) {
+            di++;
+            doff = 0;
+            continue;
+        }
+        if (soff == s.iov_len) {
+            si++;
+            soff = 0;
+            continue;
+        }
+        size_t n = d.iov_len - doff;
+        if (n > s.iov_len - soff)
+            n = s.iov_len - soff;
+        if (n > left)
+            n = left;
+        memcpy((char *)d.iov_base + doff, (const char *)s.iov_base + soff, n);
+        doff += n;
+        soff += n;
+        left -= n;
+    }
+}
+
+/* ---- mg ----------------------------------------------------------------------------------- */
+/* An empty item created by N (vivify); NULL when another client created
+ * one first (then *raced is set) or memory ran out. */
+static item *vivify(const char *key, size_t nkey, rel_time_t exptime, bool *raced)
+{
+    enum alloc_result why;
+    item *it = item_alloc(key, nkey, 0, exptime, 0, &why);
+    if (!it)
+        return NULL;
+    uint64_t cas = 0;
+    if (item_store(it, STORE_ADD, 0, &cas) != STORE_STORED) {
+        item_release(it);
+        *raced = true;
+        return NULL;
+    }
+    meta_marks_set(key, nkey, item_cas(it), MARK_TOKEN_SENT);
+    return it;
+}
+
+static void process_mg(struct conn *c, struct meta_token *tokens, size_t ntokens)
+{
+    struct worker_stats *ws = &c->worker->stats;
+    struct meta_flags of = {0};
+    const char *errstr = "CLIENT_ERROR bad command line format";
+
+    if (ntokens < 3) {
+        send_error(c, "ERROR");
+        return;
+    }
+    if (tokens[1].length > KEY_MAX_LENGTH) {
+        send_error(c, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    if (ntokens > META_MAX_OPT_TOKENS) {
+        send_error(c, "CLIENT_ERROR options flags are too long");
+        return;
+    }
+    if (!meta_preparse(tokens, 2, &of, &errstr)) {
+        send_error(c, errstr);
+        return;
+    }
+    const char *key = tokens[1].value;
+    size_t nkey = tokens[1].length;
+
+    item *it = of.new_ttl ? item_get_touch(key, nkey, of.exptime) : item_get(key, nkey);
+    bool created = false;
+    if (!it && of.vivify) {
+        bool raced = false;
+        it = vivify(key, nkey, of.autoviv_exptime, &raced);
+        created = it != NULL;
+        if (raced)
+            it = item_get(key, nkey);
+    }
+
+    struct meta_line l;
+    l.len = 0;
+    if (!it) {
+        if (of.new_ttl) {
+            STAT_INCR(ws, touch_cmds);
+            STAT_INCR(ws, touch_misses);
+        } else {
+            STAT_INCR(ws, get_misses);
+            STAT_INCR(ws, get_cmds);
+        }
+        line_str(&l, "EN");
+        for (size_t i = 2; i < ntokens - 1; i++) {
+            if (tokens[i].value[0] == 'O' && !line_opaque(&l, &tokens[i])) {
+                send_error(c, "CLIENT_ERROR opaque token too long");
+                return;
+            }
+            if (tokens[i].value[0] == 'k')
+                line_key(&l, key, nkey, of.key_binary);
+        }
+        if (!of.no_reply)
+            send_line(c, &l, NULL);
+        return;
+    }
+
+    uint64_t cas = item_cas(it);
+    unsigned marks = created ? 0 : meta_marks_get(key, nkey, cas);
+    bool won = false;
+    char tmp[32];
+    if (of.value) {
+        line_add(&l, tmp, (size_t)snprintf(tmp, sizeof(tmp), "VA %zu", item_nbytes(it)));
+    } else {
+        line_str(&l, "HD");
+    }
+    for (size_t i = 2; i < ntokens - 1; i++) {
+        switch (tokens[i].value[0]) {
+        case 'N':
+            if (created)
+                won = true;
+            break;
+        case 'R':
+            if (!(marks & MARK_TOKEN_SENT) && !created && item_exptime(it) != 0 &&
+                item_exptime(it) < of.recache_time)
+                won = true;
+            break;
+        case 's':
+            line_flag_u64(&l, 's', item_nbytes(it));
+            break;
+        case 't':
+            line_ttl(&l, item_exptime(it));
+            break;
+        case 'c':
+            line_flag_u64(&l, 'c', cas);
+            break;
+        case 'f':
+            line_flag_u64(&l, 'f', item_flags(it));
+            break;
+        case 'l': {
+            rel_time_t now = clock_now(), la = item_last_access(it);
+            line_flag_u64(&l, 'l', now >= la ? now - la : 0);
+            break;
+        }
+        case 'h':
+            line_str(&l, item_was_fetched(it) ? " h1" : " h0");
+            break;
+        case 'O':
+            if (!line_opaque(&l, &tokens[i])) {
+                item_release(it);
+                send_error(c, "CLIENT_ERROR opaque token too long");
+                return;
+            }
+            break;
+        case 'k':
+            line_key(&l, item_key(it), item_nkey(it), of.key_binary);
+            break;
+        default:
+            break;
+        }
+    }
+    if (marks & MARK_TOKEN_SENT)
+        line_str(&l, " Z");
+    if (marks & MARK_STALE) {
+        line_str(&l, " X");
+        if (!(marks & MARK_TOKEN_SENT))
+            won = true;
+    }
+    if (won) {
+        /* created items already carry the marker; otherwise claim it, and
+         * if another client claimed it meanwhile, it won, not this one */
+        unsigned before = created ? 0 : meta_marks_take_token(key, nkey, cas);
+        line_str(&l, (before & MARK_TOKEN_SENT) ? " Z" : " W");
+    }
+
+    if (of.new_ttl) {
+        STAT_INCR(ws, touch_cmds);
+        STAT_INCR(ws, touch_hits);
+    } else {
+        STAT_INCR(ws, get_cmds);
+        STAT_INCR(ws, get_hits);
+    }
+    if (of.value) {
+        send_line(c, &l, it);
+    } else {
+        send_line(c, &l, NULL);
+        item_release(it);
+    }
+}
+
+/* ---- ms ----------------------------------------------------------------------------------- */
+/* c->value.op carries the store op plus these notes for ms_value_done. */
+#define MS_OP_MASK 0xff
+#define MS_STALE 0x100  /* I with C: an older cas stores the item as stale */
+#define MS_BINKEY 0x200 /* the key came base64-encoded */
+
+static void ms_value_done(struct conn *c, const char *trailer, size_t trailer_len);
+
+static void process_ms(struct conn *c, struct meta_token *tokens, size_t ntokens)
+{
+    struct worker_stats *ws = &c->worker->stats;
+    struct meta_flags of = {0};
+    const char *errstr = "CLIENT_ERROR bad command line format";
+    int32_t vlen;
+
+    if (ntokens < 3) {
+        send_error(c, "ERROR");
+        return;
+    }
+    if (tokens[1].length > KEY_MAX_LENGTH || ntokens == 3) {
+        send_error(c, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    if (ntokens > META_MAX_OPT_TOKENS) {
+        send_error(c, "CLIENT_ERROR options flags too long");
+        return;
+    }
+    if (!parse_i32(tokens[2].value, &vlen) || vlen < 0 || vlen > INT_MAX - 2) {
+        send_error(c, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    size_t to_swallow = (size_t)vlen + 2;
+    if (!meta_preparse(tokens, 3, &of, &errstr))
+        goto error;
+
+    /* the reply's flags in request order, completed once stored:
+     * O is echoed, k and c are filled in later */
+    char stash[META_MAX_OPAQUE + 16];
+    size_t stash_len = 0;
+    bool has_error = false;
+    for (size_t i = 3; i < ntokens - 1; i++) {
+        switch (tokens[i].value[0]) {
+        case 'O':
+            if (tokens[i].length > META_MAX_OPAQUE) {
+                errstr = "CLIENT_ERROR opaque token too long";
+                has_error = true;
+                break;
+            }
+            stash[stash_len++] = ' ';
+            memcpy(stash + stash_len, tokens[i].value, tokens[i].length);
+            stash_len += tokens[i].length;
+            break;
+        case 'k':
+            memcpy(stash + stash_len, " k", 2);
+            stash_len += 2;
+            break;
+        case 'c':
+            memcpy(stash + stash_len, " c", 2);
+            stash_len += 2;
+            break;
+        default:
+            break;
+        }
+    }
+
+    enum store_op op;
+    switch (of.mode) {
+    case 0:
+    case 'S':
+        op = STORE_SET;
+        break;
+    case 'E':
+        op = STORE_ADD;
+        break;
+    case 'A':
+        op = STORE_APPEND;
+        break;
+    case 'P':
+        op = STORE_PREPEND;
+        break;
+    case 'R':
+        op = STORE_REPLACE;
+        break;
+    default:
+        errstr = "CLIENT_ERROR invalid mode for ms M token";
+        goto error;
+    }
+    /* a cas turns set and replace into cas; append/prepend check it too */
+    if (of.has_cas && (op == STORE_SET || op == STORE_REPLACE))
+        op = STORE_CAS;
+    if (has_error)
+        goto error;
+
+    const char *key = tokens[1].value;
+    size_t nkey = tokens[1].length;
+    enum alloc_result why = ALLOC_OK;
+    item *it =
+        item_alloc(key, nkey, of.client_flags, of.new_ttl ? of.exptime : 0, (size_t)vlen, &why);
+    if (!it) {
+        if (why == ALLOC_TOO_LARGE) {
+            errstr = "SERVER_ERROR object too large for cache";
+            STAT_INCR(ws, store_too_large);
+        } else {
+            errstr = "SERVER_ERROR out of memory storing object";
+            STAT_INCR(ws, store_no_memory);
+        }
+        item_delete(key, nkey, 0); /* no stale value survives a failed store */
+        goto error;
+    }
+    struct resp *r = conn_resp_add(c);
+    if (!r) {
+        item_release(it);
+        errstr = "SERVER_ERROR out of memory storing object";
+        goto error;
+    }
+    memcpy(r->head, stash, stash_len); /* completed in ms_value_done */
+    r->head_len = (uint16_t)stash_len;
+    c->value.op = (int)op | (of.set_stale && op == STORE_CAS ? MS_STALE : 0) |
+                  (of.key_binary ? MS_BINKEY : 0);
+    c->value.noreply = of.no_reply;
+    c->value.cas = of.req_cas;
+    conn_read_value(c, it, (size_t)vlen, 2);
+    c->value.on_done = ms_value_done;
+    return;
+
+error:
+    send_error(c, errstr);
+    conn_swallow(c, to_swallow);
+}
+
+/* I with C: the client's cas is older than the item's, so the value is
+ * stored all the same and marked stale (memcached's "set-to-invalid"). */
+static enum store_result store_stale(item *it, uint64_t req_cas, uint64_t *cas_out)
+{
+    item *cur = item_get(item_key(it), item_nkey(it));
+    if (!cur)
+        return STORE_NOT_FOUND;
+    uint64_t cur_cas = item_cas(cur);
+    item_release(cur);
+    if (req_cas >= cur_cas)
+        return STORE_EXISTS;
+    enum store_result res = item_store(it, STORE_CAS, cur_cas, cas_out);
+    if (res == STORE_STORED)
+        meta_marks_set(item_key(it), item_nkey(it), *cas_out, MARK_STALE);
+    return res;
+}
+
+static void ms_value_done(struct conn *c, const char *trailer, size_t trailer_len)
+{
+    struct worker_stats *ws = &c->worker->stats;
+    item *it = c->value.it;
+    struct resp *r = c->resp_tail; /* queued by process_ms; nothing after it */
+    c->value.it = NULL;
+    STAT_INCR(ws, set_cmds);
+
+    char stash[RESP_HEAD_MAX];
+    size_t stash_len = r->head_len;
+    memcpy(stash, r->head, stash_len);
+    r->head_len = 0;
+
+    if (trailer_len != 2 || trailer[0] != '\r' || trailer[1] != '\n') {
+        item_release(it);
+        resp_add_head(r, "CLIENT_ERROR bad data chunk\r\n", 29);
+        return;
+    }
+    enum store_op op = (enum store_op)(c->value.op & MS_OP_MASK);
+    uint64_t cas_out = 0;
+    enum store_result res = item_store(it, op, c->value.cas, &cas_out);
+    if (res == STORE_EXISTS && (c->value.op & MS_STALE))
+        res = store_stale(it, c->value.cas, &cas_out);
+    if (op == STORE_CAS) {
+        if (res == STORE_STORED)
+            STAT_INCR(ws, cas_hits);
+        else if (res == STORE_EXISTS)
+            STAT_INCR(ws, cas_badval);
+        else if (res == STORE_NOT_FOUND)
+            STAT_INCR(ws, cas_misses);
+    }
+
+    struct meta_line l;
+    l.len = 0;
+    switch (res) {
+    case STORE_STORED:
+        line_str(&l, "HD");
+        break;
+    case STORE_EXISTS:
+        line_str(&l, "EX");
+        break;
+    case STORE_NOT_FOUND:
+        line_str(&l, "NF");
+        break;
+    case STORE_NOT_STORED:
+    case STORE_NO_MEMORY: /* memcached answers NOT_STORED here too */
+        line_str(&l, "NS");
+        break;
+    }
+    for (size_t i = 0; i < stash_len; i++) {
+        if (stash[i] != ' ' || i + 1 >= stash_len)
+            continue;
+        char f = stash[i + 1];
+        if (f == 'O') {
+            size_t end = i + 1;
+            while (end < stash_len && stash[end] != ' ')
+                end++;
+            line_add(&l, stash + i, end - i);
+        } else if (f == 'k') {
+            line_key(&l, item_key(it), item_nkey(it), (c->value.op & MS_BINKEY) != 0);
+        } else if (f == 'c') {
+            line_flag_u64(&l, 'c', cas_out);
+        }
+    }
+    item_release(it);
+    if (res == STORE_STORED && c->value.noreply)
+        return; /* the response stays empty and is dropped */
+    if (!resp_put_line(r, &l))
+        resp_add_head(r, "SERVER_ERROR out of memory writing response\r\n", 45);
+}
+
+/* ---- md ----------------------------------------------------------------------------------- */
+/* md I: keeps the item but gives it a new cas (a stored copy), optionally a
+ * new TTL, and marks it stale with no win token sent yet. */
+static enum store_result invalidate(const char *key, size_t nkey, const struct meta_flags *of)
+{
+    item *old = item_get(key, nkey);
+    if (!old)
+        return STORE_NOT_FOUND;
+    if (of->has_cas && item_cas(old) != of->req_cas) {
+        item_release(old);
+        return STORE_EXISTS;
+    }
+    enum alloc_result why;
+    item *copy = item_alloc(key, nkey, item_flags(old),
+                            of->new_ttl ? of->exptime : item_exptime(old), item_nbytes(old), &why);
+    if (!copy) {
+        item_release(old);
+        return STORE_NO_MEMORY;
+    }
+    copy_value(copy, old);
+    uint64_t new_cas = 0;
+    enum store_result res = item_store(copy, STORE_CAS, item_cas(old), &new_cas);
+    if (res == STORE_STORED)
+        meta_marks_set(key, nkey, new_cas, MARK_STALE);
+    item_release(copy);
+    item_release(old);
+    return res;
+}
+
+static void process_md(struct conn *c, struct meta_token *tokens, size_t ntokens)
+{
+    struct worker_stats *ws = &c->worker->stats;
+    struct meta_flags of = {0};
+    const char *errstr = "CLIENT_ERROR bad command line format";
+
+    if (ntokens < 3) {
+        send_error(c, "ERROR");
+        return;
+    }
+    if (tokens[1].length > KEY_MAX_LENGTH) {
+        send_error(c, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    if (ntokens > META_MAX_OPT_TOKENS) {
+        send_error(c, "CLIENT_ERROR options flags too long");
+        return;
+    }
+    if (!meta_preparse(tokens, 2, &of, &errstr)) {
+        send_error(c, "CLIENT_ERROR invalid or duplicate flag");
+        return;
+    }
+    const char *key = tokens[1].value;
+    size_t nkey = tokens[1].length;
+
+    struct meta_line flags;
+    flags.len = 0;
+    for (size_t i = 2; i < ntokens - 1; i++) {
+        if (tokens[i].value[0] == 'O' && !line_opaque(&flags, &tokens[i])) {
+            send_error(c, "CLIENT_ERROR opaque token too long");
+            return;
+        }
+        if (tokens[i].value[0] == 'k')
+            line_key(&flags, key, nkey, of.key_binary);
+    }
+
+    const char *code;
+    bool nominal = false;
+    if (of.set_stale) {
+        switch (invalidate(key, nkey, &of)) {
+        case STORE_STORED:
+            code = "HD";
+            nominal = true;
+            break;
+        case STORE_EXISTS:
+            code = "EX";
+            STAT_INCR(ws, delete_misses);
+            break;
+        case STORE_NO_MEMORY:
+            send_error(c, "SERVER_ERROR out of memory");
+            return;
+        default:
+            code = "NF";
+            STAT_INCR(ws, delete_misses);
+            break;
+        }
+    } else {
+        switch (item_delete(key, nkey, of.has_cas ? of.req_cas : 0)) {
+        case DELETE_DELETED:
+            code = "HD";
+            nominal = true;
+            STAT_INCR(ws, delete_hits);
+            break;
+        case DELETE_EXISTS:
+            code = "EX";
+            STAT_INCR(ws, delete_misses);
+            break;
+        default:
+            code = "NF";
+            STAT_INCR(ws, delete_misses);
+            break;
+        }
+    }
+    if (nominal && of.no_reply)
+        return;
+    struct meta_line l;
+    l.len = 0;
+    line_str(&l, code);
+    line_add(&l, flags.buf, flags.len);
+    send_line(c, &l, NULL);
+}
+
+/* ---- ma ----------------------------------------------------------------------------------- */
+/* ma N on a miss: creates the item holding the initial value. */
+static enum store_result ma_create(const char *key, size_t nkey, const struct meta_flags *of,
+                                   uint64_t *cas_out)
+{
+    char num[24];
+    int n = snprintf(num, sizeof(num), "%llu", (unsigned long long)of->initial);
+    enum alloc_result why;
+    item *it = item_alloc(key, nkey, 0, of->autoviv_exptime, (size_t)n, &why);
+    if (!it)
+        return STORE_NO_MEMORY;
+    struct iovec seg = item_value_seg(it, 0);
+    memcpy(seg.iov_base, num, (size_t)n);
+    enum store_result res = item_store(it, STORE_ADD, 0, cas_out);
+    item_release(it);
+    return res;
+}
+
+static void process_ma(struct conn *c, struct meta_token *tokens, size_t ntokens)
+{
+    struct worker_stats *ws = &c->worker->stats;
+    struct meta_flags of = {0};
+    const char *errstr = "CLIENT_ERROR bad command line format";
+    of.delta = 1;
+
+    if (ntokens < 3) {
+        send_error(c, "ERROR");
+        return;
+    }
+    if (tokens[1].length > KEY_MAX_LENGTH) {
+        send_error(c, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    if (ntokens > META_MAX_OPT_TOKENS) {
+        send_error(c, "CLIENT_ERROR options flags too long");
+        return;
+    }
+    if (!meta_preparse(tokens, 2, &of, &errstr)) {
+        send_error(c, "CLIENT_ERROR invalid or duplicate flag");
+        return;
+    }
+    bool incr;
+    switch (of.mode) {
+    case 0:
+    case 'I':
+    case '+':
+        incr = true;
+        break;
+    case 'D':
+    case '-':
+        incr = false;
+        break;
+    default:
+        send_error(c, "CLIENT_ERROR invalid mode for ma M token");
+        return;
+    }
+    const char *key = tokens[1].value;
+    size_t nkey = tokens[1].length;
+
+    uint64_t value = 0, cas = 0;
+    bool have_item = false, created = false;
+    const char *code = NULL;
+    switch (item_arith(key, nkey, incr, of.delta, of.has_cas ? of.req_cas : 0, &value, &cas)) {
+    case ARITH_OK:
+        have_item = true;
+        if (incr)
+            STAT_INCR(ws, incr_hits);
+        else
+            STAT_INCR(ws, decr_hits);
+        break;
+    case ARITH_NON_NUMERIC:
+        send_error(c, "CLIENT_ERROR cannot increment or decrement non-numeric value");
+        return;
+    case ARITH_NO_MEMORY:
+        send_error(c, "SERVER_ERROR out of memory");
+        return;
+    case ARITH_EXISTS:
+        code = "EX";
+        break;
+    case ARITH_NOT_FOUND:
+        if (of.vivify) {
+            enum store_result res = ma_create(key, nkey, &of, &cas);
+            if (res == STORE_STORED) {
+                have_item = created = true;
+                value = of.initial;
+            } else if (res == STORE_NO_MEMORY) {
+                send_error(c, "SERVER_ERROR Out of memory allocating new item");
+                return;
+            } else {
+                code = "NS";
+            }
+        } else {
+            if (incr)
+                STAT_INCR(ws, incr_misses);
+            else
+                STAT_INCR(ws, decr_misses);
+            code = "NF";
+        }
+        break;
+    }
+
+    struct meta_line l;
+    l.len = 0;
+    char num[24];
+    int numlen = snprintf(num, sizeof(num), "%llu", (unsigned long long)value);
+    if (!have_item) {
+        line_str(&l, code);
+    } else if (of.value) {
+        char tmp[32];
+        line_add(&l, tmp, (size_t)snprintf(tmp, sizeof(tmp), "VA %d", numlen));
+    } else {
+        line_str(&l, "HD");
+    }
+    /* the TTL, when asked for, as known here: N or T set it, else look */
+    bool ttl_known = created;
+    rel_time_t exptime = created ? of.autoviv_exptime : 0;
+    for (size_t i = 2; i < ntokens - 1; i++) {
+        char f = tokens[i].value[0];
+        if (f == 'O') {
+            if (!line_opaque(&l, &tokens[i])) {
+                send_error(c, "CLIENT_ERROR opaque token too long");
+                return;
+            }
+        } else if (f == 'k') {
+            line_key(&l, key, nkey, of.key_binary);
+        } else if (!have_item) {
+            continue;
+        } else if (f == 'c') {
+            line_flag_u64(&l, 'c', cas);
+        } else if (f == 'T') {
+            item_touch(key, nkey, of.exptime);
+            exptime = of.exptime;
+            ttl_known = true;
+        } else if (f == 't') {
+            if (!ttl_known) {
+                item *it = item_get(key, nkey);
+                exptime = it ? item_exptime(it) : 0;
+                if (it)
+                    item_release(it);
+                ttl_known = true;
+            }
+            line_ttl(&l, exptime);
+        }
+    }
+    if (have_item && !created && of.no_reply)
+        return;
+    if (have_item && of.value) {
+        line_add(&l, "\r\n", 2);
+        line_add(&l, num, (size_t)numlen);
+    }
+    send_line(c, &l, NULL);
+}
+
+/* ---- me ----------------------------------------------------------------------------------- */
+static void process_me(struct conn *c, struct meta_token *tokens, size_t ntokens)
+{
+    if (ntokens < 3 || tokens[1].length > KEY_MAX_LENGTH) {
+        send_error(c, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    char *key = tokens[1].value;
+    size_t nkey = tokens[1].length;
+    bool binary = ntokens >= 4 && tokens[2].length == 1 && tokens[2].value[0] == 'b';
+    if (binary) {
+        nkey = b64_decode_inplace(key, nkey);
+        if (nkey == 0) {
+            send_error(c, "CLIENT_ERROR bad command line format");
+            return;
+        }
+    }
+    STAT_INCR(&c->worker->stats, meta_cmds);
+    item *it = item_get(key, nkey);
+    if (!it) {
+        send_error(c, "EN");
+        return;
+    }
+    struct meta_line l;
+    l.len = 0;
+    line_str(&l, "ME ");
+    line_key_text(&l, item_key(it), item_nkey(it), binary);
+    rel_time_t now = clock_now(), exp = item_exptime(it), la = item_last_access(it);
+    char tmp[160];
+    /* exp as memcached prints it: -1 for never, else now - exptime */
+    int n = snprintf(tmp, sizeof(tmp), " exp=%d la=%u cas=%llu fetch=%s",
+                     exp == 0 ? -1 : (int)(now - exp), (unsigned)(now >= la ? now - la : 0),
+                     (unsigned long long)item_cas(it), item_was_fetched(it) ? "yes" : "no");
+    line_add(&l, tmp, (size_t)n);
+    item_release(it);
+    send_line(c, &l, NULL);
+}
+
+/* ---- entry -------------------------------------------------------------------------------- */
+enum proto_status proto_meta_handle(struct conn *c, char *line, size_t line_len, size_t consumed)
+{
+    /* the line stays readable until the next receive; consume it first so
+     * a value that follows is taken from the right place */
+    conn_consume(c, consumed);
+    struct meta_token tokens[META_MAX_TOKENS];
+    size_t ntokens = meta_tokenize(line, line_len, tokens);
+    if (ntokens < 2 || tokens[0].length != 2) {
+        send_error(c, "ERROR");
+        return PROTO_DONE;
+    }
+    switch (tokens[0].value[1]) {
+    case 'g':
+        process_mg(c, tokens, ntokens);
+        break;
+    case 's':
+        process_ms(c, tokens, ntokens);
+        break;
+    case 'd':
+        process_md(c, tokens, ntokens);
+        break;
+    case 'a':
+        process_ma(c, tokens, ntokens);
+        break;
+    case 'n':
+        send_error(c, "MN");
+        break;
+    case 'e':
+        process_me(c, tokens, ntokens);
+        break;
+    default:
+        send_error(c, "ERROR");
+        break;
+    }
+    return PROTO_DONE;
+}
+
+void proto_meta_shutdown(void)
+{
+    meta_marks_free();
+}
