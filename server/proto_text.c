@@ -102,6 +102,8 @@ static bool safe_strtoul(const char *str, uint32_t *out)
     return true;
 }
 
+/* Like memcached: a long parse stored into 32 bits (no range check, so
+ * 4294967295 reads as -1). */
 static bool safe_strtol(const char *str, int32_t *out)
 {
     char *end;
@@ -109,9 +111,7 @@ static bool safe_strtol(const char *str, int32_t *out)
     long v = strtol(str, &end, 10);
     if (errno == ERANGE || end == str || !ends_number(end, str))
         return false;
-    if (v > INT_MAX || v < INT_MIN)
-        return false;
-    *out = (int32_t)v;
+    *out = (int32_t)(uint32_t)(unsigned long)v;
     return true;
 }
 
@@ -383,8 +383,8 @@ static void text_value_done(struct conn *c, const char *trailer, size_t trailer_
     case STORE_NOT_STORED:
         out_string(c, noreply, "NOT_STORED");
         break;
-    case STORE_NO_MEMORY:
-        out_string(c, noreply, "SERVER_ERROR out of memory storing object");
+    case STORE_NO_MEMORY: /* append/prepend: memcached says NOT_STORED */
+        out_string(c, noreply, "NOT_STORED");
         break;
     }
 }
@@ -530,6 +530,66 @@ static void process_memlimit(struct conn *c, struct token *tokens, size_t ntoken
     }
 }
 
+/* "crawl all" or "crawl 1,2,...": memcached's class ids are 1..63. */
+static bool valid_class_list(const char *list)
+{
+    if (strcmp(list, "all") == 0)
+        return true;
+    const char *p = list;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long id = strtol(p, &end, 10);
+        if (end == p || errno || id < 1 || id > 63)
+            return false;
+        if (*end == ',')
+            end++;
+        else if (*end != '\0')
+            return false;
+        p = end;
+    }
+    return true;
+}
+
+static void process_lru_crawler(struct conn *c, struct token *tokens, size_t ntokens)
+{
+    const char *sub = tokens[1].value;
+    uint32_t n;
+    if (ntokens == 4 && strcmp(sub, "crawl") == 0) {
+        if (!valid_class_list(tokens[2].value)) {
+            out_string(c, false, "BADCLASS invalid class id");
+            return;
+        }
+        storage_crawl_now();
+        out_string(c, false, "OK");
+    } else if (ntokens == 3 && strcmp(sub, "enable") == 0) {
+        out_string(c, false,
+                   storage_crawler_enable(true) == 0 ? "OK"
+                                                     : "ERROR failed to start lru crawler thread");
+    } else if (ntokens == 3 && strcmp(sub, "disable") == 0) {
+        storage_crawler_enable(false); /* already off is fine, as memcached */
+        out_string(c, false, "OK");
+    } else if (ntokens == 4 && strcmp(sub, "sleep") == 0) {
+        if (!safe_strtoul(tokens[2].value, &n))
+            out_string(c, false, "CLIENT_ERROR bad command line format");
+        else if (n > 1000000)
+            out_string(c, false, "CLIENT_ERROR sleep must be one second or less");
+        else if (storage_crawler_set_sleep(n) != 0)
+            out_string(c, false, "CLIENT_ERROR bad command line format");
+        else
+            out_string(c, false, "OK");
+    } else if (ntokens == 4 && strcmp(sub, "tocrawl") == 0) {
+        if (!safe_strtoul(tokens[2].value, &n)) {
+            out_string(c, false, "CLIENT_ERROR bad command line format");
+        } else {
+            storage_crawler_set_tocrawl(n);
+            out_string(c, false, "OK");
+        }
+    } else {
+        out_string(c, false, "ERROR");
+    }
+}
+
 static enum proto_status process_shutdown(struct conn *c, struct token *tokens, size_t ntokens)
 {
     if (!settings.shutdown_command) {
@@ -670,6 +730,8 @@ static enum proto_status dispatch(struct conn *c, char *line, size_t len)
     } else if (strcmp(cmd, "flush_all") == 0) {
         WANT_TOKENS(ntokens, 2, 4);
         process_flush_all(c, tokens, ntokens);
+    } else if (strcmp(cmd, "mn") == 0) {
+        out_string(c, false, "MN"); /* meta no-op; other meta commands need the meta engine */
     } else if (strcmp(cmd, "version") == 0) {
         char buf[64];
         snprintf(buf, sizeof(buf), "VERSION %s", settings_version());
@@ -681,6 +743,8 @@ static enum proto_status dispatch(struct conn *c, char *line, size_t len)
     } else if (strcmp(cmd, "verbosity") == 0) {
         WANT_TOKENS_OR(ntokens, 3, 4);
         process_verbosity(c, tokens, ntokens);
+    } else if (strcmp(cmd, "lru_crawler") == 0) {
+        process_lru_crawler(c, tokens, ntokens);
     } else if (strcmp(cmd, "cache_memlimit") == 0) {
         WANT_TOKENS_OR(ntokens, 3, 4);
         process_memlimit(c, tokens, ntokens);
