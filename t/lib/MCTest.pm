@@ -9,6 +9,12 @@
 #   my $srv = start_server(@args);   start MC_SERVER on 127.0.0.1, a free port,
 #                                    -U 0, plus @args (e.g. -m 2 -M -c 32 -A);
 #                                    dies if it does not accept within 10 s.
+#                                    A leading hashref { listen => 0 } leaves
+#                                    out "-l 127.0.0.1" (default address).
+#   my ($exited, $status, $log) = run_briefly($secs, @args)
+#                                    start like start_server, wait up to $secs
+#                                    for the process to exit by itself; kills
+#                                    it if not ($exited false then).
 #   $srv->port, $srv->pid, $srv->log (path of the captured stderr),
 #   $srv->log_text                   what the server wrote to stderr so far
 #   $srv->alive                      true while the process runs
@@ -45,7 +51,7 @@ use Time::HiRes qw(time sleep);
 use File::Temp qw(tempfile);
 use Test::More ();
 
-our @EXPORT = qw(start_server mc_send mc_line mc_bytes mc_until mc_is
+our @EXPORT = qw(start_server run_briefly mc_send mc_line mc_bytes mc_until mc_is
   mc_silent mc_eof mc_stats mc_resync target free_port);
 
 my $DEFAULT_TIMEOUT = 5;
@@ -62,28 +68,45 @@ sub free_port {
     return $port;
 }
 
-sub start_server {
-    my @args = @_;
+sub _spawn {
+    my ($opt, @args) = @_;
     my $bin = $ENV{MC_SERVER} || '/usr/bin/memcached';
     die "MC_SERVER $bin is not executable\n" unless -x $bin;
+    my $port = free_port();
+    my ($fh, $log) = tempfile('mctest-XXXXXX', TMPDIR => 1, UNLINK => 1);
+    close $fh;
+    my @cmd = ($bin);
+    push @cmd, '-l', '127.0.0.1' if $opt->{listen} // 1;
+    push @cmd, '-p', $port, '-U', '0';
+    push @cmd, '-u', 'root' if $> == 0;    # memcached refuses root without -u
+    push @cmd, @args;
+    my $pid = fork();
+    die "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        open STDIN, '<', '/dev/null';
+        open STDOUT, '>>', $log;
+        open STDERR, '>>', $log;
+        exec @cmd or POSIX::_exit(127);
+    }
+    my $srv = bless { pid => $pid, port => $port, log => $log, cmd => \@cmd }, __PACKAGE__;
+    $running{$pid} = $srv;
+    return $srv;
+}
+
+sub run_briefly {
+    my ($secs, @args) = @_;
+    my $srv = _spawn({}, @args);
+    my $exited = $srv->wait_exit($secs);
+    $srv->_kill unless $exited;
+    return ($exited, $srv->{status}, $srv->log_text);
+}
+
+sub start_server {
+    my $opt = ref $_[0] eq 'HASH' ? shift : {};
+    my @args = @_;
     for my $attempt (1 .. 3) {
-        my $port = free_port();
-        my ($fh, $log) = tempfile('mctest-XXXXXX', TMPDIR => 1, UNLINK => 1);
-        close $fh;
-        my @cmd = ($bin, '-l', '127.0.0.1', '-p', $port, '-U', '0');
-        push @cmd, '-u', 'root' if $> == 0;    # memcached refuses root without -u
-        push @cmd, @args;
-        my $pid = fork();
-        die "fork: $!" unless defined $pid;
-        if ($pid == 0) {
-            open STDIN, '<', '/dev/null';
-            open STDOUT, '>>', $log;
-            open STDERR, '>>', $log;
-            exec @cmd or POSIX::_exit(127);
-        }
-        my $srv = bless { pid => $pid, port => $port, log => $log, cmd => \@cmd },
-          __PACKAGE__;
-        $running{$pid} = $srv;
+        my $srv = _spawn($opt, @args);
+        my ($port, @cmd) = ($srv->{port}, @{ $srv->{cmd} });
         my $deadline = time + 10;
         while (time < $deadline) {
             if (!$srv->alive) {

@@ -1,0 +1,97 @@
+#!/usr/bin/perl
+# t/proto/cmdline.t: start-up flags. Unknown flags, unknown -o suboptions and
+# invalid values make the server exit non-zero with a message; memcached's
+# -o suboptions are accepted; the default listen address (ours only).
+use strict;
+use warnings;
+use Test::More;
+use IO::Socket::INET;
+use MCTest;
+
+for my $case (
+    [['--no-such-flag'],          'an unknown long flag'],
+    [['-J'],                      'an unknown short flag'],
+    [['-o', 'no_such_suboption'], 'an unknown -o suboption'],
+    [['-o', 'no_such_suboption=5'], 'an unknown -o suboption with a value'],
+    [['-c', '0'],                 '-c 0'],
+    [['-t', '0'],                 '-t 0'],
+    [['-I', '5'],                 '-I below 1 KiB'],
+    [['-I', '2000m'],             '-I above half of -m'],
+  )
+{
+    my ($args, $what) = @$case;
+    my ($exited, $status, $log) = run_briefly(5, @$args);
+    ok($exited, "$what (@$args): the server exits")
+      and ok(($status >> 8) != 0 && !($status & 127), "$what: with a non-zero exit status")
+      and like($log, qr/\S/, "$what: and says why");
+}
+
+# -o suboptions that memcached 1.6 accepts must not stop the server.
+my @started;
+for my $opt (qw(modern no_modern lru_crawler no_lru_crawler lru_maintainer no_lru_maintainer
+    maxconns_fast no_maxconns_fast hashpower=18 hash_algorithm=murmur3 slab_reassign
+    slab_automove=0 tail_repair_time=30 idle_timeout=60 temporary_ttl=10 track_sizes
+    watcher_logbuf_size=256 worker_logbuf_size=64 slab_chunk_max=524288 no_hashexpand
+    lru_crawler_sleep=100 lru_crawler_tocrawl=0 hot_lru_pct=20 warm_lru_pct=40
+    hot_max_factor=0.2 warm_max_factor=2.0 read_buf_mem_limit=0))
+{
+    push @started, [$opt, scalar eval { start_server('-o', $opt) }, $@];
+}
+for my $st (@started) {    # started all first, checked and stopped together: faster
+    my ($opt, $srv, $err) = @$st;
+    ok($srv, "-o $opt is accepted") or diag($err);
+    next unless $srv;
+    my $s = $srv->connect;
+    mc_is($s, "set a 0 0 1\r\nx\r\nget a\r\n", "STORED\r\nVALUE a 0 1\r\nx\r\nEND\r\n", "-o $opt: server serves");
+    close $s;
+    kill 'TERM', $srv->pid;
+}
+for my $st (@started) {
+    my ($opt, $srv) = @$st;
+    ok($srv->wait_exit(10), "-o $opt: server stops on SIGTERM") if $srv;
+}
+
+# Several classic flags together.
+{
+    my $srv = eval { start_server('-m', '16', '-c', '64', '-t', '2', '-R', '10', '-B', 'ascii',
+        '-f', '1.5', '-n', '64', '-b', '128', '-o', 'modern') };
+    ok($srv, 'the classic flags -m -c -t -R -B -f -n -b start the server') or diag($@);
+    if ($srv) {
+        my $s = $srv->connect;
+        my $st = mc_stats($s, 'settings');
+        is($st->{growth_factor}, '1.50', '-f shows as growth_factor');
+        is($st->{chunk_size}, 64, '-n shows as chunk_size');
+        is($st->{reqs_per_event}, 10, '-R shows as reqs_per_event');
+        is($st->{tcp_backlog}, 128, '-b shows as tcp_backlog');
+        close $s;
+        $srv->stop;
+    }
+}
+
+# Deliberate difference: without -l, memcached listens on every interface;
+# ours listens on 127.0.0.1 only, so a fresh install is not open to the network.
+SKIP: {
+    skip 'default listen address: memcached-rdma deliberately listens on 127.0.0.1 only (memcached: all interfaces)', 6
+      unless target() eq 'ours';
+    my $ext = external_address();
+    my $srv = start_server({ listen => 0 });
+    my $s = $srv->connect;
+    mc_is($s, "version\r\n", "VERSION ", 'ours without -l: reachable on 127.0.0.1 (default listen address is loopback)');
+    mc_line($s);
+    SKIP: {
+        skip 'no non-loopback IPv4 address on this host', 1 unless $ext;
+        my $o = IO::Socket::INET->new(PeerAddr => $ext, PeerPort => $srv->port, Proto => 'tcp', Timeout => 2);
+        ok(!$o, "ours without -l: not reachable on $ext (default listen address is loopback, unlike memcached)");
+    }
+    close $s;
+    $srv->stop;
+}
+
+# A local non-loopback IPv4 address, found without sending any packet.
+sub external_address {
+    my $u = IO::Socket::INET->new(PeerAddr => '192.0.2.1', PeerPort => 9, Proto => 'udp') or return undef;
+    my $a = $u->sockhost;
+    return ($a && $a !~ /^127\./ && $a ne '0.0.0.0') ? $a : undef;
+}
+
+done_testing;
