@@ -245,8 +245,8 @@ static void test_silent_server(void)
         return;
     }
     memcached_st *memc = client_for(&s, 1, false);
+    is_rc(memcached_version(memc), MEMCACHED_SUCCESS, "connected to the server");
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 300);
-    memcached_version(memc);
     test_server_pause(&s);
     memcached_return_t rc;
     size_t len;
