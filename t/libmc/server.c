@@ -152,8 +152,12 @@ void test_server_stop(struct test_server *s, bool hard)
 
 void test_server_pause(struct test_server *s)
 {
-    if (s->pid > 0)
-        kill(s->pid, SIGSTOP);
+    if (s->pid <= 0)
+        return;
+    kill(s->pid, SIGSTOP);
+    /* signals are asynchronous: wait until the process has really stopped */
+    int status;
+    (void)waitpid(s->pid, &status, WUNTRACED);
 }
 
 void test_server_resume(struct test_server *s)
