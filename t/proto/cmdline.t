@@ -31,7 +31,7 @@ my @started;
 for my $opt (qw(modern no_modern lru_crawler no_lru_crawler lru_maintainer no_lru_maintainer
     maxconns_fast no_maxconns_fast hashpower=18 hash_algorithm=murmur3 slab_reassign
     slab_automove=0 tail_repair_time=30 idle_timeout=60 temporary_ttl=10 track_sizes
-    watcher_logbuf_size=256 worker_logbuf_size=64 slab_chunk_max=524288 no_hashexpand
+    watcher_logbuf_size=256 worker_logbuf_size=64 slab_chunk_max=512 no_hashexpand
     lru_crawler_sleep=100 lru_crawler_tocrawl=0 hot_lru_pct=20 warm_lru_pct=40
     hot_max_factor=0.2 warm_max_factor=2.0 read_buf_mem_limit=0))
 {
