@@ -315,6 +315,15 @@ int main(void)
     static const char cut[] = "VALUE fake 0 100\r\nonly part of it";
     test_fake("server hangs up mid-value", cut, sizeof(cut) - 1, true, false,
               MEMCACHED_CONNECTION_FAILURE);
+    /* binary: a GET response header (opaque 1: the client's first request)
+     * promising 4 bytes of flags and a 100-byte value, then only part of it */
+    static const char cut_binary[] = "\x81\x00\x00\x00\x04\x00\x00\x00"
+                                     "\x00\x00\x00\x68\x00\x00\x00\x01"
+                                     "\x00\x00\x00\x00\x00\x00\x00\x00"
+                                     "\x00\x00\x00\x00"
+                                     "only part of it";
+    test_fake("server hangs up mid-value (binary)", cut_binary, sizeof(cut_binary) - 1, true,
+              true, MEMCACHED_CONNECTION_FAILURE);
     static const char wrong_trailer[] = "VALUE fake 0 2\r\nabXYEND\r\n";
     test_fake("value without its CRLF", wrong_trailer, sizeof(wrong_trailer) - 1, false, false,
               MEMCACHED_UNKNOWN_READ_FAILURE);
