@@ -310,10 +310,8 @@ static bool receive_some(memcached_instance_st *srv)
             lmr_io_fail_server(srv, MEMCACHED_READ_FAILURE, strerror(errno));
             return false;
         }
-        if (!awaiting_reply(srv) && !body->active) {
-            lmr_io_fail_server(srv, MEMCACHED_UNKNOWN_READ_FAILURE, "unexpected data from server");
-            return false;
-        }
+        /* the parser decides about bytes nobody waits for (binary: errors
+         * of quiet requests are skipped; anything else breaks the stream) */
         memcached_return_t rc = proto->parse(srv);
         if (rc != MEMCACHED_SUCCESS) {
             lmr_io_fail_server(srv, rc, "malformed reply from server");

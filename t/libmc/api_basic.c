@@ -318,10 +318,16 @@ static void test_modes(memcached_st *memc)
     uint32_t flags;
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_NOREPLY, 1);
     is_rc(memcached_set(memc, "nr", 2, "quiet", 5, 0, 0), MEMCACHED_SUCCESS, "noreply set");
+    /* a failing quiet request (binary servers still answer its error) must
+     * not disturb the requests after it */
+    is_rc(memcached_add(memc, "nr", 2, "other", 5, 0, 0), MEMCACHED_SUCCESS,
+          "noreply add of an existing key reports nothing");
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_NOREPLY, 0);
     char *v = memcached_get(memc, "nr", 2, &len, &flags, &rc);
     ok(v != NULL && len == 5 && memcmp(v, "quiet", 5) == 0, "noreply set took effect");
     free(v);
+    is_rc(memcached_set(memc, "nr2", 3, "x", 1, 0, 0), MEMCACHED_SUCCESS,
+          "the connection is in step after a failed quiet request");
 
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_BUFFER_REQUESTS, 1);
     is_rc(memcached_set(memc, "bf", 2, "buffered", 8, 0, 0), MEMCACHED_BUFFERED, "buffered set");
