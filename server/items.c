@@ -96,8 +96,11 @@ static void item_free(struct item *it)
         char **table = item_chunk_table(it);
         size_t n = chunk_count(it->nbytes);
         for (size_t i = n; i-- > 0;)
-            slabs_free(table[i], i + 1 == n ? *item_tail_class(it) : storage_rt.largest_class);
+            slabs_free_value(table[i],
+                             i + 1 == n ? *item_tail_class(it) : storage_rt.largest_class);
     }
+    /* A free chunk never looks linked to the slab mover. */
+    __atomic_store_n(&it->it_flags, 0, __ATOMIC_RELAXED);
     slabs_free(it, header_cls);
 }
 
@@ -154,7 +157,8 @@ static void link_item(struct item *it, uint64_t hv)
 {
     item_time_store(&it->time, clock_now());
     it->cas = atomic_fetch_add(&cas_counter, 1) + 1;
-    item_flags_set(it, ITEM_LINKED);
+    /* Release: the slab mover reads the key of items it sees linked. */
+    __atomic_fetch_or(&it->it_flags, ITEM_LINKED, __ATOMIC_RELEASE);
     assoc_insert(it, hv);
     item_ref(it);
     unsigned cls = item_lru_class(it);
@@ -358,11 +362,42 @@ static bool pull_tail(unsigned cls)
     return unlinked;
 }
 
+/* ---- slab mover hooks ---------------------------------------------------- */
+struct item *item_take_for_move(void *chunk)
+{
+    struct item *it = chunk;
+    /* The chunk cannot be freed meanwhile (the mover holds its slab class
+     * lock); a linked item's key is set before it is linked. */
+    if (!(__atomic_load_n(&it->it_flags, __ATOMIC_ACQUIRE) & ITEM_LINKED))
+        return NULL;
+    uint64_t hv = assoc_hash(it->data, it->nkey);
+    if (!assoc_trylock(hv))
+        return NULL;
+    struct item *taken = NULL;
+    if ((item_flags_load(it) & ITEM_LINKED) &&
+        __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 1) {
+        unsigned cls = item_lru_class(it);
+        if (lru_trylock(cls)) {
+            unlink_common(it, lru_of(cls), hv);
+            lru_unlock(cls);
+            __atomic_store_n(&it->refcount, 0, __ATOMIC_RELEASE);
+            taken = it;
+        }
+    }
+    assoc_unlock(hv);
+    return taken;
+}
+
+void item_free_taken(struct item *it)
+{
+    item_free(it);
+}
+
 /* A chunk of class cls, evicting from that class's LRU when needed. */
-static void *alloc_chunk(unsigned cls)
+static void *alloc_chunk(unsigned cls, bool value)
 {
     for (int tries = 0; tries < EVICT_TRIES; tries++) {
-        void *p = slabs_alloc(cls);
+        void *p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
         if (p)
             return p;
         if (!pull_tail(cls))
@@ -371,7 +406,7 @@ static void *alloc_chunk(unsigned cls)
         lru_of(cls)->n.direct_reclaims++;
         lru_unlock(cls);
     }
-    void *p = slabs_alloc(cls);
+    void *p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
     if (!p) {
         lru_lock(cls);
         lru_of(cls)->n.outofmemory++;
@@ -404,7 +439,7 @@ static struct item *alloc_item(const char *key, size_t nkey, uint32_t flags, rel
         return NULL;
 
     *why = ALLOC_NO_MEMORY;
-    struct item *it = alloc_chunk(header_cls);
+    struct item *it = alloc_chunk(header_cls, false);
     if (!it)
         return NULL;
     it->next = it->prev = it->h_next = NULL;
@@ -413,7 +448,9 @@ static struct item *alloc_item(const char *key, size_t nkey, uint32_t flags, rel
     it->exptime = exptime;
     it->nbytes = (uint32_t)nbytes;
     it->refcount = 1;
-    it->it_flags = (uint8_t)((chunked ? ITEM_CHUNKED : 0) | (flags ? ITEM_HAS_FLAGS : 0));
+    __atomic_store_n(&it->it_flags,
+                     (uint8_t)((chunked ? ITEM_CHUNKED : 0) | (flags ? ITEM_HAS_FLAGS : 0)),
+                     __ATOMIC_RELAXED);
     it->nkey = (uint8_t)nkey;
     memcpy(it->data, key, nkey);
     if (flags)
@@ -425,14 +462,15 @@ static struct item *alloc_item(const char *key, size_t nkey, uint32_t flags, rel
         unsigned tail_cls = slabs_clsid(tail);
         for (size_t i = 0; i < nchunks; i++) {
             unsigned cls = (i + 1 == nchunks) ? tail_cls : storage_rt.largest_class;
-            char *chunk = alloc_chunk(cls);
+            char *chunk = alloc_chunk(cls, true);
             if (!chunk && cls != storage_rt.largest_class) {
                 cls = storage_rt.largest_class;
-                chunk = alloc_chunk(cls);
+                chunk = alloc_chunk(cls, true);
             }
             if (!chunk) {
                 while (i-- > 0)
-                    slabs_free(table[i], storage_rt.largest_class);
+                    slabs_free_value(table[i], storage_rt.largest_class);
+                __atomic_store_n(&it->it_flags, 0, __ATOMIC_RELAXED);
                 slabs_free(it, header_cls);
                 return NULL;
             }

@@ -47,6 +47,9 @@ struct storage_config {
     unsigned hashpower_init; /* -o hashpower; 0 means default (16) */
     bool lru_crawler;        /* -o lru_crawler / no_lru_crawler */
     unsigned worker_threads; /* -t, sizes lock tables */
+    bool slab_automove_off;  /* -o slab_automove=0: never move pages between
+                                classes (the default moves them, as
+                                memcached's slab_automove=1 does) */
 };
 
 /* Initialises the engine; returns 0, or -1 with a message in errbuf. */
@@ -120,6 +123,10 @@ void storage_flush_all(rel_time_t when);
 /* cache_memlimit: new -m in bytes; 0 on success, -1 when memory was
  * preallocated (-L) and cannot change. */
 int storage_set_memlimit(size_t maxbytes);
+/* Moves at most one slab page towards the class evicting most, if memory
+ * is full ("slabs automove" work done at once; also used by tests). True
+ * when a page moved. */
+bool storage_slab_move_now(void);
 /* Runs one LRU crawler pass now, in the calling thread, reclaiming expired
  * and flushed items ("lru_crawler crawl all"; also used by tests). */
 void storage_crawl_now(void);

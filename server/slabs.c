@@ -31,11 +31,23 @@ struct page {
     struct page *next; /* in its class's partial list, or in the pool */
     struct page *prev;
     char *base;
-    void *free_list;   /* freed chunks, linked through their first word */
-    unsigned nfree;    /* chunks on free_list */
-    unsigned end_left; /* never-used chunks at the end */
-    unsigned used;     /* chunks handed out */
+    void *free_list;       /* freed chunks, linked through their first word */
+    unsigned nfree;        /* chunks on free_list */
+    unsigned end_left;     /* never-used chunks at the end */
+    unsigned used;         /* chunks handed out */
+    unsigned value_chunks; /* of those, value chunks of chunked items */
     bool in_partial;
+    struct page *class_next; /* every page of the class */
+    struct page *class_prev;
+    struct slabs_drain *drain; /* set while the page is being emptied */
+    unsigned drain_skip;       /* after a failed emptying: picks to sit out */
+};
+
+/* A page being emptied for another class (see slabs.h). */
+struct slabs_drain {
+    struct page *page;
+    unsigned cls;
+    bool done; /* the page went back to the pool */
 };
 
 struct region {
@@ -53,6 +65,7 @@ struct slab_class {
     size_t size;
     unsigned perslab;
     struct page *partial; /* pages with at least one free chunk */
+    struct page *all;     /* every page of the class */
     size_t pages;
     size_t used_chunks;
     size_t end_left; /* sum over this class's pages */
@@ -153,14 +166,33 @@ out:
         pg->nfree = 0;
         pg->end_left = c->perslab;
         pg->used = 0;
+        pg->value_chunks = 0;
         pg->in_partial = false;
+        pg->drain = NULL;
+        pg->drain_skip = 0;
+        pg->class_prev = NULL;
+        pg->class_next = c->all;
+        if (c->all)
+            c->all->class_prev = pg;
+        c->all = pg;
     }
     return pg;
 }
 
-/* Gives an empty page back to the pool (c->lock held). */
-static void page_release(struct page *pg)
+/* Gives an empty page of class c back to the pool (c->lock held). */
+static void page_release(struct slab_class *c, struct page *pg)
 {
+    if (pg->class_prev)
+        pg->class_prev->class_next = pg->class_next;
+    else
+        c->all = pg->class_next;
+    if (pg->class_next)
+        pg->class_next->class_prev = pg->class_prev;
+    pg->class_next = pg->class_prev = NULL;
+    if (pg->drain) {
+        pg->drain->done = true;
+        pg->drain = NULL;
+    }
     madvise(pg->base, page_size, MADV_DONTNEED);
     pthread_mutex_lock(&pool_lock);
     pg->next = pool;
@@ -231,6 +263,7 @@ int slabs_init(const struct slabs_config *cfg, char *errbuf, size_t errlen)
         pthread_mutex_init(&classes[c].lock, NULL);
         classes[c].perslab = (unsigned)(page_size / classes[c].size);
         classes[c].partial = NULL;
+        classes[c].all = NULL;
         classes[c].pages = 0;
         classes[c].used_chunks = 0;
         classes[c].end_left = 0;
@@ -288,7 +321,7 @@ size_t slabs_class_size(unsigned cls)
     return classes[cls].size;
 }
 
-void *slabs_alloc(unsigned cls)
+static void *chunk_alloc(unsigned cls, bool value)
 {
     struct slab_class *c = &classes[cls];
     void *chunk = NULL;
@@ -314,6 +347,8 @@ void *slabs_alloc(unsigned cls)
         c->end_left--;
     }
     pg->used++;
+    if (value)
+        pg->value_chunks++;
     c->used_chunks++;
     if (pg->nfree == 0 && pg->end_left == 0)
         partial_remove(c, pg);
@@ -321,7 +356,17 @@ void *slabs_alloc(unsigned cls)
     return chunk;
 }
 
-void slabs_free(void *chunk, unsigned cls)
+void *slabs_alloc(unsigned cls)
+{
+    return chunk_alloc(cls, false);
+}
+
+void *slabs_alloc_value(unsigned cls)
+{
+    return chunk_alloc(cls, true);
+}
+
+static void chunk_free(void *chunk, unsigned cls, bool value)
 {
     struct slab_class *c = &classes[cls];
     struct page *pg = page_of(chunk);
@@ -330,7 +375,19 @@ void slabs_free(void *chunk, unsigned cls)
     pg->free_list = chunk;
     pg->nfree++;
     pg->used--;
+    if (value)
+        pg->value_chunks--;
     c->used_chunks--;
+    if (pg->drain) {
+        /* Being emptied: hands out nothing; leaves once empty. */
+        if (pg->used == 0) {
+            c->pages--;
+            c->end_left -= pg->end_left;
+            page_release(c, pg);
+        }
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
     if (!pg->in_partial)
         partial_add(c, pg);
     /* An empty page goes back to the pool unless it is the class's only
@@ -340,9 +397,97 @@ void slabs_free(void *chunk, unsigned cls)
         partial_remove(c, pg);
         c->pages--;
         c->end_left -= pg->end_left;
-        page_release(pg);
+        page_release(c, pg);
     }
     pthread_mutex_unlock(&c->lock);
+}
+
+void slabs_free(void *chunk, unsigned cls)
+{
+    chunk_free(chunk, cls, false);
+}
+
+void slabs_free_value(void *chunk, unsigned cls)
+{
+    chunk_free(chunk, cls, true);
+}
+
+/* ---- emptying a page for another class ---------------------------------- */
+struct slabs_drain *slabs_drain_begin(unsigned cls)
+{
+    struct slab_class *c = &classes[cls];
+    struct slabs_drain *d = calloc(1, sizeof(*d));
+    if (!d)
+        return NULL;
+    pthread_mutex_lock(&c->lock);
+    struct page *best = NULL;
+    if (c->pages >= 2) {
+        for (struct page *pg = c->all; pg; pg = pg->class_next) {
+            if (pg->drain_skip) { /* held items kept it from emptying lately */
+                pg->drain_skip--;
+                continue;
+            }
+            if (pg->value_chunks == 0 && !pg->drain && (!best || pg->used < best->used))
+                best = pg;
+        }
+    }
+    if (best) {
+        if (best->in_partial)
+            partial_remove(c, best);
+        best->drain = d;
+        d->page = best;
+        d->cls = cls;
+        if (best->used == 0) { /* already empty */
+            c->pages--;
+            c->end_left -= best->end_left;
+            page_release(c, best);
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (!best) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+bool slabs_drain_visit(struct slabs_drain *d, void (*visit)(void *chunk, void *arg), void *arg)
+{
+    struct slab_class *c = &classes[d->cls];
+    pthread_mutex_lock(&c->lock);
+    if (!d->done) {
+        struct page *pg = d->page;
+        unsigned handed = c->perslab - pg->end_left;
+        unsigned char *is_free = calloc(handed ? handed : 1, 1);
+        if (is_free) {
+            for (void *f = pg->free_list; f; f = *(void **)f)
+                is_free[(size_t)((char *)f - pg->base) / c->size] = 1;
+            for (unsigned i = 0; i < handed; i++)
+                if (!is_free[i])
+                    visit(pg->base + (size_t)i * c->size, arg);
+            free(is_free);
+        }
+    }
+    bool done = d->done;
+    pthread_mutex_unlock(&c->lock);
+    return done;
+}
+
+bool slabs_drain_end(struct slabs_drain *d)
+{
+    struct slab_class *c = &classes[d->cls];
+    pthread_mutex_lock(&c->lock);
+    bool done = d->done;
+    if (!done) { /* give up: the page serves allocations again */
+        struct page *pg = d->page;
+        pg->drain = NULL;
+        pg->drain_skip = 8;
+        if (pg->nfree || pg->end_left)
+            partial_add(c, pg);
+    }
+    pthread_mutex_unlock(&c->lock);
+    free(d);
+    return done;
 }
 
 int slabs_set_limit(size_t new_limit)

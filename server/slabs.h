@@ -37,6 +37,24 @@ size_t slabs_class_size(unsigned cls);
  * new page may be taken (memory limit, or the page could not be mapped). */
 void *slabs_alloc(unsigned cls);
 void slabs_free(void *chunk, unsigned cls);
+/* The same for chunks holding part of a large value rather than an item
+ * header: pages with such chunks are never emptied for other classes. */
+void *slabs_alloc_value(unsigned cls);
+void slabs_free_value(void *chunk, unsigned cls);
+
+/* Emptying a page so it can serve another class (the slab mover):
+ * slabs_drain_begin() picks the class's page holding only item headers
+ * with the fewest in use and stops handing out its chunks (NULL when the
+ * class has fewer than two pages or none qualifies). slabs_drain_visit()
+ * calls visit() on each chunk still in use, with the class lock held:
+ * visit must not free chunks or wait for locks. It returns true once the
+ * page's last chunk was freed and the page went to the pool.
+ * slabs_drain_end() finishes (putting the page back in service if it is
+ * not empty) and returns whether it was emptied. */
+struct slabs_drain;
+struct slabs_drain *slabs_drain_begin(unsigned cls);
+bool slabs_drain_visit(struct slabs_drain *d, void (*visit)(void *chunk, void *arg), void *arg);
+bool slabs_drain_end(struct slabs_drain *d);
 
 /* cache_memlimit: 0 on success, -1 when memory was preallocated. */
 int slabs_set_limit(size_t mem_limit);

@@ -11,6 +11,7 @@
 #include "assoc.h"
 #include "crawler.h"
 #include "lru.h"
+#include "slab_mover.h"
 #include "slabs.h"
 #include "storage_internal.h"
 
@@ -85,6 +86,7 @@ int storage_init(const struct storage_config *given, char *errbuf, size_t errlen
     }
     items_init();
     tstats_init();
+    slab_mover_reset();
     threads_started = false;
     return 0;
 }
@@ -94,6 +96,12 @@ int storage_start_threads(void)
     if (assoc_start_thread() != 0)
         return -1;
     if (storage_rt.cfg.lru_crawler && crawler_start() != 0) {
+        assoc_stop_thread();
+        return -1;
+    }
+    if (!storage_rt.cfg.slab_automove_off && slab_mover_start() != 0) {
+        if (storage_rt.cfg.lru_crawler)
+            crawler_stop();
         assoc_stop_thread();
         return -1;
     }
@@ -131,6 +139,8 @@ void storage_crawler_set_tocrawl(unsigned items)
 void storage_shutdown(void)
 {
     if (threads_started) {
+        if (!storage_rt.cfg.slab_automove_off)
+            slab_mover_stop();
         if (storage_rt.cfg.lru_crawler)
             crawler_stop();
         assoc_stop_thread();
@@ -149,6 +159,11 @@ int storage_set_memlimit(size_t maxbytes)
         return -1;
     storage_rt.cfg.maxbytes = maxbytes;
     return 0;
+}
+
+bool storage_slab_move_now(void)
+{
+    return slab_mover_run_once();
 }
 
 void storage_crawl_now(void)

@@ -32,6 +32,12 @@ bool item_is_dead(const struct item *it, rel_time_t now);
  * of class cls (the item's LRU class). May free the item. */
 void item_unlink_lru_locked(struct item *it, unsigned cls, uint64_t hv);
 void items_set_oldest_live(rel_time_t when);
+/* For the slab mover, which holds the chunk's slab class lock: when chunk
+ * is a linked item nobody else references, unlinks it (only trying locks)
+ * and returns it, to be given to item_free_taken() once the class lock is
+ * released; otherwise NULL. */
+struct item *item_take_for_move(void *chunk);
+void item_free_taken(struct item *it);
 
 /* ---- storage_stats.c ------------------------------------------------------ */
 enum class_counter {

@@ -17,6 +17,7 @@
 
 #include "assoc.h"
 #include "lru.h"
+#include "slab_mover.h"
 #include "slabs.h"
 #include "storage_internal.h"
 
@@ -129,6 +130,7 @@ void storage_stats_reset(void)
     sum_raw(&baseline);
     pthread_mutex_unlock(&registry_lock);
     lru_counters_reset();
+    slab_mover_reset();
 }
 
 /* ---- emit helpers ------------------------------------------------------------ */
@@ -180,6 +182,10 @@ void storage_stats_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "hash_power_level", as.hash_power);
     emit_u64(emit, ctx, "hash_bytes", as.hash_bytes);
     emit_u64(emit, ctx, "hash_is_expanding", as.expanding ? 1 : 0);
+    uint64_t moved, lost;
+    slab_mover_stats(&moved, &lost);
+    emit_u64(emit, ctx, "slab_reassign_evictions_nomem", lost);
+    emit_u64(emit, ctx, "slabs_moved", moved);
     emit_u64(emit, ctx, "malloc_fails", sg.malloc_fails);
     emit_u64(emit, ctx, "bytes", total.bytes);
     emit_u64(emit, ctx, "curr_items", total.curr_items);
@@ -212,6 +218,8 @@ void storage_stats_settings(stat_emit_fn emit, void *ctx)
     emit(ctx, "cas_enabled", cfg->use_cas ? "yes" : "no");
     emit_u64(emit, ctx, "item_size_max", cfg->item_size_max);
     emit_u64(emit, ctx, "hashpower_init", cfg->hashpower_init);
+    emit(ctx, "slab_reassign", cfg->slab_automove_off ? "no" : "yes");
+    emit_u64(emit, ctx, "slab_automove", cfg->slab_automove_off ? 0 : 1);
     emit_u64(emit, ctx, "slab_chunk_max", storage_rt.chunk_max);
     emit_u64(emit, ctx, "slab_page_size", cfg->slab_page_size);
     emit(ctx, "lru_crawler", cfg->lru_crawler ? "yes" : "no");

@@ -761,6 +761,57 @@ static void test_page_reuse(void)
     storage_shutdown();
 }
 
+/* When the cache is full of old items of one size and new items of another
+ * size keep evicting each other, pages move to the new size. */
+static void test_slab_move(void)
+{
+    struct storage_config cfg = default_config();
+    cfg.maxbytes = 8 * MIB;
+    start(&cfg);
+    char key[32], small[1000];
+    fill_pattern(small, sizeof(small), 7);
+    int n = 0;
+    while (n < 100000 && general_stat("evictions") == 0) {
+        snprintf(key, sizeof(key), "old:%d", n++);
+        store_full(key, small, sizeof(small), 0, 0, STORE_SET, 0, NULL, NULL);
+    }
+    item *pinned = item_get("old:100", 7);
+    clock_advance_for_tests(100);
+
+    size_t big = 50 * 1024;
+    char *val = malloc(big);
+    fill_pattern(val, big, 8);
+    int next = 0;
+    for (int round = 0; round < 12; round++) {
+        for (int i = 0; i < 40; i++) {
+            snprintf(key, sizeof(key), "new:%d", next++);
+            store_full(key, val, big, 0, 0, STORE_SET, 0, NULL, NULL);
+        }
+        storage_slab_move_now();
+    }
+    for (int i = 0; i < 60; i++) {
+        snprintf(key, sizeof(key), "new:%d", next++);
+        store_full(key, val, big, 0, 0, STORE_SET, 0, NULL, NULL);
+    }
+    int present = 0;
+    for (int i = next - 60; i < next; i++) {
+        snprintf(key, sizeof(key), "new:%d", i);
+        present += exists(key);
+    }
+    ok(general_stat("slabs_moved") >= 3, "pages moved to the evicting class (%llu)",
+       general_stat("slabs_moved"));
+    ok(present == 60, "the 60 newest 50 KiB items all fit afterwards (%d)", present);
+    ok(general_stat("slab_reassign_evictions_nomem") > 0, "items lost in moves are counted");
+    char *pv = pinned ? value_of(pinned) : NULL;
+    ok(pv && item_nbytes(pinned) == sizeof(small) && memcmp(pv, small, sizeof(small)) == 0,
+       "a referenced item in a moved class stays intact");
+    free(pv);
+    if (pinned)
+        item_release(pinned);
+    free(val);
+    storage_shutdown();
+}
+
 static void test_references(void)
 {
     struct storage_config cfg = default_config();
@@ -942,7 +993,7 @@ static void test_hash_growth(void)
 }
 
 /* ---- concurrency smoke test ------------------------------------------------------ */
-#define SMOKE_KEYS 512
+#define SMOKE_KEYS 16384
 #define SMOKE_THREADS 4
 static atomic_int smoke_stop;
 static int smoke_torn[SMOKE_THREADS];
@@ -950,17 +1001,15 @@ static long smoke_ops[SMOKE_THREADS];
 
 /* Values carry their own check: byte 0..7 = length, the rest a pattern
  * seeded by a byte, so a torn or mixed value is detected. */
+static atomic_int smoke_phase; /* 0: mostly small values, 1: mostly large */
+
 static size_t smoke_len(unsigned r)
 {
     static const size_t lens[] = {16, 40, 100, 1000, 5000, 70000, 600000};
     unsigned pick = r % 100;
-    return lens[pick < 40   ? 0
-                : pick < 60 ? 1
-                : pick < 75 ? 2
-                : pick < 88 ? 3
-                : pick < 95 ? 4
-                : pick < 99 ? 5
-                            : 6];
+    if (atomic_load(&smoke_phase) == 0)
+        return lens[pick < 10 ? 0 : pick < 20 ? 2 : 3];
+    return lens[pick < 60 ? 4 : pick < 98 ? 5 : 6];
 }
 
 static void *smoke_worker(void *arg)
@@ -1013,7 +1062,7 @@ static void *smoke_worker(void *arg)
 static void test_threads(void)
 {
     struct storage_config cfg = default_config();
-    cfg.maxbytes = 16 * MIB; /* small enough to evict under load */
+    cfg.maxbytes = 8 * MIB;  /* small enough to evict under load */
     cfg.hashpower_init = 10; /* grows while the workers run */
     start(&cfg);
     ok(storage_start_threads() == 0, "background threads start");
@@ -1031,11 +1080,15 @@ static void test_threads(void)
      * so expiry, reclaim and stats race with the workers. */
     static struct stat_list l;
     struct timespec step = {0, 50 * 1000 * 1000};
+    atomic_store(&smoke_phase, 0);
     for (int i = 0; i < 40; i++) {
+        if (i == 16) /* sizes change: pages must move between classes */
+            atomic_store(&smoke_phase, 1);
         nanosleep(&step, NULL);
         if (i % 4 == 0)
             clock_advance_for_tests(1);
         storage_crawl_now();
+        storage_slab_move_now();
         l.n = 0;
         storage_stats_general(collect, &l);
         l.n = 0;
@@ -1051,7 +1104,8 @@ static void test_threads(void)
         ops += smoke_ops[i];
         torn += smoke_torn[i];
     }
-    diag("%ld operations in 2 s over %d threads", ops, SMOKE_THREADS);
+    diag("%ld operations in 2 s over %d threads, %llu evictions, %llu slab pages moved", ops,
+         SMOKE_THREADS, general_stat("evictions"), general_stat("slabs_moved"));
     ok(ops > 1000 && torn == 0, "concurrent set/add/get/delete never show a torn value");
     ok(general_stat("hash_power_level") > 10, "the table grew in the background under load");
     storage_shutdown();
@@ -1070,6 +1124,7 @@ int main(void)
     test_flush();
     test_eviction();
     test_page_reuse();
+    test_slab_move();
     test_references();
     test_stats();
     test_hash_growth();

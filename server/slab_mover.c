@@ -1,0 +1,200 @@
+/*
+ * slab_mover.c: moves slab pages between classes when the cache is full
+ * and the item sizes stored change (memcached's slab_reassign + automove).
+ *
+ * Once every page is handed out, a class only reuses its own chunks, so a
+ * workload whose item sizes shift would keep evicting young items of the
+ * new size while pages full of old items of another size sit untouched.
+ * Once a second, while memory is at its limit (so no class may take a new
+ * or pooled page), the mover looks for the class that evicted (or failed to allocate) the
+ * most since the last look and, among the other classes with at least two
+ * pages, the one whose LRU tail is older. It empties one page of that class
+ * (the page holding only item headers with the fewest in use): the items in
+ * it are unlinked, except those someone references, which it waits for for
+ * a little while, and the page goes to the pool where the needy class takes
+ * it. Items lost this way are counted as slab_reassign_evictions_nomem.
+ *
+ * This file decides and drives; slabs.c empties pages, items.c unlinks.
+ */
+#include "slab_mover.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lru.h"
+#include "slabs.h"
+#include "storage_internal.h"
+
+#define MOVE_ROUNDS 20         /* visits of a page being emptied */
+#define ROUND_PAUSE_NS 5000000 /* between visits: 5 ms */
+
+static pthread_t mover_thread;
+static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t thread_wake = PTHREAD_COND_INITIALIZER;
+static bool running;
+static bool stopping;
+
+static pthread_mutex_t decide_lock = PTHREAD_MUTEX_INITIALIZER; /* one move at a time */
+static uint64_t last_pressure[SLAB_CLASSES_MAX];
+static atomic_uint_fast64_t pages_moved;
+static atomic_uint_fast64_t items_lost;
+
+struct taken_list {
+    struct item **items;
+    size_t n, cap;
+};
+
+/* Called with the page's class lock held: collects items to free later. */
+static void take_visit(void *chunk, void *arg)
+{
+    struct taken_list *t = arg;
+    if (t->n == t->cap)
+        return;
+    struct item *it = item_take_for_move(chunk);
+    if (it)
+        t->items[t->n++] = it;
+}
+
+/* Empties one page of class src; true when it went to the pool. */
+static bool move_page_from(unsigned src)
+{
+    struct slabs_drain *d = slabs_drain_begin(src);
+    if (!d)
+        return false;
+    struct taken_list t = {.n = 0, .cap = slabs_class_size(src) ? 4096 : 0};
+    t.items = malloc(t.cap * sizeof(*t.items));
+    if (!t.items)
+        t.cap = 0;
+    for (int round = 0; round < MOVE_ROUNDS; round++) {
+        t.n = 0;
+        bool done = slabs_drain_visit(d, take_visit, &t);
+        for (size_t i = 0; i < t.n; i++)
+            item_free_taken(t.items[i]);
+        atomic_fetch_add(&items_lost, t.n);
+        if (done)
+            break;
+        if (t.n == 0) {
+            struct timespec pause = {0, ROUND_PAUSE_NS};
+            nanosleep(&pause, NULL);
+        }
+    }
+    free(t.items);
+    bool moved = slabs_drain_end(d);
+    if (moved)
+        atomic_fetch_add(&pages_moved, 1);
+    return moved;
+}
+
+bool slab_mover_run_once(void)
+{
+    if (!storage_rt.cfg.evict_to_free)
+        return false;
+    pthread_mutex_lock(&decide_lock);
+    rel_time_t now = clock_now();
+    unsigned dst = 0;
+    uint64_t dst_pressure = 0;
+    rel_time_t age[SLAB_CLASSES_MAX] = {0};
+    size_t pages[SLAB_CLASSES_MAX] = {0};
+    for (unsigned c = 1; c <= storage_rt.largest_class; c++) {
+        struct lru_counters n;
+        rel_time_t tail;
+        lru_counters_get(c, &n, &tail);
+        uint64_t pressure = n.evicted + n.outofmemory;
+        /* "stats reset" may have zeroed the counters. */
+        uint64_t delta = pressure >= last_pressure[c] ? pressure - last_pressure[c] : pressure;
+        last_pressure[c] = pressure;
+        if (delta > dst_pressure) {
+            dst_pressure = delta;
+            dst = c;
+        }
+        age[c] = n.curr_items && tail <= now ? now - tail : 0;
+        struct slabs_class_stats sc;
+        slabs_class_stats(c, &sc);
+        pages[c] = sc.total_pages;
+    }
+    struct slabs_global_stats g;
+    slabs_global_stats(&g);
+    bool full = g.mem_limit && g.total_malloced + storage_rt.cfg.slab_page_size > g.mem_limit;
+    bool moved = false;
+    /* Pooled pages only help while the limit allows taking one. */
+    if (dst && full) {
+        unsigned src = 0;
+        for (unsigned c = 1; c <= storage_rt.largest_class; c++) {
+            if (c == dst || pages[c] < 2 || age[c] <= age[dst])
+                continue;
+            if (!src || age[c] > age[src])
+                src = c;
+        }
+        if (src)
+            moved = move_page_from(src);
+    }
+    pthread_mutex_unlock(&decide_lock);
+    return moved;
+}
+
+static void *mover_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&thread_lock);
+    while (!stopping) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        while (!stopping && pthread_cond_timedwait(&thread_wake, &thread_lock, &until) == 0) {
+        }
+        if (stopping)
+            break;
+        pthread_mutex_unlock(&thread_lock);
+        slab_mover_run_once();
+        pthread_mutex_lock(&thread_lock);
+    }
+    pthread_mutex_unlock(&thread_lock);
+    return NULL;
+}
+
+int slab_mover_start(void)
+{
+    pthread_mutex_lock(&decide_lock);
+    memset(last_pressure, 0, sizeof(last_pressure));
+    pthread_mutex_unlock(&decide_lock);
+    pthread_mutex_lock(&thread_lock);
+    stopping = false;
+    int rc = pthread_create(&mover_thread, NULL, mover_main, NULL);
+    running = (rc == 0);
+    pthread_mutex_unlock(&thread_lock);
+    return rc == 0 ? 0 : -1;
+}
+
+void slab_mover_stop(void)
+{
+    pthread_mutex_lock(&thread_lock);
+    if (!running) {
+        pthread_mutex_unlock(&thread_lock);
+        return;
+    }
+    stopping = true;
+    pthread_cond_broadcast(&thread_wake);
+    pthread_mutex_unlock(&thread_lock);
+    pthread_join(mover_thread, NULL);
+    pthread_mutex_lock(&thread_lock);
+    running = false;
+    pthread_mutex_unlock(&thread_lock);
+}
+
+void slab_mover_stats(uint64_t *moved, uint64_t *lost)
+{
+    *moved = atomic_load(&pages_moved);
+    *lost = atomic_load(&items_lost);
+}
+
+void slab_mover_reset(void)
+{
+    atomic_store(&pages_moved, 0);
+    atomic_store(&items_lost, 0);
+    pthread_mutex_lock(&decide_lock);
+    memset(last_pressure, 0, sizeof(last_pressure));
+    pthread_mutex_unlock(&decide_lock);
+}

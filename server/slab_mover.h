@@ -1,0 +1,21 @@
+/*
+ * slab_mover.h: moves slab pages from a class with old items to a class
+ * that is evicting young ones, once memory is full (memcached's automove).
+ * A background thread looks once a second; a look can also be run
+ * synchronously.
+ */
+#ifndef MCR_SLAB_MOVER_H
+#define MCR_SLAB_MOVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+int slab_mover_start(void);
+void slab_mover_stop(void);
+/* One look (and at most one page moved, in the calling thread); true when
+ * a page was moved. */
+bool slab_mover_run_once(void);
+void slab_mover_stats(uint64_t *pages_moved, uint64_t *items_lost);
+void slab_mover_reset(void);
+
+#endif
