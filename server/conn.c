@@ -201,6 +201,7 @@ void resp_park(struct conn *c, struct resp *r)
     if (!r->parked) {
         r->parked = true;
         c->nparked++;
+        log_msg(LOG_DEBUG, "<%d response parked (%u parked)", c->fd, c->nparked);
     }
 }
 
@@ -219,6 +220,7 @@ void conn_resp_complete(struct conn *c, struct resp *r)
     if (r->parked) {
         r->parked = false;
         c->nparked--;
+        log_msg(LOG_DEBUG, "<%d parked response completed (%u parked)", c->fd, c->nparked);
     }
     if (c->state == CONN_CLOSING) {
         if (c->nparked == 0)
@@ -239,6 +241,7 @@ void conn_consume(struct conn *c, size_t n)
 
 void conn_read_value(struct conn *c, item *it, size_t nbytes, size_t trailer_len)
 {
+    log_msg(LOG_DEBUG, "<%d receiving a %zu-byte value", c->fd, nbytes);
     c->value.it = it;
     c->value.seg = 0;
     c->value.seg_off = 0;
@@ -252,6 +255,7 @@ void conn_read_value(struct conn *c, item *it, size_t nbytes, size_t trailer_len
 
 void conn_swallow(struct conn *c, size_t nbytes)
 {
+    log_msg(LOG_DEBUG, "<%d swallowing %zu bytes", c->fd, nbytes);
     c->swallow_left = nbytes;
     if (nbytes > 0)
         set_state(c, CONN_SWALLOW);
@@ -491,6 +495,7 @@ static bool conn_flush(struct conn *c)
         ssize_t n = c->tp->sendv(c, w->iov, niov);
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+                log_msg(LOG_DEBUG, "<%d output blocked, waiting to write", c->fd);
                 __atomic_store_n(&c->write_blocked, true, __ATOMIC_RELAXED);
                 return true;
             }
@@ -560,6 +565,7 @@ static void conn_drive(struct conn *c)
             break;
         } else if (c->rlen > 0) {
             if (budget == 0) {
+                log_msg(LOG_DEBUG, "<%d yields after %d requests", c->fd, settings.reqs_per_event);
                 STAT_INCR(&c->worker->stats, conn_yields);
                 schedule_resume(c);
                 break;

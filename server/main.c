@@ -29,11 +29,9 @@
 #include "net_sock.h"
 #include "proto_bin.h"
 #include "proto_meta.h"
-#include "proto_meta.h"
 #include "proto_text.h"
 #include "settings.h"
 #include "stats.h"
-#include "stats_detail.h"
 #include "stats_detail.h"
 #include "thread.h"
 
@@ -201,7 +199,6 @@ int main(int argc, char **argv)
     stats_init();
     conn_text_engine = &proto_text_engine;
     proto_text_meta_handler = proto_meta_handle;
-    proto_text_meta_handler = proto_meta_handle;
     conn_binary_engine = &proto_bin_engine;
 
     struct storage_config cfg;
@@ -225,6 +222,11 @@ int main(int argc, char **argv)
         log_msg(LOG_ALWAYS, "failed to start storage threads");
         goto out_workers;
     }
+    if (settings.lru_crawler_sleep >= 0 &&
+        storage_crawler_set_sleep((unsigned)settings.lru_crawler_sleep) != 0)
+        log_msg(LOG_ALWAYS, "warning: -o lru_crawler_sleep not applied");
+    if (settings.lru_crawler_tocrawl >= 0)
+        storage_crawler_set_tocrawl((unsigned)settings.lru_crawler_tocrawl);
     if (listeners_open(base) != 0) {
         log_msg(LOG_ALWAYS, "failed to open the listening sockets");
         goto out_listeners;
@@ -266,8 +268,6 @@ out_base:
 out_storage:
     if (storage_up)
         storage_shutdown();
-    proto_meta_shutdown();
-    stats_detail_free();
     proto_meta_shutdown();
     stats_detail_free();
 out_pid:

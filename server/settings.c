@@ -64,6 +64,8 @@ void settings_init(struct settings *s)
     s->item_size_max = 1024 * 1024;
     s->slab_page_size = 1024 * 1024;
     s->lru_crawler = true;
+    s->lru_crawler_sleep = -1;
+    s->lru_crawler_tocrawl = -1;
     s->prefix_delimiter = ':';
 }
 
@@ -166,6 +168,8 @@ static void print_usage(FILE *out)
             "   - hashpower:           initial hash table size as a power of two\n"
             "   - slab_chunk_max:      maximum slab chunk size in kilobytes\n"
             "   - lru_crawler, no_lru_crawler: background expiry crawler (default: on)\n"
+            "   - lru_crawler_sleep:   microseconds between crawler batches\n"
+            "   - lru_crawler_tocrawl: items examined per class per pass (0: all)\n"
             "   - idle_timeout:        close connections idle this many seconds (default: 0)\n"
             "   - tail_repair_time:    accepted\n"
             "   other memcached 1.6 options are accepted with a warning and ignored\n",
@@ -285,6 +289,20 @@ static bool parse_suboption(struct settings *s, char *opt, FILE *errout)
         s->lru_crawler = true;
     } else if (strcmp(opt, "no_lru_crawler") == 0) {
         s->lru_crawler = false;
+    } else if (strcmp(opt, "lru_crawler_sleep") == 0) {
+        NEED_VALUE();
+        if (!parse_long(value, 0, 1000000, &v)) {
+            fprintf(errout, "Illegal value for lru_crawler_sleep: %s (0..1000000)\n", value);
+            return false;
+        }
+        s->lru_crawler_sleep = v;
+    } else if (strcmp(opt, "lru_crawler_tocrawl") == 0) {
+        NEED_VALUE();
+        if (!parse_long(value, 0, UINT32_MAX, &v)) {
+            fprintf(errout, "could not parse argument to lru_crawler_tocrawl: %s\n", value);
+            return false;
+        }
+        s->lru_crawler_tocrawl = v;
     } else if (strcmp(opt, "idle_timeout") == 0) {
         NEED_VALUE();
         if (!parse_long(value, 0, INT_MAX, &v)) {

@@ -53,6 +53,8 @@ struct settings {
     size_t slab_chunk_max;     /* -o slab_chunk_max, bytes; 0 = default */
     unsigned hashpower_init;   /* -o hashpower */
     bool lru_crawler;          /* -o lru_crawler / no_lru_crawler */
+    long lru_crawler_sleep;    /* -o lru_crawler_sleep, microseconds; -1 = default */
+    long lru_crawler_tocrawl;  /* -o lru_crawler_tocrawl; -1 = default */
     unsigned tail_repair_time; /* -o tail_repair_time (accepted, informative) */
 
     /* stats */
