@@ -51,7 +51,7 @@ static void unlink_mark(struct mark **link)
     struct mark *m = *link;
     *link = m->next;
     free(m);
-    nmarks--;
+    __atomic_store_n(&nmarks, nmarks - 1, __ATOMIC_RELAXED);
 }
 
 /* Drops the last entry of a bucket to make room (called when full). */
@@ -69,6 +69,8 @@ static void make_room(unsigned prefer_bucket)
 
 unsigned meta_marks_get(const char *key, size_t nkey, uint64_t cas)
 {
+    if (__atomic_load_n(&nmarks, __ATOMIC_RELAXED) == 0)
+        return 0; /* the common case takes no lock */
     unsigned marks = 0;
     pthread_mutex_lock(&marks_lock);
     struct mark **link = find_link(key, nkey);
@@ -108,7 +110,7 @@ static void set_locked(const char *key, size_t nkey, uint64_t cas, unsigned mark
     m->marks = marks;
     m->next = buckets[b];
     buckets[b] = m;
-    nmarks++;
+    __atomic_store_n(&nmarks, nmarks + 1, __ATOMIC_RELAXED);
 }
 
 void meta_marks_set(const char *key, size_t nkey, uint64_t cas, unsigned marks)

@@ -1,7 +1,8 @@
 /*
  * meta_marks.h: the per-item markers the meta protocol needs and the
  * storage engine (items.h) does not keep: "stale" (set by md I / ms I) and
- * "win token sent" (mg N / R, or a stale item's first fetch). A marker
+ * "win token sent" (mg N / R, or a stale item's first fetch), and whether
+ * the key was sent base64-encoded (ms b). A marker
  * belongs to one version of an item, named by its key and CAS value: once
  * the item is replaced (new CAS) the marker no longer applies and is
  * dropped when next looked at. Owns only this side table; never touches
@@ -16,6 +17,7 @@
 enum {
     MARK_STALE = 1,      /* item was invalidated; clients see X */
     MARK_TOKEN_SENT = 2, /* a client already got W; others see Z */
+    MARK_BINARY_KEY = 4, /* stored with a base64 key: k returns it encoded */
 };
 
 /* Markers of (key, cas); 0 when none. */

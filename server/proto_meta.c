@@ -563,7 +563,7 @@ static void process_mg(struct conn *c, struct meta_token *tokens, size_t ntokens
             }
             break;
         case 'k':
-            line_key(&l, item_key(it), item_nkey(it), of.key_binary);
+            line_key(&l, item_key(it), item_nkey(it), (marks & MARK_BINARY_KEY) != 0);
             break;
         default:
             break;
@@ -736,12 +736,18 @@ static enum store_result store_stale(item *it, uint64_t req_cas, uint64_t *cas_o
     if (!cur)
         return STORE_NOT_FOUND;
     uint64_t cur_cas = item_cas(cur);
+    rel_time_t cur_exptime = item_exptime(cur);
     item_release(cur);
     if (req_cas >= cur_cas)
         return STORE_EXISTS;
+    unsigned old_marks = meta_marks_get(item_key(it), item_nkey(it), cur_cas);
     enum store_result res = item_store(it, STORE_CAS, cur_cas, cas_out);
-    if (res == STORE_STORED)
-        meta_marks_set(item_key(it), item_nkey(it), *cas_out, MARK_STALE);
+    if (res == STORE_STORED) {
+        /* memcached keeps the old TTL and a win token already sent */
+        item_touch(item_key(it), item_nkey(it), cur_exptime);
+        meta_marks_set(item_key(it), item_nkey(it), *cas_out,
+                       MARK_STALE | (old_marks & MARK_TOKEN_SENT));
+    }
     return res;
 }
 
@@ -768,6 +774,10 @@ static void ms_value_done(struct conn *c, const char *trailer, size_t trailer_le
     enum store_result res = item_store(it, op, c->value.cas, &cas_out);
     if (res == STORE_EXISTS && (c->value.op & MS_STALE))
         res = store_stale(it, c->value.cas, &cas_out);
+    if (res == STORE_STORED && (c->value.op & MS_BINKEY)) {
+        unsigned marks = meta_marks_get(item_key(it), item_nkey(it), cas_out);
+        meta_marks_set(item_key(it), item_nkey(it), cas_out, marks | MARK_BINARY_KEY);
+    }
     if (op == STORE_CAS) {
         if (res == STORE_STORED)
             STAT_INCR(ws, cas_hits);
@@ -837,9 +847,10 @@ static enum store_result invalidate(const char *key, size_t nkey, const struct m
     }
     copy_value(copy, old);
     uint64_t new_cas = 0;
+    unsigned old_marks = meta_marks_get(key, nkey, item_cas(old));
     enum store_result res = item_store(copy, STORE_CAS, item_cas(old), &new_cas);
     if (res == STORE_STORED)
-        meta_marks_set(key, nkey, new_cas, MARK_STALE);
+        meta_marks_set(key, nkey, new_cas, MARK_STALE | (old_marks & MARK_BINARY_KEY));
     item_release(copy);
     item_release(old);
     return res;
