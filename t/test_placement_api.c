@@ -18,7 +18,7 @@
 #include "placement/compare.h"
 #include "placement/fixtures.h"
 
-enum { EXPECTED_CONFIG_BLOCKS = 360 };
+enum { EXPECTED_CONFIG_BLOCKS = 420 };
 
 /* Known differences of libmemcached-rdma's API, by reference block. */
 static const char *known_difference(const char *ref_header)

@@ -44,6 +44,12 @@ static const struct fixture_server fixture_seven_weighted[] = {
     {"cache-g.example", 11211, 4},
 };
 
+/* weight 0 counts as 1 */
+static const struct fixture_server fixture_three_zero_weight[] = {
+    {"10.0.3.1", 11211, 0},
+    {"10.0.3.2", 11211, 3},
+    {"10.0.3.3", 11400, 1},
+};
 /* 25 equal servers: the size where libmemcached's single-precision weighting
  * gives 156 points per server instead of 160. */
 static const struct fixture_server fixture_twenty_five[] = {
@@ -68,6 +74,7 @@ static const struct fixture_list fixture_lists[] = {
     FIXTURE_LIST("seven", fixture_seven),
     FIXTURE_LIST("three-weighted", fixture_three_weighted),
     FIXTURE_LIST("seven-weighted", fixture_seven_weighted),
+    FIXTURE_LIST("three-zero-weight", fixture_three_zero_weight),
     FIXTURE_LIST("twenty-five", fixture_twenty_five),
 };
 enum { FIXTURE_LIST_COUNT = sizeof(fixture_lists) / sizeof(fixture_lists[0]) };
