@@ -1,4 +1,4 @@
-# benchmarks/bench-lib.sh: shell helpers shared by the compare-* scripts
+# benchmarks/bench-lib.sh: shell functions shared by the compare-* scripts
 # (sourced, not run): free loopback ports, starting and stopping servers,
 # reading stats and RSS, locating programs in build trees. Nothing here
 # measures anything.

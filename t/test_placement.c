@@ -145,8 +145,8 @@ static size_t key_of(unsigned i)
 static void test_placement_basics(void)
 {
     static const struct lmr_placement_server servers[] = {
-        {"10.0.0.1", 11211, 1}, {"10.0.0.2", 11211, 1}, {"10.0.0.3", 11212, 1},
-        {"10.0.0.4", 11211, 1}, {"/tmp/mc.sock", 0, 1},
+        {"10.0.0.1", 11211, 1}, {"10.0.0.2", 11211, 1},     {"10.0.0.3", 11212, 1},
+        {"10.0.0.4", 11211, 1}, {"/var/run/mc.sock", 0, 1},
     };
     const size_t n = sizeof(servers) / sizeof(servers[0]);
     static const int dists[] = {0, 1, 2, 3, 4, 5};

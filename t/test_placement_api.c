@@ -41,12 +41,12 @@ int main(void)
         return 0;
     }
 
-    char tmpdir[] = "/tmp/placement-api.XXXXXX";
-    if (mkdtemp(tmpdir) == NULL) {
+    char tmpdir[PATH_MAX];
+    if (make_tmpdir("placement-api", tmpdir, sizeof(tmpdir)) != 0) {
         printf("Bail out! mkdtemp: %s\n", strerror(errno));
         return 1;
     }
-    char ref_out[64], api_out[64];
+    char ref_out[PATH_MAX + 16], api_out[PATH_MAX + 16];
     snprintf(ref_out, sizeof(ref_out), "%s/ref", tmpdir);
     snprintf(api_out, sizeof(api_out), "%s/api", tmpdir);
 

@@ -30,12 +30,12 @@ int main(void)
         return 0;
     }
 
-    char tmpdir[] = "/tmp/placement-compat.XXXXXX";
-    if (mkdtemp(tmpdir) == NULL) {
+    char tmpdir[PATH_MAX];
+    if (make_tmpdir("placement-compat", tmpdir, sizeof(tmpdir)) != 0) {
         printf("Bail out! mkdtemp: %s\n", strerror(errno));
         return 1;
     }
-    char ref_out[64], headers[64], our_out[64];
+    char ref_out[PATH_MAX + 16], headers[PATH_MAX + 16], our_out[PATH_MAX + 16];
     snprintf(ref_out, sizeof(ref_out), "%s/ref", tmpdir);
     snprintf(headers, sizeof(headers), "%s/headers", tmpdir);
     snprintf(our_out, sizeof(our_out), "%s/ours", tmpdir);

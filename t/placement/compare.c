@@ -140,6 +140,16 @@ void placement_output_free(struct placement_output *out)
     *out = (struct placement_output){NULL, 0};
 }
 
+int make_tmpdir(const char *prefix, char *buf, size_t size)
+{
+    const char *base = getenv("TMPDIR");
+    if (base == NULL || *base == '\0')
+        base = P_tmpdir;
+    if ((size_t)snprintf(buf, size, "%s/%s.XXXXXX", base, prefix) >= size)
+        return -1;
+    return mkdtemp(buf) ? 0 : -1;
+}
+
 int placement_headers_write(const struct placement_output *out, const char *path)
 {
     FILE *f = fopen(path, "w");

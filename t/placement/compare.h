@@ -1,5 +1,5 @@
-/* t/placement/compare.h: helpers of the placement comparison tests: running
- * a helper program into a file, reading "hashes"/"config" block outputs, and
+/* t/placement/compare.h: plumbing of the placement comparison tests: running
+ * a companion program into a file, reading "hashes"/"config" block outputs, and
  * comparing two outputs block by block as TAP. No placement logic here. */
 #ifndef PLACEMENT_COMPARE_H
 #define PLACEMENT_COMPARE_H
@@ -19,7 +19,7 @@ void tap_result(struct tap *tap, int pass, const char *todo, const char *fmt, ..
  * out_path; returns the exit status, or -1. */
 int run_to_file(char *const argv[], const char *in_path, const char *out_path);
 
-/* The directory of the running test binary (helpers are in its placement/). */
+/* The directory of the running test binary (its companion programs are in placement/). */
 void own_dir(char *buf, size_t size);
 
 struct placement_block {
@@ -33,12 +33,16 @@ struct placement_output {
     size_t count;
 };
 
-/* Reads a helper's output; returns 0, or -1 (message printed as TAP diag). */
+/* Reads a companion program's output; returns 0, or -1 (message printed as TAP diag). */
 int placement_output_read(const char *path, struct placement_output *out);
 void placement_output_free(struct placement_output *out);
 
 /* Writes the header lines of out to path (what dump_placement replays). */
 int placement_headers_write(const struct placement_output *out, const char *path);
+
+/* Creates a private temporary directory named after prefix (under $TMPDIR
+ * when set) into buf; returns 0 or -1. */
+int make_tmpdir(const char *prefix, char *buf, size_t size);
 
 /* One TAP test per reference block: headers and every data line must match,
  * and each block must hold expected_lines lines. todo(header) may name a known

@@ -96,7 +96,7 @@ enum { FIXTURE_KEY_COUNT = 3000, FIXTURE_KEY_MAX = 250 };
 static inline size_t fixture_key(unsigned i, char *buf)
 {
     if (i % 3 == 0) {
-        static const char *prefixes[] = {"user:", "session/", "k", "obj:cache:", ""};
+        static const char *prefixes[] = {"user:", "cart/", "k", "obj:cache:", ""};
         const char *prefix = prefixes[(i / 3) % 5];
         size_t len = strlen(prefix);
         memcpy(buf, prefix, len);
