@@ -27,6 +27,7 @@
 #include "items.h"
 #include "log.h"
 #include "net_sock.h"
+#include "net_udp.h"
 #include "proto_bin.h"
 #include "proto_meta.h"
 #include "proto_text.h"
@@ -180,9 +181,6 @@ int main(int argc, char **argv)
     }
     if (raise_fd_limit() != 0 || drop_privileges() != 0)
         goto out_settings;
-    if (settings.udpport != 0)
-        log_msg(LOG_ALWAYS, "warning: UDP (-U %d) is not supported yet; no UDP listener",
-                settings.udpport);
     if (settings.daemonize && daemonize() != 0) {
         log_msg(LOG_ALWAYS, "failed to daemon() in order to daemonize");
         goto out_settings;
@@ -229,6 +227,10 @@ int main(int argc, char **argv)
         storage_crawler_set_tocrawl((unsigned)settings.lru_crawler_tocrawl);
     if (listeners_open(base) != 0) {
         log_msg(LOG_ALWAYS, "failed to open the listening sockets");
+        goto out_listeners;
+    }
+    if (udp_open() != 0) {
+        log_msg(LOG_ALWAYS, "failed to open the UDP sockets");
         goto out_listeners;
     }
 

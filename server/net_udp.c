@@ -1,0 +1,444 @@
+/*
+ * net_udp.c: the UDP transport (transport.h) and its sockets.
+ *
+ * Receiving: a connection takes one datagram at a time. The 8-byte header
+ * is checked (datagrams shorter than 9 bytes, and requests announcing more
+ * than one datagram, are dropped silently, as memcached 1.6 does), the
+ * sender and request id are kept for the reply, and the payload is handed
+ * to conn.c as if it were stream bytes. A new datagram is taken only once
+ * every reply to the previous one has been sent, so replies always go to
+ * the right peer with the right id; a command left incomplete at the end
+ * of a datagram is dropped when the next one arrives (memcached resets
+ * its read buffer per datagram too).
+ *
+ * Sending: each response of the connection's queue (struct resp) is one
+ * reply message, as each response object is in memcached 1.6: its bytes
+ * are collected, then sent as datagrams of at most UDP_DATAGRAM_MAX bytes
+ * (header included) numbered 0..n-1 with the count n in every header.
+ *
+ * Sharing: every worker has a connection on each UDP socket (through its
+ * own duplicate of the descriptor, as memcached does, so "stats conns"
+ * lists them apart) with its own level-triggered read event; whichever
+ * worker reads a datagram first serves it, the others see EAGAIN. Socket
+ * errors never close these connections: they live until the workers stop.
+ *
+ * Must not parse requests or know a protocol's syntax.
+ */
+#include "net_udp.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "items.h"
+#include "log.h"
+#include "settings.h"
+#include "stats.h"
+#include "thread.h"
+
+#define UDP_HEADER_SIZE 8
+#define UDP_DATAGRAM_MAX 1400 /* memcached's UDP_MAX_PAYLOAD_SIZE, header included */
+#define UDP_READ_MAX 65536    /* largest datagram read */
+#define UDP_RECV_TRIES 64     /* malformed datagrams skipped per receive call */
+
+/* A worker's share of a bound socket, handed over with worker_call. */
+struct udp_handoff {
+    int fd;
+    char addr[96];
+};
+
+/* Per-connection state. */
+struct udp_state {
+    char addr[96]; /* the socket's address, for "stats conns" */
+    struct event *ev;
+    short interest;
+    /* the datagram being delivered to conn.c */
+    size_t dgram_len, dgram_off;
+    uint16_t request_id;
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+    /* bytes of the response being collected for sending */
+    char *out;
+    size_t out_len, out_cap;
+    char dgram[UDP_READ_MAX];
+};
+
+/* ---- transport ------------------------------------------------------------------------ */
+static void udp_event_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    conn_on_ready(arg, (what & EV_READ) != 0, (what & EV_WRITE) != 0);
+}
+
+static int udp_attach(struct conn *c, struct event_base *base)
+{
+    struct udp_state *u = c->tp_data;
+    u->ev = event_new(base, c->fd, EV_READ | EV_PERSIST, udp_event_cb, c);
+    if (!u->ev)
+        return -1;
+    u->interest = 0;
+    return 0;
+}
+
+/* Takes the next well-formed datagram off the socket; false when none. */
+static bool next_datagram(struct conn *c, struct udp_state *u)
+{
+    for (int tries = 0; tries < UDP_RECV_TRIES; tries++) {
+        u->peer_len = sizeof(u->peer);
+        ssize_t n = recvfrom(c->fd, u->dgram, sizeof(u->dgram), MSG_DONTWAIT | MSG_TRUNC,
+                             (struct sockaddr *)&u->peer, &u->peer_len);
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                log_msg(LOG_CMDS, "<%d UDP receive: %s", c->fd, strerror(errno));
+            return false;
+        }
+        if ((size_t)n > sizeof(u->dgram)) {
+            log_msg(LOG_CMDS, "<%d UDP datagram of %zd bytes dropped", c->fd, n);
+            continue;
+        }
+        if (n <= UDP_HEADER_SIZE)
+            continue;
+        const unsigned char *h = (const unsigned char *)u->dgram;
+        uint16_t seq = (uint16_t)(h[2] << 8 | h[3]);
+        uint16_t total = (uint16_t)(h[4] << 8 | h[5]);
+        if (seq != 0 || total != 1)
+            continue; /* multi-datagram requests are not supported, as memcached */
+        u->request_id = (uint16_t)(h[0] << 8 | h[1]);
+        u->dgram_len = (size_t)n;
+        u->dgram_off = UDP_HEADER_SIZE;
+        return true;
+    }
+    return false;
+}
+
+static ssize_t udp_recv(struct conn *c, void *buf, size_t len)
+{
+    struct udp_state *u = c->tp_data;
+    char *dst = buf;
+    if (u->dgram_off >= u->dgram_len) {
+        /* replies to the previous datagram go first (they need its peer) */
+        if (c->resp_head || u->out_len > 0 || !next_datagram(c, u)) {
+            errno = EAGAIN;
+            return -1;
+        }
+        if (c->state == CONN_PARSE && c->rlen > 0) {
+            /* an incomplete command from the previous datagram: drop it
+             * and deliver the new datagram at the start of the buffer */
+            conn_consume(c, c->rlen); /* now rpos = rlen = 0: conn.c adds n */
+            dst = c->rbuf;
+            len = c->rsize;
+        }
+    }
+    size_t n = u->dgram_len - u->dgram_off;
+    if (n > len)
+        n = len;
+    memcpy(dst, u->dgram + u->dgram_off, n);
+    u->dgram_off += n;
+    return (ssize_t)n;
+}
+
+/* Bytes a response writes in total (conn.c writes exactly these). */
+static size_t resp_bytes(const struct resp *r)
+{
+    size_t n = r->head_len + r->heap_len + r->tail_len;
+    if (r->it)
+        n += item_nbytes(r->it) + r->it_trailer;
+    return n;
+}
+
+static bool out_reserve(struct udp_state *u, size_t more)
+{
+    if (u->out_len + more <= u->out_cap)
+        return true;
+    size_t cap = u->out_cap ? u->out_cap : 4096;
+    while (cap < u->out_len + more)
+        cap *= 2;
+    char *bigger = realloc(u->out, cap);
+    if (!bigger)
+        return false;
+    u->out = bigger;
+    u->out_cap = cap;
+    return true;
+}
+
+/* Sends one complete reply message as numbered datagrams. */
+static void send_message(struct conn *c, struct udp_state *u)
+{
+    const size_t room = UDP_DATAGRAM_MAX - UDP_HEADER_SIZE;
+    size_t count = (u->out_len + room - 1) / room;
+    if (count > 0xffff) {
+        log_msg(LOG_WARN, "<%d UDP reply of %zu bytes is too large, dropped", c->fd, u->out_len);
+        return;
+    }
+    for (size_t i = 0; i < count; i++) {
+        unsigned char h[UDP_HEADER_SIZE] = {
+            (unsigned char)(u->request_id >> 8),
+            (unsigned char)u->request_id,
+            (unsigned char)(i >> 8),
+            (unsigned char)i,
+            (unsigned char)(count >> 8),
+            (unsigned char)count,
+            0,
+            0,
+        };
+        size_t off = i * room;
+        size_t n = u->out_len - off < room ? u->out_len - off : room;
+        struct iovec iov[2] = {{h, sizeof(h)}, {u->out + off, n}};
+        struct msghdr msg;
+        memset(&msg, 0, sizeof(msg));
+        msg.msg_name = &u->peer;
+        msg.msg_namelen = u->peer_len;
+        msg.msg_iov = iov;
+        msg.msg_iovlen = 2;
+        if (sendmsg(c->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+            log_msg(LOG_CMDS, "<%d UDP send: %s", c->fd, strerror(errno));
+    }
+}
+
+/* conn.c hands over the bytes of its queued responses, in order, possibly
+ * ending inside one. Completed responses are sent at once; the bytes of an
+ * unfinished one wait here (its r->sent equals out_len next time). */
+static ssize_t udp_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
+{
+    struct udp_state *u = c->tp_data;
+    struct resp *r = c->resp_head;
+    size_t total = 0;
+    for (int i = 0; i < iovcnt; i++) {
+        const char *p = iov[i].iov_base;
+        size_t left = iov[i].iov_len;
+        total += left;
+        while (left > 0 && r) {
+            size_t need = resp_bytes(r) - u->out_len;
+            if (need == 0) { /* an empty response (nothing to say) */
+                r = r->next;
+                continue;
+            }
+            size_t take = left < need ? left : need;
+            if (!out_reserve(u, take)) {
+                errno = ENOMEM;
+                return -1;
+            }
+            memcpy(u->out + u->out_len, p, take);
+            u->out_len += take;
+            p += take;
+            left -= take;
+            if (take == need) {
+                send_message(c, u);
+                u->out_len = 0;
+                r = r->next;
+            }
+        }
+    }
+    return (ssize_t)total;
+}
+
+static void udp_want(struct conn *c, bool readable, bool writable)
+{
+    (void)writable; /* sends never block: a datagram that does not fit is dropped */
+    struct udp_state *u = c->tp_data;
+    short interest = readable ? EV_READ : 0;
+    if (interest == u->interest)
+        return;
+    event_del(u->ev);
+    u->interest = interest;
+    if (interest == 0)
+        return;
+    event_assign(u->ev, event_get_base(u->ev), c->fd, (short)(interest | EV_PERSIST), udp_event_cb,
+                 c);
+    if (event_add(u->ev, NULL) != 0)
+        log_msg(LOG_WARN, "<%d event_add failed", c->fd);
+}
+
+static void state_free(struct udp_state *u)
+{
+    if (u->ev) {
+        event_del(u->ev);
+        event_free(u->ev);
+    }
+    free(u->out);
+    free(u);
+}
+
+static void udp_close(struct conn *c)
+{
+    struct udp_state *u = c->tp_data;
+    c->tp_data = NULL;
+    if (u)
+        state_free(u);
+    if (c->fd >= 0) {
+        close(c->fd);
+        stats_conn_closed();
+    }
+}
+
+static void udp_describe(struct conn *c, char *buf, size_t len)
+{
+    struct udp_state *u = c->tp_data;
+    snprintf(buf, len, "%s", u->addr);
+}
+
+const struct transport_ops net_udp_transport = {
+    .name = "udp",
+    .attach = udp_attach,
+    .recv = udp_recv,
+    .sendv = udp_sendv,
+    .want = udp_want,
+    .close = udp_close,
+    .describe = udp_describe,
+};
+
+/* ---- sockets ---------------------------------------------------------------------------- */
+/* On a worker's thread: its connection on the socket. */
+static void adopt_socket(struct worker *w, void *arg)
+{
+    struct udp_handoff *h = arg;
+    struct udp_state *u = calloc(1, sizeof(*u));
+    if (!u) {
+        log_msg(LOG_WARN, "out of memory for a UDP connection");
+        close(h->fd);
+        free(h);
+        return;
+    }
+    memcpy(u->addr, h->addr, sizeof(u->addr));
+    stats_conn_opened(); /* each worker's UDP connection counts, as in memcached */
+    if (!conn_new(w, &net_udp_transport, h->fd, u, conn_text_engine, h->addr)) {
+        state_free(u);
+        close(h->fd);
+        stats_conn_closed();
+    }
+    free(h);
+}
+
+static void format_addr(const struct sockaddr *sa, char *buf, size_t len)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+        snprintf(buf, len, "udp6:[%s]:%u", host, ntohs(in6->sin6_port));
+    } else {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+        snprintf(buf, len, "udp:%s:%u", host, ntohs(in->sin_port));
+    }
+}
+
+/* Binds one socket and hands it to every worker. */
+static int open_one(const struct addrinfo *p)
+{
+    int fd = socket(p->ai_family, p->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, p->ai_protocol);
+    if (fd < 0) {
+        log_msg(LOG_ALWAYS, "UDP socket(): %s", strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (p->ai_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (bind(fd, p->ai_addr, p->ai_addrlen) != 0) {
+        log_msg(LOG_ALWAYS, "failed to listen on UDP port %d: %s", settings.udpport,
+                strerror(errno));
+        close(fd);
+        return -1;
+    }
+    char addr[96];
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    format_addr((struct sockaddr *)&ss, addr, sizeof(addr));
+    /* one descriptor per worker; the last worker takes the original */
+    unsigned n = workers_count();
+    for (unsigned i = 0; i < n; i++) {
+        struct udp_handoff *h = malloc(sizeof(*h));
+        int wfd = i + 1 < n ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : fd;
+        if (!h || wfd < 0) {
+            log_msg(LOG_ALWAYS, "failed to set up UDP for worker %u", i);
+            free(h);
+            if (wfd >= 0 && wfd != fd)
+                close(wfd);
+            if (wfd != fd)
+                close(fd);
+            return -1;
+        }
+        h->fd = wfd;
+        memcpy(h->addr, addr, sizeof(addr));
+        if (worker_call(worker_at(i), adopt_socket, h) != 0) {
+            close(wfd);
+            free(h);
+        }
+    }
+    log_msg(LOG_WARN, "listening on %s", addr);
+    return 0;
+}
+
+/* One -l entry: "host", "host:port" (the port is TCP's; UDP uses -U),
+ * "[v6]" or "[v6]:port". */
+static int open_spec(const char *spec)
+{
+    char host[256];
+    const char *h = spec;
+    size_t hlen = strlen(spec);
+    if (spec[0] == '[') {
+        const char *close_br = strchr(spec, ']');
+        if (!close_br) {
+            log_msg(LOG_ALWAYS, "bad listen address \"%s\"", spec);
+            return -1;
+        }
+        h = spec + 1;
+        hlen = (size_t)(close_br - h);
+    } else {
+        const char *colon = strchr(spec, ':');
+        if (colon && strchr(colon + 1, ':') == NULL)
+            hlen = (size_t)(colon - spec);
+    }
+    if (hlen >= sizeof(host)) {
+        log_msg(LOG_ALWAYS, "listen address too long: \"%s\"", spec);
+        return -1;
+    }
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    char port[16];
+    snprintf(port, sizeof(port), "%d", settings.udpport);
+
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_flags = AI_PASSIVE;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_DGRAM;
+    int rc =
+        getaddrinfo(strcmp(host, "*") == 0 || host[0] == '\0' ? NULL : host, port, &hints, &ai);
+    if (rc != 0) {
+        log_msg(LOG_ALWAYS, "getaddrinfo(\"%s\"): %s", spec, gai_strerror(rc));
+        return -1;
+    }
+    int result = 0;
+    for (struct addrinfo *p = ai; p && result == 0; p = p->ai_next)
+        result = open_one(p);
+    freeaddrinfo(ai);
+    return result;
+}
+
+int udp_open(void)
+{
+    if (settings.udpport == 0 || settings.socketpath)
+        return 0; /* off by default; -s turns off TCP and UDP, as in memcached */
+    char *copy = strdup(settings.inter ? settings.inter : "127.0.0.1");
+    if (!copy)
+        return -1;
+    int rc = 0;
+    char *save = NULL;
+    for (char *spec = strtok_r(copy, ",; ", &save); spec && rc == 0;
+         spec = strtok_r(NULL, ",; ", &save))
+        rc = open_spec(spec);
+    free(copy);
+    return rc;
+}
