@@ -13,6 +13,9 @@
  * it are unlinked, except those someone references, which it waits for for
  * a little while, and the page goes to the pool where the needy class takes
  * it. Items lost this way are counted as slab_reassign_evictions_nomem.
+ * When cache_memlimit lowers the limit below what is held, the mover
+ * empties pages of the classes with the oldest items in the same way and
+ * leaves them in the pool (their memory returned) until within the limit.
  *
  * This file decides and drives; slabs.c empties pages, items.c unlinks.
  */
@@ -119,6 +122,19 @@ bool slab_mover_run_once(void)
     slabs_global_stats(&g);
     bool full = g.mem_limit && g.total_malloced + storage_rt.cfg.slab_page_size > g.mem_limit;
     bool moved = false;
+    /* After cache_memlimit lowered the limit: give pages back, oldest
+     * class first, until within it (allowing the one page per class that
+     * tiny limits grant). */
+    size_t allowance = (size_t)g.active_classes * storage_rt.cfg.slab_page_size;
+    if (g.mem_limit && g.total_malloced > g.mem_limit + allowance) {
+        unsigned src = 0;
+        for (unsigned c = 1; c <= storage_rt.largest_class; c++)
+            if (pages[c] >= 2 && (!src || age[c] > age[src]))
+                src = c;
+        bool shrunk = src && move_page_from(src);
+        pthread_mutex_unlock(&decide_lock);
+        return shrunk;
+    }
     /* Pooled pages only help while the limit allows taking one. */
     if (dst && full) {
         unsigned src = 0;

@@ -960,6 +960,19 @@ static void test_stats(void)
        "all of them sit in the first class, of %s-byte chunks (memcached: 120)", first_size);
     ok(storage_set_memlimit(128 * MIB) == 0 && general_stat("limit_maxbytes") == 128ull * MIB,
        "cache_memlimit changes limit_maxbytes");
+    char mid[2000];
+    fill_pattern(mid, sizeof(mid), 4);
+    for (int i = 0; i < 8000; i++) { /* about 16 MiB */
+        snprintf(key, sizeof(key), "mem:%d", i);
+        store_full(key, mid, sizeof(mid), 0, 0, STORE_SET, 0, NULL, NULL);
+    }
+    unsigned long long held = general_stat("total_malloced");
+    storage_set_memlimit(8 * MIB);
+    for (int i = 0; i < 40 && general_stat("total_malloced") > 10 * MIB; i++)
+        storage_slab_move_now();
+    ok(held >= 16 * MIB && general_stat("total_malloced") <= 10 * MIB,
+       "lowering cache_memlimit gives memory back (%llu -> %llu bytes)", held,
+       general_stat("total_malloced"));
     storage_shutdown();
 
     cfg.maxbytes = 8 * MIB;
