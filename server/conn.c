@@ -23,8 +23,6 @@
 #include "stats.h"
 #include "thread.h"
 
-#define RBUF_INITIAL (16 * 1024)
-#define RBUF_IDLE_MAX (64 * 1024)     /* shrink back to RBUF_INITIAL when idle */
 #define RBUF_LIMIT (64 * 1024 * 1024) /* one request line may not exceed this */
 #define DIRECT_READ_MIN 4096          /* values this large bypass the read buffer */
 #define RESP_QUEUE_LIMIT 4096         /* stop parsing while this many replies wait */
@@ -287,9 +285,19 @@ static enum read_result transport_recv(struct conn *c, void *buf, size_t len, si
     return READ_ERROR;
 }
 
-/* Reads more bytes behind the unparsed ones, compacting or growing. */
+/* Reads more bytes behind the unparsed ones, taking a buffer from the
+ * worker's cache, compacting or growing as needed. */
 static enum read_result read_into_rbuf(struct conn *c)
 {
+    if (!c->rbuf) {
+        c->rbuf = worker_rbuf_get(c->worker);
+        if (!c->rbuf) {
+            log_msg(LOG_WARN, "<%d out of memory for the read buffer, closing", c->fd);
+            return READ_ERROR;
+        }
+        c->rsize = WORKER_RBUF_SIZE;
+        c->rpos = c->rlen = 0;
+    }
     if (c->rpos > 0 && c->rpos + c->rlen > c->rsize / 2) {
         memmove(c->rbuf, c->rbuf + c->rpos, c->rlen);
         c->rpos = 0;
@@ -317,18 +325,21 @@ static enum read_result read_into_rbuf(struct conn *c)
     return rr;
 }
 
-/* An idle connection gives a grown read buffer back. */
-static void maybe_shrink_rbuf(struct conn *c)
+/* A connection with nothing unparsed gives its buffer back (a grown one
+ * is freed), so idle connections hold no read memory. */
+static void release_idle_rbuf(struct conn *c)
 {
-    if (c->rlen == 0 && c->rsize > RBUF_IDLE_MAX) {
-        char *small = realloc(c->rbuf, RBUF_INITIAL);
-        if (small) {
-            STAT_SUB(&c->worker->stats, read_buf_bytes, c->rsize - RBUF_INITIAL);
-            c->rbuf = small;
-            c->rsize = RBUF_INITIAL;
-            c->rpos = 0;
-        }
+    if (!c->rbuf || c->rlen > 0)
+        return;
+    if (c->rsize == WORKER_RBUF_SIZE) {
+        worker_rbuf_put(c->worker, c->rbuf);
+    } else {
+        free(c->rbuf);
+        STAT_SUB(&c->worker->stats, read_buf_count, 1);
+        STAT_SUB(&c->worker->stats, read_buf_bytes, c->rsize);
     }
+    c->rbuf = NULL;
+    c->rsize = c->rpos = 0;
 }
 
 /* Copies buffered bytes into the value; returns bytes copied. */
@@ -588,7 +599,6 @@ static void conn_drive(struct conn *c)
                 break; /* wait for the transport to say more arrived */
             rr = read_into_rbuf(c);
         } else {
-            maybe_shrink_rbuf(c);
             if (c->rbuf_drained)
                 break;
             rr = read_into_rbuf(c);
@@ -603,6 +613,7 @@ static void conn_drive(struct conn *c)
         conn_close(c);
         return;
     }
+    release_idle_rbuf(c);
     if (!conn_flush(c)) {
         conn_close(c);
         return;
@@ -654,15 +665,9 @@ struct conn *conn_new(struct worker *w, const struct transport_ops *tp, int fd, 
     c->state = CONN_PARSE;
     c->last_cmd_time = clock_now();
     snprintf(c->listen_addr, sizeof(c->listen_addr), "%s", listen_addr ? listen_addr : "");
-    c->rbuf = malloc(RBUF_INITIAL);
-    if (!c->rbuf)
-        goto fail_conn;
-    c->rsize = RBUF_INITIAL;
-    STAT_INCR(&w->stats, read_buf_count);
-    STAT_ADD(&w->stats, read_buf_bytes, c->rsize);
     c->resume_ev = event_new(w->base, -1, 0, resume_cb, c);
     if (!c->resume_ev)
-        goto fail_rbuf;
+        goto fail_conn;
     tp->describe(c, c->peer_addr, sizeof(c->peer_addr));
     if (tp->attach(c, w->base) != 0)
         goto fail_event;
@@ -677,10 +682,6 @@ struct conn *conn_new(struct worker *w, const struct transport_ops *tp, int fd, 
 
 fail_event:
     event_free(c->resume_ev);
-fail_rbuf:
-    STAT_SUB(&w->stats, read_buf_count, 1);
-    STAT_SUB(&w->stats, read_buf_bytes, c->rsize);
-    free(c->rbuf);
 fail_conn:
     free(c);
 fail:
@@ -705,9 +706,8 @@ static void conn_free(struct conn *c)
         resp_free(c, r);
     }
     event_free(c->resume_ev);
-    STAT_SUB(&w->stats, read_buf_count, 1);
-    STAT_SUB(&w->stats, read_buf_bytes, c->rsize);
-    free(c->rbuf);
+    c->rlen = 0;
+    release_idle_rbuf(c);
     free(c);
 }
 

@@ -204,7 +204,7 @@ void stats_report_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "response_obj_bytes", s.response_obj_count * sizeof(struct resp));
     emit_u64(emit, ctx, "read_buf_count", s.read_buf_count);
     emit_u64(emit, ctx, "read_buf_bytes", s.read_buf_bytes);
-    emit_u64(emit, ctx, "read_buf_bytes_free", 0);
+    emit_u64(emit, ctx, "read_buf_bytes_free", s.read_buf_bytes_free);
     emit_u64(emit, ctx, "read_buf_oom", D(read_buf_oom));
     emit_u64(emit, ctx, "reserved_fds", 3 + listeners_count() + 2 * workers_count());
     emit_u64(emit, ctx, "cmd_get", D(get_cmds));

@@ -45,6 +45,7 @@
     X(response_obj_count)                                                                          \
     X(read_buf_count)                                                                              \
     X(read_buf_bytes)                                                                              \
+    X(read_buf_bytes_free)                                                                         \
     X(read_buf_oom)
 
 struct worker_stats {

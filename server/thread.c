@@ -132,6 +132,35 @@ void worker_resp_put(struct worker *w, struct resp *r)
     w->resp_pool_len++;
 }
 
+/* ---- read buffer cache ------------------------------------------------------------ */
+char *worker_rbuf_get(struct worker *w)
+{
+    if (w->rbuf_cached > 0) {
+        STAT_SUB(&w->stats, read_buf_bytes_free, WORKER_RBUF_SIZE);
+        return w->rbuf_cache[--w->rbuf_cached];
+    }
+    char *buf = malloc(WORKER_RBUF_SIZE);
+    if (!buf) {
+        STAT_INCR(&w->stats, read_buf_oom);
+        return NULL;
+    }
+    STAT_INCR(&w->stats, read_buf_count);
+    STAT_ADD(&w->stats, read_buf_bytes, WORKER_RBUF_SIZE);
+    return buf;
+}
+
+void worker_rbuf_put(struct worker *w, char *buf)
+{
+    if (w->rbuf_cached < WORKER_RBUF_CACHE) {
+        w->rbuf_cache[w->rbuf_cached++] = buf;
+        STAT_ADD(&w->stats, read_buf_bytes_free, WORKER_RBUF_SIZE);
+        return;
+    }
+    free(buf);
+    STAT_SUB(&w->stats, read_buf_count, 1);
+    STAT_SUB(&w->stats, read_buf_bytes, WORKER_RBUF_SIZE);
+}
+
 /* ---- one worker ----------------------------------------------------------------------- */
 int worker_init(struct worker *w, unsigned id)
 {
@@ -175,6 +204,12 @@ void worker_destroy(struct worker *w)
     run_messages(w); /* connections handed over late are adopted, then closed */
     while (w->conns)
         conn_destroy(w->conns);
+    while (w->rbuf_cached > 0) {
+        free(w->rbuf_cache[--w->rbuf_cached]);
+        STAT_SUB(&w->stats, read_buf_count, 1);
+        STAT_SUB(&w->stats, read_buf_bytes, WORKER_RBUF_SIZE);
+        STAT_SUB(&w->stats, read_buf_bytes_free, WORKER_RBUF_SIZE);
+    }
     while (w->resp_pool) {
         struct resp *r = w->resp_pool;
         w->resp_pool = r->next;

@@ -22,6 +22,10 @@ struct worker_msg;
 
 /* iovecs gathered for one writev */
 #define WORKER_IOV_MAX 256
+/* Read buffers: a connection holds one only while it has unparsed bytes;
+ * idle connections give theirs back to the worker's cache. */
+#define WORKER_RBUF_SIZE (16 * 1024)
+#define WORKER_RBUF_CACHE 64
 
 struct worker {
     unsigned id;
@@ -38,6 +42,8 @@ struct worker {
     struct conn *conns; /* connections owned by this worker */
     struct resp *resp_pool;
     unsigned resp_pool_len;
+    char *rbuf_cache[WORKER_RBUF_CACHE];
+    unsigned rbuf_cached;
     struct iovec iov[WORKER_IOV_MAX];
 };
 
@@ -56,6 +62,10 @@ int worker_call(struct worker *w, worker_fn fn, void *arg);
 /* ---- response object pool (worker thread only) ------------------------- */
 struct resp *worker_resp_get(struct worker *w);
 void worker_resp_put(struct worker *w, struct resp *r);
+
+/* ---- read buffers of WORKER_RBUF_SIZE bytes (worker thread only) --------- */
+char *worker_rbuf_get(struct worker *w);
+void worker_rbuf_put(struct worker *w, char *buf);
 
 /* ---- the pool of workers the daemon runs ----------------------------------- */
 int workers_start(unsigned n);
