@@ -37,6 +37,25 @@ sub fill {
     is($st->{total_items}, $count, 'total_items counts every store');
     mc_is($s, "get ev1\r\n", "END\r\n", 'the oldest item was evicted');
     mc_is($s, "get ev$count\r\n", "VALUE ev$count 0 1000\r\n$value\r\nEND\r\n", 'the newest item is there');
+    close $s;
+    $srv->stop;
+}
+
+# eviction is least-recently-used: a key read all along survives a flood
+{
+    my $srv = start_server('-m', '2');
+    my $s = $srv->connect;
+    mc_is($s, "set hot 0 0 1000\r\n$value\r\n", "STORED\r\n", 'set a key that will be read all along');
+    mc_is($s, "set cold 0 0 1000\r\n$value\r\n", "STORED\r\n", 'set a key that will never be read');
+    my $hot_hits = 0;
+    for (my $i = 1; $i <= $count; $i += 200) {
+        my @r = fill($s, 'lru', $i, $i + 199);
+        mc_send($s, "get hot\r\n");
+        $hot_hits++ if mc_until($s, "END\r\n") eq "VALUE hot 0 1000\r\n$value\r\nEND\r\n";
+    }
+    is($hot_hits, int(($count + 199) / 200), 'the key read between every 200 sets was never evicted');
+    mc_is($s, "get cold\r\n", "END\r\n", 'the key never read was evicted');
+    ok(mc_stats($s)->{evictions} > 0, 'evictions happened');
     my $items = mc_stats($s, 'items');
     my $evicted = 0;
     $evicted += $items->{$_} for grep { /^items:\d+:evicted$/ } keys %$items;
