@@ -708,6 +708,34 @@ static void test_eviction(void)
     ok(store_full("after", val, sizeof(val), 0, 0, STORE_SET, 0, NULL, NULL) == STORE_STORED,
        "with -M flushed items make room again");
     storage_shutdown();
+
+    /* With -M and a full class, append and a growing incr have no room
+     * for their new item. */
+    start(&cfg);
+    store("counter", "99", STORE_SET);
+    store_full("joinme", val, 900, 0, 0, STORE_SET, 0, NULL, NULL);
+    item *tail = item_alloc("joinme", 6, 0, 0, 1, &why); /* taken before memory fills */
+    if (tail)
+        write_value(tail, "x", 1);
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "M:%d", i);
+        if (store_full(key, val, 900, 0, 0, STORE_SET, 0, NULL, &why) != STORE_STORED)
+            break;
+    }
+    for (int i = 0; i < n; i++) { /* fill the small class too */
+        snprintf(key, sizeof(key), "S:%d", i);
+        if (store_full(key, "12", 2, 0, 0, STORE_SET, 0, NULL, &why) != STORE_STORED)
+            break;
+    }
+    ok(tail && item_store(tail, STORE_APPEND, 0, NULL) == STORE_NO_MEMORY,
+       "with -M append into a full class: STORE_NO_MEMORY");
+    uint64_t v = 0;
+    ok(item_arith("counter", 7, true, 1, 0, &v, NULL) == ARITH_NO_MEMORY &&
+           has_value("counter", "99"),
+       "with -M incr 99 -> 100 in a full class: ARITH_NO_MEMORY, value kept");
+    if (tail)
+        item_release(tail);
+    storage_shutdown();
 }
 
 /* Memory freed by deletes goes back to a pool that other classes use. */
