@@ -54,7 +54,7 @@ struct storage_config {
 
 /* Initialises the engine; returns 0, or -1 with a message in errbuf. */
 int storage_init(const struct storage_config *cfg, char *errbuf, size_t errlen);
-/* Starts the background threads (crawler, hash expansion). */
+/* Starts the background threads (crawler, hash expansion, slab mover). */
 int storage_start_threads(void);
 /* Stops background threads and frees everything (reverse of init). */
 void storage_shutdown(void);

@@ -1,7 +1,7 @@
 /*
  * storage.c: the storage engine's start-up and shut-down (storage_init,
  * storage_start_threads, storage_shutdown) and run-time settings
- * (cache_memlimit). Fills defaults the way memcached does, sizes the item
+ * (cache_memlimit, the crawler's switches). Fills defaults the way memcached does, sizes the item
  * lock table from the worker count, and brings the parts up in order and
  * down in reverse. Owns no data structure itself.
  */
