@@ -57,6 +57,8 @@ ok($st->{get_expired} >= 1, "get_expired counts fetches of expired items ($st->{
 # Phase 2: flush_all
 mc_is($s, "flush_all\r\n", "OK\r\n", 'flush_all');
 mc_is($s, "get thirty keep forever rescued rel\r\n", "END\r\n", 'flush_all invalidated every item');
+$st = mc_stats($s);
+ok($st->{get_flushed} >= 1, "get_flushed counts fetches of flushed items ($st->{get_flushed})");
 mc_is($s, "set after 0 0 1\r\nx\r\n", "STORED\r\n", 'set after flush_all');
 mc_is($s, "get after\r\n", "VALUE after 0 1\r\nx\r\nEND\r\n", 'items stored after flush_all are kept');
 mc_is($s, "flush_all 0\r\n", "OK\r\n", 'flush_all 0');

@@ -116,6 +116,13 @@ ok(mc_silent($s, 0.2), 'no stray bytes after the split runs');
     $got = mc_bytes($s, 3000 * length $one, 30);
     ok($got eq $one x 3000, 'replies larger than the socket buffers all arrive (3000 gets)');
     ok(mc_silent($s, 0.2), 'and nothing more');
+    # one get of five 900 KiB values
+    my @big = map { chr(ord('A') + $_) x (900 * 1024) } 0 .. 4;
+    mc_send($s, join '', map { "set huge$_ 0 0 " . length($big[$_]) . " noreply\r\n$big[$_]\r\n" } 0 .. 4);
+    $expect = join('', map { "VALUE huge$_ 0 " . length($big[$_]) . "\r\n$big[$_]\r\n" } 0 .. 4) . "END\r\n";
+    mc_send($s, "get huge0 huge1 huge2 huge3 huge4\r\n");
+    $got = mc_bytes($s, length $expect, 30);
+    ok($got eq $expect, 'one get of five 900 KiB values returns all 4.5 MB in order');
 }
 
 close $s;

@@ -33,6 +33,10 @@ my $key250 = 'k' x 250;
 mc_is($s, "set $key250 0 0 2\r\nok\r\n", "STORED\r\n", 'a 250-byte key is accepted');
 mc_is($s, "get $key250\r\n", "VALUE $key250 0 2\r\nok\r\nEND\r\n", 'a 250-byte key is retrievable');
 
+my $utf8key = "cl\xc3\xa9_\xe2\x9c\x93_\xe6\x97\xa5";    # UTF-8 bytes, no spaces or controls
+mc_is($s, "set $utf8key 0 0 4\r\nutf8\r\n", "STORED\r\n", 'a key made of UTF-8 bytes is accepted');
+mc_is($s, "get $utf8key\r\n", "VALUE $utf8key 0 4\r\nutf8\r\nEND\r\n", 'and comes back byte for byte');
+
 my $big = 'v' x (512 * 1024);
 mc_is($s, "set big 0 0 " . length($big) . "\r\n$big\r\n", "STORED\r\n",
     'a 512 KiB value is stored with the default -I');
