@@ -93,6 +93,10 @@ struct conn_value {
     bool noreply;
     uint64_t cas;
     uint64_t opaque;
+    /* an engine's own note about the request, kept until on_done (meta
+     * commands keep the reply flags they echo once the value is stored) */
+    uint8_t note_len;
+    char note[47];
 };
 
 struct conn {

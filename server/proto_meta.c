@@ -635,7 +635,7 @@ static void process_ms(struct conn *c, struct meta_token *tokens, size_t ntokens
 
     /* the reply's flags in request order, completed once stored:
      * O is echoed, k and c are filled in later */
-    char stash[META_MAX_OPAQUE + 16];
+    char stash[sizeof(c->value.note)];
     size_t stash_len = 0;
     bool has_error = false;
     for (size_t i = 3; i < ntokens - 1; i++) {
@@ -707,14 +707,10 @@ static void process_ms(struct conn *c, struct meta_token *tokens, size_t ntokens
         item_delete(key, nkey, 0); /* no stale value survives a failed store */
         goto error;
     }
-    struct resp *r = conn_resp_add(c);
-    if (!r) {
-        item_release(it);
-        errstr = "SERVER_ERROR out of memory storing object";
-        goto error;
-    }
-    memcpy(r->head, stash, stash_len); /* completed in ms_value_done */
-    r->head_len = (uint16_t)stash_len;
+    /* completed in ms_value_done: no reply may be queued before the value
+     * is in, or it would be sent ahead of time */
+    memcpy(c->value.note, stash, stash_len);
+    c->value.note_len = (uint8_t)stash_len;
     c->value.op = (int)op | (of.set_stale && op == STORE_CAS ? MS_STALE : 0) |
                   (of.key_binary ? MS_BINKEY : 0);
     c->value.noreply = of.no_reply;
@@ -755,18 +751,14 @@ static void ms_value_done(struct conn *c, const char *trailer, size_t trailer_le
 {
     struct worker_stats *ws = &c->worker->stats;
     item *it = c->value.it;
-    struct resp *r = c->resp_tail; /* queued by process_ms; nothing after it */
     c->value.it = NULL;
     STAT_INCR(ws, set_cmds);
-
-    char stash[RESP_HEAD_MAX];
-    size_t stash_len = r->head_len;
-    memcpy(stash, r->head, stash_len);
-    r->head_len = 0;
+    const char *stash = c->value.note;
+    size_t stash_len = c->value.note_len;
 
     if (trailer_len != 2 || trailer[0] != '\r' || trailer[1] != '\n') {
         item_release(it);
-        resp_add_head(r, "CLIENT_ERROR bad data chunk\r\n", 29);
+        send_error(c, "CLIENT_ERROR bad data chunk");
         return;
     }
     enum store_op op = (enum store_op)(c->value.op & MS_OP_MASK);
@@ -821,9 +813,8 @@ static void ms_value_done(struct conn *c, const char *trailer, size_t trailer_le
     }
     item_release(it);
     if (res == STORE_STORED && c->value.noreply)
-        return; /* the response stays empty and is dropped */
-    if (!resp_put_line(r, &l))
-        resp_add_head(r, "SERVER_ERROR out of memory writing response\r\n", 45);
+        return;
+    send_line(c, &l, NULL);
 }
 
 /* ---- md ----------------------------------------------------------------------------------- */
@@ -1116,8 +1107,11 @@ static void process_me(struct conn *c, struct meta_token *tokens, size_t ntokens
     }
     struct meta_line l;
     l.len = 0;
+    /* the key as stored: encoded only when it was stored base64-encoded */
+    bool stored_binary =
+        meta_marks_get(item_key(it), item_nkey(it), item_cas(it)) & MARK_BINARY_KEY;
     line_str(&l, "ME ");
-    line_key_text(&l, item_key(it), item_nkey(it), binary);
+    line_key_text(&l, item_key(it), item_nkey(it), stored_binary);
     rel_time_t now = clock_now(), exp = item_exptime(it), la = item_last_access(it);
     char tmp[160];
     /* exp as memcached prints it: -1 for never, else now - exptime */
