@@ -257,6 +257,11 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
     (void)what;
     struct listener *l = arg;
     for (int burst = 0; burst < 64; burst++) {
+        if (!settings.maxconns_fast && stats_curr_conns() >= (uint64_t)settings.maxconns) {
+            /* leave new connections in the backlog until one closes */
+            pause_accepting();
+            return;
+        }
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE) {
@@ -274,10 +279,6 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
             close(fd);
             stats_conn_rejected();
             log_msg(LOG_WARN, "Too many open connections");
-            if (!settings.maxconns_fast) {
-                pause_accepting();
-                return;
-            }
             continue;
         }
         if (!l->is_unix) {

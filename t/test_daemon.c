@@ -230,7 +230,7 @@ static long stat_value(int fd, const char *name)
 
 int main(void)
 {
-    printf("1..20\n");
+    printf("1..22\n");
     find_binary();
     snprintf(workdir, sizeof(workdir), "/tmp/test_daemon.XXXXXX");
     if (!mkdtemp(workdir)) {
@@ -354,6 +354,28 @@ int main(void)
     kill(pid, SIGINT);
     ok(wait_exit(pid, 10000) == 0 && access(sockpath, F_OK) != 0,
        "SIGINT: clean exit, socket file removed");
+
+    /* -o no_maxconns_fast: the extra connection waits and is served later */
+    if (start_server(&s, ARGS("-c", "4", "-o", "no_maxconns_fast")) == 0) {
+        int waiters[4];
+        for (int i = 0; i < 3; i++) {
+            waiters[i] = connect_tcp(s.port);
+            talk(waiters[i], "version\r\n", "\r\n", buf, sizeof(buf), 2000, NULL);
+        }
+        int extra = connect_tcp(s.port);
+        talk(extra, "version\r\n", "\r\n", buf, sizeof(buf), 500, NULL);
+        ok(buf[0] == '\0', "no_maxconns_fast: a connection over -c gets no reply yet");
+        close(waiters[0]);
+        talk(extra, NULL, "\r\n", buf, sizeof(buf), 3000, NULL);
+        ok(strncmp(buf, "VERSION ", 8) == 0, "and is served once another connection closes");
+        close(extra);
+        close(waiters[1]);
+        close(waiters[2]);
+        stop_server(&s);
+    } else {
+        ok(0, "server with no_maxconns_fast started");
+        ok(0, "server with no_maxconns_fast stopped");
+    }
 
     /* -o idle_timeout closes idle connections */
     if (start_server(&s, ARGS("-o", "idle_timeout=1")) == 0) {
