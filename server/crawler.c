@@ -88,6 +88,59 @@ static void crawl_class(unsigned cls, struct item *marker, uint64_t *checked, ui
     lru_unlock(cls);
 }
 
+/* Walks class cls from the tail, calling fn on up to *budget live items
+ * (budget 0 = no limit), each referenced and with no lock held. */
+static void dump_class(unsigned cls, struct item *marker, unsigned *left, bool limited,
+                       storage_item_fn fn, void *ctx)
+{
+    struct lru_list *l = lru_of(cls);
+    lru_lock(cls);
+    if (!l->tail) {
+        lru_unlock(cls);
+        return;
+    }
+    marker->next = NULL;
+    marker->prev = l->tail;
+    l->tail->next = marker;
+    l->tail = marker;
+    for (;;) {
+        struct item *it = marker->prev;
+        if (!it || (limited && *left == 0))
+            break;
+        lru_remove(l, marker);
+        lru_insert_before(l, it, marker);
+        if (item_is_marker(it))
+            continue;
+        uint64_t hv = assoc_hash(it->data, it->nkey);
+        if (!assoc_trylock(hv))
+            continue;
+        struct item *held = item_ref_if_live(it);
+        assoc_unlock(hv);
+        if (!held)
+            continue;
+        lru_unlock(cls);
+        fn(ctx, held);
+        item_release(held);
+        if (limited)
+            (*left)--;
+        lru_lock(cls);
+    }
+    lru_remove(l, marker);
+    lru_unlock(cls);
+}
+
+void storage_walk_items(unsigned cls, unsigned limit, storage_item_fn fn, void *ctx)
+{
+    struct item *marker = calloc(1, sizeof(*marker));
+    if (!marker)
+        return;
+    unsigned left = limit;
+    for (unsigned c = 1; c <= storage_rt.largest_class; c++)
+        if (cls == 0 || c == cls)
+            dump_class(c, marker, &left, limit != 0, fn, ctx);
+    free(marker);
+}
+
 /* Crawls every class (all = true) or only those due by the schedule. */
 static void crawl(bool all)
 {

@@ -3,7 +3,8 @@
  * and reclaims expired and flushed items that no lookup would otherwise
  * touch. A background thread visits each class on its own schedule (every
  * 5 s at first, less often while a class has nothing to reclaim, up to
- * every 10 min); a pass over every class can also be run synchronously. Counted per class as
+ * every 10 min); a pass over every class can also be run synchronously.
+ * The same marker walk serves storage_walk_items() (items.h). Counted per class as
  * crawler_reclaimed and crawler_items_checked.
  */
 #ifndef MCR_CRAWLER_H

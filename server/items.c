@@ -388,6 +388,19 @@ struct item *item_take_for_move(void *chunk)
     return taken;
 }
 
+struct item *item_ref_if_live(struct item *it)
+{
+    if (!(item_flags_load(it) & ITEM_LINKED) || item_is_dead(it, clock_now()))
+        return NULL;
+    item_ref(it);
+    return it;
+}
+
+unsigned item_slab_class(const item *it)
+{
+    return item_lru_class(it);
+}
+
 void item_free_taken(struct item *it)
 {
     item_free(it);

@@ -139,6 +139,16 @@ int storage_crawler_enable(bool on);
 int storage_crawler_set_sleep(unsigned usec);
 void storage_crawler_set_tocrawl(unsigned items);
 
+/* ---- walking items ------------------------------------------------------ */
+/* The slab class whose LRU holds the item ("cls=" of metadump). */
+unsigned item_slab_class(const item *it);
+/* Calls fn on live items, oldest first per class, for "lru_crawler
+ * metadump" and "stats cachedump": cls 0 = every class, limit 0 = all.
+ * Each item is referenced during the call and no engine lock is held, so
+ * fn may block; it must not keep the handle. */
+typedef void (*storage_item_fn)(void *ctx, const item *it);
+void storage_walk_items(unsigned cls, unsigned limit, storage_item_fn fn, void *ctx);
+
 /* ---- stats -------------------------------------------------------------- */
 /* Storage stats are named here once; callers format them. `emit` gets a
  * stat name and its value already formatted as text. */

@@ -38,6 +38,9 @@ void items_set_oldest_live(rel_time_t when);
  * released; otherwise NULL. */
 struct item *item_take_for_move(void *chunk);
 void item_free_taken(struct item *it);
+/* With it's item lock held: takes a reference when it is linked, not
+ * expired and not flushed; NULL otherwise. */
+struct item *item_ref_if_live(struct item *it);
 
 /* ---- storage_stats.c ------------------------------------------------------ */
 enum class_counter {

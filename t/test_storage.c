@@ -840,6 +840,40 @@ static void test_slab_move(void)
     storage_shutdown();
 }
 
+struct walk_seen {
+    int count, bad;
+    char last[32];
+};
+
+static void walk_fn(void *ctx, const item *it)
+{
+    struct walk_seen *w = ctx;
+    w->count++;
+    if (item_nkey(it) < 5 || memcmp(item_key(it), "walk:", 5) != 0 || item_slab_class(it) == 0)
+        w->bad++;
+    snprintf(w->last, sizeof(w->last), "%.*s", (int)item_nkey(it), item_key(it));
+}
+
+static void test_walk(void)
+{
+    struct storage_config cfg = default_config();
+    start(&cfg);
+    char key[32];
+    for (int i = 0; i < 300; i++) {
+        snprintf(key, sizeof(key), "walk:%d", i);
+        store_full(key, "v", 1, 0, i < 100 ? clock_exptime(5) : 0, STORE_SET, 0, NULL, NULL);
+    }
+    clock_advance_for_tests(6);
+    struct walk_seen w = {0, 0, ""};
+    storage_walk_items(0, 0, walk_fn, &w);
+    ok(w.count == 200 && w.bad == 0, "walking items visits the 200 live ones (%d)", w.count);
+    struct walk_seen lim = {0, 0, ""};
+    storage_walk_items(0, 10, walk_fn, &lim);
+    ok(lim.count == 10, "a walk limit of 10 visits 10 items");
+    ok(strcmp(w.last, "walk:299") == 0, "the walk goes from oldest to newest (last %s)", w.last);
+    storage_shutdown();
+}
+
 static void test_references(void)
 {
     struct storage_config cfg = default_config();
@@ -1053,6 +1087,11 @@ static size_t smoke_len(unsigned r)
     return lens[pick < 60 ? 4 : pick < 98 ? 5 : 6];
 }
 
+static void count_fn(void *ctx, const item *it)
+{
+    (*(long *)ctx) += item_nbytes(it) > 0;
+}
+
 static void *smoke_worker(void *arg)
 {
     int id = (int)(long)arg;
@@ -1121,6 +1160,7 @@ static void test_threads(void)
      * so expiry, reclaim and stats race with the workers. */
     static struct stat_list l;
     struct timespec step = {0, 50 * 1000 * 1000};
+    long walked = 0;
     atomic_store(&smoke_phase, 0);
     for (int i = 0; i < 40; i++) {
         if (i == 16) /* sizes change: pages must move between classes */
@@ -1130,6 +1170,7 @@ static void test_threads(void)
             clock_advance_for_tests(1);
         storage_crawl_now();
         storage_slab_move_now();
+        storage_walk_items(0, 200, count_fn, &walked);
         l.n = 0;
         storage_stats_general(collect, &l);
         l.n = 0;
@@ -1145,8 +1186,9 @@ static void test_threads(void)
         ops += smoke_ops[i];
         torn += smoke_torn[i];
     }
-    diag("%ld operations in 2 s over %d threads, %llu evictions, %llu slab pages moved", ops,
-         SMOKE_THREADS, general_stat("evictions"), general_stat("slabs_moved"));
+    diag("%ld operations in 2 s over %d threads, %llu evictions, %llu slab pages moved, %ld "
+         "items walked",
+         ops, SMOKE_THREADS, general_stat("evictions"), general_stat("slabs_moved"), walked);
     ok(ops > 1000 && torn == 0, "concurrent set/add/get/delete never show a torn value");
     ok(general_stat("hash_power_level") > 10, "the table grew in the background under load");
     storage_shutdown();
@@ -1166,6 +1208,7 @@ int main(void)
     test_eviction();
     test_page_reuse();
     test_slab_move();
+    test_walk();
     test_references();
     test_stats();
     test_hash_growth();
