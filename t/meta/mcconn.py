@@ -140,14 +140,15 @@ class Udp:
         data = raw if raw is not None else self.HEADER.pack(request_id, seq, total, 0) + payload
         self.sock.sendto(data, self.addr)
 
-    def datagrams(self, wait=None, limit=1000):
-        """Every datagram that arrives until `wait` seconds pass without
-        one (default: the timeout): a list of (header tuple, payload)."""
+    def datagrams(self, wait=None, gap=0.3, limit=1000):
+        """Datagrams until none arrives for `gap` seconds after the last one
+        (the first may take `wait` seconds, default: the timeout): a list of
+        (header tuple, payload)."""
         out = []
         wait = self.timeout if wait is None else wait
         deadline = time.time() + 30
         while len(out) < limit and time.time() < deadline:
-            self.sock.settimeout(wait)
+            self.sock.settimeout(gap if out else wait)
             try:
                 data = self.sock.recv(65536)
             except socket.timeout:
