@@ -5,6 +5,7 @@
  * lock table from the worker count, and brings the parts up in order and
  * down in reverse. Owns no data structure itself.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -111,16 +112,16 @@ int storage_start_threads(void)
 
 int storage_crawler_enable(bool on)
 {
-    if (!threads_started || on == storage_rt.cfg.lru_crawler)
-        return -1;
-    if (on) {
-        if (crawler_start() != 0)
-            return -1;
-    } else {
-        crawler_stop();
+    static pthread_mutex_t switch_lock = PTHREAD_MUTEX_INITIALIZER;
+    int rc = -1;
+    pthread_mutex_lock(&switch_lock);
+    bool now_on = __atomic_load_n(&storage_rt.cfg.lru_crawler, __ATOMIC_RELAXED);
+    if (threads_started && on != now_on && (on ? crawler_start() == 0 : (crawler_stop(), true))) {
+        __atomic_store_n(&storage_rt.cfg.lru_crawler, on, __ATOMIC_RELAXED);
+        rc = 0;
     }
-    storage_rt.cfg.lru_crawler = on;
-    return 0;
+    pthread_mutex_unlock(&switch_lock);
+    return rc;
 }
 
 int storage_crawler_set_sleep(unsigned usec)

@@ -222,7 +222,8 @@ void storage_stats_settings(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "slab_automove", cfg->slab_automove_off ? 0 : 1);
     emit_u64(emit, ctx, "slab_chunk_max", storage_rt.chunk_max);
     emit_u64(emit, ctx, "slab_page_size", cfg->slab_page_size);
-    emit(ctx, "lru_crawler", cfg->lru_crawler ? "yes" : "no");
+    emit(ctx, "lru_crawler",
+         __atomic_load_n(&storage_rt.cfg.lru_crawler, __ATOMIC_RELAXED) ? "yes" : "no");
     emit_u64(emit, ctx, "lru_crawler_sleep",
              __atomic_load_n(&storage_rt.crawler_sleep_us, __ATOMIC_RELAXED));
     emit_u64(emit, ctx, "lru_crawler_tocrawl",
