@@ -601,7 +601,7 @@ static void test_expiry_and_touch(void)
     }
     clock_advance_for_tests(10);
     struct timespec step = {0, 100 * 1000 * 1000};
-    for (int i = 0; i < 50 && general_stat("crawler_reclaimed") < 30; i++)
+    for (int i = 0; i < 100 && general_stat("crawler_reclaimed") < 30; i++)
         nanosleep(&step, NULL);
     ok(general_stat("crawler_reclaimed") == 30 && general_stat("curr_items") == 0,
        "the background crawler reclaims expired items within seconds");
