@@ -4,7 +4,8 @@
 # answers UNKNOWN_COMMAND and closes; a key over 250 bytes or lengths a
 # command does not accept answer EINVAL and close; an unknown opcode answers
 # UNKNOWN_COMMAND and its body is skipped; a value over -I answers E2BIG and
-# is skipped. Items not named by a bad request are never touched. Against
+# is skipped, as is one that does not fit in memory under -M (ENOMEM).
+# Items not named by a bad request are never touched. Against
 # $MC_SERVER (our server or Debian's memcached).
 use strict;
 use warnings;
@@ -193,4 +194,31 @@ error_then_close(bin_req($OP{getq}, key => 'k' x 251, opaque => 23),
 }
 
 $srv->stop;
+
+# ---- out of memory with -M: ENOMEM, the value skipped ------------------------------
+{
+    my $small = start_server('-M', '-m', '2');
+    my $s = $small->connect;
+    my $v = 'm' x 100_000;
+    bin_call($s, bin_req($OP{set}, key => 'oldval', extras => ext_store(0, 0), value => 'old'));
+    my $r;
+    for my $i (1 .. 200) {    # 2 MB of memory fills well before 200 x 100 kB
+        $r = bin_call($s, bin_req($OP{set}, key => "fill$i", extras => ext_store(0, 0),
+            value => $v, opaque => $i));
+        last if !$r || $r->{status} != 0;
+    }
+    reply_is($r, { opcode => $OP{set}, status => $ST{enomem},
+        value => 'Out of memory allocating item' }, '-M, memory full: set answers ENOMEM');
+    mc_send($s, bin_req($OP{setq}, key => 'oldval', extras => ext_store(0, 0), value => $v,
+            opaque => 501)
+          . bin_req($OP{noop}, opaque => 502));
+    reply_is(bin_read($s), { opcode => $OP{setq}, status => $ST{enomem}, opaque => 501 },
+        '-M, memory full: setq answers ENOMEM');
+    reply_is(bin_read($s), { opcode => $OP{noop}, status => 0, opaque => 502 },
+        '-M, memory full: the value is skipped, the next request answered');
+    $r = bin_call($s, bin_req($OP{get}, key => 'oldval'));
+    is($r && $r->{status}, $ST{key_enoent}, '-M, memory full: a failed set removes the old value');
+    close $s;
+    $small->stop;
+}
 done_testing();
