@@ -327,4 +327,21 @@ noop_is_next('the connection is still in step after it');
 
 close $s;
 $srv->stop;
+
+# ---- flush disabled (-F) ----------------------------------------------------------------
+$srv = start_server('-F');
+$s   = $srv->connect;
+call($OP{set}, key => 'kept', extras => ext_store(0, 0), value => 'x');
+($r, $o) = call($OP{flush});
+reply_is($r, { opcode => $OP{flush}, status => $ST{auth_error}, opaque => $o,
+    value => 'Auth failure.' }, '-F: flush answers AUTH_ERROR');
+($r, $o) = call($OP{flushq});
+reply_is($r, { opcode => $OP{flushq}, status => $ST{auth_error}, opaque => $o },
+    '-F: flushq answers the error too');
+($r) = call($OP{get}, key => 'kept');
+is($r && $r->{status}, 0, '-F: nothing was flushed');
+my $fst = bin_stats($s);
+is($fst && $fst->{cmd_flush}, 0, '-F: a refused binary flush is not counted');
+close $s;
+$srv->stop;
 done_testing();
