@@ -629,6 +629,11 @@ static enum store_result join_values(struct item *old, struct item *it, bool app
 
 enum store_result item_store(item *it, enum store_op op, uint64_t cas, uint64_t *cas_out)
 {
+    if (item_flags_load(it) & ITEM_LINKED) { /* already stored: a caller bug */
+        if (cas_out)
+            *cas_out = 0;
+        return STORE_NOT_STORED;
+    }
     uint64_t hv = assoc_hash(it->data, it->nkey);
     enum store_result res = STORE_NOT_STORED;
     uint64_t stored_cas = 0;
