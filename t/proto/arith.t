@@ -53,6 +53,15 @@ mc_is($s, "decr big 1\r\n", "9999999999999999999\r\n", 'decr from 20 digits to 1
 mc_is($s, "set z 0 0 20\r\n00000000000000000001\r\n", "STORED\r\n", 'set a zero-padded 20-digit number');
 mc_is($s, "incr z 1\r\n", "2\r\n", 'leading zeros in the value are read as decimal');
 
+# memcached itself may leave a number space padded (see above), so a number
+# followed by spaces is still a number.
+mc_is($s, "set sp 0 0 4\r\n12  \r\n", "STORED\r\n", 'set a number followed by spaces');
+mc_is($s, "incr sp 1\r\n", "13\r\n", 'incr of a number with trailing spaces');
+mc_is($s, "decr sp 2\r\n", "11\r\n", 'decr of a number with trailing spaces');
+mc_is($s, "set sp 0 0 2\r\n10\r\n", "STORED\r\n", 'set 10');
+mc_is($s, "decr sp 1\r\n", "9\r\n", 'decr 10 to 9 (may be stored as "9 ")');
+mc_is($s, "incr sp 1\r\n", "10\r\n", 'incr of the value decr left behind');
+
 # invalid deltas
 for my $d ('x', '-1', '1.5', '0x10', '18446744073709551616', '99999999999999999999999') {
     mc_is($s, "incr n $d\r\n", "CLIENT_ERROR invalid numeric delta argument\r\n",
