@@ -99,4 +99,25 @@ is_deeply(\@got, [ map { my ($n) = /(\d+)/; "$_=v$n" } @keys ],
 
 close $s;
 $srv->stop;
+
+# ---- -R 2: a long pipeline is served in slices, nothing lost --------------------------
+$srv = start_server('-R', '2');
+$s = $srv->connect;
+my $pipe = '';
+$pipe .= bin_req($OP{set}, key => "r$_", extras => ext_store(0, 0), value => "rv$_", opaque => $_)
+  for 1 .. 40;
+$pipe .= bin_req($OP{getq}, key => "r$_", opaque => 100 + $_) for 1 .. 40;
+$pipe .= bin_req($OP{noop}, opaque => 999);
+mc_send($s, $pipe);
+my @order;
+for (1 .. 100) {
+    my $x = bin_read($s) or last;
+    push @order, $x->{opaque};
+    last if $x->{opaque} == 999;
+}
+is_deeply(\@order, [ 1 .. 40, 101 .. 140, 999 ], '-R 2: 81 pipelined requests, all answered in order');
+my $yst = bin_stats($s);
+ok($yst && $yst->{conn_yields} > 0, '-R 2: the connection yielded (conn_yields)');
+close $s;
+$srv->stop;
 done_testing();
