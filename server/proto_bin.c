@@ -114,14 +114,18 @@ static void reply_ok(struct conn *c, const struct bin_reply *rc, const void *bod
 {
     if (rc->quiet)
         return;
+    struct resp *mark = conn_resp_mark(c);
     struct resp *r = reply_start(c, rc, MCR_BIN_STATUS_SUCCESS, 0, 0, (uint32_t)len, cas);
-    if (r && len > 0 && !resp_add_head(r, body, len)) {
-        char *copy = malloc(len);
-        if (copy) {
-            memcpy(copy, body, len);
-            resp_set_heap(r, copy, len);
-        }
+    if (!r || len == 0 || resp_add_head(r, body, len))
+        return;
+    char *copy = malloc(len);
+    if (!copy) { /* a header without its body would break the stream */
+        log_msg(LOG_WARN, "<%d out of memory queueing a reply", c->fd);
+        conn_resp_truncate(c, mark);
+        return;
     }
+    memcpy(copy, body, len);
+    resp_set_heap(r, copy, len);
 }
 
 /* A malformed request: EINVAL, then the connection closes. */
