@@ -231,6 +231,10 @@ for my $q (qw(gatq gatkq)) {
         key => ($q eq 'gatkq' ? 't1' : '') }, "$q: the miss is silent, the hit is answered");
     noop_is_next("$q: nothing else was sent");
 }
+# binary expirations are unsigned: 0xffffffff is a unix time far ahead
+call($OP{set}, key => 'far', extras => ext_store(0, 0xffffffff), value => 'later');
+($r) = call($OP{get}, key => 'far');
+reply_is($r, { status => 0, value => 'later' }, 'expiration 0xffffffff: far in the future');
 ($r) = call($OP{touch}, key => 't1', extras => ext_exp($past));
 is($r && $r->{status}, 0, 'touch to a time in the past: success');
 ($r) = call($OP{get}, key => 't1');
