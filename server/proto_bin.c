@@ -9,7 +9,7 @@
  * opaque.
  *
  * memcached's rules kept here (doc/binary-protocol.md has the list):
- *  - a first byte other than 0x80 closes the connection at once;
+ *  - a request whose magic byte is not 0x80 closes the connection at once;
  *  - keylen + extlen > bodylen: UNKNOWN_COMMAND, then close;
  *  - a key over 250 bytes, or lengths a command does not accept: EINVAL,
  *    then close;
