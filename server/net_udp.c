@@ -15,6 +15,8 @@
  * reply message, as each response object is in memcached 1.6: its bytes
  * are collected, then sent as datagrams of at most UDP_DATAGRAM_MAX bytes
  * (header included) numbered 0..n-1 with the count n in every header.
+ * When the socket's send buffer is full the connection waits for it to
+ * drain, like a stream connection whose output is blocked.
  *
  * Sharing: every worker has a connection on each UDP socket (through its
  * own duplicate of the descriptor, as memcached does, so "stats conns"
@@ -69,6 +71,10 @@ struct udp_state {
     /* bytes of the response being collected for sending */
     char *out;
     size_t out_len, out_cap;
+    /* a complete reply message still being sent (the socket was full) */
+    char *msg;
+    size_t msg_len, msg_cap;
+    size_t msg_count, msg_next; /* datagrams in it, next one to send */
     char dgram[UDP_READ_MAX];
 };
 
@@ -126,7 +132,7 @@ static ssize_t udp_recv(struct conn *c, void *buf, size_t len)
     char *dst = buf;
     if (u->dgram_off >= u->dgram_len) {
         /* replies to the previous datagram go first (they need its peer) */
-        if (c->resp_head || u->out_len > 0 || !next_datagram(c, u)) {
+        if (c->resp_head || u->out_len > 0 || u->msg_next < u->msg_count || !next_datagram(c, u)) {
             errno = EAGAIN;
             return -1;
         }
@@ -170,52 +176,85 @@ static bool out_reserve(struct udp_state *u, size_t more)
     return true;
 }
 
-/* Sends one complete reply message as numbered datagrams. */
-static void send_message(struct conn *c, struct udp_state *u)
+/* Sends the datagrams of the current message from msg_next on; false
+ * when the socket is full (the rest goes when it is writable). */
+static bool flush_message(struct conn *c, struct udp_state *u)
 {
     const size_t room = UDP_DATAGRAM_MAX - UDP_HEADER_SIZE;
-    size_t count = (u->out_len + room - 1) / room;
-    if (count > 0xffff) {
-        log_msg(LOG_WARN, "<%d UDP reply of %zu bytes is too large, dropped", c->fd, u->out_len);
-        return;
-    }
-    for (size_t i = 0; i < count; i++) {
+    for (; u->msg_next < u->msg_count; u->msg_next++) {
+        size_t i = u->msg_next;
         unsigned char h[UDP_HEADER_SIZE] = {
             (unsigned char)(u->request_id >> 8),
             (unsigned char)u->request_id,
             (unsigned char)(i >> 8),
             (unsigned char)i,
-            (unsigned char)(count >> 8),
-            (unsigned char)count,
+            (unsigned char)(u->msg_count >> 8),
+            (unsigned char)u->msg_count,
             0,
             0,
         };
         size_t off = i * room;
-        size_t n = u->out_len - off < room ? u->out_len - off : room;
-        struct iovec iov[2] = {{h, sizeof(h)}, {u->out + off, n}};
+        size_t n = u->msg_len - off < room ? u->msg_len - off : room;
+        struct iovec iov[2] = {{h, sizeof(h)}, {u->msg + off, n}};
         struct msghdr msg;
         memset(&msg, 0, sizeof(msg));
         msg.msg_name = &u->peer;
         msg.msg_namelen = u->peer_len;
         msg.msg_iov = iov;
         msg.msg_iovlen = 2;
-        if (sendmsg(c->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+        if (sendmsg(c->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)
+                return false;
+            /* the peer is gone or unreachable: drop the rest */
             log_msg(LOG_CMDS, "<%d UDP send: %s", c->fd, strerror(errno));
+            u->msg_next = u->msg_count;
+            break;
+        }
     }
+    return true;
+}
+
+/* The collected response becomes the message being sent; false when the
+ * socket filled up before its last datagram. */
+static bool send_message(struct conn *c, struct udp_state *u)
+{
+    const size_t room = UDP_DATAGRAM_MAX - UDP_HEADER_SIZE;
+    char *tmp = u->msg;
+    size_t tmp_cap = u->msg_cap;
+    u->msg = u->out;
+    u->msg_cap = u->out_cap;
+    u->msg_len = u->out_len;
+    u->out = tmp;
+    u->out_cap = tmp_cap;
+    u->out_len = 0;
+    u->msg_next = 0;
+    u->msg_count = (u->msg_len + room - 1) / room;
+    if (u->msg_count > 0xffff) {
+        log_msg(LOG_WARN, "<%d UDP reply of %zu bytes is too large, dropped", c->fd, u->msg_len);
+        u->msg_count = 0;
+        return true;
+    }
+    return flush_message(c, u);
 }
 
 /* conn.c hands over the bytes of its queued responses, in order, possibly
  * ending inside one. Completed responses are sent at once; the bytes of an
- * unfinished one wait here (its r->sent equals out_len next time). */
+ * unfinished one wait here (its r->sent equals out_len next time). When
+ * the socket is full, the bytes taken so far are reported (a short write)
+ * and the next call says EAGAIN until the message is out, so conn.c waits
+ * for writability. */
 static ssize_t udp_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
 {
     struct udp_state *u = c->tp_data;
+    if (u->msg_next < u->msg_count && !flush_message(c, u)) {
+        errno = EAGAIN;
+        return -1;
+    }
     struct resp *r = c->resp_head;
     size_t total = 0;
     for (int i = 0; i < iovcnt; i++) {
         const char *p = iov[i].iov_base;
         size_t left = iov[i].iov_len;
-        total += left;
         while (left > 0 && r) {
             size_t need = resp_bytes(r) - u->out_len;
             if (need == 0) { /* an empty response (nothing to say) */
@@ -231,10 +270,11 @@ static ssize_t udp_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
             u->out_len += take;
             p += take;
             left -= take;
+            total += take;
             if (take == need) {
-                send_message(c, u);
-                u->out_len = 0;
                 r = r->next;
+                if (!send_message(c, u))
+                    return (ssize_t)total;
             }
         }
     }
@@ -243,9 +283,8 @@ static ssize_t udp_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
 
 static void udp_want(struct conn *c, bool readable, bool writable)
 {
-    (void)writable; /* sends never block: a datagram that does not fit is dropped */
     struct udp_state *u = c->tp_data;
-    short interest = readable ? EV_READ : 0;
+    short interest = (short)((readable ? EV_READ : 0) | (writable ? EV_WRITE : 0));
     if (interest == u->interest)
         return;
     event_del(u->ev);
@@ -264,6 +303,7 @@ static void state_free(struct udp_state *u)
         event_del(u->ev);
         event_free(u->ev);
     }
+    free(u->msg);
     free(u->out);
     free(u);
 }
