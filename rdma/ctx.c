@@ -14,8 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-#define RDMA_OPS_PER_EP 16
-
 void mcr_rdma_ctx_opts_default(struct mcr_rdma_ctx_opts *opts)
 {
     const char *addr = opts->addr;
@@ -214,7 +212,8 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
         goto fail_errno;
     }
     uint32_t max_eps = opts->recv_bufs / opts->credits;
-    long cq_size = (long)opts->recv_bufs + opts->send_bufs + (long)max_eps * RDMA_OPS_PER_EP + 64;
+    long cq_size =
+        (long)opts->recv_bufs + opts->send_bufs + (long)max_eps * MCR_RDMA_OPS_PER_EP + 64;
     if (cq_size > dattr.max_cqe)
         cq_size = dattr.max_cqe;
     ctx->cq_size = (int)cq_size;
@@ -265,6 +264,7 @@ void mcr_rdma_ctx_destroy(struct mcr_rdma_ctx *ctx)
 {
     if (ctx == NULL)
         return;
+    ctx->destroying = true;
     while (ctx->listeners != NULL)
         ctx->listeners->destroy_now(ctx->listeners);
     while (ctx->endpoints != NULL)
@@ -450,8 +450,12 @@ static void dispatch_wc(struct mcr_rdma_ctx *ctx, const struct ibv_wc *wc)
     if (wc->wr_id & MCR_RDMA_WR_RECV) {
         uint32_t idx = (uint32_t)(wc->wr_id & ~MCR_RDMA_WR_RECV);
         ctx->stats.recv_posted--;
+        if (ctx->destroying) {
+            mcr_rdma_pool_put(&ctx->recv_pool, idx);
+            return;
+        }
         struct mcr_rdma_ep_link *link =
-            wc->status == IBV_WC_SUCCESS ? find_qp(ctx, wc->qp_num) : NULL;
+            wc->status != IBV_WC_WR_FLUSH_ERR ? find_qp(ctx, wc->qp_num) : NULL;
         if (link != NULL)
             link->impl->on_recv(link->ep, idx, wc);
         else if (mcr_rdma_ctx_repost_recv(ctx, idx) != 0)

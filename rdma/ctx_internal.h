@@ -21,6 +21,9 @@
 #include "rdma/pool.h"
 
 #define MCR_RDMA_WR_RECV (UINT64_C(1) << 63)
+/* RDMA READ/WRITE work requests posted at once per endpoint (the CQ is sized
+ * for this many per admissible endpoint). */
+#define MCR_RDMA_OPS_PER_EP 16
 
 enum mcr_rdma_op_kind { MCR_RDMA_OP_SEND, MCR_RDMA_OP_READ, MCR_RDMA_OP_WRITE };
 
@@ -47,8 +50,8 @@ struct mcr_rdma_op {
 
 /* What the context calls in an endpoint implementation. */
 struct mcr_rdma_ep_impl {
-    /* A receive completed for this endpoint's QP. The implementation
-     * returns the buffer with mcr_rdma_ctx_repost_recv(). */
+    /* A receive completed (successfully or not) for this endpoint's QP.
+     * The implementation returns the buffer with mcr_rdma_ctx_repost_recv(). */
     void (*on_recv)(struct mcr_rdma_ep *ep, uint32_t buf_index, const struct ibv_wc *wc);
     /* A send-queue work request completed (success, error or flush). */
     void (*on_send_wc)(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct ibv_wc *wc);
@@ -105,9 +108,9 @@ struct mcr_rdma_ctx {
     struct mcr_rdma_ep_link *endpoints; /* all, list head */
     struct mcr_rdma_listener_link *listeners;
     uint32_t max_msg_size;
-    uint8_t rd_atomic;
-    bool reap_pending;
-    /* some endpoint is closing */ /* outstanding RDMA READs per QP, both directions */
+    uint8_t rd_atomic; /* outstanding RDMA READs per QP, both directions */
+    bool reap_pending; /* some endpoint is closing */
+    bool destroying;   /* mcr_rdma_ctx_destroy runs: no callbacks, no new work */
     uint32_t max_payload;
     struct mcr_rdma_ctx_stats stats;
 };

@@ -90,7 +90,8 @@ static int rc_create_qp(struct rc_ep *rc)
 static void rc_conn_param(struct rc_ep *rc, struct rdma_conn_param *param, unsigned char *pdata)
 {
     struct mcr_rdma_ctx *ctx = rc->base.ctx;
-    mcr_rdma_conn_data_encode(rc->granted, pdata);
+    struct mcr_rdma_conn_data cd = {.credits = rc->granted, .recv_buf_size = ctx->opts.buf_size};
+    mcr_rdma_conn_data_encode(&cd, pdata);
     memset(param, 0, sizeof(*param));
     param->private_data = pdata;
     param->private_data_len = MCR_RDMA_CONN_DATA_SIZE;
@@ -98,6 +99,17 @@ static void rc_conn_param(struct rc_ep *rc, struct rdma_conn_param *param, unsig
     param->initiator_depth = ctx->rd_atomic;
     param->retry_count = RC_RETRY_COUNT;
     param->rnr_retry_count = ctx->opts.rnr_retry;
+}
+
+bool rc_set_peer_params(struct rc_ep *rc, const void *private_data, unsigned len)
+{
+    struct mcr_rdma_conn_data cd;
+    if (mcr_rdma_conn_data_decode(private_data, len, &cd) != 0 || cd.credits < 4 ||
+        cd.recv_buf_size < MCR_RDMA_HDR_SIZE + 64)
+        return false;
+    rc->peer_credits = cd.credits;
+    rc->peer_max_payload = cd.recv_buf_size - MCR_RDMA_HDR_SIZE;
+    return true;
 }
 
 void rc_fail(struct rc_ep *rc, int reason, const char *why)
@@ -179,15 +191,11 @@ static struct rdma_cm_id *rc_cm_event(struct mcr_rdma_cm_owner *owner, struct rd
     case RDMA_CM_EVENT_ESTABLISHED:
         if (rc->state != RC_CONNECTING)
             break;
-        if (rc->peer_credits == 0) { /* client: credits come with the accept */
-            int credits = mcr_rdma_conn_data_decode(ev->param.conn.private_data,
-                                                    ev->param.conn.private_data_len);
-            if (credits < 4) {
-                ctx->stats.malformed++;
-                rc_fail(rc, -EPROTO, "peer is not a memcached-rdma server");
-                break;
-            }
-            rc->peer_credits = (uint16_t)credits;
+        if (rc->peer_credits == 0 && /* client: parameters come with the accept */
+            !rc_set_peer_params(rc, ev->param.conn.private_data, ev->param.conn.private_data_len)) {
+            ctx->stats.malformed++;
+            rc_fail(rc, -EPROTO, "peer is not a memcached-rdma server");
+            break;
         }
         rc_mark_established(rc);
         break;
@@ -288,9 +296,12 @@ static struct rdma_cm_id *listener_cm_event(struct mcr_rdma_cm_owner *owner,
     if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
         return NULL;
     struct rdma_cm_id *id = ev->id;
-    int credits =
-        mcr_rdma_conn_data_decode(ev->param.conn.private_data, ev->param.conn.private_data_len);
-    struct rc_ep *rc = credits >= 4 ? rc_alloc(ctx) : NULL;
+    struct rc_ep *rc = rc_alloc(ctx);
+    if (rc != NULL &&
+        !rc_set_peer_params(rc, ev->param.conn.private_data, ev->param.conn.private_data_len)) {
+        rc_free(rc, false);
+        rc = NULL;
+    }
     if (rc == NULL) {
         ctx->stats.rejected++;
         rdma_reject(id, NULL, 0);
@@ -298,7 +309,6 @@ static struct rdma_cm_id *listener_cm_event(struct mcr_rdma_cm_owner *owner,
     }
     rc->cm_id = id;
     id->context = &rc->cm_owner;
-    rc->peer_credits = (uint16_t)credits;
     rc->state = RC_CONNECTING;
     struct rdma_conn_param param;
     unsigned char pdata[MCR_RDMA_CONN_DATA_SIZE];

@@ -47,7 +47,7 @@ static struct mcr_rdma_op *dequeue(struct rc_ep *rc)
 static void finish_rdma_op(struct rc_ep *rc, struct mcr_rdma_op *op, int status)
 {
     rc->rdma_outstanding--;
-    if (!rc->silent && rc->base.cb.on_rdma_done != NULL)
+    if (!rc->silent && !rc->base.ctx->destroying && rc->base.cb.on_rdma_done != NULL)
         rc->base.cb.on_rdma_done(&rc->base, op->cookie, status, rc->base.user);
     free(op);
 }
@@ -91,14 +91,17 @@ static void post_op(struct rc_ep *rc, struct mcr_rdma_op *op)
         wr.opcode = op->kind == MCR_RDMA_OP_READ ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
         wr.wr.rdma.remote_addr = op->remote_addr;
         wr.wr.rdma.rkey = op->rkey;
+        rc->rdma_posted++;
     }
     struct ibv_send_wr *bad;
     int err = ibv_post_send(rc->qp, &wr, &bad);
     if (err != 0) {
-        if (op->kind == MCR_RDMA_OP_SEND)
+        if (op->kind == MCR_RDMA_OP_SEND) {
             mcr_rdma_pool_put(&ctx->send_pool, op->buf_index);
-        else
+        } else {
+            rc->rdma_posted--;
             finish_rdma_op(rc, op, -err);
+        }
         rc_fail(rc, -err, "ibv_post_send failed");
         return;
     }
@@ -127,6 +130,8 @@ static void send_credit_msg(struct rc_ep *rc)
 
 void rc_pump(struct rc_ep *rc)
 {
+    if (rc->base.ctx->destroying)
+        return;
     while (rc->state == RC_ESTABLISHED && rc->wait_head != NULL &&
            rc->sq_outstanding < rc->sq_depth) {
         struct mcr_rdma_op *op = rc->wait_head;
@@ -137,6 +142,8 @@ void rc_pump(struct rc_ep *rc)
             }
             break;
         }
+        if (op->kind != MCR_RDMA_OP_SEND && rc->rdma_posted >= MCR_RDMA_OPS_PER_EP)
+            break;
         post_op(rc, dequeue(rc));
     }
     if (rc->state == RC_ESTABLISHED && rc->to_return >= rc->credit_threshold &&
@@ -161,6 +168,15 @@ void rc_on_recv(struct mcr_rdma_ep *ep, uint32_t buf_index, const struct ibv_wc 
 {
     struct rc_ep *rc = rc_from_ep(ep);
     struct mcr_rdma_ctx *ctx = ep->ctx;
+    if (wc->status != IBV_WC_SUCCESS) {
+        /* e.g. a message longer than our buffers: the QP is in error now */
+        char why[96];
+        snprintf(why, sizeof(why), "receive failed: %s", ibv_wc_status_str(wc->status));
+        if (mcr_rdma_ctx_repost_recv(ctx, buf_index) != 0)
+            mcr_rdma_pool_put(&ctx->recv_pool, buf_index);
+        rc_fail(rc, -EIO, why);
+        return;
+    }
     if (rc->state == RC_CONNECTING)
         rc_establish_on_first_message(rc);
     if (rc->state != RC_ESTABLISHED) {
@@ -223,6 +239,7 @@ void rc_on_send_wc(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct 
             rc->stats.msgs_sent++;
         mcr_rdma_pool_put(&ep->ctx->send_pool, op->buf_index);
     } else {
+        rc->rdma_posted--;
         finish_rdma_op(rc, op, ok ? 0 : -EIO);
     }
     if (!ok && rc->state != RC_CLOSING) {
@@ -235,6 +252,14 @@ void rc_on_send_wc(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct 
 }
 
 /* ---- endpoint table ------------------------------------------------------ */
+
+/* The smaller of our send buffers and the peer's receive buffers. */
+static size_t rc_max_eager_payload(const struct mcr_rdma_ep *ep)
+{
+    const struct rc_ep *rc = (const struct rc_ep *)ep;
+    uint32_t ours = ep->ctx->max_payload;
+    return rc->peer_max_payload != 0 && rc->peer_max_payload < ours ? rc->peer_max_payload : ours;
+}
 
 static int new_send_op(struct rc_ep *rc, struct mcr_rdma_op **out)
 {
@@ -264,10 +289,10 @@ static int rc_send(struct mcr_rdma_ep *ep, const struct mcr_rdma_send *msg)
         return -EINVAL;
     if (rndv && (msg->advertise->len == 0 || msg->advertise->addr == 0))
         return -EINVAL;
-    size_t total = 0;
+    size_t total = 0, limit = rc_max_eager_payload(ep);
     for (int i = 0; i < msg->iovcnt; i++) {
         total += msg->iov[i].iov_len;
-        if (total > ctx->max_payload)
+        if (total > limit)
             return -EMSGSIZE;
     }
     struct mcr_rdma_op *op;
@@ -364,11 +389,6 @@ static int rc_rdma_write(struct mcr_rdma_ep *ep, const struct mcr_rdma_rndv *rem
                          void *cookie)
 {
     return rc_rdma(ep, MCR_RDMA_OP_WRITE, remote, offset, local, local_mr, len, cookie);
-}
-
-static size_t rc_max_eager_payload(const struct mcr_rdma_ep *ep)
-{
-    return ep->ctx->max_payload;
 }
 
 static void rc_stats(const struct mcr_rdma_ep *ep, struct mcr_rdma_ep_stats *out)

@@ -31,18 +31,20 @@ struct rc_ep {
     char close_why[96];
 
     /* credits */
-    uint16_t peer_credits;    /* credits the peer granted us at connect */
-    uint16_t send_credits;    /* of those, currently usable */
-    uint16_t granted;         /* credits we granted the peer */
-    uint16_t to_return;       /* receives consumed and reposted, not returned */
-    uint16_t peer_unreturned; /* peer messages we have not returned credit for */
+    uint16_t peer_credits;     /* credits the peer granted us at connect */
+    uint32_t peer_max_payload; /* eager payload the peer's buffers hold */
+    uint16_t send_credits;     /* of those, currently usable */
+    uint16_t granted;          /* credits we granted the peer */
+    uint16_t to_return;        /* receives consumed and reposted, not returned */
+    uint16_t peer_unreturned;  /* peer messages we have not returned credit for */
     uint16_t credit_threshold;
 
     /* send queue */
     uint32_t sq_depth;
     uint32_t sq_outstanding;
     struct mcr_rdma_op *wait_head, *wait_tail; /* waiting for credit / SQ room */
-    uint32_t rdma_outstanding;
+    uint32_t rdma_outstanding;                 /* queued or posted */
+    uint32_t rdma_posted;
 
     struct mcr_rdma_ep_stats stats;
 };
@@ -73,6 +75,9 @@ void rc_pump(struct rc_ep *rc);
 /* Drops waiting (never posted) work requests: buffers back to the pool,
  * RDMA operations reported failed. */
 void rc_drop_waiting(struct rc_ep *rc, int status);
+
+/* Takes the peer's connection parameters; false when they are unusable. */
+bool rc_set_peer_params(struct rc_ep *rc, const void *private_data, unsigned len);
 
 /* rc_cm.c */
 /* Starts closing with a reason (negative errno, 0 for a local close). */

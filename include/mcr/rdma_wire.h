@@ -112,33 +112,49 @@ static inline void mcr_rdma_hdr_decode(const void *wire, struct mcr_rdma_hdr *h)
 }
 
 /* Connection private data exchanged in the RDMA CM connect request and
- * accept: version and the number of receive credits each side grants the
- * other at start. 8 bytes, little-endian. */
-#define MCR_RDMA_CONN_DATA_SIZE 8u
-static inline void mcr_rdma_conn_data_encode(uint16_t credits, void *wire)
+ * accept, 12 bytes, little-endian:
+ *   0 magic(2) 2 version(1) 3 reserved(1) 4 credits(2) 6 reserved(2)
+ *   8 recv_buf_size(4)
+ * credits: receives the sender grants its peer; recv_buf_size: the size of
+ * each of the sender's receive buffers (header included), which bounds the
+ * eager messages the peer may send it. */
+#define MCR_RDMA_CONN_DATA_SIZE 12u
+
+struct mcr_rdma_conn_data {
+    uint16_t credits;
+    uint32_t recv_buf_size;
+};
+
+static inline void mcr_rdma_conn_data_encode(const struct mcr_rdma_conn_data *cd, void *wire)
 {
     unsigned char *p = wire;
     uint16_t v16 = htole16(MCR_RDMA_MAGIC);
+    uint32_t v32 = htole32(cd->recv_buf_size);
+    memset(p, 0, MCR_RDMA_CONN_DATA_SIZE);
     memcpy(p, &v16, 2);
     p[2] = MCR_RDMA_VERSION;
-    p[3] = 0;
-    v16 = htole16(credits);
+    v16 = htole16(cd->credits);
     memcpy(p + 4, &v16, 2);
-    p[6] = p[7] = 0;
+    memcpy(p + 8, &v32, 4);
 }
 
-/* Returns the granted credits, or -1 when the data is not ours. */
-static inline int mcr_rdma_conn_data_decode(const void *wire, unsigned len)
+/* Returns 0, or -1 when the data is missing or not ours. */
+static inline int mcr_rdma_conn_data_decode(const void *wire, unsigned len,
+                                            struct mcr_rdma_conn_data *cd)
 {
     const unsigned char *p = wire;
     uint16_t magic, credits;
+    uint32_t size;
     if (wire == NULL || len < MCR_RDMA_CONN_DATA_SIZE)
         return -1;
     memcpy(&magic, p, 2);
     memcpy(&credits, p + 4, 2);
+    memcpy(&size, p + 8, 4);
     if (le16toh(magic) != MCR_RDMA_MAGIC || p[2] != MCR_RDMA_VERSION)
         return -1;
-    return le16toh(credits);
+    cd->credits = le16toh(credits);
+    cd->recv_buf_size = le32toh(size);
+    return 0;
 }
 
 #endif

@@ -150,6 +150,9 @@ struct test_server {
     int errors;
     int range_checks_ok; /* out-of-range rendezvous attempts refused */
     int rdma_done, rdma_failed;
+    bool sink;                   /* count EAGER messages instead of echoing */
+    uint32_t sunk;               /* EAGER messages counted while sink */
+    struct mcr_rdma_ep *last_ep; /* most recently accepted endpoint */
     void (*on_message_hook)(struct test_server *srv, struct mcr_rdma_ep *ep,
                             const struct mcr_rdma_msg *msg);
 };
@@ -202,6 +205,10 @@ static inline void server_on_message(struct mcr_rdma_ep *ep, const struct mcr_rd
     struct test_server *srv = user;
     if (srv->on_message_hook != NULL)
         srv->on_message_hook(srv, ep, msg);
+    if (msg->type == MCR_RDMA_MSG_EAGER && srv->sink) {
+        srv->sunk++;
+        return;
+    }
     if (msg->type == MCR_RDMA_MSG_EAGER) {
         server_reply(ep, msg->request_id, 0, msg->payload, msg->payload_len, srv);
         return;
@@ -260,6 +267,7 @@ static inline int server_accept(struct mcr_rdma_listener *l, struct mcr_rdma_ep 
     };
     mcr_rdma_ep_set_callbacks(ep, &cb, srv);
     srv->accepted++;
+    srv->last_ep = ep;
     return 0;
 }
 

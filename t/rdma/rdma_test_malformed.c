@@ -9,14 +9,16 @@
 #include "t/rdma/harness.h"
 
 static struct test_server srv;
+static uint32_t so_buf_size;
 static struct test_client good;
 static unsigned char target[4096] __attribute__((aligned(4096)));
 
 struct bad_case {
     const char *name;
     struct mcr_rdma_hdr hdr;
-    uint32_t send_len; /* bytes actually sent */
-    bool bad_rkey;     /* fill in a real address and a wrong rkey */
+    uint32_t send_len;        /* bytes actually sent */
+    bool bad_rkey;            /* fill in a real address and a wrong rkey */
+    uint32_t client_buf_size; /* 0: default */
 };
 
 static struct mcr_rdma_hdr hdr(uint8_t type, uint32_t payload_len)
@@ -39,7 +41,11 @@ static bool server_back_to_one(void *arg)
 static void run_case(struct bad_case *bc, uint32_t seq)
 {
     struct test_client bad;
-    if (!client_connect(&bad, NULL, srv.port)) {
+    struct mcr_rdma_ctx_opts co;
+    test_opts(&co);
+    if (bc->client_buf_size)
+        co.buf_size = bc->client_buf_size;
+    if (!client_connect(&bad, &co, srv.port)) {
         tap_ok(0, "%s: connect", bc->name);
         client_destroy(&bad);
         return;
@@ -56,7 +62,10 @@ static void run_case(struct bad_case *bc, uint32_t seq)
         bc->hdr.rndv_len = sizeof(target);
         bc->hdr.rndv_rkey = mr ? mr->rkey ^ 0x00a5a500u : 0x1234;
     }
-    unsigned char msg[8192];
+    if (bc->client_buf_size)
+        tap_ok(mcr_rdma_ep_max_eager_payload(bad.ep) == so_buf_size - MCR_RDMA_HDR_SIZE,
+               "%s: eager limit follows the peer's smaller buffers", bc->name);
+    unsigned char msg[16384];
     memset(msg, 0x5c, sizeof(msg));
     mcr_rdma_hdr_encode(&bc->hdr, msg);
     int rc = mcr_rdma_rc_send_raw(bad.ep, msg, bc->send_len);
@@ -64,11 +73,12 @@ static void run_case(struct bad_case *bc, uint32_t seq)
     bool server_freed = run_until(server_back_to_one, NULL, 15000);
     struct mcr_rdma_ctx_stats after;
     mcr_rdma_ctx_stats(srv.ctx, &after);
+    bool wc_error = bc->bad_rkey || bc->client_buf_size;
     bool counted =
-        bc->bad_rkey ? after.wc_errors > before.wc_errors : after.malformed == before.malformed + 1;
+        wc_error ? after.wc_errors > before.wc_errors : after.malformed == before.malformed + 1;
     tap_ok(closed && server_freed && counted,
            "%s: that connection closed (%s), server freed it, %s counted", bc->name, bad.close_why,
-           bc->bad_rkey ? "access error" : "malformed message");
+           wc_error ? "completion error" : "malformed message");
     tap_ok(ping(&good, 70000 + seq, 500), "%s: the other client is still served", bc->name);
     if (mr != NULL)
         ibv_dereg_mr(mr);
@@ -80,26 +90,29 @@ int main(void)
     struct mcr_rdma_ctx_opts so;
     test_opts(&so);
     server_start(&srv, &so);
+    so_buf_size = so.buf_size;
     if (!client_connect(&good, NULL, srv.port))
         tap_bail("good client could not connect");
     tap_ok(ping(&good, 1, 100), "well-behaved client served");
 
     struct bad_case cases[] = {
-        {"bad magic", hdr(MCR_RDMA_MSG_EAGER, 16), MCR_RDMA_HDR_SIZE + 16, false},
-        {"bad version", hdr(MCR_RDMA_MSG_EAGER, 16), MCR_RDMA_HDR_SIZE + 16, false},
+        {"bad magic", hdr(MCR_RDMA_MSG_EAGER, 16), MCR_RDMA_HDR_SIZE + 16, false, 0},
+        {"bad version", hdr(MCR_RDMA_MSG_EAGER, 16), MCR_RDMA_HDR_SIZE + 16, false, 0},
         {"payload length longer than sent", hdr(MCR_RDMA_MSG_EAGER, 4000), MCR_RDMA_HDR_SIZE + 10,
-         false},
+         false, 0},
         {"payload length shorter than sent", hdr(MCR_RDMA_MSG_EAGER, 1), MCR_RDMA_HDR_SIZE + 50,
-         false},
+         false, 0},
         {"payload length beyond any buffer", hdr(MCR_RDMA_MSG_EAGER, 1u << 30), MCR_RDMA_HDR_SIZE,
-         false},
-        {"truncated header", hdr(MCR_RDMA_MSG_EAGER, 0), 12, false},
-        {"unknown type", hdr(77, 0), MCR_RDMA_HDR_SIZE, false},
-        {"credits never used", hdr(MCR_RDMA_MSG_EAGER, 0), MCR_RDMA_HDR_SIZE, false},
-        {"descriptor on an eager message", hdr(MCR_RDMA_MSG_EAGER, 0), MCR_RDMA_HDR_SIZE, false},
+         false, 0},
+        {"truncated header", hdr(MCR_RDMA_MSG_EAGER, 0), 12, false, 0},
+        {"unknown type", hdr(77, 0), MCR_RDMA_HDR_SIZE, false, 0},
+        {"credits never used", hdr(MCR_RDMA_MSG_EAGER, 0), MCR_RDMA_HDR_SIZE, false, 0},
+        {"descriptor on an eager message", hdr(MCR_RDMA_MSG_EAGER, 0), MCR_RDMA_HDR_SIZE, false, 0},
         {"rendezvous beyond the size limit", hdr(MCR_RDMA_MSG_RNDV_READ, 0), MCR_RDMA_HDR_SIZE,
-         false},
-        {"rendezvous with a bad rkey", hdr(MCR_RDMA_MSG_RNDV_READ, 0), MCR_RDMA_HDR_SIZE, true},
+         false, 0},
+        {"rendezvous with a bad rkey", hdr(MCR_RDMA_MSG_RNDV_READ, 0), MCR_RDMA_HDR_SIZE, true, 0},
+        {"message longer than the receive buffers", hdr(MCR_RDMA_MSG_EAGER, 12000),
+         MCR_RDMA_HDR_SIZE + 12000, false, 16384},
     };
     cases[0].hdr.magic = 0x1234;
     cases[1].hdr.version = 9;

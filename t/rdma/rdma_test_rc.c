@@ -92,6 +92,70 @@ static void test_credits(struct test_client *c)
     tap_ok(ping(c, 999999, 32), "connection healthy after the burst");
 }
 
+struct sink_wait {
+    struct test_client *c;
+    uint32_t client_target, server_target;
+};
+
+static bool sink_done(void *arg)
+{
+    struct sink_wait *w = arg;
+    return (w->c->replies >= w->client_target && srv.sunk >= w->server_target) || w->c->closed;
+}
+
+static int send_burst(struct mcr_rdma_ep *ep, uint32_t base, uint32_t n)
+{
+    unsigned char buf[200];
+    int sent = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        fill_pattern(buf, sizeof(buf), base + i);
+        struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+        struct mcr_rdma_send s = {
+            .type = MCR_RDMA_MSG_EAGER, .request_id = base + i, .iov = &iov, .iovcnt = 1};
+        sent += mcr_rdma_ep_send(ep, &s) == 0;
+    }
+    return sent;
+}
+
+/* Without replies to carry credits back, only explicit credit messages keep
+ * a one-way stream going; then both directions at once. */
+static void test_streams(struct test_client *c)
+{
+    enum { N = 1000 };
+    struct mcr_rdma_ep_stats before_c, after_c, after_s;
+    mcr_rdma_ep_stats(c->ep, &before_c);
+    srv.sink = true;
+    srv.sunk = 0;
+    int sent = send_burst(c->ep, 200000, N);
+    struct sink_wait w = {c, c->replies, N};
+    bool done = sent == N && run_until(sink_done, &w, 120000);
+    mcr_rdma_ep_stats(c->ep, &after_c);
+    mcr_rdma_ep_stats(srv.last_ep, &after_s);
+    tap_ok(done && srv.sunk == N,
+           "one-way stream of %d messages to a server that never replies "
+           "arrived (%u)",
+           N, srv.sunk);
+    tap_ok(after_s.credit_msgs_sent > 0 && after_c.max_in_flight <= after_c.peer_credits,
+           "carried by %llu explicit credit messages from the server, in flight <= %u",
+           (unsigned long long)after_s.credit_msgs_sent, after_c.peer_credits);
+
+    srv.sunk = 0;
+    c->next_expected = 300000;
+    c->bad_replies = 0;
+    int sent_c = send_burst(c->ep, 400000, N);
+    int sent_s = send_burst(srv.last_ep, 300000, N);
+    w = (struct sink_wait){c, c->replies + N, N};
+    done = run_until(sink_done, &w, 120000);
+    struct mcr_rdma_ctx_stats cs, ss;
+    mcr_rdma_ctx_stats(c->ctx, &cs);
+    mcr_rdma_ctx_stats(srv.ctx, &ss);
+    tap_ok(done && sent_c == N && sent_s == N && c->bad_replies == 0 && !c->closed,
+           "%d messages each way at once, all delivered in order", N);
+    tap_ok(cs.rnr_errors == 0 && ss.rnr_errors == 0 && cs.wc_errors == 0 && ss.wc_errors == 0,
+           "still no receiver-not-ready and no completion errors");
+    srv.sink = false;
+}
+
 static void test_rendezvous(struct test_client *c, struct mcr_rdma_regcache *cache)
 {
     size_t limit = mcr_rdma_ep_max_eager_payload(c->ep);
@@ -256,8 +320,16 @@ int main(void)
     run_until(never, NULL, 100);
     tap_ok(srv.accepted == 1 && srv.connected == 1, "server accepted and saw the connection");
 
+    struct test_client nobody;
+    uint16_t unused_port = (uint16_t)(srv.port == 65535 ? 65534 : srv.port + 1);
+    bool refused_up = client_connect(&nobody, NULL, unused_port);
+    tap_ok(!refused_up && nobody.closed && nobody.close_reason < 0,
+           "connecting to a port nobody listens on reports on_closed (%s)", nobody.close_why);
+    client_destroy(&nobody);
+
     test_eager(&c);
     test_credits(&c);
+    test_streams(&c);
     struct mcr_rdma_regcache *cache = mcr_rdma_regcache_create(mcr_rdma_ctx_pd(c.ctx), 8);
     test_rendezvous(&c, cache);
     mcr_rdma_regcache_destroy(cache);
