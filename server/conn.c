@@ -264,7 +264,13 @@ void conn_set_close_after_write(struct conn *c)
     c->close_after_write = true;
 }
 
-enum read_result { READ_DATA, READ_AGAIN, READ_EOF, READ_ERROR };
+enum read_result {
+    READ_DATA,
+    READ_AGAIN,
+    READ_EOF,
+    READ_ERROR,
+    READ_TRUNCATED, /* datagram: a value did not fit in its request message */
+};
 
 static enum read_result transport_recv(struct conn *c, void *buf, size_t len, size_t *got)
 {
@@ -289,6 +295,8 @@ static enum read_result transport_recv(struct conn *c, void *buf, size_t len, si
  * worker's cache, compacting or growing as needed. */
 static enum read_result read_into_rbuf(struct conn *c)
 {
+    if (c->tp->datagram && c->state != CONN_PARSE)
+        return READ_TRUNCATED; /* the rest would come from another message */
     if (!c->rbuf) {
         c->rbuf = worker_rbuf_get(c->worker);
         if (!c->rbuf) {
@@ -377,7 +385,7 @@ static enum read_result fill_value(struct conn *c)
             conn_consume(c, value_copy_in(c, conn_rdata(c), c->rlen));
             continue;
         }
-        if (v->left >= DIRECT_READ_MIN) {
+        if (v->left >= DIRECT_READ_MIN && !c->tp->datagram) {
             struct iovec seg = item_value_seg(v->it, v->seg);
             if (v->seg_off == seg.iov_len) {
                 v->seg++;
@@ -493,6 +501,8 @@ static bool conn_flush(struct conn *c)
         for (struct resp *r = c->resp_head; r && !r->parked; r = r->next) {
             if (!resp_gather(r, w->iov, &niov))
                 break;
+            if (c->tp->datagram)
+                break; /* each response is its own message */
         }
         if (niov == 0) { /* empty responses (e.g. nothing to say) */
             struct resp *r = c->resp_head;
@@ -549,6 +559,39 @@ static bool negotiate(struct conn *c)
     return true;
 }
 
+/* Datagram transports: answer the current request message, drop what is
+ * left of it, then take the next message. */
+static enum read_result datagram_next(struct conn *c)
+{
+    if (c->resp_head) {
+        if (!conn_flush(c))
+            return READ_ERROR;
+        if (c->resp_head)
+            return READ_AGAIN; /* parked: the next message waits */
+    }
+    c->rlen = 0;
+    c->rpos = 0;
+    c->close_now = false;
+    c->close_after_write = false;
+    if (c->rbuf_drained)
+        return READ_AGAIN;
+    return read_into_rbuf(c);
+}
+
+/* Datagram transports: a value cut short by the end of its message is
+ * abandoned, as is the rest of the message. */
+static void datagram_abandon_value(struct conn *c)
+{
+    if (c->value.it) {
+        item_release(c->value.it);
+        c->value.it = NULL;
+    }
+    c->swallow_left = 0;
+    c->rlen = 0;
+    c->rpos = 0;
+    set_state(c, CONN_PARSE);
+}
+
 static void conn_drive(struct conn *c)
 {
     int budget = settings.reqs_per_event;
@@ -587,21 +630,38 @@ static void conn_drive(struct conn *c)
             }
             c->last_cmd_time = clock_now();
             enum proto_status st = c->engine->process(c);
+            if (st == PROTO_CLOSE && c->tp->datagram) {
+                c->rlen = 0; /* a message cannot hang up a shared socket */
+                c->rpos = 0;
+                continue;
+            }
             if (st == PROTO_CLOSE) {
                 c->close_now = true;
                 break;
             }
             if (st == PROTO_DONE) {
                 budget--;
+                if (c->tp->datagram)
+                    c->close_after_write = false; /* quit: nothing to close */
                 continue;
             }
-            if (c->rbuf_drained && c->rpos + c->rlen < c->rsize)
-                break; /* wait for the transport to say more arrived */
-            rr = read_into_rbuf(c);
+            if (c->tp->datagram) {
+                rr = datagram_next(c);
+            } else {
+                if (c->rbuf_drained && c->rpos + c->rlen < c->rsize)
+                    break; /* wait for the transport to say more arrived */
+                rr = read_into_rbuf(c);
+            }
+        } else if (c->tp->datagram) {
+            rr = datagram_next(c);
         } else {
             if (c->rbuf_drained)
                 break;
             rr = read_into_rbuf(c);
+        }
+        if (rr == READ_TRUNCATED) {
+            datagram_abandon_value(c);
+            continue;
         }
         if (rr == READ_AGAIN)
             break;
@@ -623,8 +683,8 @@ static void conn_drive(struct conn *c)
         conn_close(c);
         return;
     }
-    bool want_read =
-        !c->write_blocked && !c->close_after_write && !c->close_now && c->nresp < RESP_QUEUE_LIMIT;
+    bool want_read = !c->write_blocked && !c->close_after_write && !c->close_now &&
+                     c->nresp < RESP_QUEUE_LIMIT && !(c->tp->datagram && c->resp_head);
     c->tp->want(c, want_read, c->write_blocked);
 }
 

@@ -20,6 +20,11 @@ struct event_base;
 
 struct transport_ops {
     const char *name; /* "tcp", "unix", ... as in "stats conns" addresses */
+    /* Datagram transports (UDP): each recv returns one whole request
+     * message; the connection answers it before asking for the next one,
+     * drops what of it stays unparsed, and hands each response to sendv
+     * on its own (one reply message, framed by the transport). */
+    bool datagram;
     /* Starts readiness notifications on the worker's event base. */
     int (*attach)(struct conn *c, struct event_base *base);
     /* Receives up to len bytes: >0 bytes, 0 peer closed, -1 with errno

@@ -8,6 +8,9 @@
  *   P<n>      park a reply; the test completes it later, in any order
  *   V<n>      reply with a two-segment fake item (checks refs are released)
  *   S<len>    receive <len> value bytes plus "\r\n" into a fake item
+ *   anything else: PROTO_CLOSE
+ * A second part runs the same engine over a datagram transport (as UDP):
+ * one request message per receive, one reply message per response.
  * TAP output.
  */
 #include <errno.h>
@@ -161,8 +164,58 @@ static void fake_describe(struct conn *c, char *buf, size_t len)
     (void)c;
     snprintf(buf, len, "test:0");
 }
-static const struct transport_ops fake_tp = {"test",    fake_attach, fake_recv,    fake_sendv,
-                                             fake_want, fake_close,  fake_describe};
+static const struct transport_ops fake_tp = {
+    .name = "test",
+    .attach = fake_attach,
+    .recv = fake_recv,
+    .sendv = fake_sendv,
+    .want = fake_want,
+    .close = fake_close,
+    .describe = fake_describe,
+};
+
+/* ---- in-memory datagram transport ---------------------------------------- */
+static const char *dg_in[16];
+static int dg_in_count, dg_in_next;
+static char dg_out[32][64]; /* reply messages, one per sendv */
+static int dg_out_count;
+static int dg_out_before_recv[16]; /* replies sent before message i was taken */
+
+static ssize_t dg_recv(struct conn *c, void *buf, size_t len)
+{
+    (void)c;
+    if (dg_in_next == dg_in_count) {
+        errno = EAGAIN;
+        return -1;
+    }
+    dg_out_before_recv[dg_in_next] = dg_out_count;
+    const char *m = dg_in[dg_in_next++];
+    size_t n = strlen(m) < len ? strlen(m) : len;
+    memcpy(buf, m, n);
+    return (ssize_t)n;
+}
+static ssize_t dg_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
+{
+    (void)c;
+    size_t total = 0;
+    char *o = dg_out[dg_out_count++];
+    for (int i = 0; i < iovcnt; i++) {
+        memcpy(o + total, iov[i].iov_base, iov[i].iov_len);
+        total += iov[i].iov_len;
+    }
+    o[total] = '\0';
+    return (ssize_t)total;
+}
+static const struct transport_ops dgram_tp = {
+    .name = "dgram",
+    .datagram = true,
+    .attach = fake_attach,
+    .recv = dg_recv,
+    .sendv = dg_sendv,
+    .want = fake_want,
+    .close = fake_close,
+    .describe = fake_describe,
+};
 
 /* ---- a tiny line engine ---------------------------------------------------- */
 static struct resp *parked[64];
@@ -288,7 +341,7 @@ static void *completer_thread(void *arg)
 
 int main(void)
 {
-    printf("1..16\n");
+    printf("1..23\n");
     settings_init(&settings);
     if (worker_init(&w, 0) != 0) {
         printf("Bail out! worker_init failed\n");
@@ -385,6 +438,42 @@ int main(void)
     run_loop();
     ok(conns_allocated() == before - 1, "connection freed once the parked reply completes");
     ok(live_refs == 0, "no item reference left behind");
+
+    /* 8. datagram transport: each message answered before the next is read */
+    closed = false;
+    struct conn *d = conn_new(&w, &dgram_tp, -1, NULL, &line_engine, "test");
+    const char *messages[] = {"R1\nR2\n", "R3\nR4", "R5\n",     "X\nR6\n",
+                              "S10\nabc", "R7\n",   "P8\nR9\n", "R10\n"};
+    for (int i = 0; i < 8; i++)
+        dg_in[dg_in_count++] = messages[i];
+    for (int i = 0; i < 20; i++) {
+        conn_on_ready(d, true, false);
+        run_loop();
+    }
+    ok(dg_out_count == 5 && strcmp(dg_out[0], "R1\r\n") == 0 && strcmp(dg_out[1], "R2\r\n") == 0,
+       "datagram: one reply message per response");
+    ok(strcmp(dg_out[2], "R3\r\n") == 0 && strcmp(dg_out[3], "R5\r\n") == 0,
+       "datagram: an incomplete request does not leak into the next message");
+    ok(!closed && strcmp(dg_out[4], "R7\r\n") == 0,
+       "datagram: a request that would hang up a stream only ends its message");
+    ok(strcmp(dg_out[4], "R7\r\n") == 0 && live_refs == 0,
+       "datagram: a value cut short by its message is abandoned and released");
+    ok(dg_in_next == 7 && !want_read, "datagram: a parked reply holds back the next message");
+    fill_parked(d, 8);
+    run_loop();
+    for (int i = 0; i < 5; i++) {
+        conn_on_ready(d, true, false);
+        run_loop();
+    }
+    ok(dg_out_count == 8 && strcmp(dg_out[5], "P8\r\n") == 0 && strcmp(dg_out[6], "R9\r\n") == 0 &&
+           strcmp(dg_out[7], "R10\r\n") == 0,
+       "datagram: after completion the replies go, then the next message is served");
+    bool ordered = true;
+    int expect_before[] = {0, 2, 3, 4, 4, 4, 5, 7};
+    for (int i = 0; i < 8; i++)
+        ordered = ordered && dg_out_before_recv[i] == expect_before[i];
+    ok(ordered, "datagram: every reply to a message is sent before the next message is read");
+    conn_close(d);
 
     worker_destroy(&w);
     settings_free(&settings);
