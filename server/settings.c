@@ -129,7 +129,7 @@ static void print_usage(FILE *out)
     fprintf(out,
             "memcached-rdma %s (memcached %s compatible)\n"
             "-p, --port=<num>          TCP port to listen on (default: 11211)\n"
-            "-U, --udp-port=<num>      UDP port to listen on (default: 0, off; not yet served)\n"
+            "-U, --udp-port=<num>      UDP port to listen on (default: 0, off)\n"
             "-s, --unix-socket=<file>  UNIX socket to listen on (disables network support)\n"
             "-a, --unix-mask=<mask>    access mask for UNIX socket, in octal (default: 700)\n"
             "-A, --enable-shutdown     enable ascii \"shutdown\" command\n"

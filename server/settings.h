@@ -17,7 +17,7 @@ enum binding_protocol { PROTOCOL_AUTO, PROTOCOL_ASCII, PROTOCOL_BINARY };
 struct settings {
     /* network */
     int port;                               /* -p, TCP; 0 disables TCP */
-    int udpport;                            /* -U; parsed, UDP serving not yet built */
+    int udpport;                            /* -U; 0 = no UDP (net_udp.c) */
     char *socketpath;                       /* -s, Unix socket (disables TCP, as memcached) */
     int access;                             /* -a, octal mode of the Unix socket */
     char *inter;                            /* -l, comma separated; NULL: 127.0.0.1 */
