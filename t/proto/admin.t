@@ -58,8 +58,15 @@ close $q;
 mc_is($s, "get q q2 q3\r\n", "VALUE q 0 1\r\nq\r\nVALUE q2 0 1\r\nq\r\nEND\r\n",
     'commands after quit in the same packet are not executed');
 
+# SIGTERM while clients are connected, one of them in the middle of a value.
+my $idle = $srv->connect;
+my $half = $srv->connect;
+mc_send($half, "set half 0 0 100\r\nonly some of it");
+mc_is($idle, "version\r\n", "VERSION ", 'two more clients connected, one mid-value');
 close $s;
 $srv->stop;
+close $idle;
+close $half;
 
 # shutdown with -A
 my $srv2 = start_server('-A');
