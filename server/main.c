@@ -150,6 +150,7 @@ static void storage_config_from_settings(struct storage_config *cfg)
     cfg->hashpower_init = settings.hashpower_init;
     cfg->lru_crawler = settings.lru_crawler;
     cfg->worker_threads = (unsigned)settings.num_threads;
+    cfg->slab_automove_off = settings.slab_automove == 0;
 }
 
 int main(int argc, char **argv)

@@ -65,6 +65,7 @@ void settings_init(struct settings *s)
     s->slab_page_size = 1024 * 1024;
     s->lru_crawler = true;
     s->lru_crawler_sleep = -1;
+    s->slab_automove = 1;
     s->lru_crawler_tocrawl = -1;
     s->prefix_delimiter = ':';
 }
@@ -168,6 +169,8 @@ static void print_usage(FILE *out)
             "   - hashpower:           initial hash table size as a power of two\n"
             "   - slab_chunk_max:      maximum slab chunk size in kilobytes\n"
             "   - lru_crawler, no_lru_crawler: background expiry crawler (default: on)\n"
+            "   - slab_automove:       0 keeps slab pages in their class, 1 or 2 moves them\n"
+            "                          to classes that evict (default: 1)\n"
             "   - lru_crawler_sleep:   microseconds between crawler batches\n"
             "   - lru_crawler_tocrawl: items examined per class per pass (0: all)\n"
             "   - idle_timeout:        close connections idle this many seconds (default: 0)\n"
@@ -188,8 +191,6 @@ static void print_license(FILE *out)
 /* -o suboptions memcached 1.6 knows but this server ignores (with a warning). */
 static const char *const ignored_suboptions[] = {"slab_reassign",
                                                  "no_slab_reassign",
-                                                 "slab_automove",
-                                                 "no_slab_automove",
                                                  "slab_automove_ratio",
                                                  "slab_automove_window",
                                                  "hash_algorithm",
@@ -289,6 +290,17 @@ static bool parse_suboption(struct settings *s, char *opt, FILE *errout)
         s->lru_crawler = true;
     } else if (strcmp(opt, "no_lru_crawler") == 0) {
         s->lru_crawler = false;
+    } else if (strcmp(opt, "slab_automove") == 0) {
+        if (value == NULL) {
+            s->slab_automove = 1;
+        } else if (!parse_long(value, 0, 2, &v)) {
+            fprintf(errout, "slab_automove must be 0, 1 or 2: %s\n", value);
+            return false;
+        } else {
+            s->slab_automove = (int)v;
+        }
+    } else if (strcmp(opt, "no_slab_automove") == 0) {
+        s->slab_automove = 0;
     } else if (strcmp(opt, "lru_crawler_sleep") == 0) {
         NEED_VALUE();
         if (!parse_long(value, 0, 1000000, &v)) {

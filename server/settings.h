@@ -56,6 +56,7 @@ struct settings {
     long lru_crawler_sleep;    /* -o lru_crawler_sleep, microseconds; -1 = default */
     long lru_crawler_tocrawl;  /* -o lru_crawler_tocrawl; -1 = default */
     unsigned tail_repair_time; /* -o tail_repair_time (accepted, informative) */
+    int slab_automove;         /* -o slab_automove=0|1|2; 0 keeps pages in their class */
 
     /* stats */
     char prefix_delimiter; /* -D */

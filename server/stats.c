@@ -279,6 +279,8 @@ void stats_report_settings(stat_emit_fn emit, void *ctx)
     place_storage_stat(&ss, "item_size_max", emit, ctx);
     emit(ctx, "maxconns_fast", settings.maxconns_fast ? "yes" : "no");
     place_storage_stat(&ss, "hashpower_init", emit, ctx);
+    place_storage_stat(&ss, "slab_reassign", emit, ctx);
+    place_storage_stat(&ss, "slab_automove", emit, ctx);
     place_storage_stat(&ss, "slab_chunk_max", emit, ctx);
     place_storage_stat(&ss, "lru_crawler", emit, ctx);
     place_storage_stat(&ss, "lru_crawler_sleep", emit, ctx);

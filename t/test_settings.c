@@ -121,10 +121,10 @@ int main(void)
 
     ok(parse(&s, ARGS("-o", "hashpower=20,slab_chunk_max=256,no_lru_crawler,idle_timeout=30,"
                             "no_maxconns_fast,tail_repair_time=60,lru_crawler_sleep=50,"
-                            "lru_crawler_tocrawl=7")) == SETTINGS_RUN &&
+                            "lru_crawler_tocrawl=7,slab_automove=0")) == SETTINGS_RUN &&
            s.hashpower_init == 20 && s.slab_chunk_max == 256 * 1024 && !s.lru_crawler &&
            s.idle_timeout == 30 && !s.maxconns_fast && s.tail_repair_time == 60 &&
-           s.lru_crawler_sleep == 50 && s.lru_crawler_tocrawl == 7,
+           s.lru_crawler_sleep == 50 && s.lru_crawler_tocrawl == 7 && s.slab_automove == 0,
        "-o suboptions that act");
     settings_free(&s);
 
