@@ -33,6 +33,7 @@
 #include "mcr/binary_wire.h"
 #include "settings.h"
 #include "stats.h"
+#include "stats_detail.h"
 #include "thread.h"
 
 /* What every reply to one request needs. */
@@ -166,6 +167,8 @@ static void process_get(struct conn *c, const struct bin_request *req)
         STAT_INCR(ws, get_cmds);
     }
 
+    if (stats_detail_on())
+        stats_detail_record_get(key, nkey, it != NULL);
     if (!it) {
         if (touch)
             STAT_INCR(ws, touch_misses);
@@ -226,6 +229,8 @@ static void process_update(struct conn *c, const struct bin_request *req)
     if (log_enabled(LOG_CMDS))
         log_msg(LOG_CMDS, "<%d opcode %02x %.*s value length %zu", c->fd, req->h.opcode, (int)nkey,
                 key, vlen);
+    if (stats_detail_on())
+        stats_detail_record_set(key, nkey);
     enum alloc_result why = ALLOC_OK;
     item *it = item_alloc(key, nkey, flags, exptime, vlen, &why);
     if (!it) {
@@ -356,6 +361,8 @@ static void process_delete(struct conn *c, const struct bin_request *req)
     struct worker_stats *ws = &c->worker->stats;
     if (log_enabled(LOG_CMDS))
         log_msg(LOG_CMDS, "<%d DELETE %.*s", c->fd, (int)req->h.keylen, req->key);
+    if (stats_detail_on())
+        stats_detail_record_delete(req->key, req->h.keylen);
     switch (item_delete(req->key, req->h.keylen, req->h.cas)) {
     case DELETE_DELETED:
         STAT_INCR(ws, delete_hits);
@@ -537,13 +544,25 @@ static void process_stat(struct conn *c, const struct bin_request *req)
     } else if (key_starts(key, nkey, "detail")) {
         const char *sub = key + 6;
         size_t nsub = nkey - 6;
-        if (key_starts(sub, nsub, " dump")) {
-            /* per-prefix stats are not recorded: the dump is empty */
-            emit_stat_packet(&st, "detailed", "END\r\n");
-        } else if (!key_starts(sub, nsub, " on") && !key_starts(sub, nsub, " off")) {
+        const char *arg = key_starts(sub, nsub, " dump")  ? "dump"
+                          : key_starts(sub, nsub, " on")  ? "on"
+                          : key_starts(sub, nsub, " off") ? "off"
+                                                          : NULL;
+        if (!arg) {
             reply_error(c, &req->rc, MCR_BIN_STATUS_KEY_ENOENT, NULL);
             return;
         }
+        size_t len = 0;
+        char *text = stats_detail_reply(arg, &len);
+        if (!text || len == 0) {
+            free(text);
+            reply_error(c, &req->rc, MCR_BIN_STATUS_ENOMEM, "Out of memory generating stats");
+            return;
+        }
+        /* on/off answer only the closing packet; dump, its text as one value */
+        if (strcmp(arg, "dump") == 0)
+            stats_packet(&st, "detailed", 8, text, len);
+        free(text);
     } else if (key_is(key, nkey, "items")) {
         storage_stats_items(emit_stat_packet, &st);
     } else if (key_is(key, nkey, "slabs")) {

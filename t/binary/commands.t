@@ -259,6 +259,20 @@ $st = bin_stats($s, 'sizes');
 ok(defined $st, 'stat sizes: answered and terminated');
 $st = bin_stats($s, 'detail dump');
 ok($st && exists $st->{detailed}, 'stat detail dump: one "detailed" value');
+($r, $o) = call($OP{stat}, key => 'detail on');
+reply_is($r, { opcode => $OP{stat}, status => 0, opaque => $o, keylen => 0, bodylen => 0 },
+    'stat detail on: only the closing packet');
+call($OP{set}, key => 'pfx:a', extras => ext_store(0, 0), value => '1');
+call($OP{get}, key => 'pfx:a');
+call($OP{getk}, key => 'pfx:b');
+call($OP{gat}, key => 'pfx:a', extras => ext_exp(0));
+call($OP{append}, key => 'pfx:a', value => '2');
+call($OP{delete}, key => 'pfx:b');
+$st = bin_stats($s, 'detail dump');
+like($st && $st->{detailed}, qr/^PREFIX pfx get 3 hit 2 set 2 del 1\r\n/m,
+    'stat detail dump: binary gets (gat too), sets (append too), deletes by prefix');
+($r) = call($OP{stat}, key => 'detail off');
+is($r && $r->{status}, 0, 'stat detail off');
 for my $group ('bogus', 'conns', 'detail bogus') {
     ($r, $o) = call($OP{stat}, key => $group);
     reply_is($r, { opcode => $OP{stat}, status => $ST{key_enoent}, opaque => $o,
