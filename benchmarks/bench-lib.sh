@@ -16,29 +16,43 @@ bench_free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# bench_wait_port PORT: waits up to 10 s for a listener.
+# bench_wait_port PORT [PID]: waits up to 10 s for a listener (giving up early
+# when process PID has exited).
 bench_wait_port() {
-  local port=$1 i
+  local port=$1 pid=${2:-} i
   for i in $(seq 1 100); do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       return 0
+    fi
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+      return 1
     fi
     sleep 0.1
   done
   return 1
 }
 
-# bench_start_server BINARY PORT ARGS...: starts a memcached-compatible server
-# on 127.0.0.1:PORT (UDP off) and sets bench_server_pid.
+# bench_start_server BINARY ARGS...: starts a memcached-compatible server on a
+# free 127.0.0.1 port (UDP off); sets bench_server_pid and bench_server_port.
+# If the port was taken between probing and binding (the server exits), it
+# tries again on another port.
 bench_start_server() {
-  local bin=$1 port=$2
-  shift 2
+  local bin=$1 attempt port pid
+  shift
   local user_args=()
   [ "$(id -u)" = 0 ] && user_args=(-u root)
-  "$bin" "${user_args[@]}" -l 127.0.0.1 -p "$port" -U 0 "$@" >/dev/null 2>&1 &
-  bench_server_pid=$!
-  bench_pids+=("$bench_server_pid")
-  bench_wait_port "$port" || bench_die "$bin did not start listening on port $port"
+  for attempt in 1 2 3 4 5; do
+    port=$(bench_free_port)
+    "$bin" "${user_args[@]}" -l 127.0.0.1 -p "$port" -U 0 "$@" >/dev/null 2>&1 &
+    pid=$!
+    bench_pids+=("$pid")
+    if bench_wait_port "$port" "$pid" && sleep 0.2 && kill -0 "$pid" 2>/dev/null; then
+      bench_server_pid=$pid bench_server_port=$port
+      return 0
+    fi
+    bench_stop_server "$pid"
+  done
+  bench_die "$bin did not start listening on 127.0.0.1"
 }
 
 # bench_stop_server PID
