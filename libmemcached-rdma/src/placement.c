@@ -59,6 +59,11 @@ static bool is_consistent(int distribution)
            distribution == DIST_CONSISTENT_KETAMA_SPY || distribution == DIST_CONSISTENT_WEIGHTED;
 }
 
+static const char *host_of(const struct lmr_placement_server *s)
+{
+    return s->hostname ? s->hostname : "";
+}
+
 static uint32_t effective_weight(const struct lmr_placement_server *s)
 {
     return s->weight ? s->weight : 1;
@@ -81,10 +86,10 @@ static int point_name(char *buf, size_t size, int distribution,
                       const struct lmr_placement_server *s, uint32_t index)
 {
     if (distribution == DIST_CONSISTENT_KETAMA_SPY)
-        return snprintf(buf, size, "/%s:%u-%u", s->hostname, s->port, index);
+        return snprintf(buf, size, "/%s:%u-%u", host_of(s), s->port, index);
     if (s->port == DEFAULT_PORT)
-        return snprintf(buf, size, "%s-%u", s->hostname, index);
-    return snprintf(buf, size, "%s:%u-%u", s->hostname, s->port, index);
+        return snprintf(buf, size, "%s-%u", host_of(s), index);
+    return snprintf(buf, size, "%s:%u-%u", host_of(s), s->port, index);
 }
 
 static int compare_points(const void *a, const void *b)
@@ -106,7 +111,7 @@ static bool build_continuum(struct lmr_placement *p, const struct lmr_placement_
     size_t longest_host = 0;
     for (size_t i = 0; i < n; i++) {
         total_weight += effective_weight(&servers[i]);
-        size_t host_len = strlen(servers[i].hostname);
+        size_t host_len = strlen(host_of(&servers[i]));
         if (host_len > longest_host)
             longest_host = host_len;
     }
@@ -127,6 +132,8 @@ static bool build_continuum(struct lmr_placement *p, const struct lmr_placement_
     char *name = malloc(name_size);
     p->points = malloc((total_points ? total_points : 1) * sizeof(*p->points));
     if (name == NULL || p->points == NULL) {
+        free(p->points);
+        p->points = NULL;
         free(name);
         free(server_points);
         return false;
