@@ -24,8 +24,10 @@ struct lmr_placement_config {
      * CONSISTENT_WEIGHTED=5, VIRTUAL_BUCKET=6 */
     int distribution;
     enum lmr_hash_alg key_hash;    /* MEMCACHED_BEHAVIOR_HASH */
-    enum lmr_hash_alg ketama_hash; /* MEMCACHED_BEHAVIOR_KETAMA_HASH */
-    bool ketama_weighted;          /* MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED */
+    enum lmr_hash_alg ketama_hash; /* MEMCACHED_BEHAVIOR_KETAMA_HASH: libmemcached
+                                      stores it but places keys without it, so
+                                      it is accepted and ignored */
+    bool ketama_weighted;          /* weighted continuum (always for CONSISTENT_WEIGHTED) */
 };
 
 struct lmr_placement;
