@@ -2,7 +2,7 @@
 # t/proto/concurrency.t: several client processes at once against one server
 # (bounded: 6 clients x 400 operations, 60 s at most): no lost increments, no
 # torn or mixed values, each client's own keys intact, cas lets exactly one
-# of many racing writers win.
+# of many racing writers win; 300 simultaneous connections.
 use strict;
 use warnings;
 use Test::More;
@@ -74,6 +74,23 @@ is(scalar(grep { $_ eq "EXISTS\r\n" } @replies), $clients - 1, 'the others get E
 my ($winner) = grep { $replies[$_ - 1] eq "STORED\r\n" } 1 .. $clients;
 mc_is($s, "get race\r\n", "VALUE race 0 4\r\nwin" . ($winner // '?') . "\r\nEND\r\n", 'the winner\'s value is stored');
 close $_ for @conns;
+
+# 300 connections open at once, each storing and reading its own key.
+{
+    my @many = map { $srv->connect } 1 .. 300;
+    mc_send($many[$_], "set conn$_ 0 0 " . length($_) . "\r\n$_\r\n") for 0 .. $#many;
+    my $stored = grep { mc_line($_) eq "STORED\r\n" } @many;
+    is($stored, 300, '300 simultaneous connections each store a key');
+    mc_send($many[$_], "get conn" . (299 - $_) . "\r\n") for 0 .. $#many;
+    my $right = 0;
+    for my $i (0 .. $#many) {
+        my $k = 299 - $i;
+        $right++ if mc_until($many[$i], "END\r\n") eq "VALUE conn$k 0 " . length($k) . "\r\n$k\r\nEND\r\n";
+    }
+    is($right, 300, 'each reads back the key another connection stored');
+    ok(mc_stats($s)->{curr_connections} >= 301, 'curr_connections counts them all');
+    close $_ for @many;
+}
 
 close $s;
 $srv->stop;
