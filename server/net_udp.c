@@ -1,15 +1,17 @@
 /*
  * net_udp.c: the UDP transport (transport.h) and its sockets.
  *
- * Receiving: a connection takes one datagram at a time. The 8-byte header
- * is checked (datagrams shorter than 9 bytes, and requests announcing more
- * than one datagram, are dropped silently, as memcached 1.6 does), the
- * sender and request id are kept for the reply, and the payload is handed
- * to conn.c as if it were stream bytes. A new datagram is taken only once
- * every reply to the previous one has been sent, so replies always go to
- * the right peer with the right id; a command left incomplete at the end
- * of a datagram is dropped when the next one arrives (memcached resets
- * its read buffer per datagram too).
+ * This is a datagram transport (transport.h): conn.c asks for one request
+ * message at a time, answers it, drops what stays unparsed (an incomplete
+ * command, as memcached resets its read buffer per datagram) and only then
+ * asks for the next one, so every reply goes to the right peer with the
+ * right request id.
+ *
+ * Receiving: the 8-byte header is checked (datagrams shorter than 9 bytes,
+ * and requests announcing more than one datagram, are dropped silently, as
+ * memcached 1.6 does), the sender and request id are kept for the reply,
+ * and the payload becomes the request message. A payload larger than the
+ * connection's read buffer (16 KiB) is cut there; memcached reads 64 KiB.
  *
  * Sending: each response of the connection's queue (struct resp) is one
  * reply message, as each response object is in memcached 1.6: its bytes
@@ -126,29 +128,30 @@ static bool next_datagram(struct conn *c, struct udp_state *u)
     return false;
 }
 
+static bool flush_message(struct conn *c, struct udp_state *u);
+
+static bool message_pending(const struct udp_state *u)
+{
+    return u->msg_next < u->msg_count;
+}
+
+/* One request message per call (conn.c asks for the next one only after
+ * answering this one). A payload larger than the buffer is cut. */
 static ssize_t udp_recv(struct conn *c, void *buf, size_t len)
 {
     struct udp_state *u = c->tp_data;
-    char *dst = buf;
-    if (u->dgram_off >= u->dgram_len) {
-        /* replies to the previous datagram go first (they need its peer) */
-        if (c->resp_head || u->out_len > 0 || u->msg_next < u->msg_count || !next_datagram(c, u)) {
-            errno = EAGAIN;
-            return -1;
-        }
-        if (c->state == CONN_PARSE && c->rlen > 0) {
-            /* an incomplete command from the previous datagram: drop it
-             * and deliver the new datagram at the start of the buffer */
-            conn_consume(c, c->rlen); /* now rpos = rlen = 0: conn.c adds n */
-            dst = c->rbuf;
-            len = c->rsize;
-        }
+    /* the previous reply must be out first: it needs the previous peer */
+    if ((message_pending(u) && !flush_message(c, u)) || u->out_len > 0 || !next_datagram(c, u)) {
+        errno = EAGAIN;
+        return -1;
     }
     size_t n = u->dgram_len - u->dgram_off;
-    if (n > len)
+    if (n > len) {
+        log_msg(LOG_CMDS, "<%d UDP request of %zu bytes cut to %zu", c->fd, n, len);
         n = len;
-    memcpy(dst, u->dgram + u->dgram_off, n);
-    u->dgram_off += n;
+    }
+    memcpy(buf, u->dgram + u->dgram_off, n);
+    u->dgram_off = u->dgram_len;
     return (ssize_t)n;
 }
 
@@ -246,7 +249,7 @@ static bool send_message(struct conn *c, struct udp_state *u)
 static ssize_t udp_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
 {
     struct udp_state *u = c->tp_data;
-    if (u->msg_next < u->msg_count && !flush_message(c, u)) {
+    if (message_pending(u) && !flush_message(c, u)) {
         errno = EAGAIN;
         return -1;
     }
@@ -284,7 +287,10 @@ static ssize_t udp_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
 static void udp_want(struct conn *c, bool readable, bool writable)
 {
     struct udp_state *u = c->tp_data;
-    short interest = (short)((readable ? EV_READ : 0) | (writable ? EV_WRITE : 0));
+    /* while a reply message waits for room, only writability matters */
+    short interest = message_pending(u)
+                         ? EV_WRITE
+                         : (short)((readable ? EV_READ : 0) | (writable ? EV_WRITE : 0));
     if (interest == u->interest)
         return;
     event_del(u->ev);
@@ -328,6 +334,7 @@ static void udp_describe(struct conn *c, char *buf, size_t len)
 
 const struct transport_ops net_udp_transport = {
     .name = "udp",
+    .datagram = true,
     .attach = udp_attach,
     .recv = udp_recv,
     .sendv = udp_sendv,

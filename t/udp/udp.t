@@ -87,6 +87,14 @@ u.send(8, "get k\r\n")
 t.is_(u.datagrams(), [((8, 0, 1, 0), b"VALUE k 0 5\r\nhello\r\nEND\r\n")],
       "the next datagram is answered on its own")
 
+# requests that would end a stream connection leave UDP service running
+for rid, req in ((20, "quit\r\n"), (21, "GET / HTTP/1.1\r\n"), (22, "x" * 3000)):
+    u.send(rid, req)
+    u.datagrams(wait=0.3)
+    u.send(rid + 100, "get k\r\n")
+    t.is_(u.datagrams(), [((rid + 100, 0, 1, 0), b"VALUE k 0 5\r\nhello\r\nEND\r\n")],
+          "UDP still served after %r" % req[:20])
+
 u.send(10, "stats\r\n")
 payload, got = u.message(10)
 t.ok(len(got) >= 2 and payload.startswith(b"STAT pid ") and payload.endswith(b"END\r\n"),
