@@ -136,6 +136,11 @@ bool item_is_dead(const struct item *it, rel_time_t now)
     return item_is_expired(it, now) || item_is_flushed(it, now);
 }
 
+uint64_t items_cas_now(void)
+{
+    return atomic_load(&cas_counter);
+}
+
 void items_set_oldest_live(rel_time_t when)
 {
     rel_time_t now = clock_now();
@@ -170,6 +175,7 @@ static void link_item(struct item *it, uint64_t hv)
     l->n.total_items++;
     l->n.bytes += ntotal;
     lru_unlock(cls);
+    tstat_size_change(it->cas, ntotal, true);
 }
 
 static void unlink_common(struct item *it, struct lru_list *l, uint64_t hv)
@@ -177,8 +183,10 @@ static void unlink_common(struct item *it, struct lru_list *l, uint64_t hv)
     item_flags_clear(it, ITEM_LINKED);
     assoc_delete(it->data, it->nkey, hv);
     lru_remove(l, it);
+    size_t ntotal = item_ntotal(it);
     l->n.curr_items--;
-    l->n.bytes -= item_ntotal(it);
+    l->n.bytes -= ntotal;
+    tstat_size_change(it->cas, ntotal, false);
 }
 
 void item_unlink_lru_locked(struct item *it, unsigned cls, uint64_t hv)
@@ -306,14 +314,18 @@ bool item_touch(const char *key, size_t nkey, rel_time_t exptime)
 }
 
 /* ---- allocation -------------------------------------------------------------- */
+enum pull_result { PULL_NOTHING, PULL_MOVED, PULL_UNLINKED };
+
 /* Frees one item from the tail of class cls: an expired or flushed one, or
  * (when evictions are on) the least recently used one nobody references.
- * Returns true when an item was unlinked. */
-static bool pull_tail(unsigned cls)
+ * With second_chance, an item read since it last moved (ITEM_ACTIVE) is
+ * not evicted but moved to the head, as memcached keeps items that are
+ * being read: PULL_MOVED says only such moves happened. */
+static enum pull_result pull_tail(unsigned cls, bool second_chance)
 {
     struct lru_list *l = lru_of(cls);
     rel_time_t now = clock_now();
-    bool unlinked = false;
+    enum pull_result result = PULL_NOTHING;
     int budget = TAIL_SEARCH;
     lru_lock(cls);
     for (struct item *it = l->tail; it && budget > 0;) {
@@ -339,6 +351,16 @@ static bool pull_tail(unsigned cls)
             l->n.reclaimed++;
             if (!(f & ITEM_FETCHED))
                 l->n.expired_unfetched++;
+        } else if (storage_rt.cfg.evict_to_free && second_chance && (f & ITEM_ACTIVE)) {
+            lru_remove(l, it);
+            lru_push_head(l, it);
+            item_time_store(&it->time, now);
+            item_flags_clear(it, ITEM_ACTIVE);
+            l->n.moves_within_lru++;
+            result = PULL_MOVED;
+            assoc_unlock(hv);
+            it = prev;
+            continue;
         } else if (storage_rt.cfg.evict_to_free) {
             l->n.evicted++;
             l->n.evicted_time = now - item_time_load(&it->time);
@@ -355,11 +377,11 @@ static bool pull_tail(unsigned cls)
         }
         item_unlink_lru_locked(it, cls, hv);
         assoc_unlock(hv);
-        unlinked = true;
+        result = PULL_UNLINKED;
         break;
     }
     lru_unlock(cls);
-    return unlinked;
+    return result;
 }
 
 /* ---- slab mover hooks ---------------------------------------------------- */
@@ -413,11 +435,16 @@ static void *alloc_chunk(unsigned cls, bool value)
         void *p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
         if (p)
             return p;
-        if (!pull_tail(cls))
+        /* The last tries evict even recently read items, so that an
+         * allocation succeeds when every tail item is being read. */
+        enum pull_result r = pull_tail(cls, tries < EVICT_TRIES / 2);
+        if (r == PULL_NOTHING)
             break;
-        lru_lock(cls);
-        lru_of(cls)->n.direct_reclaims++;
-        lru_unlock(cls);
+        if (r == PULL_UNLINKED) {
+            lru_lock(cls);
+            lru_of(cls)->n.direct_reclaims++;
+            lru_unlock(cls);
+        }
     }
     void *p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
     if (!p) {
@@ -715,21 +742,35 @@ enum delete_result item_delete(const char *key, size_t nkey, uint64_t cas)
     return res;
 }
 
-/* Parses a stored counter: 1 to 20 decimal digits, at most 2^64 - 1. */
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+/* Parses a stored counter as memcached reads one: optional leading white
+ * space and '+', decimal digits whose value fits in 64 bits (so at most 20
+ * significant digits; leading zeros do not count), then the end of the
+ * value or white space (after which memcached looks no further). Anything
+ * else (a sign '-', a letter after the digits, no digits) is not a number. */
 static bool parse_counter(const struct item *it, uint64_t *out)
 {
-    if (it->nbytes == 0 || it->nbytes > ARITH_MAX_DIGITS || (item_flags_load(it) & ITEM_CHUNKED))
+    if (it->nbytes == 0 || (item_flags_load(it) & ITEM_CHUNKED))
         return false;
-    const char *p = item_payload(it);
+    const char *p = item_payload(it), *end = p + it->nbytes;
+    while (p < end && is_space(*p))
+        p++;
+    if (p < end && *p == '+')
+        p++;
+    const char *digits = p;
     uint64_t v = 0;
-    for (size_t i = 0; i < it->nbytes; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return false;
-        unsigned d = (unsigned)(p[i] - '0');
+    for (; p < end && *p >= '0' && *p <= '9'; p++) {
+        unsigned d = (unsigned)(*p - '0');
         if (v > (UINT64_MAX - d) / 10)
             return false;
         v = v * 10 + d;
     }
+    if (p == digits || (p < end && !is_space(*p)))
+        return false;
     *out = v;
     return true;
 }
@@ -760,7 +801,9 @@ enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t d
         if ((size_t)len == it->nbytes && __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 1) {
             /* Nobody else holds it: rewrite in place. */
             memcpy(item_payload(it), buf, (size_t)len);
+            tstat_size_change(it->cas, item_ntotal(it), false);
             it->cas = atomic_fetch_add(&cas_counter, 1) + 1;
+            tstat_size_change(it->cas, item_ntotal(it), true);
             new_cas = reported_cas(it);
             res = ARITH_OK;
         } else {

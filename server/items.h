@@ -123,6 +123,28 @@ void storage_flush_all(rel_time_t when);
 /* cache_memlimit: new -m in bytes; 0 on success, -1 when memory was
  * preallocated (-L) and cannot change. */
 int storage_set_memlimit(size_t maxbytes);
+/* "slabs automove <0|1|2>": 0 stops moving pages between classes, 1 and 2
+ * (memcached's two policies; ours is one) start it again. -1 for other
+ * values. */
+int storage_slab_automove(int mode);
+/* "slabs reassign <src> <dst>": empties one page of class src (-1: the
+ * class with the oldest items) so that it can serve class dst. The move
+ * happens in the background once the threads run. */
+enum slabs_reassign_result {
+    REASSIGN_OK,
+    REASSIGN_BUSY,     /* a move is already under way */
+    REASSIGN_BADCLASS, /* no such class */
+    REASSIGN_NOSPARE,  /* the source class has fewer than two pages */
+    REASSIGN_NOTFULL,  /* never returned: pages also move to classes with room */
+    REASSIGN_UNSAFE,   /* the page could not be emptied right now */
+    REASSIGN_SAME,     /* source and destination are the same class */
+};
+enum slabs_reassign_result storage_slabs_reassign(int src, int dst);
+/* "stats sizes_enable|sizes_disable": item size histogram of "stats sizes"
+ * (32-byte buckets, items stored after enabling), as memcached's
+ * -o track_sizes. */
+void storage_sizes_enable(bool on);
+
 /* Moves at most one slab page towards the class evicting most, if memory
  * is full ("slabs automove" work done at once; also used by tests). True
  * when a page moved. */
@@ -157,6 +179,8 @@ void storage_stats_general(stat_emit_fn emit, void *ctx); /* for "stats" */
 void storage_stats_settings(stat_emit_fn emit, void *ctx);
 void storage_stats_items(stat_emit_fn emit, void *ctx);
 void storage_stats_slabs(stat_emit_fn emit, void *ctx);
+/* "sizes_status disabled", or when enabled one "<size> <count>" per
+ * non-empty 32-byte bucket. */
 void storage_stats_sizes(stat_emit_fn emit, void *ctx);
 void storage_stats_reset(void);
 

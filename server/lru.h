@@ -36,6 +36,7 @@ struct lru_counters {
     uint64_t crawler_reclaimed;
     uint64_t crawler_items_checked;
     uint64_t lrutail_reflocked;
+    uint64_t moves_within_lru; /* read items given a second chance */
     uint64_t direct_reclaims;
 };
 

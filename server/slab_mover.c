@@ -29,6 +29,7 @@
 
 #include "lru.h"
 #include "slabs.h"
+#include "items.h"
 #include "storage_internal.h"
 
 #define MOVE_ROUNDS 20         /* visits of a page being emptied */
@@ -44,6 +45,8 @@ static pthread_mutex_t decide_lock = PTHREAD_MUTEX_INITIALIZER; /* one move at a
 static uint64_t last_pressure[SLAB_CLASSES_MAX];
 static atomic_uint_fast64_t pages_moved;
 static atomic_uint_fast64_t items_lost;
+static atomic_bool auto_on = true;
+static int pending_src; /* a requested move (thread_lock), 0 = none */
 
 struct taken_list {
     struct item **items;
@@ -91,9 +94,87 @@ static bool move_page_from(unsigned src)
     return moved;
 }
 
+/* The class other than `except` whose LRU tail is oldest, among those
+ * with at least two pages (decide_lock held). */
+static unsigned oldest_class(unsigned except)
+{
+    rel_time_t now = clock_now();
+    unsigned best = 0;
+    rel_time_t best_age = 0;
+    for (unsigned c = 1; c <= storage_rt.largest_class; c++) {
+        struct lru_counters n;
+        rel_time_t tail;
+        struct slabs_class_stats sc;
+        slabs_class_stats(c, &sc);
+        if (c == except || sc.total_pages < 2)
+            continue;
+        lru_counters_get(c, &n, &tail);
+        rel_time_t age = n.curr_items && tail <= now ? now - tail : 0;
+        if (!best || age > best_age) {
+            best = c;
+            best_age = age;
+        }
+    }
+    return best;
+}
+
+static void run_request(unsigned src)
+{
+    pthread_mutex_lock(&decide_lock);
+    move_page_from(src);
+    pthread_mutex_unlock(&decide_lock);
+}
+
+int slab_mover_request(int src, int dst)
+{
+    if (src == dst)
+        return REASSIGN_SAME;
+    if (src < -1 || src == 0 || src > (int)storage_rt.largest_class || dst < 1 ||
+        dst > (int)storage_rt.largest_class)
+        return REASSIGN_BADCLASS;
+    if (pthread_mutex_trylock(&decide_lock) != 0)
+        return REASSIGN_BUSY;
+    unsigned from = src == -1 ? oldest_class((unsigned)dst) : (unsigned)src;
+    struct slabs_class_stats sc;
+    if (from)
+        slabs_class_stats(from, &sc);
+    pthread_mutex_unlock(&decide_lock);
+    if (!from || sc.total_pages < 2)
+        return REASSIGN_NOSPARE;
+    pthread_mutex_lock(&thread_lock);
+    bool threaded = running;
+    int rc = REASSIGN_OK;
+    if (threaded) {
+        if (pending_src) {
+            rc = REASSIGN_BUSY;
+        } else {
+            pending_src = (int)from;
+            pthread_cond_broadcast(&thread_wake);
+        }
+    }
+    pthread_mutex_unlock(&thread_lock);
+    if (!threaded) {
+        pthread_mutex_lock(&decide_lock);
+        bool moved = move_page_from(from);
+        pthread_mutex_unlock(&decide_lock);
+        rc = moved ? REASSIGN_OK : REASSIGN_UNSAFE;
+    }
+    return rc;
+}
+
+void slab_mover_set_auto(bool on)
+{
+    atomic_store(&auto_on, on);
+}
+
+bool slab_mover_auto(void)
+{
+    return atomic_load(&auto_on);
+}
+
 bool slab_mover_run_once(void)
 {
-    if (!storage_rt.cfg.evict_to_free)
+    if (!storage_rt.cfg.evict_to_free || !atomic_load(&auto_on))
         return false;
     pthread_mutex_lock(&decide_lock);
     rel_time_t now = clock_now();
@@ -159,13 +240,20 @@ static void *mover_main(void *arg)
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += 1;
-        while (!stopping && pthread_cond_timedwait(&thread_wake, &thread_lock, &until) == 0) {
+        while (!stopping && !pending_src &&
+               pthread_cond_timedwait(&thread_wake, &thread_lock, &until) == 0) {
         }
         if (stopping)
             break;
+        int request = pending_src;
         pthread_mutex_unlock(&thread_lock);
-        slab_mover_run_once();
+        if (request)
+            run_request((unsigned)request);
+        else
+            slab_mover_run_once();
         pthread_mutex_lock(&thread_lock);
+        if (request)
+            pending_src = 0;
     }
     pthread_mutex_unlock(&thread_lock);
     return NULL;
@@ -178,6 +266,7 @@ int slab_mover_start(void)
     pthread_mutex_unlock(&decide_lock);
     pthread_mutex_lock(&thread_lock);
     stopping = false;
+    pending_src = 0;
     int rc = pthread_create(&mover_thread, NULL, mover_main, NULL);
     running = (rc == 0);
     pthread_mutex_unlock(&thread_lock);

@@ -16,6 +16,12 @@ void slab_mover_stop(void);
  * a page was moved. */
 bool slab_mover_run_once(void);
 void slab_mover_stats(uint64_t *pages_moved, uint64_t *items_lost);
+/* Automatic moves on or off (the thread keeps running for requests). */
+void slab_mover_set_auto(bool on);
+bool slab_mover_auto(void);
+/* A requested move (slabs reassign); see items.h for the results. With
+ * the thread running it happens in the background, else right away. */
+int slab_mover_request(int src, int dst);
 void slab_mover_reset(void);
 
 #endif

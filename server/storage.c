@@ -88,6 +88,7 @@ int storage_init(const struct storage_config *given, char *errbuf, size_t errlen
     items_init();
     tstats_init();
     slab_mover_reset();
+    slab_mover_set_auto(!cfg.slab_automove_off);
     threads_started = false;
     return 0;
 }
@@ -100,7 +101,7 @@ int storage_start_threads(void)
         assoc_stop_thread();
         return -1;
     }
-    if (!storage_rt.cfg.slab_automove_off && slab_mover_start() != 0) {
+    if (slab_mover_start() != 0) {
         if (storage_rt.cfg.lru_crawler)
             crawler_stop();
         assoc_stop_thread();
@@ -140,8 +141,7 @@ void storage_crawler_set_tocrawl(unsigned items)
 void storage_shutdown(void)
 {
     if (threads_started) {
-        if (!storage_rt.cfg.slab_automove_off)
-            slab_mover_stop();
+        slab_mover_stop();
         if (storage_rt.cfg.lru_crawler)
             crawler_stop();
         assoc_stop_thread();
@@ -160,6 +160,19 @@ int storage_set_memlimit(size_t maxbytes)
         return -1;
     storage_rt.cfg.maxbytes = maxbytes;
     return 0;
+}
+
+int storage_slab_automove(int mode)
+{
+    if (mode < 0 || mode > 2)
+        return -1;
+    slab_mover_set_auto(mode != 0);
+    return 0;
+}
+
+enum slabs_reassign_result storage_slabs_reassign(int src, int dst)
+{
+    return (enum slabs_reassign_result)slab_mover_request(src, dst);
 }
 
 bool storage_slab_move_now(void)

@@ -32,6 +32,8 @@ bool item_is_dead(const struct item *it, rel_time_t now);
  * of class cls (the item's LRU class). May free the item. */
 void item_unlink_lru_locked(struct item *it, unsigned cls, uint64_t hv);
 void items_set_oldest_live(rel_time_t when);
+/* The last CAS unique handed out. */
+uint64_t items_cas_now(void);
 /* For the slab mover, which holds the chunk's slab class lock: when chunk
  * is a linked item nobody else references, unlinks it (only trying locks)
  * and returns it, to be given to item_free_taken() once the class lock is
@@ -58,6 +60,9 @@ enum thread_counter { TC_GET_EXPIRED, TC_GET_FLUSHED, TC_COUNT };
 void tstat_class_incr(unsigned cls, enum class_counter which);
 void tstat_incr(enum thread_counter which);
 void tstats_init(void);
+/* Item size histogram ("stats sizes"): called when an item with unique
+ * cas and size ntotal is linked (added) or unlinked. */
+void tstat_size_change(uint64_t cas, size_t ntotal, bool added);
 void tstats_shutdown(void);
 
 #endif

@@ -11,6 +11,7 @@
  */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,16 @@ struct stats_sums {
     uint64_t global[TC_COUNT];
 };
 
+/* Item size histogram state (see "sizes histogram" below). */
+#define SIZE_BUCKET 32
+#define SIZES_MAX_BYTES (1024 * 1024) /* larger items go to the last bucket */
+
+static atomic_bool sizes_on;
+static uint64_t sizes_cas_min;
+static uint32_t *sizes_hist;
+static size_t sizes_len;
+static pthread_mutex_t sizes_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct thread_stats *registry;
 static struct stats_sums baseline;
@@ -47,8 +58,11 @@ void tstats_init(void)
     pthread_mutex_unlock(&registry_lock);
 }
 
+static void sizes_shutdown(void);
+
 void tstats_shutdown(void)
 {
+    sizes_shutdown();
     pthread_mutex_lock(&registry_lock);
     while (registry) {
         struct thread_stats *t = registry;
@@ -168,6 +182,7 @@ void storage_stats_general(stat_emit_fn emit, void *ctx)
         total.crawler_reclaimed += c.crawler_reclaimed;
         total.crawler_items_checked += c.crawler_items_checked;
         total.lrutail_reflocked += c.lrutail_reflocked;
+        total.moves_within_lru += c.moves_within_lru;
         total.direct_reclaims += c.direct_reclaims;
     }
     struct stats_sums *s = sum_since_reset();
@@ -199,6 +214,7 @@ void storage_stats_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "crawler_reclaimed", total.crawler_reclaimed);
     emit_u64(emit, ctx, "crawler_items_checked", total.crawler_items_checked);
     emit_u64(emit, ctx, "lrutail_reflocked", total.lrutail_reflocked);
+    emit_u64(emit, ctx, "moves_within_lru", total.moves_within_lru);
     emit_u64(emit, ctx, "direct_reclaims", total.direct_reclaims);
     emit_u64(emit, ctx, "total_malloced", sg.total_malloced);
     free(s);
@@ -218,8 +234,8 @@ void storage_stats_settings(stat_emit_fn emit, void *ctx)
     emit(ctx, "cas_enabled", cfg->use_cas ? "yes" : "no");
     emit_u64(emit, ctx, "item_size_max", cfg->item_size_max);
     emit_u64(emit, ctx, "hashpower_init", cfg->hashpower_init);
-    emit(ctx, "slab_reassign", cfg->slab_automove_off ? "no" : "yes");
-    emit_u64(emit, ctx, "slab_automove", cfg->slab_automove_off ? 0 : 1);
+    emit(ctx, "slab_reassign", "yes");
+    emit_u64(emit, ctx, "slab_automove", slab_mover_auto() ? 1 : 0);
     emit_u64(emit, ctx, "slab_chunk_max", storage_rt.chunk_max);
     emit_u64(emit, ctx, "slab_page_size", cfg->slab_page_size);
     emit(ctx, "lru_crawler",
@@ -230,7 +246,7 @@ void storage_stats_settings(stat_emit_fn emit, void *ctx)
              __atomic_load_n(&storage_rt.crawler_tocrawl, __ATOMIC_RELAXED));
     emit(ctx, "hash_algorithm", "mcr64");
     emit(ctx, "slab_prealloc", cfg->prealloc ? "yes" : "no");
-    emit(ctx, "track_sizes", "no");
+    emit(ctx, "track_sizes", atomic_load(&sizes_on) ? "yes" : "no");
 }
 
 void storage_stats_items(stat_emit_fn emit, void *ctx)
@@ -259,6 +275,7 @@ void storage_stats_items(stat_emit_fn emit, void *ctx)
         emit_class_u64(emit, ctx, p, cls, "crawler_reclaimed", c.crawler_reclaimed);
         emit_class_u64(emit, ctx, p, cls, "crawler_items_checked", c.crawler_items_checked);
         emit_class_u64(emit, ctx, p, cls, "lrutail_reflocked", c.lrutail_reflocked);
+        emit_class_u64(emit, ctx, p, cls, "moves_within_lru", c.moves_within_lru);
         emit_class_u64(emit, ctx, p, cls, "direct_reclaims", c.direct_reclaims);
     }
 }
@@ -296,9 +313,73 @@ void storage_stats_slabs(stat_emit_fn emit, void *ctx)
     free(s);
 }
 
+/* ---- sizes histogram ------------------------------------------------------
+ * Off by default, as in memcached. While on, items stored after it was
+ * switched on (CAS unique above sizes_cas_min) are counted per 32-byte
+ * size bucket when linked and uncounted when unlinked. The array is kept
+ * once allocated (until shutdown), so late updates never touch freed
+ * memory. */
+
+void storage_sizes_enable(bool on)
+{
+    pthread_mutex_lock(&sizes_lock);
+    if (on && !atomic_load(&sizes_on)) {
+        if (!sizes_hist) {
+            sizes_len = SIZES_MAX_BYTES / SIZE_BUCKET + 1;
+            sizes_hist = calloc(sizes_len, sizeof(*sizes_hist));
+        }
+        if (sizes_hist) {
+            for (size_t i = 0; i < sizes_len; i++)
+                __atomic_store_n(&sizes_hist[i], 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&sizes_cas_min, items_cas_now(), __ATOMIC_RELAXED);
+            atomic_store(&sizes_on, true);
+        }
+    } else if (!on) {
+        atomic_store(&sizes_on, false);
+    }
+    pthread_mutex_unlock(&sizes_lock);
+}
+
+void tstat_size_change(uint64_t cas, size_t ntotal, bool added)
+{
+    if (!atomic_load_explicit(&sizes_on, memory_order_relaxed) ||
+        cas <= __atomic_load_n(&sizes_cas_min, __ATOMIC_RELAXED))
+        return;
+    size_t bucket = (ntotal + SIZE_BUCKET - 1) / SIZE_BUCKET;
+    if (bucket >= sizes_len)
+        bucket = sizes_len - 1;
+    if (added)
+        __atomic_add_fetch(&sizes_hist[bucket], 1, __ATOMIC_RELAXED);
+    else
+        __atomic_sub_fetch(&sizes_hist[bucket], 1, __ATOMIC_RELAXED);
+}
+
+static void sizes_shutdown(void)
+{
+    pthread_mutex_lock(&sizes_lock);
+    atomic_store(&sizes_on, false);
+    free(sizes_hist);
+    sizes_hist = NULL;
+    sizes_len = 0;
+    pthread_mutex_unlock(&sizes_lock);
+}
+
 void storage_stats_sizes(stat_emit_fn emit, void *ctx)
 {
-    /* memcached 1.6 tracks item sizes only with -o track_sizes, off by
-     * default, and then answers with this one line. */
-    emit(ctx, "sizes_status", "disabled");
+    pthread_mutex_lock(&sizes_lock);
+    if (!atomic_load(&sizes_on)) {
+        pthread_mutex_unlock(&sizes_lock);
+        emit(ctx, "sizes_status", "disabled");
+        return;
+    }
+    for (size_t i = 0; i < sizes_len; i++) {
+        uint32_t n = __atomic_load_n(&sizes_hist[i], __ATOMIC_RELAXED);
+        if (n == 0 || n > UINT32_MAX / 2) /* skip empty (and transiently negative) */
+            continue;
+        char name[24], value[16];
+        snprintf(name, sizeof(name), "%zu", i * SIZE_BUCKET);
+        snprintf(value, sizeof(value), "%" PRIu32, n);
+        emit(ctx, name, value);
+    }
+    pthread_mutex_unlock(&sizes_lock);
 }

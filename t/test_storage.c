@@ -494,8 +494,18 @@ static void test_arith(void)
     ok(arith_is("w20", true, 1, ARITH_OK, 8), "20-digit value with leading zeros is numeric");
     store("big", "18446744073709551616", STORE_SET);
     ok(arith_is("big", true, 1, ARITH_NON_NUMERIC, 0), "value above 2^64-1 is non-numeric");
-    store("long", "000000000000000000001", STORE_SET);
-    ok(arith_is("long", true, 1, ARITH_NON_NUMERIC, 0), "21-digit value is non-numeric");
+    store("long", "000000000000000000000000001", STORE_SET);
+    ok(arith_is("long", true, 1, ARITH_OK, 2) && has_value("long", "2"),
+       "leading zeros do not count towards the 20 digits (memcached)");
+    store("long", "123456789012345678901", STORE_SET);
+    ok(arith_is("long", true, 1, ARITH_NON_NUMERIC, 0), "21 significant digits are non-numeric");
+    store("sp", "12  ", STORE_SET);
+    ok(arith_is("sp", true, 1, ARITH_OK, 13) && has_value("sp", "13"),
+       "trailing spaces end the number (memcached)");
+    store("sp", " 7", STORE_SET);
+    ok(arith_is("sp", false, 2, ARITH_OK, 5), "leading spaces are skipped (memcached)");
+    store("sp", "   ", STORE_SET);
+    ok(arith_is("sp", true, 1, ARITH_NON_NUMERIC, 0), "spaces alone are non-numeric");
     store("alpha", "12a", STORE_SET);
     ok(arith_is("alpha", true, 1, ARITH_NON_NUMERIC, 0) && has_value("alpha", "12a"),
        "value with a non-digit is non-numeric and left alone");
@@ -672,6 +682,22 @@ static void test_eviction(void)
         item_release(it);
     ok(general_stat("total_malloced") <= 4 * MIB + 64 * MIB, "memory stays near the limit");
 
+    /* An item read all along is not evicted; one never read is. */
+    store_full("hot", val, sizeof(val), 0, 0, STORE_SET, 0, NULL, NULL);
+    store_full("cold", val, sizeof(val), 0, 0, STORE_SET, 0, NULL, NULL);
+    int hot_hits = 0, rounds = 0;
+    for (int i = 0; i < n; i += 200, rounds++) {
+        for (int j = i; j < i + 200; j++) {
+            snprintf(key, sizeof(key), "flood:%d", j);
+            store_full(key, val, sizeof(val), 0, 0, STORE_SET, 0, NULL, NULL);
+        }
+        hot_hits += exists("hot");
+    }
+    ok(hot_hits == rounds, "a key read between every 200 sets is never evicted (%d of %d)",
+       hot_hits, rounds);
+    ok(!exists("cold"), "a key never read is evicted");
+    ok(general_stat("moves_within_lru") > 0, "moves_within_lru counts the second chances");
+
     /* A referenced item survives eviction pressure untouched. */
     store_full("pinned", val, sizeof(val), 0, 0, STORE_SET, 0, NULL, NULL);
     item *pinned = item_get("pinned", 6);
@@ -828,6 +854,20 @@ static void test_slab_move(void)
     }
     ok(general_stat("slabs_moved") >= 3, "pages moved to the evicting class (%llu)",
        general_stat("slabs_moved"));
+    ok(storage_slabs_reassign(3, 3) == REASSIGN_SAME &&
+           storage_slabs_reassign(9999, 1) == REASSIGN_BADCLASS &&
+           storage_slabs_reassign(1, 9999) == REASSIGN_BADCLASS,
+       "slabs reassign: SAME and BADCLASS");
+    ok(storage_slab_automove(3) != 0 && storage_slab_automove(0) == 0,
+       "slabs automove takes 0, 1 or 2");
+    unsigned long long moved_before = general_stat("slabs_moved");
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof(key), "new:%d", next++);
+        store_full(key, val, big, 0, 0, STORE_SET, 0, NULL, NULL);
+    }
+    ok(!storage_slab_move_now() && general_stat("slabs_moved") == moved_before,
+       "with automove 0 no page moves");
+    storage_slab_automove(1);
     ok(present == 60, "the 60 newest 50 KiB items all fit afterwards (%d)", present);
     ok(general_stat("slab_reassign_evictions_nomem") > 0, "items lost in moves are counted");
     char *pv = pinned ? value_of(pinned) : NULL;
@@ -982,8 +1022,24 @@ static void test_stats(void)
     ok(l.n == 1 && strcmp(l.names[0], "sizes_status") == 0 && strcmp(l.values[0], "disabled") == 0,
        "stats sizes: disabled, as memcached 1.6 by default");
 
+    storage_sizes_enable(true);
+    store("sz1", "abc", STORE_SET);
+    store("sz2", "abd", STORE_SET);
+    l.n = 0;
+    storage_stats_sizes(collect, &l);
+    ok(l.n == 1 && strtoul(l.names[0], NULL, 10) % 32 == 0 && strcmp(l.values[0], "2") == 0,
+       "stats sizes when enabled: one 32-byte bucket holding the 2 new items");
+    item_delete("sz1", 3, 0);
+    l.n = 0;
+    storage_stats_sizes(collect, &l);
+    ok(l.n == 1 && strcmp(l.values[0], "1") == 0, "a deleted item leaves the histogram");
+    storage_sizes_enable(false);
+    l.n = 0;
+    storage_stats_sizes(collect, &l);
+    ok(l.n == 1 && strcmp(l.names[0], "sizes_status") == 0, "and sizes_disable turns it off");
+
     storage_stats_reset();
-    ok(general_stat("total_items") == 0 && general_stat("curr_items") == 1,
+    ok(general_stat("total_items") == 0 && general_stat("curr_items") == 2,
        "stats reset clears total_items but not curr_items");
     l.n = 0;
     storage_stats_slabs(collect, &l);
