@@ -153,7 +153,8 @@ static void print_usage(FILE *out)
             "-f, --slab-growth-factor=<num> chunk size growth factor (default: 1.25)\n"
             "-n, --slab-min-size=<bytes> min space used for key+value+flags (default: 48)\n"
             "-L, --enable-largepages   preallocate item memory\n"
-            "-D <char>                 delimiter between key prefixes and IDs (accepted)\n"
+            "-D <char>                 delimiter between key prefixes and IDs; turns on\n"
+            "                          per-prefix stats (\"stats detail dump\")\n"
             "-t, --threads=<num>       number of worker threads (default: 4)\n"
             "-R, --max-reqs-per-event  maximum number of requests per event (default: 20)\n"
             "-C, --disable-cas         disable use of CAS\n"
@@ -576,7 +577,6 @@ enum settings_action settings_parse(struct settings *s, int argc, char **argv, F
             }
             s->prefix_delimiter = optarg[0];
             s->detail_enabled = true;
-            fprintf(errout, "warning: per-prefix stats (-D) are not yet reported\n");
             break;
         case 'L':
             s->prealloc = true;
