@@ -65,6 +65,17 @@ memcached_return_t memcached_verbosity(memcached_st *ptr, uint32_t verbosity)
     struct lmr_client *c = lmr_client_of(ptr);
     if (c == NULL)
         return MEMCACHED_INVALID_ARGUMENTS;
+    if (c->behaviors.binary_protocol) {
+        /* memcached has no binary verbosity command: like libmemcached, use
+         * the text command, on connections of their own */
+        memcached_st *text = memcached_clone(NULL, ptr);
+        if (text == NULL)
+            return lmr_client_result(c, MEMCACHED_MEMORY_ALLOCATION_FAILURE, NULL);
+        memcached_behavior_set(text, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, 0);
+        memcached_return_t rc = memcached_verbosity(text, verbosity);
+        memcached_free(text);
+        return lmr_client_result(c, rc, NULL);
+    }
     struct lmr_op_args args = {.number = verbosity};
     return lmr_client_result(c, on_all(c, LMR_OP_VERBOSITY, &args, false, NULL), NULL);
 }

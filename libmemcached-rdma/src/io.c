@@ -131,7 +131,10 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
     };
     int sys_errno = 0;
     srv->conn.fd = -1;
-    memcached_return_t rc = lmr_transport_socket.open(&srv->conn, &ep, &sys_errno);
+    const struct lmr_transport_ops *transport = lmr_transport_for(srv->type);
+    if (transport == NULL)
+        return MEMCACHED_NOT_SUPPORTED;
+    memcached_return_t rc = transport->open(&srv->conn, &ep, &sys_errno);
     if (rc != MEMCACHED_SUCCESS) {
         snprintf(srv->error_message, sizeof(srv->error_message), "%.120s:%u: connect: %.100s",
                  srv->hostname, (unsigned)srv->port, sys_errno ? strerror(sys_errno) : "failed");

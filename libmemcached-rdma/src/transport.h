@@ -48,4 +48,7 @@ struct lmr_conn {
 
 extern const struct lmr_transport_ops lmr_transport_socket;
 
+/* The transport that reaches servers of this kind (NULL: none). */
+const struct lmr_transport_ops *lmr_transport_for(memcached_connection_t type);
+
 #endif

@@ -83,6 +83,8 @@ static int connect_addr(const struct sockaddr *sa, socklen_t salen, int family,
     return -1;
 }
 
+const struct lmr_transport_ops lmr_transport_socket;
+
 static memcached_return_t sock_open(struct lmr_conn *conn, const struct lmr_endpoint *ep,
                                     int *sys_errno)
 {
@@ -157,6 +159,17 @@ static void sock_close(struct lmr_conn *conn)
         close(conn->fd);
     conn->fd = -1;
     conn->ops = NULL;
+}
+
+const struct lmr_transport_ops *lmr_transport_for(memcached_connection_t type)
+{
+    switch (type) {
+    case MEMCACHED_CONNECTION_TCP:
+    case MEMCACHED_CONNECTION_UNIX_SOCKET:
+        return &lmr_transport_socket;
+    default:
+        return NULL;
+    }
 }
 
 const struct lmr_transport_ops lmr_transport_socket = {

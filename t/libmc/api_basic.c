@@ -306,6 +306,28 @@ static void test_server_ops(memcached_st *memc)
     memcached_server_cursor(memc, fn, &servers, 1);
     ok(servers == (int)memcached_server_count(memc), "server_cursor visits every server");
 
+    is_rc(memcached_verbosity(memc, 0), MEMCACHED_SUCCESS, "verbosity");
+
+    /* memcached_fetch, the older way to drain an mget */
+    memcached_set(memc, "fetch-a", 7, "AA", 2, 0, 9);
+    const char *fkeys[] = {"fetch-a"};
+    size_t flens[] = {7};
+    memcached_mget(memc, fkeys, flens, 1);
+    char fkey[MEMCACHED_MAX_KEY];
+    size_t fkey_len = 0, fval_len = 0;
+    uint32_t fflags = 0;
+    char *fval = memcached_fetch(memc, fkey, &fkey_len, &fval_len, &fflags, &rc);
+    ok(fval != NULL && fkey_len == 7 && memcmp(fkey, "fetch-a", 7) == 0 && fval_len == 2 &&
+           memcmp(fval, "AA", 2) == 0 && fflags == 9,
+       "memcached_fetch returns key, value and flags");
+    free(fval);
+    fval = memcached_fetch(memc, fkey, &fkey_len, &fval_len, &fflags, &rc);
+    ok(fval == NULL && rc == MEMCACHED_NOTFOUND, "memcached_fetch ends with NOTFOUND");
+
+    /* quit closes connections; the next call reconnects */
+    memcached_quit(memc);
+    is_rc(memcached_exist(memc, "fetch-a", 7), MEMCACHED_SUCCESS, "reconnects after quit");
+
     memcached_set(memc, "flushme", 7, "x", 1, 0, 0);
     is_rc(memcached_flush(memc, 0), MEMCACHED_SUCCESS, "flush");
     is_rc(memcached_exist(memc, "flushme", 7), MEMCACHED_NOTFOUND, "flush removed the item");
