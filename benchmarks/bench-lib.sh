@@ -87,10 +87,17 @@ bench_rss_kb() {
   awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
 }
 
-# bench_find_built RELPATH: the newest build/*/RELPATH under the source tree.
+# bench_find_built RELPATH: the newest build/*/RELPATH under the source tree,
+# leaving out sanitizer builds (they measure the sanitizers).
 bench_find_built() {
-  local rel=$1
-  ls -t "$bench_top"/build/*/"$rel" 2>/dev/null | head -1
+  local rel=$1 candidate dir
+  for candidate in $(ls -t "$bench_top"/build/*/"$rel" 2>/dev/null); do
+    dir=${candidate%/"$rel"}
+    if ! grep -q '^#define HAVE_SANITIZERS 1' "$dir/config.h" 2>/dev/null; then
+      echo "$candidate"
+      return 0
+    fi
+  done
 }
 
 # bench_ratio A B: A/B with two decimals ("-" when B is zero or empty).
