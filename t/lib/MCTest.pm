@@ -120,9 +120,11 @@ sub start_server {
             sleep 0.02;
         }
         my $text = $srv->log_text;
+        my $state = $srv->alive ? 'still running but not accepting after 10 s'
+          : 'exited with wait status ' . $srv->exit_status;
         $srv->_kill;
         next if $text =~ /Address already in use/ && $attempt < 3;
-        die "server did not start: @cmd\n$text\n";
+        die "server did not start ($state): @cmd\n$text\n";
     }
     die "server did not start after 3 attempts\n";
 }
