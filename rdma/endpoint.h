@@ -92,6 +92,14 @@ struct mcr_rdma_ep_ops {
                       const void *local, struct ibv_mr *local_mr, uint32_t len, void *cookie);
     /* Starts closing; on_closed follows from the context's progress. */
     void (*close)(struct mcr_rdma_ep *ep);
+    /* Stop / restart delivering received messages to on_message. While
+     * paused, arriving messages are held in their receive buffers and no
+     * credit goes back for them, so the peer stops after its credits: a
+     * paused endpoint costs no memory beyond what its credits already
+     * reserve. Resume delivers the held messages in order (until a callback
+     * pauses again). */
+    void (*pause)(struct mcr_rdma_ep *ep);
+    void (*resume)(struct mcr_rdma_ep *ep);
     size_t (*max_eager_payload)(const struct mcr_rdma_ep *ep);
     void (*stats)(const struct mcr_rdma_ep *ep, struct mcr_rdma_ep_stats *out);
 };
@@ -129,6 +137,14 @@ static inline int mcr_rdma_ep_rdma_write(struct mcr_rdma_ep *ep, const struct mc
 static inline void mcr_rdma_ep_close(struct mcr_rdma_ep *ep)
 {
     ep->ops->close(ep);
+}
+static inline void mcr_rdma_ep_pause(struct mcr_rdma_ep *ep)
+{
+    ep->ops->pause(ep);
+}
+static inline void mcr_rdma_ep_resume(struct mcr_rdma_ep *ep)
+{
+    ep->ops->resume(ep);
 }
 static inline size_t mcr_rdma_ep_max_eager_payload(const struct mcr_rdma_ep *ep)
 {

@@ -20,7 +20,6 @@
 #include <time.h>
 
 #define RC_RETRY_COUNT 7
-#define RC_RESOLVE_TIMEOUT_MS 2000
 
 static struct rdma_cm_id *rc_cm_event(struct mcr_rdma_cm_owner *owner, struct rdma_cm_event *ev);
 static bool rc_try_reap(struct mcr_rdma_ep *ep);
@@ -47,8 +46,16 @@ static struct rc_ep *rc_alloc(struct mcr_rdma_ctx *ctx)
     rc->cm_owner.on_cm_event = rc_cm_event;
     rc->granted = ctx->opts.credits;
     rc->credit_threshold = rc->granted / 4 > 1 ? rc->granted / 4 : 2;
-    rc->sq_depth = (uint32_t)ctx->opts.credits + 16 + 2;
+    rc->sq_depth = (uint32_t)ctx->opts.credits + MCR_RDMA_OPS_PER_EP + 2;
     rc->stats.granted_credits = rc->granted;
+    rc->held_index = calloc(rc->granted, sizeof(uint32_t));
+    rc->held_len = calloc(rc->granted, sizeof(uint32_t));
+    if (rc->held_index == NULL || rc->held_len == NULL) {
+        free(rc->held_len);
+        free(rc->held_index);
+        free(rc);
+        return NULL;
+    }
     ctx->stats.granted_credits += rc->granted;
     mcr_rdma_ctx_link_ep(ctx, &rc->link);
     return rc;
@@ -58,12 +65,15 @@ static struct rc_ep *rc_alloc(struct mcr_rdma_ctx *ctx)
 static void rc_free(struct rc_ep *rc, bool destroy_id)
 {
     struct mcr_rdma_ctx *ctx = rc->base.ctx;
+    rc_release_held(rc);
     mcr_rdma_ctx_unlink_ep(ctx, &rc->link);
     ctx->stats.granted_credits -= rc->granted;
     if (rc->qp != NULL)
         rdma_destroy_qp(rc->cm_id);
     if (destroy_id && rc->cm_id != NULL)
         rdma_destroy_id(rc->cm_id);
+    free(rc->held_len);
+    free(rc->held_index);
     free(rc);
 }
 

@@ -205,6 +205,14 @@ void rc_on_recv(struct mcr_rdma_ep *ep, uint32_t buf_index, const struct ibv_wc 
         return;
     }
     rc->send_credits += h.credits;
+    if (h.type != MCR_RDMA_MSG_CREDIT && (rc->paused || rc->held_count > 0)) {
+        /* keep it, in order, until resume; its credit waits too */
+        uint32_t slot = (rc->held_head + rc->held_count) % rc->granted;
+        rc->held_index[slot] = buf_index;
+        rc->held_len[slot] = wc->byte_len;
+        rc->held_count++;
+        return;
+    }
     if (h.type != MCR_RDMA_MSG_CREDIT) {
         struct mcr_rdma_msg msg = {
             .type = h.type,
@@ -227,6 +235,63 @@ void rc_on_recv(struct mcr_rdma_ep *ep, uint32_t buf_index, const struct ibv_wc 
         rc->to_return++;
         rc_pump(rc);
     }
+}
+
+void rc_release_held(struct rc_ep *rc)
+{
+    struct mcr_rdma_ctx *ctx = rc->base.ctx;
+    while (rc->held_count > 0) {
+        uint32_t idx = rc->held_index[rc->held_head];
+        rc->held_head = (rc->held_head + 1) % rc->granted;
+        rc->held_count--;
+        if (ctx->destroying || mcr_rdma_ctx_repost_recv(ctx, idx) != 0)
+            mcr_rdma_pool_put(&ctx->recv_pool, idx);
+    }
+}
+
+void rc_pause(struct mcr_rdma_ep *ep)
+{
+    rc_from_ep(ep)->paused = true;
+}
+
+void rc_resume(struct mcr_rdma_ep *ep)
+{
+    struct rc_ep *rc = rc_from_ep(ep);
+    struct mcr_rdma_ctx *ctx = ep->ctx;
+    rc->paused = false;
+    if (rc->delivering)
+        return; /* resumed from a callback: the running loop goes on */
+    rc->delivering = true;
+    while (!rc->paused && rc->held_count > 0 && rc->state == RC_ESTABLISHED) {
+        uint32_t idx = rc->held_index[rc->held_head];
+        uint32_t len = rc->held_len[rc->held_head];
+        rc->held_head = (rc->held_head + 1) % rc->granted;
+        rc->held_count--;
+        const unsigned char *buf = mcr_rdma_pool_buf(&ctx->recv_pool, idx);
+        struct mcr_rdma_hdr h; /* validated when it arrived */
+        mcr_rdma_hdr_decode(buf, &h);
+        struct mcr_rdma_msg msg = {
+            .type = h.type,
+            .flags = h.flags,
+            .request_id = h.request_id,
+            .payload = buf + MCR_RDMA_HDR_SIZE,
+            .payload_len = len - MCR_RDMA_HDR_SIZE,
+            .rndv = {.addr = h.rndv_addr, .rkey = h.rndv_rkey, .len = h.rndv_len},
+        };
+        rc->stats.msgs_received++;
+        if (ep->cb.on_message != NULL)
+            ep->cb.on_message(ep, &msg, ep->user);
+        if (mcr_rdma_ctx_repost_recv(ctx, idx) != 0) {
+            mcr_rdma_pool_put(&ctx->recv_pool, idx);
+            rc_fail(rc, -EIO, "reposting a receive failed");
+            break;
+        }
+        if (rc->state == RC_ESTABLISHED)
+            rc->to_return++;
+    }
+    rc->delivering = false;
+    if (rc->state == RC_ESTABLISHED)
+        rc_pump(rc);
 }
 
 void rc_on_send_wc(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct ibv_wc *wc)
@@ -402,6 +467,8 @@ const struct mcr_rdma_ep_ops mcr_rdma_rc_ops = {
     .rdma_read = rc_rdma_read,
     .rdma_write = rc_rdma_write,
     .close = rc_close,
+    .pause = rc_pause,
+    .resume = rc_resume,
     .max_eager_payload = rc_max_eager_payload,
     .stats = rc_stats,
 };

@@ -46,6 +46,13 @@ struct rc_ep {
     uint32_t rdma_outstanding;                 /* queued or posted */
     uint32_t rdma_posted;
 
+    /* receive side pause: held receive buffers, oldest first (at most
+     * `granted`: the peer cannot send more without credits back) */
+    bool paused;
+    bool delivering; /* inside resume's delivery loop */
+    uint32_t *held_index, *held_len;
+    uint32_t held_head, held_count;
+
     struct mcr_rdma_ep_stats stats;
 };
 
@@ -75,6 +82,11 @@ void rc_pump(struct rc_ep *rc);
 /* Drops waiting (never posted) work requests: buffers back to the pool,
  * RDMA operations reported failed. */
 void rc_drop_waiting(struct rc_ep *rc, int status);
+
+/* Gives held receive buffers back to the shared receive queue. */
+void rc_release_held(struct rc_ep *rc);
+void rc_pause(struct mcr_rdma_ep *ep);
+void rc_resume(struct mcr_rdma_ep *ep);
 
 /* Takes the peer's connection parameters; false when they are unusable. */
 bool rc_set_peer_params(struct rc_ep *rc, const void *private_data, unsigned len);
