@@ -200,7 +200,8 @@ sub stop {
       or Test::More::diag('exit status ' . ($self->{status} // '?') . "\n" . $self->log_text);
     kill 'TERM', $self->{pid} if $was_alive;
     my $exited = $self->wait_exit(10);
-    Test::More::ok($exited, 'server exited within 10 s of SIGTERM');
+    Test::More::ok($exited, 'server exited within 10 s of SIGTERM')
+      or Test::More::diag("threads still running:\n" . $self->_threads . "log:\n" . $self->log_text);
     if ($exited) {
         my $st = $self->{status};
         Test::More::is(($st & 127) ? "signal " . ($st & 127) : "exit " . ($st >> 8),
@@ -210,6 +211,27 @@ sub stop {
         $self->_kill;
     }
     $self->check_log('after stop');
+}
+
+sub _slurp {
+    my $path = shift;
+    open(my $fh, '<', $path) or return '?';
+    local $/;
+    my $t = <$fh>;
+    return $t // '';
+}
+
+# "name state wchan" of each thread of a live server, for diagnostics.
+sub _threads {
+    my $self = shift;
+    my $out = '';
+    for my $task (glob "/proc/$self->{pid}/task/*") {
+        my ($comm, $stat, $wchan) = map { _slurp("$task/$_") } qw(comm stat wchan);
+        chomp $comm;
+        my ($state) = $stat =~ /\)\s+(\S)/;
+        $out .= "  $comm " . ($state // '?') . " $wchan\n";
+    }
+    return $out;
 }
 
 END {

@@ -51,8 +51,9 @@ mc_is($s, "add rel 0 0 2\r\nr2\r\n", "STORED\r\n", 'add succeeds on an expired k
 mc_is($s, "replace abs 0 0 2\r\na2\r\n", "NOT_STORED\r\n", 'replace fails on an expired key');
 mc_is($s, "touch touched 10\r\n", "NOT_FOUND\r\n", 'touch of an expired key is NOT_FOUND');
 mc_is($s, "incr abs 1\r\n", "NOT_FOUND\r\n", 'incr of an expired key is NOT_FOUND');
-my $st = mc_stats($s);
-ok($st->{get_expired} >= 1, "get_expired counts fetches of expired items ($st->{get_expired})");
+# (get_expired is not checked: a background crawler may reclaim expired
+# items before the get sees them, so it may legitimately stay 0.)
+my $st;
 
 # Phase 2: flush_all
 mc_is($s, "flush_all\r\n", "OK\r\n", 'flush_all');
