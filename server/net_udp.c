@@ -12,6 +12,8 @@
  * memcached 1.6 does), the sender and request id are kept for the reply,
  * and the payload becomes the request message. A payload larger than the
  * connection's read buffer (16 KiB) is cut there; memcached reads 64 KiB.
+ * Each datagram picks the text or binary engine by its first byte (under
+ * -B auto), as memcached does for UDP.
  *
  * Sending: each response of the connection's queue (struct resp) is one
  * reply message, as each response object is in memcached 1.6: its bytes
@@ -130,6 +132,21 @@ static bool next_datagram(struct conn *c, struct udp_state *u)
 
 static bool flush_message(struct conn *c, struct udp_state *u);
 
+/* Each datagram picks its protocol as a new stream connection would under
+ * -B: memcached 1.6 answers binary requests over UDP too. */
+static const struct proto_engine *engine_for_message(unsigned char first_byte)
+{
+    switch (settings.binding_protocol) {
+    case PROTOCOL_ASCII:
+        return conn_text_engine;
+    case PROTOCOL_BINARY:
+        return conn_binary_engine ? conn_binary_engine : conn_text_engine;
+    case PROTOCOL_AUTO:
+        break;
+    }
+    return first_byte == 0x80 && conn_binary_engine ? conn_binary_engine : conn_text_engine;
+}
+
 static bool message_pending(const struct udp_state *u)
 {
     return u->msg_next < u->msg_count;
@@ -146,6 +163,7 @@ static ssize_t udp_recv(struct conn *c, void *buf, size_t len)
         return -1;
     }
     size_t n = u->dgram_len - u->dgram_off;
+    c->engine = engine_for_message((unsigned char)u->dgram[u->dgram_off]);
     if (n > len) {
         log_msg(LOG_CMDS, "<%d UDP request of %zu bytes cut to %zu", c->fd, n, len);
         n = len;

@@ -5,8 +5,8 @@
  * worker threads do. Every datagram carries memcached's 8-byte frame
  * header (request id, sequence number, datagram count, reserved), all
  * big-endian; replies echo the request id and are split into datagrams of
- * at most 1400 bytes. Text protocol only. Owns the sockets and framing;
- * parses no requests.
+ * at most 1400 bytes. Text and binary requests, chosen per datagram. Owns
+ * the sockets and framing; parses no requests.
  */
 #ifndef MCR_NET_UDP_H
 #define MCR_NET_UDP_H

@@ -3,9 +3,11 @@
 # raw UDP socket: the 8-byte frame header (request id echoed, sequence
 # number, datagram count, reserved 0), text and meta commands, a reply
 # spread over several datagrams of at most 1400 bytes, one reply message
-# per command, requests from several ids interleaved, and datagrams the
-# server ignores (too short, announcing several datagrams, incomplete).
+# per command, requests from several ids interleaved, binary requests, and
+# datagrams the server ignores (too short, announcing several datagrams,
+# incomplete).
 import os
+import struct
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "meta"))
@@ -86,6 +88,20 @@ t.is_(u.datagrams(wait=0.5), [], "a command without its newline: no reply")
 u.send(8, "get k\r\n")
 t.is_(u.datagrams(), [((8, 0, 1, 0), b"VALUE k 0 5\r\nhello\r\nEND\r\n")],
       "the next datagram is answered on its own")
+
+# binary requests over UDP: each datagram picks its protocol by its first byte
+getk = struct.pack("!BBHBBHIIQ", 0x80, 0x0c, 1, 0, 0, 0, 1, 0xabcd, 0) + b"k"
+u.send(30, getk)
+got = u.datagrams()
+ok = len(got) == 1 and got[0][0] == (30, 0, 1, 0) and len(got[0][1]) >= 24
+if ok:
+    magic, op, keylen, extlen, _, status, bodylen, opaque, _ = struct.unpack("!BBHBBHIIQ", got[0][1][:24])
+    body = got[0][1][24:]
+    ok = (magic, op, status, opaque, keylen, extlen) == (0x81, 0x0c, 0, 0xabcd, 1, 4) and body[5:] == b"hello"
+t.ok(ok, "binary GETK over UDP: the value, key and opaque come back")
+u.send(31, "get k\r\n")
+t.is_(u.datagrams(), [((31, 0, 1, 0), b"VALUE k 0 5\r\nhello\r\nEND\r\n")],
+      "a text request after a binary one")
 
 # requests that would end a stream connection leave UDP service running
 for rid, req in ((20, "quit\r\n"), (21, "GET / HTTP/1.1\r\n"), (22, "x" * 3000)):
