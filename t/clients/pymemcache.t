@@ -85,12 +85,16 @@ big = bytes((i * 7) % 251 for i in range(900 * 1024))
 t.ok(c.set("big", big), "set a 900 KiB value")
 t.is_(c.get("big"), big, "900 KiB value comes back whole")
 
+t0 = time.time()
 t.ok(c.set("short", b"s", expire=2), "set with a 2 s expiry")
 t.ok(c.set("touched", b"t", expire=100), "set with a 100 s expiry")
 t.is_(c.touch("touched", 2), True, "touch to 2 s")
 t.is_(c.touch("nosuch", 2), False, "touch of a missing key returns False")
 t.ok(c.set("long", b"l", expire=100), "set with a 100 s expiry")
-t.is_(c.get_many(["short", "touched", "long"]), {"short": b"s", "touched": b"t", "long": b"l"}, "all present before expiry")
+if time.time() - t0 > 1.0:  # the server clock ticks in whole seconds
+    t.skip(1, "host too slow: %.1f s passed since the 2 s items were stored" % (time.time() - t0))
+else:
+    t.is_(c.get_many(["short", "touched", "long"]), {"short": b"s", "touched": b"t", "long": b"l"}, "all present before expiry")
 time.sleep(3.2)
 t.is_(c.get_many(["short", "touched", "long"]), {"long": b"l"}, "after 3 s the 2 s items expired, the other remains")
 

@@ -17,6 +17,7 @@ ok(abs($now - time) < 5, 'server clock is close to ours');
 
 # Phase 1: several items that should expire within about 2 s, and some that
 # must not; one sleep covers them all.
+my $t0 = time;
 mc_is($s, "set rel 0 2 1\r\nr\r\n", "STORED\r\n", 'set with a relative exptime of 2 s');
 my $abs = $now + 2;
 mc_is($s, "set abs 0 $abs 1\r\na\r\n", "STORED\r\n", 'set with an absolute exptime 2 s ahead');
@@ -37,7 +38,7 @@ mc_is($s, "set rescued 0 2 1\r\nR\r\n", "STORED\r\n", 'set an item expiring in 2
 mc_is($s, "touch rescued 100\r\n", "TOUCHED\r\n", 'touch it to live 100 s');
 mc_is($s, "set gat 0 100 1\r\nG\r\n", "STORED\r\n", 'set an item to gat');
 mc_is($s, "gat 2 gat\r\n", "VALUE gat 0 1\r\nG\r\nEND\r\n", 'gat to expire in 2 s returns it');
-mc_is($s, "get rel abs thirty keep forever touched rescued gat\r\n",
+still_fresh($t0, "get rel abs thirty keep forever touched rescued gat\r\n",
     "VALUE rel 0 1\r\nr\r\nVALUE abs 0 1\r\na\r\nVALUE thirty 0 1\r\nt\r\nVALUE keep 0 1\r\nk\r\n"
       . "VALUE forever 0 1\r\nf\r\nVALUE touched 0 1\r\nT\r\nVALUE rescued 0 1\r\nR\r\n"
       . "VALUE gat 0 1\r\nG\r\nEND\r\n",
@@ -51,15 +52,13 @@ mc_is($s, "add rel 0 0 2\r\nr2\r\n", "STORED\r\n", 'add succeeds on an expired k
 mc_is($s, "replace abs 0 0 2\r\na2\r\n", "NOT_STORED\r\n", 'replace fails on an expired key');
 mc_is($s, "touch touched 10\r\n", "NOT_FOUND\r\n", 'touch of an expired key is NOT_FOUND');
 mc_is($s, "incr abs 1\r\n", "NOT_FOUND\r\n", 'incr of an expired key is NOT_FOUND');
-# (get_expired is not checked: a background crawler may reclaim expired
-# items before the get sees them, so it may legitimately stay 0.)
+# (get_expired and get_flushed are not checked: a background crawler may
+# reclaim the items before a get sees them, so they may legitimately stay 0.)
 my $st;
 
 # Phase 2: flush_all
 mc_is($s, "flush_all\r\n", "OK\r\n", 'flush_all');
 mc_is($s, "get thirty keep forever rescued rel\r\n", "END\r\n", 'flush_all invalidated every item');
-$st = mc_stats($s);
-ok($st->{get_flushed} >= 1, "get_flushed counts fetches of flushed items ($st->{get_flushed})");
 mc_is($s, "set after 0 0 1\r\nx\r\n", "STORED\r\n", 'set after flush_all');
 mc_is($s, "get after\r\n", "VALUE after 0 1\r\nx\r\nEND\r\n", 'items stored after flush_all are kept');
 mc_is($s, "flush_all 0\r\n", "OK\r\n", 'flush_all 0');
@@ -69,8 +68,9 @@ mc_send($s, "flush_all noreply\r\n");
 ok(mc_silent($s, 0.3), 'flush_all noreply sends nothing');
 mc_is($s, "get nr\r\n", "END\r\n", 'flush_all noreply flushed');
 mc_is($s, "set d1 0 0 2\r\nd1\r\nset d2 0 0 2\r\nd2\r\n", "STORED\r\nSTORED\r\n", 'items before a delayed flush');
+$t0 = time;
 mc_is($s, "flush_all 2\r\n", "OK\r\n", 'flush_all with a 2 s delay');
-mc_is($s, "get d1 d2\r\n", "VALUE d1 0 2\r\nd1\r\nVALUE d2 0 2\r\nd2\r\nEND\r\n",
+still_fresh($t0, "get d1 d2\r\n", "VALUE d1 0 2\r\nd1\r\nVALUE d2 0 2\r\nd2\r\nEND\r\n",
     'before the delay ends the items are still there');
 sleep 3.2;
 mc_is($s, "get d1 d2\r\n", "END\r\n", 'after the delay the items are gone');
@@ -82,3 +82,15 @@ ok($st->{cmd_flush} >= 4, "cmd_flush counts flush_all ($st->{cmd_flush})");
 close $s;
 $srv->stop;
 done_testing;
+
+# Checks that items with a 2 s lifetime are still there, unless this host
+# was so slow that more than 1 s passed since $t0 (then it says so and skips:
+# the server's clock ticks in whole seconds, so 2 s items may be gone).
+sub still_fresh {
+    my ($t0, $request, $expected, $name) = @_;
+    my $late = time - $t0;
+    SKIP: {
+        skip sprintf('host too slow: %.1f s passed since the items were stored', $late), 1 if $late > 1.0;
+        mc_is($s, $request, $expected, $name);
+    }
+}
