@@ -115,6 +115,17 @@ static bool safe_strtol(const char *str, int32_t *out)
     return true;
 }
 
+static bool safe_strtod(const char *str, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(str, &end);
+    if (errno == ERANGE || end == str || !ends_number(end, str))
+        return false;
+    *out = v;
+    return true;
+}
+
 /* Decimal digits of v at p; returns the count. */
 static size_t u64_to_text(uint64_t v, char *p)
 {
@@ -590,6 +601,96 @@ static void process_lru_crawler(struct conn *c, struct token *tokens, size_t nto
     }
 }
 
+static void process_slabs(struct conn *c, struct token *tokens, size_t ntokens)
+{
+    if (ntokens == 5 && strcmp(tokens[1].value, "reassign") == 0) {
+        int32_t src, dst;
+        if (!safe_strtol(tokens[2].value, &src) || !safe_strtol(tokens[3].value, &dst)) {
+            out_string(c, false, "CLIENT_ERROR bad command line format");
+            return;
+        }
+        switch (storage_slabs_reassign(src, dst)) {
+        case REASSIGN_OK:
+            out_string(c, false, "OK");
+            break;
+        case REASSIGN_BUSY:
+            out_string(c, false, "BUSY currently processing reassign request");
+            break;
+        case REASSIGN_BADCLASS:
+            out_string(c, false, "BADCLASS invalid src or dst class id");
+            break;
+        case REASSIGN_NOSPARE:
+            out_string(c, false, "NOSPARE source class has no spare pages");
+            break;
+        case REASSIGN_NOTFULL:
+            out_string(c, false, "NOTFULL dest class has spare memory");
+            break;
+        case REASSIGN_UNSAFE:
+            out_string(c, false, "UNSAFE src class is in an unsafe state");
+            break;
+        case REASSIGN_SAME:
+            out_string(c, false, "SAME src and dst class are identical");
+            break;
+        }
+        return;
+    }
+    if (ntokens >= 4 && strcmp(tokens[1].value, "automove") == 0) {
+        bool noreply = set_noreply_maybe(tokens, ntokens);
+        if (strcmp(tokens[2].value, "ratio") == 0) {
+            double ratio;
+            if (ntokens < 5 || !safe_strtod(tokens[3].value, &ratio)) {
+                out_string(c, noreply, "ERROR");
+                return;
+            }
+            settings_lock();
+            settings.slab_automove_ratio = ratio; /* reported; the mover has one policy */
+            settings_unlock();
+            out_string(c, noreply, "OK");
+            return;
+        }
+        uint32_t level;
+        if (!safe_strtoul(tokens[2].value, &level)) {
+            out_string(c, noreply, "CLIENT_ERROR bad command line format");
+            return;
+        }
+        out_string(c, noreply,
+                   level <= 2 && storage_slab_automove((int)level) == 0 ? "OK" : "ERROR");
+        return;
+    }
+    out_string(c, false, "ERROR");
+}
+
+/* "lru tune" is checked and its values reported; the LRU here is not
+ * segmented and has no maintainer thread, so "lru mode" and "lru temp_ttl"
+ * answer ERROR, as memcached does without its LRU maintainer. */
+static void process_lru(struct conn *c, struct token *tokens, size_t ntokens)
+{
+    bool noreply = ntokens > 2 && set_noreply_maybe(tokens, ntokens);
+    uint32_t pct_hot, pct_warm;
+    double hot_factor, warm_factor;
+    if (ntokens >= 7 && strcmp(tokens[1].value, "tune") == 0) {
+        if (!safe_strtoul(tokens[2].value, &pct_hot) || !safe_strtoul(tokens[3].value, &pct_warm) ||
+            !safe_strtod(tokens[4].value, &hot_factor) ||
+            !safe_strtod(tokens[5].value, &warm_factor)) {
+            out_string(c, noreply, "ERROR");
+        } else if ((uint64_t)pct_hot + pct_warm > 80) {
+            out_string(c, noreply, "ERROR hot and warm pcts must not exceed 80");
+        } else if (hot_factor <= 0 || warm_factor <= 0) {
+            out_string(c, noreply, "ERROR hot/warm age factors must be greater than 0");
+        } else {
+            settings_lock();
+            settings.hot_lru_pct = pct_hot;
+            settings.warm_lru_pct = pct_warm;
+            settings.hot_max_factor = hot_factor;
+            settings.warm_max_factor = warm_factor;
+            settings_unlock();
+            out_string(c, noreply, "OK");
+        }
+        return;
+    }
+    out_string(c, noreply, "ERROR");
+}
+
 static enum proto_status process_shutdown(struct conn *c, struct token *tokens, size_t ntokens)
 {
     if (!settings.shutdown_command) {
@@ -646,7 +747,12 @@ static void process_stats(struct conn *c, struct token *tokens, size_t ntokens)
         storage_stats_slabs(emit_stat_line, &t);
     else if (strcmp(sub, "sizes") == 0)
         storage_stats_sizes(emit_stat_line, &t);
-    else {
+    else if (strcmp(sub, "sizes_enable") == 0 || strcmp(sub, "sizes_disable") == 0) {
+        bool on = strcmp(sub, "sizes_enable") == 0;
+        storage_sizes_enable(on);
+        out_string(c, false, on ? "STAT sizes_status enabled" : "STAT sizes_status disabled");
+        return;
+    } else {
         out_string(c, false, "ERROR");
         return;
     }
@@ -743,6 +849,10 @@ static enum proto_status dispatch(struct conn *c, char *line, size_t len)
     } else if (strcmp(cmd, "verbosity") == 0) {
         WANT_TOKENS_OR(ntokens, 3, 4);
         process_verbosity(c, tokens, ntokens);
+    } else if (strcmp(cmd, "slabs") == 0) {
+        process_slabs(c, tokens, ntokens);
+    } else if (strcmp(cmd, "lru") == 0) {
+        process_lru(c, tokens, ntokens);
     } else if (strcmp(cmd, "lru_crawler") == 0) {
         process_lru_crawler(c, tokens, ntokens);
     } else if (strcmp(cmd, "cache_memlimit") == 0) {

@@ -15,11 +15,23 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct settings settings;
+static pthread_mutex_t tunables_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void settings_lock(void)
+{
+    pthread_mutex_lock(&tunables_lock);
+}
+
+void settings_unlock(void)
+{
+    pthread_mutex_unlock(&tunables_lock);
+}
 
 #define COMPAT_VERSION "1.6.18"
 
@@ -66,6 +78,15 @@ void settings_init(struct settings *s)
     s->lru_crawler = true;
     s->lru_crawler_sleep = -1;
     s->slab_automove = 1;
+    s->slab_automove_ratio = 0.8;
+    s->slab_automove_window = 30;
+    s->hot_lru_pct = 20;
+    s->warm_lru_pct = 40;
+    s->hot_max_factor = 0.2;
+    s->warm_max_factor = 2.0;
+    s->temporary_ttl = 61;
+    s->watcher_logbuf_size = 256 * 1024;
+    s->worker_logbuf_size = 64 * 1024;
     s->lru_crawler_tocrawl = -1;
     s->prefix_delimiter = ':';
 }
@@ -192,20 +213,11 @@ static void print_license(FILE *out)
 /* -o suboptions memcached 1.6 knows but this server ignores (with a warning). */
 static const char *const ignored_suboptions[] = {"slab_reassign",
                                                  "no_slab_reassign",
-                                                 "slab_automove_ratio",
-                                                 "slab_automove_window",
                                                  "hash_algorithm",
                                                  "lru_crawler_sleep",
                                                  "lru_crawler_tocrawl",
                                                  "lru_maintainer",
                                                  "no_lru_maintainer",
-                                                 "hot_lru_pct",
-                                                 "warm_lru_pct",
-                                                 "hot_max_factor",
-                                                 "warm_max_factor",
-                                                 "temporary_ttl",
-                                                 "watcher_logbuf_size",
-                                                 "worker_logbuf_size",
                                                  "read_buf_mem_limit",
                                                  "resp_obj_mem_limit",
                                                  "slab_sizes",
@@ -291,9 +303,60 @@ static bool parse_suboption(struct settings *s, char *opt, FILE *errout)
         s->lru_crawler = true;
     } else if (strcmp(opt, "no_lru_crawler") == 0) {
         s->lru_crawler = false;
+    } else if (strcmp(opt, "slab_automove_ratio") == 0 || strcmp(opt, "hot_max_factor") == 0 ||
+               strcmp(opt, "warm_max_factor") == 0) {
+        NEED_VALUE();
+        char *end;
+        errno = 0;
+        double d = strtod(value, &end);
+        if (errno || end == value || *end != '\0' || !(d > 0)) {
+            fprintf(errout, "Illegal value for %s: %s\n", opt, value);
+            return false;
+        }
+        if (opt[0] == 's')
+            s->slab_automove_ratio = d;
+        else if (opt[0] == 'h')
+            s->hot_max_factor = d;
+        else
+            s->warm_max_factor = d;
+        fprintf(errout, "warning: -o %s is accepted and reported but has no effect here\n", opt);
+    } else if (strcmp(opt, "slab_automove_window") == 0 || strcmp(opt, "hot_lru_pct") == 0 ||
+               strcmp(opt, "warm_lru_pct") == 0 || strcmp(opt, "temporary_ttl") == 0 ||
+               strcmp(opt, "watcher_logbuf_size") == 0 || strcmp(opt, "worker_logbuf_size") == 0) {
+        NEED_VALUE();
+        if (!parse_long(value, 0, INT_MAX / 1024, &v)) {
+            fprintf(errout, "Illegal value for %s: %s\n", opt, value);
+            return false;
+        }
+        if (strcmp(opt, "slab_automove_window") == 0)
+            s->slab_automove_window = (unsigned)v;
+        else if (strcmp(opt, "hot_lru_pct") == 0)
+            s->hot_lru_pct = (unsigned)v;
+        else if (strcmp(opt, "warm_lru_pct") == 0)
+            s->warm_lru_pct = (unsigned)v;
+        else if (strcmp(opt, "temporary_ttl") == 0)
+            s->temporary_ttl = (int)v;
+        else if (strcmp(opt, "watcher_logbuf_size") == 0)
+            s->watcher_logbuf_size = (unsigned)v * 1024;
+        else
+            s->worker_logbuf_size = (unsigned)v * 1024;
+        if (s->hot_lru_pct + s->warm_lru_pct > 80) {
+            fprintf(errout, "hot_lru_pct + warm_lru_pct cannot be more than 80%% combined\n");
+            return false;
+        }
+        fprintf(errout, "warning: -o %s is accepted and reported but has no effect here\n", opt);
     } else if (strcmp(opt, "slab_automove") == 0) {
         if (value == NULL) {
             s->slab_automove = 1;
+            s->slab_automove_ratio = 0.8;
+            s->slab_automove_window = 30;
+            s->hot_lru_pct = 20;
+            s->warm_lru_pct = 40;
+            s->hot_max_factor = 0.2;
+            s->warm_max_factor = 2.0;
+            s->temporary_ttl = 61;
+            s->watcher_logbuf_size = 256 * 1024;
+            s->worker_logbuf_size = 64 * 1024;
         } else if (!parse_long(value, 0, 2, &v)) {
             fprintf(errout, "slab_automove must be 0, 1 or 2: %s\n", value);
             return false;

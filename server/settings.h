@@ -58,6 +58,17 @@ struct settings {
     unsigned tail_repair_time; /* -o tail_repair_time (accepted, informative) */
     int slab_automove;         /* -o slab_automove=0|1|2; 0 keeps pages in their class */
 
+    /* memcached tunables this server accepts and reports ("stats
+     * settings") without acting on them: its LRU is not segmented and it
+     * has no log watchers. Changed at run time by "lru tune" and "slabs
+     * automove ratio" under settings_lock. */
+    double slab_automove_ratio;
+    unsigned slab_automove_window;
+    unsigned hot_lru_pct, warm_lru_pct;
+    double hot_max_factor, warm_max_factor;
+    int temporary_ttl;
+    unsigned watcher_logbuf_size, worker_logbuf_size; /* bytes */
+
     /* stats */
     char prefix_delimiter; /* -D */
     bool detail_enabled;   /* set by -D */
@@ -83,7 +94,10 @@ const char *settings_protocol_name(enum binding_protocol p);
 /* "1.6.18-compatible version string" reported by "version" and stats. */
 const char *settings_version(void);
 
-/* The one instance the daemon runs with (read-only once workers start). */
+/* The one instance the daemon runs with (read-only once workers start,
+ * except the reported tunables, which settings_lock guards). */
 extern struct settings settings;
+void settings_lock(void);
+void settings_unlock(void);
 
 #endif

@@ -242,6 +242,12 @@ void stats_report_general(stat_emit_fn emit, void *ctx)
              __atomic_load_n(&listen_disabled_us, __ATOMIC_RELAXED));
     emit_u64(emit, ctx, "threads", workers_count());
     emit_u64(emit, ctx, "conn_yields", D(conn_yields));
+    /* no log watchers here ("watch" is not served): nothing is logged */
+    emit_u64(emit, ctx, "log_worker_dropped", 0);
+    emit_u64(emit, ctx, "log_worker_written", 0);
+    emit_u64(emit, ctx, "log_watcher_skipped", 0);
+    emit_u64(emit, ctx, "log_watcher_sent", 0);
+    emit_u64(emit, ctx, "log_watchers", 0);
 #undef D
     rest_of_storage_stats(&ss, emit, ctx);
 }
@@ -281,6 +287,12 @@ void stats_report_settings(stat_emit_fn emit, void *ctx)
     place_storage_stat(&ss, "hashpower_init", emit, ctx);
     place_storage_stat(&ss, "slab_reassign", emit, ctx);
     place_storage_stat(&ss, "slab_automove", emit, ctx);
+    settings_lock();
+    struct settings tun = settings; /* the tunables "lru tune" may change */
+    settings_unlock();
+    snprintf(buf, sizeof(buf), "%.2f", tun.slab_automove_ratio);
+    emit(ctx, "slab_automove_ratio", buf);
+    emit_u64(emit, ctx, "slab_automove_window", tun.slab_automove_window);
     place_storage_stat(&ss, "slab_chunk_max", emit, ctx);
     place_storage_stat(&ss, "lru_crawler", emit, ctx);
     place_storage_stat(&ss, "lru_crawler_sleep", emit, ctx);
@@ -289,8 +301,23 @@ void stats_report_settings(stat_emit_fn emit, void *ctx)
     emit(ctx, "flush_enabled", settings.flush_enabled ? "yes" : "no");
     emit(ctx, "dump_enabled", settings.dump_enabled ? "yes" : "no");
     place_storage_stat(&ss, "hash_algorithm", emit, ctx);
+    emit(ctx, "lru_maintainer_thread", "no"); /* the LRU is not segmented here */
+    emit(ctx, "lru_segmented", "no");
+    emit_u64(emit, ctx, "hot_lru_pct", tun.hot_lru_pct);
+    emit_u64(emit, ctx, "warm_lru_pct", tun.warm_lru_pct);
+    snprintf(buf, sizeof(buf), "%.2f", tun.hot_max_factor);
+    emit(ctx, "hot_max_factor", buf);
+    snprintf(buf, sizeof(buf), "%.2f", tun.warm_max_factor);
+    emit(ctx, "warm_max_factor", buf);
+    emit(ctx, "temp_lru", "no");
+    snprintf(buf, sizeof(buf), "%d", tun.temporary_ttl);
+    emit(ctx, "temporary_ttl", buf);
     emit_u64(emit, ctx, "idle_timeout", settings.idle_timeout);
+    emit_u64(emit, ctx, "watcher_logbuf_size", tun.watcher_logbuf_size);
+    emit_u64(emit, ctx, "worker_logbuf_size", tun.worker_logbuf_size);
+    emit_u64(emit, ctx, "read_buf_mem_limit", 0);
     place_storage_stat(&ss, "track_sizes", emit, ctx);
+    emit(ctx, "inline_ascii_response", "no");
     rest_of_storage_stats(&ss, emit, ctx);
 }
 
