@@ -514,6 +514,10 @@ static bool conn_flush(struct conn *c)
             continue;
         }
         ssize_t n = c->tp->sendv(c, w->iov, niov);
+        if (n == 0) { /* nothing taken: wait until the transport can write */
+            errno = EAGAIN;
+            n = -1;
+        }
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
                 log_msg(LOG_DEBUG, "<%d output blocked, waiting to write", c->fd);
