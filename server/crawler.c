@@ -11,6 +11,7 @@
 #include "crawler.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,6 +30,8 @@
  * where a tenth or more of the items were dead is visited twice as often
  * (down to the base interval). */
 static rel_time_t class_interval[SLAB_CLASSES_MAX];
+static atomic_uint_fast64_t passes_started;
+static atomic_bool pass_running;
 static rel_time_t class_due[SLAB_CLASSES_MAX];
 
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER; /* one pass at a time */
@@ -148,6 +151,8 @@ static void crawl(bool all)
     if (!marker)
         return;
     pthread_mutex_lock(&pass_lock);
+    atomic_fetch_add(&passes_started, 1);
+    atomic_store(&pass_running, true);
     for (unsigned cls = 1; cls <= storage_rt.largest_class; cls++) {
         rel_time_t now = clock_now();
         if (!all && __atomic_load_n(&class_due[cls], __ATOMIC_RELAXED) > now)
@@ -165,8 +170,15 @@ static void crawl(bool all)
         __atomic_store_n(&class_interval[cls], iv, __ATOMIC_RELAXED);
         __atomic_store_n(&class_due[cls], clock_now() + iv, __ATOMIC_RELAXED);
     }
+    atomic_store(&pass_running, false);
     pthread_mutex_unlock(&pass_lock);
     free(marker);
+}
+
+void crawler_stats(uint64_t *starts, bool *running_now)
+{
+    *starts = atomic_load(&passes_started);
+    *running_now = atomic_load(&pass_running);
 }
 
 void crawler_run_once(void)

@@ -10,6 +10,9 @@
 #ifndef MCR_CRAWLER_H
 #define MCR_CRAWLER_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "clock.h"
 
 int crawler_start(void);
@@ -19,5 +22,7 @@ void crawler_run_once(void);
 /* Makes the background thread visit every class soon after `when` (after
  * flush_all, when everything becomes reclaimable). Never blocks. */
 void crawler_visit_all_at(rel_time_t when);
+/* Passes started since start-up, and whether one runs now. */
+void crawler_stats(uint64_t *starts, bool *running_now);
 
 #endif

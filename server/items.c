@@ -136,6 +136,11 @@ bool item_is_dead(const struct item *it, rel_time_t now)
     return item_is_expired(it, now) || item_is_flushed(it, now);
 }
 
+rel_time_t items_oldest_live(void)
+{
+    return atomic_load(&oldest_live);
+}
+
 uint64_t items_cas_now(void)
 {
     return atomic_load(&cas_counter);
@@ -223,6 +228,7 @@ static void bump_item(struct item *it, rel_time_t now)
     }
     unsigned cls = item_lru_class(it);
     if (!lru_trylock(cls)) {
+        tstat_incr(TC_BUMPS_DROPPED);
         if (!(item_flags_load(it) & ITEM_ACTIVE))
             item_flags_set(it, ITEM_ACTIVE);
         return;
@@ -385,9 +391,10 @@ static enum pull_result pull_tail(unsigned cls, bool second_chance)
 }
 
 /* ---- slab mover hooks ---------------------------------------------------- */
-struct item *item_take_for_move(void *chunk)
+struct item *item_take_for_move(void *chunk, enum move_take *how)
 {
     struct item *it = chunk;
+    *how = MOVE_BUSY;
     /* The chunk cannot be freed meanwhile (the mover holds its slab class
      * lock); a linked item's key is set before it is linked. */
     if (!(__atomic_load_n(&it->it_flags, __ATOMIC_ACQUIRE) & ITEM_LINKED))
@@ -400,6 +407,7 @@ struct item *item_take_for_move(void *chunk)
         __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 1) {
         unsigned cls = item_lru_class(it);
         if (lru_trylock(cls)) {
+            *how = item_is_dead(it, clock_now()) ? MOVE_DEAD : MOVE_LIVE;
             unlink_common(it, lru_of(cls), hv);
             lru_unlock(cls);
             __atomic_store_n(&it->refcount, 0, __ATOMIC_RELEASE);

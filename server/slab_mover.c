@@ -45,12 +45,16 @@ static pthread_mutex_t decide_lock = PTHREAD_MUTEX_INITIALIZER; /* one move at a
 static uint64_t last_pressure[SLAB_CLASSES_MAX];
 static atomic_uint_fast64_t pages_moved;
 static atomic_uint_fast64_t items_lost;
+static atomic_uint_fast64_t items_reclaimed; /* dead items found in moved pages */
+static atomic_uint_fast64_t items_busy;      /* in use, waited for */
+static atomic_bool moving;
 static atomic_bool auto_on = true;
 static int pending_src; /* a requested move (thread_lock), 0 = none */
 
 struct taken_list {
     struct item **items;
     size_t n, cap;
+    uint64_t lost, reclaimed, busy;
 };
 
 /* Called with the page's class lock held: collects items to free later. */
@@ -59,9 +63,16 @@ static void take_visit(void *chunk, void *arg)
     struct taken_list *t = arg;
     if (t->n == t->cap)
         return;
-    struct item *it = item_take_for_move(chunk);
+    enum move_take how;
+    struct item *it = item_take_for_move(chunk, &how);
     if (it)
         t->items[t->n++] = it;
+    if (how == MOVE_LIVE)
+        t->lost++;
+    else if (how == MOVE_DEAD)
+        t->reclaimed++;
+    else
+        t->busy++;
 }
 
 /* Empties one page of class src; true when it went to the pool. */
@@ -70,7 +81,8 @@ static bool move_page_from(unsigned src)
     struct slabs_drain *d = slabs_drain_begin(src);
     if (!d)
         return false;
-    struct taken_list t = {.n = 0, .cap = slabs_class_size(src) ? 4096 : 0};
+    atomic_store(&moving, true);
+    struct taken_list t = {.n = 0, .cap = 4096, .lost = 0, .reclaimed = 0, .busy = 0};
     t.items = malloc(t.cap * sizeof(*t.items));
     if (!t.items)
         t.cap = 0;
@@ -79,7 +91,6 @@ static bool move_page_from(unsigned src)
         bool done = slabs_drain_visit(d, take_visit, &t);
         for (size_t i = 0; i < t.n; i++)
             item_free_taken(t.items[i]);
-        atomic_fetch_add(&items_lost, t.n);
         if (done)
             break;
         if (t.n == 0) {
@@ -88,7 +99,11 @@ static bool move_page_from(unsigned src)
         }
     }
     free(t.items);
+    atomic_fetch_add(&items_lost, t.lost);
+    atomic_fetch_add(&items_reclaimed, t.reclaimed);
+    atomic_fetch_add(&items_busy, t.busy);
     bool moved = slabs_drain_end(d);
+    atomic_store(&moving, false);
     if (moved)
         atomic_fetch_add(&pages_moved, 1);
     return moved;
@@ -289,16 +304,21 @@ void slab_mover_stop(void)
     pthread_mutex_unlock(&thread_lock);
 }
 
-void slab_mover_stats(uint64_t *moved, uint64_t *lost)
+void slab_mover_stats(struct slab_mover_stats *out)
 {
-    *moved = atomic_load(&pages_moved);
-    *lost = atomic_load(&items_lost);
+    out->pages_moved = atomic_load(&pages_moved);
+    out->items_lost = atomic_load(&items_lost);
+    out->items_reclaimed = atomic_load(&items_reclaimed);
+    out->items_busy = atomic_load(&items_busy);
+    out->running = atomic_load(&moving);
 }
 
 void slab_mover_reset(void)
 {
     atomic_store(&pages_moved, 0);
     atomic_store(&items_lost, 0);
+    atomic_store(&items_reclaimed, 0);
+    atomic_store(&items_busy, 0);
     pthread_mutex_lock(&decide_lock);
     memset(last_pressure, 0, sizeof(last_pressure));
     pthread_mutex_unlock(&decide_lock);

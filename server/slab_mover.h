@@ -15,7 +15,14 @@ void slab_mover_stop(void);
 /* One look (and at most one page moved, in the calling thread); true when
  * a page was moved. */
 bool slab_mover_run_once(void);
-void slab_mover_stats(uint64_t *pages_moved, uint64_t *items_lost);
+struct slab_mover_stats {
+    uint64_t pages_moved;
+    uint64_t items_lost;      /* live items unlinked to empty pages */
+    uint64_t items_reclaimed; /* expired or flushed ones found there */
+    uint64_t items_busy;      /* in use when visited: waited for */
+    bool running;             /* a page is being emptied now */
+};
+void slab_mover_stats(struct slab_mover_stats *out);
 /* Automatic moves on or off (the thread keeps running for requests). */
 void slab_mover_set_auto(bool on);
 bool slab_mover_auto(void);

@@ -32,13 +32,16 @@ bool item_is_dead(const struct item *it, rel_time_t now);
  * of class cls (the item's LRU class). May free the item. */
 void item_unlink_lru_locked(struct item *it, unsigned cls, uint64_t hv);
 void items_set_oldest_live(rel_time_t when);
+/* The flush_all boundary ("oldest" in stats settings), 0 = none. */
+rel_time_t items_oldest_live(void);
 /* The last CAS unique handed out. */
 uint64_t items_cas_now(void);
 /* For the slab mover, which holds the chunk's slab class lock: when chunk
  * is a linked item nobody else references, unlinks it (only trying locks)
  * and returns it, to be given to item_free_taken() once the class lock is
  * released; otherwise NULL. */
-struct item *item_take_for_move(void *chunk);
+enum move_take { MOVE_BUSY, MOVE_LIVE, MOVE_DEAD };
+struct item *item_take_for_move(void *chunk, enum move_take *how);
 void item_free_taken(struct item *it);
 /* With it's item lock held: takes a reference when it is linked, not
  * expired and not flushed; NULL otherwise. */
@@ -56,7 +59,7 @@ enum class_counter {
     CC_TOUCH_HITS,
     CC_COUNT
 };
-enum thread_counter { TC_GET_EXPIRED, TC_GET_FLUSHED, TC_COUNT };
+enum thread_counter { TC_GET_EXPIRED, TC_GET_FLUSHED, TC_BUMPS_DROPPED, TC_COUNT };
 void tstat_class_incr(unsigned cls, enum class_counter which);
 void tstat_incr(enum thread_counter which);
 void tstats_init(void);

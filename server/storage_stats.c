@@ -18,6 +18,7 @@
 
 #include "assoc.h"
 #include "lru.h"
+#include "crawler.h"
 #include "slab_mover.h"
 #include "slabs.h"
 #include "storage_internal.h"
@@ -191,16 +192,31 @@ void storage_stats_general(stat_emit_fn emit, void *ctx)
     struct assoc_stats as;
     assoc_stats(&as);
 
+    struct slab_mover_stats ms;
+    slab_mover_stats(&ms);
+    uint64_t crawler_starts;
+    bool crawler_running;
+    crawler_stats(&crawler_starts, &crawler_running);
+
+    /* memcached 1.6's names and order; a flat LRU has no hot/warm moves and
+     * there is no LRU maintainer thread, no item rescue in page moves. */
     emit_u64(emit, ctx, "get_expired", s ? s->global[TC_GET_EXPIRED] : 0);
     emit_u64(emit, ctx, "get_flushed", s ? s->global[TC_GET_FLUSHED] : 0);
     emit_u64(emit, ctx, "limit_maxbytes", sg.mem_limit);
     emit_u64(emit, ctx, "hash_power_level", as.hash_power);
     emit_u64(emit, ctx, "hash_bytes", as.hash_bytes);
     emit_u64(emit, ctx, "hash_is_expanding", as.expanding ? 1 : 0);
-    uint64_t moved, lost;
-    slab_mover_stats(&moved, &lost);
-    emit_u64(emit, ctx, "slab_reassign_evictions_nomem", lost);
-    emit_u64(emit, ctx, "slabs_moved", moved);
+    emit_u64(emit, ctx, "slab_reassign_rescues", 0);
+    emit_u64(emit, ctx, "slab_reassign_chunk_rescues", 0);
+    emit_u64(emit, ctx, "slab_reassign_evictions_nomem", ms.items_lost);
+    emit_u64(emit, ctx, "slab_reassign_inline_reclaim", ms.items_reclaimed);
+    emit_u64(emit, ctx, "slab_reassign_busy_items", ms.items_busy);
+    emit_u64(emit, ctx, "slab_reassign_busy_deletes", 0);
+    emit_u64(emit, ctx, "slab_reassign_running", ms.running ? 1 : 0);
+    emit_u64(emit, ctx, "slabs_moved", ms.pages_moved);
+    emit_u64(emit, ctx, "lru_crawler_running", crawler_running ? 1 : 0);
+    emit_u64(emit, ctx, "lru_crawler_starts", crawler_starts);
+    emit_u64(emit, ctx, "lru_maintainer_juggles", 0);
     emit_u64(emit, ctx, "malloc_fails", sg.malloc_fails);
     emit_u64(emit, ctx, "bytes", total.bytes);
     emit_u64(emit, ctx, "curr_items", total.curr_items);
@@ -214,9 +230,11 @@ void storage_stats_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "crawler_reclaimed", total.crawler_reclaimed);
     emit_u64(emit, ctx, "crawler_items_checked", total.crawler_items_checked);
     emit_u64(emit, ctx, "lrutail_reflocked", total.lrutail_reflocked);
+    emit_u64(emit, ctx, "moves_to_cold", 0);
+    emit_u64(emit, ctx, "moves_to_warm", 0);
     emit_u64(emit, ctx, "moves_within_lru", total.moves_within_lru);
     emit_u64(emit, ctx, "direct_reclaims", total.direct_reclaims);
-    emit_u64(emit, ctx, "total_malloced", sg.total_malloced);
+    emit_u64(emit, ctx, "lru_bumps_dropped", s ? s->global[TC_BUMPS_DROPPED] : 0);
     free(s);
 }
 
@@ -227,6 +245,7 @@ void storage_stats_settings(stat_emit_fn emit, void *ctx)
     struct slabs_global_stats sg;
     slabs_global_stats(&sg);
     emit_u64(emit, ctx, "maxbytes", sg.mem_limit);
+    emit_u64(emit, ctx, "oldest", items_oldest_live());
     emit(ctx, "evictions", cfg->evict_to_free ? "on" : "off");
     snprintf(buf, sizeof(buf), "%.2f", cfg->factor);
     emit(ctx, "growth_factor", buf);
@@ -252,6 +271,7 @@ void storage_stats_settings(stat_emit_fn emit, void *ctx)
 void storage_stats_items(stat_emit_fn emit, void *ctx)
 {
     rel_time_t now = clock_now();
+    struct stats_sums *s = sum_since_reset();
     for (unsigned cls = 1; cls <= storage_rt.largest_class; cls++) {
         struct lru_counters c;
         rel_time_t tail_time;
@@ -259,9 +279,17 @@ void storage_stats_items(stat_emit_fn emit, void *ctx)
         if (c.curr_items == 0) /* memcached lists classes holding items */
             continue;
         const char *p = "items:";
+        uint64_t hits = s ? s->per_class[cls][CC_GET_HITS] : 0;
+        rel_time_t age = c.curr_items && tail_time <= now ? now - tail_time : 0;
+        /* One flat LRU per class: memcached's flat mode keeps every item
+         * in its COLD LRU, so the hot and warm figures are zero. */
         emit_class_u64(emit, ctx, p, cls, "number", c.curr_items);
-        emit_class_u64(emit, ctx, p, cls, "age",
-                       c.curr_items && tail_time <= now ? now - tail_time : 0);
+        emit_class_u64(emit, ctx, p, cls, "number_hot", 0);
+        emit_class_u64(emit, ctx, p, cls, "number_warm", 0);
+        emit_class_u64(emit, ctx, p, cls, "number_cold", c.curr_items);
+        emit_class_u64(emit, ctx, p, cls, "age_hot", 0);
+        emit_class_u64(emit, ctx, p, cls, "age_warm", 0);
+        emit_class_u64(emit, ctx, p, cls, "age", age);
         emit_class_u64(emit, ctx, p, cls, "mem_requested", c.bytes);
         emit_class_u64(emit, ctx, p, cls, "evicted", c.evicted);
         emit_class_u64(emit, ctx, p, cls, "evicted_nonzero", c.evicted_nonzero);
@@ -275,9 +303,16 @@ void storage_stats_items(stat_emit_fn emit, void *ctx)
         emit_class_u64(emit, ctx, p, cls, "crawler_reclaimed", c.crawler_reclaimed);
         emit_class_u64(emit, ctx, p, cls, "crawler_items_checked", c.crawler_items_checked);
         emit_class_u64(emit, ctx, p, cls, "lrutail_reflocked", c.lrutail_reflocked);
+        emit_class_u64(emit, ctx, p, cls, "moves_to_cold", 0);
+        emit_class_u64(emit, ctx, p, cls, "moves_to_warm", 0);
         emit_class_u64(emit, ctx, p, cls, "moves_within_lru", c.moves_within_lru);
         emit_class_u64(emit, ctx, p, cls, "direct_reclaims", c.direct_reclaims);
+        emit_class_u64(emit, ctx, p, cls, "hits_to_hot", 0);
+        emit_class_u64(emit, ctx, p, cls, "hits_to_warm", 0);
+        emit_class_u64(emit, ctx, p, cls, "hits_to_cold", hits);
+        emit_class_u64(emit, ctx, p, cls, "hits_to_temp", 0);
     }
+    free(s);
 }
 
 void storage_stats_slabs(stat_emit_fn emit, void *ctx)

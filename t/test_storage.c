@@ -192,6 +192,16 @@ static unsigned long long general_stat(const char *name)
     return strtoull(v, NULL, 10);
 }
 
+/* total_malloced, from "stats slabs" as memcached has it. */
+static unsigned long long malloced(void)
+{
+    static struct stat_list l;
+    l.n = 0;
+    storage_stats_slabs(collect, &l);
+    const char *v = stat_get(&l, "total_malloced");
+    return v ? strtoull(v, NULL, 10) : (unsigned long long)-1;
+}
+
 /* ---- groups ------------------------------------------------------------------------ */
 static void test_round_trip(void)
 {
@@ -680,7 +690,7 @@ static void test_eviction(void)
     ok(it != NULL, "the newest item is there");
     if (it)
         item_release(it);
-    ok(general_stat("total_malloced") <= 4 * MIB + 64 * MIB, "memory stays near the limit");
+    ok(malloced() <= 4 * MIB + 64 * MIB, "memory stays near the limit");
 
     /* An item read all along is not evicted; one never read is. */
     store_full("hot", val, sizeof(val), 0, 0, STORE_SET, 0, NULL, NULL);
@@ -777,14 +787,13 @@ static void test_page_reuse(void)
         snprintf(key, sizeof(key), "small:%d", n++);
         store_full(key, small, sizeof(small), 0, 0, STORE_SET, 0, NULL, NULL);
     }
-    unsigned long long full = general_stat("total_malloced");
+    unsigned long long full = malloced();
     ok(full >= 7 * MIB, "1000-byte items fill -m 8 (%llu bytes of pages)", full);
     for (int i = 0; i < n; i++) {
         snprintf(key, sizeof(key), "small:%d", i);
         item_delete(key, strlen(key), 0);
     }
-    ok(general_stat("total_malloced") <= 2 * MIB, "deleting them returns the pages (%llu left)",
-       general_stat("total_malloced"));
+    ok(malloced() <= 2 * MIB, "deleting them returns the pages (%llu left)", malloced());
     ok(general_stat("slab_global_page_pool") >= 5, "slab_global_page_pool counts them (%llu)",
        general_stat("slab_global_page_pool"));
     size_t big = 300 * 1024;
@@ -966,7 +975,25 @@ static void test_stats(void)
                              "hash_power_level",
                              "hash_bytes",
                              "hash_is_expanding",
-                             "malloc_fails"};
+                             "malloc_fails",
+                             "slab_reassign_rescues",
+                             "slab_reassign_chunk_rescues",
+                             "slab_reassign_evictions_nomem",
+                             "slab_reassign_inline_reclaim",
+                             "slab_reassign_busy_items",
+                             "slab_reassign_busy_deletes",
+                             "slab_reassign_running",
+                             "slabs_moved",
+                             "lru_crawler_running",
+                             "lru_crawler_starts",
+                             "lru_maintainer_juggles",
+                             "slab_global_page_pool",
+                             "lrutail_reflocked",
+                             "moves_to_cold",
+                             "moves_to_warm",
+                             "moves_within_lru",
+                             "direct_reclaims",
+                             "lru_bumps_dropped"};
     int all = 1;
     for (size_t i = 0; i < sizeof(general) / sizeof(general[0]); i++)
         if (!stat_get(&l, general[i])) {
@@ -1001,10 +1028,50 @@ static void test_stats(void)
 
     l.n = 0;
     storage_stats_items(collect, &l);
-    ok(stat_get(&l, "items:1:number") && strcmp(stat_get(&l, "items:1:number"), "1") == 0 &&
-           stat_get(&l, "items:1:evicted") && stat_get(&l, "items:1:age") &&
-           stat_get(&l, "items:1:crawler_reclaimed"),
-       "stats items: items:<class>:<field>");
+    ok(stat_get(&l, "items:1:number") && strcmp(stat_get(&l, "items:1:number"), "1") == 0,
+       "stats items: items:<class>:number");
+    const char *item_fields[] = {"number",
+                                 "number_hot",
+                                 "number_warm",
+                                 "number_cold",
+                                 "age_hot",
+                                 "age_warm",
+                                 "age",
+                                 "mem_requested",
+                                 "evicted",
+                                 "evicted_nonzero",
+                                 "evicted_time",
+                                 "outofmemory",
+                                 "tailrepairs",
+                                 "reclaimed",
+                                 "expired_unfetched",
+                                 "evicted_unfetched",
+                                 "evicted_active",
+                                 "crawler_reclaimed",
+                                 "crawler_items_checked",
+                                 "lrutail_reflocked",
+                                 "moves_to_cold",
+                                 "moves_to_warm",
+                                 "moves_within_lru",
+                                 "direct_reclaims",
+                                 "hits_to_hot",
+                                 "hits_to_warm",
+                                 "hits_to_cold",
+                                 "hits_to_temp"};
+    size_t nfields = sizeof(item_fields) / sizeof(item_fields[0]);
+    all = l.n == (int)nfields;
+    for (size_t i = 0; all && i < nfields; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "items:1:%s", item_fields[i]);
+        if (strcmp(l.names[i], name) != 0) {
+            diag("items:1:%s missing or out of memcached's order", item_fields[i]);
+            all = 0;
+        }
+    }
+    ok(all, "stats items has memcached 1.6's fields, in its order");
+    ok(stat_get(&l, "items:1:hits_to_cold") &&
+           strcmp(stat_get(&l, "items:1:hits_to_cold"), "1") == 0,
+       "hits_to_cold counts the hit (a flat LRU is all cold)");
 
     l.n = 0;
     storage_stats_slabs(collect, &l);
@@ -1084,13 +1151,12 @@ static void test_stats(void)
         snprintf(key, sizeof(key), "mem:%d", i);
         store_full(key, mid, sizeof(mid), 0, 0, STORE_SET, 0, NULL, NULL);
     }
-    unsigned long long held = general_stat("total_malloced");
+    unsigned long long held = malloced();
     storage_set_memlimit(8 * MIB);
-    for (int i = 0; i < 40 && general_stat("total_malloced") > 10 * MIB; i++)
+    for (int i = 0; i < 40 && malloced() > 10 * MIB; i++)
         storage_slab_move_now();
-    ok(held >= 16 * MIB && general_stat("total_malloced") <= 10 * MIB,
-       "lowering cache_memlimit gives memory back (%llu -> %llu bytes)", held,
-       general_stat("total_malloced"));
+    ok(held >= 16 * MIB && malloced() <= 10 * MIB,
+       "lowering cache_memlimit gives memory back (%llu -> %llu bytes)", held, malloced());
     storage_shutdown();
 
     cfg.maxbytes = 8 * MIB;
