@@ -215,9 +215,7 @@ memcached_result_st *memcached_fetch_result(memcached_st *ptr, memcached_result_
     struct lmr_fetched *f = next_item(c);
     if (f == NULL) {
         *error = lmr_client_result(c, MEMCACHED_NOTFOUND, NULL);
-        if (result != NULL && result->options.is_allocated)
-            memcached_result_free(result);
-        return NULL;
+        return NULL; /* a caller's result stays the caller's to free */
     }
     if (result == NULL) {
         result = memcached_result_create(ptr, NULL);

@@ -162,6 +162,16 @@ static void test_cas_and_mget(memcached_st *memc, bool binary)
         ;
     memcached_result_free(&stack_result);
 
+    /* a result the caller allocated stays valid after the last fetch */
+    memcached_result_st *mine = memcached_result_create(memc, NULL);
+    memcached_mget(memc, keys, lengths, 2);
+    int own = 0;
+    while (memcached_fetch_result(memc, mine, &rc) != NULL)
+        own++;
+    ok(own == 2 && memcached_result_key_length(mine) > 0,
+       "fetch into an allocated result; it survives the end of the fetch");
+    memcached_result_free(mine);
+
     memcached_mget(memc, keys, lengths, 3);
     int calls = 0;
     memcached_result_st *res;
