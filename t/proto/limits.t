@@ -83,6 +83,12 @@ sub fill {
     is(mc_stats($s, 'settings')->{evictions}, 'off', 'settings evictions is off with -M');
     mc_is($s, "delete oom1\r\n", "DELETED\r\n", 'delete works on a full cache');
     mc_is($s, "get oom2\r\n", "VALUE oom2 0 1000\r\n$value\r\nEND\r\n", 'reads work on a full cache');
+    mc_send($s, join '', map { "delete oom$_ noreply\r\n" } 2 .. 201);
+    my @again = fill($s, 'again', 1, 150);
+    is(scalar(grep { $_ eq "STORED\r\n" } @again), 150, 'after deleting 200 items, 150 new ones of the same size fit again');
+    mc_is($s, "flush_all\r\n", "OK\r\n", 'flush_all on a full cache');
+    my @after = fill($s, 'afterflush', 1, 1000);
+    is(scalar(grep { $_ eq "STORED\r\n" } @after), 1000, 'after flush_all, the memory of flushed items is reused (1000 sets)');
     close $s;
     $srv->stop;
 }
