@@ -22,6 +22,7 @@
 #include "settings.h"
 #include "stats.h"
 #include "thread.h"
+#include "watch.h"
 
 #define RBUF_LIMIT (64 * 1024 * 1024) /* one request line may not exceed this */
 #define DIRECT_READ_MIN 4096          /* values this large bypass the read buffer */
@@ -211,6 +212,12 @@ static void schedule_resume(struct conn *c)
         c->yield_pending = true;
         event_active(c->resume_ev, 0, 0);
     }
+}
+
+void conn_wake(struct conn *c)
+{
+    if (c->state != CONN_CLOSING)
+        schedule_resume(c);
 }
 
 void conn_resp_complete(struct conn *c, struct resp *r)
@@ -780,6 +787,7 @@ void conn_close(struct conn *c)
     if (c->state == CONN_CLOSING)
         return;
     log_msg(LOG_CMDS, "<%d connection closed", c->fd);
+    watch_stop(c);
     if (c->value.it) {
         item_release(c->value.it);
         c->value.it = NULL;

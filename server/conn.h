@@ -110,6 +110,7 @@ struct conn {
     bool close_after_write; /* quit: close once replies are out */
     bool close_now;         /* close at the end of this event */
     bool yield_pending;
+    bool watching; /* a "watch" log stream (watch.c) */
     rel_time_t last_cmd_time;
     char listen_addr[64]; /* for "stats conns" */
     char peer_addr[96];
@@ -180,6 +181,10 @@ static inline struct resp *conn_resp_mark(struct conn *c)
 /* Drops (and releases) every response queued after mark (NULL: all
  * unwritten ones). Parked responses must not be dropped. */
 void conn_resp_truncate(struct conn *c, struct resp *mark);
+
+/* Runs the connection again soon on its worker (e.g. to write replies
+ * queued from outside a request). Worker thread only. */
+void conn_wake(struct conn *c);
 
 /* ---- parking ------------------------------------------------------------ */
 void resp_park(struct conn *c, struct resp *r);

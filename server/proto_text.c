@@ -25,6 +25,7 @@
 #include "stats.h"
 #include "stats_detail.h"
 #include "thread.h"
+#include "watch.h"
 
 #define MAX_TOKENS 24
 #define LONG_LINE_LIMIT 2048 /* without a newline: only get/gets may be longer */
@@ -237,6 +238,12 @@ static void process_get(struct conn *c, struct token *tokens, bool return_cas, b
             item *it = touch ? item_get_touch(key, nkey, exptime) : item_get(key, nkey);
             if (stats_detail_on())
                 stats_detail_record_get(key, nkey, it != NULL);
+            if (watch_wants(WATCH_FETCHERS)) {
+                char k[KEY_MAX_LENGTH * 3 + 1];
+                watch_log(WATCH_FETCHERS, "type=item_get key=%s status=%s cfd=%d size=%zu",
+                          watch_key(k, sizeof(k), key, nkey), it ? "found" : "not_found", c->fd,
+                          it ? item_nbytes(it) : 0);
+            }
             STAT_INCR(ws, get_cmds);
             if (touch)
                 STAT_INCR(ws, touch_cmds);
@@ -358,6 +365,19 @@ static void process_update(struct conn *c, struct token *tokens, size_t ntokens,
     conn_read_value(c, it, (size_t)vlen, 2);
 }
 
+static void log_store(struct conn *c, item *it, int op, enum store_result res)
+{
+    static const char *const cmds[] = {"set", "add", "replace", "append", "prepend", "cas"};
+    static const char *const results[] = {"stored", "not_stored", "exists", "not_found",
+                                          "no_memory"};
+    char k[KEY_MAX_LENGTH * 3 + 1];
+    rel_time_t exp = item_exptime(it), now = clock_now();
+    long ttl = exp == 0 ? -1 : (exp > now ? (long)(exp - now) : 0);
+    watch_log(WATCH_MUTATIONS, "type=item_store key=%s status=%s cmd=%s ttl=%ld cfd=%d size=%zu",
+              watch_key(k, sizeof(k), item_key(it), item_nkey(it)), results[res], cmds[op], ttl,
+              c->fd, item_nbytes(it));
+}
+
 static void text_value_done(struct conn *c, const char *trailer, size_t trailer_len)
 {
     item *it = c->value.it;
@@ -372,6 +392,8 @@ static void text_value_done(struct conn *c, const char *trailer, size_t trailer_
         return;
     }
     enum store_result res = item_store(it, store_ops[op], c->value.cas, NULL);
+    if (watch_wants(WATCH_MUTATIONS))
+        log_store(c, it, op, res);
     item_release(it);
     if (op == OP_CAS) {
         if (res == STORE_STORED)
@@ -463,6 +485,11 @@ static void process_delete(struct conn *c, struct token *tokens, size_t ntokens)
     if (stats_detail_on())
         stats_detail_record_delete(tokens[1].value, tokens[1].length);
     if (item_delete(tokens[1].value, tokens[1].length, 0) == DELETE_DELETED) {
+        if (watch_wants(WATCH_DELETIONS)) {
+            char k[KEY_MAX_LENGTH * 3 + 1];
+            watch_log(WATCH_DELETIONS, "type=deleted key=%s cmd=delete cfd=%d",
+                      watch_key(k, sizeof(k), tokens[1].value, tokens[1].length), c->fd);
+        }
         STAT_INCR(&c->worker->stats, delete_hits);
         out_string(c, noreply, "DELETED");
     } else {
@@ -599,6 +626,32 @@ static void process_lru_crawler(struct conn *c, struct token *tokens, size_t nto
     } else {
         out_string(c, false, "ERROR");
     }
+}
+
+static void process_watch(struct conn *c, struct token *tokens, size_t ntokens)
+{
+    if (!settings.watch_enabled) {
+        out_string(c, false, "CLIENT_ERROR watch commands not allowed");
+        return;
+    }
+    unsigned kinds = 0;
+    if (ntokens > 2) {
+        for (size_t i = 1; i < ntokens - 1; i++) {
+            int kind = watch_parse_kind(tokens[i].value);
+            if (kind < 0) {
+                out_string(c, false, "ERROR");
+                return;
+            }
+            kinds |= (unsigned)kind;
+        }
+    } else {
+        kinds = WATCH_FETCHERS;
+    }
+    if (!watch_start(c, kinds)) {
+        out_string(c, false, "WATCHER_TOO_MANY log watcher limit reached");
+        return;
+    }
+    out_string(c, false, "OK");
 }
 
 static void process_slabs(struct conn *c, struct token *tokens, size_t ntokens)
@@ -849,6 +902,8 @@ static enum proto_status dispatch(struct conn *c, char *line, size_t len)
     } else if (strcmp(cmd, "verbosity") == 0) {
         WANT_TOKENS_OR(ntokens, 3, 4);
         process_verbosity(c, tokens, ntokens);
+    } else if (strcmp(cmd, "watch") == 0) {
+        process_watch(c, tokens, ntokens);
     } else if (strcmp(cmd, "slabs") == 0) {
         process_slabs(c, tokens, ntokens);
     } else if (strcmp(cmd, "lru") == 0) {
@@ -871,6 +926,10 @@ static enum proto_status text_process(struct conn *c)
 {
     char *data = conn_rdata(c);
     size_t avail = conn_rlen(c);
+    if (c->watching) { /* a log stream takes no more commands */
+        conn_consume(c, avail);
+        return PROTO_DONE;
+    }
     char *el = memchr(data, '\n', avail);
     if (!el) {
         if (avail > LONG_LINE_LIMIT) {

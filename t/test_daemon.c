@@ -230,7 +230,7 @@ static long stat_value(int fd, const char *name)
 
 int main(void)
 {
-    printf("1..22\n");
+    printf("1..25\n");
     find_binary();
     snprintf(workdir, sizeof(workdir), "/tmp/test_daemon.XXXXXX");
     if (!mkdtemp(workdir)) {
@@ -375,6 +375,34 @@ int main(void)
     } else {
         ok(0, "server with no_maxconns_fast started");
         ok(0, "server with no_maxconns_fast stopped");
+    }
+
+    /* watch: a log stream of another connection's mutations; -W refuses it */
+    if (start_server(&s, NULL) == 0) {
+        int watcher = connect_tcp(s.port);
+        talk(watcher, "watch mutations\r\n", "\r\n", buf, sizeof(buf), 2000, NULL);
+        ok(strcmp(buf, "OK\r\n") == 0, "watch mutations answers OK");
+        fd = connect_tcp(s.port);
+        talk(fd, "set wkey 0 0 1\r\nx\r\n", "\r\n", buf, sizeof(buf), 2000, NULL);
+        talk(watcher, NULL, "\n", buf, sizeof(buf), 3000, NULL);
+        ok(strncmp(buf, "ts=", 3) == 0 && strstr(buf, " gid=") && strstr(buf, "key=wkey") &&
+               strstr(buf, "cmd=set"),
+           "the watcher receives a ts= gid= line for the set");
+        close(fd);
+        close(watcher);
+        stop_server(&s);
+    } else {
+        ok(0, "server for watch started");
+        ok(0, "watch line");
+    }
+    if (start_server(&s, ARGS("-W")) == 0) {
+        fd = connect_tcp(s.port);
+        talk(fd, "watch\r\n", "\r\n", buf, sizeof(buf), 2000, NULL);
+        ok(strcmp(buf, "CLIENT_ERROR watch commands not allowed\r\n") == 0, "-W refuses watch");
+        close(fd);
+        stop_server(&s);
+    } else {
+        ok(0, "server with -W started");
     }
 
     /* -o idle_timeout closes idle connections */

@@ -1,0 +1,181 @@
+/*
+ * watch.c: the watcher list behind "watch". Each watcher is a connection on
+ * some worker; a logged event is formatted once and handed to each
+ * interested watcher's worker with worker_call(), where it is queued as a
+ * reply on the watcher's connection. A watcher is looked up by id on
+ * delivery, so a line for a connection that closed meanwhile is dropped.
+ */
+#include "watch.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "conn.h"
+#include "log.h"
+#include "thread.h"
+
+#define WATCHERS_MAX 20 /* memcached's limit */
+
+unsigned watch_kinds_active;
+
+struct watcher {
+    uint64_t id;
+    struct conn *c;
+    struct worker *w;
+    unsigned kinds;
+};
+
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct watcher watchers[WATCHERS_MAX];
+static unsigned nwatchers;
+static uint64_t next_watcher_id = 1;
+static uint64_t next_gid = 1;
+
+static void recompute_active(void)
+{
+    unsigned kinds = 0;
+    for (unsigned i = 0; i < nwatchers; i++)
+        kinds |= watchers[i].kinds;
+    __atomic_store_n(&watch_kinds_active, kinds, __ATOMIC_RELAXED);
+}
+
+int watch_parse_kind(const char *word)
+{
+    if (strcmp(word, "fetchers") == 0)
+        return WATCH_FETCHERS;
+    if (strcmp(word, "mutations") == 0)
+        return WATCH_MUTATIONS;
+    if (strcmp(word, "deletions") == 0)
+        return WATCH_DELETIONS;
+    if (strcmp(word, "evictions") == 0)
+        return WATCH_EVICTIONS;
+    /* kinds memcached knows that never log anything here */
+    if (strcmp(word, "rawcmds") == 0 || strcmp(word, "sysevents") == 0 ||
+        strcmp(word, "connevents") == 0 || strcmp(word, "proxyreqs") == 0 ||
+        strcmp(word, "proxyevents") == 0 || strcmp(word, "proxyuser") == 0)
+        return 0;
+    return -1;
+}
+
+bool watch_start(struct conn *c, unsigned kinds)
+{
+    pthread_mutex_lock(&watch_lock);
+    if (nwatchers == WATCHERS_MAX) {
+        pthread_mutex_unlock(&watch_lock);
+        return false;
+    }
+    struct watcher *wt = &watchers[nwatchers++];
+    wt->id = next_watcher_id++;
+    wt->c = c;
+    wt->w = c->worker;
+    wt->kinds = kinds;
+    c->watching = true;
+    recompute_active();
+    pthread_mutex_unlock(&watch_lock);
+    return true;
+}
+
+void watch_stop(struct conn *c)
+{
+    if (!c->watching)
+        return;
+    pthread_mutex_lock(&watch_lock);
+    for (unsigned i = 0; i < nwatchers; i++) {
+        if (watchers[i].c == c) {
+            watchers[i] = watchers[--nwatchers];
+            break;
+        }
+    }
+    c->watching = false;
+    recompute_active();
+    pthread_mutex_unlock(&watch_lock);
+}
+
+struct delivery {
+    uint64_t watcher_id;
+    size_t len;
+    char line[];
+};
+
+/* On the watcher's worker: queue the line if the watcher still exists
+ * (only this thread can close its connection, so it stays valid). */
+static void deliver(struct worker *w, void *arg)
+{
+    (void)w;
+    struct delivery *d = arg;
+    struct conn *c = NULL;
+    pthread_mutex_lock(&watch_lock);
+    for (unsigned i = 0; i < nwatchers; i++)
+        if (watchers[i].id == d->watcher_id)
+            c = watchers[i].c;
+    pthread_mutex_unlock(&watch_lock);
+    if (c) {
+        struct resp *r = conn_resp_add(c);
+        char *text = r ? malloc(d->len) : NULL;
+        if (text) {
+            memcpy(text, d->line, d->len);
+            resp_set_heap(r, text, d->len);
+        }
+        conn_wake(c);
+    }
+    free(d);
+}
+
+void watch_log(unsigned kind, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    pthread_mutex_lock(&watch_lock);
+    uint64_t gid = next_gid++;
+    for (unsigned i = 0; i < nwatchers; i++) {
+        if (!(watchers[i].kinds & kind))
+            continue;
+        char line[1200];
+        int len = snprintf(line, sizeof(line), "ts=%ld.%06ld gid=%llu %s\n", (long)tv.tv_sec,
+                           (long)tv.tv_usec, (unsigned long long)gid, text);
+        if (len < 0)
+            continue;
+        if ((size_t)len >= sizeof(line))
+            len = (int)sizeof(line) - 1;
+        struct delivery *d = malloc(sizeof(*d) + (size_t)len);
+        if (!d)
+            continue;
+        d->watcher_id = watchers[i].id;
+        d->len = (size_t)len;
+        memcpy(d->line, line, (size_t)len);
+        if (worker_call(watchers[i].w, deliver, d) != 0)
+            free(d);
+    }
+    pthread_mutex_unlock(&watch_lock);
+}
+
+const char *watch_key(char *buf, size_t len, const char *key, size_t nkey)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (size_t i = 0; i < nkey && o + 4 < len; i++) {
+        unsigned char ch = (unsigned char)key[i];
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+            ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+            buf[o++] = (char)ch;
+        } else {
+            buf[o++] = '%';
+            buf[o++] = hex[ch >> 4];
+            buf[o++] = hex[ch & 15];
+        }
+    }
+    buf[o] = '\0';
+    return buf;
+}

@@ -1,0 +1,45 @@
+/*
+ * watch.h: memcached's "watch" log streams. A connection that sends
+ * "watch [fetchers|mutations|deletions|evictions ...]" stops taking
+ * commands and receives one "ts=<time> gid=<n> type=..." line per logged
+ * event of the kinds it asked for, from every worker. Protocol engines call
+ * watch_log() where memcached logs; when nobody watches that costs one
+ * relaxed load. Owns the watcher list and the delivery to the watchers'
+ * workers; parses nothing.
+ */
+#ifndef MCR_WATCH_H
+#define MCR_WATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct conn;
+
+enum watch_kind {
+    WATCH_FETCHERS = 1 << 0,
+    WATCH_MUTATIONS = 1 << 1,
+    WATCH_DELETIONS = 1 << 2,
+    WATCH_EVICTIONS = 1 << 3,
+};
+
+extern unsigned watch_kinds_active; /* union of the kinds someone watches */
+
+static inline bool watch_wants(unsigned kind)
+{
+    return (__atomic_load_n(&watch_kinds_active, __ATOMIC_RELAXED) & kind) != 0;
+}
+
+/* Parses the kinds of a "watch" command ("" means fetchers); -1 when a
+ * word is not a kind memcached knows. */
+int watch_parse_kind(const char *word);
+/* Makes c a watcher of kinds; false when the limit of watchers is reached
+ * or memory is short. */
+bool watch_start(struct conn *c, unsigned kinds);
+/* Forgets c (its connection is closing); safe for non-watchers. */
+void watch_stop(struct conn *c);
+/* Sends "ts=... gid=... <text>" to every watcher of kind. */
+void watch_log(unsigned kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends key to buf as memcached logs keys (URI-encoded); returns buf. */
+const char *watch_key(char *buf, size_t len, const char *key, size_t nkey);
+
+#endif
