@@ -25,6 +25,7 @@
 #include "net_sock.h"
 #include "settings.h"
 #include "thread.h"
+#include "watch.h"
 
 static uint64_t curr_conns, total_conns, rejected_conns, listen_disabled_num;
 static uint64_t listen_disabled_us;       /* total time accepting was paused */
@@ -242,12 +243,14 @@ void stats_report_general(stat_emit_fn emit, void *ctx)
              __atomic_load_n(&listen_disabled_us, __ATOMIC_RELAXED));
     emit_u64(emit, ctx, "threads", workers_count());
     emit_u64(emit, ctx, "conn_yields", D(conn_yields));
-    /* no log watchers here ("watch" is not served): nothing is logged */
-    emit_u64(emit, ctx, "log_worker_dropped", 0);
-    emit_u64(emit, ctx, "log_worker_written", 0);
+    unsigned watchers;
+    unsigned long long logged, sent, dropped;
+    watch_counters(&watchers, &logged, &sent, &dropped);
+    emit_u64(emit, ctx, "log_worker_dropped", dropped);
+    emit_u64(emit, ctx, "log_worker_written", logged);
     emit_u64(emit, ctx, "log_watcher_skipped", 0);
-    emit_u64(emit, ctx, "log_watcher_sent", 0);
-    emit_u64(emit, ctx, "log_watchers", 0);
+    emit_u64(emit, ctx, "log_watcher_sent", sent);
+    emit_u64(emit, ctx, "log_watchers", watchers);
 #undef D
     rest_of_storage_stats(&ss, emit, ctx);
 }

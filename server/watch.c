@@ -35,6 +35,7 @@ static struct watcher watchers[WATCHERS_MAX];
 static unsigned nwatchers;
 static uint64_t next_watcher_id = 1;
 static uint64_t next_gid = 1;
+static unsigned long long lines_sent, lines_dropped; /* under watch_lock */
 
 static void recompute_active(void)
 {
@@ -150,14 +151,31 @@ void watch_log(unsigned kind, const char *fmt, ...)
         if ((size_t)len >= sizeof(line))
             len = (int)sizeof(line) - 1;
         struct delivery *d = malloc(sizeof(*d) + (size_t)len);
-        if (!d)
+        if (!d) {
+            lines_dropped++;
             continue;
+        }
         d->watcher_id = watchers[i].id;
         d->len = (size_t)len;
         memcpy(d->line, line, (size_t)len);
-        if (worker_call(watchers[i].w, deliver, d) != 0)
+        if (worker_call(watchers[i].w, deliver, d) != 0) {
             free(d);
+            lines_dropped++;
+        } else {
+            lines_sent++;
+        }
     }
+    pthread_mutex_unlock(&watch_lock);
+}
+
+void watch_counters(unsigned *watchers_now, unsigned long long *logged, unsigned long long *sent,
+                    unsigned long long *dropped)
+{
+    pthread_mutex_lock(&watch_lock);
+    *watchers_now = nwatchers;
+    *logged = next_gid - 1;
+    *sent = lines_sent;
+    *dropped = lines_dropped;
     pthread_mutex_unlock(&watch_lock);
 }
 
