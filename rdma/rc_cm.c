@@ -50,12 +50,16 @@ static struct rc_ep *rc_alloc(struct mcr_rdma_ctx *ctx)
     rc->stats.granted_credits = rc->granted;
     rc->held_index = calloc(rc->granted, sizeof(uint32_t));
     rc->held_len = calloc(rc->granted, sizeof(uint32_t));
-    if (rc->held_index == NULL || rc->held_len == NULL) {
+    int64_t credit_buf = mcr_rdma_pool_get(&ctx->send_pool);
+    if (rc->held_index == NULL || rc->held_len == NULL || credit_buf < 0) {
+        if (credit_buf >= 0)
+            mcr_rdma_pool_put(&ctx->send_pool, (uint32_t)credit_buf);
         free(rc->held_len);
         free(rc->held_index);
         free(rc);
         return NULL;
     }
+    rc->credit_buf = (uint32_t)credit_buf;
     ctx->stats.granted_credits += rc->granted;
     mcr_rdma_ctx_link_ep(ctx, &rc->link);
     return rc;
@@ -72,6 +76,7 @@ static void rc_free(struct rc_ep *rc, bool destroy_id)
         rdma_destroy_qp(rc->cm_id);
     if (destroy_id && rc->cm_id != NULL)
         rdma_destroy_id(rc->cm_id);
+    mcr_rdma_pool_put(&ctx->send_pool, rc->credit_buf);
     free(rc->held_len);
     free(rc->held_index);
     free(rc);

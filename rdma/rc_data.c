@@ -96,7 +96,9 @@ static void post_op(struct rc_ep *rc, struct mcr_rdma_op *op)
     struct ibv_send_wr *bad;
     int err = ibv_post_send(rc->qp, &wr, &bad);
     if (err != 0) {
-        if (op->kind == MCR_RDMA_OP_SEND) {
+        if (op->is_credit_msg) {
+            rc->credit_busy = false;
+        } else if (op->kind == MCR_RDMA_OP_SEND) {
             mcr_rdma_pool_put(&ctx->send_pool, op->buf_index);
         } else {
             rc->rdma_posted--;
@@ -111,19 +113,20 @@ static void post_op(struct rc_ep *rc, struct mcr_rdma_op *op)
 static void send_credit_msg(struct rc_ep *rc)
 {
     struct mcr_rdma_ctx *ctx = rc->base.ctx;
-    int64_t idx = mcr_rdma_pool_get(&ctx->send_pool);
-    if (idx < 0)
-        return; /* retried when a send completes */
+    if (rc->credit_busy)
+        return; /* retried when the one in flight completes */
+    uint32_t idx = rc->credit_buf;
+    rc->credit_busy = true;
     struct mcr_rdma_op *op = &ctx->send_ops[idx];
     *op = (struct mcr_rdma_op){.kind = MCR_RDMA_OP_SEND,
                                .ep = &rc->base,
                                .impl = &mcr_rdma_rc_impl,
-                               .buf_index = (uint32_t)idx,
+                               .buf_index = idx,
                                .len = MCR_RDMA_HDR_SIZE,
                                .is_credit_msg = true};
     struct mcr_rdma_hdr h = {
         .magic = MCR_RDMA_MAGIC, .version = MCR_RDMA_VERSION, .type = MCR_RDMA_MSG_CREDIT};
-    mcr_rdma_hdr_encode(&h, mcr_rdma_pool_buf(&ctx->send_pool, (uint32_t)idx));
+    mcr_rdma_hdr_encode(&h, mcr_rdma_pool_buf(&ctx->send_pool, idx));
     rc->stats.credit_msgs_sent++;
     post_op(rc, op);
 }
@@ -300,9 +303,13 @@ void rc_on_send_wc(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct 
     rc->sq_outstanding--;
     bool ok = wc->status == IBV_WC_SUCCESS;
     if (op->kind == MCR_RDMA_OP_SEND) {
-        if (ok && !op->is_credit_msg)
-            rc->stats.msgs_sent++;
-        mcr_rdma_pool_put(&ep->ctx->send_pool, op->buf_index);
+        if (op->is_credit_msg) {
+            rc->credit_busy = false;
+        } else {
+            if (ok)
+                rc->stats.msgs_sent++;
+            mcr_rdma_pool_put(&ep->ctx->send_pool, op->buf_index);
+        }
     } else {
         rc->rdma_posted--;
         finish_rdma_op(rc, op, ok ? 0 : -EIO);

@@ -38,6 +38,11 @@ struct rc_ep {
     uint16_t to_return;        /* receives consumed and reposted, not returned */
     uint16_t peer_unreturned;  /* peer messages we have not returned credit for */
     uint16_t credit_threshold;
+    /* A send buffer of its own for CREDIT messages, so credits can always be
+     * returned even when every shared send buffer waits for credit (both
+     * peers stuck that way would otherwise deadlock). One in flight. */
+    uint32_t credit_buf;
+    bool credit_busy;
 
     /* send queue */
     uint32_t sq_depth;

@@ -295,6 +295,65 @@ static void test_many_clients(void)
         client_destroy(&cl[i]);
 }
 
+/* Both sides stream to each other with small send pools that fill up with
+ * messages waiting for credit: credits must still flow back (each endpoint
+ * keeps a send buffer for credit messages), or both would wait forever. */
+static void test_small_pools(void)
+{
+    enum { N = 500 };
+    struct test_server sp;
+    struct mcr_rdma_ctx_opts o;
+    test_opts(&o);
+    o.send_bufs = 40;
+    server_start(&sp, &o);
+    sp.sink = true;
+    struct test_client c;
+    bool up = client_connect(&c, &o, sp.port);
+    struct mcr_rdma_ep *sep = sp.last_ep;
+    uint32_t sent_c = 0, sent_s = 0;
+    int full_c = 0, full_s = 0;
+    uint64_t deadline = now_ms() + 120000;
+    unsigned char buf[100];
+    memset(buf, 0x42, sizeof(buf));
+    struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+    c.next_expected = 0;
+    while (up && !c.closed && (sent_c < N || sent_s < N) && now_ms() < deadline) {
+        int rc;
+        while (sent_c < N) {
+            struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_EAGER,
+                                      .request_id = 900000 + sent_c,
+                                      .iov = &iov,
+                                      .iovcnt = 1};
+            if ((rc = mcr_rdma_ep_send(c.ep, &m)) != 0)
+                break;
+            sent_c++;
+        }
+        full_c += rc == -EAGAIN;
+        while (sent_s < N) {
+            struct mcr_rdma_send m = {
+                .type = MCR_RDMA_MSG_EAGER, .request_id = sent_s, .iov = &iov, .iovcnt = 1};
+            if ((rc = mcr_rdma_ep_send(sep, &m)) != 0)
+                break;
+            sent_s++;
+        }
+        full_s += rc == -EAGAIN;
+        run_for(5);
+    }
+    bool done = false;
+    uint64_t until = now_ms() + 60000;
+    while (!done && now_ms() < until) {
+        run_for(20);
+        done = c.replies >= N && sp.sunk >= N;
+    }
+    tap_ok(up && done && full_c > 0 && full_s > 0 && c.bad_replies == 0,
+           "send pools of 40 full on both sides (%d/%d times): %u and %u of %d messages "
+           "delivered each way",
+           full_c, full_s, sp.sunk, c.replies, N);
+    client_destroy(&c);
+    run_for(100);
+    server_stop(&sp);
+}
+
 /* A context whose receive queue backs 4 connections refuses a fifth. */
 static void test_admission(void)
 {
@@ -373,6 +432,7 @@ int main(void)
            st.granted_credits, st.recv_posted, so.recv_bufs, st.send_bufs_free, so.send_bufs);
     client_destroy(&c);
 
+    test_small_pools();
     test_admission();
     server_stop(&srv);
     tap_no_plan_end();
