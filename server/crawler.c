@@ -40,6 +40,7 @@ static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t thread_wake = PTHREAD_COND_INITIALIZER;
 static bool running;
 static bool stopping;
+static bool all_requested; /* crawl every class at the next wake */
 
 /* One pass over class cls; returns items checked and reclaimed. */
 static void crawl_class(unsigned cls, struct item *marker, uint64_t *checked, uint64_t *reclaimed)
@@ -181,6 +182,18 @@ void crawler_stats(uint64_t *starts, bool *running_now)
     *running_now = atomic_load(&pass_running);
 }
 
+bool crawler_request_all(void)
+{
+    pthread_mutex_lock(&thread_lock);
+    bool queued = running && !stopping;
+    if (queued) {
+        all_requested = true;
+        pthread_cond_broadcast(&thread_wake);
+    }
+    pthread_mutex_unlock(&thread_lock);
+    return queued;
+}
+
 void crawler_run_once(void)
 {
     crawl(true);
@@ -194,12 +207,15 @@ static void *crawler_main(void *arg)
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += 1;
-        while (!stopping && pthread_cond_timedwait(&thread_wake, &thread_lock, &until) == 0) {
+        while (!stopping && !all_requested &&
+               pthread_cond_timedwait(&thread_wake, &thread_lock, &until) == 0) {
         }
         if (stopping)
             break;
+        bool all = all_requested;
+        all_requested = false;
         pthread_mutex_unlock(&thread_lock);
-        crawl(false);
+        crawl(all);
         pthread_mutex_lock(&thread_lock);
     }
     pthread_mutex_unlock(&thread_lock);

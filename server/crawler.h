@@ -19,6 +19,9 @@ int crawler_start(void);
 void crawler_stop(void);
 /* One full pass over every class, in the calling thread. */
 void crawler_run_once(void);
+/* Asks the background thread for a full pass soon; false when it does
+ * not run. */
+bool crawler_request_all(void);
 /* Makes the background thread visit every class soon after `when` (after
  * flush_all, when everything becomes reclaimable). Never blocks. */
 void crawler_visit_all_at(rel_time_t when);

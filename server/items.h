@@ -152,6 +152,10 @@ bool storage_slab_move_now(void);
 /* Runs one LRU crawler pass now, in the calling thread, reclaiming expired
  * and flushed items ("lru_crawler crawl all"; also used by tests). */
 void storage_crawl_now(void);
+/* The same pass, done by the background crawler soon after (memcached's
+ * "lru_crawler crawl" answers OK and crawls in the background); in the
+ * calling thread when the crawler is not running. */
+void storage_crawl_soon(void);
 /* "lru_crawler enable|disable": starts or stops the background crawler
  * (after storage_start_threads). 0 on success, -1 when it was already in
  * that state or the thread could not start. */

@@ -184,3 +184,9 @@ void storage_crawl_now(void)
 {
     crawler_run_once();
 }
+
+void storage_crawl_soon(void)
+{
+    if (!crawler_request_all())
+        crawler_run_once();
+}

@@ -637,9 +637,28 @@ static void test_expiry_and_touch(void)
     ok(general_stat("crawler_reclaimed") == 30, "a disabled crawler reclaims nothing");
     ok(storage_crawler_enable(true) == 0 && storage_crawler_enable(true) != 0,
        "lru_crawler enable works once");
+    storage_crawler_set_tocrawl(0);
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof(key), "soon:%d", i);
+        store_full(key, "xyz", 3, 0, clock_exptime(1), STORE_SET, 0, NULL, NULL);
+    }
+    clock_advance_for_tests(2);
+    unsigned long long before_soon = general_stat("crawler_reclaimed");
+    storage_crawl_soon();
+    for (int i = 0; i < 100 && general_stat("crawler_reclaimed") < before_soon + 20; i++)
+        nanosleep(&step, NULL);
+    ok(general_stat("crawler_reclaimed") == before_soon + 20,
+       "storage_crawl_soon has the background crawler reclaim them");
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof(key), "off2:%d", i);
+        store_full(key, "xyz", 3, 0, clock_exptime(1), STORE_SET, 0, NULL, NULL);
+    }
+    clock_advance_for_tests(2);
+    unsigned long long before_limit = general_stat("crawler_reclaimed");
     storage_crawler_set_tocrawl(4);
     storage_crawl_now();
-    ok(general_stat("crawler_reclaimed") == 34, "tocrawl 4 limits a pass to 4 items per class");
+    ok(general_stat("crawler_reclaimed") == before_limit + 4,
+       "tocrawl 4 limits a pass to 4 items per class");
     storage_crawler_set_tocrawl(0);
     ok(storage_crawler_set_sleep(2000000) != 0 && storage_crawler_set_sleep(50) == 0,
        "lru_crawler sleep accepts at most one second");
