@@ -86,6 +86,8 @@ static memcached_return_t bin_encode(memcached_request_st *req, const struct lmr
             lmr_put32(extras + 4, (uint32_t)a->expiration);
             elen = 8;
         }
+        if (a->value_length > UINT32_MAX - 8 - a->key_length)
+            return MEMCACHED_E2BIG; /* the frame's body length is 32 bits */
         req->body = a->value;
         req->body_length = a->value_length;
         memcached_return_t rc =
