@@ -1233,6 +1233,71 @@ static void count_fn(void *ctx, const item *it)
     (*(long *)ctx) += item_nbytes(it) > 0;
 }
 
+/* Counters ("ctr:N") only ever hold decimal numbers; logs ("log:N") only
+ * ever hold whole 8-byte records "<id>......" appended or prepended. */
+static void smoke_side_op(int id, unsigned r)
+{
+    char key[32];
+    unsigned which = (r >> 8) % 4;
+    if (r & 0x100) {
+        snprintf(key, sizeof(key), "ctr:%u", which);
+        switch ((r >> 10) % 4) {
+        case 0:
+            store_full(key, "100", 3, 0, 0, STORE_ADD, 0, NULL, NULL);
+            break;
+        case 1:
+        case 2: {
+            uint64_t v;
+            item_arith(key, strlen(key), (r >> 10) % 4 == 1, 1 + (r % 1000), 0, &v, NULL);
+            break;
+        }
+        default: {
+            item *it = item_get(key, strlen(key));
+            if (it) {
+                char *v = value_of(it);
+                size_t len = item_nbytes(it);
+                int bad = len == 0 || len > 20;
+                for (size_t i = 0; !bad && i < len; i++)
+                    bad = v[i] < '0' || v[i] > '9';
+                smoke_torn[id] += bad;
+                free(v);
+                item_release(it);
+            }
+        }
+        }
+        return;
+    }
+    snprintf(key, sizeof(key), "log:%u", which);
+    char rec[8];
+    memset(rec, 'a' + id, sizeof(rec));
+    switch ((r >> 10) % 4) {
+    case 0:
+        if (store_full(key, rec, 8, 0, 0, STORE_APPEND, 0, NULL, NULL) == STORE_NOT_STORED)
+            store_full(key, rec, 8, 0, 0, STORE_ADD, 0, NULL, NULL);
+        break;
+    case 1:
+        store_full(key, rec, 8, 0, 0, STORE_PREPEND, 0, NULL, NULL);
+        break;
+    case 2:
+        if (r & 0x800)
+            item_delete(key, strlen(key), 0);
+        break;
+    default: {
+        item *it = item_get(key, strlen(key));
+        if (it) {
+            char *v = value_of(it);
+            size_t len = item_nbytes(it);
+            int bad = len % 8 != 0;
+            for (size_t i = 0; !bad && i < len; i += 8)
+                bad = memcmp(v + i, v + i + 1, 7) != 0 || v[i] < 'a' || v[i] >= 'a' + SMOKE_THREADS;
+            smoke_torn[id] += bad;
+            free(v);
+            item_release(it);
+        }
+    }
+    }
+}
+
 static void *smoke_worker(void *arg)
 {
     int id = (int)(long)arg;
@@ -1244,7 +1309,9 @@ static void *smoke_worker(void *arg)
         unsigned r = seed >> 8;
         snprintf(key, sizeof(key), "smoke:%u", r % SMOKE_KEYS);
         unsigned op = (r >> 12) % 10;
-        if (op < 6) {
+        if ((r & 0xf0) == 0) { /* counters and append logs, a few keys each */
+            smoke_side_op(id, r);
+        } else if (op < 6) {
             item *it = item_get(key, strlen(key));
             if (it) {
                 char *v = value_of(it);
