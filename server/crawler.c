@@ -6,7 +6,9 @@
  * passes. The marker keeps the crawler's place while the LRU lock is given
  * up between batches, so workers are never blocked for long; other LRU
  * walkers skip markers. Item locks are only tried (the LRU lock is held),
- * never waited for. This file does not allocate or evict.
+ * never waited for. The same walk hands live items to storage_walk_items()
+ * callers (metadump), with no lock held during each call. This file does
+ * not allocate or evict.
  */
 #include "crawler.h"
 
