@@ -24,7 +24,8 @@
 #   my $s = $srv->connect;           new blocking socket (dies on failure)
 #   $srv->stop;                      SIGTERM, wait; adds TAP assertions: exited,
 #                                    status 0, no sanitizer report in its log.
-#                                    Servers still running at exit are killed.
+#                                    Servers still running at exit (also on
+#                                    die, SIGINT, SIGTERM, SIGHUP) are killed.
 #   mc_send($s, $bytes)              write all bytes (dies on error)
 #   mc_line($s [, $timeout])         one reply line incl. "\r\n"; on timeout
 #                                    or EOF returns what arrived (maybe "")
@@ -232,6 +233,11 @@ sub _threads {
         $out .= "  $comm " . ($state // '?') . " $wchan\n";
     }
     return $out;
+}
+
+# A signal to the test script still runs END, so its servers are killed.
+for my $sig (qw(INT TERM HUP)) {
+    $SIG{$sig} = sub { exit 128 + 2 } unless defined $SIG{$sig} && ref $SIG{$sig};
 }
 
 END {
