@@ -258,7 +258,7 @@ int slabs_init(const struct slabs_config *cfg, char *errbuf, size_t errlen)
         size = (size_t)((double)size * cfg->factor);
     }
     largest_class = i;
-    classes[i].size = cfg->chunk_max;
+    classes[i].size = cfg->chunk_max & ~(size_t)7; /* chunks stay 8-byte aligned */
     for (unsigned c = 1; c <= largest_class; c++) {
         pthread_mutex_init(&classes[c].lock, NULL);
         classes[c].perslab = (unsigned)(page_size / classes[c].size);
