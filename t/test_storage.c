@@ -895,6 +895,29 @@ static void test_slab_move(void)
     }
     ok(!storage_slab_move_now() && general_stat("slabs_moved") == moved_before,
        "with automove 0 no page moves");
+    /* slabs reassign with the mover thread running: the move happens in
+     * the background (automatic moves stay off meanwhile). */
+    ok(storage_start_threads() == 0, "background threads start");
+    static struct stat_list sl;
+    sl.n = 0;
+    storage_stats_slabs(collect, &sl);
+    int src = 0;
+    unsigned long most = 0;
+    for (int i = 0; i < sl.n; i++) {
+        const char *colon = strchr(sl.names[i], ':');
+        if (colon && strcmp(colon + 1, "total_pages") == 0 &&
+            strtoul(sl.values[i], NULL, 10) > most) {
+            most = strtoul(sl.values[i], NULL, 10);
+            src = atoi(sl.names[i]);
+        }
+    }
+    unsigned long long moved_then = general_stat("slabs_moved");
+    enum slabs_reassign_result rr = storage_slabs_reassign(src, src == 1 ? 2 : 1);
+    struct timespec step = {0, 100 * 1000 * 1000};
+    for (int i = 0; i < 50 && general_stat("slabs_moved") == moved_then; i++)
+        nanosleep(&step, NULL);
+    ok(most >= 2 && rr == REASSIGN_OK && general_stat("slabs_moved") == moved_then + 1,
+       "slabs reassign from class %d (%lu pages) moves a page in the background", src, most);
     storage_slab_automove(1);
     ok(present == 60, "the 60 newest 50 KiB items all fit afterwards (%d)", present);
     ok(general_stat("slab_reassign_evictions_nomem") > 0, "items lost in moves are counted");
