@@ -589,6 +589,143 @@ static bool valid_class_list(const char *list)
     return true;
 }
 
+/* ---- item dumps --------------------------------------------------------------------- */
+struct dump_text {
+    struct stats_text t;
+    time_t started;
+    /* cachedump: the newest `limit` lines of one class, kept in a ring */
+    char **ring;
+    size_t ring_cap, ring_count, ring_next;
+};
+
+static void metadump_line(void *ctx, const item *it)
+{
+    struct dump_text *d = ctx;
+    char k[KEY_MAX_LENGTH * 3 + 1], line[1024];
+    rel_time_t exp = item_exptime(it);
+    long long exp_abs = exp == 0 ? -1 : (long long)d->started + exp;
+    int n = snprintf(
+        line, sizeof(line), "key=%s exp=%lld la=%llu cas=%llu fetch=%s cls=%u size=%zu\n",
+        watch_key(k, sizeof(k), item_key(it), item_nkey(it)), exp_abs,
+        (unsigned long long)d->started + item_last_access(it), (unsigned long long)item_cas(it),
+        item_was_fetched(it) ? "yes" : "no", item_slab_class(it), item_nkey(it) + item_nbytes(it));
+    if (n > 0)
+        text_append(&d->t, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+/* memcached's class ids are 1..63; the list is "all" or "1,2,...". */
+static bool parse_class_list(const char *list, bool classes[64])
+{
+    memset(classes, 0, 64 * sizeof(bool));
+    if (strcmp(list, "all") == 0) {
+        classes[0] = true;
+        return true;
+    }
+    const char *p = list;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long id = strtol(p, &end, 10);
+        if (end == p || errno || id < 1 || id > 63)
+            return false;
+        classes[id] = true;
+        if (*end == ',')
+            end++;
+        else if (*end != '\0')
+            return false;
+        p = end;
+    }
+    return true;
+}
+
+static void process_metadump(struct conn *c, const char *list)
+{
+    bool classes[64];
+    if (!settings.dump_enabled) {
+        out_string(c, false, "ERROR metadump not allowed");
+        return;
+    }
+    if (!parse_class_list(list, classes)) {
+        out_string(c, false, "BADCLASS invalid class id");
+        return;
+    }
+    struct dump_text d;
+    memset(&d, 0, sizeof(d));
+    d.started = clock_process_started();
+    for (unsigned cls = 0; cls < 64; cls++)
+        if (classes[cls])
+            storage_walk_items(cls, 0, metadump_line, &d); /* 0: every class */
+    send_stats_text(c, &d.t);
+}
+
+#define CACHEDUMP_MAX_BYTES (2 * 1024 * 1024) /* memcached's cap */
+
+static void cachedump_line(void *ctx, const item *it)
+{
+    struct dump_text *d = ctx;
+    char line[KEY_MAX_LENGTH + 64];
+    rel_time_t exp = item_exptime(it);
+    int n = snprintf(line, sizeof(line), "ITEM %.*s [%zu b; %llu s]\r\n", (int)item_nkey(it),
+                     item_key(it), item_nbytes(it),
+                     exp == 0 ? 0ULL : (unsigned long long)d->started + exp);
+    if (n <= 0)
+        return;
+    char *copy = strdup(line);
+    if (!copy)
+        return;
+    /* walked oldest first: the ring keeps the newest ring_cap lines */
+    if (d->ring_count == d->ring_cap) {
+        free(d->ring[d->ring_next]);
+    } else {
+        d->ring_count++;
+    }
+    d->ring[d->ring_next] = copy;
+    d->ring_next = (d->ring_next + 1) % d->ring_cap;
+}
+
+static void process_cachedump(struct conn *c, struct token *tokens, size_t ntokens)
+{
+    uint32_t id, limit;
+    if (ntokens < 5) {
+        out_string(c, false, "CLIENT_ERROR bad command line");
+        return;
+    }
+    if (!settings.dump_enabled) {
+        out_string(c, false, "CLIENT_ERROR stats cachedump not allowed");
+        return;
+    }
+    if (!safe_strtoul(tokens[2].value, &id) || !safe_strtoul(tokens[3].value, &limit)) {
+        out_string(c, false, "CLIENT_ERROR bad command line format");
+        return;
+    }
+    if (id >= 64) {
+        out_string(c, false, "CLIENT_ERROR Illegal slab id");
+        return;
+    }
+    struct dump_text d;
+    memset(&d, 0, sizeof(d));
+    d.started = clock_process_started();
+    /* at most what fits memcached's 2 MB reply, newest first */
+    d.ring_cap = limit == 0 || limit > CACHEDUMP_MAX_BYTES / 16 ? CACHEDUMP_MAX_BYTES / 16 : limit;
+    if (id != 0) {
+        d.ring = calloc(d.ring_cap, sizeof(*d.ring));
+        if (!d.ring) {
+            out_string(c, false, "SERVER_ERROR out of memory writing stats");
+            return;
+        }
+        storage_walk_items(id, 0, cachedump_line, &d);
+    }
+    for (size_t i = 0; i < d.ring_count; i++) {
+        size_t at = (d.ring_next + d.ring_cap - 1 - i) % d.ring_cap;
+        size_t len = strlen(d.ring[at]);
+        if (d.t.len + len + 5 <= CACHEDUMP_MAX_BYTES)
+            text_append(&d.t, d.ring[at], len);
+        free(d.ring[at]);
+    }
+    free(d.ring);
+    send_stats_text(c, &d.t);
+}
+
 static void process_lru_crawler(struct conn *c, struct token *tokens, size_t ntokens)
 {
     const char *sub = tokens[1].value;
@@ -598,8 +735,10 @@ static void process_lru_crawler(struct conn *c, struct token *tokens, size_t nto
             out_string(c, false, "BADCLASS invalid class id");
             return;
         }
-        storage_crawl_now();
+        storage_crawl_soon();
         out_string(c, false, "OK");
+    } else if (ntokens == 4 && strcmp(sub, "metadump") == 0) {
+        process_metadump(c, tokens[2].value);
     } else if (ntokens == 3 && strcmp(sub, "enable") == 0) {
         out_string(c, false,
                    storage_crawler_enable(true) == 0 ? "OK"
@@ -800,7 +939,10 @@ static void process_stats(struct conn *c, struct token *tokens, size_t ntokens)
         storage_stats_slabs(emit_stat_line, &t);
     else if (strcmp(sub, "sizes") == 0)
         storage_stats_sizes(emit_stat_line, &t);
-    else if (strcmp(sub, "sizes_enable") == 0 || strcmp(sub, "sizes_disable") == 0) {
+    else if (strcmp(sub, "cachedump") == 0) {
+        process_cachedump(c, tokens, ntokens);
+        return;
+    } else if (strcmp(sub, "sizes_enable") == 0 || strcmp(sub, "sizes_disable") == 0) {
         bool on = strcmp(sub, "sizes_enable") == 0;
         storage_sizes_enable(on);
         out_string(c, false, on ? "STAT sizes_status enabled" : "STAT sizes_status disabled");
