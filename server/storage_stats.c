@@ -148,7 +148,7 @@ void storage_stats_reset(void)
     slab_mover_reset();
 }
 
-/* ---- emit helpers ------------------------------------------------------------ */
+/* ---- formatting -------------------------------------------------------------- */
 static void emit_u64(stat_emit_fn emit, void *ctx, const char *name, uint64_t v)
 {
     char buf[32];

@@ -74,7 +74,7 @@ static int start(const struct storage_config *cfg)
     return rc;
 }
 
-/* ---- helpers -------------------------------------------------------------------- */
+/* ---- test tools -------------------------------------------------------------------- */
 static void fill_pattern(char *buf, size_t len, unsigned seed)
 {
     for (size_t i = 0; i < len; i++)
