@@ -852,9 +852,11 @@ static void process_slabs(struct conn *c, struct token *tokens, size_t ntokens)
     out_string(c, false, "ERROR");
 }
 
-/* "lru tune" is checked and its values reported; the LRU here is not
- * segmented and has no maintainer thread, so "lru mode" and "lru temp_ttl"
- * answer ERROR, as memcached does without its LRU maintainer. */
+/* "lru tune" is checked and its values reported. The LRU here is flat,
+ * without maintainer thread or temporary LRU: "lru mode flat" and "lru
+ * temp_ttl <negative>" (off) are what there is and answer OK; asking for a
+ * segmented LRU or a temporary one answers ERROR, as memcached does
+ * without its LRU maintainer. */
 static void process_lru(struct conn *c, struct token *tokens, size_t ntokens)
 {
     bool noreply = ntokens > 2 && set_noreply_maybe(tokens, ntokens);
@@ -878,6 +880,17 @@ static void process_lru(struct conn *c, struct token *tokens, size_t ntokens)
             settings_unlock();
             out_string(c, noreply, "OK");
         }
+        return;
+    }
+    if (ntokens >= 4 && strcmp(tokens[1].value, "mode") == 0 &&
+        strcmp(tokens[2].value, "flat") == 0) {
+        out_string(c, noreply, "OK"); /* the LRU here is flat */
+        return;
+    }
+    int32_t ttl;
+    if (ntokens >= 4 && strcmp(tokens[1].value, "temp_ttl") == 0 &&
+        safe_strtol(tokens[2].value, &ttl) && ttl < 0) {
+        out_string(c, noreply, "OK"); /* no temporary LRU: off is what there is */
         return;
     }
     out_string(c, noreply, "ERROR");
