@@ -1,11 +1,16 @@
 /* rdma/ctx.c: the per-worker RDMA context (see ctx.h): device discovery,
  * PD/CQ/SRQ/pools setup and teardown, event dispatch (CM events to their
- * owners, completions to their endpoints) and reaping of closed endpoints.
+ * owners, completions to their endpoints), reaping of closed endpoints, and
+ * the inbox through which other threads hand over new endpoints (the only
+ * cross-thread path: a mutex, an eventfd and an atomic credit counter).
  * It does not interpret messages: endpoint implementations do. */
 #include "rdma/ctx_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -162,7 +167,16 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
         return NULL;
     }
     ctx->opts = *opts;
+    ctx->wake_fd = ctx->epoll_fd = -1;
     const char *what = NULL;
+    atomic_init(&ctx->admitted_credits, 0);
+    atomic_init(&ctx->inbox_nonempty, false);
+    if (pthread_mutex_init(&ctx->inbox_lock, NULL) != 0) {
+        set_err(err, errlen, "pthread_mutex_init failed");
+        free(ctx);
+        return NULL;
+    }
+    ctx->inbox_lock_ready = true;
 
     ctx->device_channel = rdma_create_event_channel();
     if (ctx->device_channel == NULL) {
@@ -250,6 +264,19 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
         what = "rdma_create_event_channel";
         goto fail_errno;
     }
+    if ((ctx->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
+        (ctx->epoll_fd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+        what = "eventfd/epoll_create1";
+        goto fail_errno;
+    }
+    int watched[3] = {ctx->cm_channel->fd, ctx->comp_channel->fd, ctx->wake_fd};
+    for (int i = 0; i < 3; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = watched[i]};
+        if (epoll_ctl(ctx->epoll_fd, EPOLL_CTL_ADD, watched[i], &ev) != 0) {
+            what = "epoll_ctl";
+            goto fail_errno;
+        }
+    }
     return ctx;
 
 fail_errno:
@@ -265,10 +292,15 @@ void mcr_rdma_ctx_destroy(struct mcr_rdma_ctx *ctx)
     if (ctx == NULL)
         return;
     ctx->destroying = true;
+    mcr_rdma_ctx_adopt_pending(ctx); /* refuses connections still queued */
     while (ctx->listeners != NULL)
         ctx->listeners->destroy_now(ctx->listeners);
     while (ctx->endpoints != NULL)
         ctx->endpoints->impl->destroy_now(ctx->endpoints->ep);
+    if (ctx->epoll_fd >= 0)
+        close(ctx->epoll_fd);
+    if (ctx->wake_fd >= 0)
+        close(ctx->wake_fd);
     if (ctx->cm_channel != NULL)
         rdma_destroy_event_channel(ctx->cm_channel);
     free(ctx->send_ops);
@@ -289,17 +321,14 @@ void mcr_rdma_ctx_destroy(struct mcr_rdma_ctx *ctx)
         rdma_destroy_id(ctx->device_id);
     if (ctx->device_channel != NULL)
         rdma_destroy_event_channel(ctx->device_channel);
+    if (ctx->inbox_lock_ready)
+        pthread_mutex_destroy(&ctx->inbox_lock);
     free(ctx);
 }
 
-int mcr_rdma_ctx_cm_fd(const struct mcr_rdma_ctx *ctx)
+int mcr_rdma_ctx_fd(const struct mcr_rdma_ctx *ctx)
 {
-    return ctx->cm_channel->fd;
-}
-
-int mcr_rdma_ctx_cq_fd(const struct mcr_rdma_ctx *ctx)
-{
-    return ctx->comp_channel->fd;
+    return ctx->epoll_fd;
 }
 
 struct ibv_pd *mcr_rdma_ctx_pd(const struct mcr_rdma_ctx *ctx)
@@ -412,9 +441,62 @@ void mcr_rdma_ctx_schedule_reap(struct mcr_rdma_ctx *ctx)
     ctx->reap_pending = true;
 }
 
+bool mcr_rdma_ctx_reserve_credits(struct mcr_rdma_ctx *ctx, uint32_t credits)
+{
+    unsigned cur = atomic_load(&ctx->admitted_credits);
+    do {
+        if (cur + credits > ctx->opts.recv_bufs)
+            return false;
+    } while (!atomic_compare_exchange_weak(&ctx->admitted_credits, &cur, cur + credits));
+    return true;
+}
+
+void mcr_rdma_ctx_release_credits(struct mcr_rdma_ctx *ctx, uint32_t credits)
+{
+    atomic_fetch_sub(&ctx->admitted_credits, credits);
+}
+
+void mcr_rdma_ctx_hand_over(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *link)
+{
+    link->inbox_next = NULL;
+    pthread_mutex_lock(&ctx->inbox_lock);
+    if (ctx->inbox_tail != NULL)
+        ctx->inbox_tail->inbox_next = link;
+    else
+        ctx->inbox_head = link;
+    ctx->inbox_tail = link;
+    atomic_store(&ctx->inbox_nonempty, true);
+    pthread_mutex_unlock(&ctx->inbox_lock);
+    uint64_t one = 1;
+    if (write(ctx->wake_fd, &one, sizeof(one)) < 0) {
+        /* counter saturated: the context is awake already */
+    }
+}
+
+void mcr_rdma_ctx_adopt_pending(struct mcr_rdma_ctx *ctx)
+{
+    uint64_t count;
+    if (read(ctx->wake_fd, &count, sizeof(count)) < 0) {
+        /* nothing signalled (EAGAIN) */
+    }
+    if (!atomic_load(&ctx->inbox_nonempty))
+        return;
+    pthread_mutex_lock(&ctx->inbox_lock);
+    struct mcr_rdma_ep_link *link = ctx->inbox_head;
+    ctx->inbox_head = ctx->inbox_tail = NULL;
+    atomic_store(&ctx->inbox_nonempty, false);
+    pthread_mutex_unlock(&ctx->inbox_lock);
+    while (link != NULL) {
+        struct mcr_rdma_ep_link *next = link->inbox_next;
+        link->impl->adopt(link->ep);
+        link = next;
+    }
+}
+
 int mcr_rdma_ctx_dispatch_cm(struct mcr_rdma_ctx *ctx)
 {
     int handled = 0;
+    mcr_rdma_ctx_adopt_pending(ctx);
     struct rdma_cm_event *ev;
     while (rdma_get_cm_event(ctx->cm_channel, &ev) == 0) {
         struct rdma_cm_id *owner_id =
@@ -426,6 +508,8 @@ int mcr_rdma_ctx_dispatch_cm(struct mcr_rdma_ctx *ctx)
         rdma_ack_cm_event(ev);
         if (to_destroy != NULL)
             rdma_destroy_id(to_destroy);
+        if (owner != NULL && owner->after_ack != NULL)
+            owner->after_ack(owner);
         handled++;
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -433,7 +517,7 @@ int mcr_rdma_ctx_dispatch_cm(struct mcr_rdma_ctx *ctx)
     return handled;
 }
 
-int mcr_rdma_ctx_handle_cm(struct mcr_rdma_ctx *ctx)
+static int handle_cm(struct mcr_rdma_ctx *ctx)
 {
     int handled = mcr_rdma_ctx_dispatch_cm(ctx);
     reap(ctx);
@@ -468,6 +552,8 @@ static void dispatch_wc(struct mcr_rdma_ctx *ctx, const struct ibv_wc *wc)
 
 int mcr_rdma_ctx_poll_cq(struct mcr_rdma_ctx *ctx)
 {
+    if (!ctx->destroying)
+        mcr_rdma_ctx_adopt_pending(ctx); /* know every QP before its completions */
     struct ibv_wc wcs[32];
     int total = 0, n;
     while ((n = ibv_poll_cq(ctx->cq, 32, wcs)) > 0) {
@@ -489,7 +575,7 @@ static void drain_async_events(struct mcr_rdma_ctx *ctx)
         ibv_ack_async_event(&ev);
 }
 
-int mcr_rdma_ctx_handle_cq(struct mcr_rdma_ctx *ctx)
+static int handle_cq(struct mcr_rdma_ctx *ctx)
 {
     drain_async_events(ctx);
     struct ibv_cq *ev_cq;
@@ -514,6 +600,15 @@ static uint64_t now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+int mcr_rdma_ctx_handle_events(struct mcr_rdma_ctx *ctx)
+{
+    int cm = handle_cm(ctx);
+    if (cm < 0)
+        return cm;
+    int cq = handle_cq(ctx);
+    return cq < 0 ? cq : cm + cq;
+}
+
 int mcr_rdma_ctx_progress(struct mcr_rdma_ctx *ctx, int timeout_ms)
 {
     int handled = 0;
@@ -526,21 +621,13 @@ int mcr_rdma_ctx_progress(struct mcr_rdma_ctx *ctx, int timeout_ms)
             handled += n;
         } while (handled == 0 && now_us() < until);
         if (handled > 0) {
-            int n = mcr_rdma_ctx_handle_cm(ctx);
+            int n = handle_cm(ctx);
             return n < 0 ? n : handled + n;
         }
     }
-    struct pollfd pfd[2] = {{.fd = ctx->cm_channel->fd, .events = POLLIN},
-                            {.fd = ctx->comp_channel->fd, .events = POLLIN}};
-    int rc = poll(pfd, 2, timeout_ms);
-    if (rc < 0 && errno != EINTR)
+    struct pollfd pfd = {.fd = ctx->epoll_fd, .events = POLLIN};
+    if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
         return -errno;
-    int n = mcr_rdma_ctx_handle_cm(ctx);
-    if (n < 0)
-        return n;
-    handled += n;
-    n = mcr_rdma_ctx_handle_cq(ctx);
-    if (n < 0)
-        return n;
-    return handled + n;
+    int n = mcr_rdma_ctx_handle_events(ctx);
+    return n < 0 ? n : handled + n;
 }

@@ -6,12 +6,13 @@
  * pool (so memory stays flat however many RC peers connect), a send pool,
  * the RDMA CM event channel, and every endpoint and listener created on it.
  *
- * Driving it: either call mcr_rdma_ctx_progress() in a loop, or watch
- * mcr_rdma_ctx_cm_fd() and mcr_rdma_ctx_cq_fd() (both non-blocking) in an
- * event loop such as libevent and call mcr_rdma_ctx_handle_cm() /
- * mcr_rdma_ctx_handle_cq() when they are readable. Optional busy polling
+ * Driving it: either call mcr_rdma_ctx_progress() in a loop, or watch the one
+ * descriptor mcr_rdma_ctx_fd() in an event loop such as libevent and call
+ * mcr_rdma_ctx_handle_events() when it is readable. Optional busy polling
  * (opts.busy_poll_us) spins on the completion queue before sleeping.
- * A context is used by one thread only.
+ * A context is used by one thread only; the only cross-thread path is a
+ * listener placing new connections on other contexts (rc.h), which wakes the
+ * target context through its descriptor.
  */
 #ifndef MCR_RDMA_CTX_H
 #define MCR_RDMA_CTX_H
@@ -49,14 +50,15 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
  * frees everything in reverse order of creation. */
 void mcr_rdma_ctx_destroy(struct mcr_rdma_ctx *ctx);
 
-int mcr_rdma_ctx_cm_fd(const struct mcr_rdma_ctx *ctx);
-int mcr_rdma_ctx_cq_fd(const struct mcr_rdma_ctx *ctx);
-/* Non-blocking; return the number of events handled or a negative errno.
- * Both also free endpoints whose close has completed (after their on_closed
- * callback), so an event loop needs nothing else. Callbacks must not destroy
+/* Readable when there is work: RDMA CM events, completions, or connections
+ * handed over by another thread. Level-triggered. */
+int mcr_rdma_ctx_fd(const struct mcr_rdma_ctx *ctx);
+/* Non-blocking: handles handed-over connections, RDMA CM events and
+ * completions, and frees endpoints whose close has completed (after their
+ * on_closed callback), so an event loop needs nothing else. Returns the
+ * number of events handled or a negative errno. Callbacks must not destroy
  * the context. */
-int mcr_rdma_ctx_handle_cm(struct mcr_rdma_ctx *ctx);
-int mcr_rdma_ctx_handle_cq(struct mcr_rdma_ctx *ctx);
+int mcr_rdma_ctx_handle_events(struct mcr_rdma_ctx *ctx);
 /* Waits up to timeout_ms (-1: forever) for CM or completion events, handles
  * them, and frees endpoints whose close finished. Returns events handled (0 on
  * timeout) or a negative errno. */

@@ -10,6 +10,8 @@
 #ifndef MCR_RDMA_CTX_INTERNAL_H
 #define MCR_RDMA_CTX_INTERNAL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -60,6 +62,9 @@ struct mcr_rdma_ep_impl {
     bool (*try_reap)(struct mcr_rdma_ep *ep);
     /* Context destruction: free at once, no callbacks. */
     void (*destroy_now)(struct mcr_rdma_ep *ep);
+    /* Runs on the context's own thread for an endpoint another thread
+     * created for it and queued with mcr_rdma_ctx_hand_over(). */
+    void (*adopt)(struct mcr_rdma_ep *ep);
 };
 
 /* Receiver of RDMA CM events: id->context of every CM id points to one. */
@@ -67,6 +72,9 @@ struct mcr_rdma_cm_owner {
     /* Must not destroy CM ids: returns an id to destroy once the event is
      * acknowledged, or NULL. */
     struct rdma_cm_id *(*on_cm_event)(struct mcr_rdma_cm_owner *owner, struct rdma_cm_event *ev);
+    /* Optional: called once the event is acknowledged (e.g. to migrate the
+     * CM id, which needs every event of the id acknowledged). */
+    void (*after_ack)(struct mcr_rdma_cm_owner *owner);
 };
 
 /* Context bookkeeping embedded in every endpoint. */
@@ -77,6 +85,7 @@ struct mcr_rdma_ep_link {
     bool has_qp;
     struct mcr_rdma_ep_link *hash_next;
     struct mcr_rdma_ep_link *prev, *next;
+    struct mcr_rdma_ep_link *inbox_next; /* queued for adoption */
 };
 
 /* Context bookkeeping embedded in every listener. */
@@ -103,6 +112,8 @@ struct mcr_rdma_ctx {
     struct mcr_rdma_pool send_pool;
     struct mcr_rdma_op *send_ops; /* one per send pool buffer */
     struct rdma_event_channel *cm_channel;
+    int wake_fd;  /* eventfd: another thread queued an endpoint */
+    int epoll_fd; /* cm_channel, comp_channel and wake_fd: mcr_rdma_ctx_fd() */
 
     struct mcr_rdma_ep_link *by_qp[MCR_RDMA_QP_BUCKETS];
     struct mcr_rdma_ep_link *endpoints; /* all, list head */
@@ -111,6 +122,15 @@ struct mcr_rdma_ctx {
     uint8_t rd_atomic; /* outstanding RDMA READs per QP, both directions */
     bool reap_pending; /* some endpoint is closing */
     bool destroying;   /* mcr_rdma_ctx_destroy runs: no callbacks, no new work */
+    /* Credits promised to peers, including endpoints still in the inbox:
+     * other threads reserve here when they place a connection on this
+     * context. Never above opts.recv_bufs. */
+    atomic_uint admitted_credits;
+    /* Endpoints created for this context by other threads. */
+    pthread_mutex_t inbox_lock;
+    bool inbox_lock_ready;
+    atomic_bool inbox_nonempty;
+    struct mcr_rdma_ep_link *inbox_head, *inbox_tail;
     uint32_t max_payload;
     struct mcr_rdma_ctx_stats stats;
 };
@@ -123,6 +143,16 @@ void mcr_rdma_ctx_unlink_listener(struct mcr_rdma_ctx *ctx, struct mcr_rdma_list
 /* Handles pending CM events without freeing any endpoint (safe to call
  * from inside completion dispatch). */
 int mcr_rdma_ctx_dispatch_cm(struct mcr_rdma_ctx *ctx);
+/* Reserves / releases receive credits for one endpoint on ctx; callable
+ * from any thread. Reserve fails when the shared receive queue cannot back
+ * them. */
+bool mcr_rdma_ctx_reserve_credits(struct mcr_rdma_ctx *ctx, uint32_t credits);
+void mcr_rdma_ctx_release_credits(struct mcr_rdma_ctx *ctx, uint32_t credits);
+/* Queues an endpoint created by another thread for ctx; ctx's thread adopts
+ * it (impl->adopt) before it handles any further CM event or completion. */
+void mcr_rdma_ctx_hand_over(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *link);
+/* Adopts every queued endpoint (on ctx's own thread). */
+void mcr_rdma_ctx_adopt_pending(struct mcr_rdma_ctx *ctx);
 /* An endpoint started closing: check it after the current event batch. */
 void mcr_rdma_ctx_schedule_reap(struct mcr_rdma_ctx *ctx);
 /* Polls the CQ once to empty, dispatching. Returns completions or -EIO. */

@@ -20,15 +20,26 @@ struct mcr_rdma_listener;
 
 /* Decides about a new connection: install callbacks with
  * mcr_rdma_ep_set_callbacks() and return 0 to accept, or non-zero to
- * refuse. on_connected follows when the connection is established. */
+ * refuse. on_connected follows when the connection is established. Runs on
+ * the thread of the endpoint's context (mcr_rdma_ep's ctx). */
 typedef int (*mcr_rdma_accept_fn)(struct mcr_rdma_listener *listener, struct mcr_rdma_ep *ep,
                                   void *user);
+
+/* Chooses the context (worker) that serves a new connection; NULL keeps it
+ * on the listener's context. Runs on the listener's thread; the chosen
+ * context accepts the connection on its own thread (calling on_accept
+ * there). */
+typedef struct mcr_rdma_ctx *(*mcr_rdma_place_fn)(struct mcr_rdma_listener *listener, void *user);
 
 /* Listens on addr:port (addr must be an address of the context's device;
  * port 0 picks a free port, see mcr_rdma_listener_port). */
 int mcr_rdma_rc_listen(struct mcr_rdma_ctx *ctx, const char *addr, uint16_t port, int backlog,
                        mcr_rdma_accept_fn on_accept, void *user, struct mcr_rdma_listener **out);
 uint16_t mcr_rdma_listener_port(const struct mcr_rdma_listener *listener);
+/* Spreads new connections over contexts (e.g. one per worker thread). The
+ * contexts must be on the listener's device and outlive the listener. */
+void mcr_rdma_listener_set_placement(struct mcr_rdma_listener *listener, mcr_rdma_place_fn place,
+                                     void *user);
 void mcr_rdma_listener_destroy(struct mcr_rdma_listener *listener);
 
 /* Starts connecting to host:port; returns the endpoint at once. Its

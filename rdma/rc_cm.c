@@ -9,6 +9,13 @@
  * to CLOSING: the QP is put into the error state so every posted work request
  * completes (flushed), and once none is outstanding the endpoint reports
  * on_closed and is freed (QP, then CM id, then memory).
+ *
+ * A listener may place a new connection on another context (another worker
+ * thread): it creates the endpoint and QP for that context, migrates the CM
+ * id to the context's event channel once the request is acknowledged, and
+ * hands the endpoint over; the owning thread attaches it, runs on_accept and
+ * accepts (rc_adopt). Only rc_new and the QP creation run on the listener's
+ * thread; everything else of an endpoint runs on its own context's thread.
  */
 #include "rdma/rc_internal.h"
 
@@ -24,21 +31,29 @@
 static struct rdma_cm_id *rc_cm_event(struct mcr_rdma_cm_owner *owner, struct rdma_cm_event *ev);
 static bool rc_try_reap(struct mcr_rdma_ep *ep);
 static void rc_destroy_now(struct mcr_rdma_ep *ep);
+static void rc_adopt(struct mcr_rdma_ep *ep);
 
 const struct mcr_rdma_ep_impl mcr_rdma_rc_impl = {
     .on_recv = rc_on_recv,
     .on_send_wc = rc_on_send_wc,
     .try_reap = rc_try_reap,
     .destroy_now = rc_destroy_now,
+    .adopt = rc_adopt,
 };
 
-static struct rc_ep *rc_alloc(struct mcr_rdma_ctx *ctx)
+#define NO_CREDIT_BUF UINT32_MAX
+
+/* Creates an endpoint for ctx and reserves its credits there. Callable from
+ * any thread: ctx does not know the endpoint until rc_attach(). */
+static struct rc_ep *rc_new(struct mcr_rdma_ctx *ctx)
 {
-    if (ctx->stats.granted_credits + ctx->opts.credits > ctx->opts.recv_bufs)
+    if (!mcr_rdma_ctx_reserve_credits(ctx, ctx->opts.credits))
         return NULL; /* the shared receive queue cannot back more credits */
     struct rc_ep *rc = calloc(1, sizeof(*rc));
-    if (rc == NULL)
+    if (rc == NULL) {
+        mcr_rdma_ctx_release_credits(ctx, ctx->opts.credits);
         return NULL;
+    }
     rc->base.ops = &mcr_rdma_rc_ops;
     rc->base.ctx = ctx;
     rc->link.impl = &mcr_rdma_rc_impl;
@@ -48,38 +63,65 @@ static struct rc_ep *rc_alloc(struct mcr_rdma_ctx *ctx)
     rc->credit_threshold = rc->granted / 4 > 1 ? rc->granted / 4 : 2;
     rc->sq_depth = (uint32_t)ctx->opts.credits + MCR_RDMA_OPS_PER_EP + 2;
     rc->stats.granted_credits = rc->granted;
+    rc->credit_buf = NO_CREDIT_BUF;
     rc->held_index = calloc(rc->granted, sizeof(uint32_t));
     rc->held_len = calloc(rc->granted, sizeof(uint32_t));
-    int64_t credit_buf = mcr_rdma_pool_get(&ctx->send_pool);
-    if (rc->held_index == NULL || rc->held_len == NULL || credit_buf < 0) {
-        if (credit_buf >= 0)
-            mcr_rdma_pool_put(&ctx->send_pool, (uint32_t)credit_buf);
+    if (rc->held_index == NULL || rc->held_len == NULL) {
         free(rc->held_len);
         free(rc->held_index);
         free(rc);
+        mcr_rdma_ctx_release_credits(ctx, ctx->opts.credits);
         return NULL;
     }
-    rc->credit_buf = (uint32_t)credit_buf;
-    ctx->stats.granted_credits += rc->granted;
-    mcr_rdma_ctx_link_ep(ctx, &rc->link);
     return rc;
 }
 
-/* Frees what rc_alloc and later steps created, newest first. */
+/* Makes the endpoint known to its context (on the context's thread): its
+ * credit-message buffer, the endpoint list and the QP lookup. Returns false
+ * when no send buffer is left for credit messages. */
+static bool rc_attach(struct rc_ep *rc)
+{
+    struct mcr_rdma_ctx *ctx = rc->base.ctx;
+    int64_t credit_buf = mcr_rdma_pool_get(&ctx->send_pool);
+    if (credit_buf >= 0)
+        rc->credit_buf = (uint32_t)credit_buf;
+    ctx->stats.granted_credits += rc->granted;
+    mcr_rdma_ctx_link_ep(ctx, &rc->link);
+    rc->attached = true;
+    if (rc->qp != NULL)
+        mcr_rdma_ctx_set_qp(ctx, &rc->link, rc->qp->qp_num);
+    return credit_buf >= 0;
+}
+
+/* Frees what rc_new, rc_attach and later steps created, newest first. */
 static void rc_free(struct rc_ep *rc, bool destroy_id)
 {
     struct mcr_rdma_ctx *ctx = rc->base.ctx;
-    rc_release_held(rc);
-    mcr_rdma_ctx_unlink_ep(ctx, &rc->link);
-    ctx->stats.granted_credits -= rc->granted;
+    if (rc->attached) {
+        rc_release_held(rc);
+        mcr_rdma_ctx_unlink_ep(ctx, &rc->link);
+        ctx->stats.granted_credits -= rc->granted;
+    }
     if (rc->qp != NULL)
         rdma_destroy_qp(rc->cm_id);
     if (destroy_id && rc->cm_id != NULL)
         rdma_destroy_id(rc->cm_id);
-    mcr_rdma_pool_put(&ctx->send_pool, rc->credit_buf);
+    if (rc->credit_buf != NO_CREDIT_BUF)
+        mcr_rdma_pool_put(&ctx->send_pool, rc->credit_buf);
     free(rc->held_len);
     free(rc->held_index);
+    mcr_rdma_ctx_release_credits(ctx, rc->granted);
     free(rc);
+}
+
+static struct rc_ep *rc_alloc(struct mcr_rdma_ctx *ctx)
+{
+    struct rc_ep *rc = rc_new(ctx);
+    if (rc != NULL && !rc_attach(rc)) {
+        rc_free(rc, false);
+        rc = NULL;
+    }
+    return rc;
 }
 
 static int rc_create_qp(struct rc_ep *rc)
@@ -98,7 +140,8 @@ static int rc_create_qp(struct rc_ep *rc)
     if (rdma_create_qp(rc->cm_id, ctx->pd, &attr) != 0)
         return -errno;
     rc->qp = rc->cm_id->qp;
-    mcr_rdma_ctx_set_qp(ctx, &rc->link, rc->qp->qp_num);
+    if (rc->attached)
+        mcr_rdma_ctx_set_qp(ctx, &rc->link, rc->qp->qp_num);
     return 0;
 }
 
@@ -302,6 +345,37 @@ static void rc_destroy_now(struct mcr_rdma_ep *ep)
 
 /* ---- listener ------------------------------------------------------------ */
 
+/* Accepts (or refuses) a connection request whose endpoint is attached to
+ * its context, on that context's thread. Returns false when refused: the
+ * caller destroys the CM id. */
+static bool rc_accept_request(struct rc_ep *rc)
+{
+    struct mcr_rdma_listener *l = rc->listener;
+    if (rc->credit_buf == NO_CREDIT_BUF || l->on_accept(l, &rc->base, l->user) != 0 ||
+        rdma_accept(rc->cm_id, &rc->accept_param) != 0) {
+        rdma_reject(rc->cm_id, NULL, 0);
+        return false;
+    }
+    return true;
+}
+
+/* A connection placed on this context by a listener on another thread. */
+static void rc_adopt(struct mcr_rdma_ep *ep)
+{
+    struct rc_ep *rc = rc_from_ep(ep);
+    struct mcr_rdma_ctx *ctx = ep->ctx;
+    if (ctx->destroying) {
+        rdma_reject(rc->cm_id, NULL, 0);
+        rc_free(rc, true);
+        return;
+    }
+    rc_attach(rc);
+    if (!rc_accept_request(rc)) {
+        ctx->stats.rejected++;
+        rc_free(rc, true);
+    }
+}
+
 static struct rdma_cm_id *listener_cm_event(struct mcr_rdma_cm_owner *owner,
                                             struct rdma_cm_event *ev)
 {
@@ -311,36 +385,77 @@ static struct rdma_cm_id *listener_cm_event(struct mcr_rdma_cm_owner *owner,
     if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
         return NULL;
     struct rdma_cm_id *id = ev->id;
-    struct rc_ep *rc = rc_alloc(ctx);
+    struct mcr_rdma_ctx *target = l->place != NULL ? l->place(l, l->place_user) : NULL;
+    if (target == NULL)
+        target = ctx;
+    struct rc_ep *rc = rc_new(target);
     if (rc != NULL &&
         !rc_set_peer_params(rc, ev->param.conn.private_data, ev->param.conn.private_data_len)) {
         rc_free(rc, false);
         rc = NULL;
+    }
+    if (rc != NULL) {
+        rc->cm_id = id;
+        id->context = &rc->cm_owner;
+        rc->state = RC_CONNECTING;
+        rc->listener = l;
+        rc_conn_param(rc, &rc->accept_param, rc->accept_pdata);
+        /* Never promise more outstanding READs than the initiator asked for. */
+        if (ev->param.conn.initiator_depth < rc->accept_param.responder_resources)
+            rc->accept_param.responder_resources = ev->param.conn.initiator_depth;
+        if (ev->param.conn.responder_resources < rc->accept_param.initiator_depth)
+            rc->accept_param.initiator_depth = ev->param.conn.responder_resources;
+        if (rc_create_qp(rc) != 0) {
+            rc_free(rc, false);
+            rc = NULL;
+        }
     }
     if (rc == NULL) {
         ctx->stats.rejected++;
         rdma_reject(id, NULL, 0);
         return id;
     }
-    rc->cm_id = id;
-    id->context = &rc->cm_owner;
-    rc->state = RC_CONNECTING;
-    struct rdma_conn_param param;
-    unsigned char pdata[MCR_RDMA_CONN_DATA_SIZE];
-    rc_conn_param(rc, &param, pdata);
-    /* Never promise more outstanding READs than the initiator asked for. */
-    if (ev->param.conn.initiator_depth < param.responder_resources)
-        param.responder_resources = ev->param.conn.initiator_depth;
-    if (ev->param.conn.responder_resources < param.initiator_depth)
-        param.initiator_depth = ev->param.conn.responder_resources;
-    if (rc_create_qp(rc) != 0 || l->on_accept(l, &rc->base, l->user) != 0 ||
-        rdma_accept(id, &param) != 0) {
+    if (target != ctx) {
+        /* Moved to the target once this event is acknowledged. */
+        l->pending = rc;
+        return NULL;
+    }
+    rc_attach(rc);
+    if (!rc_accept_request(rc)) {
         ctx->stats.rejected++;
-        rdma_reject(id, NULL, 0);
         rc_free(rc, false);
         return id;
     }
     return NULL;
+}
+
+/* The connection request is acknowledged: give the CM id to the target
+ * context's event channel, then queue the endpoint there. The target
+ * accepts it on its own thread, so it knows the endpoint before any event
+ * or message of it can arrive. */
+static void listener_after_ack(struct mcr_rdma_cm_owner *owner)
+{
+    struct mcr_rdma_listener *l =
+        (struct mcr_rdma_listener *)((char *)owner - offsetof(struct mcr_rdma_listener, cm_owner));
+    struct rc_ep *rc = l->pending;
+    if (rc == NULL)
+        return;
+    l->pending = NULL;
+    struct mcr_rdma_ctx *target = rc->base.ctx;
+    if (rdma_migrate_id(rc->cm_id, target->cm_channel) != 0) {
+        l->ctx->stats.rejected++;
+        rdma_reject(rc->cm_id, NULL, 0);
+        rc_free(rc, true);
+        return;
+    }
+    mcr_rdma_ctx_hand_over(target, &rc->link);
+}
+
+void mcr_rdma_listener_set_placement(struct mcr_rdma_listener *listener, mcr_rdma_place_fn place,
+                                     void *user)
+{
+    listener->place = place;
+    listener->place_user = user;
 }
 
 static void listener_destroy_now(struct mcr_rdma_listener_link *link)
@@ -366,6 +481,7 @@ int mcr_rdma_rc_listen(struct mcr_rdma_ctx *ctx, const char *addr, uint16_t port
     }
     l->link.destroy_now = listener_destroy_now;
     l->cm_owner.on_cm_event = listener_cm_event;
+    l->cm_owner.after_ack = listener_after_ack;
     l->ctx = ctx;
     l->on_accept = on_accept;
     l->user = user;

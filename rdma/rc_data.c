@@ -113,7 +113,7 @@ static void post_op(struct rc_ep *rc, struct mcr_rdma_op *op)
 static void send_credit_msg(struct rc_ep *rc)
 {
     struct mcr_rdma_ctx *ctx = rc->base.ctx;
-    if (rc->credit_busy)
+    if (rc->credit_busy || rc->credit_buf == UINT32_MAX)
         return; /* retried when the one in flight completes */
     uint32_t idx = rc->credit_buf;
     rc->credit_busy = true;

@@ -27,6 +27,12 @@ struct rc_ep {
     bool connected_once;  /* on_connected was called */
     bool closed_notified; /* on_closed was called */
     bool silent;          /* context teardown: no callbacks any more */
+    bool attached;        /* known to its context (list, QP lookup) */
+    /* server side: the listener and the accept parameters, kept until the
+     * accepting context's thread accepts */
+    struct mcr_rdma_listener *listener;
+    struct rdma_conn_param accept_param;
+    unsigned char accept_pdata[MCR_RDMA_CONN_DATA_SIZE];
     int close_reason;
     char close_why[96];
 
@@ -68,6 +74,9 @@ struct mcr_rdma_listener {
     struct rdma_cm_id *cm_id;
     mcr_rdma_accept_fn on_accept;
     void *user;
+    mcr_rdma_place_fn place;
+    void *place_user;
+    struct rc_ep *pending; /* to hand over once the request is acknowledged */
 };
 
 static inline struct rc_ep *rc_from_ep(struct mcr_rdma_ep *ep)

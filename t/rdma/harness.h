@@ -86,13 +86,10 @@ static inline bool run_until(bool (*done)(void *), void *arg, int timeout_ms)
             loop_driver(20);
             continue;
         }
-        struct pollfd pfd[2 * MAX_LOOP_CTX];
-        for (int i = 0; i < loop_nctx; i++) {
-            pfd[2 * i] = (struct pollfd){.fd = mcr_rdma_ctx_cm_fd(loop_ctx[i]), .events = POLLIN};
-            pfd[2 * i + 1] =
-                (struct pollfd){.fd = mcr_rdma_ctx_cq_fd(loop_ctx[i]), .events = POLLIN};
-        }
-        poll(pfd, (nfds_t)(2 * loop_nctx), 20);
+        struct pollfd pfd[MAX_LOOP_CTX];
+        for (int i = 0; i < loop_nctx; i++)
+            pfd[i] = (struct pollfd){.fd = mcr_rdma_ctx_fd(loop_ctx[i]), .events = POLLIN};
+        poll(pfd, (nfds_t)loop_nctx, 20);
         for (int i = 0; i < loop_nctx; i++)
             if (mcr_rdma_ctx_progress(loop_ctx[i], 0) < 0)
                 tap_bail("progress failed");

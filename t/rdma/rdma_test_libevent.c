@@ -1,8 +1,7 @@
 /* t/rdma/rdma_test_libevent.c: a server and a client context driven by a
  * libevent loop the way the server's workers drive theirs: one persistent
- * read event on the RDMA CM fd and one on the completion channel fd of each
- * context, calling mcr_rdma_ctx_handle_cm() / _handle_cq(). Also runs a client
- * in busy-poll mode. Runs in the guest. */
+ * read event on each context's descriptor (mcr_rdma_ctx_fd) calling
+ * mcr_rdma_ctx_handle_events(). Also runs a client in busy-poll mode. Runs in the guest. */
 #include <event2/event.h>
 #include <string.h>
 
@@ -10,20 +9,12 @@
 
 static struct event_base *base;
 
-static void on_cm_fd(evutil_socket_t fd, short what, void *arg)
+static void on_ctx_fd(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    if (mcr_rdma_ctx_handle_cm(arg) < 0)
-        tap_bail("handle_cm failed");
-}
-
-static void on_cq_fd(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    if (mcr_rdma_ctx_handle_cq(arg) < 0)
-        tap_bail("handle_cq failed");
+    if (mcr_rdma_ctx_handle_events(arg) < 0)
+        tap_bail("handle_events failed");
 }
 
 #define MAX_EVENTS 8
@@ -32,12 +23,8 @@ static int nevents;
 
 static void watch(struct mcr_rdma_ctx *ctx)
 {
-    events[nevents++] =
-        event_new(base, mcr_rdma_ctx_cm_fd(ctx), EV_READ | EV_PERSIST, on_cm_fd, ctx);
-    events[nevents++] =
-        event_new(base, mcr_rdma_ctx_cq_fd(ctx), EV_READ | EV_PERSIST, on_cq_fd, ctx);
-    event_add(events[nevents - 2], NULL);
-    event_add(events[nevents - 1], NULL);
+    events[nevents] = event_new(base, mcr_rdma_ctx_fd(ctx), EV_READ | EV_PERSIST, on_ctx_fd, ctx);
+    event_add(events[nevents++], NULL);
 }
 
 static void libevent_driver(int timeout_ms)
