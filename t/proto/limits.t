@@ -64,6 +64,35 @@ sub fill {
     $srv->stop;
 }
 
+# -m bounds the process's memory: 64 MB of values in four sizes into -m 16
+{
+    my $srv = start_server('-m', '16');
+    my $s = $srv->connect;
+    my $rss_before = rss_kb($srv->pid);
+    my ($sent, $stored) = (0, 0);
+    for my $size (100, 1000, 10_000, 100_000) {
+        my $v = 'm' x $size;
+        my $n = int(16 * 1024 * 1024 / $size);
+        for (my $i = 0; $i < $n; $i += 100) {
+            my $last = $i + 99 < $n ? $i + 99 : $n - 1;
+            mc_send($s, join '', map { "set mem$size.$_ 0 0 $size\r\n$v\r\n" } $i .. $last);
+            for ($i .. $last) { $sent++; $stored++ if mc_line($s) eq "STORED\r\n" }
+        }
+    }
+    is($stored, $sent, "all $sent sets (64 MB) into -m 16 are STORED");
+    my $growth = rss_kb($srv->pid) - $rss_before;
+    ok($growth < (2 * 16 + 16) * 1024, "resident memory grew by $growth KB: less than twice -m plus 16 MB");
+    close $s;
+    $srv->stop;
+}
+
+sub rss_kb {
+    my $pid = shift;
+    open my $fh, '<', "/proc/$pid/status" or return 0;
+    while (<$fh>) { return $1 if /^VmRSS:\s+(\d+)/ }
+    return 0;
+}
+
 # -M: no eviction, out of memory errors
 {
     my $srv = start_server('-m', '2', '-M');
