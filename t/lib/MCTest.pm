@@ -26,7 +26,10 @@
 #                                    status 0, no sanitizer report in its log.
 #                                    Servers still running at exit (also on
 #                                    die, SIGINT, SIGTERM, SIGHUP) are killed.
-#   mc_send($s, $bytes)              write all bytes (dies on error)
+#   mc_send($s, $bytes)              write all bytes; false if the peer has
+#                                    closed, dies on other errors (SIGPIPE
+#                                    is ignored so a closing server cannot
+#                                    kill the test)
 #   mc_line($s [, $timeout])         one reply line incl. "\r\n"; on timeout
 #                                    or EOF returns what arrived (maybe "")
 #   mc_bytes($s, $n [, $timeout])    exactly $n bytes, or fewer on timeout/EOF
@@ -235,6 +238,8 @@ sub _threads {
     return $out;
 }
 
+$SIG{PIPE} = 'IGNORE';
+
 # A signal to the test script still runs END, so its servers are killed.
 for my $sig (qw(INT TERM HUP)) {
     $SIG{$sig} = sub { exit 128 + 2 } unless defined $SIG{$sig} && ref $SIG{$sig};
@@ -256,6 +261,7 @@ sub mc_send {
         die "mc_send: timed out\n" if time > $deadline;
         next unless $sel->can_write(0.5);
         my $n = syswrite($s, $bytes, length($bytes) - $off, $off);
+        return 0 if !defined $n && ($!{EPIPE} || $!{ECONNRESET});    # peer closed
         die "mc_send: $!\n" unless defined $n;
         $off += $n;
     }
