@@ -102,6 +102,7 @@ static void test_eject(void)
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_REMOVE_FAILED_SERVERS, 1);
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT, 2);
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, 0);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_DEAD_TIMEOUT, 1);
     char key[32] = "";
     for (int i = 0; i < 1000; i++) { /* a key owned by server 0 */
         snprintf(key, sizeof(key), "eject-%d", i);
@@ -119,6 +120,8 @@ static void test_eject(void)
     is_rc(rc, MEMCACHED_SUCCESS, "after the failure limit the key moves to a live server");
     int owner = owner_of(memc, s, key);
     ok(owner == 1 || owner == 2, "the key's owner is now a live server (%d)", owner);
+    sleep(2); /* past the 1 s dead timeout: the server rejoins the placement */
+    ok(owner_of(memc, s, key) == 0, "after DEAD_TIMEOUT the ejected server owns its keys again");
     memcached_free(memc);
     stop_all(s);
 }
