@@ -2,7 +2,7 @@
 # t/proto/pipeline.t: pipelined requests. One multi-command pipeline is sent
 # split into two writes at every byte offset (and once a byte at a time);
 # the full reply must always be the same. Also large pipelines whose replies
-# outgrow the socket buffers.
+# outgrow the socket buffers, and replies after the client half-closes.
 use strict;
 use warnings;
 use Test::More;
@@ -123,6 +123,18 @@ ok(mc_silent($s, 0.2), 'no stray bytes after the split runs');
     mc_send($s, "get huge0 huge1 huge2 huge3 huge4\r\n");
     $got = mc_bytes($s, length $expect, 30);
     ok($got eq $expect, 'one get of five 900 KiB values returns all 4.5 MB in order');
+}
+
+# A client that sends its requests and then half-closes (like
+# "printf 'stats\r\n' | nc -q1 host port") still gets every reply, then EOF.
+{
+    my $h = $srv->connect;
+    mc_send($h, "set half 0 0 2\r\nhc\r\n" . ("get half\r\n" x 2000));
+    shutdown($h, 1);
+    my $expect = "STORED\r\n" . ("VALUE half 0 2\r\nhc\r\nEND\r\n" x 2000);
+    ok(mc_bytes($h, length $expect, 10) eq $expect, 'after a half-close, all 2001 replies still arrive');
+    ok(mc_eof($h, 5), '... and then the server closes the connection');
+    close $h;
 }
 
 close $s;
