@@ -7,6 +7,7 @@
 use strict;
 use warnings;
 use Test::More;
+use Socket ();
 use MCTest;
 
 my $srv = start_server('-m', '64');
@@ -142,6 +143,30 @@ intact('an endless line');
     mc_send($e, "set half 0 0 100\r\nonly part");
     close $e;
     mc_is($s, "get half\r\n", "END\r\n", 'a set cut off by a closed connection stores nothing');
+}
+
+# Clients that vanish while the server is writing a large reply, or reset
+# the connection mid-request, must not hurt the server.
+{
+    my $v = 'w' x (900 * 1024);
+    mc_is($s, "set wide 0 0 " . length($v) . "\r\n$v\r\n", "STORED\r\n", 'a 900 KiB value for the vanishing readers');
+    for my $i (1 .. 20) {
+        my $e = $srv->connect;
+        mc_send($e, "get wide wide wide wide\r\n");
+        if ($i % 2) {
+            close $e;
+        }
+        else {    # SO_LINGER 0: the close sends a reset
+            setsockopt($e, Socket::SOL_SOCKET(), Socket::SO_LINGER(), pack('ii', 1, 0));
+            close $e;
+        }
+    }
+    my $e = $srv->connect;
+    mc_send($e, "set cut 0 0 1000\r\n" . ('c' x 500));
+    setsockopt($e, Socket::SOL_SOCKET(), Socket::SO_LINGER(), pack('ii', 1, 0));
+    close $e;
+    mc_is($s, "get cut\r\n", "END\r\n", 'a set reset mid-value stored nothing');
+    intact('20 clients that left in the middle of 3.6 MB replies');
 }
 
 # Many errors in a row do not hurt the connection.
