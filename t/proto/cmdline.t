@@ -68,6 +68,20 @@ for my $st (@started) {
     }
 }
 
+# -C disables CAS: uniques are 0 and a cas command never stores.
+{
+    my $srv = start_server('-C');
+    my $s = $srv->connect;
+    mc_is($s, "set a 0 0 1\r\nx\r\ngets a\r\n", "STORED\r\nVALUE a 0 1 0\r\nx\r\nEND\r\n", '-C: gets shows a cas unique of 0');
+    mc_is($s, "cas a 0 0 1 0\r\ny\r\n", "EXISTS\r\n", '-C: cas with the unique gets showed is EXISTS');
+    mc_is($s, "cas a 0 0 1 1\r\nz\r\n", "EXISTS\r\n", '-C: cas with any other unique is EXISTS');
+    mc_is($s, "cas nokey 0 0 1 0\r\nz\r\n", "NOT_FOUND\r\n", '-C: cas on a missing key is NOT_FOUND');
+    mc_is($s, "get a\r\n", "VALUE a 0 1\r\nx\r\nEND\r\n", '-C: the value is unchanged');
+    is(mc_stats($s, 'settings')->{cas_enabled}, 'no', '-C: settings cas_enabled is no');
+    close $s;
+    $srv->stop;
+}
+
 # Deliberate difference: without -l, memcached listens on every interface;
 # ours listens on 127.0.0.1 only, so a fresh install is not open to the network.
 SKIP: {
