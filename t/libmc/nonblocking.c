@@ -9,6 +9,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <libmemcached/memcached.h>
 
@@ -284,6 +287,40 @@ static void test_fake(const char *what, const char *reply, size_t len, bool hang
     fake_server_stop(&f);
 }
 
+/* A listener whose accept queue is full drops new connection attempts, so
+ * connecting can only end by the connect timeout. */
+static void test_connect_timeout(void)
+{
+    int listener = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sin);
+    int fillers[4];
+    if (listener < 0 || bind(listener, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+        listen(listener, 0) < 0 || getsockname(listener, (struct sockaddr *)&sin, &len) < 0) {
+        ok(0, "set up a listener that never accepts");
+        return;
+    }
+    for (int i = 0; i < 4; i++) {
+        fillers[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        (void)connect(fillers[i], (struct sockaddr *)&sin, sizeof(sin));
+    }
+    usleep(100000);
+    memcached_st *memc = memcached_create(NULL);
+    memcached_server_add(memc, "127.0.0.1", ntohs(sin.sin_port));
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT, 300);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    memcached_return_t rc = memcached_set(memc, "k", 1, "v", 1, 0, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+    is_rc(rc, MEMCACHED_TIMEOUT, "a connection that is never accepted times out");
+    ok(ms >= 250 && ms < 3000, "after about the connect timeout (%ld ms)", ms);
+    memcached_free(memc);
+    for (int i = 3; i >= 0; i--)
+        close(fillers[i]);
+    close(listener);
+}
+
 int main(void)
 {
     struct test_server servers[3];
@@ -322,11 +359,12 @@ int main(void)
                                      "\x00\x00\x00\x00\x00\x00\x00\x00"
                                      "\x00\x00\x00\x00"
                                      "only part of it";
-    test_fake("server hangs up mid-value (binary)", cut_binary, sizeof(cut_binary) - 1, true,
-              true, MEMCACHED_CONNECTION_FAILURE);
+    test_fake("server hangs up mid-value (binary)", cut_binary, sizeof(cut_binary) - 1, true, true,
+              MEMCACHED_CONNECTION_FAILURE);
     static const char wrong_trailer[] = "VALUE fake 0 2\r\nabXYEND\r\n";
     test_fake("value without its CRLF", wrong_trailer, sizeof(wrong_trailer) - 1, false, false,
               MEMCACHED_UNKNOWN_READ_FAILURE);
     test_fake("server that accepts and never answers", NULL, 0, false, false, MEMCACHED_TIMEOUT);
+    test_connect_timeout();
     return done_testing();
 }
