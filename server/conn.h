@@ -3,8 +3,9 @@
  *
  * A connection owns a read buffer, the value being received, and an ordered
  * queue of responses. It moves bytes only through its transport
- * (transport.h) and understands no protocol: an engine (proto_text.c, later
- * proto_bin.c and proto_meta.c) turns bytes into actions and replies.
+ * (transport.h) and understands no protocol: an engine (proto_text.c,
+ * proto_bin.c; meta commands through proto_text's hook) turns bytes into
+ * actions and replies.
  *
  * Engine interface, in short (doc/server-design.md has the long form):
  *  - process(c) handles at most one request at the front of the read
@@ -15,7 +16,8 @@
  *  - A request with a value (set ...) allocates the item, consumes its own
  *    line, then calls conn_read_value(): the connection moves the next bytes
  *    straight into the item's value segments plus a short trailer, then
- *    calls the engine's value_done(). conn_swallow() discards bytes instead.
+ *    calls the engine's value_done() (or c->value.on_done when set after
+ *    conn_read_value). conn_swallow() discards bytes instead.
  *  - Replies are queued with conn_resp_add() in request order. A response
  *    holds a small inline header, optionally a malloc'd text it frees, an
  *    item whose value is written from item memory (the reference is
@@ -28,6 +30,9 @@
  *    connection's worker thread (from another thread: worker_call()).
  *    A connection that closes meanwhile stays allocated until every parked
  *    response has been completed.
+ *  - Over a datagram transport (UDP) the same engine runs unchanged: each
+ *    request message is answered before the next is read, one reply
+ *    message per response (transport.h).
  */
 #ifndef MCR_CONN_H
 #define MCR_CONN_H
