@@ -68,6 +68,19 @@ for my $st (@started) {
     }
 }
 
+# -I takes bytes or a k/m suffix.
+for my $case (['512k', 524288], ['1048576', 1048576], ['2m', 2097152]) {
+    my ($arg, $bytes) = @$case;
+    my $srv = eval { start_server('-I', $arg) };
+    ok($srv, "-I $arg starts the server") or diag($@);
+    next unless $srv;
+    my $s = $srv->connect;
+    is(mc_stats($s, 'settings')->{item_size_max}, $bytes, "-I $arg means $bytes bytes");
+    close $s;
+    kill 'TERM', $srv->pid;
+    ok($srv->wait_exit(10), "-I $arg: server stops on SIGTERM");
+}
+
 # -C disables CAS: uniques are 0 and a cas command never stores.
 {
     my $srv = start_server('-C');
