@@ -12,6 +12,16 @@ about what a particular test expects.
     srv.stop()      # SIGTERM, wait; TAP: exited, status 0, no sanitizer report
     t.done()        # prints the plan, exits non-zero if anything failed
 
+Raw protocol access (every read has a timeout; nothing blocks forever):
+
+    c = srv.connect()                     # a Conn
+    c.send(b"set k 0 0 1\r\nx\r\n")
+    c.line()            # one line incl. CRLF; b"" on timeout or EOF
+    c.read_bytes(n)     # exactly n bytes, fewer on timeout or EOF
+    c.until(b"END\r\n") # up to and including the marker
+    c.is_reply(t, request, expected, "name")   # send + compare, one assertion
+    c.stats("settings") # dict of str -> str
+
 Servers still running when the interpreter exits are killed (atexit and
 SIGTERM/SIGINT handlers), also when a test dies with an exception, which is
 reported as a failed assertion.
@@ -85,10 +95,78 @@ class TAP:
         sys.exit(255)
 
 
+class Conn:
+    """A client socket with buffered, time-bounded reads."""
+
+    def __init__(self, port, timeout=5.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.timeout = timeout
+        self.buf = b""
+
+    def send(self, data):
+        if isinstance(data, str):
+            data = data.encode("latin-1")
+        self.sock.sendall(data)
+
+    def _read_until(self, done, timeout):
+        deadline = time.time() + (self.timeout if timeout is None else timeout)
+        while True:
+            n = done(self.buf)
+            if n is not None:
+                out, self.buf = self.buf[:n], self.buf[n:]
+                return out
+            left = deadline - time.time()
+            if left <= 0:
+                break
+            self.sock.settimeout(min(left, 0.5))
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.buf += chunk
+        out, self.buf = self.buf, b""
+        return out
+
+    def line(self, timeout=None):
+        return self._read_until(lambda b: b.index(b"\n") + 1 if b"\n" in b else None, timeout)
+
+    def read_bytes(self, n, timeout=None):
+        return self._read_until(lambda b: n if len(b) >= n else None, timeout)
+
+    def until(self, marker, timeout=None):
+        return self._read_until(lambda b: b.index(marker) + len(marker) if marker in b else None, timeout)
+
+    def is_reply(self, tap, request, expected, name):
+        if request:
+            self.send(request)
+        if isinstance(expected, str):
+            expected = expected.encode("latin-1")
+        return tap.is_(self.read_bytes(len(expected)), expected, name)
+
+    def stats(self, group=None):
+        self.send("stats %s\r\n" % group if group else "stats\r\n")
+        out = {}
+        for line in self.until(b"END\r\n").decode("latin-1").split("\r\n"):
+            parts = line.split(" ", 2)
+            if len(parts) >= 2 and parts[0] == "STAT":
+                out[parts[1]] = parts[2] if len(parts) > 2 else ""
+        return out
+
+    def close(self):
+        self.sock.close()
+
+
 class Server:
     def __init__(self, tap, proc, port, log, cmd):
         self.tap, self.proc, self.port, self.log, self.cmd = tap, proc, port, log, cmd
         self.pid = proc.pid
+
+    def connect(self, timeout=5.0):
+        return Conn(self.port, timeout)
 
     def log_text(self):
         try:
