@@ -481,7 +481,13 @@ static void process_mg(struct conn *c, struct meta_token *tokens, size_t ntokens
     const char *key = tokens[1].value;
     size_t nkey = tokens[1].length;
 
-    item *it = of.new_ttl ? item_get_touch(key, nkey, of.exptime) : item_get(key, nkey);
+    /* memcached applies T, N and R in token order, so a t before T shows
+     * the old TTL: then the touch waits for its token */
+    bool touch_in_loop = false;
+    for (size_t i = 2; of.new_ttl && i < ntokens - 1 && tokens[i].value[0] != 'T'; i++)
+        touch_in_loop |= tokens[i].value[0] == 't';
+    item *it =
+        of.new_ttl && !touch_in_loop ? item_get_touch(key, nkey, of.exptime) : item_get(key, nkey);
     bool created = false;
     if (!it && of.vivify) {
         bool raced = false;
@@ -518,6 +524,9 @@ static void process_mg(struct conn *c, struct meta_token *tokens, size_t ntokens
     uint64_t cas = item_cas(it);
     unsigned marks = created ? 0 : meta_marks_get(key, nkey, cas);
     bool won = false;
+    /* the TTL as memcached's token loop sees it: a vivified item starts
+     * without one until its N token */
+    rel_time_t exptime = created ? 0 : item_exptime(it);
     char tmp[32];
     if (of.value) {
         line_add(&l, tmp, (size_t)snprintf(tmp, sizeof(tmp), "VA %zu", item_nbytes(it)));
@@ -526,20 +535,24 @@ static void process_mg(struct conn *c, struct meta_token *tokens, size_t ntokens
     }
     for (size_t i = 2; i < ntokens - 1; i++) {
         switch (tokens[i].value[0]) {
+        case 'T':
+            exptime = of.exptime;
+            break;
         case 'N':
-            if (created)
+            if (created) {
+                exptime = of.autoviv_exptime;
                 won = true;
+            }
             break;
         case 'R':
-            if (!(marks & MARK_TOKEN_SENT) && !created && item_exptime(it) != 0 &&
-                item_exptime(it) < of.recache_time)
+            if (!(marks & MARK_TOKEN_SENT) && !created && exptime != 0 && exptime < of.recache_time)
                 won = true;
             break;
         case 's':
             line_flag_u64(&l, 's', item_nbytes(it));
             break;
         case 't':
-            line_ttl(&l, item_exptime(it));
+            line_ttl(&l, exptime);
             break;
         case 'c':
             line_flag_u64(&l, 'c', cas);
@@ -569,6 +582,9 @@ static void process_mg(struct conn *c, struct meta_token *tokens, size_t ntokens
             break;
         }
     }
+    /* the TTL the token loop ended with, where the lookup did not set it */
+    if ((created && exptime != of.autoviv_exptime) || (!created && touch_in_loop))
+        item_touch(key, nkey, exptime);
     if (marks & MARK_TOKEN_SENT)
         line_str(&l, " Z");
     if (marks & MARK_STALE) {
@@ -1042,9 +1058,11 @@ static void process_ma(struct conn *c, struct meta_token *tokens, size_t ntokens
     } else {
         line_str(&l, "HD");
     }
-    /* the TTL, when asked for, as known here: N or T set it, else look */
-    bool ttl_known = created;
-    rel_time_t exptime = created ? of.autoviv_exptime : 0;
+    /* the TTL as memcached's token loop sees it: T and N (for a created
+     * item, which starts without a TTL) apply in token order; otherwise
+     * the item's own, looked up when t asks for it */
+    bool ttl_known = created, touched = false;
+    rel_time_t exptime = 0;
     for (size_t i = 2; i < ntokens - 1; i++) {
         char f = tokens[i].value[0];
         if (f == 'O') {
@@ -1059,9 +1077,11 @@ static void process_ma(struct conn *c, struct meta_token *tokens, size_t ntokens
         } else if (f == 'c') {
             line_flag_u64(&l, 'c', cas);
         } else if (f == 'T') {
-            item_touch(key, nkey, of.exptime);
             exptime = of.exptime;
-            ttl_known = true;
+            ttl_known = touched = true;
+        } else if (f == 'N') {
+            if (created)
+                exptime = of.autoviv_exptime;
         } else if (f == 't') {
             if (!ttl_known) {
                 item *it = item_get(key, nkey);
@@ -1073,6 +1093,8 @@ static void process_ma(struct conn *c, struct meta_token *tokens, size_t ntokens
             line_ttl(&l, exptime);
         }
     }
+    if ((created && exptime != of.autoviv_exptime) || (!created && touched))
+        item_touch(key, nkey, exptime);
     if (have_item && !created && of.no_reply)
         return;
     if (have_item && of.value) {

@@ -97,6 +97,9 @@ line, data = c.reply()
 m = re.fullmatch(r"VA 1 t(\d+)", line)
 t.ok(m and 48 <= int(m.group(1)) <= 50 and data == b"5",
      "auto-create: initial value J (delta not applied), TTL from N")
+m = re.fullmatch(r"HD t(\d+)", c.cmd("ma m2 T0 N50 t"))
+t.ok(m and 48 <= int(m.group(1)) <= 50, "auto-create: T then N, the later one sets the TTL")
+t.is_(c.cmd("ma m3 t N50"), "HD t-1", "auto-create: t before N shows no TTL yet")
 c.send("ma m N50 J5 D3 v\r\n")
 t.is_(c.reply(), ("VA 1", b"8"), "existing: delta applied, J ignored")
 

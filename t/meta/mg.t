@@ -73,6 +73,16 @@ t.is_(c.cmd("mg viv"), "HD Z", "plain mg of a vivified item: Z")
 t.is_(c.cmd("ms viv 3\r\nnew"), "HD", "recache with ms")
 t.is_(c.cmd("mg viv N30"), "HD", "after the recache: no W, no Z")
 
+# flags that change the TTL apply in token order
+t.is_(c.cmd("mg viv2 t N30"), "HD t-1 W", "t before N: the new item has no TTL yet")
+m = re.fullmatch(r"HD t(\d+) Z", c.cmd("mg viv2 t"))
+t.ok(m and 28 <= int(m.group(1)) <= 30, "then N gave it 30 s (and Z: the win was sent)")
+t.is_(c.cmd("set tt 0 100 1\r\nx"), "STORED", "set with TTL 100")
+m = re.fullmatch(r"HD t(\d+) t?", c.cmd("mg tt t T500") + " ")
+t.ok(m and 98 <= int(m.group(1)) <= 100, "t before T shows the old TTL")
+m = re.fullmatch(r"HD t(\d+)", c.cmd("mg tt t"))
+t.ok(m and 498 <= int(m.group(1)) <= 500, "and T set the new one")
+
 t.is_(c.cmd("set rc 0 100 1\r\nx"), "STORED", "set with TTL 100")
 t.is_(c.cmd("mg rc R30"), "HD", "R30 with 100 s left: no win")
 t.is_(c.cmd("mg rc R200"), "HD W", "R200 with 100 s left: W")
