@@ -79,6 +79,22 @@ ok($mc->set('big', $big), 'set a 900 KiB value');
 ok($mc->get('big') eq $big, 'the 900 KiB value comes back whole');
 
 my $t0 = Time::HiRes::time();
+my $gm = $mc->gets_multi(qw(greeting counter));
+is(scalar(keys %$gm), 2, 'gets_multi returns both keys');
+my $cm = $mc->cas_multi(['greeting', $gm->{greeting}[0], 'multi'], ['counter', $gm->{counter}[0] + 1000, 7]);
+ok($cm->{greeting} && !$cm->{counter}, 'cas_multi: the right unique stores, a wrong one does not');
+is($mc->get('greeting'), 'multi', 'cas_multi stored the value');
+my $im = $mc->incr_multi(['counter', 5], 'nosuch');
+ok(defined $im->{counter} && $im->{counter} == 5 && !$im->{nosuch}, 'incr_multi: one hit (0 + 5), one miss');
+my $ns = Cache::Memcached::Fast->new({ servers => ['127.0.0.1:' . $srv->port], namespace => 'app1:',
+    connect_timeout => 5, io_timeout => 5 });
+ok($ns->set('k', 'inside'), 'set through a namespace');
+is($mc->get('app1:k'), 'inside', 'the namespace is a key prefix on the server');
+is($ns->get('k'), 'inside', 'get through the namespace');
+$ns->disconnect_all;
+my $gat = $mc->gat(100, 'greeting');
+is($gat, 'multi', 'gat returns the value');
+
 ok($mc->set('short', 's', 2), 'set with a 2 s expiry');
 ok($mc->set('touched', 't', 100), 'set with a 100 s expiry');
 ok($mc->touch('touched', 2), 'touch to 2 s');
