@@ -224,6 +224,8 @@ int main(int argc, char **argv)
     if (settings.lru_crawler_sleep >= 0 &&
         storage_crawler_set_sleep((unsigned)settings.lru_crawler_sleep) != 0)
         log_msg(LOG_ALWAYS, "warning: -o lru_crawler_sleep not applied");
+    if (settings.track_sizes)
+        storage_sizes_enable(true);
     if (settings.lru_crawler_tocrawl >= 0)
         storage_crawler_set_tocrawl((unsigned)settings.lru_crawler_tocrawl);
     if (listeners_open(base) != 0) {

@@ -193,6 +193,7 @@ static void print_usage(FILE *out)
             "   - lru_crawler, no_lru_crawler: background expiry crawler (default: on)\n"
             "   - slab_automove:       0 keeps slab pages in their class, 1 or 2 moves them\n"
             "                          to classes that evict (default: 1)\n"
+            "   - track_sizes:         keep the \"stats sizes\" histogram from the start\n"
             "   - lru_crawler_sleep:   microseconds between crawler batches\n"
             "   - lru_crawler_tocrawl: items examined per class per pass (0: all)\n"
             "   - idle_timeout:        close connections idle this many seconds (default: 0)\n"
@@ -221,7 +222,6 @@ static const char *const ignored_suboptions[] = {"slab_reassign",
                                                  "read_buf_mem_limit",
                                                  "resp_obj_mem_limit",
                                                  "slab_sizes",
-                                                 "track_sizes",
                                                  "no_inline_ascii_resp",
                                                  "modern",
                                                  "no_modern",
@@ -363,6 +363,8 @@ static bool parse_suboption(struct settings *s, char *opt, FILE *errout)
         } else {
             s->slab_automove = (int)v;
         }
+    } else if (strcmp(opt, "track_sizes") == 0) {
+        s->track_sizes = true;
     } else if (strcmp(opt, "no_slab_automove") == 0) {
         s->slab_automove = 0;
     } else if (strcmp(opt, "lru_crawler_sleep") == 0) {

@@ -57,6 +57,7 @@ struct settings {
     long lru_crawler_tocrawl;  /* -o lru_crawler_tocrawl; -1 = default */
     unsigned tail_repair_time; /* -o tail_repair_time (accepted, informative) */
     int slab_automove;         /* -o slab_automove=0|1|2; 0 keeps pages in their class */
+    bool track_sizes;          /* -o track_sizes: "stats sizes" histogram from the start */
 
     /* memcached tunables this server accepts and reports ("stats
      * settings") without acting on them: its LRU is not segmented and it
