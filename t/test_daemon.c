@@ -230,7 +230,7 @@ static long stat_value(int fd, const char *name)
 
 int main(void)
 {
-    printf("1..25\n");
+    printf("1..27\n");
     find_binary();
     snprintf(workdir, sizeof(workdir), "/tmp/test_daemon.XXXXXX");
     if (!mkdtemp(workdir)) {
@@ -322,6 +322,21 @@ int main(void)
         talk(fd, "shutdown\r\n", NULL, buf, sizeof(buf), 3000, &eof);
         ok(eof, "shutdown with -A closes the connection");
         ok(wait_exit(s.pid, 10000) == 0, "and the server exits with status 0");
+        close(fd);
+    } else {
+        ok(0, "server with -A started");
+        ok(0, "server with -A stopped");
+    }
+
+    /* -A: "shutdown graceful" stops it too; a bad mode is refused */
+    if (start_server(&s, ARGS("-A")) == 0) {
+        fd = connect_tcp(s.port);
+        talk(fd, "shutdown sometime\r\n", "\r\n", buf, sizeof(buf), 2000, NULL);
+        ok(strcmp(buf, "CLIENT_ERROR invalid shutdown mode\r\n") == 0,
+           "shutdown with an unknown mode is refused");
+        bool eof;
+        talk(fd, "shutdown graceful\r\n", NULL, buf, sizeof(buf), 3000, &eof);
+        ok(eof && wait_exit(s.pid, 10000) == 0, "shutdown graceful stops the server, status 0");
         close(fd);
     } else {
         ok(0, "server with -A started");
