@@ -26,6 +26,7 @@
 #include "conn.h"
 #include "items.h"
 #include "log.h"
+#include "net_rdma.h"
 #include "net_sock.h"
 #include "net_udp.h"
 #include "proto_bin.h"
@@ -236,6 +237,8 @@ int main(int argc, char **argv)
         log_msg(LOG_ALWAYS, "failed to open the UDP sockets");
         goto out_listeners;
     }
+    if (net_rdma_open(base) != 0)
+        goto out_listeners;
 
     clock_ev = event_new(base, -1, EV_PERSIST, clock_cb, NULL);
     sigint_ev = evsignal_new(base, SIGINT, signal_cb, base);
@@ -265,9 +268,11 @@ out_events:
         event_free(clock_ev);
 out_listeners:
     listeners_close();
+    net_rdma_close();
 out_workers:
     if (workers_up)
         workers_stop();
+    net_rdma_shutdown();
 out_base:
     event_base_free(base);
 out_storage:

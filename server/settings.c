@@ -62,6 +62,7 @@ void settings_init(struct settings *s)
     s->backlog = 1024;
     s->maxconns = 1024;
     s->maxconns_fast = true;
+    s->rdma_eager_max = 8192;
     s->num_threads = 4;
     s->reqs_per_event = 20;
     s->binding_protocol = PROTOCOL_AUTO;
@@ -97,7 +98,8 @@ void settings_free(struct settings *s)
     free(s->username);
     free(s->inter);
     free(s->socketpath);
-    s->pid_file = s->username = s->inter = s->socketpath = NULL;
+    free(s->rdma_listen);
+    s->pid_file = s->username = s->inter = s->socketpath = s->rdma_listen = NULL;
 }
 
 /* Whole-string decimal integer in [min, max]. */
@@ -197,6 +199,9 @@ static void print_usage(FILE *out)
             "   - lru_crawler_sleep:   microseconds between crawler batches\n"
             "   - lru_crawler_tocrawl: items examined per class per pass (0: all)\n"
             "   - idle_timeout:        close connections idle this many seconds (default: 0)\n"
+            "   - rdma_listen:         serve RDMA (RC) on ADDR:PORT; repeatable\n"
+            "   - rdma_eager_max:      RDMA message buffer size in bytes (default: 8192)\n"
+            "   - rdma_poll:           RDMA completions: event, spin or adaptive (default: event)\n"
             "   - tail_repair_time:    accepted\n"
             "   other memcached 1.6 options are accepted with a warning and ignored\n",
             PACKAGE_VERSION, COMPAT_VERSION);
@@ -388,6 +393,33 @@ static bool parse_suboption(struct settings *s, char *opt, FILE *errout)
             return false;
         }
         s->idle_timeout = (unsigned)v;
+    } else if (strcmp(opt, "rdma_listen") == 0) {
+        NEED_VALUE();
+        char *joined = NULL;
+        if (asprintf(&joined, "%s%s%s", s->rdma_listen ? s->rdma_listen : "",
+                     s->rdma_listen ? " " : "", value) < 0)
+            return false;
+        free(s->rdma_listen);
+        s->rdma_listen = joined;
+    } else if (strcmp(opt, "rdma_eager_max") == 0) {
+        NEED_VALUE();
+        if (!parse_long(value, 1024, 1024 * 1024, &v)) {
+            fprintf(errout, "rdma_eager_max must be 1024..1048576 bytes: %s\n", value);
+            return false;
+        }
+        s->rdma_eager_max = (unsigned)v;
+    } else if (strcmp(opt, "rdma_poll") == 0) {
+        NEED_VALUE();
+        if (strcmp(value, "event") == 0)
+            s->rdma_poll = 0;
+        else if (strcmp(value, "spin") == 0)
+            s->rdma_poll = 1;
+        else if (strcmp(value, "adaptive") == 0)
+            s->rdma_poll = 2;
+        else {
+            fprintf(errout, "rdma_poll must be event, spin or adaptive: %s\n", value);
+            return false;
+        }
     } else if (strcmp(opt, "tail_repair_time") == 0) {
         NEED_VALUE();
         if (!parse_long(value, 0, INT_MAX, &v)) {

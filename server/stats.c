@@ -164,6 +164,8 @@ static void rest_of_storage_stats(struct storage_stats *ss, stat_emit_fn emit, v
     free(ss->v);
 }
 
+void (*stats_general_extra)(stat_emit_fn emit, void *ctx);
+
 void stats_report_general(stat_emit_fn emit, void *ctx)
 {
     struct worker_stats s, base;
@@ -252,6 +254,8 @@ void stats_report_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "log_watcher_sent", sent);
     emit_u64(emit, ctx, "log_watchers", watchers);
 #undef D
+    if (stats_general_extra)
+        stats_general_extra(emit, ctx);
     rest_of_storage_stats(&ss, emit, ctx);
 }
 

@@ -76,6 +76,8 @@ uint64_t stats_curr_conns(void);
 void stats_init(void);
 /* "stats": ours, then the storage engine's general stats. */
 void stats_report_general(stat_emit_fn emit, void *ctx);
+/* Optional lines a transport adds to "stats" (net_rdma.c sets it). */
+extern void (*stats_general_extra)(stat_emit_fn emit, void *ctx);
 /* "stats settings": ours and the storage engine's. */
 void stats_report_settings(stat_emit_fn emit, void *ctx);
 /* "stats conns". */

@@ -1,0 +1,807 @@
+/*
+ * net_rdma.c: clients over RDMA reliable connections (rdma/ substrate).
+ *
+ * Listeners (-o rdma_listen=ADDR:PORT, repeatable) live on a small context
+ * of their own, driven by the main event base; each one spreads connection
+ * requests over one context per worker thread (for the listener's device),
+ * whose single descriptor is watched by that worker's event base. An
+ * accepted endpoint becomes a conn (conn.c) on its worker with the binary
+ * protocol engine fixed.
+ *
+ * Byte stream over messages: the payloads of eager messages, in order, form
+ * the connection's input stream (memcached binary-protocol frames), and
+ * replies are cut into eager messages of at most the endpoint's eager
+ * payload. conn.c and proto_bin.c therefore serve RDMA connections
+ * unchanged. Received payloads are copied out of the receive buffer (which
+ * goes back to the shared receive queue) into a per-connection input
+ * buffer; when that holds more than RDMA_INPUT_HIGH bytes the endpoint is
+ * paused, so the peer stops at its credits. Readiness is reported to
+ * conn.c from a per-connection libevent event, never from inside a
+ * substrate callback, so the connection is never re-entered.
+ *
+ * Rendezvous messages (RNDV_READ / RNDV_WRITE) are not served yet: such a
+ * message closes its connection (doc/rdma.md).
+ */
+#include "net_rdma.h"
+
+#include "config.h"
+
+#include <stdio.h>
+
+#include "log.h"
+#include "settings.h"
+
+#ifndef HAVE_RDMA
+
+const struct transport_ops net_rdma_transport = {.name = "rdma"};
+
+int net_rdma_open(struct event_base *base)
+{
+    (void)base;
+    if (settings.rdma_listen)
+        log_msg(LOG_ALWAYS,
+                "RDMA disabled: built without rdma-core (-o rdma_listen=%s ignored); "
+                "serving TCP only",
+                settings.rdma_listen);
+    return 0;
+}
+
+void net_rdma_close(void) {}
+
+void net_rdma_shutdown(void) {}
+
+#else
+
+#include <errno.h>
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "conn.h"
+#include "rdma/ctx.h"
+#include "rdma/rc.h"
+#include "stats.h"
+#include "thread.h"
+
+/* Input buffered per connection before the endpoint is paused. */
+#define RDMA_INPUT_HIGH (256 * 1024)
+/* Adaptive polling keeps polling this long after the last completion. */
+#define RDMA_ADAPTIVE_US 200
+/* iovecs gathered into one message */
+#define RDMA_MSG_IOV_MAX 64
+
+struct rdma_worker;
+
+/* Counters written by one worker only (same rule as stats.h). */
+struct rdma_counters {
+    uint64_t curr_connections;
+    uint64_t total_connections;
+    uint64_t bytes_read;
+    uint64_t bytes_written;
+    uint64_t eager_msgs;
+    uint64_t rendezvous_reads;
+    uint64_t rendezvous_writes;
+    uint64_t credit_stalls;
+};
+
+/* One RDMA connection: the endpoint and the conn over it. Freed when both
+ * the conn has closed its transport and the endpoint is gone. */
+struct rdma_conn {
+    struct rdma_conn *next, *prev; /* worker's list */
+    struct rdma_worker *rw;
+    struct mcr_rdma_ep *ep; /* NULL once the substrate freed it */
+    struct conn *conn;      /* NULL before established and after close */
+    struct event *ready_ev; /* reports readiness to conn.c */
+    char *in;               /* received bytes in[in_off, in_off+in_len) */
+    size_t in_off, in_len, in_cap;
+    uint64_t stalls_seen; /* endpoint's credit_stalls already counted */
+    bool peer_gone;
+    bool want_read, want_write;
+    bool send_blocked; /* no send buffer was free */
+    bool paused;
+    bool counted;    /* in curr_connections */
+    uint64_t serial; /* names the connection in "stats conns" */
+    char listen_addr[80];
+};
+
+struct rdma_worker {
+    struct worker *w;
+    struct mcr_rdma_ctx *ctx;
+    struct event *ctx_ev;  /* the context's descriptor */
+    struct event *poll_ev; /* spin / adaptive polling */
+    uint64_t last_busy_us;
+    struct rdma_conn *conns;
+    struct rdma_counters ctr;
+};
+
+/* Worker contexts on one device, shared by the listeners on it. */
+struct rdma_group {
+    struct rdma_group *next;
+    char device[64];
+    struct rdma_worker *workers;
+    unsigned nworkers;
+    unsigned next_worker;
+};
+
+struct rdma_listen {
+    struct rdma_listen *next;
+    struct mcr_rdma_ctx *ctx; /* the listener's own context */
+    struct event *ev;
+    struct mcr_rdma_listener *listener;
+    struct rdma_group *group;
+    char addr[64];
+};
+
+static struct rdma_group *groups;
+static struct rdma_listen *listens;
+
+#define CTR_ADD(rw, field, n)                                                                      \
+    __atomic_store_n(&(rw)->ctr.field, __atomic_load_n(&(rw)->ctr.field, __ATOMIC_RELAXED) + (n),  \
+                     __ATOMIC_RELAXED)
+#define CTR_SUB(rw, field, n)                                                                      \
+    __atomic_store_n(&(rw)->ctr.field, __atomic_load_n(&(rw)->ctr.field, __ATOMIC_RELAXED) - (n),  \
+                     __ATOMIC_RELAXED)
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* ---- connection bookkeeping ------------------------------------------------------- */
+static void rconn_unlink_free(struct rdma_conn *rc)
+{
+    struct rdma_worker *rw = rc->rw;
+    if (rc->prev)
+        rc->prev->next = rc->next;
+    else
+        rw->conns = rc->next;
+    if (rc->next)
+        rc->next->prev = rc->prev;
+    if (rc->ready_ev)
+        event_free(rc->ready_ev);
+    free(rc->in);
+    free(rc);
+}
+
+/* Reports readiness later from the connection's own event. */
+static void rconn_poke(struct rdma_conn *rc)
+{
+    if (rc->ready_ev && rc->conn)
+        event_active(rc->ready_ev, EV_READ, 0);
+}
+
+static void rconn_ready_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct rdma_conn *rc = arg;
+    if (!rc->conn)
+        return;
+    bool readable = rc->peer_gone || (rc->want_read && rc->in_len > 0);
+    bool writable = rc->want_write && !rc->send_blocked;
+    if (rc->peer_gone)
+        writable = rc->want_write;
+    if (readable || writable)
+        conn_on_ready(rc->conn, readable, writable);
+}
+
+static void count_stalls(struct rdma_conn *rc)
+{
+    if (!rc->ep)
+        return;
+    struct mcr_rdma_ep_stats st;
+    mcr_rdma_ep_stats(rc->ep, &st);
+    if (st.credit_stalls > rc->stalls_seen) {
+        CTR_ADD(rc->rw, credit_stalls, st.credit_stalls - rc->stalls_seen);
+        rc->stalls_seen = st.credit_stalls;
+    }
+}
+
+/* ---- substrate callbacks (worker thread) ------------------------------------------ */
+static void rdma_close(struct conn *c);
+
+static void on_connected(struct mcr_rdma_ep *ep, void *user)
+{
+    struct rdma_conn *rc = user;
+    struct rdma_worker *rw = rc->rw;
+    rc->ready_ev = event_new(rw->w->base, -1, 0, rconn_ready_cb, rc);
+    if (!rc->ready_ev) {
+        mcr_rdma_ep_close(ep);
+        return;
+    }
+    rc->counted = true;
+    CTR_ADD(rw, curr_connections, 1);
+    CTR_ADD(rw, total_connections, 1);
+    stats_conn_opened();
+    /* conn_new calls describe, attach (which sets rc->conn) and want */
+    if (!conn_new(rw->w, &net_rdma_transport, -1, rc, conn_binary_engine, rc->listen_addr)) {
+        struct conn tmp;
+        memset(&tmp, 0, sizeof(tmp));
+        tmp.tp_data = rc;
+        rdma_close(&tmp);
+    }
+}
+
+static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, void *user)
+{
+    struct rdma_conn *rc = user;
+    if (!rc->conn)
+        return; /* closing: input no longer read */
+    if (msg->type != MCR_RDMA_MSG_EAGER) {
+        log_msg(LOG_WARN, "<rdma %s: rendezvous messages are not served, closing",
+                rc->conn->peer_addr);
+        rc->peer_gone = true;
+        mcr_rdma_ep_close(ep);
+        rconn_poke(rc);
+        return;
+    }
+    CTR_ADD(rc->rw, eager_msgs, 1);
+    if (msg->payload_len == 0)
+        return;
+    if (rc->in_off > 0 && rc->in_off + rc->in_len + msg->payload_len > rc->in_cap) {
+        memmove(rc->in, rc->in + rc->in_off, rc->in_len);
+        rc->in_off = 0;
+    }
+    size_t need = rc->in_len + msg->payload_len;
+    if (need > rc->in_cap) {
+        size_t cap = rc->in_cap ? rc->in_cap : 16384;
+        while (cap < need)
+            cap *= 2;
+        char *grown = realloc(rc->in, cap);
+        if (!grown) {
+            log_msg(LOG_WARN, "<rdma %s: out of memory for input, closing", rc->conn->peer_addr);
+            rc->peer_gone = true;
+            mcr_rdma_ep_close(ep);
+            rconn_poke(rc);
+            return;
+        }
+        rc->in = grown;
+        rc->in_cap = cap;
+    }
+    memcpy(rc->in + rc->in_off + rc->in_len, msg->payload, msg->payload_len);
+    rc->in_len += msg->payload_len;
+    CTR_ADD(rc->rw, bytes_read, msg->payload_len);
+    if (rc->in_len >= RDMA_INPUT_HIGH && !rc->paused) {
+        rc->paused = true;
+        mcr_rdma_ep_pause(ep);
+    }
+    if (rc->want_read)
+        rconn_poke(rc);
+}
+
+static void on_rdma_done(struct mcr_rdma_ep *ep, void *cookie, int status, void *user)
+{
+    (void)ep;
+    (void)cookie;
+    (void)status;
+    (void)user; /* this transport starts no RDMA READ/WRITE yet */
+}
+
+static void on_closed(struct mcr_rdma_ep *ep, int reason, const char *why, void *user)
+{
+    (void)ep;
+    struct rdma_conn *rc = user;
+    rc->ep = NULL;
+    if (rc->conn) {
+        log_msg(LOG_CMDS, "<rdma %s: %s (%d)", rc->conn->peer_addr, why ? why : "closed", reason);
+        rc->peer_gone = true;
+        rconn_poke(rc); /* conn.c reads end of stream and closes */
+        return;
+    }
+    rconn_unlink_free(rc);
+}
+
+static const struct mcr_rdma_ep_callbacks rconn_callbacks = {
+    .on_connected = on_connected,
+    .on_message = on_message,
+    .on_rdma_done = on_rdma_done,
+    .on_closed = on_closed,
+};
+
+static struct rdma_worker *worker_of_ctx(struct rdma_group *g, const struct mcr_rdma_ctx *ctx)
+{
+    for (unsigned i = 0; i < g->nworkers; i++)
+        if (g->workers[i].ctx == ctx)
+            return &g->workers[i];
+    return NULL;
+}
+
+/* On the chosen worker's thread. */
+static int on_accept(struct mcr_rdma_listener *listener, struct mcr_rdma_ep *ep, void *user)
+{
+    (void)listener;
+    struct rdma_listen *l = user;
+    struct rdma_worker *rw = worker_of_ctx(l->group, ep->ctx);
+    if (!rw)
+        return -1;
+    if (stats_curr_conns() >= (uint64_t)settings.maxconns) {
+        stats_conn_rejected();
+        log_msg(LOG_WARN, "Too many open connections (RDMA connection refused)");
+        return -1;
+    }
+    struct rdma_conn *rc = calloc(1, sizeof(*rc));
+    if (!rc)
+        return -1;
+    static uint64_t serials;
+    rc->rw = rw;
+    rc->ep = ep;
+    rc->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+    snprintf(rc->listen_addr, sizeof(rc->listen_addr), "rdma:%s", l->addr);
+    rc->next = rw->conns;
+    if (rw->conns)
+        rw->conns->prev = rc;
+    rw->conns = rc;
+    mcr_rdma_ep_set_callbacks(ep, &rconn_callbacks, rc);
+    return 0;
+}
+
+/* On the listener's thread. */
+static struct mcr_rdma_ctx *place(struct mcr_rdma_listener *listener, void *user)
+{
+    (void)listener;
+    struct rdma_listen *l = user;
+    struct rdma_group *g = l->group;
+    unsigned i = __atomic_fetch_add(&g->next_worker, 1, __ATOMIC_RELAXED) % g->nworkers;
+    return g->workers[i].ctx;
+}
+
+/* ---- transport table ------------------------------------------------------------------ */
+static int rdma_attach(struct conn *c, struct event_base *base)
+{
+    (void)base;
+    struct rdma_conn *rc = c->tp_data;
+    rc->conn = c;
+    return 0;
+}
+
+static ssize_t rdma_recv(struct conn *c, void *buf, size_t len)
+{
+    struct rdma_conn *rc = c->tp_data;
+    if (rc->in_len == 0) {
+        if (rc->peer_gone)
+            return 0;
+        errno = EAGAIN;
+        return -1;
+    }
+    size_t n = len < rc->in_len ? len : rc->in_len;
+    memcpy(buf, rc->in + rc->in_off, n);
+    rc->in_off += n;
+    rc->in_len -= n;
+    if (rc->in_len == 0)
+        rc->in_off = 0;
+    if (rc->paused && rc->in_len < RDMA_INPUT_HIGH / 2 && rc->ep && !rc->peer_gone) {
+        rc->paused = false;
+        mcr_rdma_ep_resume(rc->ep); /* held messages land in rc->in */
+    }
+    return (ssize_t)n;
+}
+
+static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
+{
+    struct rdma_conn *rc = c->tp_data;
+    if (!rc->ep || rc->peer_gone) {
+        errno = EPIPE;
+        return -1;
+    }
+    size_t max_payload = mcr_rdma_ep_max_eager_payload(rc->ep);
+    size_t total = 0;
+    int i = 0;
+    size_t off = 0; /* into iov[i] */
+    while (i < iovcnt) {
+        struct iovec msg_iov[RDMA_MSG_IOV_MAX];
+        int n = 0;
+        size_t msg_len = 0;
+        int j = i;
+        size_t joff = off;
+        while (j < iovcnt && n < RDMA_MSG_IOV_MAX && msg_len < max_payload) {
+            size_t avail = iov[j].iov_len - joff;
+            if (avail == 0) {
+                j++;
+                joff = 0;
+                continue;
+            }
+            size_t take = avail < max_payload - msg_len ? avail : max_payload - msg_len;
+            msg_iov[n].iov_base = (char *)iov[j].iov_base + joff;
+            msg_iov[n].iov_len = take;
+            n++;
+            msg_len += take;
+            joff += take;
+            if (joff == iov[j].iov_len) {
+                j++;
+                joff = 0;
+            }
+        }
+        if (msg_len == 0)
+            break;
+        struct mcr_rdma_send s = {
+            .type = MCR_RDMA_MSG_EAGER,
+            .iov = msg_iov,
+            .iovcnt = n,
+        };
+        int rc_send = mcr_rdma_ep_send(rc->ep, &s);
+        if (rc_send == -EAGAIN) {
+            rc->send_blocked = true;
+            break;
+        }
+        if (rc_send != 0) {
+            errno = EPIPE;
+            return total > 0 ? (ssize_t)total : -1;
+        }
+        total += msg_len;
+        i = j;
+        off = joff;
+        CTR_ADD(rc->rw, eager_msgs, 1);
+    }
+    CTR_ADD(rc->rw, bytes_written, total);
+    count_stalls(rc);
+    if (total == 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return (ssize_t)total;
+}
+
+static void rdma_want(struct conn *c, bool readable, bool writable)
+{
+    struct rdma_conn *rc = c->tp_data;
+    rc->want_read = readable;
+    rc->want_write = writable;
+    if ((readable && (rc->in_len > 0 || rc->peer_gone)) || (writable && !rc->send_blocked))
+        rconn_poke(rc);
+}
+
+static void rdma_close(struct conn *c)
+{
+    struct rdma_conn *rc = c->tp_data;
+    c->tp_data = NULL;
+    if (!rc)
+        return;
+    rc->conn = NULL;
+    if (rc->ready_ev) {
+        event_free(rc->ready_ev);
+        rc->ready_ev = NULL;
+    }
+    if (rc->counted) {
+        rc->counted = false;
+        CTR_SUB(rc->rw, curr_connections, 1);
+        stats_conn_closed();
+    }
+    if (rc->ep) {
+        count_stalls(rc);
+        mcr_rdma_ep_close(rc->ep); /* on_closed frees rc */
+    } else {
+        rconn_unlink_free(rc);
+    }
+}
+
+static void rdma_describe(struct conn *c, char *buf, size_t len)
+{
+    struct rdma_conn *rc = c->tp_data;
+    snprintf(buf, len, "rdma:%s#%llu", rc->listen_addr + 5, (unsigned long long)rc->serial);
+}
+
+const struct transport_ops net_rdma_transport = {
+    .name = "rdma",
+    .attach = rdma_attach,
+    .recv = rdma_recv,
+    .sendv = rdma_sendv,
+    .want = rdma_want,
+    .close = rdma_close,
+    .describe = rdma_describe,
+};
+
+/* ---- driving the worker contexts --------------------------------------------------- */
+/* Connections whose sends waited for a free send buffer may write again. */
+static void unblock_writers(struct rdma_worker *rw)
+{
+    for (struct rdma_conn *rc = rw->conns; rc; rc = rc->next) {
+        if (rc->send_blocked) {
+            rc->send_blocked = false;
+            if (rc->want_write)
+                rconn_poke(rc);
+        }
+    }
+}
+
+static void drive_worker(struct rdma_worker *rw)
+{
+    int n = mcr_rdma_ctx_handle_events(rw->ctx);
+    if (n < 0)
+        log_msg(LOG_WARN, "rdma: %s: event handling failed: %s", mcr_rdma_ctx_device_name(rw->ctx),
+                strerror(-n));
+    if (n > 0)
+        unblock_writers(rw);
+    if (settings.rdma_poll == 0)
+        return;
+    uint64_t now = now_us();
+    if (n > 0)
+        rw->last_busy_us = now;
+    if (settings.rdma_poll == 1 || now - rw->last_busy_us < RDMA_ADAPTIVE_US)
+        event_active(rw->poll_ev, EV_READ, 0);
+}
+
+static void ctx_event_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    drive_worker(arg);
+}
+
+/* On the worker's thread. */
+static void worker_attach(struct worker *w, void *arg)
+{
+    struct rdma_worker *rw = arg;
+    rw->ctx_ev =
+        event_new(w->base, mcr_rdma_ctx_fd(rw->ctx), EV_READ | EV_PERSIST, ctx_event_cb, rw);
+    rw->poll_ev = event_new(w->base, -1, 0, ctx_event_cb, rw);
+    if (!rw->ctx_ev || !rw->poll_ev || event_add(rw->ctx_ev, NULL) != 0)
+        log_msg(LOG_ALWAYS, "rdma: worker %u cannot watch its RDMA context", w->id);
+}
+
+static void worker_detach(struct worker *w, void *arg)
+{
+    (void)w;
+    struct rdma_worker *rw = arg;
+    if (rw->poll_ev) {
+        event_free(rw->poll_ev);
+        rw->poll_ev = NULL;
+    }
+    if (rw->ctx_ev) {
+        event_free(rw->ctx_ev);
+        rw->ctx_ev = NULL;
+    }
+}
+
+static void listen_event_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct rdma_listen *l = arg;
+    int n = mcr_rdma_ctx_handle_events(l->ctx);
+    if (n < 0)
+        log_msg(LOG_WARN, "rdma: listener %s: %s", l->addr, strerror(-n));
+}
+
+/* ---- stats -------------------------------------------------------------------------- */
+static void emit_u64(stat_emit_fn emit, void *ctx, const char *name, uint64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+    emit(ctx, name, buf);
+}
+
+static void rdma_stats(stat_emit_fn emit, void *ctx)
+{
+    struct rdma_counters sum;
+    memset(&sum, 0, sizeof(sum));
+    for (struct rdma_group *g = groups; g; g = g->next) {
+        for (unsigned i = 0; i < g->nworkers; i++) {
+            const struct rdma_counters *c = &g->workers[i].ctr;
+#define S(f) sum.f += __atomic_load_n(&c->f, __ATOMIC_RELAXED)
+            S(curr_connections);
+            S(total_connections);
+            S(bytes_read);
+            S(bytes_written);
+            S(eager_msgs);
+            S(rendezvous_reads);
+            S(rendezvous_writes);
+            S(credit_stalls);
+#undef S
+        }
+    }
+    emit_u64(emit, ctx, "rdma_curr_connections", sum.curr_connections);
+    emit_u64(emit, ctx, "rdma_total_connections", sum.total_connections);
+    emit_u64(emit, ctx, "rdma_bytes_read", sum.bytes_read);
+    emit_u64(emit, ctx, "rdma_bytes_written", sum.bytes_written);
+    emit_u64(emit, ctx, "rdma_eager_msgs", sum.eager_msgs);
+    emit_u64(emit, ctx, "rdma_rendezvous_reads", sum.rendezvous_reads);
+    emit_u64(emit, ctx, "rdma_rendezvous_writes", sum.rendezvous_writes);
+    emit_u64(emit, ctx, "rdma_credit_stalls", sum.credit_stalls);
+}
+
+/* ---- opening ------------------------------------------------------------------------- */
+static const char *poll_mode_name(void)
+{
+    return settings.rdma_poll == 1 ? "spin" : settings.rdma_poll == 2 ? "adaptive" : "event";
+}
+
+static void ctx_opts_for(struct mcr_rdma_ctx_opts *o, const char *addr)
+{
+    mcr_rdma_ctx_opts_default(o);
+    o->addr = addr;
+    o->buf_size = settings.rdma_eager_max;
+}
+
+static struct rdma_group *group_for(const char *device, const char *addr)
+{
+    for (struct rdma_group *g = groups; g; g = g->next)
+        if (strcmp(g->device, device) == 0)
+            return g;
+    struct rdma_group *g = calloc(1, sizeof(*g));
+    unsigned n = workers_count();
+    if (!g)
+        return NULL;
+    g->workers = calloc(n, sizeof(*g->workers));
+    if (!g->workers) {
+        free(g);
+        return NULL;
+    }
+    snprintf(g->device, sizeof(g->device), "%s", device);
+    for (unsigned i = 0; i < n; i++) {
+        struct mcr_rdma_ctx_opts o;
+        char err[256] = "";
+        ctx_opts_for(&o, addr);
+        struct rdma_worker *rw = &g->workers[i];
+        rw->w = worker_at(i);
+        rw->ctx = mcr_rdma_ctx_create(&o, err, sizeof(err));
+        if (!rw->ctx) {
+            log_msg(LOG_ALWAYS, "rdma: worker context on %s: %s", device, err);
+            while (i-- > 0)
+                mcr_rdma_ctx_destroy(g->workers[i].ctx);
+            free(g->workers);
+            free(g);
+            return NULL;
+        }
+        g->nworkers++;
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (worker_call(g->workers[i].w, worker_attach, &g->workers[i]) != 0)
+            log_msg(LOG_ALWAYS, "rdma: cannot reach worker %u", i);
+    g->next = groups;
+    groups = g;
+    return g;
+}
+
+/* "ADDR:PORT" or "[V6]:PORT" */
+static int split_addr(const char *spec, char *host, size_t hostlen, uint16_t *port)
+{
+    const char *colon;
+    const char *h = spec;
+    size_t hl;
+    if (spec[0] == '[') {
+        const char *br = strchr(spec, ']');
+        if (!br || br[1] != ':')
+            return -1;
+        h = spec + 1;
+        hl = (size_t)(br - h);
+        colon = br + 1;
+    } else {
+        colon = strrchr(spec, ':');
+        if (!colon)
+            return -1;
+        hl = (size_t)(colon - spec);
+    }
+    char *end;
+    errno = 0;
+    unsigned long p = strtoul(colon + 1, &end, 10);
+    if (hl == 0 || hl >= hostlen || errno || end == colon + 1 || *end || p > 65535)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = (uint16_t)p;
+    return 0;
+}
+
+/* 1 listening, 0 RDMA unavailable here (logged), -1 bad address. */
+static int open_one(struct event_base *base, const char *spec)
+{
+    char host[48];
+    uint16_t port;
+    if (split_addr(spec, host, sizeof(host), &port) != 0) {
+        log_msg(LOG_ALWAYS, "bad -o rdma_listen address \"%s\" (want ADDR:PORT)", spec);
+        return -1;
+    }
+    struct mcr_rdma_ctx_opts o;
+    char err[256] = "";
+    mcr_rdma_ctx_opts_default(&o);
+    o.addr = host;
+    o.buf_size = settings.rdma_eager_max;
+    o.recv_bufs = 64; /* connections are placed on worker contexts */
+    o.send_bufs = 16;
+    struct mcr_rdma_ctx *ctx = mcr_rdma_ctx_create(&o, err, sizeof(err));
+    if (!ctx) {
+        log_msg(LOG_ALWAYS, "RDMA unavailable for %s: %s; serving TCP only", spec, err);
+        return 0;
+    }
+    struct rdma_listen *l = calloc(1, sizeof(*l));
+    if (!l) {
+        mcr_rdma_ctx_destroy(ctx);
+        return 0;
+    }
+    l->ctx = ctx;
+    snprintf(l->addr, sizeof(l->addr), "%s", spec);
+    l->group = group_for(mcr_rdma_ctx_device_name(ctx), host);
+    if (!l->group) {
+        free(l);
+        mcr_rdma_ctx_destroy(ctx);
+        return 0;
+    }
+    int rc = mcr_rdma_rc_listen(ctx, host, port, settings.backlog, on_accept, l, &l->listener);
+    if (rc != 0) {
+        log_msg(LOG_ALWAYS, "RDMA: failed to listen on %s: %s; serving TCP only", spec,
+                strerror(rc < 0 ? -rc : rc));
+        free(l);
+        mcr_rdma_ctx_destroy(ctx);
+        return 0;
+    }
+    mcr_rdma_listener_set_placement(l->listener, place, l);
+    l->ev = event_new(base, mcr_rdma_ctx_fd(ctx), EV_READ | EV_PERSIST, listen_event_cb, l);
+    if (!l->ev || event_add(l->ev, NULL) != 0) {
+        log_msg(LOG_ALWAYS, "RDMA: cannot watch the listener on %s", spec);
+        if (l->ev)
+            event_free(l->ev);
+        mcr_rdma_listener_destroy(l->listener);
+        free(l);
+        mcr_rdma_ctx_destroy(ctx);
+        return 0;
+    }
+    snprintf(l->addr, sizeof(l->addr), "%s:%u", host, mcr_rdma_listener_port(l->listener));
+    const struct mcr_rdma_ctx_opts *eff = mcr_rdma_ctx_options(ctx);
+    log_msg(LOG_WARN,
+            "listening on rdma:%s (device %s, RC; %u worker contexts; %u-byte messages, %u "
+            "credits per connection, %u receive buffers per worker; rendezvous up to %u bytes; "
+            "polling %s)",
+            l->addr, mcr_rdma_ctx_device_name(ctx), l->group->nworkers, eff->buf_size, eff->credits,
+            eff->recv_bufs, eff->max_rndv_len, poll_mode_name());
+    l->next = listens;
+    listens = l;
+    return 1;
+}
+
+int net_rdma_open(struct event_base *base)
+{
+    if (!settings.rdma_listen)
+        return 0;
+    char *copy = strdup(settings.rdma_listen);
+    if (!copy)
+        return -1;
+    int rc = 0;
+    char *save = NULL;
+    for (char *spec = strtok_r(copy, " ", &save); spec && rc >= 0;
+         spec = strtok_r(NULL, " ", &save))
+        rc = open_one(base, spec);
+    free(copy);
+    if (rc < 0)
+        return -1;
+    stats_general_extra = rdma_stats;
+    return 0;
+}
+
+void net_rdma_close(void)
+{
+    while (listens) {
+        struct rdma_listen *l = listens;
+        listens = l->next;
+        event_free(l->ev);
+        mcr_rdma_listener_destroy(l->listener);
+        mcr_rdma_ctx_destroy(l->ctx);
+        free(l);
+    }
+    for (struct rdma_group *g = groups; g; g = g->next)
+        for (unsigned i = 0; i < g->nworkers; i++)
+            if (worker_call(g->workers[i].w, worker_detach, &g->workers[i]) != 0)
+                log_msg(LOG_ALWAYS, "rdma: cannot reach worker %u", i);
+}
+
+void net_rdma_shutdown(void)
+{
+    stats_general_extra = NULL;
+    while (groups) {
+        struct rdma_group *g = groups;
+        groups = g->next;
+        for (unsigned i = g->nworkers; i-- > 0;) {
+            struct rdma_worker *rw = &g->workers[i];
+            mcr_rdma_ctx_destroy(rw->ctx);
+            /* the context freed its endpoints without callbacks */
+            while (rw->conns)
+                rconn_unlink_free(rw->conns);
+        }
+        free(g->workers);
+        free(g);
+    }
+}
+
+#endif
