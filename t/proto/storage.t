@@ -121,6 +121,31 @@ ok(mc_silent($s, 0.2), 'no reply before the terminating CR LF');
 mc_is($s, "\r\n", "STORED\r\n", 'data block sent in pieces is stored');
 mc_is($s, "get slow\r\n", "VALUE slow 0 10\r\n0123456789\r\nEND\r\n", 'pieced value is whole');
 
+# Value sizes across slab classes and around chunk boundaries: every value
+# comes back byte for byte, also after append and prepend.
+{
+    my @sizes = (0 .. 70, map({ $_ * 37 } 2 .. 150), map({ (2**$_ - 1, 2**$_, 2**$_ + 1) } 10 .. 19),
+        524_288 - 60 .. 524_288 + 3, 1_000_000);
+    my $bad = 0;
+    my $n = 0;
+    for my $size (@sizes) {
+        my $v = join '', map { chr(($size + $_ * 7) % 256) } 0 .. ($size > 600 ? 599 : $size - 1);
+        $v = substr($v x (1 + int($size / 600)), 0, $size);
+        mc_send($s, "set size$n 3 0 $size\r\n$v\r\nget size$n\r\n");
+        my $want = "STORED\r\nVALUE size$n 3 $size\r\n$v\r\nEND\r\n";
+        my $got = mc_bytes($s, length $want);
+        if ($got ne $want) { $bad++; diag("size $size: reply differs") if $bad <= 5; mc_resync($s) }
+        $n++;
+    }
+    is($bad, 0, 'values of ' . scalar(@sizes) . ' sizes from 0 to 1,000,000 bytes come back byte for byte');
+    my $v = 'p' x 700_000;
+    mc_is($s, "set grow 0 0 700000\r\n$v\r\n", "STORED\r\n", 'set a 700,000-byte value');
+    mc_is($s, "append grow 0 0 200000\r\n" . ('a' x 200_000) . "\r\n", "STORED\r\n", 'append 200,000 bytes to it');
+    mc_is($s, "prepend grow 0 0 50000\r\n" . ('b' x 50_000) . "\r\n", "STORED\r\n", 'prepend 50,000 bytes to it');
+    mc_is($s, "get grow\r\n", "VALUE grow 0 950000\r\n" . ('b' x 50_000) . $v . ('a' x 200_000) . "\r\nEND\r\n",
+        'the 950,000-byte result is whole and in order');
+}
+
 # Values stored on one connection are seen on another.
 mc_is($s2, "get foo newkey\r\n", "VALUE foo 7 4\r\nbarz\r\nVALUE newkey 9 5\r\nnewer\r\nEND\r\n",
     'another connection sees the stored values');
