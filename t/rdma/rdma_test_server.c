@@ -1,0 +1,469 @@
+/* t/rdma/rdma_test_server.c: memcached-rdma served over RDMA, driven by a
+ * small binary-protocol client written on the substrate. Runs inside the
+ * Soft-RoCE guest: rdma_test_server SERVER_BINARY.
+ *
+ * Starts the server with -o rdma_listen on the guest's rxe address, then:
+ * every binary command over RDMA; values whose frames end just below, at
+ * and above one eager message, and large values (many messages); a client
+ * that disconnects mid-request, one killed mid-request, a malformed RDMA
+ * message and a malformed binary frame each close only their connection
+ * while another client keeps being served; the RDMA stats lines. */
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mcr/binary_wire.h"
+#include "t/rdma/harness.h"
+
+static struct mcr_rdma_ctx *cctx;
+static const char *server_bin;
+static uint16_t port;
+static pid_t server_pid;
+
+struct client {
+    struct mcr_rdma_ep *ep;
+    bool connected, closed;
+    unsigned char *in;
+    size_t len, cap;
+};
+
+static void cl_connected(struct mcr_rdma_ep *ep, void *user)
+{
+    (void)ep;
+    ((struct client *)user)->connected = true;
+}
+
+static void cl_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, void *user)
+{
+    (void)ep;
+    struct client *c = user;
+    if (c->len + msg->payload_len > c->cap) {
+        size_t cap = c->cap ? c->cap : 65536;
+        while (cap < c->len + msg->payload_len)
+            cap *= 2;
+        c->in = realloc(c->in, cap);
+        if (!c->in)
+            tap_bail("out of memory");
+        c->cap = cap;
+    }
+    memcpy(c->in + c->len, msg->payload, msg->payload_len);
+    c->len += msg->payload_len;
+}
+
+static void cl_rdma_done(struct mcr_rdma_ep *ep, void *cookie, int status, void *user)
+{
+    (void)ep;
+    (void)cookie;
+    (void)status;
+    (void)user;
+}
+
+static void cl_closed(struct mcr_rdma_ep *ep, int reason, const char *why, void *user)
+{
+    (void)ep;
+    (void)reason;
+    (void)why;
+    struct client *c = user;
+    c->closed = true;
+    c->ep = NULL;
+}
+
+static const struct mcr_rdma_ep_callbacks cl_cb = {cl_connected, cl_message, cl_rdma_done,
+                                                   cl_closed};
+
+static bool cl_settled(void *arg)
+{
+    struct client *c = arg;
+    return c->connected || c->closed;
+}
+
+static bool cl_is_closed(void *arg)
+{
+    return ((struct client *)arg)->closed;
+}
+
+static bool cl_connect(struct client *c)
+{
+    memset(c, 0, sizeof(*c));
+    if (mcr_rdma_rc_connect(cctx, rxe_addr(), port, &cl_cb, c, &c->ep) != 0)
+        return false;
+    run_until(cl_settled, c, 10000);
+    return c->connected && !c->closed;
+}
+
+static void cl_close(struct client *c)
+{
+    if (c->ep && !c->closed) {
+        mcr_rdma_ep_close(c->ep);
+        run_until(cl_is_closed, c, 5000);
+    }
+    free(c->in);
+    c->in = NULL;
+}
+
+/* Sends bytes as a stream of eager messages. */
+static bool cl_send(struct client *c, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint64_t deadline = now_ms() + 10000;
+    while (len > 0 && c->ep && !c->closed) {
+        size_t max = mcr_rdma_ep_max_eager_payload(c->ep);
+        size_t n = len < max ? len : max;
+        struct iovec iov = {(void *)p, n};
+        struct mcr_rdma_send s = {.type = MCR_RDMA_MSG_EAGER, .iov = &iov, .iovcnt = 1};
+        int rc = mcr_rdma_ep_send(c->ep, &s);
+        if (rc == -EAGAIN) {
+            if (now_ms() > deadline)
+                return false;
+            mcr_rdma_ctx_progress(cctx, 5);
+            continue;
+        }
+        if (rc != 0)
+            return false;
+        p += n;
+        len -= n;
+    }
+    return len == 0;
+}
+
+struct want_bytes {
+    struct client *c;
+    size_t n;
+};
+
+static bool have_bytes(void *arg)
+{
+    struct want_bytes *w = arg;
+    return w->c->len >= w->n || w->c->closed;
+}
+
+/* Reads one response; body (malloc'd) returned in *body. */
+static bool cl_response(struct client *c, struct mcr_bin_header *h, unsigned char **body)
+{
+    struct want_bytes w = {c, MCR_BIN_HEADER_LEN};
+    if (!run_until(have_bytes, &w, 20000) || c->len < MCR_BIN_HEADER_LEN)
+        return false;
+    mcr_bin_header_decode(c->in, h);
+    w.n = MCR_BIN_HEADER_LEN + h->bodylen;
+    if (!run_until(have_bytes, &w, 20000) || c->len < w.n)
+        return false;
+    if (body) {
+        *body = malloc(h->bodylen + 1);
+        memcpy(*body, c->in + MCR_BIN_HEADER_LEN, h->bodylen);
+    }
+    memmove(c->in, c->in + w.n, c->len - w.n);
+    c->len -= w.n;
+    return h->magic == MCR_BIN_MAGIC_RESPONSE;
+}
+
+/* Builds and sends one request. */
+static bool cl_request(struct client *c, uint8_t op, const void *ext, uint8_t extlen,
+                       const char *key, const void *val, size_t vlen, uint32_t opaque)
+{
+    size_t klen = key ? strlen(key) : 0;
+    size_t total = MCR_BIN_HEADER_LEN + extlen + klen + vlen;
+    unsigned char *buf = malloc(total);
+    mcr_bin_request_encode(buf, op, extlen, (uint16_t)klen, (uint32_t)(extlen + klen + vlen),
+                           opaque, 0);
+    memcpy(buf + MCR_BIN_HEADER_LEN, ext, extlen);
+    memcpy(buf + MCR_BIN_HEADER_LEN + extlen, key, klen);
+    if (vlen)
+        memcpy(buf + MCR_BIN_HEADER_LEN + extlen + klen, val, vlen);
+    bool ok = cl_send(c, buf, total);
+    free(buf);
+    return ok;
+}
+
+/* request + one response; returns the status or -1 */
+static int roundtrip(struct client *c, uint8_t op, const void *ext, uint8_t extlen, const char *key,
+                     const void *val, size_t vlen, unsigned char **body, uint32_t *bodylen)
+{
+    struct mcr_bin_header h;
+    if (!cl_request(c, op, ext, extlen, key, val, vlen, 0x1234) || !cl_response(c, &h, body))
+        return -1;
+    if (bodylen)
+        *bodylen = h.bodylen;
+    if (h.opaque != 0x1234 || h.opcode != op)
+        return -2;
+    return h.vbucket_or_status;
+}
+
+static int do_set(struct client *c, uint8_t op, const char *key, const void *val, size_t len)
+{
+    unsigned char ext[8] = {0, 0, 0, 7, 0, 0, 0, 0};
+    return roundtrip(c, op, ext, 8, key, val, len, NULL, NULL);
+}
+
+/* get: returns status, value copied to *val */
+static int do_get(struct client *c, const char *key, unsigned char **val, size_t *len)
+{
+    unsigned char *body = NULL;
+    uint32_t blen = 0;
+    int st = roundtrip(c, MCR_BIN_OP_GET, NULL, 0, key, NULL, 0, &body, &blen);
+    if (st == 0 && blen >= 4) {
+        *len = blen - 4;
+        *val = malloc(*len + 1);
+        memcpy(*val, body + 4, *len);
+    }
+    free(body);
+    return st;
+}
+
+static bool check_value(struct client *c, const char *key, const void *want, size_t len)
+{
+    unsigned char *v = NULL;
+    size_t vlen = 0;
+    int st = do_get(c, key, &v, &vlen);
+    bool ok = st == 0 && vlen == len && memcmp(v, want, len) == 0;
+    if (!ok)
+        tap_diag("get %s: status %d, %zu bytes (want %zu)", key, st, vlen, len);
+    free(v);
+    return ok;
+}
+
+static uint64_t arith(struct client *c, uint8_t op, const char *key, uint64_t delta, int *st)
+{
+    unsigned char ext[20];
+    mcr_bin_put64(ext, delta);
+    mcr_bin_put64(ext + 8, 100);
+    mcr_bin_put32(ext + 16, 0);
+    unsigned char *body = NULL;
+    uint32_t blen = 0;
+    *st = roundtrip(c, op, ext, 20, key, NULL, 0, &body, &blen);
+    uint64_t v = (*st == 0 && blen == 8) ? mcr_bin_get64(body) : 0;
+    free(body);
+    return v;
+}
+
+/* Reads "stats" and returns the value of one line (-1 when missing). */
+static long long stat_value(struct client *c, const char *name)
+{
+    long long v = -1;
+    if (!cl_request(c, MCR_BIN_OP_STAT, NULL, 0, NULL, NULL, 0, 9))
+        return -1;
+    for (int i = 0; i < 500; i++) {
+        struct mcr_bin_header h;
+        unsigned char *body = NULL;
+        if (!cl_response(c, &h, &body))
+            return -1;
+        if (h.keylen == 0) {
+            free(body);
+            break;
+        }
+        if (h.keylen == strlen(name) && memcmp(body, name, h.keylen) == 0) {
+            char num[32] = "";
+            size_t n = h.bodylen - h.keylen < 31 ? h.bodylen - h.keylen : 31;
+            memcpy(num, body + h.keylen, n);
+            v = atoll(num);
+        }
+        free(body);
+    }
+    return v;
+}
+
+static void start_server(void)
+{
+    char listen[128];
+    port = (uint16_t)(21000 + getpid() % 2000);
+    snprintf(listen, sizeof(listen), "rdma_listen=%s:%u", rxe_addr(), port);
+    server_pid = fork();
+    if (server_pid == 0) {
+        execl(server_bin, server_bin, "-u", "root", "-p", "0", "-t", "2", "-m", "64", "-I", "2m",
+              "-o", listen, (char *)NULL);
+        _exit(127);
+    }
+    /* connect until the listener is up */
+    for (int i = 0; i < 100; i++) {
+        struct client c;
+        bool ok = cl_connect(&c);
+        cl_close(&c);
+        if (ok)
+            return;
+        usleep(200000);
+    }
+    tap_bail("server did not start listening on RDMA port %u", port);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        tap_bail("usage: rdma_test_server SERVER_BINARY");
+    server_bin = argv[1];
+    signal(SIGPIPE, SIG_IGN);
+    struct mcr_rdma_ctx_opts opts;
+    test_opts(&opts);
+    opts.recv_bufs = 512;
+    opts.send_bufs = 256;
+    cctx = make_ctx(&opts);
+    loop_add(cctx);
+    start_server();
+
+    struct client a, b;
+    tap_ok(cl_connect(&a), "client A connected over RDMA");
+    tap_ok(cl_connect(&b), "client B connected over RDMA");
+
+    /* ---- every binary command ------------------------------------------------------ */
+    tap_ok(do_set(&a, MCR_BIN_OP_SET, "k1", "hello", 5) == 0, "SET");
+    tap_ok(check_value(&a, "k1", "hello", 5), "GET returns the value");
+    tap_ok(check_value(&b, "k1", "hello", 5), "the other client sees it");
+    tap_ok(do_set(&a, MCR_BIN_OP_ADD, "k1", "x", 1) == MCR_BIN_STATUS_KEY_EEXISTS,
+           "ADD of an existing key: KEY_EEXISTS");
+    tap_ok(do_set(&a, MCR_BIN_OP_ADD, "k2", "two", 3) == 0, "ADD of a new key");
+    tap_ok(do_set(&a, MCR_BIN_OP_REPLACE, "k2", "TWO", 3) == 0 && check_value(&a, "k2", "TWO", 3),
+           "REPLACE");
+    tap_ok(do_set(&a, MCR_BIN_OP_REPLACE, "nokey", "x", 1) == MCR_BIN_STATUS_KEY_ENOENT,
+           "REPLACE of a missing key: KEY_ENOENT");
+    tap_ok(roundtrip(&a, MCR_BIN_OP_APPEND, NULL, 0, "k1", "!", 1, NULL, NULL) == 0 &&
+               roundtrip(&a, MCR_BIN_OP_PREPEND, NULL, 0, "k1", ">", 1, NULL, NULL) == 0 &&
+               check_value(&a, "k1", ">hello!", 7),
+           "APPEND and PREPEND");
+    int st;
+    uint64_t v = arith(&a, MCR_BIN_OP_INCREMENT, "n", 5, &st);
+    tap_ok(st == 0 && v == 100, "INCREMENT creates with the initial value (%llu)",
+           (unsigned long long)v);
+    v = arith(&a, MCR_BIN_OP_INCREMENT, "n", 5, &st);
+    tap_ok(st == 0 && v == 105, "INCREMENT");
+    v = arith(&a, MCR_BIN_OP_DECREMENT, "n", 10, &st);
+    tap_ok(st == 0 && v == 95, "DECREMENT");
+    unsigned char texp[4] = {0, 0, 0, 100};
+    tap_ok(roundtrip(&a, MCR_BIN_OP_TOUCH, texp, 4, "k1", NULL, 0, NULL, NULL) == 0, "TOUCH");
+    unsigned char *body = NULL;
+    uint32_t blen = 0;
+    st = roundtrip(&a, MCR_BIN_OP_GAT, texp, 4, "k2", NULL, 0, &body, &blen);
+    tap_ok(st == 0 && blen == 7 && memcmp(body + 4, "TWO", 3) == 0, "GAT");
+    free(body);
+    tap_ok(roundtrip(&a, MCR_BIN_OP_DELETE, NULL, 0, "k2", NULL, 0, NULL, NULL) == 0 &&
+               roundtrip(&a, MCR_BIN_OP_GET, NULL, 0, "k2", NULL, 0, NULL, NULL) ==
+                   MCR_BIN_STATUS_KEY_ENOENT,
+           "DELETE, then GET misses");
+    body = NULL;
+    st = roundtrip(&a, MCR_BIN_OP_VERSION, NULL, 0, NULL, NULL, 0, &body, &blen);
+    tap_ok(st == 0 && blen > 5 && memcmp(body, "1.6.", 4) == 0, "VERSION");
+    free(body);
+    tap_ok(roundtrip(&a, MCR_BIN_OP_NOOP, NULL, 0, NULL, NULL, 0, NULL, NULL) == 0, "NOOP");
+    /* quiet commands then NOOP: only the GETKQ hit and the NOOP answer */
+    {
+        unsigned char ext[8] = {0};
+        bool ok = cl_request(&a, MCR_BIN_OP_SETQ, ext, 8, "q1", "quiet", 5, 1) &&
+                  cl_request(&a, MCR_BIN_OP_GETKQ, NULL, 0, "q1", NULL, 0, 2) &&
+                  cl_request(&a, MCR_BIN_OP_GETQ, NULL, 0, "nokey", NULL, 0, 3) &&
+                  cl_request(&a, MCR_BIN_OP_NOOP, NULL, 0, NULL, NULL, 0, 4);
+        struct mcr_bin_header h1, h2;
+        ok = ok && cl_response(&a, &h1, NULL) && cl_response(&a, &h2, NULL);
+        tap_ok(ok && h1.opcode == MCR_BIN_OP_GETKQ && h1.opaque == 2 &&
+                   h2.opcode == MCR_BIN_OP_NOOP && h2.opaque == 4,
+               "SETQ, GETKQ hit, GETQ miss, NOOP: two replies in order");
+    }
+    tap_ok(stat_value(&a, "rdma_curr_connections") == 2, "stats: rdma_curr_connections 2");
+    tap_ok(stat_value(&a, "rdma_eager_msgs") > 0, "stats: rdma_eager_msgs counts");
+    tap_ok(roundtrip(&a, MCR_BIN_OP_FLUSH, NULL, 0, NULL, NULL, 0, NULL, NULL) == 0 &&
+               roundtrip(&a, MCR_BIN_OP_GET, NULL, 0, "k1", NULL, 0, NULL, NULL) ==
+                   MCR_BIN_STATUS_KEY_ENOENT,
+           "FLUSH empties the cache");
+
+    /* ---- sizes around one eager message and beyond ------------------------------------ */
+    size_t eager = mcr_rdma_ep_max_eager_payload(a.ep);
+    size_t frame_fixed = MCR_BIN_HEADER_LEN + 8 + 4; /* header, extras, key "size" */
+    size_t sizes[] = {0,
+                      1,
+                      eager - frame_fixed - 1,
+                      eager - frame_fixed,
+                      eager - frame_fixed + 1,
+                      eager - 28 - 4 - 1, /* reply frame: header + flags + value */
+                      eager - 28,
+                      eager - 28 + 1,
+                      2 * eager,
+                      65536,
+                      1000 * 1000};
+    bool all = true;
+    unsigned char *val = malloc(1000 * 1000);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        fill_pattern(val, sizes[i], (uint32_t)i + 1);
+        bool ok = do_set(&a, MCR_BIN_OP_SET, "size", val, sizes[i]) == 0 &&
+                  check_value(&b, "size", val, sizes[i]);
+        if (!ok)
+            tap_diag("value of %zu bytes failed", sizes[i]);
+        all = all && ok;
+    }
+    tap_ok(all, "values of 0, 1, eager limit -1/0/+1 (set and reply frames), 2x, 64 KiB, 1 MB");
+    free(val);
+
+    /* ---- misbehaving clients close only their own connection -------------------------- */
+    struct client m;
+    bool ok = cl_connect(&m);
+    unsigned char partial[MCR_BIN_HEADER_LEN + 8 + 3];
+    mcr_bin_request_encode(partial, MCR_BIN_OP_SET, 8, 3, 8 + 3 + 100000, 5, 0);
+    memset(partial + MCR_BIN_HEADER_LEN, 0, 8);
+    memcpy(partial + MCR_BIN_HEADER_LEN + 8, "mid", 3);
+    ok = ok && cl_send(&m, partial, sizeof(partial));
+    run_for(200);
+    cl_close(&m);
+    tap_ok(ok && do_set(&b, MCR_BIN_OP_SET, "alive", "1", 1) == 0 &&
+               check_value(&b, "alive", "1", 1),
+           "a client that disconnects mid-request: others are served");
+
+    ok = cl_connect(&m);
+    unsigned char bad[32];
+    memset(bad, 0xab, sizeof(bad));
+    ok = ok && mcr_rdma_rc_send_raw(m.ep, bad, sizeof(bad)) == 0;
+    run_until(cl_is_closed, &m, 5000);
+    tap_ok(ok && m.closed, "a malformed RDMA message closes that connection");
+    cl_close(&m);
+    tap_ok(check_value(&b, "alive", "1", 1), "another client is still served");
+
+    ok = cl_connect(&m);
+    unsigned char badframe[MCR_BIN_HEADER_LEN];
+    memset(badframe, 0, sizeof(badframe));
+    badframe[0] = 0x42; /* not a request magic */
+    ok = ok && cl_send(&m, badframe, sizeof(badframe));
+    run_until(cl_is_closed, &m, 5000);
+    tap_ok(ok && m.closed, "a malformed binary frame closes that connection");
+    cl_close(&m);
+    tap_ok(check_value(&a, "alive", "1", 1), "another client is still served");
+
+    /* a client process killed in the middle of a request */
+    pid_t child = fork();
+    if (child == 0) {
+        struct mcr_rdma_ctx_opts o2;
+        test_opts(&o2);
+        o2.recv_bufs = 64;
+        o2.send_bufs = 32;
+        cctx = make_ctx(&o2);
+        loop_nctx = 0;
+        loop_add(cctx);
+        struct client k;
+        if (!cl_connect(&k))
+            _exit(1);
+        cl_send(&k, partial, sizeof(partial));
+        for (;;)
+            mcr_rdma_ctx_progress(cctx, 100);
+    }
+    run_for(1500);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    long long curr = -1;
+    for (int i = 0; i < 50; i++) {
+        curr = stat_value(&a, "rdma_curr_connections");
+        if (curr == 2)
+            break;
+        run_for(200);
+    }
+    tap_ok(curr == 2, "a killed client is cleaned up (rdma_curr_connections back to 2: %lld)",
+           curr);
+    tap_ok(check_value(&b, "alive", "1", 1), "others are still served");
+    long long total = stat_value(&a, "rdma_total_connections");
+    tap_ok(total >= 6, "rdma_total_connections counts every connection (%lld)", total);
+
+    cl_close(&a);
+    cl_close(&b);
+    kill(server_pid, SIGTERM);
+    int wst = 0;
+    waitpid(server_pid, &wst, 0);
+    tap_ok(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "server exits cleanly on SIGTERM (status %d)",
+           wst);
+    loop_remove(cctx);
+    mcr_rdma_ctx_destroy(cctx);
+    tap_no_plan_end();
+    return tap_exit_status();
+}
