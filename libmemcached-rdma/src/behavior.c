@@ -16,9 +16,11 @@ static memcached_return_t set_distribution(struct lmr_client *c,
     case MEMCACHED_DISTRIBUTION_RANDOM:
     case MEMCACHED_DISTRIBUTION_CONSISTENT:
     case MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA:
-    case MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY:
+    case MEMCACHED_DISTRIBUTION_VIRTUAL_BUCKET:
         c->behaviors.ketama_weighted = false;
         break;
+    case MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY:
+        break; /* keeps the weighting, as libmemcached does */
     case MEMCACHED_DISTRIBUTION_CONSISTENT_WEIGHTED:
         c->behaviors.ketama_weighted = true;
         break;

@@ -431,6 +431,16 @@ static void test_behaviors(void)
            memcached_behavior_get(m, MEMCACHED_BEHAVIOR_HASH) == MEMCACHED_HASH_MD5 &&
            memcached_behavior_get(m, MEMCACHED_BEHAVIOR_KETAMA_HASH) == MEMCACHED_HASH_MD5,
        "KETAMA_WEIGHTED selects weighted ketama with MD5");
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                           MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY);
+    ok(memcached_behavior_get(m, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED) == 1,
+       "KETAMA_SPY keeps the weighting");
+    is_rc(memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                                 MEMCACHED_DISTRIBUTION_CONSISTENT_MAX),
+          MEMCACHED_INVALID_ARGUMENTS, "an unknown distribution is refused");
+    is_rc(memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                                 MEMCACHED_DISTRIBUTION_VIRTUAL_BUCKET),
+          MEMCACHED_SUCCESS, "VIRTUAL_BUCKET is accepted");
     memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION, MEMCACHED_DISTRIBUTION_MODULA);
     ok(memcached_behavior_get(m, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED) == 0 &&
            memcached_behavior_get(m, MEMCACHED_BEHAVIOR_KETAMA) == 0,
