@@ -448,6 +448,10 @@ static void test_behaviors(void)
     is_rc(memcached_behavior_set(m, MEMCACHED_BEHAVIOR_HASH, MEMCACHED_HASH_CRC), MEMCACHED_SUCCESS,
           "set HASH");
     ok(memcached_behavior_get(m, MEMCACHED_BEHAVIOR_HASH) == MEMCACHED_HASH_CRC, "get HASH");
+    is_rc(memcached_behavior_set(m, MEMCACHED_BEHAVIOR_HASH, MEMCACHED_HASH_CUSTOM),
+          MEMCACHED_INVALID_ARGUMENTS, "HASH_CUSTOM cannot be set as a behavior");
+    ok(memcached_behavior_get(m, MEMCACHED_BEHAVIOR_HASH) == MEMCACHED_HASH_CRC,
+       "a refused hash leaves the setting alone");
     const memcached_behavior_t numeric[] = {
         MEMCACHED_BEHAVIOR_POLL_TIMEOUT,       MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT,
         MEMCACHED_BEHAVIOR_RCV_TIMEOUT,        MEMCACHED_BEHAVIOR_SND_TIMEOUT,
