@@ -286,8 +286,23 @@ static memcached_return_t count_server(const memcached_st *memc,
     return MEMCACHED_SUCCESS;
 }
 
+static memcached_return_t count_stat(const memcached_instance_st *server, const char *key,
+                                     size_t key_length, const char *value, size_t value_length,
+                                     void *context)
+{
+    (void)server;
+    (void)value;
+    if (key_length > 0 && value_length > 0 && key != NULL)
+        (*(int *)context)++;
+    return MEMCACHED_SUCCESS;
+}
+
 static void test_server_ops(memcached_st *memc)
 {
+    int pairs = 0;
+    is_rc(memcached_stat_execute(memc, NULL, count_stat, &pairs), MEMCACHED_SUCCESS,
+          "stat_execute");
+    ok(pairs > 10, "stat_execute calls back for every pair (%d)", pairs);
     is_rc(memcached_version(memc), MEMCACHED_SUCCESS, "version");
     const memcached_instance_st *inst = memcached_server_instance_by_position(memc, 0);
     ok(inst != NULL && memcached_server_major_version(inst) >= 1, "server version recorded");
