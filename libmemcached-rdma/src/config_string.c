@@ -96,6 +96,9 @@ static memcached_return_t add_server_spec(memcached_st *memc, char *spec, bool s
     if (socket)
         return memcached_server_add_unix_socket_with_weight(memc, spec, weight);
     in_port_t port = MEMCACHED_DEFAULT_PORT;
+    bool rdma = strncmp(spec, "rdma://", 7) == 0;
+    if (rdma)
+        spec += 7;
     char *host = spec;
     char *colon = NULL;
     if (spec[0] == '[') {
@@ -117,6 +120,17 @@ static memcached_return_t add_server_spec(memcached_st *memc, char *spec, bool s
     }
     if (host[0] == '\0')
         return MEMCACHED_PARSE_ERROR;
+    if (rdma) { /* rdma://host:port: through a one-entry server list */
+        memcached_return_t rc;
+        memcached_server_list_st one =
+            memcached_server_list_append_with_weight(NULL, host, port, weight, &rc);
+        if (one == NULL)
+            return rc;
+        one[0].type = MEMCACHED_CONNECTION_RDMA;
+        rc = memcached_server_push(memc, one);
+        memcached_server_list_free(one);
+        return rc;
+    }
     return memcached_server_add_with_weight(memc, host, port, weight);
 }
 

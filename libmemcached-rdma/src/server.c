@@ -177,6 +177,8 @@ const char *memcached_server_type(const memcached_instance_st *self)
         return "UDP";
     case MEMCACHED_CONNECTION_UNIX_SOCKET:
         return "SOCKET";
+    case MEMCACHED_CONNECTION_RDMA:
+        return "RDMA";
     }
     return "UNKNOWN";
 }

@@ -123,6 +123,9 @@ memcached_server_list_st memcached_servers_parse(const char *server_strings)
         memcpy(item, p, len);
         item[len] = '\0';
         p += len;
+        bool rdma = strncmp(item, "rdma://", 7) == 0;
+        if (rdma)
+            memmove(item, item + 7, len - 7 + 1);
         if (!parse_one(item, host, sizeof(host), &port, &weight)) {
             memcached_server_list_free(list);
             return NULL;
@@ -135,6 +138,8 @@ memcached_server_list_st memcached_servers_parse(const char *server_strings)
             return NULL;
         }
         list = grown;
+        if (rdma)
+            list[memcached_server_list_count(list) - 1].type = MEMCACHED_CONNECTION_RDMA;
     }
     return list;
 }

@@ -3,6 +3,9 @@
  * and socket options. Knows nothing of memcached protocols or requests. */
 #include "transport.h"
 
+#include "config.h"
+#include "transport_rdma.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -167,6 +170,10 @@ const struct lmr_transport_ops *lmr_transport_for(memcached_connection_t type)
     case MEMCACHED_CONNECTION_TCP:
     case MEMCACHED_CONNECTION_UNIX_SOCKET:
         return &lmr_transport_socket;
+#ifdef HAVE_RDMA
+    case MEMCACHED_CONNECTION_RDMA:
+        return &lmr_transport_rdma;
+#endif
     default:
         return NULL;
     }

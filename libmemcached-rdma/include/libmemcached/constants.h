@@ -167,7 +167,8 @@ typedef enum memcached_server_distribution_t memcached_server_distribution_t;
 enum memcached_connection_t {
     MEMCACHED_CONNECTION_TCP,
     MEMCACHED_CONNECTION_UDP,
-    MEMCACHED_CONNECTION_UNIX_SOCKET
+    MEMCACHED_CONNECTION_UNIX_SOCKET,
+    MEMCACHED_CONNECTION_RDMA /* rdma://host:port (libmemcached-rdma) */
 };
 typedef enum memcached_connection_t memcached_connection_t;
 

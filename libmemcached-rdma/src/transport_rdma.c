@@ -1,0 +1,384 @@
+/* transport_rdma.c: the RDMA transport (reliable connection through the
+ * rdma/ substrate) for servers given as rdma://host:port. Owns one substrate
+ * context and one RC endpoint per server connection. Knows nothing of
+ * memcached protocols or requests.
+ *
+ * Byte stream over messages, as the server sees it: the bytes the pipeline
+ * sends are cut into eager messages of at most the endpoint's eager payload,
+ * and the payloads of received messages, in order, are the reply stream
+ * (binary-protocol frames). Bytes the endpoint cannot take at once (all send
+ * buffers busy) are kept here and go out on the next call, so send never
+ * reports EAGAIN (the descriptor below can only signal input).
+ *
+ * The descriptor the pipeline polls is an epoll set over the context's
+ * descriptor (completions, connection events) and an eventfd that this file
+ * keeps readable while received bytes wait in the input buffer or the
+ * connection has gone (so the reader sees end of stream).
+ */
+#include "transport.h"
+
+#include "config.h"
+
+#ifdef HAVE_RDMA
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rdma/ctx.h"
+#include "rdma/rc.h"
+
+/* Bytes kept for later beyond which send waits for the endpoint. */
+#define RDMA_OUT_HIGH (8u * 1024 * 1024)
+/* How long send may wait for that, and close for a clean disconnect. */
+#define RDMA_OUT_WAIT_MS 5000
+#define RDMA_CLOSE_WAIT_MS 1000
+#define RDMA_MSG_IOV_MAX 64
+
+struct rdma_stream {
+    struct mcr_rdma_ctx *ctx;
+    struct mcr_rdma_ep *ep; /* NULL once the substrate freed it */
+    int epfd, evfd;
+    bool signaled, connected, closed;
+    char *in; /* received, not yet read: in[in_off, in_off+in_len) */
+    size_t in_off, in_len, in_cap;
+    char *out; /* accepted, not yet handed to the endpoint */
+    size_t out_off, out_len, out_cap;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Makes room for n more bytes at the end of buf[off, off+len). */
+static bool reserve(char **buf, size_t *off, size_t len, size_t *cap, size_t n)
+{
+    if (*off > 0 && *off + len + n > *cap) {
+        memmove(*buf, *buf + *off, len);
+        *off = 0;
+    }
+    if (len + n <= *cap)
+        return true;
+    size_t c = *cap ? *cap : 65536;
+    while (c < len + n)
+        c *= 2;
+    char *grown = realloc(*buf, c);
+    if (grown == NULL)
+        return false;
+    *buf = grown;
+    *cap = c;
+    return true;
+}
+
+/* ---- substrate callbacks ------------------------------------------------------------- */
+static void on_connected(struct mcr_rdma_ep *ep, void *user)
+{
+    (void)ep;
+    ((struct rdma_stream *)user)->connected = true;
+}
+
+static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, void *user)
+{
+    struct rdma_stream *s = user;
+    if (msg->type != MCR_RDMA_MSG_EAGER ||
+        !reserve(&s->in, &s->in_off, s->in_len, &s->in_cap, msg->payload_len)) {
+        mcr_rdma_ep_close(ep); /* the server sends nothing else; the reader sees the end */
+        return;
+    }
+    memcpy(s->in + s->in_off + s->in_len, msg->payload, msg->payload_len);
+    s->in_len += msg->payload_len;
+}
+
+static void on_rdma_done(struct mcr_rdma_ep *ep, void *cookie, int status, void *user)
+{
+    (void)ep;
+    (void)cookie;
+    (void)status;
+    (void)user; /* no RDMA READ/WRITE is started by this side */
+}
+
+static void on_closed(struct mcr_rdma_ep *ep, int reason, const char *why, void *user)
+{
+    (void)ep;
+    (void)reason;
+    (void)why;
+    struct rdma_stream *s = user;
+    s->closed = true;
+    s->ep = NULL;
+}
+
+static const struct mcr_rdma_ep_callbacks stream_callbacks = {
+    .on_connected = on_connected,
+    .on_message = on_message,
+    .on_rdma_done = on_rdma_done,
+    .on_closed = on_closed,
+};
+
+/* ---- sending ------------------------------------------------------------------------------ */
+/* Hands bytes of iov (from byte `skip` on) to the endpoint in eager
+ * messages until done or no send buffer is free; returns bytes taken, or -1
+ * when the connection failed. */
+static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovcnt)
+{
+    if (s->ep == NULL || s->closed)
+        return -1;
+    size_t max_payload = mcr_rdma_ep_max_eager_payload(s->ep);
+    size_t taken = 0;
+    int i = 0;
+    size_t off = 0;
+    for (;;) {
+        struct iovec msg_iov[RDMA_MSG_IOV_MAX];
+        int n = 0;
+        size_t msg_len = 0;
+        int j = i;
+        size_t joff = off;
+        while (j < iovcnt && n < RDMA_MSG_IOV_MAX && msg_len < max_payload) {
+            size_t avail = iov[j].iov_len - joff;
+            if (avail == 0) {
+                j++;
+                joff = 0;
+                continue;
+            }
+            size_t take = avail < max_payload - msg_len ? avail : max_payload - msg_len;
+            msg_iov[n].iov_base = (char *)iov[j].iov_base + joff;
+            msg_iov[n].iov_len = take;
+            n++;
+            msg_len += take;
+            joff += take;
+            if (joff == iov[j].iov_len) {
+                j++;
+                joff = 0;
+            }
+        }
+        if (msg_len == 0)
+            return (ssize_t)taken;
+        struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_EAGER, .iov = msg_iov, .iovcnt = n};
+        int rc = mcr_rdma_ep_send(s->ep, &m);
+        if (rc == -EAGAIN)
+            return (ssize_t)taken;
+        if (rc != 0)
+            return -1;
+        taken += msg_len;
+        i = j;
+        off = joff;
+    }
+}
+
+/* Sends what was kept for later. false when the connection failed. */
+static bool flush_out(struct rdma_stream *s)
+{
+    if (s->out_len == 0)
+        return true;
+    struct iovec iov = {s->out + s->out_off, s->out_len};
+    ssize_t n = push_iov(s, &iov, 1);
+    if (n < 0)
+        return false;
+    s->out_off += (size_t)n;
+    s->out_len -= (size_t)n;
+    if (s->out_len == 0)
+        s->out_off = 0;
+    return true;
+}
+
+/* The eventfd is readable exactly while input waits or the stream ended. */
+static void sync_signal(struct rdma_stream *s)
+{
+    bool want = s->in_len > 0 || s->closed;
+    uint64_t v = 1;
+    if (want && !s->signaled) {
+        if (write(s->evfd, &v, sizeof(v)) == (ssize_t)sizeof(v))
+            s->signaled = true;
+    } else if (!want && s->signaled) {
+        if (read(s->evfd, &v, sizeof(v)) == (ssize_t)sizeof(v))
+            s->signaled = false;
+    }
+}
+
+/* Handles what the context has for us, sends what waits. */
+static void progress(struct rdma_stream *s, int timeout_ms)
+{
+    int rc = timeout_ms > 0 ? mcr_rdma_ctx_progress(s->ctx, timeout_ms)
+                            : mcr_rdma_ctx_handle_events(s->ctx);
+    if (rc < 0 && s->ep != NULL && !s->closed)
+        mcr_rdma_ep_close(s->ep);
+    if (!flush_out(s) && s->ep != NULL && !s->closed)
+        mcr_rdma_ep_close(s->ep);
+    sync_signal(s);
+}
+
+/* ---- the transport table ---------------------------------------------------------------- */
+static void stream_free(struct rdma_stream *s)
+{
+    if (s->ep != NULL && !s->closed) {
+        mcr_rdma_ep_close(s->ep);
+        int64_t deadline = now_ms() + RDMA_CLOSE_WAIT_MS;
+        while (!s->closed && now_ms() < deadline)
+            mcr_rdma_ctx_progress(s->ctx, 10);
+    }
+    if (s->ctx != NULL)
+        mcr_rdma_ctx_destroy(s->ctx);
+    if (s->evfd >= 0)
+        close(s->evfd);
+    if (s->epfd >= 0)
+        close(s->epfd);
+    free(s->out);
+    free(s->in);
+    free(s);
+}
+
+const struct lmr_transport_ops lmr_transport_rdma;
+
+static memcached_return_t rdma_open(struct lmr_conn *conn, const struct lmr_endpoint *ep,
+                                    int *sys_errno)
+{
+    *sys_errno = 0;
+    if (ep->unix_socket || ep->port == 0 || ep->port > 65535)
+        return MEMCACHED_INVALID_ARGUMENTS;
+    struct rdma_stream *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    s->epfd = s->evfd = -1;
+    int timeout = ep->connect_timeout_ms > 0 ? ep->connect_timeout_ms : 4000;
+    struct mcr_rdma_ctx_opts opts;
+    mcr_rdma_ctx_opts_default(&opts);
+    opts.addr = ep->hostname;
+    opts.recv_bufs = 64; /* one connection per context: its credits only */
+    opts.send_bufs = 64;
+    opts.resolve_timeout_ms = timeout;
+    char err[256];
+    s->ctx = mcr_rdma_ctx_create(&opts, err, sizeof(err));
+    if (s->ctx == NULL) {
+        *sys_errno = ENODEV;
+        stream_free(s);
+        return MEMCACHED_CONNECTION_FAILURE;
+    }
+    s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    s->epfd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev_ctx = {.events = EPOLLIN, .data.u32 = 0};
+    struct epoll_event ev_in = {.events = EPOLLIN, .data.u32 = 1};
+    if (s->evfd < 0 || s->epfd < 0 ||
+        epoll_ctl(s->epfd, EPOLL_CTL_ADD, mcr_rdma_ctx_fd(s->ctx), &ev_ctx) != 0 ||
+        epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, &ev_in) != 0) {
+        *sys_errno = errno;
+        stream_free(s);
+        return MEMCACHED_CONNECTION_FAILURE;
+    }
+    int rc =
+        mcr_rdma_rc_connect(s->ctx, ep->hostname, (uint16_t)ep->port, &stream_callbacks, s, &s->ep);
+    if (rc != 0) {
+        *sys_errno = rc < 0 ? -rc : rc;
+        s->ep = NULL;
+        stream_free(s);
+        return MEMCACHED_CONNECTION_FAILURE;
+    }
+    int64_t deadline = now_ms() + timeout;
+    while (!s->connected && !s->closed && now_ms() < deadline)
+        mcr_rdma_ctx_progress(s->ctx, 10);
+    if (!s->connected || s->closed) {
+        *sys_errno = s->closed ? ECONNREFUSED : ETIMEDOUT;
+        stream_free(s);
+        return *sys_errno == ETIMEDOUT ? MEMCACHED_TIMEOUT : MEMCACHED_CONNECTION_FAILURE;
+    }
+    conn->fd = s->epfd;
+    conn->transport_state = s;
+    conn->ops = &lmr_transport_rdma;
+    return MEMCACHED_SUCCESS;
+}
+
+static ssize_t rdma_send(struct lmr_conn *conn, const struct iovec *iov, int iovcnt)
+{
+    struct rdma_stream *s = conn->transport_state;
+    progress(s, 0);
+    if (s->closed) {
+        errno = EPIPE;
+        return -1;
+    }
+    size_t total = 0;
+    for (int i = 0; i < iovcnt; i++)
+        total += iov[i].iov_len;
+    ssize_t taken = 0;
+    if (s->out_len == 0) {
+        taken = push_iov(s, iov, iovcnt);
+        if (taken < 0) {
+            errno = EPIPE;
+            return -1;
+        }
+    }
+    /* keep the rest, in order, for later */
+    size_t skip = (size_t)taken;
+    if (skip < total && !reserve(&s->out, &s->out_off, s->out_len, &s->out_cap, total - skip)) {
+        errno = ENOMEM;
+        return -1;
+    }
+    for (int i = 0; i < iovcnt && skip < total; i++) {
+        if (skip >= iov[i].iov_len) {
+            skip -= iov[i].iov_len;
+            continue;
+        }
+        size_t n = iov[i].iov_len - skip;
+        memcpy(s->out + s->out_off + s->out_len, (const char *)iov[i].iov_base + skip, n);
+        s->out_len += n;
+        skip = 0;
+    }
+    int64_t deadline = now_ms() + RDMA_OUT_WAIT_MS;
+    while (s->out_len > RDMA_OUT_HIGH && !s->closed && now_ms() < deadline)
+        progress(s, 10);
+    if (s->closed || s->out_len > RDMA_OUT_HIGH) {
+        errno = s->closed ? EPIPE : ETIMEDOUT;
+        return -1;
+    }
+    return (ssize_t)total;
+}
+
+static ssize_t rdma_recv(struct lmr_conn *conn, void *buf, size_t len)
+{
+    struct rdma_stream *s = conn->transport_state;
+    progress(s, 0);
+    if (s->in_len == 0) {
+        if (s->closed)
+            return 0;
+        errno = EAGAIN;
+        return -1;
+    }
+    size_t n = len < s->in_len ? len : s->in_len;
+    memcpy(buf, s->in + s->in_off, n);
+    s->in_off += n;
+    s->in_len -= n;
+    if (s->in_len == 0)
+        s->in_off = 0;
+    sync_signal(s);
+    return (ssize_t)n;
+}
+
+static int rdma_poll_fd(const struct lmr_conn *conn)
+{
+    return conn->fd;
+}
+
+static void rdma_close(struct lmr_conn *conn)
+{
+    if (conn->transport_state != NULL)
+        stream_free(conn->transport_state);
+    conn->transport_state = NULL;
+    conn->fd = -1;
+    conn->ops = NULL;
+}
+
+const struct lmr_transport_ops lmr_transport_rdma = {
+    .name = "rdma",
+    .open = rdma_open,
+    .send = rdma_send,
+    .recv = rdma_recv,
+    .poll_fd = rdma_poll_fd,
+    .close = rdma_close,
+};
+
+#endif

@@ -1,0 +1,494 @@
+/* t/rdma/rdma_test_client.c: libmemcached-rdma over rdma://host:port against
+ * memcached-rdma, inside the Soft-RoCE guest:
+ *   rdma_test_client SERVER_BINARY
+ *
+ * The same scenario of libmemcached calls runs over TCP (binary protocol)
+ * and over RDMA and must give the same transcript; then server strings and
+ * config strings with rdma://, 1,000 non-blocking requests in flight, a
+ * mixed cluster (one server over TCP, one over RDMA), several client
+ * processes at once, and a server killed with requests in flight (they
+ * complete with MEMCACHED_CONNECTION_FAILURE; after a restart the next call
+ * reconnects). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libmemcached/memcached.h>
+#include <libmemcached/nonblocking.h>
+
+#include "t/rdma/tap.h"
+
+static const char *server_bin;
+static const char *rxe;
+
+struct server {
+    pid_t pid;
+    unsigned tcp_port, rdma_port;
+};
+
+static bool tcp_accepts(unsigned port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+static memcached_st *rdma_client(const struct server *s)
+{
+    char cfg[128];
+    snprintf(cfg, sizeof(cfg), "--SERVER=rdma://%s:%u", rxe, s->rdma_port);
+    return memcached(cfg, strlen(cfg));
+}
+
+static void server_start(struct server *s, unsigned tcp_port, unsigned rdma_port)
+{
+    char listen[96], port[16];
+    s->tcp_port = tcp_port;
+    s->rdma_port = rdma_port;
+    snprintf(listen, sizeof(listen), "rdma_listen=%s:%u", rxe, rdma_port);
+    snprintf(port, sizeof(port), "%u", tcp_port);
+    s->pid = fork();
+    if (s->pid == 0) {
+        execl(server_bin, server_bin, "-u", "root", "-l", "127.0.0.1", "-p", port, "-t", "2", "-m",
+              "128", "-I", "2m", "-o", listen, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 200 && !tcp_accepts(tcp_port); i++)
+        usleep(100000);
+    /* RDMA listeners open after TCP: ask over RDMA until it answers */
+    for (int i = 0; i < 50; i++) {
+        memcached_st *m = rdma_client(s);
+        memcached_return_t rc = memcached_version(m);
+        memcached_free(m);
+        if (rc == MEMCACHED_SUCCESS)
+            return;
+        usleep(200000);
+    }
+    tap_bail("server on rdma port %u did not answer", rdma_port);
+}
+
+static void server_stop(struct server *s, int sig)
+{
+    if (s->pid > 0) {
+        kill(s->pid, sig);
+        waitpid(s->pid, NULL, 0);
+        s->pid = 0;
+    }
+}
+
+/* ---- one scenario, written down as a transcript ----------------------------------- */
+struct transcript {
+    char *text;
+    size_t len, cap;
+};
+
+__attribute__((format(printf, 2, 3))) static void note(struct transcript *t, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if (t->len + (size_t)n + 2 > t->cap) {
+        t->cap = (t->cap + (size_t)n + 2) * 2;
+        t->text = realloc(t->text, t->cap);
+    }
+    memcpy(t->text + t->len, line, (size_t)n);
+    t->len += (size_t)n;
+    t->text[t->len++] = '\n';
+    t->text[t->len] = '\0';
+}
+
+static void fill(char *buf, size_t len, unsigned seed)
+{
+    uint32_t x = seed * 2654435761u + 7;
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        buf[i] = (char)x;
+    }
+}
+
+static void get_note(struct transcript *t, memcached_st *m, const char *key, const char *want,
+                     size_t want_len)
+{
+    size_t len = 0;
+    uint32_t flags = 0;
+    memcached_return_t rc;
+    char *v = memcached_get(m, key, strlen(key), &len, &flags, &rc);
+    bool same = v != NULL && want != NULL && len == want_len && memcmp(v, want, len) == 0;
+    note(t, "get %s: %s len=%zu flags=%u %s", key, memcached_strerror(m, rc), len, flags,
+         want ? (same ? "value ok" : "VALUE DIFFERS") : "");
+    free(v);
+}
+
+static const size_t sizes[] = {0,    1,    100,   8127,  8128,   8129,    8159,
+                               8160, 8161, 16384, 65536, 100000, 1048576, 2000000};
+
+static void scenario(memcached_st *m, struct transcript *t)
+{
+    memcached_return_t rc;
+    note(t, "flush: %s", memcached_strerror(m, memcached_flush(m, 0)));
+    note(t, "set a: %s", memcached_strerror(m, memcached_set(m, "a", 1, "alpha", 5, 0, 3)));
+    get_note(t, m, "a", "alpha", 5);
+    note(t, "add a: %s", memcached_strerror(m, memcached_add(m, "a", 1, "x", 1, 0, 0)));
+    note(t, "add b: %s", memcached_strerror(m, memcached_add(m, "b", 1, "beta", 4, 0, 0)));
+    note(t, "replace b: %s", memcached_strerror(m, memcached_replace(m, "b", 1, "BETA", 4, 0, 0)));
+    note(t, "replace z: %s", memcached_strerror(m, memcached_replace(m, "z", 1, "x", 1, 0, 0)));
+    note(t, "append a: %s", memcached_strerror(m, memcached_append(m, "a", 1, "+", 1, 0, 0)));
+    note(t, "prepend a: %s", memcached_strerror(m, memcached_prepend(m, "a", 1, "-", 1, 0, 0)));
+    get_note(t, m, "a", "-alpha+", 7);
+    note(t, "exist a: %s", memcached_strerror(m, memcached_exist(m, "a", 1)));
+    note(t, "exist z: %s", memcached_strerror(m, memcached_exist(m, "z", 1)));
+    note(t, "touch a: %s", memcached_strerror(m, memcached_touch(m, "a", 1, 100)));
+    note(t, "delete b: %s", memcached_strerror(m, memcached_delete(m, "b", 1, 0)));
+    note(t, "delete b: %s", memcached_strerror(m, memcached_delete(m, "b", 1, 0)));
+    get_note(t, m, "b", NULL, 0);
+    uint64_t v = 0;
+    rc = memcached_increment_with_initial(m, "n", 1, 5, 10, 0, &v);
+    note(t, "incr_with_initial n: %s %llu", memcached_strerror(m, rc), (unsigned long long)v);
+    rc = memcached_increment(m, "n", 1, 5, &v);
+    note(t, "incr n: %s %llu", memcached_strerror(m, rc), (unsigned long long)v);
+    rc = memcached_decrement(m, "n", 1, 3, &v);
+    note(t, "decr n: %s %llu", memcached_strerror(m, rc), (unsigned long long)v);
+    rc = memcached_increment(m, "a", 1, 1, &v);
+    note(t, "incr a (not a number): %s", memcached_strerror(m, rc));
+    rc = memcached_increment(m, "zz", 2, 1, &v);
+    note(t, "incr zz (missing): %s", memcached_strerror(m, rc));
+
+    /* cas */
+    const char *keys[] = {"a", "n", "missing1", "k3", "missing2"};
+    size_t klen[] = {1, 1, 8, 2, 8};
+    memcached_set(m, "k3", 2, "three", 5, 0, 0);
+    rc = memcached_mget(m, keys, klen, 5);
+    note(t, "mget: %s", memcached_strerror(m, rc));
+    uint64_t cas_a = 0;
+    for (int i = 0; i < 10; i++) {
+        memcached_result_st *r = memcached_fetch_result(m, NULL, &rc);
+        if (r == NULL)
+            break;
+        note(t, "fetched %.*s len=%zu", (int)memcached_result_key_length(r),
+             memcached_result_key_value(r), memcached_result_length(r));
+        if (memcached_result_key_length(r) == 1 && memcached_result_key_value(r)[0] == 'a')
+            cas_a = memcached_result_cas(r);
+        memcached_result_free(r);
+    }
+    note(t, "fetch end: %s", memcached_strerror(m, rc));
+    rc = memcached_cas(m, "a", 1, "cas!", 4, 0, 0, cas_a);
+    note(t, "cas a (right): %s", memcached_strerror(m, rc));
+    rc = memcached_cas(m, "a", 1, "cas?", 4, 0, 0, cas_a);
+    note(t, "cas a (stale): %s", memcached_strerror(m, rc));
+    get_note(t, m, "a", "cas!", 4);
+    rc = memcached_set_by_key(m, "group", 5, "bk", 2, "bykey", 5, 0, 0);
+    char *bk = memcached_get_by_key(m, "group", 5, "bk", 2, &(size_t){0}, &(uint32_t){0}, &rc);
+    note(t, "by_key: %s %s", memcached_strerror(m, rc), bk ? bk : "(null)");
+    free(bk);
+    note(t, "version: %s", memcached_strerror(m, memcached_version(m)));
+    memcached_stat_st *st = memcached_stat(m, NULL, &rc);
+    char *pid = st ? memcached_stat_get_value(m, st, "pid", &rc) : NULL;
+    note(t, "stat: %s pid %s", memcached_strerror(m, rc), pid ? "present" : "missing");
+    free(pid);
+    memcached_stat_free(m, st);
+
+    /* value sizes around one eager message and beyond */
+    char *buf = malloc(2000000);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        fill(buf, sizes[i], (unsigned)i);
+        rc = memcached_set(m, "sz", 2, buf, sizes[i], 0, (uint32_t)i);
+        note(t, "set %zu bytes: %s", sizes[i], memcached_strerror(m, rc));
+        get_note(t, m, "sz", buf, sizes[i]);
+    }
+    free(buf);
+
+    /* noreply sets, then a get sees the last */
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_NOREPLY, 1);
+    for (int i = 0; i < 100; i++) {
+        char val[16];
+        int n = snprintf(val, sizeof(val), "v%d", i);
+        memcached_set(m, "nr", 2, val, (size_t)n, 0, 0);
+    }
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_NOREPLY, 0);
+    get_note(t, m, "nr", "v99", 3);
+}
+
+/* 1,000 non-blocking requests in flight: isets, then igets into caller
+ * buffers, then bgets. Returns the number of mismatches. */
+static int many_in_flight(memcached_st *m, int count)
+{
+    memcached_request_st **reqs = calloc((size_t)count, sizeof(*reqs));
+    char(*bufs)[64] = calloc((size_t)count, 64);
+    int bad = 0;
+    for (int i = 0; i < count; i++) {
+        reqs[i] = memcached_request_create(m);
+        char key[32], val[32];
+        int kl = snprintf(key, sizeof(key), "nb%d", i);
+        int vl = snprintf(val, sizeof(val), "value-%d", i * 7);
+        if (memcached_iset(m, key, (size_t)kl, val, (size_t)vl, 0, (uint32_t)i, reqs[i]) !=
+            MEMCACHED_SUCCESS)
+            bad++;
+    }
+    if (memcached_wait_all(m) != MEMCACHED_SUCCESS)
+        bad++;
+    for (int i = 0; i < count; i++)
+        if (memcached_request_return(reqs[i]) != MEMCACHED_SUCCESS)
+            bad++;
+    for (int i = 0; i < count; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "nb%d", i);
+        memcached_iget(m, key, (size_t)kl, bufs[i], sizeof(bufs[i]), reqs[i]);
+    }
+    for (int i = count; i-- > 0;) {
+        char val[32];
+        int vl = snprintf(val, sizeof(val), "value-%d", i * 7);
+        size_t len = 0;
+        if (memcached_wait(m, reqs[i]) != MEMCACHED_SUCCESS)
+            bad++;
+        const char *v = memcached_request_value(reqs[i], &len);
+        if (v != bufs[i] || len != (size_t)vl || memcmp(v, val, len) != 0 ||
+            memcached_request_flags(reqs[i]) != (uint32_t)i)
+            bad++;
+    }
+    for (int i = 0; i < count; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "nb%d", i);
+        memcached_bget(m, key, (size_t)kl, reqs[i]);
+    }
+    memcached_wait_all(m);
+    for (int i = 0; i < count; i++) {
+        char val[32];
+        int vl = snprintf(val, sizeof(val), "value-%d", i * 7);
+        size_t len = 0;
+        const char *v = memcached_request_value(reqs[i], &len);
+        if (memcached_request_return(reqs[i]) != MEMCACHED_SUCCESS || v == NULL ||
+            len != (size_t)vl || memcmp(v, val, len) != 0)
+            bad++;
+    }
+    for (int i = 0; i < count; i++)
+        memcached_request_free(reqs[i]);
+    free(bufs);
+    free(reqs);
+    return bad;
+}
+
+/* One of several client processes (re-executed, not forked: verbs resources
+ * do not survive fork()). Exit status 0 when every check held. */
+static int client_process(int k, unsigned rdma_port)
+{
+    struct server s = {.rdma_port = rdma_port};
+    memcached_st *m = rdma_client(&s);
+    int wrong = 0;
+    for (int i = 0; i < 300; i++) {
+        char key[32], val[64];
+        int kl = snprintf(key, sizeof(key), "c%d-%d", k, i);
+        int vl = snprintf(val, sizeof(val), "client %d value %d", k, i);
+        if (memcached_set(m, key, (size_t)kl, val, (size_t)vl, 0, 0) != MEMCACHED_SUCCESS)
+            wrong++;
+        size_t l = 0;
+        memcached_return_t r;
+        char *got = memcached_get(m, key, (size_t)kl, &l, &(uint32_t){0}, &r);
+        if (!got || l != (size_t)vl || memcmp(got, val, l) != 0)
+            wrong++;
+        free(got);
+    }
+    wrong += many_in_flight(m, 500);
+    memcached_free(m);
+    if (wrong)
+        fprintf(stderr, "client %d: %d checks failed\n", k, wrong);
+    return wrong == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        tap_bail("usage: rdma_test_client SERVER_BINARY");
+    rxe = getenv("RXE_VM_ADDR");
+    if (rxe == NULL)
+        tap_bail("RXE_VM_ADDR is not set: run inside scripts/rxe-vm");
+    if (strcmp(argv[1], "--client") == 0 && argc == 4)
+        return client_process(atoi(argv[2]), (unsigned)atoi(argv[3]));
+    const char *self = argv[0];
+    server_bin = argv[1];
+    signal(SIGPIPE, SIG_IGN);
+    unsigned base = 23000 + (unsigned)(getpid() % 1000) * 4;
+    struct server s1, s2;
+    server_start(&s1, base, base + 1);
+
+    /* ---- the same calls over TCP and over RDMA ----------------------------------------- */
+    struct transcript tcp = {0}, rdma = {0};
+    memcached_st *mt = memcached_create(NULL);
+    memcached_server_add(mt, "127.0.0.1", (in_port_t)s1.tcp_port);
+    memcached_behavior_set(mt, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, 1);
+    memcached_behavior_set(mt, MEMCACHED_BEHAVIOR_SUPPORT_CAS, 1);
+    scenario(mt, &tcp);
+    memcached_free(mt);
+    memcached_st *mr = rdma_client(&s1);
+    tap_ok(mr != NULL, "config string --SERVER=rdma://%s:%u", rxe, s1.rdma_port);
+    tap_ok(memcached_behavior_get(mr, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL) == 1,
+           "an rdma:// server selects the binary protocol");
+    memcached_behavior_set(mr, MEMCACHED_BEHAVIOR_SUPPORT_CAS, 1);
+    scenario(mr, &rdma);
+    bool same = tcp.len == rdma.len && memcmp(tcp.text, rdma.text, tcp.len) == 0;
+    size_t lines = 0;
+    for (size_t i = 0; i < tcp.len; i++)
+        lines += tcp.text[i] == '\n';
+    tap_ok(same, "every call gives the same result over RDMA as over TCP (%zu calls)", lines);
+    if (!same) {
+        tap_diag("--- tcp\n%s", tcp.text);
+        tap_diag("--- rdma\n%s", rdma.text);
+    }
+    tap_ok(strstr(rdma.text, "DIFFERS") == NULL && strstr(rdma.text, "get sz: SUCCESS len=2000000"),
+           "values up to 2,000,000 bytes arrive intact over RDMA");
+    tap_ok(strstr(rdma.text, "cas a (right): SUCCESS") != NULL &&
+               strstr(rdma.text, "cas a (stale): SUCCESS") == NULL,
+           "cas over RDMA: the right cas stores, a stale one is refused");
+    memcached_stat_st *st = memcached_stat(mr, NULL, &(memcached_return_t){0});
+    memcached_return_t rc;
+    char *curr = st ? memcached_stat_get_value(mr, st, "rdma_curr_connections", &rc) : NULL;
+    tap_ok(curr != NULL && atoi(curr) >= 1, "stats over RDMA show rdma_curr_connections %s",
+           curr ? curr : "(missing)");
+    free(curr);
+    memcached_stat_free(mr, st);
+    free(tcp.text);
+    free(rdma.text);
+
+    /* ---- server strings ---------------------------------------------------------------- */
+    char spec[128];
+    snprintf(spec, sizeof(spec), "rdma://%s:%u", rxe, s1.rdma_port);
+    memcached_server_list_st list = memcached_servers_parse(spec);
+    tap_ok(list != NULL && memcached_server_list_count(list) == 1 &&
+               list[0].type == MEMCACHED_CONNECTION_RDMA && list[0].port == s1.rdma_port,
+           "memcached_servers_parse(\"rdma://host:port\")");
+    memcached_st *mp = memcached_create(NULL);
+    memcached_server_push(mp, list);
+    memcached_server_list_free(list);
+    rc = memcached_set(mp, "parsed", 6, "yes", 3, 0, 0);
+    size_t len = 0;
+    char *v = memcached_get(mp, "parsed", 6, &len, &(uint32_t){0}, &rc);
+    tap_ok(v && len == 3 && memcmp(v, "yes", 3) == 0, "a client from a parsed server list works");
+    free(v);
+    memcached_free(mp);
+
+    /* ---- 1,000 non-blocking requests in flight ---------------------------------------- */
+    int bad = many_in_flight(mr, 1000);
+    tap_ok(bad == 0, "1,000 isets, igets and bgets in flight over RDMA (%d wrong)", bad);
+
+    /* ---- several clients at once ------------------------------------------------------- */
+    pid_t kids[4];
+    for (int k = 0; k < 4; k++) {
+        kids[k] = fork();
+        if (kids[k] == 0) {
+            /* a fresh process: verbs resources do not survive fork() */
+            char kid[16], port[16];
+            snprintf(kid, sizeof(kid), "%d", k);
+            snprintf(port, sizeof(port), "%u", s1.rdma_port);
+            execl(self, self, "--client", kid, port, (char *)NULL);
+            _exit(126);
+        }
+    }
+    int kids_ok = 0;
+    for (int k = 0; k < 4; k++) {
+        int ws = 0;
+        waitpid(kids[k], &ws, 0);
+        if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0)
+            kids_ok++;
+    }
+    tap_ok(kids_ok == 4,
+           "four client processes at once, 300 set/get and 500 in flight each (%d ok)", kids_ok);
+
+    /* ---- mixed cluster: one server over TCP, one over RDMA ------------------------------ */
+    server_start(&s2, base + 2, base + 3);
+    char cfg[256];
+    snprintf(cfg, sizeof(cfg), "--SERVER=127.0.0.1:%u --SERVER=rdma://%s:%u", s1.tcp_port, rxe,
+             s2.rdma_port);
+    memcached_st *mm = memcached(cfg, strlen(cfg));
+    int mixed_bad = 0;
+    for (int i = 0; i < 200; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "mixed%d", i);
+        if (memcached_set(mm, key, (size_t)kl, key, (size_t)kl, 0, 0) != MEMCACHED_SUCCESS)
+            mixed_bad++;
+    }
+    for (int i = 0; i < 200; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "mixed%d", i);
+        size_t l = 0;
+        char *got = memcached_get(mm, key, (size_t)kl, &l, &(uint32_t){0}, &rc);
+        if (!got || l != (size_t)kl || memcmp(got, key, l) != 0)
+            mixed_bad++;
+        free(got);
+    }
+    mixed_bad += many_in_flight(mm, 1000);
+    /* both servers hold some of the keys */
+    memcached_st *m2 = rdma_client(&s2);
+    int on_rdma = 0;
+    for (int i = 0; i < 200; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "mixed%d", i);
+        if (memcached_exist(m2, key, (size_t)kl) == MEMCACHED_SUCCESS)
+            on_rdma++;
+    }
+    tap_ok(mixed_bad == 0 && on_rdma > 0 && on_rdma < 200,
+           "mixed cluster (TCP + RDMA): 200 keys and 1,000 in flight, %d of 200 on the RDMA server",
+           on_rdma);
+    memcached_free(m2);
+    memcached_free(mm);
+
+    /* ---- a server that goes away --------------------------------------------------------- */
+    memcached_st *mk = rdma_client(&s2);
+    memcached_behavior_set(mk, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, 0);
+    memcached_behavior_set(mk, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 20000);
+    tap_ok(memcached_set(mk, "before", 6, "1", 1, 0, 0) == MEMCACHED_SUCCESS,
+           "client connected to the second server");
+    kill(s2.pid, SIGSTOP);
+    usleep(300000); /* stopped for sure before the requests go out */
+    memcached_request_st *inflight[50];
+    char kb[50][16];
+    for (int i = 0; i < 50; i++) {
+        inflight[i] = memcached_request_create(mk);
+        memcached_iget(mk, "before", 6, kb[i], sizeof(kb[i]), inflight[i]);
+    }
+    for (int i = 0; i < 50; i++)
+        memcached_test(mk, inflight[i]);
+    server_stop(&s2, SIGKILL);
+    int failed = 0;
+    for (int i = 0; i < 50; i++) {
+        memcached_return_t r = memcached_wait(mk, inflight[i]);
+        if (r == MEMCACHED_CONNECTION_FAILURE)
+            failed++;
+        else if (failed == 0 && i == 0)
+            tap_diag("first in-flight request: %s", memcached_strerror(mk, r));
+        memcached_request_free(inflight[i]);
+    }
+    tap_ok(failed == 50,
+           "a killed server completes 50 in-flight requests with "
+           "CONNECTION_FAILURE (%d)",
+           failed);
+    server_start(&s2, base + 2, base + 3);
+    rc = memcached_set(mk, "after", 5, "2", 1, 0, 0);
+    if (rc != MEMCACHED_SUCCESS) /* one failed connect may be counted first */
+        rc = memcached_set(mk, "after", 5, "2", 1, 0, 0);
+    tap_ok(rc == MEMCACHED_SUCCESS, "after a restart the next call reconnects (%s)",
+           memcached_strerror(mk, rc));
+    memcached_free(mk);
+
+    memcached_free(mr);
+    server_stop(&s2, SIGTERM);
+    server_stop(&s1, SIGTERM);
+    tap_no_plan_end();
+    return tap_exit_status();
+}
