@@ -243,6 +243,7 @@ void memcached_servers_reset(memcached_st *ptr)
     free(c->servers);
     c->servers = NULL;
     c->server_count = 0;
+    c->last_disconnected = NULL;
     lmr_placement_free(c->placement);
     c->placement = NULL;
     free(c->placement_map);

@@ -67,7 +67,8 @@ struct lmr_client {
     void *user_data;
     char namespace_prefix[MEMCACHED_MAX_NAMESPACE]; /* MEMCACHED_CALLBACK_PREFIX_KEY */
     size_t namespace_length;
-    uint32_t next_opaque; /* binary protocol request ids */
+    uint32_t next_opaque;                     /* binary protocol request ids */
+    memcached_instance_st *last_disconnected; /* the last server that failed */
 
     memcached_return_t last_rc;
     int last_errno;

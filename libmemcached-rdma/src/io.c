@@ -105,6 +105,10 @@ void lmr_io_fail_server(memcached_instance_st *srv, memcached_return_t rc, const
     lmr_io_close(srv);
     snprintf(srv->error_message, sizeof(srv->error_message), "%.120s:%u: %.100s", srv->hostname,
              (unsigned)srv->port, why);
+    if (rc != MEMCACHED_SUCCESS) {
+        srv->error_rc = rc;
+        srv->client->last_disconnected = srv;
+    }
     /* every queued request completes exactly once, in issue order */
     while (srv->head != NULL)
         complete(srv, srv->head, rc);
@@ -139,6 +143,8 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
         snprintf(srv->error_message, sizeof(srv->error_message), "%.120s:%u: connect: %.100s",
                  srv->hostname, (unsigned)srv->port, sys_errno ? strerror(sys_errno) : "failed");
         srv->client->last_errno = sys_errno;
+        srv->error_rc = rc;
+        srv->client->last_disconnected = srv;
         note_failure(srv);
         return rc;
     }

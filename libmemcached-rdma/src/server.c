@@ -203,6 +203,24 @@ uint32_t memcached_server_response_count(const memcached_instance_st *self)
     return self ? self->in_window : 0;
 }
 
+memcached_return_t memcached_server_error_return(const memcached_instance_st *self)
+{
+    return self ? self->error_rc : MEMCACHED_INVALID_ARGUMENTS;
+}
+
+const memcached_instance_st *memcached_server_get_last_disconnect(const memcached_st *ptr)
+{
+    const struct lmr_client *c = lmr_client_of(ptr);
+    return c ? c->last_disconnected : NULL;
+}
+
+void memcached_reset_last_disconnected_server(memcached_st *ptr)
+{
+    struct lmr_client *c = lmr_client_of(ptr);
+    if (c != NULL)
+        c->last_disconnected = NULL;
+}
+
 const char *memcached_server_error(const memcached_instance_st *self)
 {
     if (self == NULL || self->error_message[0] == '\0')

@@ -57,6 +57,7 @@ struct memcached_instance_st {
     bool ejected;      /* removed from placement (REMOVE_FAILED_SERVERS) */
     uint8_t major_version, minor_version, micro_version;
     char error_message[256];
+    memcached_return_t error_rc; /* the code of the last failure */
 };
 
 /* Initializes a server entry (no connection yet). */

@@ -572,6 +572,14 @@ static void test_unreachable(void)
     is_rc(memcached_set(m, "k", 1, "v", 1, 0, 0), MEMCACHED_SERVER_TEMPORARILY_DISABLED,
           "then disabled until the retry timeout");
     ok(strlen(memcached_last_error_message(m)) > 0, "last_error_message says something");
+    const memcached_instance_st *gone = memcached_server_get_last_disconnect(m);
+    ok(gone != NULL && gone == memcached_server_instance_by_position(m, 0),
+       "server_get_last_disconnect names the failed server");
+    is_rc(memcached_server_error_return(gone), MEMCACHED_CONNECTION_FAILURE,
+          "server_error_return gives its failure");
+    ok(memcached_server_error(gone) != NULL, "server_error describes it");
+    memcached_reset_last_disconnected_server(m);
+    ok(memcached_server_get_last_disconnect(m) == NULL, "reset_last_disconnected_server");
     memcached_free(m);
 }
 

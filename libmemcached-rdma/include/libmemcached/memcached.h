@@ -50,6 +50,9 @@ uint8_t memcached_server_minor_version(const memcached_instance_st *self);
 uint8_t memcached_server_micro_version(const memcached_instance_st *self);
 uint32_t memcached_server_response_count(const memcached_instance_st *self);
 const char *memcached_server_error(const memcached_instance_st *self);
+memcached_return_t memcached_server_error_return(const memcached_instance_st *self);
+const memcached_instance_st *memcached_server_get_last_disconnect(const memcached_st *ptr);
+void memcached_reset_last_disconnected_server(memcached_st *ptr);
 uint32_t memcached_generate_hash(const memcached_st *ptr, const char *key, size_t key_length);
 uint32_t memcached_generate_hash_value(const char *key, size_t key_length,
                                        memcached_hash_t hash_algorithm);
