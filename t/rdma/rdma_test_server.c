@@ -166,8 +166,10 @@ static bool cl_request(struct client *c, uint8_t op, const void *ext, uint8_t ex
     unsigned char *buf = malloc(total);
     mcr_bin_request_encode(buf, op, extlen, (uint16_t)klen, (uint32_t)(extlen + klen + vlen),
                            opaque, 0);
-    memcpy(buf + MCR_BIN_HEADER_LEN, ext, extlen);
-    memcpy(buf + MCR_BIN_HEADER_LEN + extlen, key, klen);
+    if (extlen)
+        memcpy(buf + MCR_BIN_HEADER_LEN, ext, extlen);
+    if (klen)
+        memcpy(buf + MCR_BIN_HEADER_LEN + extlen, key, klen);
     if (vlen)
         memcpy(buf + MCR_BIN_HEADER_LEN + extlen + klen, val, vlen);
     bool ok = cl_send(c, buf, total);
@@ -285,10 +287,37 @@ static void start_server(void)
     tap_bail("server did not start listening on RDMA port %u", port);
 }
 
+/* The client that gets killed: connects, sends part of a request, waits. */
+static int stuck_client(void)
+{
+    struct mcr_rdma_ctx_opts o;
+    test_opts(&o);
+    o.recv_bufs = 64;
+    o.send_bufs = 32;
+    cctx = make_ctx(&o);
+    loop_add(cctx);
+    struct client k;
+    if (!cl_connect(&k))
+        return 1;
+    unsigned char partial[MCR_BIN_HEADER_LEN + 8 + 4];
+    mcr_bin_request_encode(partial, MCR_BIN_OP_SET, 8, 4, 8 + 4 + 100000, 6, 0);
+    memset(partial + MCR_BIN_HEADER_LEN, 0, 8);
+    memcpy(partial + MCR_BIN_HEADER_LEN + 8, "kill", 4);
+    cl_send(&k, partial, sizeof(partial));
+    for (int i = 0; i < 600; i++) /* killed long before */
+        mcr_rdma_ctx_progress(cctx, 100);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "--stuck-client") == 0) {
+        port = (uint16_t)atoi(argv[2]);
+        return stuck_client();
+    }
     if (argc < 2)
         tap_bail("usage: rdma_test_server SERVER_BINARY");
+    const char *self = argv[0];
     server_bin = argv[1];
     signal(SIGPIPE, SIG_IGN);
     struct mcr_rdma_ctx_opts opts;
@@ -423,23 +452,22 @@ int main(int argc, char **argv)
     tap_ok(check_value(&a, "alive", "1", 1), "another client is still served");
 
     /* a client process killed in the middle of a request */
+    /* a fresh process (verbs resources do not survive fork()) */
     pid_t child = fork();
     if (child == 0) {
-        struct mcr_rdma_ctx_opts o2;
-        test_opts(&o2);
-        o2.recv_bufs = 64;
-        o2.send_bufs = 32;
-        cctx = make_ctx(&o2);
-        loop_nctx = 0;
-        loop_add(cctx);
-        struct client k;
-        if (!cl_connect(&k))
-            _exit(1);
-        cl_send(&k, partial, sizeof(partial));
-        for (;;)
-            mcr_rdma_ctx_progress(cctx, 100);
+        char portstr[16];
+        snprintf(portstr, sizeof(portstr), "%u", port);
+        execl(self, self, "--stuck-client", portstr, (char *)NULL);
+        _exit(126);
     }
-    run_for(1500);
+    long long during = -1;
+    for (int i = 0; i < 50 && during != 3; i++) {
+        run_for(200);
+        during = stat_value(&a, "rdma_curr_connections");
+    }
+    tap_ok(during == 3, "the client to be killed is connected (rdma_curr_connections %lld)",
+           during);
+    run_for(300); /* its partial request has arrived */
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
     long long curr = -1;
