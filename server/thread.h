@@ -21,7 +21,7 @@ struct resp;
 struct worker_msg;
 
 /* iovecs gathered for one writev */
-#define WORKER_IOV_MAX 256
+#define WORKER_IOV_MAX 1024 /* IOV_MAX on Linux */
 /* Read buffers: a connection holds one only while it has unparsed bytes;
  * idle connections give theirs back to the worker's cache. */
 #define WORKER_RBUF_SIZE (16 * 1024)
