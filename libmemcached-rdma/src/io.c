@@ -22,6 +22,13 @@
 
 static void pump(memcached_instance_st *srv);
 
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static time_t now_seconds(void)
 {
     struct timespec ts;
@@ -83,6 +90,7 @@ void lmr_io_close(memcached_instance_st *srv)
         srv->conn.ops->close(&srv->conn);
     srv->conn.ops = NULL;
     srv->conn.fd = -1;
+    srv->connecting = false;
     reset_receive(srv);
 }
 
@@ -139,6 +147,17 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
     if (transport == NULL)
         return MEMCACHED_NOT_SUPPORTED;
     memcached_return_t rc = transport->open(&srv->conn, &ep, &sys_errno);
+    if (rc == MEMCACHED_IN_PROGRESS && transport->finish_open != NULL) {
+        /* finished by finish_connecting() from the poll loop */
+        srv->connecting = true;
+        srv->connect_deadline_ms = now_ms() + b->connect_timeout_ms;
+        reset_receive(srv);
+        return MEMCACHED_SUCCESS;
+    }
+    if (rc == MEMCACHED_IN_PROGRESS) { /* not allowed without finish_open */
+        transport->close(&srv->conn);
+        rc = MEMCACHED_CONNECTION_FAILURE;
+    }
     if (rc != MEMCACHED_SUCCESS) {
         snprintf(srv->error_message, sizeof(srv->error_message), "%.120s:%u: connect: %.100s",
                  srv->hostname, (unsigned)srv->port, sys_errno ? strerror(sys_errno) : "failed");
@@ -330,9 +349,37 @@ static bool receive_some(memcached_instance_st *srv)
     return true;
 }
 
+/* Completes a connect under way, if it can. Returns true once connected;
+ * fails the server when the connect fails or CONNECT_TIMEOUT passes. */
+static bool finish_connecting(memcached_instance_st *srv)
+{
+    if (!srv->connecting)
+        return true;
+    struct pollfd pfd = {.fd = srv->conn.ops->poll_fd(&srv->conn), .events = POLLOUT};
+    memcached_return_t rc = MEMCACHED_IN_PROGRESS;
+    int sys_errno = 0;
+    if (poll(&pfd, 1, 0) > 0)
+        rc = srv->conn.ops->finish_open(&srv->conn, &sys_errno);
+    if (rc == MEMCACHED_SUCCESS) {
+        srv->connecting = false;
+        return true;
+    }
+    if (rc == MEMCACHED_IN_PROGRESS && now_ms() < srv->connect_deadline_ms)
+        return false;
+    if (rc == MEMCACHED_IN_PROGRESS) {
+        rc = MEMCACHED_TIMEOUT;
+        sys_errno = ETIMEDOUT;
+    }
+    srv->client->last_errno = sys_errno;
+    char why[128];
+    snprintf(why, sizeof(why), "connect: %.100s", strerror(sys_errno));
+    lmr_io_fail_server(srv, rc, why);
+    return false;
+}
+
 static void pump(memcached_instance_st *srv)
 {
-    if (srv->conn.ops == NULL)
+    if (srv->conn.ops == NULL || !finish_connecting(srv))
         return;
     if (send_some(srv) && awaiting_reply(srv))
         receive_some(srv);
@@ -346,13 +393,6 @@ void lmr_io_poll_once(struct lmr_client *c)
 }
 
 typedef bool (*lmr_done_fn)(struct lmr_client *c, const void *arg);
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
 {
@@ -379,7 +419,8 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
             if (srv->queued == 0 || srv->conn.ops == NULL)
                 continue;
             short events = 0;
-            if (srv->send_next != NULL && window_allows(srv, srv->send_next, 0))
+            if (srv->connecting ||
+                (srv->send_next != NULL && window_allows(srv, srv->send_next, 0)))
                 events |= POLLOUT;
             if (awaiting_reply(srv))
                 events |= POLLIN;
@@ -391,23 +432,26 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
         if (nfds == 0)
             break; /* nothing left that could make progress */
         int timeout = c->behaviors.poll_timeout_ms;
-        int64_t waited = now_ms() - last_progress;
-        int remaining = timeout < 0 ? -1 : (int)(timeout - waited);
-        if (timeout >= 0 && remaining < 0)
+        int64_t now = now_ms();
+        int64_t remaining = timeout < 0 ? INT32_MAX : timeout - (now - last_progress);
+        for (uint32_t i = 0; i < c->server_count; i++) /* connect deadlines too */
+            if (c->servers[i]->connecting && c->servers[i]->connect_deadline_ms - now < remaining)
+                remaining = c->servers[i]->connect_deadline_ms - now;
+        if (remaining < 0)
             remaining = 0;
-        int n = poll(fds, nfds, remaining);
+        int n = poll(fds, nfds, timeout < 0 && remaining == INT32_MAX ? -1 : (int)remaining);
         if (n < 0 && errno == EINTR)
             continue;
         if (n > 0) {
             last_progress = now_ms();
             continue;
         }
-        if (n == 0 && remaining > 0)
-            continue;
+        if (timeout < 0 || now_ms() - last_progress < timeout)
+            continue; /* a connect deadline: finish_connecting() deals with it */
         /* no progress for the whole poll timeout */
         for (uint32_t i = 0; i < c->server_count; i++) {
             memcached_instance_st *srv = c->servers[i];
-            if (srv->queued > 0 && srv->conn.ops != NULL)
+            if (srv->queued > 0 && srv->conn.ops != NULL && !srv->connecting)
                 lmr_io_fail_server(srv, MEMCACHED_TIMEOUT, "timed out waiting for server");
         }
         last_progress = now_ms();

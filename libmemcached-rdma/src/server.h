@@ -37,6 +37,8 @@ struct memcached_instance_st {
     memcached_connection_t type;
 
     struct lmr_conn conn;
+    bool connecting;             /* connect under way (see transport.h) */
+    int64_t connect_deadline_ms; /* CONNECT_TIMEOUT for the attempt */
 
     /* requests in issue order; [head, send_next) are sent and await replies */
     memcached_request_st *head, *tail, *send_next;

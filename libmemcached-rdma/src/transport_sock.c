@@ -1,6 +1,7 @@
 /* transport_sock.c: the socket transport (TCP over IPv4/IPv6 and Unix
- * domain sockets). Owns socket creation, the bounded non-blocking connect
- * and socket options. Knows nothing of memcached protocols or requests. */
+ * domain sockets). Owns socket creation, the non-blocking connect (trying
+ * each resolved address in turn; the pipeline enforces CONNECT_TIMEOUT) and
+ * socket options. Knows nothing of memcached protocols or requests. */
 #include "transport.h"
 
 #include "config.h"
@@ -13,6 +14,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -24,27 +26,6 @@ static int set_nonblocking(int fd)
     if (fl < 0)
         return -1;
     return fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
-
-/* Waits for a non-blocking connect to finish; returns 0 or an errno. */
-static int finish_connect(int fd, int timeout_ms)
-{
-    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-    for (;;) {
-        int n = poll(&pfd, 1, timeout_ms);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return errno;
-        if (n == 0)
-            return ETIMEDOUT;
-        break;
-    }
-    int err = 0;
-    socklen_t len = sizeof(err);
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-        return errno;
-    return err;
 }
 
 static void apply_options(int fd, const struct lmr_endpoint *ep, bool tcp)
@@ -60,10 +41,13 @@ static void apply_options(int fd, const struct lmr_endpoint *ep, bool tcp)
         (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &ep->recv_buffer_size, sizeof(int));
 }
 
-/* Creates a non-blocking socket and connects it; returns fd or -1 (errno). */
-static int connect_addr(const struct sockaddr *sa, socklen_t salen, int family,
-                        const struct lmr_endpoint *ep)
+/* Creates a non-blocking socket and starts connecting it. Returns the fd
+ * (*in_progress tells whether the connect is still under way) or -1 with
+ * errno set. */
+static int start_connect(const struct sockaddr *sa, socklen_t salen, int family,
+                         const struct lmr_endpoint *ep, bool *in_progress)
 {
+    *in_progress = false;
     int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
@@ -77,21 +61,69 @@ static int connect_addr(const struct sockaddr *sa, socklen_t salen, int family,
     if (connect(fd, sa, salen) == 0)
         return fd;
     int err = errno;
-    if (err == EINPROGRESS || err == EAGAIN)
-        err = finish_connect(fd, ep->connect_timeout_ms);
-    if (err == 0)
+    if (err == EINPROGRESS && family != AF_UNIX) {
+        *in_progress = true;
         return fd;
+    }
     close(fd);
     errno = err;
     return -1;
 }
 
+/* A TCP connect under way: the resolved addresses not tried yet. */
+struct pending_connect {
+    struct addrinfo *list;
+    struct addrinfo *next;
+    struct lmr_endpoint ep;
+};
+
 const struct lmr_transport_ops lmr_transport_socket;
+
+static void drop_pending(struct lmr_conn *conn)
+{
+    struct pending_connect *p = conn->transport_state;
+    if (p != NULL) {
+        freeaddrinfo(p->list);
+        free(p);
+    }
+    conn->transport_state = NULL;
+}
+
+static void mark_closed(struct lmr_conn *conn)
+{
+    drop_pending(conn);
+    conn->fd = -1;
+    conn->ops = NULL;
+}
+
+/* Tries the remaining addresses until one connects or is in progress. */
+static memcached_return_t try_next_address(struct lmr_conn *conn, int *sys_errno)
+{
+    struct pending_connect *p = conn->transport_state;
+    while (p->next != NULL) {
+        struct addrinfo *ai = p->next;
+        p->next = ai->ai_next;
+        bool in_progress;
+        int fd = start_connect(ai->ai_addr, ai->ai_addrlen, ai->ai_family, &p->ep, &in_progress);
+        if (fd < 0) {
+            *sys_errno = errno;
+            continue;
+        }
+        conn->fd = fd;
+        if (in_progress)
+            return MEMCACHED_IN_PROGRESS;
+        drop_pending(conn);
+        return MEMCACHED_SUCCESS;
+    }
+    mark_closed(conn);
+    return MEMCACHED_CONNECTION_FAILURE;
+}
 
 static memcached_return_t sock_open(struct lmr_conn *conn, const struct lmr_endpoint *ep,
                                     int *sys_errno)
 {
     *sys_errno = 0;
+    conn->transport_state = NULL;
     if (ep->unix_socket) {
         struct sockaddr_un sun;
         memset(&sun, 0, sizeof(sun));
@@ -99,10 +131,11 @@ static memcached_return_t sock_open(struct lmr_conn *conn, const struct lmr_endp
         if (strlen(ep->hostname) >= sizeof(sun.sun_path))
             return MEMCACHED_INVALID_ARGUMENTS;
         strcpy(sun.sun_path, ep->hostname);
-        int fd = connect_addr((struct sockaddr *)&sun, sizeof(sun), AF_UNIX, ep);
+        bool in_progress;
+        int fd = start_connect((struct sockaddr *)&sun, sizeof(sun), AF_UNIX, ep, &in_progress);
         if (fd < 0) {
             *sys_errno = errno;
-            return errno == ETIMEDOUT ? MEMCACHED_TIMEOUT : MEMCACHED_CONNECTION_FAILURE;
+            return MEMCACHED_CONNECTION_FAILURE;
         }
         conn->fd = fd;
         conn->ops = &lmr_transport_socket;
@@ -116,20 +149,38 @@ static memcached_return_t sock_open(struct lmr_conn *conn, const struct lmr_endp
     struct addrinfo *list = NULL;
     if (getaddrinfo(ep->hostname, port_text, &hints, &list) != 0 || list == NULL)
         return MEMCACHED_HOST_LOOKUP_FAILURE;
-    memcached_return_t rc = MEMCACHED_CONNECTION_FAILURE;
-    for (struct addrinfo *ai = list; ai != NULL; ai = ai->ai_next) {
-        int fd = connect_addr(ai->ai_addr, ai->ai_addrlen, ai->ai_family, ep);
-        if (fd >= 0) {
-            conn->fd = fd;
-            conn->ops = &lmr_transport_socket;
-            rc = MEMCACHED_SUCCESS;
-            break;
-        }
-        *sys_errno = errno;
-        rc = errno == ETIMEDOUT ? MEMCACHED_TIMEOUT : MEMCACHED_CONNECTION_FAILURE;
+    struct pending_connect *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        freeaddrinfo(list);
+        return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
     }
-    freeaddrinfo(list);
-    return rc;
+    p->list = list;
+    p->next = list;
+    p->ep = *ep;
+    conn->transport_state = p;
+    conn->ops = &lmr_transport_socket;
+    conn->fd = -1;
+    return try_next_address(conn, sys_errno);
+}
+
+static memcached_return_t sock_finish_open(struct lmr_conn *conn, int *sys_errno)
+{
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+        err = errno;
+    if (err == 0) {
+        drop_pending(conn);
+        return MEMCACHED_SUCCESS;
+    }
+    *sys_errno = err;
+    close(conn->fd);
+    conn->fd = -1;
+    if (conn->transport_state == NULL) {
+        mark_closed(conn);
+        return MEMCACHED_CONNECTION_FAILURE;
+    }
+    return try_next_address(conn, sys_errno);
 }
 
 static ssize_t sock_send(struct lmr_conn *conn, const struct iovec *iov, int iovcnt)
@@ -160,8 +211,7 @@ static void sock_close(struct lmr_conn *conn)
 {
     if (conn->fd >= 0)
         close(conn->fd);
-    conn->fd = -1;
-    conn->ops = NULL;
+    mark_closed(conn);
 }
 
 const struct lmr_transport_ops *lmr_transport_for(memcached_connection_t type)
@@ -182,6 +232,7 @@ const struct lmr_transport_ops *lmr_transport_for(memcached_connection_t type)
 const struct lmr_transport_ops lmr_transport_socket = {
     .name = "socket",
     .open = sock_open,
+    .finish_open = sock_finish_open,
     .send = sock_send,
     .recv = sock_recv,
     .poll_fd = sock_poll_fd,

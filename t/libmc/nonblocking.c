@@ -315,6 +315,22 @@ static void test_connect_timeout(void)
     long ms = (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
     is_rc(rc, MEMCACHED_TIMEOUT, "a connection that is never accepted times out");
     ok(ms >= 250 && ms < 3000, "after about the connect timeout (%ld ms)", ms);
+
+    /* issuing does not wait for the connection: the request carries the timeout */
+    memcached_st *nb = memcached_create(NULL);
+    memcached_server_add(nb, "127.0.0.1", ntohs(sin.sin_port));
+    memcached_behavior_set(nb, MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT, 300);
+    memcached_request_st *req = memcached_request_create(nb);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    memcached_return_t issued = memcached_iset(nb, "k", 1, "v", 1, 0, 0, req);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ms = (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+    is_rc(issued, MEMCACHED_SUCCESS, "iset to a server still connecting is issued");
+    ok(ms < 200, "without waiting for the connection (%ld ms)", ms);
+    is_rc(memcached_test(nb, req), MEMCACHED_IN_PROGRESS, "pending while connecting");
+    is_rc(memcached_wait(nb, req), MEMCACHED_TIMEOUT, "then completes with the connect timeout");
+    memcached_request_free(req);
+    memcached_free(nb);
     memcached_free(memc);
     for (int i = 3; i >= 0; i--)
         close(fillers[i]);
