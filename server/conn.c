@@ -559,6 +559,10 @@ static bool conn_flush(struct conn *c)
 static bool negotiate(struct conn *c)
 {
     if ((unsigned char)c->rbuf[c->rpos] == 0x80) {
+        if (settings.auth_file) { /* -Y authenticates text connections only */
+            log_msg(LOG_WARN, "<%d binary protocol refused: ASCII authentication is on", c->fd);
+            return false;
+        }
         if (!conn_binary_engine) {
             log_msg(LOG_WARN, "<%d binary protocol is not supported yet, closing", c->fd);
             return false;

@@ -115,7 +115,8 @@ struct conn {
     bool close_after_write; /* quit: close once replies are out */
     bool close_now;         /* close at the end of this event */
     bool yield_pending;
-    bool watching; /* a "watch" log stream (watch.c) */
+    bool watching;      /* a "watch" log stream (watch.c) */
+    bool authenticated; /* -Y: the connection sent valid credentials */
     rel_time_t last_cmd_time;
     char listen_addr[64]; /* for "stats conns" */
     char peer_addr[96];

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "clock.h"
 #include "conn.h"
 #include "items.h"
@@ -181,17 +182,22 @@ int main(int argc, char **argv)
         if (setrlimit(RLIMIT_CORE, &rl) != 0)
             log_msg(LOG_ALWAYS, "failed to ensure corefile creation");
     }
-    if (raise_fd_limit() != 0 || drop_privileges() != 0)
+    char auth_err[256];
+    if (settings.auth_file && auth_load(settings.auth_file, auth_err, sizeof(auth_err)) != 0) {
+        log_msg(LOG_ALWAYS, "%s", auth_err);
         goto out_settings;
+    }
+    if (raise_fd_limit() != 0 || drop_privileges() != 0)
+        goto out_auth;
     if (settings.daemonize && daemonize() != 0) {
         log_msg(LOG_ALWAYS, "failed to daemon() in order to daemonize");
-        goto out_settings;
+        goto out_auth;
     }
     if (settings.lock_memory && mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
         log_msg(LOG_ALWAYS, "warning: -k invalid, mlockall() failed: %s", strerror(errno));
     if (settings.pid_file) {
         if (write_pid_file() != 0)
-            goto out_settings;
+            goto out_auth;
         pid_written = true;
     }
 
@@ -283,6 +289,8 @@ out_storage:
 out_pid:
     if (pid_written)
         unlink(settings.pid_file);
+out_auth:
+    auth_free();
 out_settings:
     settings_free(&settings);
     return status;

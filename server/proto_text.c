@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "items.h"
 #include "log.h"
 #include "settings.h"
@@ -1077,6 +1078,62 @@ static enum proto_status dispatch(struct conn *c, char *line, size_t len)
     return PROTO_DONE;
 }
 
+#define AUTH_TOKEN_MAX 1024
+
+/* -Y: before authenticating, only a "set" whose value is "user password"
+ * is taken (its key, flags and exptime are ignored; it stores nothing);
+ * everything else answers "CLIENT_ERROR unauthenticated". The request is
+ * handled only once the line and its value are in the buffer. */
+static enum proto_status process_unauthenticated(struct conn *c, char *data, size_t line_len,
+                                                 size_t consumed)
+{
+    char line[512];
+    struct token tokens[MAX_TOKENS];
+    size_t len = line_len;
+    if (len > 0 && data[len - 1] == '\r')
+        len--;
+    if (len >= sizeof(line))
+        len = sizeof(line) - 1;
+    memcpy(line, data, len);
+    line[len] = '\0';
+    len = strlen(line);
+    size_t ntokens = tokenize(line, len, tokens, MAX_TOKENS);
+    int32_t vlen;
+    if (c->tp->datagram || ntokens < 6 || ntokens > 7 || strcmp(tokens[0].value, "set") != 0 ||
+        !safe_strtol(tokens[4].value, &vlen) || vlen < 0) {
+        conn_consume(c, consumed);
+        out_string(c, false, "CLIENT_ERROR unauthenticated");
+        return PROTO_DONE;
+    }
+    STAT_INCR(&c->worker->stats, auth_cmds);
+    if (vlen > AUTH_TOKEN_MAX) {
+        conn_consume(c, consumed);
+        conn_swallow(c, (size_t)vlen + 2);
+        STAT_INCR(&c->worker->stats, auth_errors);
+        out_string(c, false, "CLIENT_ERROR authentication failure");
+        return PROTO_DONE;
+    }
+    if (conn_rlen(c) < consumed + (size_t)vlen + 2)
+        return PROTO_NEED_MORE; /* nothing consumed: the whole request comes again */
+    const char *token = data + consumed;
+    bool chunk_ok = token[vlen] == '\r' && token[vlen + 1] == '\n';
+    enum auth_result res = chunk_ok ? auth_check(token, (size_t)vlen) : AUTH_FAILED;
+    conn_consume(c, consumed + (size_t)vlen + 2);
+    if (!chunk_ok) {
+        STAT_INCR(&c->worker->stats, auth_errors);
+        out_string(c, false, "CLIENT_ERROR bad data chunk");
+    } else if (res == AUTH_OK) {
+        c->authenticated = true;
+        out_string(c, false, "STORED"); /* even with noreply, as memcached */
+    } else {
+        STAT_INCR(&c->worker->stats, auth_errors);
+        out_string(c, false,
+                   res == AUTH_BAD_FORMAT ? "CLIENT_ERROR bad authentication token format"
+                                          : "CLIENT_ERROR authentication failure");
+    }
+    return PROTO_DONE;
+}
+
 static enum proto_status text_process(struct conn *c)
 {
     char *data = conn_rdata(c);
@@ -1102,6 +1159,8 @@ static enum proto_status text_process(struct conn *c)
         return PROTO_NEED_MORE;
     }
     size_t consumed = (size_t)(el - data) + 1;
+    if (!c->authenticated && auth_enabled())
+        return process_unauthenticated(c, data, (size_t)(el - data), consumed);
     if (el - data > 1 && el[-1] == '\r')
         el--;
     *el = '\0';

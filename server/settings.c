@@ -99,7 +99,8 @@ void settings_free(struct settings *s)
     free(s->inter);
     free(s->socketpath);
     free(s->rdma_listen);
-    s->pid_file = s->username = s->inter = s->socketpath = s->rdma_listen = NULL;
+    free(s->auth_file);
+    s->pid_file = s->username = s->inter = s->socketpath = s->rdma_listen = s->auth_file = NULL;
 }
 
 /* Whole-string decimal integer in [min, max]. */
@@ -188,6 +189,7 @@ static void print_usage(FILE *out)
             "-F, --disable-flush-all   disable flush_all command\n"
             "-X, --disable-dumping     disable stats cachedump and lru_crawler metadump\n"
             "-W, --disable-watch       disable watch commands (live logging)\n"
+            "-Y, --auth-file=<file>    ASCII protocol authentication; lines user:pass\n"
             "-o, --extended            comma separated list of extended options\n"
             "   - maxconns_fast, no_maxconns_fast: reject new connections over -c at once\n"
             "   - hashpower:           initial hash table size as a power of two\n"
@@ -730,8 +732,9 @@ enum settings_action settings_parse(struct settings *s, int argc, char **argv, F
             s->watch_enabled = false;
             break;
         case 'Y':
-            fprintf(errout, "ASCII authentication (-Y) is not supported by memcached-rdma\n");
-            return SETTINGS_EXIT_BAD;
+            if (!replace_string(&s->auth_file, optarg, errout))
+                return SETTINGS_EXIT_BAD;
+            break;
         case 'Z':
             fprintf(errout, "This server is not built with TLS support.\n");
             return SETTINGS_EXIT_BAD;

@@ -32,6 +32,7 @@ struct settings {
     bool dump_enabled;                      /* cleared by -X */
     bool watch_enabled;                     /* cleared by -W */
     unsigned idle_timeout;                  /* -o idle_timeout, seconds; 0 = never */
+    char *auth_file;                        /* -Y: ASCII authentication credentials */
     char *rdma_listen;       /* -o rdma_listen=ADDR:PORT (repeatable), space separated */
     unsigned rdma_eager_max; /* -o rdma_eager_max: RDMA message buffer, bytes; 8192 */
     int rdma_poll;           /* -o rdma_poll: 0 event, 1 spin, 2 adaptive */

@@ -288,7 +288,7 @@ void stats_report_settings(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "tcp_backlog", (uint64_t)settings.backlog);
     emit(ctx, "binding_protocol", settings_protocol_name(settings.binding_protocol));
     emit(ctx, "auth_enabled_sasl", "no");
-    emit(ctx, "auth_enabled_ascii", "no");
+    emit(ctx, "auth_enabled_ascii", settings.auth_file ? "yes" : "no");
     place_storage_stat(&ss, "item_size_max", emit, ctx);
     emit(ctx, "maxconns_fast", settings.maxconns_fast ? "yes" : "no");
     place_storage_stat(&ss, "hashpower_init", emit, ctx);

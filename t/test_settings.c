@@ -42,7 +42,7 @@ static enum settings_action parse(struct settings *s, const char *const *args)
 int main(void)
 {
     struct settings s;
-    printf("1..27\n");
+    printf("1..28\n");
 
     ok(parse(&s, ARGS("-v")) == SETTINGS_RUN && s.port == 11211 && s.maxconns == 1024 &&
            s.num_threads == 4 && s.maxbytes == 64u << 20 && s.item_size_max == 1u << 20 &&
@@ -161,6 +161,11 @@ int main(void)
 
     ok(parse(&s, ARGS("-S")) == SETTINGS_EXIT_BAD && strstr(err_text, "SASL"),
        "-S (SASL) refuses to start rather than run unauthenticated");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("-Y", "/etc/mc-auth")) == SETTINGS_RUN && s.auth_file &&
+           strcmp(s.auth_file, "/etc/mc-auth") == 0,
+       "-Y names the ASCII authentication file");
     settings_free(&s);
 
     ok(parse(&s, ARGS("-h")) == SETTINGS_EXIT_OK && strstr(out_text, "--port") &&
