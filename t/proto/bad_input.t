@@ -43,6 +43,8 @@ my @bad_lines = (
     ['set k 0 0 x',           'non-numeric length'],
     ['set k 0 0 -1',          'negative length'],
     ['set k 0 0 99999999999999999999', 'length beyond 64 bits'],
+    ['set k 0 0 2147483647',  'length of 2^31-1'],
+    ['set k 0 0 4294967295',  'length of 2^32-1'],
     ['cas k 0 0 1 x',         'non-numeric cas unique'],
     ['cas k 0 0 1 -1',        'negative cas unique'],
     ['add s1 x 0 1',          'add with non-numeric flags'],
@@ -167,6 +169,20 @@ intact('an endless line');
     mc_is($s, "get cut\r\n", "END\r\n", 'a set reset mid-value stored nothing');
     intact('20 clients that left in the middle of 3.6 MB replies');
 }
+
+# HTTP requests sent to the cache port (cross-protocol attacks) are hung up
+# on without a reply.
+for my $http ("GET / HTTP/1.0\r\n", "PUT /a/b HTTP/1.1\r\n", "DELETE HTTP/1.1\r\n",
+    "POST / HTTP/1.1\r\nHost: x\r\n\r\n")
+{
+    (my $name = $http) =~ s/\r\n.*//s;
+    my $e = $srv->connect;
+    mc_send($e, $http);
+    is(mc_until($e, "\n", 5), '', "'$name': no reply");
+    ok(mc_eof($e, 5), "'$name': the connection is closed");
+    close $e;
+}
+intact('HTTP requests');
 
 # Many errors in a row do not hurt the connection.
 mc_send($s, "bogus\r\n" x 200);
