@@ -739,13 +739,13 @@ static int open_one(struct event_base *base, const char *spec)
         return 0;
     }
     snprintf(l->addr, sizeof(l->addr), "%s:%u", host, mcr_rdma_listener_port(l->listener));
-    const struct mcr_rdma_ctx_opts *eff = mcr_rdma_ctx_options(ctx);
+    const struct mcr_rdma_ctx_opts *eff = mcr_rdma_ctx_options(l->group->workers[0].ctx);
     log_msg(LOG_WARN,
             "listening on rdma:%s (device %s, RC; %u worker contexts; %u-byte messages, %u "
-            "credits per connection, %u receive buffers per worker; rendezvous up to %u bytes; "
-            "polling %s)",
+            "credits per connection, %u receive and %u send buffers per worker: up to %u "
+            "connections per worker; eager messages only; polling %s)",
             l->addr, mcr_rdma_ctx_device_name(ctx), l->group->nworkers, eff->buf_size, eff->credits,
-            eff->recv_bufs, eff->max_rndv_len, poll_mode_name());
+            eff->recv_bufs, eff->send_bufs, eff->recv_bufs / eff->credits, poll_mode_name());
     l->next = listens;
     listens = l;
     return 1;
