@@ -853,11 +853,9 @@ static void process_slabs(struct conn *c, struct token *tokens, size_t ntokens)
     out_string(c, false, "ERROR");
 }
 
-/* "lru tune" is checked and its values reported. The LRU here is flat,
- * without maintainer thread or temporary LRU: "lru mode flat" and "lru
- * temp_ttl <negative>" (off) are what there is and answer OK; asking for a
- * segmented LRU or a temporary one answers ERROR, as memcached does
- * without its LRU maintainer. */
+/* "lru tune", "lru mode" and "lru temp_ttl" are checked as memcached checks
+ * them and their values reported in "stats settings", but the LRU here is
+ * one flat list per class: they change nothing else. */
 static void process_lru(struct conn *c, struct token *tokens, size_t ntokens)
 {
     bool noreply = ntokens > 2 && set_noreply_maybe(tokens, ntokens);
@@ -883,15 +881,30 @@ static void process_lru(struct conn *c, struct token *tokens, size_t ntokens)
         }
         return;
     }
-    if (ntokens >= 4 && strcmp(tokens[1].value, "mode") == 0 &&
-        strcmp(tokens[2].value, "flat") == 0) {
-        out_string(c, noreply, "OK"); /* the LRU here is flat */
+    if (ntokens >= 4 && strcmp(tokens[1].value, "mode") == 0) {
+        bool flat = strcmp(tokens[2].value, "flat") == 0;
+        if (!flat && strcmp(tokens[2].value, "segmented") != 0) {
+            out_string(c, noreply, "ERROR");
+            return;
+        }
+        settings_lock();
+        settings.lru_segmented = !flat;
+        settings_unlock();
+        out_string(c, noreply, "OK");
         return;
     }
     int32_t ttl;
-    if (ntokens >= 4 && strcmp(tokens[1].value, "temp_ttl") == 0 &&
-        safe_strtol(tokens[2].value, &ttl) && ttl < 0) {
-        out_string(c, noreply, "OK"); /* no temporary LRU: off is what there is */
+    if (ntokens >= 4 && strcmp(tokens[1].value, "temp_ttl") == 0) {
+        if (!safe_strtol(tokens[2].value, &ttl)) {
+            out_string(c, noreply, "ERROR");
+            return;
+        }
+        settings_lock();
+        settings.temp_lru = ttl >= 0;
+        if (ttl >= 0)
+            settings.temporary_ttl = ttl;
+        settings_unlock();
+        out_string(c, noreply, "OK");
         return;
     }
     out_string(c, noreply, "ERROR");

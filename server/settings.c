@@ -86,6 +86,7 @@ void settings_init(struct settings *s)
     s->hot_max_factor = 0.2;
     s->warm_max_factor = 2.0;
     s->temporary_ttl = 61;
+    s->lru_segmented = true; /* memcached's default, as reported */
     s->watcher_logbuf_size = 256 * 1024;
     s->worker_logbuf_size = 64 * 1024;
     s->lru_crawler_tocrawl = -1;
@@ -362,6 +363,7 @@ static bool parse_suboption(struct settings *s, char *opt, FILE *errout)
             s->hot_max_factor = 0.2;
             s->warm_max_factor = 2.0;
             s->temporary_ttl = 61;
+            s->lru_segmented = true; /* memcached's default, as reported */
             s->watcher_logbuf_size = 256 * 1024;
             s->worker_logbuf_size = 64 * 1024;
         } else if (!parse_long(value, 0, 2, &v)) {

@@ -72,6 +72,7 @@ struct settings {
     unsigned hot_lru_pct, warm_lru_pct;
     double hot_max_factor, warm_max_factor;
     int temporary_ttl;
+    bool lru_segmented, temp_lru;
     unsigned watcher_logbuf_size, worker_logbuf_size; /* bytes */
 
     /* stats */

@@ -309,14 +309,14 @@ void stats_report_settings(stat_emit_fn emit, void *ctx)
     emit(ctx, "dump_enabled", settings.dump_enabled ? "yes" : "no");
     place_storage_stat(&ss, "hash_algorithm", emit, ctx);
     emit(ctx, "lru_maintainer_thread", "no"); /* the LRU is not segmented here */
-    emit(ctx, "lru_segmented", "no");
+    emit(ctx, "lru_segmented", tun.lru_segmented ? "yes" : "no");
     emit_u64(emit, ctx, "hot_lru_pct", tun.hot_lru_pct);
     emit_u64(emit, ctx, "warm_lru_pct", tun.warm_lru_pct);
     snprintf(buf, sizeof(buf), "%.2f", tun.hot_max_factor);
     emit(ctx, "hot_max_factor", buf);
     snprintf(buf, sizeof(buf), "%.2f", tun.warm_max_factor);
     emit(ctx, "warm_max_factor", buf);
-    emit(ctx, "temp_lru", "no");
+    emit(ctx, "temp_lru", tun.temp_lru ? "yes" : "no");
     snprintf(buf, sizeof(buf), "%d", tun.temporary_ttl);
     emit(ctx, "temporary_ttl", buf);
     emit_u64(emit, ctx, "idle_timeout", settings.idle_timeout);
