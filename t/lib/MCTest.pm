@@ -9,8 +9,11 @@
 #   my $srv = start_server(@args);   start MC_SERVER on 127.0.0.1, a free port,
 #                                    -U 0, plus @args (e.g. -m 2 -M -c 32 -A);
 #                                    dies if it does not accept within 10 s.
-#                                    A leading hashref { listen => 0 } leaves
-#                                    out "-l 127.0.0.1" (default address).
+#                                    A leading hashref of options:
+#                                    { listen => 0 } leaves out "-l 127.0.0.1"
+#                                    (default address); { port_file => 1 }
+#                                    passes "-p -1" and learns the port the
+#                                    server chose from MEMCACHED_PORT_FILENAME.
 #   my ($exited, $status, $log) = run_briefly($secs, @args)
 #                                    start like start_server, wait up to $secs
 #                                    for the process to exit by itself; kills
@@ -83,18 +86,27 @@ sub _spawn {
     close $fh;
     my @cmd = ($bin);
     push @cmd, '-l', '127.0.0.1' if $opt->{listen} // 1;
-    push @cmd, '-p', $port, '-U', '0';
+    my $port_file;
+    if ($opt->{port_file}) {    # the server picks its port and writes it down
+        (my $pfh, $port_file) = tempfile('mcport-XXXXXX', TMPDIR => 1, UNLINK => 1);
+        close $pfh;
+        unlink $port_file;
+        $port = undef;
+    }
+    push @cmd, '-p', $port // '-1', '-U', '0';
     push @cmd, '-u', 'root' if $> == 0;    # memcached refuses root without -u
     push @cmd, @args;
     my $pid = fork();
     die "fork: $!" unless defined $pid;
     if ($pid == 0) {
+        $ENV{MEMCACHED_PORT_FILENAME} = $port_file if $port_file;
         open STDIN, '<', '/dev/null';
         open STDOUT, '>>', $log;
         open STDERR, '>>', $log;
         exec @cmd or POSIX::_exit(127);
     }
-    my $srv = bless { pid => $pid, port => $port, log => $log, cmd => \@cmd }, __PACKAGE__;
+    my $srv = bless { pid => $pid, port => $port, log => $log, cmd => \@cmd,
+        port_file => $port_file }, __PACKAGE__;
     $running{$pid} = $srv;
     return $srv;
 }
@@ -117,6 +129,11 @@ sub start_server {
         while (time < $deadline) {
             if (!$srv->alive) {
                 last;
+            }
+            if (!defined $srv->{port}) {    # port_file: wait for "TCP INET: <port>"
+                ($srv->{port}) = _slurp($srv->{port_file}) =~ /^TCP INET: (\d+)$/m;
+                $port = $srv->{port};
+                if (!defined $port) { sleep 0.02; next }
             }
             my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
                 Proto => 'tcp', Timeout => 1);

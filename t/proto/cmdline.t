@@ -81,6 +81,20 @@ for my $case (['512k', 524288], ['1048576', 1048576], ['2m', 2097152]) {
     ok($srv->wait_exit(10), "-I $arg: server stops on SIGTERM");
 }
 
+# -p -1: the server picks a free port; with MEMCACHED_PORT_FILENAME set it
+# writes "TCP INET: <port>" there (test harnesses, libmemcached's among them,
+# rely on this to avoid port races).
+{
+    my $srv = eval { start_server({ port_file => 1 }) };
+    ok($srv, '-p -1 with MEMCACHED_PORT_FILENAME: the port file names a port that serves') or diag($@);
+    if ($srv) {
+        my $s = $srv->connect;
+        mc_is($s, "set pf 0 0 1\r\nx\r\nget pf\r\n", "STORED\r\nVALUE pf 0 1\r\nx\r\nEND\r\n", '-p -1: the chosen port serves');
+        close $s;
+        $srv->stop;
+    }
+}
+
 # -C disables CAS: uniques are 0 and a cas command never stores.
 {
     my $srv = start_server('-C');
