@@ -1,6 +1,7 @@
 #!/usr/bin/perl
 # t/proto/admin.t: version, verbosity, quit, shutdown (refused without -A,
-# honoured with -A), cache_memlimit and unknown or wrongly cased commands.
+# honoured with -A), cache_memlimit, flush_all refused with -F, and unknown
+# or wrongly cased commands.
 use strict;
 use warnings;
 use Test::More;
@@ -67,6 +68,18 @@ close $s;
 $srv->stop;
 close $idle;
 close $half;
+
+# -F disables flush_all
+{
+    my $f = start_server('-F');
+    my $c = $f->connect;
+    mc_is($c, "set foo 0 0 1\r\nx\r\n", "STORED\r\n", '-F: set');
+    mc_is($c, "flush_all\r\n", "CLIENT_ERROR flush_all not allowed\r\n", '-F: flush_all is not allowed');
+    mc_is($c, "flush_all 10\r\n", "CLIENT_ERROR flush_all not allowed\r\n", '-F: flush_all with a delay is not allowed');
+    mc_is($c, "get foo\r\n", "VALUE foo 0 1\r\nx\r\nEND\r\n", '-F: the item is still there');
+    close $c;
+    $f->stop;
+}
 
 # shutdown with -A
 my $srv2 = start_server('-A');

@@ -67,6 +67,11 @@ mc_is($s, "set nr 0 0 1\r\nx\r\n", "STORED\r\n", 'set before flush_all noreply')
 mc_send($s, "flush_all noreply\r\n");
 ok(mc_silent($s, 0.3), 'flush_all noreply sends nothing');
 mc_is($s, "get nr\r\n", "END\r\n", 'flush_all noreply flushed');
+mc_is($s, "set far 0 0 1\r\nf\r\n", "STORED\r\n", 'an item before a flush a day ahead');
+mc_is($s, "flush_all 86400\r\n", "OK\r\n", 'flush_all with a delay of a day');
+mc_is($s, "set far2 0 0 1\r\ng\r\n", "STORED\r\n", 'an item after it');
+mc_is($s, "get far far2\r\n", "VALUE far 0 1\r\nf\r\nVALUE far2 0 1\r\ng\r\nEND\r\n",
+    'items stay until the delay ends');
 mc_is($s, "set d1 0 0 2\r\nd1\r\nset d2 0 0 2\r\nd2\r\n", "STORED\r\nSTORED\r\n", 'items before a delayed flush');
 $t0 = time;
 mc_is($s, "flush_all 2\r\n", "OK\r\n", 'flush_all with a 2 s delay');
