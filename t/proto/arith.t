@@ -97,6 +97,10 @@ mc_is($s, "set r 0 0 2\r\n10\r\n", "STORED\r\n", 'set for noreply');
 mc_send($s, "incr r 5 noreply\r\ndecr r 2 noreply\r\nincr nosuch 1 noreply\r\ndecr nosuch 1 noreply\r\n");
 ok(mc_silent($s, 0.3), 'incr/decr noreply send nothing');
 is(stored_number('r'), '0:13', 'incr/decr noreply took effect');
+mc_send($s, "set txt 0 0 3\r\nabc\r\n");
+is(mc_line($s), "STORED\r\n", 'set a non-numeric value');
+mc_send($s, "incr txt 1 noreply\r\ndecr txt 1 noreply\r\n");
+ok(mc_silent($s, 0.3), 'incr/decr noreply of a non-numeric value send no error either (a client that said noreply reads nothing)');
 
 # A second connection sees every increment (no lost updates over 200 incrs).
 my $s2 = $srv->connect;

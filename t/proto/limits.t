@@ -179,6 +179,9 @@ sub rss_kb {
     mc_is($s, ('h' x 4_000_000) . "\r\n", "SERVER_ERROR object too large for cache\r\n",
         'a 4 MB value sent after its command line is refused and its data swallowed');
     mc_is($s, "get keep\r\n", "VALUE keep 0 4\r\nkeep\r\nEND\r\n", 'connection is in sync afterwards');
+    mc_send($s, "set huge 0 0 $n noreply\r\n$toobig\r\n");
+    ok(mc_silent($s, 0.3), 'a value over -I sent with noreply gets no error line either');
+    mc_is($s, "get keep\r\n", "VALUE keep 0 4\r\nkeep\r\nEND\r\n", 'and the connection stays in sync');
     my $st = mc_stats($s);
     ok(($st->{store_too_large} // 0) >= 4, 'store_too_large counts the refused values');
 
