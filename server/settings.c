@@ -564,7 +564,7 @@ enum settings_action settings_parse(struct settings *s, int argc, char **argv, F
             s->shutdown_command = true;
             break;
         case 'p':
-            if (!parse_long(optarg, 0, 65535, &v)) {
+            if (!parse_long(optarg, -1, 65535, &v)) { /* -1: any free port, as memcached */
                 fprintf(errout, "Invalid TCP port: %s\n", optarg);
                 return SETTINGS_EXIT_BAD;
             }

@@ -16,7 +16,7 @@ enum binding_protocol { PROTOCOL_AUTO, PROTOCOL_ASCII, PROTOCOL_BINARY };
 
 struct settings {
     /* network */
-    int port;                               /* -p, TCP; 0 disables TCP */
+    int port;                               /* -p, TCP; 0 disables TCP, -1 picks a free port */
     int udpport;                            /* -U; 0 = no UDP (net_udp.c) */
     char *socketpath;                       /* -s, Unix socket (disables TCP, as memcached) */
     int access;                             /* -a, octal mode of the Unix socket */
