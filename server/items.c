@@ -700,17 +700,22 @@ enum store_result item_store(item *it, enum store_op op, uint64_t cas, uint64_t 
         break;
     case STORE_APPEND:
     case STORE_PREPEND:
+        /* As memcached: with -C the client's unique is never recorded, so
+         * it counts as not given. */
         if (!old)
             res = STORE_NOT_STORED;
-        else if (cas != 0 && cas != reported_cas(old))
+        else if (storage_rt.cfg.use_cas && cas != 0 && cas != old->cas)
             res = STORE_EXISTS;
         else
             res = join_values(old, it, op == STORE_APPEND, hv, &stored_cas);
         break;
     case STORE_CAS:
+        /* memcached compares the unique it recorded from the client: none
+         * with -C, and 0 (never a live item's unique) matches nothing, so
+         * such a cas on an existing key is always EXISTS. */
         if (!old) {
             res = STORE_NOT_FOUND;
-        } else if (cas == reported_cas(old)) {
+        } else if (storage_rt.cfg.use_cas && cas != 0 && cas == old->cas) {
             tstat_class_incr(item_lru_class(old), CC_CAS_HITS);
             replace_item(old, it, hv);
             res = STORE_STORED;

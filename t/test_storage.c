@@ -439,6 +439,9 @@ static void test_store_ops(void)
        "the old unique no longer matches");
     ok(store_full("nocas", "v", 1, 0, 0, STORE_CAS, 1, NULL, NULL) == STORE_NOT_FOUND,
        "cas on a missing key: NOT_FOUND");
+    ok(store_full("c", "v0", 2, 0, 0, STORE_CAS, 0, NULL, NULL) == STORE_EXISTS &&
+           has_value("c", "v2"),
+       "cas with unique 0 on an existing key: EXISTS");
     uint64_t c3 = 0;
     store_full("c", "v4", 2, 0, 0, STORE_SET, 0, &c3, NULL);
     ok(c3 > c2, "every store takes a new, larger unique");
@@ -471,9 +474,25 @@ static void test_cas_disabled(void)
         item_release(it);
     ok(store_full("k", "w", 1, 0, 0, STORE_CAS, 5, NULL, NULL) == STORE_EXISTS,
        "with -C cas with a non-zero unique: EXISTS");
-    ok(store_full("k", "w", 1, 0, 0, STORE_CAS, 0, NULL, NULL) == STORE_STORED &&
-           has_value("k", "w"),
-       "with -C cas with unique 0 stores (as memcached -C)");
+    ok(store_full("k", "w", 1, 0, 0, STORE_CAS, 0, NULL, NULL) == STORE_EXISTS &&
+           has_value("k", "v"),
+       "with -C cas with the unique 0 that gets shows: EXISTS, value kept");
+    ok(store_full("missing", "w", 1, 0, 0, STORE_CAS, 0, NULL, NULL) == STORE_NOT_FOUND &&
+           store_full("missing", "w", 1, 0, 0, STORE_CAS, 7, NULL, NULL) == STORE_NOT_FOUND &&
+           has_value("missing", NULL),
+       "with -C cas on a missing key: NOT_FOUND");
+    ok(store_full("k", "+a", 2, 0, 0, STORE_APPEND, 5, NULL, NULL) == STORE_STORED &&
+           store_full("k", "p+", 2, 0, 0, STORE_PREPEND, 9, NULL, NULL) == STORE_STORED &&
+           has_value("k", "p+v+a"),
+       "with -C append/prepend ignore the unique given (as memcached)");
+    ok(item_delete("k", 1, 3) == DELETE_EXISTS && has_value("k", "p+v+a"),
+       "with -C delete with a non-zero unique: EXISTS");
+    uint64_t v = 0;
+    store("n", "5", STORE_SET);
+    ok(item_arith("n", 1, true, 1, 4, &v, NULL) == ARITH_EXISTS &&
+           item_arith("n", 1, true, 1, 0, &v, NULL) == ARITH_OK && v == 6,
+       "with -C incr with a non-zero unique: EXISTS; with 0 it counts");
+    ok(item_delete("k", 1, 0) == DELETE_DELETED, "with -C delete with unique 0 deletes");
     storage_shutdown();
 }
 
