@@ -2,8 +2,9 @@
  * server selection: known-answer vectors for every hash (RFC 1321 for MD5,
  * libmemcached's published values for the others) and the properties the
  * placement must keep (range, single server, modula rule, ketama stability
- * and weighting). Exact agreement with Debian's libmemcached over thousands
- * of keys is t/test_placement_compat's job. */
+ * and weighting, continuum points hashed with point_hash). Exact agreement
+ * with Debian's libmemcached over thousands of keys is
+ * t/test_placement_compat's job. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,7 +142,11 @@ static void test_hash_vectors(void)
 static struct lmr_placement *build(int dist, enum lmr_hash_alg hash, bool weighted,
                                    const struct lmr_placement_server *servers, size_t n)
 {
-    struct lmr_placement_config cfg = {dist, hash, LMR_HASH_MD5, weighted};
+    struct lmr_placement_config cfg = {.distribution = dist,
+                                       .key_hash = hash,
+                                       .point_hash = hash,
+                                       .ketama_hash = LMR_HASH_MD5,
+                                       .ketama_weighted = weighted};
     struct lmr_placement *p = lmr_placement_build(&cfg, servers, n);
     if (p == NULL) {
         printf("Bail out! lmr_placement_build returned NULL\n");
@@ -248,6 +253,92 @@ static void test_ketama_stability(void)
     }
 }
 
+/* The owner of hash h on an unweighted continuum, found the slow way: the
+ * point with the smallest value >= h (lowest server on a tie), else the
+ * smallest point. Points are "host:port-i" (or "host-i" on port 11211). */
+static uint32_t brute_force_owner(const struct lmr_placement_server *servers, size_t n,
+                                  enum lmr_hash_alg point_hash, uint32_t h)
+{
+    uint32_t best = 0, best_value = 0, low = 0, low_value = UINT32_MAX;
+    int found = 0;
+    for (uint32_t s = 0; s < n; s++)
+        for (unsigned i = 0; i < 100; i++) {
+            char name[96];
+            int len = servers[s].port == 11211
+                          ? snprintf(name, sizeof(name), "%s-%u", servers[s].hostname, i)
+                          : snprintf(name, sizeof(name), "%s:%u-%u", servers[s].hostname,
+                                     servers[s].port, i);
+            uint32_t v = lmr_hash(point_hash, name, (size_t)len);
+            if (v >= h && (!found || v < best_value)) {
+                found = 1;
+                best = s;
+                best_value = v;
+            }
+            if (v < low_value) {
+                low = s;
+                low_value = v;
+            }
+        }
+    return found ? best : low;
+}
+
+/* point_hash names the continuum's points; key_hash still hashes keys. */
+static void test_point_hash(void)
+{
+    static const struct lmr_placement_server servers[] = {
+        {"10.2.0.1", 11211, 1},
+        {"10.2.0.2", 11300, 1},
+        {"cache.example", 11211, 1},
+    };
+    struct lmr_placement_config cfg = {.distribution = 2,
+                                       .key_hash = LMR_HASH_MD5,
+                                       .point_hash = LMR_HASH_DEFAULT,
+                                       .ketama_hash = LMR_HASH_DEFAULT};
+    struct lmr_placement *mixed = lmr_placement_build(&cfg, servers, 3);
+    cfg.point_hash = LMR_HASH_MD5;
+    struct lmr_placement *same = lmr_placement_build(&cfg, servers, 3);
+    if (mixed == NULL || same == NULL) {
+        printf("Bail out! lmr_placement_build returned NULL\n");
+        exit(1);
+    }
+    int agree = 1;
+    unsigned differ = 0;
+    for (unsigned i = 0; i < 3000; i++) {
+        size_t len = key_of(i);
+        uint32_t h = lmr_hash(LMR_HASH_MD5, key_buf, len);
+        uint32_t got = lmr_placement_pick(mixed, key_buf, len);
+        if (got != brute_force_owner(servers, 3, LMR_HASH_DEFAULT, h))
+            agree = 0;
+        differ += got != lmr_placement_pick(same, key_buf, len);
+    }
+    ok(agree, "unweighted points hashed with point_hash, keys with key_hash");
+    printf("# %u of 3000 keys move when point_hash changes\n", differ);
+    ok(differ > 3000 / 3, "point_hash changes the placement");
+    lmr_placement_free(mixed);
+    lmr_placement_free(same);
+
+    /* weighted points come from MD5 whatever point_hash says */
+    cfg.distribution = 5;
+    cfg.ketama_weighted = true;
+    cfg.point_hash = LMR_HASH_CRC;
+    struct lmr_placement *w1 = lmr_placement_build(&cfg, servers, 3);
+    cfg.point_hash = LMR_HASH_MURMUR;
+    struct lmr_placement *w2 = lmr_placement_build(&cfg, servers, 3);
+    if (w1 == NULL || w2 == NULL) {
+        printf("Bail out! lmr_placement_build returned NULL\n");
+        exit(1);
+    }
+    int weighted_same = 1;
+    for (unsigned i = 0; i < 3000; i++) {
+        size_t len = key_of(i);
+        if (lmr_placement_pick(w1, key_buf, len) != lmr_placement_pick(w2, key_buf, len))
+            weighted_same = 0;
+    }
+    ok(weighted_same, "a weighted continuum ignores point_hash");
+    lmr_placement_free(w1);
+    lmr_placement_free(w2);
+}
+
 /* Weighted ketama: a server's share of keys follows its weight. */
 static void test_ketama_weights(void)
 {
@@ -275,6 +366,7 @@ int main(void)
     test_placement_basics();
     test_ketama_stability();
     test_ketama_weights();
+    test_point_hash();
     printf("1..%d\n", test_count);
     return failures ? 1 : 0;
 }

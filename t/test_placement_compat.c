@@ -17,7 +17,7 @@
 #include "placement/compare.h"
 #include "placement/fixtures.h"
 
-enum { EXPECTED_CONFIG_BLOCKS = 420 };
+enum { EXPECTED_CONFIG_BLOCKS = 708 };
 
 int main(void)
 {

@@ -12,15 +12,16 @@ static memcached_return_t set_distribution(struct lmr_client *c,
                                            memcached_server_distribution_t type)
 {
     switch (type) {
-    case MEMCACHED_DISTRIBUTION_MODULA:
-    case MEMCACHED_DISTRIBUTION_RANDOM:
     case MEMCACHED_DISTRIBUTION_CONSISTENT:
     case MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA:
-    case MEMCACHED_DISTRIBUTION_VIRTUAL_BUCKET:
         c->behaviors.ketama_weighted = false;
         break;
+    case MEMCACHED_DISTRIBUTION_MODULA:
+    case MEMCACHED_DISTRIBUTION_RANDOM:
+    case MEMCACHED_DISTRIBUTION_VIRTUAL_BUCKET:
     case MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY:
-        break; /* keeps the weighting, as libmemcached does */
+        break; /* keep the weighting, as libmemcached does (it shows again
+                  when a consistent distribution comes back) */
     case MEMCACHED_DISTRIBUTION_CONSISTENT_WEIGHTED:
         c->behaviors.ketama_weighted = true;
         break;
@@ -28,7 +29,7 @@ static memcached_return_t set_distribution(struct lmr_client *c,
         return MEMCACHED_INVALID_ARGUMENTS;
     }
     c->behaviors.distribution = type;
-    c->placement_dirty = true;
+    lmr_client_redistribute(c);
     return MEMCACHED_SUCCESS;
 }
 
@@ -127,6 +128,7 @@ memcached_return_t memcached_behavior_set(memcached_st *ptr, const memcached_beh
         return MEMCACHED_FAILURE; /* deprecated: use memcached_set_user_data */
     case MEMCACHED_BEHAVIOR_SORT_HOSTS:
         b->sort_hosts = data != 0;
+        lmr_client_redistribute(c); /* libmemcached rebuilds here */
         break;
     case MEMCACHED_BEHAVIOR_VERIFY_KEY:
         b->verify_key = data != 0;
@@ -214,10 +216,9 @@ uint64_t memcached_behavior_get(memcached_st *ptr, const memcached_behavior_t fl
     case MEMCACHED_BEHAVIOR_KETAMA_HASH:
         return b->ketama_hash;
     case MEMCACHED_BEHAVIOR_KETAMA:
-        return b->distribution != MEMCACHED_DISTRIBUTION_MODULA &&
-               b->distribution != MEMCACHED_DISTRIBUTION_RANDOM;
+        return lmr_distribution_is_consistent(b->distribution);
     case MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED:
-        return b->ketama_weighted;
+        return lmr_distribution_is_consistent(b->distribution) && b->ketama_weighted;
     case MEMCACHED_BEHAVIOR_DISTRIBUTION:
         return b->distribution;
     case MEMCACHED_BEHAVIOR_SOCKET_SEND_SIZE:
@@ -306,7 +307,9 @@ memcached_return_t memcached_behavior_set_distribution_hash(memcached_st *ptr,
     return memcached_behavior_set(ptr, MEMCACHED_BEHAVIOR_KETAMA_HASH, (uint64_t)type);
 }
 
+/* libmemcached 1.1 answers this with the key hash (memcached_behavior_get
+ * of MEMCACHED_BEHAVIOR_KETAMA_HASH gives the ketama hash); so do we. */
 memcached_hash_t memcached_behavior_get_distribution_hash(memcached_st *ptr)
 {
-    return (memcached_hash_t)memcached_behavior_get(ptr, MEMCACHED_BEHAVIOR_KETAMA_HASH);
+    return (memcached_hash_t)memcached_behavior_get(ptr, MEMCACHED_BEHAVIOR_HASH);
 }

@@ -90,6 +90,7 @@ memcached_return_t lmr_client_rebuild_placement(struct lmr_client *c)
     struct lmr_placement_config cfg = {
         .distribution = (int)c->behaviors.distribution,
         .key_hash = (enum lmr_hash_alg)c->behaviors.key_hash,
+        .point_hash = (enum lmr_hash_alg)c->point_hash,
         .ketama_hash = (enum lmr_hash_alg)c->behaviors.ketama_hash,
         .ketama_weighted = c->behaviors.ketama_weighted,
     };
@@ -125,7 +126,7 @@ static void revive_servers(struct lmr_client *c)
             srv->ejected = false;
             srv->failure_count = 0;
             srv->next_retry = 0;
-            c->placement_dirty = true;
+            lmr_client_redistribute(c);
         }
     }
 }
@@ -195,7 +196,7 @@ memcached_return_t lmr_client_add_server(struct lmr_client *c, const char *hostn
     lmr_server_init(srv, c, hostname, port, weight == 0 ? 1 : weight, type);
     srv->index = c->server_count;
     c->servers[c->server_count++] = srv;
-    c->placement_dirty = true;
+    lmr_client_redistribute(c);
     return MEMCACHED_SUCCESS;
 }
 
@@ -206,6 +207,7 @@ static struct lmr_client *client_new(memcached_st *root)
         return NULL;
     c->root = root;
     lmr_behaviors_defaults(&c->behaviors);
+    c->point_hash = c->behaviors.key_hash;
     return c;
 }
 
@@ -304,6 +306,8 @@ memcached_st *memcached_clone(memcached_st *clone, const memcached_st *source)
             memcached_free(copy);
             return NULL;
         }
+        if (s->weight > 1) /* libmemcached pushes the servers into the clone */
+            c->behaviors.ketama_weighted = true;
     }
     return copy;
 }

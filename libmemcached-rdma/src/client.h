@@ -59,6 +59,10 @@ struct lmr_client {
 
     struct lmr_placement *placement;
     bool placement_dirty;
+    /* The key hash when libmemcached would last have rebuilt its continuum
+     * (lmr_client_redistribute): it names unweighted continuum points.
+     * Changing HASH alone does not rebuild, in libmemcached or here. */
+    memcached_hash_t point_hash;
     uint32_t *placement_map; /* placement index -> server index */
     uint32_t placement_count;
 
@@ -91,6 +95,23 @@ memcached_instance_st *lmr_client_pick(struct lmr_client *c, const char *key, si
 /* Index of the server that holds key, or UINT32_MAX; rebuilds placement. */
 uint32_t lmr_client_pick_index(struct lmr_client *c, const char *key, size_t key_length);
 memcached_return_t lmr_client_rebuild_placement(struct lmr_client *c);
+/* The ketama distributions (libmemcached's memcached_is_consistent_distribution). */
+static inline bool lmr_distribution_is_consistent(memcached_server_distribution_t d)
+{
+    return d == MEMCACHED_DISTRIBUTION_CONSISTENT ||
+           d == MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA ||
+           d == MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY ||
+           d == MEMCACHED_DISTRIBUTION_CONSISTENT_WEIGHTED;
+}
+
+/* A change after which libmemcached rebuilds its continuum (servers added,
+ * a distribution or SORT_HOSTS set, a server ejected or back): the placement
+ * is rebuilt, its points hashed with the key hash of this moment. */
+static inline void lmr_client_redistribute(struct lmr_client *c)
+{
+    c->placement_dirty = true;
+    c->point_hash = c->behaviors.key_hash;
+}
 memcached_return_t lmr_client_add_server(struct lmr_client *c, const char *hostname, in_port_t port,
                                          uint32_t weight, memcached_connection_t type);
 

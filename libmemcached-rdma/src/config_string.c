@@ -134,7 +134,9 @@ static memcached_return_t add_server_spec(memcached_st *memc, char *spec, bool s
     return memcached_server_add_with_weight(memc, host, port, weight);
 }
 
-static memcached_return_t apply_option(memcached_st *memc, char *opt, char *err, size_t errlen)
+/* has_hash: --HASH was given already (libmemcached accepts it once) */
+static memcached_return_t apply_option(memcached_st *memc, char *opt, bool *has_hash, char *err,
+                                       size_t errlen)
 {
     if (strncmp(opt, "--", 2) != 0) {
         snprintf(err, errlen, "expected an option starting with --: %s", opt);
@@ -183,6 +185,11 @@ static memcached_return_t apply_option(memcached_st *memc, char *opt, char *err,
         memcached_hash_t h;
         if (value == NULL || !parse_hash(value, &h))
             return MEMCACHED_PARSE_ERROR;
+        if (*has_hash) {
+            snprintf(err, errlen, "--HASH can only be set once");
+            return MEMCACHED_PARSE_ERROR;
+        }
+        *has_hash = true;
         return memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_HASH, h);
     }
     if (strcmp(name, "DISTRIBUTION") == 0) {
@@ -222,10 +229,11 @@ static memcached_return_t apply_string(memcached_st *memc, const char *string, s
     memcpy(copy, string, length);
     copy[length] = '\0';
     memcached_return_t rc = MEMCACHED_SUCCESS;
+    bool has_hash = false;
     char *save = NULL;
     for (char *tok = strtok_r(copy, " \t\r\n", &save); tok != NULL;
          tok = strtok_r(NULL, " \t\r\n", &save)) {
-        rc = apply_option(memc, tok, err, errlen);
+        rc = apply_option(memc, tok, &has_hash, err, errlen);
         if (rc != MEMCACHED_SUCCESS) {
             if (err[0] == '\0')
                 snprintf(err, errlen, "invalid option: %s", tok);

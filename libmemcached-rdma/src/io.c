@@ -104,7 +104,7 @@ static void note_failure(memcached_instance_st *srv)
         srv->ejected = true;
         if (b->dead_timeout_s > 0)
             srv->next_retry = now_seconds() + (time_t)b->dead_timeout_s;
-        srv->client->placement_dirty = true;
+        lmr_client_redistribute(srv->client);
     }
 }
 

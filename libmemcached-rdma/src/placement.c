@@ -6,7 +6,8 @@
  * index; a key goes to the first point at or after its hash (wrapping to the
  * start). Points come from names "host:port-N" ("host-N" when the port is
  * 11211, "/host:port-N" for the SPY variant):
- *   - unweighted: 100 names per server, each hashed with the key hash;
+ *   - unweighted: 100 names per server, each hashed with point_hash (the key
+ *     hash when the caller last rebuilt, in libmemcached's terms);
  *   - weighted: 160 * weight share * server count points per server (rounded
  *     down to a multiple of 4, in single precision as libmemcached does), four
  *     points per name taken from the four little-endian words of its MD5.
@@ -154,7 +155,7 @@ static bool build_continuum(struct lmr_placement *p, const struct lmr_placement_
                     p->points[next++].server = (uint32_t)i;
                 }
             } else {
-                p->points[next].value = lmr_hash(cfg->key_hash, name, (size_t)len);
+                p->points[next].value = lmr_hash(cfg->point_hash, name, (size_t)len);
                 p->points[next++].server = (uint32_t)i;
             }
         }

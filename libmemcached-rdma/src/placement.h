@@ -24,6 +24,11 @@ struct lmr_placement_config {
      * CONSISTENT_WEIGHTED=5, VIRTUAL_BUCKET=6 */
     int distribution;
     enum lmr_hash_alg key_hash;    /* MEMCACHED_BEHAVIOR_HASH */
+    enum lmr_hash_alg point_hash;  /* hashes the names of unweighted continuum
+                                      points: libmemcached uses the key hash as
+                                      it was when the continuum was last built
+                                      (adding servers, choosing a distribution),
+                                      so it can differ from key_hash */
     enum lmr_hash_alg ketama_hash; /* MEMCACHED_BEHAVIOR_KETAMA_HASH: libmemcached
                                       stores it but places keys without it, so
                                       it is accepted and ignored */

@@ -41,7 +41,13 @@ static memcached_return_t add_server(memcached_st *ptr, const char *hostname, in
         return MEMCACHED_INVALID_ARGUMENTS;
     if (hostname == NULL)
         hostname = "localhost";
-    return lmr_client_result(c, lmr_client_add_server(c, hostname, port, weight, type), NULL);
+    memcached_return_t rc = lmr_client_add_server(c, hostname, port, weight, type);
+    /* as libmemcached: a weight above 1 turns weighting on for a consistent
+     * distribution (memcached_server_push does it for any distribution) */
+    if (rc == MEMCACHED_SUCCESS && weight > 1 &&
+        lmr_distribution_is_consistent(c->behaviors.distribution))
+        c->behaviors.ketama_weighted = true;
+    return lmr_client_result(c, rc, NULL);
 }
 
 memcached_return_t memcached_server_add(memcached_st *ptr, const char *hostname, in_port_t port)
@@ -84,6 +90,8 @@ memcached_return_t memcached_server_push(memcached_st *ptr, const memcached_serv
             lmr_client_add_server(c, list[i].hostname, list[i].port, list[i].weight, list[i].type);
         if (rc != MEMCACHED_SUCCESS)
             return lmr_client_result(c, rc, NULL);
+        if (list[i].weight > 1)
+            c->behaviors.ketama_weighted = true;
     }
     return lmr_client_result(c, MEMCACHED_SUCCESS, NULL);
 }

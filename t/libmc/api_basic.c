@@ -460,6 +460,59 @@ static void test_behaviors(void)
     ok(memcached_behavior_get(m, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED) == 0 &&
            memcached_behavior_get(m, MEMCACHED_BEHAVIOR_KETAMA) == 0,
        "MODULA clears ketama");
+    /* libmemcached keeps the weighting flag under MODULA; it shows again with
+     * a consistent distribution that does not reset it */
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                           MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY);
+    ok(memcached_behavior_get(m, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED) == 1,
+       "weighting survives MODULA and shows again under KETAMA_SPY");
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                           MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA);
+    ok(memcached_behavior_get(m, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED) == 0,
+       "CONSISTENT_KETAMA clears the weighting");
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                           MEMCACHED_DISTRIBUTION_VIRTUAL_BUCKET);
+    ok(memcached_behavior_get(m, MEMCACHED_BEHAVIOR_KETAMA) == 0,
+       "VIRTUAL_BUCKET is not a ketama distribution");
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_DISTRIBUTION, MEMCACHED_DISTRIBUTION_MODULA);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_HASH, MEMCACHED_HASH_MD5);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_KETAMA_HASH, MEMCACHED_HASH_CRC);
+    ok(memcached_behavior_get_distribution_hash(m) == MEMCACHED_HASH_MD5 &&
+           memcached_behavior_get(m, MEMCACHED_BEHAVIOR_KETAMA_HASH) == MEMCACHED_HASH_CRC,
+       "memcached_behavior_get_distribution_hash answers the key hash, as libmemcached's");
+    {
+        /* a weight above 1: memcached_server_add turns weighting on only
+         * under a consistent distribution, memcached_server_push always */
+        memcached_st *added = memcached_create(NULL);
+        memcached_server_add_with_weight(added, "10.9.0.1", 11211, 3);
+        memcached_behavior_set(added, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                               MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY);
+        memcached_st *pushed = memcached_create(NULL);
+        memcached_return_t rc;
+        memcached_server_list_st list =
+            memcached_server_list_append_with_weight(NULL, "10.9.0.1", 11211, 3, &rc);
+        memcached_server_push(pushed, list);
+        memcached_server_list_free(list);
+        memcached_behavior_set(pushed, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                               MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY);
+        memcached_st *spy = memcached_create(NULL);
+        memcached_behavior_set(spy, MEMCACHED_BEHAVIOR_DISTRIBUTION,
+                               MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY);
+        memcached_server_add_with_weight(spy, "10.9.0.1", 11211, 3);
+        ok(memcached_behavior_get(added, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED) == 0 &&
+               memcached_behavior_get(pushed, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED) == 1 &&
+               memcached_behavior_get(spy, MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED) == 1,
+           "weight > 1 turns weighting on: add under ketama, push always");
+        memcached_free(added);
+        memcached_free(pushed);
+        memcached_free(spy);
+    }
+    {
+        const char *twice = "--SERVER=127.0.0.1:11211 --HASH=MD5 --HASH=CRC";
+        memcached_st *parsed = memcached(twice, strlen(twice));
+        ok(parsed == NULL, "--HASH twice in a configuration string is refused");
+        memcached_free(parsed);
+    }
     is_rc(memcached_behavior_set(m, MEMCACHED_BEHAVIOR_HASH, MEMCACHED_HASH_CRC), MEMCACHED_SUCCESS,
           "set HASH");
     ok(memcached_behavior_get(m, MEMCACHED_BEHAVIOR_HASH) == MEMCACHED_HASH_CRC, "get HASH");

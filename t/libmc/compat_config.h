@@ -38,6 +38,16 @@ static const struct compat_mode compat_modes[] = {
      MEMCACHED_HASH_MURMUR,
      {1, 1, 1},
      0},
+    /* HASH set after the continuum was built: its points keep the default
+     * hash, keys use the new one */
+    {"ketama-hash-late-md5", -1, 1, 0, MEMCACHED_HASH_MD5, {1, 1, 1}, 1},
+    {"consistent-hash-late-murmur",
+     MEMCACHED_DISTRIBUTION_CONSISTENT,
+     0,
+     0,
+     MEMCACHED_HASH_MURMUR,
+     {1, 1, 1},
+     1},
 };
 
 #define COMPAT_MODE_COUNT (sizeof(compat_modes) / sizeof(compat_modes[0]))
@@ -57,10 +67,10 @@ static inline void compat_add_servers(memcached_st *memc, const struct compat_mo
         memcached_server_add_with_weight(memc, "127.0.0.1", (in_port_t)ports[i], m->weights[i]);
 }
 
-/* Note: libmemcached hashes unweighted continuum points when the continuum
- * is built (adding servers, choosing a distribution), so changing HASH after
- * that leaves points hashed with the old function; modes that set a hash on
- * a consistent distribution therefore add servers last. */
+/* libmemcached hashes unweighted continuum points when the continuum is
+ * built (adding servers, choosing a distribution), so a HASH set after that
+ * leaves the points hashed with the old function: modes with servers_first
+ * and a hash on a consistent distribution check that case. */
 static inline memcached_st *compat_client(const struct compat_mode *m, const unsigned *ports)
 {
     memcached_st *memc = memcached_create(NULL);

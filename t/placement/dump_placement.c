@@ -33,6 +33,14 @@ static int print_block(const char *line)
         fprintf(stderr, "dump_placement: cannot parse: %s", line);
         return -1;
     }
+    /* "point_hash=N": the key hash when libmemcached last built the
+     * continuum, when the block changed HASH afterwards (else the key hash) */
+    int point_hash = hash;
+    const char *ph = strstr(line, " point_hash=");
+    if (ph != NULL && sscanf(ph, " point_hash=%d", &point_hash) != 1) {
+        fprintf(stderr, "dump_placement: cannot parse: %s", line);
+        return -1;
+    }
     const struct fixture_list *list = fixture_list_find(list_name);
     if (list == NULL) {
         fprintf(stderr, "dump_placement: unknown list %s\n", list_name);
@@ -45,6 +53,7 @@ static int print_block(const char *line)
     struct lmr_placement_config cfg = {
         .distribution = dist,
         .key_hash = (enum lmr_hash_alg)hash,
+        .point_hash = (enum lmr_hash_alg)point_hash,
         .ketama_hash = (enum lmr_hash_alg)ketama_hash,
         .ketama_weighted = weighted != 0,
     };
