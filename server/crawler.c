@@ -125,6 +125,7 @@ static void dump_class(unsigned cls, struct item *marker, unsigned *left, bool l
         if (!held)
             continue;
         lru_unlock(cls);
+        items_forget_prior();
         fn(ctx, held);
         item_release(held);
         if (limited)

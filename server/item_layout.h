@@ -48,12 +48,11 @@ struct item {
 #define ITEM_HEADER_SIZE offsetof(struct item, data)
 
 enum {
-    ITEM_LINKED = 1,       /* in the hash table and its LRU */
-    ITEM_FETCHED = 2,      /* read at least once */
-    ITEM_PREV_FETCHED = 4, /* FETCHED as it was before the latest read */
-    ITEM_ACTIVE = 8,       /* read since its last LRU bump */
-    ITEM_CHUNKED = 16,     /* value lives in separate slab chunks */
-    ITEM_HAS_FLAGS = 32,   /* 4 bytes of client flags follow the key */
+    ITEM_LINKED = 1,     /* in the hash table and its LRU */
+    ITEM_FETCHED = 2,    /* read (get, gat, touch) at least once */
+    ITEM_ACTIVE = 8,     /* read since its last LRU bump */
+    ITEM_CHUNKED = 16,   /* value lives in separate slab chunks */
+    ITEM_HAS_FLAGS = 32, /* 4 bytes of client flags follow the key */
 };
 
 /* The crawler's marker has no key; every real item has one. */

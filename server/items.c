@@ -264,15 +264,45 @@ static struct item *find_live(const char *key, size_t nkey, uint64_t hv)
     return it;
 }
 
-/* Marks a read: fetched bits, LRU bump. */
+/* What the item looked like just before the latest lookup this thread
+ * made for a caller (item_get, item_get_touch): memcached answers mg's h
+ * and l from the item before the lookup's own fetch and bump. Matched by
+ * address and unique, so a chunk reused for another item never matches;
+ * every other handle reports the item as it is now. */
+struct prior_state {
+    const struct item *it;
+    uint64_t cas;
+    rel_time_t time;
+    bool fetched;
+};
+static _Thread_local struct prior_state prior;
+
+static const struct prior_state *prior_of(const struct item *it)
+{
+    return prior.it == it && prior.cas == it->cas ? &prior : NULL;
+}
+
+void items_forget_prior(void)
+{
+    prior.it = NULL;
+}
+
+/* Marks a read, as memcached's do_item_bump: fetched bit, LRU bump. */
+static void mark_fetched(struct item *it)
+{
+    if (!(item_flags_load(it) & ITEM_FETCHED))
+        item_flags_set(it, ITEM_FETCHED);
+    bump_item(it, clock_now());
+}
+
+/* A caller's lookup: remembers the state before it, then marks the read. */
 static void note_fetch(struct item *it)
 {
-    uint8_t f = item_flags_load(it);
-    if (!(f & ITEM_FETCHED))
-        item_flags_set(it, ITEM_FETCHED);
-    else if (!(f & ITEM_PREV_FETCHED))
-        item_flags_set(it, ITEM_PREV_FETCHED);
-    bump_item(it, clock_now());
+    prior.it = it;
+    prior.cas = it->cas;
+    prior.time = item_time_load(&it->time);
+    prior.fetched = (item_flags_load(it) & ITEM_FETCHED) != 0;
+    mark_fetched(it);
 }
 
 item *item_get(const char *key, size_t nkey)
@@ -286,6 +316,18 @@ item *item_get(const char *key, size_t nkey)
         tstat_class_incr(item_lru_class(it), CC_GET_HITS);
     }
     assoc_unlock(hv);
+    return it;
+}
+
+item *item_peek(const char *key, size_t nkey)
+{
+    uint64_t hv = assoc_hash(key, nkey);
+    assoc_lock(hv);
+    struct item *it = find_live(key, nkey, hv);
+    if (it)
+        item_ref(it);
+    assoc_unlock(hv);
+    items_forget_prior();
     return it;
 }
 
@@ -312,7 +354,7 @@ bool item_touch(const char *key, size_t nkey, rel_time_t exptime)
     struct item *it = find_live(key, nkey, hv);
     if (it) {
         item_time_store(&it->exptime, exptime);
-        bump_item(it, clock_now());
+        mark_fetched(it); /* memcached's touch fetches the item */
         tstat_class_incr(item_lru_class(it), CC_TOUCH_HITS);
     }
     assoc_unlock(hv);
@@ -574,12 +616,19 @@ rel_time_t item_exptime(const item *it)
 
 rel_time_t item_last_access(const item *it)
 {
-    return item_time_load(&it->time);
+    const struct prior_state *p = prior_of(it);
+    return p ? p->time : item_time_load(&it->time);
 }
 
 bool item_was_fetched(const item *it)
 {
-    return (item_flags_load(it) & ITEM_PREV_FETCHED) != 0;
+    const struct prior_state *p = prior_of(it);
+    return p ? p->fetched : (item_flags_load(it) & ITEM_FETCHED) != 0;
+}
+
+size_t item_memcached_size(const item *it)
+{
+    return memcached_item_size(it->nkey, item_flags(it), it->nbytes);
 }
 
 unsigned item_value_nseg(const item *it)

@@ -68,8 +68,18 @@ uint32_t item_flags(const item *it);     /* the client's opaque flags */
 size_t item_nbytes(const item *it);      /* value length, no "\r\n" */
 uint64_t item_cas(const item *it);       /* 0 when CAS is off (-C) */
 rel_time_t item_exptime(const item *it); /* 0 = never */
+/* Last store or LRU bump, and whether the item was ever fetched (get,
+ * gat, touch). For the handle of this thread's latest item_get or
+ * item_get_touch, both describe the item as it was just before that lookup
+ * (memcached's mg h and l flags, which it reads before the lookup's own
+ * fetch and bump); for other handles (item_peek, item walks) the item as
+ * it is ("fetch=" of metadump and me). */
 rel_time_t item_last_access(const item *it);
-bool item_was_fetched(const item *it); /* fetched before this access */
+bool item_was_fetched(const item *it);
+/* The item's size as memcached 1.6 computes it (its 48-byte header, CAS
+ * when on, key + NUL, value + "\r\n", flags when non-zero): "size=" of
+ * lru_crawler metadump and me. */
+size_t item_memcached_size(const item *it);
 
 /* Value segments: n = item_value_nseg(it); segment i for i in [0, n).
  * Calls with increasing i over one item are amortised O(1). The memory is
@@ -80,9 +90,13 @@ struct iovec item_value_seg(const item *it, unsigned i);
 /* ---- lookups ----------------------------------------------------------- */
 /* NULL when missing, expired or flushed. Bumps the item in its LRU. */
 item *item_get(const char *key, size_t nkey);
+/* The same lookup without counting as a fetch: no fetched mark, no LRU
+ * bump, no hit counted (memcached's lookups with DONT_UPDATE, as for me). */
+item *item_peek(const char *key, size_t nkey);
 /* get-and-touch: sets a new exptime (already converted) on a hit. */
 item *item_get_touch(const char *key, size_t nkey, rel_time_t exptime);
-/* true when the key existed and got the new exptime. */
+/* true when the key existed and got the new exptime; marks it fetched and
+ * bumps it, as memcached's touch does. */
 bool item_touch(const char *key, size_t nkey, rel_time_t exptime);
 
 /* ---- storing ----------------------------------------------------------- */

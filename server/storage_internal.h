@@ -32,6 +32,9 @@ bool item_is_dead(const struct item *it, rel_time_t now);
  * of class cls (the item's LRU class). May free the item. */
 void item_unlink_lru_locked(struct item *it, unsigned cls, uint64_t hv);
 void items_set_oldest_live(rel_time_t when);
+/* Handles this thread is given from now on (item walks) report the item
+ * as it is, not as it was before this thread's latest lookup. */
+void items_forget_prior(void);
 /* The flush_all boundary ("oldest" in stats settings), 0 = none. */
 rel_time_t items_oldest_live(void);
 /* The last CAS unique handed out. */

@@ -984,6 +984,117 @@ static void test_walk(void)
     storage_shutdown();
 }
 
+struct fetch_seen {
+    const char *key;
+    int found;
+    bool fetched;
+    rel_time_t la;
+};
+
+static void fetch_fn(void *ctx, const item *it)
+{
+    struct fetch_seen *f = ctx;
+    if (item_nkey(it) == strlen(f->key) && memcmp(item_key(it), f->key, item_nkey(it)) == 0) {
+        f->found++;
+        f->fetched = item_was_fetched(it);
+        f->la = item_last_access(it);
+    }
+}
+
+/* "fetch=" of lru_crawler metadump for key: 1 yes, 0 no, -1 not listed. */
+static int walked_fetched(const char *key, rel_time_t *la)
+{
+    struct fetch_seen f = {key, 0, false, 0};
+    storage_walk_items(0, 0, fetch_fn, &f);
+    if (la)
+        *la = f.la;
+    return f.found == 1 ? f.fetched : -1;
+}
+
+static void test_fetched(void)
+{
+    struct storage_config cfg = default_config();
+    start(&cfg);
+    store("f", "v", STORE_SET);
+    ok(walked_fetched("f", NULL) == 0, "a stored item walks as not fetched");
+    item *it = item_get("f", 1);
+    ok(it && !item_was_fetched(it), "the first get's handle: not fetched before (mg h0)");
+    if (it)
+        item_release(it);
+    ok(walked_fetched("f", NULL) == 1,
+       "after a get the walk shows it fetched (metadump fetch=yes)");
+    it = item_get("f", 1);
+    ok(it && item_was_fetched(it), "the second get's handle: fetched before (mg h1)");
+    if (it)
+        item_release(it);
+
+    it = item_get("f", 1);
+    ok(it && item_memcached_size(it) == 61, "memcached's size of key f, value v: 61 (%zu)",
+       it ? item_memcached_size(it) : 0);
+    if (it)
+        item_release(it);
+    store("p", "v", STORE_SET);
+    it = item_peek("p", 1);
+    ok(it && !item_was_fetched(it), "item_peek of an unfetched item: not fetched");
+    if (it)
+        item_release(it);
+    ok(walked_fetched("p", NULL) == 0, "item_peek does not count as a fetch");
+    it = item_get("p", 1);
+    if (it)
+        item_release(it);
+    it = item_peek("p", 1);
+    ok(it && item_was_fetched(it), "item_peek after a get: fetched");
+    if (it)
+        item_release(it);
+
+    store("t", "v", STORE_SET);
+    ok(item_touch("t", 1, 0) && walked_fetched("t", NULL) == 1, "touch marks the item fetched");
+    store("g", "v", STORE_SET);
+    it = item_get_touch("g", 1, 0);
+    ok(it && !item_was_fetched(it), "get-and-touch reports the state before it");
+    if (it)
+        item_release(it);
+    ok(walked_fetched("g", NULL) == 1, "and marks the item fetched");
+    store("n", "5", STORE_SET);
+    item_arith("n", 1, true, 1, 0, NULL, NULL);
+    ok(walked_fetched("n", NULL) == 0, "incr does not count as a fetch");
+    store("f", "w", STORE_SET);
+    ok(walked_fetched("f", NULL) == 0, "a new value starts unfetched");
+
+    /* mg l: the last access before the lookup's own bump. */
+    store("l", "v", STORE_SET);
+    rel_time_t stored_at = clock_now();
+    clock_advance_for_tests(70);
+    it = item_get("l", 1);
+    ok(it && item_last_access(it) == stored_at, "a get's handle shows the access before the get");
+    if (it)
+        item_release(it);
+    rel_time_t la = 0;
+    int walked = walked_fetched("l", &la);
+    ok(walked == 1 && la == clock_now(), "the walk shows the bump the get made (%u, now %u)",
+       (unsigned)la, (unsigned)clock_now());
+
+    /* A handle of a newer lookup (or reused memory) never takes over the
+     * remembered state of an earlier one. */
+    store("x", "v", STORE_SET);
+    it = item_get("x", 1);
+    uintptr_t x_addr = (uintptr_t)it;
+    if (it)
+        item_release(it);
+    item_delete("x", 1, 0);
+    enum alloc_result why;
+    item *fresh = item_alloc("y", 1, 0, 0, 1, &why);
+    if (fresh) {
+        write_value(fresh, "v", 1);
+        item_store(fresh, STORE_SET, 0, NULL);
+    }
+    ok(fresh && !item_was_fetched(fresh), "a new item in reused memory is not fetched (%s)",
+       (uintptr_t)fresh == x_addr ? "same chunk" : "other chunk");
+    if (fresh)
+        item_release(fresh);
+    storage_shutdown();
+}
+
 static void test_references(void)
 {
     struct storage_config cfg = default_config();
@@ -1459,6 +1570,7 @@ int main(void)
     test_page_reuse();
     test_slab_move();
     test_walk();
+    test_fetched();
     test_references();
     test_stats();
     test_hash_growth();
