@@ -121,17 +121,30 @@ static int daemonize(void)
     return 0;
 }
 
+/* Writes <file>.tmp and renames it, as memcached. A pid file that cannot be
+ * written is logged and the server runs on (memcached does the same). */
 static int write_pid_file(void)
 {
-    FILE *f = fopen(settings.pid_file, "w");
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", settings.pid_file) >= sizeof(tmp)) {
+        log_msg(LOG_ALWAYS, "Could not open the pid file %s: name too long", settings.pid_file);
+        return -1;
+    }
+    FILE *f = fopen(tmp, "w");
     if (!f) {
-        log_msg(LOG_ALWAYS, "Could not open the pid file %s for writing: %s", settings.pid_file,
-                strerror(errno));
+        log_msg(LOG_ALWAYS, "Could not open the pid file %s for writing: %s", tmp, strerror(errno));
         return -1;
     }
     fprintf(f, "%ld\n", (long)getpid());
     if (fclose(f) != 0) {
-        log_msg(LOG_ALWAYS, "Could not close the pid file %s", settings.pid_file);
+        log_msg(LOG_ALWAYS, "Could not close the pid file %s", tmp);
+        unlink(tmp);
+        return -1;
+    }
+    if (rename(tmp, settings.pid_file) != 0) {
+        log_msg(LOG_ALWAYS, "Could not rename the pid file from %s to %s: %s", tmp,
+                settings.pid_file, strerror(errno));
+        unlink(tmp);
         return -1;
     }
     return 0;
@@ -142,10 +155,13 @@ static void storage_config_from_settings(struct storage_config *cfg)
     memset(cfg, 0, sizeof(*cfg));
     cfg->maxbytes = settings.maxbytes;
     cfg->factor = settings.factor;
-    cfg->chunk_size = (size_t)settings.chunk_size;
+    /* memcached accepts a negative -n (a smaller first class); the engine
+     * takes its smallest */
+    cfg->chunk_size = settings.chunk_size > 0 ? (size_t)settings.chunk_size : 1;
     cfg->item_size_max = settings.item_size_max;
     cfg->slab_page_size = settings.slab_page_size;
-    cfg->slab_chunk_max = settings.slab_chunk_max;
+    cfg->slab_chunk_max =
+        settings.slab_chunk_max < 8 ? 8 : settings.slab_chunk_max; /* engine minimum */
     cfg->prealloc = settings.prealloc;
     cfg->evict_to_free = settings.evict_to_free;
     cfg->use_cas = settings.use_cas;
@@ -195,11 +211,8 @@ int main(int argc, char **argv)
     }
     if (settings.lock_memory && mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
         log_msg(LOG_ALWAYS, "warning: -k invalid, mlockall() failed: %s", strerror(errno));
-    if (settings.pid_file) {
-        if (write_pid_file() != 0)
-            goto out_auth;
-        pid_written = true;
-    }
+    if (settings.pid_file)
+        pid_written = write_pid_file() == 0;
 
     clock_init();
     stats_init();

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct settings settings;
 static pthread_mutex_t tunables_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -116,38 +117,113 @@ static bool parse_long(const char *text, long min, long max, long *out)
     return true;
 }
 
-/* A size with an optional k/m/g suffix (bytes without suffix), as -I. */
-static bool parse_size(const char *text, size_t *out)
+/* memcached reads most numeric flags with atoi(): leading blanks and a
+ * sign, then digits; whatever follows is ignored and no digits mean 0. */
+static int lenient_int(const char *text)
+{
+    long v = strtol(text, NULL, 10);
+    if (v > INT_MAX)
+        return INT_MAX;
+    if (v < INT_MIN)
+        return INT_MIN;
+    return (int)v;
+}
+
+/* The same for atof(). */
+static double lenient_double(const char *text)
+{
+    return strtod(text, NULL);
+}
+
+/* memcached's safe_strtoul: whole decimal string (trailing blanks allowed),
+ * no negative values. */
+static bool strict_ulong(const char *text, unsigned long max, unsigned long *out)
 {
     char *end;
     errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno != 0 || end == text || text[0] == '-')
+    unsigned long v = strtoul(text, &end, 10);
+    if (errno != 0 || end == text || strchr(text, '-') != NULL || v > max)
         return false;
-    unsigned long long mult = 1;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        mult = 1024;
+    while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n')
         end++;
-        break;
-    case 'm':
-    case 'M':
-        mult = 1024 * 1024;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        mult = 1024ULL * 1024 * 1024;
-        end++;
-        break;
-    default:
-        break;
-    }
-    if (*end != '\0' || v > SIZE_MAX / mult)
+    if (*end != '\0')
         return false;
-    *out = (size_t)(v * mult);
+    *out = v;
     return true;
+}
+
+/* memcached's safe_strtod. */
+static bool strict_double(const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(text, &end);
+    if (errno != 0 || end == text)
+        return false;
+    while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n')
+        end++;
+    if (*end != '\0')
+        return false;
+    *out = d;
+    return true;
+}
+
+/* -I as memcached reads it: a k/K or m/M as the last character multiplies
+ * (no other unit: "1g" is 1 byte), the number is read with atoi(). */
+static long long item_size_arg(const char *text)
+{
+    size_t len = strlen(text);
+    char unit = len ? text[len - 1] : '\0';
+    long long mult = 1;
+    if (unit == 'k' || unit == 'K')
+        mult = 1024;
+    else if (unit == 'm' || unit == 'M')
+        mult = 1024 * 1024;
+    return (long long)lenient_int(text) * mult;
+}
+
+/* State of one settings_parse() that memcached checks once all flags are in. */
+struct parse_state {
+    bool chunk_max_given;   /* -o slab_chunk_max */
+    bool lru_maintainer;    /* memcached's default: on */
+    bool temp_lru;          /* -o temporary_ttl */
+    const char *slab_sizes; /* -o slab_sizes (checked, not used) */
+    char *slab_sizes_copy;
+    int napi_ids; /* -N */
+};
+
+/* memcached's checks of -o slab_sizes (the sizes are not used here). */
+static bool check_slab_sizes(const struct settings *s, const char *list, FILE *errout)
+{
+    char *copy = strdup(list);
+    if (!copy)
+        return false;
+    bool ok = copy[0] != '\0';
+    unsigned long last = 0;
+    int classes = 0;
+    char *save = NULL;
+    for (char *p = strtok_r(copy, "-", &save); p && ok; p = strtok_r(NULL, "-", &save)) {
+        unsigned long size = 0;
+        if (!strict_ulong(p, UINT32_MAX, &size) || size < (unsigned long)s->chunk_size ||
+            size > s->slab_chunk_max) {
+            fprintf(errout, "slab size %lu is out of valid range\n", size);
+            ok = false;
+        } else if (last >= size) {
+            fprintf(errout,
+                    "slab size %lu cannot be lower than or equal to a previous class size\n", size);
+            ok = false;
+        } else if (size <= last + 8) {
+            fprintf(errout, "slab size %lu must be at least 8 bytes larger than previous class\n",
+                    size);
+            ok = false;
+        } else if (++classes >= 63) {
+            fprintf(errout, "too many slab classes specified\n");
+            ok = false;
+        }
+        last = size;
+    }
+    free(copy);
+    return ok;
 }
 
 static void print_usage(FILE *out)
@@ -194,7 +270,7 @@ static void print_usage(FILE *out)
             "-o, --extended            comma separated list of extended options\n"
             "   - maxconns_fast, no_maxconns_fast: reject new connections over -c at once\n"
             "   - hashpower:           initial hash table size as a power of two\n"
-            "   - slab_chunk_max:      maximum slab chunk size in kilobytes\n"
+            "   - slab_chunk_max:      maximum slab chunk size in bytes (default: 524288)\n"
             "   - lru_crawler, no_lru_crawler: background expiry crawler (default: on)\n"
             "   - slab_automove:       0 keeps slab pages in their class, 1 or 2 moves them\n"
             "                          to classes that evict (default: 1)\n"
@@ -219,72 +295,100 @@ static void print_license(FILE *out)
             PACKAGE_VERSION);
 }
 
-/* -o suboptions memcached 1.6 knows but this server ignores (with a warning). */
-static const char *const ignored_suboptions[] = {"slab_reassign",
-                                                 "no_slab_reassign",
-                                                 "hash_algorithm",
-                                                 "lru_crawler_sleep",
-                                                 "lru_crawler_tocrawl",
-                                                 "lru_maintainer",
-                                                 "no_lru_maintainer",
-                                                 "read_buf_mem_limit",
-                                                 "resp_obj_mem_limit",
-                                                 "slab_sizes",
-                                                 "no_inline_ascii_resp",
-                                                 "modern",
-                                                 "no_modern",
-                                                 "no_chunked_items",
-                                                 "no_hashexpand",
-                                                 "drop_privileges",
-                                                 "no_drop_privileges",
-                                                 "meta_response_old",
-                                                 "sock_cookie_id",
-                                                 "num_napi_ids",
-                                                 "expirezero_does_not_evict",
-                                                 "lru_segmented",
-                                                 "no_lru_segmented",
-                                                 "ext_page_size",
-                                                 "ext_wbuf_size",
-                                                 "ext_threads",
-                                                 "ext_io_depth",
-                                                 "ext_path",
-                                                 "ext_item_size",
-                                                 "ext_item_age",
-                                                 "ext_low_ttl",
-                                                 "ext_recache_rate",
-                                                 "ext_compact_under",
-                                                 "ext_drop_under",
-                                                 "ext_max_sleep",
-                                                 "ext_max_frag",
-                                                 "ext_drop_unread",
-                                                 "slab_automove_freeratio",
-                                                 "ssl_chain_cert",
-                                                 "ssl_key",
-                                                 "ssl_keyformat",
-                                                 "ssl_verify_mode",
-                                                 "ssl_ciphers",
-                                                 "ssl_ca_cert",
-                                                 "ssl_wbuf_size",
-                                                 "ssl_session_cache",
-                                                 "ssl_kernel_tls",
-                                                 "ssl_min_version",
-                                                 "proxy_config",
-                                                 "proxy_startfile",
-                                                 "proxy_arg",
-                                                 NULL};
+/* -o suboptions memcached 1.6.18 accepts but this server ignores (with a
+ * warning). Values are checked as memcached checks them, so a command line
+ * starts here exactly when it starts memcached. */
+enum value_kind { V_NONE, V_ANY, V_ULONG, V_DOUBLE };
+static const struct ignored_suboption {
+    const char *name;
+    enum value_kind kind;
+} ignored_suboptions[] = {
+    {"slab_reassign", V_NONE},
+    {"no_slab_reassign", V_NONE},
+    {"no_hashexpand", V_NONE},
+    {"read_buf_mem_limit", V_ULONG},
+    {"resp_obj_mem_limit", V_ANY},
+    {"drop_privileges", V_NONE},
+    {"no_drop_privileges", V_NONE},
+    {"sock_cookie_id", V_ANY},
+    {"ext_page_size", V_ULONG},
+    {"ext_wbuf_size", V_ULONG},
+    {"ext_threads", V_ULONG},
+    {"ext_io_depth", V_ULONG},
+    {"ext_item_size", V_ULONG},
+    {"ext_item_age", V_ULONG},
+    {"ext_low_ttl", V_ULONG},
+    {"ext_recache_rate", V_ULONG},
+    {"ext_compact_under", V_ULONG},
+    {"ext_drop_under", V_ULONG},
+    {"ext_max_sleep", V_ULONG},
+    {"ext_max_frag", V_DOUBLE},
+    {"ext_drop_unread", V_NONE},
+    {"slab_automove_freeratio", V_DOUBLE},
+    {"ssl_chain_cert", V_ANY},
+    {"ssl_key", V_ANY},
+    {"ssl_keyformat", V_ULONG},
+    {"ssl_verify_mode", V_ULONG},
+    {"ssl_ciphers", V_ANY},
+    {"ssl_ca_cert", V_ANY},
+    {"ssl_wbuf_size", V_ULONG},
+    {"ssl_session_cache", V_NONE},
+    {"ssl_kernel_tls", V_NONE},
+    {"ssl_min_version", V_ULONG},
+    {NULL, V_NONE},
+};
+
+/* -o ext_path=FILE:SIZE: memcached requires a size with an M, G, T or P
+ * unit and a file it can open (here: an existing, writable directory). */
+static bool check_ext_path(const char *value, FILE *errout)
+{
+    const char *colon = value ? strchr(value, ':') : NULL;
+    if (!value || colon == value) {
+        fprintf(errout, "failed to parse ext_path argument\n");
+        return false;
+    }
+    const char *size = colon ? colon + 1 : NULL;
+    size_t len = size ? strcspn(size, ":") : 0;
+    char unit = len ? size[len - 1] : '\0';
+    if (!strchr("mMgGtTpP", unit) || unit == '\0') {
+        fprintf(errout, "must supply size to ext_path, ie: ext_path=/f/e:64m (M|G|T|P supported)\n"
+                        "failed to parse ext_path argument\n");
+        return false;
+    }
+    char dir[4096];
+    size_t plen = (size_t)(colon - value);
+    if (plen >= sizeof(dir))
+        plen = sizeof(dir) - 1;
+    memcpy(dir, value, plen);
+    dir[plen] = '\0';
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        dir[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof(dir), ".");
+    if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(errout, "Failed to initialize external storage: failed to open file %.*s: %s\n",
+                (int)(colon - value), value, strerror(errno));
+        return false;
+    }
+    return true;
+}
 
 /* Handles one -o suboption "name" or "name=value". */
-static bool parse_suboption(struct settings *s, char *opt, FILE *errout)
+static bool parse_suboption(struct settings *s, struct parse_state *ps, char *opt, FILE *errout)
 {
     char *value = strchr(opt, '=');
     if (value)
         *value++ = '\0';
     long v;
+    unsigned long uv = 0;
 
 #define NEED_VALUE()                                                                               \
     do {                                                                                           \
-        if (value == NULL || *value == '\0') {                                                     \
-            fprintf(errout, "Missing value for -o %s\n", opt);                                     \
+        if (value == NULL) {                                                                       \
+            fprintf(errout, "Missing %s argument\n", opt);                                         \
             return false;                                                                          \
         }                                                                                          \
     } while (0)
@@ -295,18 +399,55 @@ static bool parse_suboption(struct settings *s, char *opt, FILE *errout)
         s->maxconns_fast = false;
     } else if (strcmp(opt, "hashpower") == 0) {
         NEED_VALUE();
-        if (!parse_long(value, 12, 32, &v)) {
-            fprintf(errout, "Initial hashtable multiplier of %s is out of range (12..32)\n", value);
+        v = lenient_int(value);
+        if (v < 12) {
+            fprintf(errout, "Initial hashtable multiplier of %ld is too low\n", v);
+            return false;
+        }
+        if (v > 32) { /* memcached allows 64, but cannot allocate such a table either */
+            fprintf(errout, "Initial hashtable multiplier of %ld is too high\n", v);
             return false;
         }
         s->hashpower_init = (unsigned)v;
     } else if (strcmp(opt, "slab_chunk_max") == 0) {
         NEED_VALUE();
-        if (!parse_long(value, 1, 1024 * 1024, &v)) {
-            fprintf(errout, "could not parse argument to slab_chunk_max: %s\n", value);
+        /* bytes, whatever memcached's help says (kilobytes) */
+        if (!parse_long(value, 1, 1024L * 1024 * 1024, &v)) {
+            fprintf(errout, "could not parse argument to slab_chunk_max\n");
             return false;
         }
-        s->slab_chunk_max = (size_t)v * 1024;
+        s->slab_chunk_max = (size_t)v;
+        ps->chunk_max_given = true;
+    } else if (strcmp(opt, "no_chunked_items") == 0) {
+        s->slab_chunk_max = s->slab_page_size;
+    } else if (strcmp(opt, "modern") == 0) {
+        /* memcached 1.6.18: no new defaults */
+    } else if (strcmp(opt, "no_modern") == 0) { /* memcached 1.4's defaults */
+        if (!ps->chunk_max_given)
+            s->slab_chunk_max = s->slab_page_size;
+        s->slab_automove = 0;
+        s->maxconns_fast = false;
+        s->lru_segmented = false;
+        s->lru_crawler = false;
+        ps->lru_maintainer = false;
+    } else if (strcmp(opt, "inline_ascii_resp") == 0 || strcmp(opt, "no_inline_ascii_resp") == 0) {
+        /* no effect in memcached 1.6 either */
+    } else if (strcmp(opt, "lru_maintainer") == 0) {
+        ps->lru_maintainer = true;
+        s->lru_segmented = true;
+    } else if (strcmp(opt, "no_lru_maintainer") == 0) {
+        ps->lru_maintainer = false;
+        fprintf(errout, "warning: -o no_lru_maintainer is accepted and has no effect here\n");
+    } else if (strcmp(opt, "hash_algorithm") == 0) {
+        NEED_VALUE();
+        if (strcmp(value, "jenkins") != 0 && strcmp(value, "murmur3") != 0 &&
+            strcmp(value, "xxh3") != 0) {
+            fprintf(errout, "Unknown hash_algorithm option (jenkins, murmur3, xxh3)\n");
+            return false;
+        }
+        fprintf(errout, "warning: -o hash_algorithm is accepted and has no effect here\n");
+    } else if (strcmp(opt, "slab_sizes") == 0) {
+        ps->slab_sizes = value;
     } else if (strcmp(opt, "lru_crawler") == 0) {
         s->lru_crawler = true;
     } else if (strcmp(opt, "no_lru_crawler") == 0) {
@@ -314,43 +455,56 @@ static bool parse_suboption(struct settings *s, char *opt, FILE *errout)
     } else if (strcmp(opt, "slab_automove_ratio") == 0 || strcmp(opt, "hot_max_factor") == 0 ||
                strcmp(opt, "warm_max_factor") == 0) {
         NEED_VALUE();
-        char *end;
-        errno = 0;
-        double d = strtod(value, &end);
-        if (errno || end == value || *end != '\0' || !(d > 0)) {
-            fprintf(errout, "Illegal value for %s: %s\n", opt, value);
+        double d = lenient_double(value);
+        if (opt[0] == 's') {
+            if (d <= 0 || d > 1) {
+                fprintf(errout, "slab_automove_ratio must be > 0 and <= 1\n");
+                return false;
+            }
+            s->slab_automove_ratio = d;
+        } else if (!(d > 0)) {
+            fprintf(errout, "%s must be > 0\n", opt);
+            return false;
+        } else if (opt[0] == 'h') {
+            s->hot_max_factor = d;
+        } else {
+            s->warm_max_factor = d;
+        }
+        fprintf(errout, "warning: -o %s is accepted and reported but has no effect here\n", opt);
+    } else if (strcmp(opt, "hot_lru_pct") == 0 || strcmp(opt, "warm_lru_pct") == 0) {
+        NEED_VALUE();
+        v = lenient_int(value);
+        if (v < 1 || v > 80) {
+            fprintf(errout, "%s must be > 1 and < 80\n", opt);
             return false;
         }
-        if (opt[0] == 's')
-            s->slab_automove_ratio = d;
-        else if (opt[0] == 'h')
-            s->hot_max_factor = d;
+        if (opt[0] == 'h')
+            s->hot_lru_pct = (unsigned)v;
         else
-            s->warm_max_factor = d;
+            s->warm_lru_pct = (unsigned)v;
         fprintf(errout, "warning: -o %s is accepted and reported but has no effect here\n", opt);
-    } else if (strcmp(opt, "slab_automove_window") == 0 || strcmp(opt, "hot_lru_pct") == 0 ||
-               strcmp(opt, "warm_lru_pct") == 0 || strcmp(opt, "temporary_ttl") == 0 ||
+    } else if (strcmp(opt, "temporary_ttl") == 0) {
+        NEED_VALUE();
+        s->temporary_ttl = lenient_int(value);
+        s->temp_lru = true;
+        ps->temp_lru = true;
+        fprintf(errout, "warning: -o %s is accepted and reported but has no effect here\n", opt);
+    } else if (strcmp(opt, "slab_automove_window") == 0 ||
                strcmp(opt, "watcher_logbuf_size") == 0 || strcmp(opt, "worker_logbuf_size") == 0) {
         NEED_VALUE();
-        if (!parse_long(value, 0, INT_MAX / 1024, &v)) {
-            fprintf(errout, "Illegal value for %s: %s\n", opt, value);
+        if (!strict_ulong(value, INT_MAX / 1024, &uv)) {
+            fprintf(errout, "could not parse argument to %s\n", opt);
             return false;
         }
-        if (strcmp(opt, "slab_automove_window") == 0)
-            s->slab_automove_window = (unsigned)v;
-        else if (strcmp(opt, "hot_lru_pct") == 0)
-            s->hot_lru_pct = (unsigned)v;
-        else if (strcmp(opt, "warm_lru_pct") == 0)
-            s->warm_lru_pct = (unsigned)v;
-        else if (strcmp(opt, "temporary_ttl") == 0)
-            s->temporary_ttl = (int)v;
-        else if (strcmp(opt, "watcher_logbuf_size") == 0)
-            s->watcher_logbuf_size = (unsigned)v * 1024;
-        else
-            s->worker_logbuf_size = (unsigned)v * 1024;
-        if (s->hot_lru_pct + s->warm_lru_pct > 80) {
-            fprintf(errout, "hot_lru_pct + warm_lru_pct cannot be more than 80%% combined\n");
-            return false;
+        if (strcmp(opt, "slab_automove_window") == 0) {
+            s->slab_automove_window = (unsigned)uv;
+        } else if (strcmp(opt, "watcher_logbuf_size") == 0) {
+            s->watcher_logbuf_size = (unsigned)uv * 1024;
+        } else {
+            s->worker_logbuf_size = (unsigned)uv * 1024;
+            /* memcached 1.6.18 falls through to slab_sizes here, so its
+             * value must also pass the slab_sizes checks */
+            ps->slab_sizes = value;
         }
         fprintf(errout, "warning: -o %s is accepted and reported but has no effect here\n", opt);
     } else if (strcmp(opt, "slab_automove") == 0) {
@@ -366,10 +520,12 @@ static bool parse_suboption(struct settings *s, char *opt, FILE *errout)
             s->lru_segmented = true; /* memcached's default, as reported */
             s->watcher_logbuf_size = 256 * 1024;
             s->worker_logbuf_size = 64 * 1024;
-        } else if (!parse_long(value, 0, 2, &v)) {
-            fprintf(errout, "slab_automove must be 0, 1 or 2: %s\n", value);
-            return false;
         } else {
+            v = lenient_int(value);
+            if (v < 0 || v > 2) {
+                fprintf(errout, "slab_automove must be between 0 and 2\n");
+                return false;
+            }
             s->slab_automove = (int)v;
         }
     } else if (strcmp(opt, "track_sizes") == 0) {
@@ -378,25 +534,23 @@ static bool parse_suboption(struct settings *s, char *opt, FILE *errout)
         s->slab_automove = 0;
     } else if (strcmp(opt, "lru_crawler_sleep") == 0) {
         NEED_VALUE();
-        if (!parse_long(value, 0, 1000000, &v)) {
-            fprintf(errout, "Illegal value for lru_crawler_sleep: %s (0..1000000)\n", value);
+        v = lenient_int(value);
+        if (v < 0 || v > 1000000) {
+            fprintf(errout, "Illegal value for lru_crawler_sleep\n");
             return false;
         }
         s->lru_crawler_sleep = v;
     } else if (strcmp(opt, "lru_crawler_tocrawl") == 0) {
         NEED_VALUE();
-        if (!parse_long(value, 0, UINT32_MAX, &v)) {
-            fprintf(errout, "could not parse argument to lru_crawler_tocrawl: %s\n", value);
+        if (!strict_ulong(value, UINT32_MAX, &uv)) {
+            fprintf(errout, "could not parse argument to lru_crawler_tocrawl\n");
             return false;
         }
-        s->lru_crawler_tocrawl = v;
+        s->lru_crawler_tocrawl = (long)uv;
     } else if (strcmp(opt, "idle_timeout") == 0) {
         NEED_VALUE();
-        if (!parse_long(value, 0, INT_MAX, &v)) {
-            fprintf(errout, "could not parse argument to idle_timeout: %s\n", value);
-            return false;
-        }
-        s->idle_timeout = (unsigned)v;
+        v = lenient_int(value);
+        s->idle_timeout = v > 0 ? (unsigned)v : 0; /* memcached: <= 0 never times out */
     } else if (strcmp(opt, "rdma_listen") == 0) {
         NEED_VALUE();
         char *joined = NULL;
@@ -426,23 +580,41 @@ static bool parse_suboption(struct settings *s, char *opt, FILE *errout)
         }
     } else if (strcmp(opt, "tail_repair_time") == 0) {
         NEED_VALUE();
-        if (!parse_long(value, 0, INT_MAX, &v)) {
-            fprintf(errout, "could not parse argument to tail_repair_time: %s\n", value);
-            return false;
-        }
-        if (v > 0 && v < 10) {
+        v = lenient_int(value);
+        if (v < 10) {
             fprintf(errout, "Cannot set tail_repair_time to less than 10 seconds\n");
             return false;
         }
         s->tail_repair_time = (unsigned)v;
+    } else if (strcmp(opt, "ext_path") == 0) {
+        if (!check_ext_path(value, errout))
+            return false;
+        fprintf(errout, "warning: -o ext_path (external storage) is not supported by "
+                        "memcached-rdma; ignored\n");
     } else {
-        for (const char *const *name = ignored_suboptions; *name; name++) {
-            if (strcmp(opt, *name) == 0) {
-                fprintf(errout, "warning: -o %s is not supported by memcached-rdma; ignored\n",
-                        opt);
-                return true;
+        for (const struct ignored_suboption *ig = ignored_suboptions; ig->name; ig++) {
+            if (strcmp(opt, ig->name) != 0)
+                continue;
+            double d;
+            if (ig->kind != V_NONE && value == NULL) {
+                fprintf(errout, "Missing %s argument\n", opt);
+                return false;
             }
+            if ((ig->kind == V_ULONG && !strict_ulong(value, UINT32_MAX, &uv)) ||
+                (ig->kind == V_DOUBLE && !strict_double(value, &d))) {
+                fprintf(errout, "could not parse argument to %s\n", opt);
+                return false;
+            }
+            if ((strcmp(opt, "ssl_verify_mode") == 0 || strcmp(opt, "ssl_min_version") == 0) &&
+                uv > 3) {
+                fprintf(errout, "Invalid %s. Use help to see valid options.\n", opt);
+                return false;
+            }
+            fprintf(errout, "warning: -o %s is not supported by memcached-rdma; ignored\n", opt);
+            return true;
         }
+        if (value)
+            value[-1] = '=';
         fprintf(errout, "Illegal suboption \"%s\"\n", opt);
         return false;
     }
@@ -450,7 +622,10 @@ static bool parse_suboption(struct settings *s, char *opt, FILE *errout)
     return true;
 }
 
-static bool parse_suboptions(struct settings *s, const char *list, FILE *errout)
+/* Splits -o's list as memcached's getsubopt loop does: a trailing comma
+ * ends the list, an empty entry anywhere else is an illegal suboption. */
+static bool parse_suboptions(struct settings *s, struct parse_state *ps, const char *list,
+                             FILE *errout)
 {
     char *copy = strdup(list);
     if (!copy) {
@@ -458,9 +633,22 @@ static bool parse_suboptions(struct settings *s, const char *list, FILE *errout)
         return false;
     }
     bool ok = true;
-    char *save = NULL;
-    for (char *opt = strtok_r(copy, ",", &save); opt && ok; opt = strtok_r(NULL, ",", &save))
-        ok = parse_suboption(s, opt, errout);
+    char *opt = copy;
+    while (ok && *opt != '\0') {
+        char *comma = strchr(opt, ',');
+        char *next = comma ? comma + 1 : opt + strlen(opt);
+        if (comma)
+            *comma = '\0';
+        ok = parse_suboption(s, ps, opt, errout);
+        opt = next;
+    }
+    if (ok && ps->slab_sizes && ps->slab_sizes != ps->slab_sizes_copy) {
+        char *kept = strdup(ps->slab_sizes); /* keep the value past this copy */
+        free(ps->slab_sizes_copy);
+        ps->slab_sizes_copy = kept;
+        ps->slab_sizes = kept;
+        ok = kept != NULL;
+    }
     free(copy);
     return ok;
 }
@@ -537,11 +725,92 @@ static const struct option long_options[] = {
 
 static const char short_options[] = ":a:AZp:s:U:m:Mc:khiVrvdl:u:P:f:n:t:D:LR:Cb:B:I:SFXWY:e:o:N:";
 
-enum settings_action settings_parse(struct settings *s, int argc, char **argv, FILE *out,
-                                    FILE *errout)
+/* memcached's item lock table (thread.c): the hash table must be larger. */
+static unsigned item_lock_hashpower(int threads)
+{
+    if (threads < 3)
+        return 10;
+    if (threads < 4)
+        return 11;
+    if (threads < 5)
+        return 12;
+    if (threads <= 10)
+        return 13;
+    if (threads <= 20)
+        return 14;
+    return 15;
+}
+
+/* The checks memcached makes once every flag is read, in its order. */
+static bool check_combination(struct settings *s, struct parse_state *ps, long long item_size,
+                              FILE *errout)
+{
+    if (item_size < 1024) {
+        fprintf(errout, "Item max size cannot be less than 1024 bytes.\n");
+        return false;
+    }
+    if ((unsigned long long)item_size > s->maxbytes / 2) {
+        fprintf(errout, "Cannot set item size limit higher than 1/2 of memory max.\n");
+        return false;
+    }
+    if (item_size > 1024 * 1024 * 1024) {
+        fprintf(errout, "Cannot set item size limit higher than a gigabyte.\n");
+        return false;
+    }
+    s->item_size_max = (size_t)item_size;
+    size_t chunk = s->slab_chunk_max ? s->slab_chunk_max : s->slab_page_size / 2;
+    if (s->item_size_max > 1024 * 1024 && !ps->chunk_max_given)
+        chunk = s->slab_page_size / 2;
+    if (chunk > s->item_size_max) {
+        fprintf(errout,
+                "slab_chunk_max (bytes: %zu) cannot be larger than -I (item_size_max %zu)\n", chunk,
+                s->item_size_max);
+        return false;
+    }
+    if (s->item_size_max % chunk != 0) {
+        fprintf(errout,
+                "-I (item_size_max: %zu) must be evenly divisible by slab_chunk_max (bytes: %zu)\n",
+                s->item_size_max, chunk);
+        return false;
+    }
+    if (s->slab_page_size % chunk != 0) {
+        fprintf(errout,
+                "slab_chunk_max (bytes: %zu) must divide evenly into %zu (slab_page_size)\n", chunk,
+                s->slab_page_size);
+        return false;
+    }
+    s->slab_chunk_max = chunk;
+    if (ps->slab_sizes && !check_slab_sizes(s, ps->slab_sizes, errout))
+        return false;
+    if (s->hot_lru_pct + s->warm_lru_pct > 80) {
+        fprintf(errout, "hot_lru_pct + warm_lru_pct cannot be more than 80%% combined\n");
+        return false;
+    }
+    if (ps->temp_lru && !ps->lru_maintainer) {
+        fprintf(errout, "temporary_ttl requires lru_maintainer to be enabled\n");
+        return false;
+    }
+    if (ps->napi_ids > s->num_threads) {
+        fprintf(errout, "Number of napi_ids(%d) cannot be greater than number of threads(%d)\n",
+                ps->napi_ids, s->num_threads);
+        return false;
+    }
+    unsigned hashpower = s->hashpower_init ? s->hashpower_init : 16;
+    unsigned lock_power = item_lock_hashpower(s->num_threads);
+    if (lock_power >= hashpower) {
+        fprintf(errout,
+                "Hash table power size (%u) cannot be equal to or less than item lock table (%u)\n",
+                hashpower, lock_power);
+        return false;
+    }
+    return true;
+}
+
+static enum settings_action parse_args(struct settings *s, struct parse_state *ps, int argc,
+                                       char **argv, FILE *out, FILE *errout)
 {
     long v;
-    bool item_size_given = false;
+    long long item_size = (long long)s->item_size_max;
     bool show_help = false, show_version = false, show_license = false;
     int opt;
 
@@ -549,29 +818,23 @@ enum settings_action settings_parse(struct settings *s, int argc, char **argv, F
     opterr = 0;
     while ((opt = getopt_long(argc, argv, short_options, long_options, NULL)) != -1) {
         switch (opt) {
-        case 'a': {
-            char *end;
-            errno = 0;
-            v = strtol(optarg, &end, 8);
-            if (errno || end == optarg || *end != '\0' || v < 0 || v > 0777) {
-                fprintf(errout, "Invalid unix socket mask: %s (octal, e.g. 700)\n", optarg);
-                return SETTINGS_EXIT_BAD;
-            }
-            s->access = (int)v;
+        case 'a': /* strtol(optarg, NULL, 8), as memcached: "abc" is 0 */
+            s->access = (int)(strtol(optarg, NULL, 8) & 07777);
             break;
-        }
         case 'A':
             s->shutdown_command = true;
             break;
         case 'p':
-            if (!parse_long(optarg, -1, 65535, &v)) { /* -1: any free port, as memcached */
+            v = lenient_int(optarg); /* -1: any free port, as memcached */
+            if (v < -1 || v > 65535) {
                 fprintf(errout, "Invalid TCP port: %s\n", optarg);
                 return SETTINGS_EXIT_BAD;
             }
             s->port = (int)v;
             break;
         case 'U':
-            if (!parse_long(optarg, 0, 65535, &v)) {
+            v = lenient_int(optarg); /* -1: any free port, as memcached */
+            if (v < -1) {
                 fprintf(errout, "Invalid UDP port: %s\n", optarg);
                 return SETTINGS_EXIT_BAD;
             }
@@ -582,18 +845,17 @@ enum settings_action settings_parse(struct settings *s, int argc, char **argv, F
                 return SETTINGS_EXIT_BAD;
             break;
         case 'm':
-            if (!parse_long(optarg, 1, (long)(SIZE_MAX / (1024 * 1024)), &v)) {
-                fprintf(errout, "Invalid memory limit: %s (megabytes)\n", optarg);
-                return SETTINGS_EXIT_BAD;
-            }
-            s->maxbytes = (size_t)v * 1024 * 1024;
+            /* megabytes read with atoi() as memcached: "100m" is 100, a
+             * negative number wraps round to a huge limit */
+            s->maxbytes = (size_t)lenient_int(optarg) * 1024 * 1024;
             break;
         case 'M':
             s->evict_to_free = false;
             break;
         case 'c':
-            if (!parse_long(optarg, 1, INT_MAX, &v)) {
-                fprintf(errout, "Maximum connections must be greater than 0: %s\n", optarg);
+            v = lenient_int(optarg);
+            if (v <= 0) {
+                fprintf(errout, "Maximum connections must be greater than 0\n");
                 return SETTINGS_EXIT_BAD;
             }
             s->maxconns = (int)v;
@@ -640,10 +902,8 @@ enum settings_action settings_parse(struct settings *s, int argc, char **argv, F
                 return SETTINGS_EXIT_BAD;
             break;
         case 'f': {
-            char *end;
-            errno = 0;
-            double f = strtod(optarg, &end);
-            if (errno || end == optarg || *end != '\0' || !(f > 1.0)) {
+            double f = lenient_double(optarg);
+            if (!(f > 1.0)) {
                 fprintf(errout, "Factor must be greater than 1\n");
                 return SETTINGS_EXIT_BAD;
             }
@@ -651,14 +911,16 @@ enum settings_action settings_parse(struct settings *s, int argc, char **argv, F
             break;
         }
         case 'n':
-            if (!parse_long(optarg, 1, INT_MAX, &v)) {
+            v = lenient_int(optarg);
+            if (v == 0) { /* memcached accepts negative values */
                 fprintf(errout, "Chunk size must be greater than 0\n");
                 return SETTINGS_EXIT_BAD;
             }
             s->chunk_size = (int)v;
             break;
         case 't':
-            if (!parse_long(optarg, 1, INT_MAX, &v)) {
+            v = lenient_int(optarg);
+            if (v <= 0) {
                 fprintf(errout, "Number of threads must be greater than 0\n");
                 return SETTINGS_EXIT_BAD;
             }
@@ -672,7 +934,7 @@ enum settings_action settings_parse(struct settings *s, int argc, char **argv, F
             s->num_threads = (int)v;
             break;
         case 'D':
-            if (optarg[0] == '\0' || optarg[1] != '\0') {
+            if (optarg[0] == '\0') { /* memcached takes the first character */
                 fprintf(errout, "No delimiter specified\n");
                 return SETTINGS_EXIT_BAD;
             }
@@ -683,8 +945,9 @@ enum settings_action settings_parse(struct settings *s, int argc, char **argv, F
             s->prealloc = true;
             break;
         case 'R':
-            if (!parse_long(optarg, 1, INT_MAX, &v)) {
-                fprintf(errout, "Maximum number of requests per event must be greater than 0\n");
+            v = lenient_int(optarg);
+            if (v == 0) { /* memcached accepts negative values */
+                fprintf(errout, "Number of requests per event must be greater than 0\n");
                 return SETTINGS_EXIT_BAD;
             }
             s->reqs_per_event = (int)v;
@@ -693,11 +956,7 @@ enum settings_action settings_parse(struct settings *s, int argc, char **argv, F
             s->use_cas = false;
             break;
         case 'b':
-            if (!parse_long(optarg, 1, INT_MAX, &v)) {
-                fprintf(errout, "Invalid listen backlog: %s\n", optarg);
-                return SETTINGS_EXIT_BAD;
-            }
-            s->backlog = (int)v;
+            s->backlog = lenient_int(optarg); /* handed to listen() as is, as memcached */
             break;
         case 'B':
             if (strcmp(optarg, "auto") == 0) {
@@ -715,11 +974,7 @@ enum settings_action settings_parse(struct settings *s, int argc, char **argv, F
             }
             break;
         case 'I':
-            if (!parse_size(optarg, &s->item_size_max)) {
-                fprintf(errout, "Invalid max item size: %s\n", optarg);
-                return SETTINGS_EXIT_BAD;
-            }
-            item_size_given = true;
+            item_size = item_size_arg(optarg);
             break;
         case 'S':
             fprintf(errout, "This server is not built with SASL support.\n");
@@ -744,10 +999,11 @@ enum settings_action settings_parse(struct settings *s, int argc, char **argv, F
             fprintf(errout, "warning: -e (memory file) is not supported; ignored\n");
             break;
         case 'N':
+            ps->napi_ids = lenient_int(optarg);
             fprintf(errout, "warning: -N (napi ids) is not supported; ignored\n");
             break;
         case 'o':
-            if (!parse_suboptions(s, optarg, errout))
+            if (!parse_suboptions(s, ps, optarg, errout))
                 return SETTINGS_EXIT_BAD;
             break;
         case ':':
@@ -780,25 +1036,18 @@ enum settings_action settings_parse(struct settings *s, int argc, char **argv, F
         return SETTINGS_EXIT_OK;
     }
 
-    if (item_size_given) {
-        if (s->item_size_max < 1024) {
-            fprintf(errout, "Item max size cannot be less than 1024 bytes.\n");
-            return SETTINGS_EXIT_BAD;
-        }
-        if (s->item_size_max > s->maxbytes / 2) {
-            fprintf(errout, "Cannot set item size limit higher than 1/2 of memory max.\n");
-            return SETTINGS_EXIT_BAD;
-        }
-        if (s->item_size_max > 1024 * 1024 * 1024) {
-            fprintf(errout, "Cannot set item size limit higher than a gigabyte.\n");
-            return SETTINGS_EXIT_BAD;
-        }
-    }
-    if (s->slab_chunk_max > s->slab_page_size / 2 && s->slab_chunk_max > s->item_size_max) {
-        fprintf(errout, "slab_chunk_max cannot be larger than -I (item_size_max)\n");
+    if (!check_combination(s, ps, item_size, errout))
         return SETTINGS_EXIT_BAD;
-    }
     if (s->socketpath && s->inter)
         fprintf(errout, "warning: -l is ignored with -s (Unix socket only)\n");
     return SETTINGS_RUN;
+}
+
+enum settings_action settings_parse(struct settings *s, int argc, char **argv, FILE *out,
+                                    FILE *errout)
+{
+    struct parse_state ps = {.lru_maintainer = true};
+    enum settings_action a = parse_args(s, &ps, argc, argv, out, errout);
+    free(ps.slab_sizes_copy);
+    return a;
 }

@@ -42,7 +42,7 @@ static enum settings_action parse(struct settings *s, const char *const *args)
 int main(void)
 {
     struct settings s;
-    printf("1..28\n");
+    printf("1..45\n");
 
     ok(parse(&s, ARGS("-v")) == SETTINGS_RUN && s.port == 11211 && s.maxconns == 1024 &&
            s.num_threads == 4 && s.maxbytes == 64u << 20 && s.item_size_max == 1u << 20 &&
@@ -122,7 +122,7 @@ int main(void)
     ok(parse(&s, ARGS("-o", "hashpower=20,slab_chunk_max=256,no_lru_crawler,idle_timeout=30,"
                             "no_maxconns_fast,tail_repair_time=60,lru_crawler_sleep=50,"
                             "lru_crawler_tocrawl=7,slab_automove=0")) == SETTINGS_RUN &&
-           s.hashpower_init == 20 && s.slab_chunk_max == 256 * 1024 && !s.lru_crawler &&
+           s.hashpower_init == 20 && s.slab_chunk_max == 256 && !s.lru_crawler &&
            s.idle_timeout == 30 && !s.maxconns_fast && s.tail_repair_time == 60 &&
            s.lru_crawler_sleep == 50 && s.lru_crawler_tocrawl == 7 && s.slab_automove == 0,
        "-o suboptions that act");
@@ -182,6 +182,84 @@ int main(void)
 
     ok(parse(&s, ARGS("-p", "1", "stray")) == SETTINGS_EXIT_BAD && strstr(err_text, "stray"),
        "stray positional argument fails");
+    settings_free(&s);
+
+    /* memcached 1.6.18 reads numbers with atoi(): trailing text is ignored */
+    ok(parse(&s, ARGS("-m", "100m")) == SETTINGS_RUN && s.maxbytes == 100u << 20,
+       "-m 100m is 100 megabytes (the suffix is ignored, as memcached)");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-m", "1g")) == SETTINGS_EXIT_BAD && strstr(err_text, "1/2 of memory"),
+       "-m 1g is 1 megabyte, too small for the default -I (as memcached)");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-c", "10x", "-t", "2x", "-R", "5x", "-n", "64x", "-f", "1.5x")) ==
+               SETTINGS_RUN &&
+           s.maxconns == 10 && s.num_threads == 2 && s.reqs_per_event == 5 && s.chunk_size == 64 &&
+           s.factor == 1.5,
+       "numeric flags ignore trailing text");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-b", "0")) == SETTINGS_RUN && s.backlog == 0, "-b 0 is accepted");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-D", "ab")) == SETTINGS_RUN && s.prefix_delimiter == 'a' && s.detail_enabled,
+       "-D ab uses its first character");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-p", "-1", "-U", "-1")) == SETTINGS_RUN && s.port == -1 && s.udpport == -1,
+       "-p -1 and -U -1 (any free port)");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-I", "1.5m")) == SETTINGS_RUN && s.item_size_max == 1u << 20 &&
+           parse(&s, ARGS("-I", "1g")) == SETTINGS_EXIT_BAD,
+       "-I reads atoi() and knows only k and m");
+    settings_free(&s);
+
+    /* slab_chunk_max is in bytes and checked against -I and the page size */
+    ok(parse(&s, ARGS("-o", "slab_chunk_max=524288")) == SETTINGS_RUN && s.slab_chunk_max == 524288,
+       "-o slab_chunk_max=524288 is bytes");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-o", "slab_chunk_max=1000")) == SETTINGS_EXIT_BAD &&
+           strstr(err_text, "evenly divisible"),
+       "slab_chunk_max must divide -I");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-I", "100k")) == SETTINGS_EXIT_BAD && strstr(err_text, "cannot be larger") &&
+           parse(&s, ARGS("-I", "16k", "-o", "slab_chunk_max=16384")) == SETTINGS_RUN,
+       "-I below the default slab_chunk_max needs a smaller slab_chunk_max");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-o", "no_modern")) == SETTINGS_RUN && s.slab_chunk_max == 1u << 20 &&
+           !s.lru_crawler && s.slab_automove == 0,
+       "-o no_modern restores 1.4 defaults");
+    settings_free(&s);
+
+    ok(parse(&s, ARGS("-o", "modern,")) == SETTINGS_RUN &&
+           parse(&s, ARGS("-o", ",modern")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-o", "modern,,track_sizes")) == SETTINGS_EXIT_BAD,
+       "-o: a trailing comma ends the list, an empty entry elsewhere fails");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-o", "tail_repair_time=0")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-o", "hash_algorithm=foo")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-o", "hash_algorithm=xxh3")) == SETTINGS_RUN,
+       "-o tail_repair_time and hash_algorithm are checked");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-o", "no_lru_maintainer,temporary_ttl=10")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-o", "hot_lru_pct=70,warm_lru_pct=5")) == SETTINGS_RUN &&
+           parse(&s, ARGS("-o", "hot_lru_pct=70")) == SETTINGS_EXIT_BAD,
+       "-o LRU tunables are checked together once all are read");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-o", "slab_sizes=100-200-300")) == SETTINGS_RUN &&
+           parse(&s, ARGS("-o", "slab_sizes=1000-200")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-o", "slab_sizes=100-104")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-o", "worker_logbuf_size=10")) == SETTINGS_EXIT_BAD,
+       "-o slab_sizes is checked (and worker_logbuf_size's value too, as memcached)");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-o", "meta_response_old")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-o", "proxy_config=x")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-o", "ext_page_size=abc")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-o", "ext_path=/tmp/x")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-o", "ssl_verify_mode=9")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-o", "ext_page_size=64,ssl_verify_mode=1")) == SETTINGS_RUN,
+       "-o: options memcached 1.6.18 lacks fail; ignored ones have their values checked");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-o", "hashpower=12")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-t", "2", "-o", "hashpower=12")) == SETTINGS_RUN &&
+           parse(&s, ARGS("-N", "8")) == SETTINGS_EXIT_BAD,
+       "hashpower must exceed the item lock table; -N at most -t");
     settings_free(&s);
     return failures ? 1 : 0;
 }
