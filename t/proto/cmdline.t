@@ -1,11 +1,15 @@
 #!/usr/bin/perl
 # t/proto/cmdline.t: start-up flags. Unknown flags, unknown -o suboptions and
 # invalid values make the server exit non-zero with a message; memcached's
-# -o suboptions are accepted; the default listen address (ours only).
+# -o suboptions are accepted; numbers read as memcached 1.6.18 reads them
+# (atoi: "-m 100m" is 100 MB); command lines that start memcached start this
+# server and the ones memcached refuses are refused; the default listen
+# address (ours only).
 use strict;
 use warnings;
 use Test::More;
 use IO::Socket::INET;
+use File::Spec;
 use MCTest;
 
 for my $case (
@@ -126,6 +130,106 @@ SKIP: {
     }
     close $s;
     $srv->stop;
+}
+
+# memcached 1.6.18 reads numeric flags with atoi(): "-m 100m" is 100 MB and
+# "-m 1g" is 1 MB (no unit is understood; the suffix is ignored).
+for my $case ([['-m', '100m'], 104857600], [['-m', '1g', '-I', '512k'], 1048576],
+    [['--memory-limit=100m'], 104857600])
+{
+    my ($args, $bytes) = @$case;
+    my $srv = eval { start_server(@$args) };
+    ok($srv, "@$args starts the server") or diag($@);
+    next unless $srv;
+    my $s = $srv->connect;
+    is(mc_stats($s, 'settings')->{maxbytes}, $bytes, "@$args: maxbytes is $bytes (suffix ignored)");
+    close $s;
+    $srv->stop;
+}
+
+# Command lines that start memcached 1.6.18 start this server too and serve.
+{
+    my @lines = (
+        ['-b', '0'], ['-D', 'ab'], ['-o', 'slab_chunk_max=524288'],
+        ['-I', '16k', '-o', 'slab_chunk_max=16384'], ['-o', 'no_modern'],
+        ['-P', '/nonexistent-dir/memcached.pid'], ['-p', '-1', '-U', '-1'],
+        ['-t', '2x'], ['-R', '5x'], ['-c', '64x'], ['-n', '-1'], ['-f', '1.5x'], ['-a', '999'],
+        ['-I', '1.5m'], ['-o', 'hot_lru_pct=70,warm_lru_pct=5'], ['-o', 'idle_timeout=abc'],
+        ['-o', 'inline_ascii_resp'], ['-o', 'slab_automove=abc'], ['-o', 'modern,'],
+        ['-o', 'temporary_ttl=abc'], ['-o', 'hash_algorithm=xxh3'], ['-o', 'ext_page_size=64'],
+        ['-o', 'ssl_verify_mode=1'], ['-o', 'slab_sizes=100-200-400'], ['-t', '2', '-o', 'hashpower=12'],
+    );
+    my @up;
+    for my $args (@lines) {
+        my @opt = $args->[0] eq '-p' ? ({ port_file => 1 }) : ();    # -p -1: port from the file
+        push @up, [$args, scalar eval { start_server(@opt, @$args) }, $@];
+    }
+    for my $u (@up) {
+        my ($args, $srv, $err) = @$u;
+        ok($srv, "@$args starts the server, as memcached") or diag($err);
+        next unless $srv;
+        my $s = $srv->connect;
+        mc_is($s, "set a 0 0 1\r\nx\r\nget a\r\n", "STORED\r\nVALUE a 0 1\r\nx\r\nEND\r\n", "@$args: server serves");
+        my $st = mc_stats($s, 'settings');
+        if ($args->[0] eq '-b') {
+            is($st->{tcp_backlog}, 0, '-b 0 shows as tcp_backlog 0');
+        } elsif ($args->[0] eq '-D') {
+            is($st->{detail_enabled}, 'yes', '-D ab turns on detail stats');
+            mc_is($s, "set fooabar 0 0 1\r\nx\r\nget fooabar\r\n", "STORED\r\nVALUE fooabar 0 1\r\nx\r\nEND\r\n",
+                '-D ab: a key holding the delimiter is stored');
+            mc_send($s, "stats detail dump\r\n");
+            like(mc_until($s, "END\r\n"), qr/^PREFIX foo get 1 hit 1 set 1 del 0\r$/m,
+                '-D ab: the first character (a) is the prefix delimiter');
+        } elsif ("@$args" eq '-o slab_chunk_max=524288') {
+            is($st->{slab_chunk_max}, 524288, 'slab_chunk_max=524288 is bytes');
+        } elsif ($args->[0] eq '-I') {
+            is($st->{item_size_max}, $args->[1] eq '16k' ? 16384 : 1048576, "@$args: item_size_max");
+        } elsif ($args->[0] eq '-o' && $args->[1] eq 'no_modern') {
+            is($st->{slab_chunk_max}, 1048576, '-o no_modern: slab_chunk_max is the page size');
+        } elsif ($args->[0] eq '-P') {
+            like($srv->log_text, qr/pid file/, '-P with a missing directory: logged, the server runs on');
+        } elsif ($args->[0] eq '-p') {
+            my $pf = $srv->{port_file};
+            open my $fh, '<', $pf;
+            my @l = $fh ? <$fh> : ();
+            ok(@l && !grep({ !/^(TCP|UDP) INET6?: \d+\n\z/ } @l), '-p -1 -U -1: the port file has "TCP INET: <port>" lines')
+              or diag(join '', @l);
+        }
+        close $s;
+        kill 'TERM', $srv->pid;
+    }
+    for my $u (@up) {
+        my ($args, $srv) = @$u;
+        ok($srv->wait_exit(10), "@$args: server stops on SIGTERM") if $srv;
+    }
+}
+
+# A writable -P holds the server's pid.
+{
+    my $pidfile = File::Spec->catfile(File::Spec->tmpdir, "mctest-pid-$$");
+    unlink $pidfile;
+    my $srv = start_server('-P', $pidfile);
+    open my $fh, '<', $pidfile;
+    my $line = $fh ? <$fh> : '';
+    is($line, $srv->pid . "\n", '-P writes the pid');
+    $srv->stop;
+    unlink $pidfile;
+}
+
+# Command lines memcached 1.6.18 refuses are refused here too.
+for my $args (['-m', '1'], ['-m', '0'], ['-I', '100k'], ['-I', '1g'], ['-I', '2000000'],
+    ['-o', 'slab_chunk_max=1000'], ['-o', 'slab_chunk_max=2097152', '-I', '2m'],
+    ['-o', 'no_chunked_items', '-I', '512k'], ['-o', 'tail_repair_time=0'],
+    ['-o', 'hash_algorithm=foo'], ['-o', 'no_lru_maintainer,temporary_ttl=61'],
+    ['-o', 'slab_sizes=1000-200'], ['-o', 'slab_sizes=100-104'], ['-o', 'worker_logbuf_size=10'],
+    ['-o', 'meta_response_old'], ['-o', 'proxy_config=x'], ['-o', ',modern'], ['-o', 'modern,,track_sizes'],
+    ['-o', 'hashpower=12'], ['-N', '8'], ['-o', 'ext_page_size=abc'], ['-o', 'ext_path=/tmp/x'],
+    ['-o', 'ext_path=/nonexistent-dir/x:64m'], ['-o', 'ssl_verify_mode=9'], ['-o', 'read_buf_mem_limit=abc'],
+    ['-D', ''])
+{
+    my ($exited, $status, $log) = run_briefly(5, @$args);
+    ok($exited && ($status >> 8) != 0 && !($status & 127), "@$args: the server exits non-zero, as memcached")
+      and like($log, qr/\S/, "@$args: and says why");
 }
 
 # A local non-loopback IPv4 address, found without sending any packet.
