@@ -1,7 +1,7 @@
 /* proto.h: the two wire protocols behind one table: encoding a request
  * (lmr_op_args -> head/body/tail) and parsing the replies buffered in a
  * server (completing requests through io.h). proto_text.c and proto_bin.c
- * implement it; binary frame layout is in bin_wire.h. */
+ * implement it; binary frame layout is include/mcr/binary_wire.h. */
 #ifndef LMR_PROTO_H
 #define LMR_PROTO_H
 
