@@ -50,6 +50,9 @@ struct item {
 enum {
     ITEM_LINKED = 1,     /* in the hash table and its LRU */
     ITEM_FETCHED = 2,    /* read (get, gat, touch) at least once */
+    ITEM_BORROWED = 4,   /* in a chunk of a larger class than its size
+                            needs; that class id is the byte right after
+                            the item's bytes (item_chunk_class()) */
     ITEM_ACTIVE = 8,     /* read since its last LRU bump */
     ITEM_CHUNKED = 16,   /* value lives in separate slab chunks */
     ITEM_HAS_FLAGS = 32, /* 4 bytes of client flags follow the key */

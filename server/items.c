@@ -65,6 +65,16 @@ static size_t header_alloc_size(const struct item *it)
     return ITEM_HEADER_SIZE + it->nkey + item_flags_size(it) + it->nbytes;
 }
 
+/* The class of the chunk holding the item header: the smallest that fits,
+ * or for a borrowed chunk the class recorded right after the item. */
+static unsigned item_chunk_class(const struct item *it)
+{
+    size_t size = header_alloc_size(it);
+    if (item_flags_load(it) & ITEM_BORROWED)
+        return *((const uint8_t *)it + size);
+    return slabs_clsid(size);
+}
+
 /* The item's size as the "bytes" stat counts it. */
 static size_t item_ntotal(const struct item *it)
 {
@@ -80,7 +90,7 @@ static unsigned item_lru_class(const struct item *it)
 {
     if (item_flags_load(it) & ITEM_CHUNKED)
         return storage_rt.largest_class;
-    return slabs_clsid(header_alloc_size(it));
+    return item_chunk_class(it);
 }
 
 static uint64_t reported_cas(const struct item *it)
@@ -91,7 +101,7 @@ static uint64_t reported_cas(const struct item *it)
 /* ---- freeing and references ------------------------------------------------ */
 static void item_free(struct item *it)
 {
-    unsigned header_cls = slabs_clsid(header_alloc_size(it));
+    unsigned header_cls = item_chunk_class(it);
     if (item_flags_load(it) & ITEM_CHUNKED) {
         char **table = item_chunk_table(it);
         size_t n = chunk_count(it->nbytes);
@@ -478,25 +488,48 @@ void item_free_taken(struct item *it)
     item_free(it);
 }
 
-/* A chunk of class cls, evicting from that class's LRU when needed. */
-static void *alloc_chunk(unsigned cls, bool value)
+/* A spare chunk of a larger class already holding pages, at most twice
+ * the size needed: when class cls is full and memory is at its limit, a
+ * chunk idle in a nearby class keeps an item that eviction would lose
+ * (with one page per class under a small -m, items near the top of a full
+ * class find room one or two classes up). */
+static void *borrow_chunk(unsigned cls, bool value, unsigned *got)
 {
-    for (int tries = 0; tries < EVICT_TRIES; tries++) {
-        void *p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
-        if (p)
+    size_t most = 2 * slabs_class_size(cls);
+    for (unsigned c = cls + 1; c <= storage_rt.largest_class && slabs_class_size(c) <= most; c++) {
+        void *p = slabs_alloc_spare(c, value);
+        if (p) {
+            *got = c;
             return p;
+        }
+    }
+    return NULL;
+}
+
+/* A chunk of class cls (or, see borrow_chunk(), of a larger class: *got
+ * receives the class), evicting from cls's LRU when needed. */
+static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
+{
+    *got = cls;
+    void *p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
+    if (p)
+        return p;
+    p = borrow_chunk(cls, value, got);
+    if (p)
+        return p;
+    for (int tries = 0; tries < EVICT_TRIES; tries++) {
         /* The last tries evict even recently read items, so that an
          * allocation succeeds when every tail item is being read. */
         enum pull_result r = pull_tail(cls, tries < EVICT_TRIES / 2);
-        if (r == PULL_NOTHING)
-            break;
         if (r == PULL_UNLINKED) {
             lru_lock(cls);
             lru_of(cls)->n.direct_reclaims++;
             lru_unlock(cls);
         }
+        p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
+        if (p || r == PULL_NOTHING)
+            break;
     }
-    void *p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
     if (!p) {
         lru_lock(cls);
         lru_of(cls)->n.outofmemory++;
@@ -529,7 +562,7 @@ static struct item *alloc_item(const char *key, size_t nkey, uint32_t flags, rel
         return NULL;
 
     *why = ALLOC_NO_MEMORY;
-    struct item *it = alloc_chunk(header_cls, false);
+    struct item *it = alloc_chunk(header_cls, false, &header_cls);
     if (!it)
         return NULL;
     it->next = it->prev = it->h_next = NULL;
@@ -538,9 +571,13 @@ static struct item *alloc_item(const char *key, size_t nkey, uint32_t flags, rel
     it->exptime = exptime;
     it->nbytes = (uint32_t)nbytes;
     it->refcount = 1;
+    bool borrowed = header_cls != slabs_clsid(header);
     __atomic_store_n(&it->it_flags,
-                     (uint8_t)((chunked ? ITEM_CHUNKED : 0) | (flags ? ITEM_HAS_FLAGS : 0)),
+                     (uint8_t)((chunked ? ITEM_CHUNKED : 0) | (flags ? ITEM_HAS_FLAGS : 0) |
+                               (borrowed ? ITEM_BORROWED : 0)),
                      __ATOMIC_RELAXED);
+    if (borrowed) /* a larger chunk always has room for this byte */
+        *((uint8_t *)it + header) = (uint8_t)header_cls;
     it->nkey = (uint8_t)nkey;
     memcpy(it->data, key, nkey);
     if (flags)
@@ -552,10 +589,10 @@ static struct item *alloc_item(const char *key, size_t nkey, uint32_t flags, rel
         unsigned tail_cls = slabs_clsid(tail);
         for (size_t i = 0; i < nchunks; i++) {
             unsigned cls = (i + 1 == nchunks) ? tail_cls : storage_rt.largest_class;
-            char *chunk = alloc_chunk(cls, true);
+            char *chunk = alloc_chunk(cls, true, &cls);
             if (!chunk && cls != storage_rt.largest_class) {
                 cls = storage_rt.largest_class;
-                chunk = alloc_chunk(cls, true);
+                chunk = alloc_chunk(cls, true, &cls);
             }
             if (!chunk) {
                 while (i-- > 0)

@@ -321,14 +321,14 @@ size_t slabs_class_size(unsigned cls)
     return classes[cls].size;
 }
 
-static void *chunk_alloc(unsigned cls, bool value)
+static void *chunk_alloc(unsigned cls, bool value, bool new_page)
 {
     struct slab_class *c = &classes[cls];
     void *chunk = NULL;
     pthread_mutex_lock(&c->lock);
     struct page *pg = c->partial;
     if (!pg) {
-        pg = page_take(c);
+        pg = new_page ? page_take(c) : NULL;
         if (!pg) {
             pthread_mutex_unlock(&c->lock);
             return NULL;
@@ -358,12 +358,17 @@ static void *chunk_alloc(unsigned cls, bool value)
 
 void *slabs_alloc(unsigned cls)
 {
-    return chunk_alloc(cls, false);
+    return chunk_alloc(cls, false, true);
 }
 
 void *slabs_alloc_value(unsigned cls)
 {
-    return chunk_alloc(cls, true);
+    return chunk_alloc(cls, true, true);
+}
+
+void *slabs_alloc_spare(unsigned cls, bool value)
+{
+    return chunk_alloc(cls, value, false);
 }
 
 static void chunk_free(void *chunk, unsigned cls, bool value)

@@ -41,6 +41,10 @@ void slabs_free(void *chunk, unsigned cls);
  * header: pages with such chunks are never emptied for other classes. */
 void *slabs_alloc_value(unsigned cls);
 void slabs_free_value(void *chunk, unsigned cls);
+/* A chunk of class cls only if one of its pages has a free chunk: never
+ * takes a page (used to borrow a larger class's spare chunk when the
+ * right class is full and memory is at its limit). */
+void *slabs_alloc_spare(unsigned cls, bool value);
 
 /* Emptying a page so it can serve another class (the slab mover):
  * slabs_drain_begin() picks the class's page holding only item headers

@@ -813,6 +813,98 @@ static void test_eviction(void)
 }
 
 /* Memory freed by deletes goes back to a pool that other classes use. */
+/* A per-class "stats slabs" figure of the class with the given chunk size. */
+static long long class_stat(size_t chunk_size, const char *name)
+{
+    static struct stat_list l;
+    l.n = 0;
+    storage_stats_slabs(collect, &l);
+    char want[16], stat[80];
+    snprintf(want, sizeof(want), "%zu", chunk_size);
+    for (int i = 0; i < l.n; i++) {
+        char *colon = strchr(l.names[i], ':');
+        if (!colon || strcmp(colon + 1, "chunk_size") != 0 || strcmp(l.values[i], want) != 0)
+            continue;
+        snprintf(stat, sizeof(stat), "%.*s:%s", (int)(colon - l.names[i]), l.names[i], name);
+        const char *v = stat_get(&l, stat);
+        return v ? atoll(v) : -1;
+    }
+    return -1;
+}
+
+/* With memory at its limit, a full class borrows spare chunks of a larger
+ * class (at most twice its size) that already holds a page, before it
+ * evicts. */
+static void test_borrow(void)
+{
+    struct storage_config cfg = default_config();
+    cfg.maxbytes = 2 * MIB; /* one page for each of the two classes */
+    start(&cfg);
+    char key[32], val[1300];
+    fill_pattern(val, sizeof(val), 4);
+    /* 1000-byte values with 6..8-byte keys: 1096-byte chunks (956 a page);
+     * a 1300-byte value opens the 1376-byte class (762 a page). */
+    store_full("opener", val, 1300, 0, 0, STORE_SET, 0, NULL, NULL);
+    store_full("filler", val, 1000, 0, 0, STORE_SET, 0, NULL, NULL);
+    int n = 956 + 300, failed = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "b:%d", i);
+        failed += store_full(key, val, 1000, 0, 0, STORE_SET, 0, NULL, NULL) != STORE_STORED;
+    }
+    ok(failed == 0 && general_stat("evictions") == 0,
+       "a full class borrows a larger class's spare chunks instead of evicting");
+    ok(class_stat(1096, "used_chunks") == 956 && class_stat(1376, "used_chunks") == 302,
+       "the borrowed chunks count in the lending class (%lld, %lld)",
+       class_stat(1096, "used_chunks"), class_stat(1376, "used_chunks"));
+    ok(malloced() == 2 * MIB, "no page taken for it (%llu)", malloced());
+    int intact = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "b:%d", i);
+        item *it = item_get(key, strlen(key));
+        if (it) {
+            char *v = value_of(it);
+            intact += item_nbytes(it) == 1000 && memcmp(v, val, 1000) == 0;
+            free(v);
+            item_release(it);
+        }
+    }
+    ok(intact == n, "every item, borrowed or not, reads back intact (%d of %d)", intact, n);
+    for (int i = n - 300; i < n; i++) {
+        snprintf(key, sizeof(key), "b:%d", i);
+        item_delete(key, strlen(key), 0);
+    }
+    ok(class_stat(1376, "used_chunks") == 2 && class_stat(1096, "used_chunks") == 956,
+       "deleting them gives the chunks back to the class they came from");
+    /* Once the lender is full too, the class evicts its own oldest. */
+    for (int i = 0; i < 3 * n; i++) {
+        snprintf(key, sizeof(key), "c:%d", i);
+        failed += store_full(key, val, 1000, 0, 0, STORE_SET, 0, NULL, NULL) != STORE_STORED;
+    }
+    snprintf(key, sizeof(key), "c:%d", 3 * n - 1);
+    ok(failed == 0 && general_stat("evictions") > 0 && has_value("b:0", NULL) && exists(key) &&
+           malloced() == 2 * MIB,
+       "with no spare chunk left the class evicts, within the limit");
+    ok(class_stat(1376, "used_chunks") == 762, "the lender's page is all in use (%lld)",
+       class_stat(1376, "used_chunks"));
+    storage_shutdown();
+
+    /* With -M, borrowing stores what would otherwise be out of memory. */
+    cfg.evict_to_free = false;
+    start(&cfg);
+    store_full("opener", val, 1300, 0, 0, STORE_SET, 0, NULL, NULL);
+    failed = 0;
+    for (int i = 0; i < 956 + 761; i++) {
+        snprintf(key, sizeof(key), "m:%d", i);
+        failed += store_full(key, val, 1000, 0, 0, STORE_SET, 0, NULL, NULL) != STORE_STORED;
+    }
+    ok(failed == 0, "-M: a full class stores in a larger class's spare chunks");
+    enum alloc_result why = ALLOC_OK;
+    ok(store_full("m:last", val, 1000, 0, 0, STORE_SET, 0, NULL, &why) == -1 &&
+           why == ALLOC_NO_MEMORY,
+       "-M: out of memory once those are used up");
+    storage_shutdown();
+}
+
 static void test_page_reuse(void)
 {
     struct storage_config cfg = default_config();
@@ -1567,6 +1659,7 @@ int main(void)
     test_expiry_and_touch();
     test_flush();
     test_eviction();
+    test_borrow();
     test_page_reuse();
     test_slab_move();
     test_walk();
