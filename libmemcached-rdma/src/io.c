@@ -20,7 +20,7 @@
 #define LMR_RBUF_MIN 16384
 #define LMR_DIRECT_RECV_MIN 8192
 
-static void pump(memcached_instance_st *srv);
+static void pump(memcached_instance_st *srv, bool receive);
 
 static int64_t now_ms(void)
 {
@@ -200,8 +200,10 @@ memcached_return_t lmr_io_issue(memcached_instance_st *srv, memcached_request_st
     srv->queued++;
     if (req->kind == LMR_OP_MGET)
         srv->client->fetch.pending_requests++;
+    /* send now; read replies only if sending is held up (a full window or
+     * socket), so a blocking call reads once, when it waits */
     if (!srv->client->behaviors.buffer_requests)
-        pump(srv);
+        pump(srv, false);
     return MEMCACHED_SUCCESS;
 }
 
@@ -345,6 +347,8 @@ static bool receive_some(memcached_instance_st *srv)
             lmr_io_fail_server(srv, rc, "malformed reply from server");
             return false;
         }
+        if (!awaiting_reply(srv))
+            return true; /* every reply is in: no read that would only say EAGAIN */
     }
     return true;
 }
@@ -377,11 +381,13 @@ static bool finish_connecting(memcached_instance_st *srv)
     return false;
 }
 
-static void pump(memcached_instance_st *srv)
+/* Sends what can be sent; reads replies when receive is set or when requests
+ * are still waiting to go out (replies free the window and the socket). */
+static void pump(memcached_instance_st *srv, bool receive)
 {
     if (srv->conn.ops == NULL || !finish_connecting(srv))
         return;
-    if (send_some(srv) && awaiting_reply(srv))
+    if (send_some(srv) && awaiting_reply(srv) && (receive || srv->send_next != NULL))
         receive_some(srv);
 }
 
@@ -389,7 +395,7 @@ void lmr_io_poll_once(struct lmr_client *c)
 {
     for (uint32_t i = 0; i < c->server_count; i++)
         if (c->servers[i]->queued > 0)
-            pump(c->servers[i]);
+            pump(c->servers[i], true);
 }
 
 typedef bool (*lmr_done_fn)(struct lmr_client *c, const void *arg);

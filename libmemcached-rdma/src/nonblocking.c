@@ -99,6 +99,7 @@ static memcached_return_t issue_get(memcached_st *memc, const char *key, size_t 
         .sink = sink,
         .user_buffer = buffer,
         .user_capacity = buffer_length,
+        .want_cas = true, /* memcached_request_cas reports it */
     };
     return lmr_op_issue(c, req, LMR_OP_GET, NULL, 0, &args, false);
 }

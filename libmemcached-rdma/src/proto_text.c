@@ -35,6 +35,24 @@ static memcached_return_t head_printf(memcached_request_st *req, size_t max, con
     return MEMCACHED_SUCCESS;
 }
 
+/* "get KEY\r\n" ("gets" with SUPPORT_CAS or when asked for the CAS), without
+ * printf: the hot path of a blocking get. */
+static memcached_return_t encode_get(memcached_request_st *req, const struct lmr_op_args *a)
+{
+    const char *key = a->key;
+    size_t key_length = a->key_length;
+    bool cas = a->want_cas || req->client->behaviors.support_cas;
+    size_t verb = cas ? 5 : 4;
+    if (!lmr_request_reserve_head(req, verb + key_length + 2))
+        return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    char *p = req->head;
+    memcpy(p, cas ? "gets " : "get ", verb);
+    memcpy(p + verb, key, key_length);
+    memcpy(p + verb + key_length, "\r\n", 2);
+    req->head_length = verb + key_length + 2;
+    return MEMCACHED_SUCCESS;
+}
+
 static memcached_return_t encode_mget(memcached_request_st *req, const struct lmr_op_args *a)
 {
     size_t need = 8;
@@ -42,9 +60,12 @@ static memcached_return_t encode_mget(memcached_request_st *req, const struct lm
         need += a->key_lengths[i] + 1;
     if (!lmr_request_reserve_head(req, need))
         return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    /* "get" as libmemcached sends it, "gets" (replies carry the CAS) with
+     * SUPPORT_CAS */
+    const char *verb = req->client->behaviors.support_cas ? "gets" : "get";
     char *p = req->head;
-    memcpy(p, "gets", 4);
-    p += 4;
+    memcpy(p, verb, strlen(verb));
+    p += strlen(verb);
     for (size_t i = 0; i < a->key_count; i++) {
         *p++ = ' ';
         memcpy(p, a->keys[i], a->key_lengths[i]);
@@ -77,7 +98,7 @@ static memcached_return_t text_encode(memcached_request_st *req, const struct lm
                            a->key, a->flags, (long long)a->expiration, a->value_length, nr);
     case LMR_OP_GET:
         req->expects_reply = true;
-        return head_printf(req, max, "gets %.*s\r\n", kl, a->key);
+        return encode_get(req, a);
     case LMR_OP_MGET:
         req->expects_reply = true;
         return encode_mget(req, a);

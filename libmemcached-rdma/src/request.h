@@ -64,6 +64,7 @@ struct lmr_op_args {
     size_t user_capacity;
     struct lmr_stat_sink *stats; /* STATS: where pairs go */
     bool copy_value;             /* STORE: copy the value before sending (bset) */
+    bool want_cas; /* GET: the CAS even without SUPPORT_CAS (text: "gets", not "get") */
 };
 
 struct lmr_stat_sink; /* stats.c */

@@ -188,7 +188,9 @@ static ssize_t sock_send(struct lmr_conn *conn, const struct iovec *iov, int iov
     struct msghdr msg = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
     ssize_t n;
     do {
-        n = sendmsg(conn->fd, &msg, MSG_NOSIGNAL);
+        /* one piece (a get, a small command): send() skips the iovec copy */
+        n = iovcnt == 1 ? send(conn->fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL)
+                        : sendmsg(conn->fd, &msg, MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
     return n;
 }

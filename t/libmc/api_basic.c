@@ -3,6 +3,7 @@
  * retrieval, mget/fetch, delete, arithmetic, touch, exist, flush, version,
  * stats, behaviors, server lists, configuration strings, bad keys and
  * values, and unreachable servers. Expectations are libmemcached's. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,6 +183,19 @@ static void test_cas_and_mget(memcached_st *memc, bool binary)
     ok(calls == 2, "second mget delivers again");
     is_rc(memcached_mget(memc, keys, lengths, 0), MEMCACHED_NOTFOUND, "mget of zero keys");
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_SUPPORT_CAS, 0);
+
+    /* without SUPPORT_CAS the text protocol asks with "get", as libmemcached
+     * does: results carry no CAS; binary replies always carry it */
+    memcached_mget(memc, keys, lengths, 1);
+    uint64_t plain_cas = 1;
+    int plain = 0;
+    while ((res = memcached_fetch_result(memc, NULL, &rc)) != NULL) {
+        plain++;
+        plain_cas = memcached_result_cas(res);
+        memcached_result_free(res);
+    }
+    ok(plain == 1 && (binary ? plain_cas != 0 : plain_cas == 0),
+       "without SUPPORT_CAS a result's cas is %s (%" PRIu64 ")", binary ? "set" : "0", plain_cas);
 }
 
 static memcached_return_t count_result(const memcached_st *memc, memcached_result_st *result,
