@@ -600,6 +600,22 @@ static uint64_t now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+int mcr_rdma_ctx_poll(struct mcr_rdma_ctx *ctx)
+{
+    /* adopting (a system call on the wake-up eventfd) only when something waits */
+    if (!ctx->destroying && atomic_load(&ctx->inbox_nonempty))
+        mcr_rdma_ctx_adopt_pending(ctx);
+    struct ibv_wc wcs[32];
+    int total = 0, n;
+    while ((n = ibv_poll_cq(ctx->cq, 32, wcs)) > 0) {
+        for (int i = 0; i < n; i++)
+            dispatch_wc(ctx, &wcs[i]);
+        total += n;
+    }
+    reap(ctx); /* endpoints whose last completions this poll took */
+    return n < 0 ? -EIO : total;
+}
+
 int mcr_rdma_ctx_handle_events(struct mcr_rdma_ctx *ctx)
 {
     int cm = handle_cm(ctx);

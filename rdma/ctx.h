@@ -59,6 +59,13 @@ int mcr_rdma_ctx_fd(const struct mcr_rdma_ctx *ctx);
  * number of events handled or a negative errno. Callbacks must not destroy
  * the context. */
 int mcr_rdma_ctx_handle_events(struct mcr_rdma_ctx *ctx);
+/* Busy polling: empties the completion queue once and handles what it
+ * finds, without waiting and, on providers whose queues live in user space
+ * (rxe, most hardware), without a system call; frees endpoints whose close
+ * completed. RDMA CM events still need mcr_rdma_ctx_handle_events() when the
+ * descriptor is readable.
+ * Returns completions handled or a negative errno. */
+int mcr_rdma_ctx_poll(struct mcr_rdma_ctx *ctx);
 /* Waits up to timeout_ms (-1: forever) for CM or completion events, handles
  * them, and frees endpoints whose close finished. Returns events handled (0 on
  * timeout) or a negative errno. */

@@ -506,28 +506,46 @@ static void unblock_writers(struct rdma_worker *rw)
     }
 }
 
-static void drive_worker(struct rdma_worker *rw)
+/* Spin and adaptive polling: keep polling the completion queue from the
+ * event loop (other events still run between two polls); adaptive stops
+ * RDMA_ADAPTIVE_US after the last completion and sleeps on the descriptor. */
+static void keep_polling(struct rdma_worker *rw, int handled)
 {
-    int n = mcr_rdma_ctx_handle_events(rw->ctx);
-    if (n < 0)
-        log_msg(LOG_WARN, "rdma: %s: event handling failed: %s", mcr_rdma_ctx_device_name(rw->ctx),
-                strerror(-n));
-    if (n > 0)
-        unblock_writers(rw);
     if (settings.rdma_poll == 0)
         return;
     uint64_t now = now_us();
-    if (n > 0)
+    if (handled > 0)
         rw->last_busy_us = now;
+    /* a zero timeout, not event_active(): libevent runs events activated
+     * from a callback in the same pass, which would never poll descriptors */
+    static const struct timeval next_pass = {0, 0};
     if (settings.rdma_poll == 1 || now - rw->last_busy_us < RDMA_ADAPTIVE_US)
-        event_active(rw->poll_ev, EV_READ, 0);
+        event_add(rw->poll_ev, &next_pass);
 }
 
 static void ctx_event_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    drive_worker(arg);
+    struct rdma_worker *rw = arg;
+    int n = mcr_rdma_ctx_handle_events(rw->ctx);
+    if (n < 0)
+        log_msg(LOG_WARN, "rdma: %s: event handling failed: %s", mcr_rdma_ctx_device_name(rw->ctx),
+                strerror(-n));
+    if (n > 0)
+        unblock_writers(rw);
+    keep_polling(rw, n);
+}
+
+static void poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct rdma_worker *rw = arg;
+    int n = mcr_rdma_ctx_poll(rw->ctx);
+    if (n > 0)
+        unblock_writers(rw);
+    keep_polling(rw, n);
 }
 
 /* On the worker's thread. */
@@ -536,9 +554,11 @@ static void worker_attach(struct worker *w, void *arg)
     struct rdma_worker *rw = arg;
     rw->ctx_ev =
         event_new(w->base, mcr_rdma_ctx_fd(rw->ctx), EV_READ | EV_PERSIST, ctx_event_cb, rw);
-    rw->poll_ev = event_new(w->base, -1, 0, ctx_event_cb, rw);
+    rw->poll_ev = event_new(w->base, -1, 0, poll_cb, rw);
     if (!rw->ctx_ev || !rw->poll_ev || event_add(rw->ctx_ev, NULL) != 0)
         log_msg(LOG_ALWAYS, "rdma: worker %u cannot watch its RDMA context", w->id);
+    else if (settings.rdma_poll == 1)
+        keep_polling(rw, 0); /* spin from the start */
 }
 
 static void worker_detach(struct worker *w, void *arg)

@@ -1,6 +1,6 @@
 /* t/rdma/rdma_test_server.c: memcached-rdma served over RDMA, driven by a
  * small binary-protocol client written on the substrate. Runs inside the
- * Soft-RoCE guest: rdma_test_server SERVER_BINARY.
+ * Soft-RoCE guest: rdma_test_server SERVER_BINARY [SERVER_ARG...].
  *
  * Starts the server with -o rdma_listen on the guest's rxe address, then:
  * every binary command over RDMA; values whose frames end just below, at
@@ -18,6 +18,9 @@
 
 static struct mcr_rdma_ctx *cctx;
 static const char *server_bin;
+/* more server arguments from the command line (e.g. -o rdma_poll=spin) */
+static char **extra_argv;
+static int extra_argc;
 static uint16_t port;
 static pid_t server_pid;
 
@@ -271,8 +274,24 @@ static void start_server(void)
     snprintf(listen, sizeof(listen), "rdma_listen=%s:%u", rxe_addr(), port);
     server_pid = fork();
     if (server_pid == 0) {
-        execl(server_bin, server_bin, "-u", "root", "-p", "0", "-t", "2", "-m", "64", "-I", "2m",
-              "-o", listen, (char *)NULL);
+        char *args[32] = {(char *)server_bin,
+                          "-u",
+                          "root",
+                          "-p",
+                          "0",
+                          "-t",
+                          "2",
+                          "-m",
+                          "64",
+                          "-I",
+                          "2m",
+                          "-o",
+                          listen};
+        int n = 13;
+        for (int i = 0; i < extra_argc && n < 31; i++)
+            args[n++] = extra_argv[i];
+        args[n] = NULL;
+        execv(server_bin, args);
         _exit(127);
     }
     /* connect until the listener is up */
@@ -319,6 +338,8 @@ int main(int argc, char **argv)
         tap_bail("usage: rdma_test_server SERVER_BINARY");
     const char *self = argv[0];
     server_bin = argv[1];
+    extra_argv = argv + 2;
+    extra_argc = argc - 2;
     signal(SIGPIPE, SIG_IGN);
     struct mcr_rdma_ctx_opts opts;
     test_opts(&opts);
