@@ -19,6 +19,9 @@
 #define LMR_IOV_BATCH 64
 #define LMR_RBUF_MIN 16384
 #define LMR_DIRECT_RECV_MIN 8192
+/* Requests whose pieces (head, value, tail) add up to at most this many bytes
+ * are copied into one buffer and sent with a single plain send. */
+#define LMR_COALESCE_MAX 2048
 
 static void pump(memcached_instance_st *srv, bool receive);
 
@@ -250,6 +253,22 @@ static bool send_some(memcached_instance_st *srv)
         }
         if (n == 0)
             return true;
+        char stage[LMR_COALESCE_MAX];
+        if (n > 1) {
+            size_t total = 0;
+            for (int i = 0; i < n && total <= sizeof(stage); i++)
+                total += iov[i].iov_len;
+            if (total <= sizeof(stage)) {
+                size_t at = 0;
+                for (int i = 0; i < n; i++) {
+                    memcpy(stage + at, iov[i].iov_base, iov[i].iov_len);
+                    at += iov[i].iov_len;
+                }
+                iov[0].iov_base = stage;
+                iov[0].iov_len = total;
+                n = 1;
+            }
+        }
         ssize_t written = srv->conn.ops->send(&srv->conn, iov, n);
         if (written < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -404,11 +423,13 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
 {
     struct pollfd stack_fds[16];
     struct pollfd *fds = stack_fds;
-    int64_t last_progress = now_ms();
+    int64_t last_progress = -1; /* read the clock only once there is waiting */
     for (;;) {
         lmr_io_poll_once(c);
         if (done(c, arg))
             break;
+        if (last_progress < 0)
+            last_progress = now_ms();
         if (c->server_count > 16 && fds == stack_fds) {
             fds = calloc(c->server_count, sizeof(*fds));
             if (fds == NULL) {

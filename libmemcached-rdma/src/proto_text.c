@@ -35,6 +35,63 @@ static memcached_return_t head_printf(memcached_request_st *req, size_t max, con
     return MEMCACHED_SUCCESS;
 }
 
+static char *put_u64(char *p, uint64_t v)
+{
+    char digits[20];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    while (n > 0)
+        *p++ = digits[--n];
+    return p;
+}
+
+static char *put_i64(char *p, long long v)
+{
+    if (v >= 0)
+        return put_u64(p, (uint64_t)v);
+    *p++ = '-';
+    return put_u64(p, (uint64_t)0 - (uint64_t)v);
+}
+
+/* "VERB KEY FLAGS EXPTIME BYTES [CAS] [noreply]\r\n", without printf: the
+ * hot path of a blocking set. */
+static memcached_return_t encode_store(memcached_request_st *req, const struct lmr_op_args *a,
+                                       bool noreply)
+{
+    const char *verb = store_verbs[a->verb];
+    size_t verb_length = strlen(verb);
+    /* verb, key, four numbers of at most 20 digits and a sign, noreply, CRLF */
+    if (!lmr_request_reserve_head(req, verb_length + a->key_length + 4 * 22 + 16))
+        return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    char *p = req->head;
+    memcpy(p, verb, verb_length);
+    p += verb_length;
+    *p++ = ' ';
+    memcpy(p, a->key, a->key_length);
+    p += a->key_length;
+    *p++ = ' ';
+    p = put_u64(p, a->flags);
+    *p++ = ' ';
+    p = put_i64(p, (long long)a->expiration);
+    *p++ = ' ';
+    p = put_u64(p, a->value_length);
+    if (a->verb == LMR_CAS) {
+        *p++ = ' ';
+        p = put_u64(p, a->cas);
+    }
+    if (noreply) {
+        memcpy(p, " noreply", 8);
+        p += 8;
+    }
+    *p++ = '\r';
+    *p++ = '\n';
+    req->head_length = (size_t)(p - req->head);
+    return MEMCACHED_SUCCESS;
+}
+
 /* "get KEY\r\n" ("gets" with SUPPORT_CAS or when asked for the CAS), without
  * printf: the hot path of a blocking get. */
 static memcached_return_t encode_get(memcached_request_st *req, const struct lmr_op_args *a)
@@ -90,12 +147,7 @@ static memcached_return_t text_encode(memcached_request_st *req, const struct lm
         req->body_length = a->value_length;
         req->tail = "\r\n";
         req->tail_length = 2;
-        if (a->verb == LMR_CAS)
-            return head_printf(req, max, "cas %.*s %" PRIu32 " %lld %zu %" PRIu64 "%s\r\n", kl,
-                               a->key, a->flags, (long long)a->expiration, a->value_length, a->cas,
-                               nr);
-        return head_printf(req, max, "%s %.*s %" PRIu32 " %lld %zu%s\r\n", store_verbs[a->verb], kl,
-                           a->key, a->flags, (long long)a->expiration, a->value_length, nr);
+        return encode_store(req, a, noreply);
     case LMR_OP_GET:
         req->expects_reply = true;
         return encode_get(req, a);
