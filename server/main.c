@@ -248,17 +248,8 @@ int main(int argc, char **argv)
         storage_sizes_enable(true);
     if (settings.lru_crawler_tocrawl >= 0)
         storage_crawler_set_tocrawl((unsigned)settings.lru_crawler_tocrawl);
-    if (listeners_open(base) != 0) {
-        log_msg(LOG_ALWAYS, "failed to open the listening sockets");
-        goto out_listeners;
-    }
-    if (udp_open() != 0) {
-        log_msg(LOG_ALWAYS, "failed to open the UDP sockets");
-        goto out_listeners;
-    }
-    if (net_rdma_open(base) != 0)
-        goto out_listeners;
-
+    /* signals first: a SIGTERM right after the port opens must stop the
+     * server cleanly */
     clock_ev = event_new(base, -1, EV_PERSIST, clock_cb, NULL);
     sigint_ev = evsignal_new(base, SIGINT, signal_cb, base);
     sigterm_ev = evsignal_new(base, SIGTERM, signal_cb, base);
@@ -270,6 +261,16 @@ int main(int argc, char **argv)
         log_msg(LOG_ALWAYS, "failed to set up the clock and signal events");
         goto out_events;
     }
+    if (listeners_open(base) != 0) {
+        log_msg(LOG_ALWAYS, "failed to open the listening sockets");
+        goto out_events;
+    }
+    if (udp_open() != 0) {
+        log_msg(LOG_ALWAYS, "failed to open the UDP sockets");
+        goto out_events;
+    }
+    if (net_rdma_open(base) != 0)
+        goto out_events;
 
     log_msg(LOG_WARN, "memcached-rdma %s ready: %d worker threads, %zu MB", PACKAGE_VERSION,
             settings.num_threads, settings.maxbytes / (1024 * 1024));
@@ -285,7 +286,6 @@ out_events:
         event_free(sigint_ev);
     if (clock_ev)
         event_free(clock_ev);
-out_listeners:
     listeners_close();
     net_rdma_close();
 out_workers:
