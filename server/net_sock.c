@@ -466,7 +466,7 @@ int listeners_open(struct event_base *base)
     if (settings.socketpath)
         return open_unix(base);
 
-    if (settings.port == 0 && !settings.inter) {
+    if (settings.port == 0) {
         log_msg(LOG_WARN, "TCP disabled (-p 0)"); /* as memcached: port 0 is off */
         return 0;
     }

@@ -114,6 +114,13 @@ static void emit_u64(stat_emit_fn emit, void *ctx, const char *name, uint64_t v)
     emit(ctx, name, buf);
 }
 
+static void emit_i64(stat_emit_fn emit, void *ctx, const char *name, int64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%" PRId64, v);
+    emit(ctx, name, buf);
+}
+
 /* The storage engine's stats, gathered so they can be placed where
  * memcached reports them; whatever is not placed follows at the end. */
 struct storage_stat {
@@ -283,9 +290,9 @@ void stats_report_settings(stat_emit_fn emit, void *ctx)
     snprintf(buf, sizeof(buf), "%c", settings.prefix_delimiter);
     emit(ctx, "stat_key_prefix", buf);
     emit(ctx, "detail_enabled", settings.detail_enabled ? "yes" : "no");
-    emit_u64(emit, ctx, "reqs_per_event", (uint64_t)settings.reqs_per_event);
+    emit_i64(emit, ctx, "reqs_per_event", settings.reqs_per_event);
     place_storage_stat(&ss, "cas_enabled", emit, ctx);
-    emit_u64(emit, ctx, "tcp_backlog", (uint64_t)settings.backlog);
+    emit_i64(emit, ctx, "tcp_backlog", settings.backlog);
     emit(ctx, "binding_protocol", settings_protocol_name(settings.binding_protocol));
     emit(ctx, "auth_enabled_sasl", "no");
     emit(ctx, "auth_enabled_ascii", settings.auth_file ? "yes" : "no");
