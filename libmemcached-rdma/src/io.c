@@ -143,6 +143,8 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
         .tcp_keepalive = b->tcp_keepalive,
         .send_buffer_size = (int)b->socket_send_size,
         .recv_buffer_size = (int)b->socket_recv_size,
+        .snd_timeout_us = b->snd_timeout_us,
+        .rcv_timeout_us = b->rcv_timeout_us,
     };
     int sys_errno = 0;
     srv->conn.fd = -1;

@@ -24,6 +24,11 @@ struct lmr_endpoint {
     bool tcp_keepalive;
     int send_buffer_size; /* 0: system default */
     int recv_buffer_size;
+    /* SND_TIMEOUT / RCV_TIMEOUT in microseconds (0: none), set as
+     * SO_SNDTIMEO / SO_RCVTIMEO as libmemcached does; the sockets are
+     * non-blocking, so waiting stays bounded by POLL_TIMEOUT */
+    int snd_timeout_us;
+    int rcv_timeout_us;
 };
 
 struct lmr_transport_ops {

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -39,6 +40,14 @@ static void apply_options(int fd, const struct lmr_endpoint *ep, bool tcp)
         (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &ep->send_buffer_size, sizeof(int));
     if (ep->recv_buffer_size > 0)
         (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &ep->recv_buffer_size, sizeof(int));
+    if (ep->snd_timeout_us > 0) {
+        struct timeval tv = {ep->snd_timeout_us / 1000000, ep->snd_timeout_us % 1000000};
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    }
+    if (ep->rcv_timeout_us > 0) {
+        struct timeval tv = {ep->rcv_timeout_us / 1000000, ep->rcv_timeout_us % 1000000};
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    }
 }
 
 /* Creates a non-blocking socket and starts connecting it. Returns the fd

@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/time.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 
 #include <libmemcached/memcached.h>
 
@@ -442,6 +446,43 @@ static void test_namespace(const struct test_server *s, bool binary)
     }
 }
 
+/* Whether some socket of this process connected to 127.0.0.1:port has the
+ * given SO_SNDTIMEO and SO_RCVTIMEO (the kernel keeps them in clock ticks:
+ * within 10 ms). */
+static bool connection_has_timeouts(unsigned port, long snd_us, long rcv_us)
+{
+    for (int fd = 3; fd < 1024; fd++) {
+        struct sockaddr_in peer;
+        socklen_t len = sizeof(peer);
+        if (getpeername(fd, (struct sockaddr *)&peer, &len) != 0 || peer.sin_family != AF_INET ||
+            ntohs(peer.sin_port) != port)
+            continue;
+        struct timeval snd, rcv;
+        socklen_t sl = sizeof(snd), rl = sizeof(rcv);
+        if (getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &snd, &sl) == 0 &&
+            getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &rcv, &rl) == 0 &&
+            labs((long)snd.tv_sec * 1000000 + snd.tv_usec - snd_us) <= 10000 &&
+            labs((long)rcv.tv_sec * 1000000 + rcv.tv_usec - rcv_us) <= 10000)
+            return true;
+    }
+    return false;
+}
+
+/* SND_TIMEOUT / RCV_TIMEOUT (microseconds) become the sockets' SO_SNDTIMEO /
+ * SO_RCVTIMEO, as libmemcached sets them. */
+static void test_socket_timeouts(const struct test_server *s)
+{
+    memcached_st *memc = memcached_create(NULL);
+    memcached_server_add(memc, "127.0.0.1", (in_port_t)s->port);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_SND_TIMEOUT, 1500000);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_RCV_TIMEOUT, 250000);
+    is_rc(memcached_set(memc, "timeouts", 8, "v", 1, 0, 0), MEMCACHED_SUCCESS,
+          "set with SND_TIMEOUT and RCV_TIMEOUT");
+    ok(connection_has_timeouts(s->port, 1500000, 250000),
+       "the connection has SO_SNDTIMEO 1.5 s and SO_RCVTIMEO 0.25 s");
+    memcached_free(memc);
+}
+
 static void test_behaviors(void)
 {
     memcached_st *m = memcached_create(NULL);
@@ -684,6 +725,7 @@ int main(void)
     }
     test_behaviors();
     test_server_lists(&tcp);
+    test_socket_timeouts(&tcp);
     test_unreachable();
     test_strings();
     test_server_stop(&tcp, false);
