@@ -437,6 +437,21 @@ static void copy_value(item *dst, const item *src)
     }
 }
 
+/* The TTL an item created by N ends with: memcached creates it without
+ * one, then applies T and N in token order. */
+static rel_time_t created_exptime(const struct meta_token *tokens, size_t ntokens,
+                                  const struct meta_flags *of)
+{
+    rel_time_t exptime = 0;
+    for (size_t i = 2; i < ntokens - 1; i++) {
+        if (tokens[i].value[0] == 'T')
+            exptime = of->exptime;
+        else if (tokens[i].value[0] == 'N')
+            exptime = of->autoviv_exptime;
+    }
+    return exptime;
+}
+
 /* ---- mg ----------------------------------------------------------------------------------- */
 /* An empty item created by N (vivify); NULL when another client created
  * one first (then *raced is set) or memory ran out. */
@@ -481,17 +496,17 @@ static void process_mg(struct conn *c, struct meta_token *tokens, size_t ntokens
     const char *key = tokens[1].value;
     size_t nkey = tokens[1].length;
 
-    /* memcached applies T, N and R in token order, so a t before T shows
-     * the old TTL: then the touch waits for its token */
+    /* memcached applies T, N and R in token order, so a t or R before T
+     * sees the old TTL: then the touch waits for its token */
     bool touch_in_loop = false;
     for (size_t i = 2; of.new_ttl && i < ntokens - 1 && tokens[i].value[0] != 'T'; i++)
-        touch_in_loop |= tokens[i].value[0] == 't';
+        touch_in_loop |= tokens[i].value[0] == 't' || tokens[i].value[0] == 'R';
     item *it =
         of.new_ttl && !touch_in_loop ? item_get_touch(key, nkey, of.exptime) : item_get(key, nkey);
     bool created = false;
     if (!it && of.vivify) {
         bool raced = false;
-        it = vivify(key, nkey, of.autoviv_exptime, &raced);
+        it = vivify(key, nkey, created_exptime(tokens, ntokens, &of), &raced);
         created = it != NULL;
         if (raced)
             it = item_get(key, nkey);
@@ -583,7 +598,7 @@ static void process_mg(struct conn *c, struct meta_token *tokens, size_t ntokens
         }
     }
     /* the TTL the token loop ended with, where the lookup did not set it */
-    if ((created && exptime != of.autoviv_exptime) || (!created && touch_in_loop))
+    if (!created && touch_in_loop)
         item_touch(key, nkey, exptime);
     if (marks & MARK_TOKEN_SENT)
         line_str(&l, " Z");
@@ -948,12 +963,12 @@ static void process_md(struct conn *c, struct meta_token *tokens, size_t ntokens
 /* ---- ma ----------------------------------------------------------------------------------- */
 /* ma N on a miss: creates the item holding the initial value. */
 static enum store_result ma_create(const char *key, size_t nkey, const struct meta_flags *of,
-                                   uint64_t *cas_out)
+                                   rel_time_t exptime, uint64_t *cas_out)
 {
     char num[24];
     int n = snprintf(num, sizeof(num), "%llu", (unsigned long long)of->initial);
     enum alloc_result why;
-    item *it = item_alloc(key, nkey, 0, of->autoviv_exptime, (size_t)n, &why);
+    item *it = item_alloc(key, nkey, 0, exptime, (size_t)n, &why);
     if (!it)
         return STORE_NO_MEMORY;
     struct iovec seg = item_value_seg(it, 0);
@@ -1026,7 +1041,8 @@ static void process_ma(struct conn *c, struct meta_token *tokens, size_t ntokens
         break;
     case ARITH_NOT_FOUND:
         if (of.vivify) {
-            enum store_result res = ma_create(key, nkey, &of, &cas);
+            enum store_result res =
+                ma_create(key, nkey, &of, created_exptime(tokens, ntokens, &of), &cas);
             if (res == STORE_STORED) {
                 have_item = created = true;
                 value = of.initial;
@@ -1093,7 +1109,7 @@ static void process_ma(struct conn *c, struct meta_token *tokens, size_t ntokens
             line_ttl(&l, exptime);
         }
     }
-    if ((created && exptime != of.autoviv_exptime) || (!created && touched))
+    if (!created && touched)
         item_touch(key, nkey, exptime);
     if (have_item && !created && of.no_reply)
         return;
