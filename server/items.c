@@ -371,6 +371,17 @@ bool item_touch(const char *key, size_t nkey, rel_time_t exptime)
     return it != NULL;
 }
 
+bool item_set_exptime(const char *key, size_t nkey, rel_time_t exptime)
+{
+    uint64_t hv = assoc_hash(key, nkey);
+    assoc_lock(hv);
+    struct item *it = find_live(key, nkey, hv);
+    if (it)
+        item_time_store(&it->exptime, exptime);
+    assoc_unlock(hv);
+    return it != NULL;
+}
+
 /* ---- allocation -------------------------------------------------------------- */
 enum pull_result { PULL_NOTHING, PULL_MOVED, PULL_UNLINKED };
 

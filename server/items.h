@@ -98,6 +98,10 @@ item *item_get_touch(const char *key, size_t nkey, rel_time_t exptime);
 /* true when the key existed and got the new exptime; marks it fetched and
  * bumps it, as memcached's touch does. */
 bool item_touch(const char *key, size_t nkey, rel_time_t exptime);
+/* Sets a live item's exptime without counting a fetch or a touch: no
+ * fetched mark, no LRU bump, no stats (memcached's meta commands writing
+ * it->exptime directly: ma T, mg u T, ms I over a newer cas). */
+bool item_set_exptime(const char *key, size_t nkey, rel_time_t exptime);
 
 /* ---- storing ----------------------------------------------------------- */
 enum alloc_result { ALLOC_OK, ALLOC_TOO_LARGE, ALLOC_NO_MEMORY };

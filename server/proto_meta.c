@@ -174,7 +174,7 @@ static size_t b64_encode(const unsigned char *src, size_t n, char *dst)
 /* ---- flags -------------------------------------------------------------------------------- */
 struct meta_flags {
     bool has_error;
-    bool vivify, value, set_stale, no_reply, has_cas, new_ttl, key_binary, has_recache;
+    bool vivify, value, set_stale, no_reply, has_cas, new_ttl, key_binary, has_recache, no_update;
     char mode;
     rel_time_t exptime, autoviv_exptime, recache_time;
     uint32_t client_flags;
@@ -245,7 +245,9 @@ static bool meta_preparse(struct meta_token *tokens, size_t start, struct meta_f
         case 'f':
         case 'l':
         case 'h':
-        case 'u': /* no LRU bump: accepted, see doc/compatibility.md */
+            break;
+        case 'u':
+            of->no_update = true;
             break;
         case 'v':
             of->value = true;
@@ -501,8 +503,15 @@ static void process_mg(struct conn *c, struct meta_token *tokens, size_t ntokens
     bool touch_in_loop = false;
     for (size_t i = 2; of.new_ttl && i < ntokens - 1 && tokens[i].value[0] != 'T'; i++)
         touch_in_loop |= tokens[i].value[0] == 't' || tokens[i].value[0] == 'R';
-    item *it =
-        of.new_ttl && !touch_in_loop ? item_get_touch(key, nkey, of.exptime) : item_get(key, nkey);
+    /* u: no fetch and no LRU bump (memcached's DONT_UPDATE); a T is then
+     * written after the token loop without counting as a fetch */
+    item *it;
+    if (of.no_update)
+        it = item_peek(key, nkey);
+    else if (of.new_ttl && !touch_in_loop)
+        it = item_get_touch(key, nkey, of.exptime);
+    else
+        it = item_get(key, nkey);
     bool created = false;
     if (!it && of.vivify) {
         bool raced = false;
@@ -598,7 +607,9 @@ static void process_mg(struct conn *c, struct meta_token *tokens, size_t ntokens
         }
     }
     /* the TTL the token loop ended with, where the lookup did not set it */
-    if (!created && touch_in_loop)
+    if (!created && of.no_update && of.new_ttl)
+        item_set_exptime(key, nkey, exptime);
+    else if (!created && touch_in_loop)
         item_touch(key, nkey, exptime);
     if (marks & MARK_TOKEN_SENT)
         line_str(&l, " Z");
@@ -759,7 +770,7 @@ error:
  * stored all the same and marked stale (memcached's "set-to-invalid"). */
 static enum store_result store_stale(item *it, uint64_t req_cas, uint64_t *cas_out)
 {
-    item *cur = item_get(item_key(it), item_nkey(it));
+    item *cur = item_peek(item_key(it), item_nkey(it));
     if (!cur)
         return STORE_NOT_FOUND;
     uint64_t cur_cas = item_cas(cur);
@@ -770,8 +781,8 @@ static enum store_result store_stale(item *it, uint64_t req_cas, uint64_t *cas_o
     unsigned old_marks = meta_marks_get(item_key(it), item_nkey(it), cur_cas);
     enum store_result res = item_store(it, STORE_CAS, cur_cas, cas_out);
     if (res == STORE_STORED) {
-        /* memcached keeps the old TTL and a win token already sent */
-        item_touch(item_key(it), item_nkey(it), cur_exptime);
+        /* memcached keeps the old TTL (no fetch) and a win token already sent */
+        item_set_exptime(item_key(it), item_nkey(it), cur_exptime);
         meta_marks_set(item_key(it), item_nkey(it), *cas_out,
                        MARK_STALE | (old_marks & MARK_TOKEN_SENT));
     }
@@ -853,7 +864,7 @@ static void ms_value_done(struct conn *c, const char *trailer, size_t trailer_le
  * new TTL, and marks it stale with no win token sent yet. */
 static enum store_result invalidate(const char *key, size_t nkey, const struct meta_flags *of)
 {
-    item *old = item_get(key, nkey);
+    item *old = item_peek(key, nkey); /* md looks up without a fetch */
     if (!old)
         return STORE_NOT_FOUND;
     if (of->has_cas && item_cas(old) != of->req_cas) {
@@ -1100,7 +1111,7 @@ static void process_ma(struct conn *c, struct meta_token *tokens, size_t ntokens
                 exptime = of.autoviv_exptime;
         } else if (f == 't') {
             if (!ttl_known) {
-                item *it = item_get(key, nkey);
+                item *it = item_peek(key, nkey); /* ma is no fetch */
                 exptime = it ? item_exptime(it) : 0;
                 if (it)
                     item_release(it);
@@ -1110,7 +1121,7 @@ static void process_ma(struct conn *c, struct meta_token *tokens, size_t ntokens
         }
     }
     if (!created && touched)
-        item_touch(key, nkey, exptime);
+        item_set_exptime(key, nkey, exptime); /* memcached's ma T: no fetch */
     if (have_item && !created && of.no_reply)
         return;
     if (have_item && of.value) {
@@ -1138,7 +1149,7 @@ static void process_me(struct conn *c, struct meta_token *tokens, size_t ntokens
         }
     }
     STAT_INCR(&c->worker->stats, meta_cmds);
-    item *it = item_get(key, nkey);
+    item *it = item_peek(key, nkey); /* me is no fetch and no LRU bump */
     if (!it) {
         send_error(c, "EN");
         return;
@@ -1153,9 +1164,10 @@ static void process_me(struct conn *c, struct meta_token *tokens, size_t ntokens
     rel_time_t now = clock_now(), exp = item_exptime(it), la = item_last_access(it);
     char tmp[160];
     /* exp as memcached prints it: -1 for never, else now - exptime */
-    int n = snprintf(tmp, sizeof(tmp), " exp=%d la=%u cas=%llu fetch=%s",
+    int n = snprintf(tmp, sizeof(tmp), " exp=%d la=%u cas=%llu fetch=%s cls=%u size=%zu",
                      exp == 0 ? -1 : (int)(now - exp), (unsigned)(now >= la ? now - la : 0),
-                     (unsigned long long)item_cas(it), item_was_fetched(it) ? "yes" : "no");
+                     (unsigned long long)item_cas(it), item_was_fetched(it) ? "yes" : "no",
+                     item_slab_class(it), item_memcached_size(it));
     line_add(&l, tmp, (size_t)n);
     item_release(it);
     send_line(c, &l, NULL);

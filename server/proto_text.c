@@ -609,7 +609,7 @@ static void metadump_line(void *ctx, const item *it)
         line, sizeof(line), "key=%s exp=%lld la=%llu cas=%llu fetch=%s cls=%u size=%zu\n",
         watch_key(k, sizeof(k), item_key(it), item_nkey(it)), exp_abs,
         (unsigned long long)d->started + item_last_access(it), (unsigned long long)item_cas(it),
-        item_was_fetched(it) ? "yes" : "no", item_slab_class(it), item_nkey(it) + item_nbytes(it));
+        item_was_fetched(it) ? "yes" : "no", item_slab_class(it), item_memcached_size(it));
     if (n > 0)
         text_append(&d->t, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }
