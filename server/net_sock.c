@@ -490,7 +490,8 @@ int listeners_open(struct event_base *base)
     free(copy);
     if (portfile) {
         fclose(portfile);
-        rename(tmpname, portname);
+        if (settings.udpport == 0) /* else udp_open adds its lines, then renames */
+            rename(tmpname, portname);
     }
     return rc;
 }

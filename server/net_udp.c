@@ -397,8 +397,9 @@ static void format_addr(const struct sockaddr *sa, char *buf, size_t len)
     }
 }
 
-/* Binds one socket and hands it to every worker. */
-static int open_one(const struct addrinfo *p)
+/* Binds one socket and hands it to every worker; notes its port in the
+ * port file (MEMCACHED_PORT_FILENAME) as memcached does. */
+static int open_one(const struct addrinfo *p, FILE *portfile)
 {
     int fd = socket(p->ai_family, p->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, p->ai_protocol);
     if (fd < 0) {
@@ -420,6 +421,10 @@ static int open_one(const struct addrinfo *p)
     socklen_t sl = sizeof(ss);
     getsockname(fd, (struct sockaddr *)&ss, &sl);
     format_addr((struct sockaddr *)&ss, addr, sizeof(addr));
+    if (portfile && ss.ss_family == AF_INET)
+        fprintf(portfile, "UDP INET: %u\n", ntohs(((struct sockaddr_in *)&ss)->sin_port));
+    else if (portfile && ss.ss_family == AF_INET6)
+        fprintf(portfile, "UDP INET6: %u\n", ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
     /* one descriptor per worker; the last worker takes the original */
     unsigned n = workers_count();
     for (unsigned i = 0; i < n; i++) {
@@ -447,7 +452,7 @@ static int open_one(const struct addrinfo *p)
 
 /* One -l entry: "host", "host:port" (the port is TCP's; UDP uses -U),
  * "[v6]" or "[v6]:port". */
-static int open_spec(const char *spec)
+static int open_spec(const char *spec, FILE *portfile)
 {
     char host[256];
     const char *h = spec;
@@ -487,7 +492,7 @@ static int open_spec(const char *spec)
     }
     int result = 0;
     for (struct addrinfo *p = ai; p && result == 0; p = p->ai_next)
-        result = open_one(p);
+        result = open_one(p, portfile);
     freeaddrinfo(ai);
     return result;
 }
@@ -499,11 +504,24 @@ int udp_open(void)
     char *copy = strdup(settings.inter ? settings.inter : "127.0.0.1");
     if (!copy)
         return -1;
+    /* the TCP listeners left their lines in <name>.lck: add ours, then
+     * rename it, so the file appears complete (memcached's order) */
+    FILE *portfile = NULL;
+    char tmpname[4096] = "";
+    const char *portname = getenv("MEMCACHED_PORT_FILENAME");
+    if (portname) {
+        snprintf(tmpname, sizeof(tmpname), "%s.lck", portname);
+        portfile = fopen(tmpname, "a");
+    }
     int rc = 0;
     char *save = NULL;
     for (char *spec = strtok_r(copy, ",; ", &save); spec && rc == 0;
          spec = strtok_r(NULL, ",; ", &save))
-        rc = open_spec(spec);
+        rc = open_spec(spec, portfile);
     free(copy);
+    if (portfile) {
+        fclose(portfile);
+        rename(tmpname, portname);
+    }
     return rc;
 }
