@@ -10,8 +10,9 @@
  * Receiving: the 8-byte header is checked (datagrams shorter than 9 bytes,
  * and requests announcing more than one datagram, are dropped silently, as
  * memcached 1.6 does), the sender and request id are kept for the reply,
- * and the payload becomes the request message. A payload larger than the
- * connection's read buffer (16 KiB) is cut there; memcached reads 64 KiB.
+ * and the payload becomes the request message: a datagram of up to 64 KiB
+ * is read whole, as memcached reads it (the connection's read buffer grows
+ * to hold it for that message).
  * Each datagram picks the text or binary engine by its first byte (under
  * -B auto), as memcached does for UDP.
  *
@@ -153,7 +154,7 @@ static bool message_pending(const struct udp_state *u)
 }
 
 /* One request message per call (conn.c asks for the next one only after
- * answering this one). A payload larger than the buffer is cut. */
+ * answering this one). A payload larger than the read buffer grows it. */
 static ssize_t udp_recv(struct conn *c, void *buf, size_t len)
 {
     struct udp_state *u = c->tp_data;
@@ -164,6 +165,21 @@ static ssize_t udp_recv(struct conn *c, void *buf, size_t len)
     }
     size_t n = u->dgram_len - u->dgram_off;
     c->engine = engine_for_message((unsigned char)u->dgram[u->dgram_off]);
+    char *at = buf;
+    if (n > len && c->rbuf && at >= c->rbuf && at + len == c->rbuf + c->rsize) {
+        /* memcached reads a whole datagram (up to 64 KiB): the message
+         * gets a read buffer that holds it, grown as conn.c grows one
+         * (conn.c frees it once the message is answered) */
+        size_t off = (size_t)(at - c->rbuf), size = off + n;
+        char *bigger = realloc(c->rbuf, size);
+        if (bigger) {
+            STAT_ADD(&c->worker->stats, read_buf_bytes, size - c->rsize);
+            c->rbuf = bigger;
+            c->rsize = size;
+            buf = bigger + off;
+            len = n;
+        }
+    }
     if (n > len) {
         log_msg(LOG_CMDS, "<%d UDP request of %zu bytes cut to %zu", c->fd, n, len);
         n = len;
