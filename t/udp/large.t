@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 # t/udp/large.t: requests in large datagrams, read whole as memcached 1.6.18
 # reads them (up to 64 KiB): a set carrying a 40000-byte value, a get line
-# longer than 16 KiB, and a value cut short by the end of its datagram.
+# longer than 16 KiB, and a value cut short by the end of its datagram (not
+# stored; what becomes of the next datagram differs: memcached may read it
+# as the rest of the value, so it is not tested).
 import os
 import sys
 
@@ -32,9 +34,6 @@ t.is_(b"".join(p for _, p in sorted(got, key=lambda d: d[0][1])),
 
 u.send(3, b"set cut 0 0 50000\r\n" + value + b"\r\n")
 t.is_(u.datagrams(wait=0.5), [], "a value longer than its datagram: no reply")
-u.send(4, "get cut big\r\n")
-got = u.datagrams()
-t.ok(len(got) > 0 and all(h[0] == 4 for h, _ in got), "the next datagram is answered")
 t.is_(c.cmd("get cut"), "END", "nothing stored for the cut value")
 
 srv.stop()
