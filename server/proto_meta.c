@@ -33,47 +33,19 @@
 #include "settings.h"
 #include "stats.h"
 #include "thread.h"
+#include "tokenize.h"
 
 #define META_MAX_TOKENS 24     /* as the text protocol's tokenizer */
 #define META_MAX_OPT_TOKENS 20 /* more tokens than this: "flags too long" */
 #define META_MAX_OPAQUE 32     /* an O token, 'O' included */
 #define META_LINE_MAX 1024     /* longest response line we build */
 
-struct meta_token {
-    char *value;
-    size_t length;
-};
-
-/* Splits on spaces like memcached: at most META_MAX_TOKENS-1 tokens, then
- * a terminal token of length 0. Returns the count including the terminal. */
-static size_t meta_tokenize(char *line, size_t len, struct meta_token *tokens)
+/* memcached's tokenizer; meta commands never look past the final token. */
+static size_t meta_tokenize(char *line, size_t len, struct token *tokens)
 {
-    size_t n = 0;
-    char *s = line, *e = line;
-    for (size_t i = 0; i < len; i++, e++) {
-        if (*e != ' ')
-            continue;
-        if (s != e) {
-            tokens[n].value = s;
-            tokens[n].length = (size_t)(e - s);
-            n++;
-            *e = '\0';
-            if (n == META_MAX_TOKENS - 1) {
-                e++;
-                s = e;
-                break;
-            }
-        }
-        s = e + 1;
-    }
-    if (s != e) {
-        tokens[n].value = s;
-        tokens[n].length = (size_t)(e - s);
-        n++;
-    }
-    tokens[n].value = NULL;
-    tokens[n].length = 0;
-    return n + 1;
+    size_t n = tokenize(line, len, tokens, META_MAX_TOKENS);
+    tokens[n - 1].value = NULL;
+    return n;
 }
 
 /* ---- numbers (memcached's safe_strto* rules) ------------------------------------------ */
@@ -184,7 +156,7 @@ struct meta_flags {
 /* memcached's flag pre-parse: duplicates and unknown flags stop at once;
  * bad arguments are noted (the last message wins) and parsing goes on.
  * Decodes a base64 key in place. Returns false with *errstr on error. */
-static bool meta_preparse(struct meta_token *tokens, size_t start, struct meta_flags *of,
+static bool meta_preparse(struct token *tokens, size_t start, struct meta_flags *of,
                           const char **errstr)
 {
     bool seen[128] = {false};
@@ -345,7 +317,7 @@ static void line_key(struct meta_line *l, const char *key, size_t nkey, bool bin
 }
 
 /* " O..." echo; false when the opaque is too long (memcached's error). */
-static bool line_opaque(struct meta_line *l, const struct meta_token *tok)
+static bool line_opaque(struct meta_line *l, const struct token *tok)
 {
     if (tok->length > META_MAX_OPAQUE)
         return false;
@@ -441,7 +413,7 @@ static void copy_value(item *dst, const item *src)
 
 /* The TTL an item created by N ends with: memcached creates it without
  * one, then applies T and N in token order. */
-static rel_time_t created_exptime(const struct meta_token *tokens, size_t ntokens,
+static rel_time_t created_exptime(const struct token *tokens, size_t ntokens,
                                   const struct meta_flags *of)
 {
     rel_time_t exptime = 0;
@@ -473,7 +445,7 @@ static item *vivify(const char *key, size_t nkey, rel_time_t exptime, bool *race
     return it;
 }
 
-static void process_mg(struct conn *c, struct meta_token *tokens, size_t ntokens)
+static void process_mg(struct conn *c, struct token *tokens, size_t ntokens)
 {
     struct worker_stats *ws = &c->worker->stats;
     struct meta_flags of = {0};
@@ -648,7 +620,7 @@ static void process_mg(struct conn *c, struct meta_token *tokens, size_t ntokens
 
 static void ms_value_done(struct conn *c, const char *trailer, size_t trailer_len);
 
-static void process_ms(struct conn *c, struct meta_token *tokens, size_t ntokens)
+static void process_ms(struct conn *c, struct token *tokens, size_t ntokens)
 {
     struct worker_stats *ws = &c->worker->stats;
     struct meta_flags of = {0};
@@ -889,7 +861,7 @@ static enum store_result invalidate(const char *key, size_t nkey, const struct m
     return res;
 }
 
-static void process_md(struct conn *c, struct meta_token *tokens, size_t ntokens)
+static void process_md(struct conn *c, struct token *tokens, size_t ntokens)
 {
     struct worker_stats *ws = &c->worker->stats;
     struct meta_flags of = {0};
@@ -989,7 +961,7 @@ static enum store_result ma_create(const char *key, size_t nkey, const struct me
     return res;
 }
 
-static void process_ma(struct conn *c, struct meta_token *tokens, size_t ntokens)
+static void process_ma(struct conn *c, struct token *tokens, size_t ntokens)
 {
     struct worker_stats *ws = &c->worker->stats;
     struct meta_flags of = {0};
@@ -1132,7 +1104,7 @@ static void process_ma(struct conn *c, struct meta_token *tokens, size_t ntokens
 }
 
 /* ---- me ----------------------------------------------------------------------------------- */
-static void process_me(struct conn *c, struct meta_token *tokens, size_t ntokens)
+static void process_me(struct conn *c, struct token *tokens, size_t ntokens)
 {
     if (ntokens < 3 || tokens[1].length > KEY_MAX_LENGTH) {
         send_error(c, "CLIENT_ERROR bad command line format");
@@ -1179,7 +1151,7 @@ enum proto_status proto_meta_handle(struct conn *c, char *line, size_t line_len,
     /* the line stays readable until the next receive; consume it first so
      * a value that follows is taken from the right place */
     conn_consume(c, consumed);
-    struct meta_token tokens[META_MAX_TOKENS];
+    struct token tokens[META_MAX_TOKENS];
     size_t ntokens = meta_tokenize(line, line_len, tokens);
     if (ntokens < 2 || tokens[0].length != 2) {
         send_error(c, "ERROR");
