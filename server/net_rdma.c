@@ -19,8 +19,18 @@
  * conn.c from a per-connection libevent event, never from inside a
  * substrate callback, so the connection is never re-entered.
  *
- * Rendezvous messages (RNDV_READ / RNDV_WRITE) are not served yet: such a
- * message closes its connection (doc/rdma.md).
+ * Rendezvous for output: a client may advertise a landing buffer with an
+ * RNDV_WRITE message (one at a time, 4 KiB .. 16 MiB). Output larger than
+ * one message then goes by RDMA WRITE: up to one landing buffer of the
+ * stream is copied into a per-connection staging buffer (registered for
+ * local access only: nothing of the server is ever remotely accessible),
+ * written into the landing buffer, and followed by an eager RNDV_DONE
+ * message whose 4-byte payload is the byte count; RC ordering puts the
+ * data in place before that message. Until the client advertises again,
+ * large output waits. A landing buffer out of bounds, a second one while
+ * one is held, a failed WRITE (a bad rkey), an RNDV_DONE or an RNDV_READ
+ * from the client close that connection only. RNDV_READ (large requests
+ * pulled by RDMA READ) is not served yet (doc/rdma.md).
  */
 #include "net_rdma.h"
 
@@ -60,6 +70,7 @@ void net_rdma_shutdown(void) {}
 
 #include "conn.h"
 #include "rdma/ctx.h"
+#include "rdma/mr.h"
 #include "rdma/rc.h"
 #include "stats.h"
 #include "thread.h"
@@ -70,6 +81,8 @@ void net_rdma_shutdown(void) {}
 #define RDMA_ADAPTIVE_US 200
 /* iovecs gathered into one message */
 #define RDMA_MSG_IOV_MAX 64
+/* Largest landing buffer a client may advertise for RDMA WRITEs. */
+#define RDMA_LAND_MAX (16u * 1024 * 1024)
 
 struct rdma_worker;
 
@@ -100,7 +113,17 @@ struct rdma_conn {
     bool want_read, want_write;
     bool send_blocked; /* no send buffer was free */
     bool paused;
-    bool counted;    /* in curr_connections */
+    bool counted; /* in curr_connections */
+    /* Rendezvous for output (RDMA WRITE): the landing buffer the client
+     * advertised with RNDV_WRITE (one at a time), our local-only staging
+     * buffer the WRITE is sent from, and a RNDV_DONE that waits for a send
+     * buffer (nothing else may go out before it). */
+    struct mcr_rdma_rndv land;
+    uint32_t land_id;
+    bool land_valid, land_ever, write_inflight, done_pending;
+    uint32_t done_len;
+    char *stage;
+    struct mcr_rdma_region stage_reg;
     uint64_t serial; /* names the connection in "stats conns" */
     char listen_addr[80];
 };
@@ -162,6 +185,8 @@ static void rconn_unlink_free(struct rdma_conn *rc)
         rc->next->prev = rc->prev;
     if (rc->ready_ev)
         event_free(rc->ready_ev);
+    mcr_rdma_region_deregister(&rc->stage_reg);
+    free(rc->stage);
     free(rc->in);
     free(rc);
 }
@@ -171,6 +196,16 @@ static void rconn_poke(struct rdma_conn *rc)
 {
     if (rc->ready_ev && rc->conn)
         event_active(rc->ready_ev, EV_READ, 0);
+}
+
+/* A peer broke the protocol: close this connection only. */
+static void rconn_fail(struct rdma_conn *rc, const char *why)
+{
+    log_msg(LOG_WARN, "<rdma %s: %s, closing", rc->conn ? rc->conn->peer_addr : "?", why);
+    rc->peer_gone = true;
+    if (rc->ep)
+        mcr_rdma_ep_close(rc->ep);
+    rconn_poke(rc);
 }
 
 static void rconn_ready_cb(evutil_socket_t fd, short what, void *arg)
@@ -230,12 +265,26 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
     struct rdma_conn *rc = user;
     if (!rc->conn)
         return; /* closing: input no longer read */
-    if (msg->type != MCR_RDMA_MSG_EAGER) {
-        log_msg(LOG_WARN, "<rdma %s: rendezvous messages are not served, closing",
-                rc->conn->peer_addr);
-        rc->peer_gone = true;
-        mcr_rdma_ep_close(ep);
-        rconn_poke(rc);
+    if (msg->flags != 0) {
+        rconn_fail(rc, "unexpected RNDV_DONE");
+        return;
+    }
+    if (msg->type == MCR_RDMA_MSG_RNDV_WRITE) {
+        /* a landing buffer for our output; the substrate checked the
+         * descriptor's shape, the bounds are ours */
+        if (rc->land_valid || msg->rndv.len < 4096 || msg->rndv.len > RDMA_LAND_MAX) {
+            rconn_fail(rc, "bad rendezvous landing buffer");
+            return;
+        }
+        rc->land = msg->rndv;
+        rc->land_id = msg->request_id;
+        rc->land_valid = rc->land_ever = true;
+        if (rc->want_write) {
+            rc->send_blocked = false;
+            rconn_poke(rc);
+        }
+    } else if (msg->type != MCR_RDMA_MSG_EAGER) {
+        rconn_fail(rc, "rendezvous reads are not served");
         return;
     }
     CTR_ADD(rc->rw, eager_msgs, 1);
@@ -276,8 +325,17 @@ static void on_rdma_done(struct mcr_rdma_ep *ep, void *cookie, int status, void 
 {
     (void)ep;
     (void)cookie;
-    (void)status;
-    (void)user; /* this transport starts no RDMA READ/WRITE yet */
+    struct rdma_conn *rc = user;
+    rc->write_inflight = false; /* the staging buffer is ours again */
+    if (status != 0) {
+        if (rc->conn && !rc->peer_gone)
+            rconn_fail(rc, "rendezvous write failed");
+        return;
+    }
+    if (rc->want_write) {
+        rc->send_blocked = false;
+        rconn_poke(rc);
+    }
 }
 
 static void on_closed(struct mcr_rdma_ep *ep, int reason, const char *why, void *user)
@@ -379,6 +437,81 @@ static ssize_t rdma_recv(struct conn *c, void *buf, size_t len)
     return (ssize_t)n;
 }
 
+/* The RNDV_DONE that tells the client how many bytes of the stream the
+ * last RDMA WRITE put in its landing buffer. 0, -EAGAIN or an error. */
+static int send_done(struct rdma_conn *rc)
+{
+    unsigned char len_le[4];
+    uint32_t v = htole32(rc->done_len);
+    memcpy(len_le, &v, 4);
+    struct iovec iov = {len_le, 4};
+    struct mcr_rdma_send s = {
+        .type = MCR_RDMA_MSG_EAGER,
+        .flags = MCR_RDMA_F_RNDV_DONE,
+        .request_id = rc->land_id,
+        .iov = &iov,
+        .iovcnt = 1,
+    };
+    int r = mcr_rdma_ep_send(rc->ep, &s);
+    rc->done_pending = r == -EAGAIN;
+    if (r == 0)
+        CTR_ADD(rc->rw, eager_msgs, 1);
+    return r;
+}
+
+/* Output larger than one message, to a client that advertises landing
+ * buffers: copy up to one landing buffer of it into the local staging
+ * buffer, RDMA WRITE that into the landing buffer, then send RNDV_DONE
+ * with the byte count (RC ordering puts the data in place first). Returns
+ * bytes taken, or -1 with errno (EAGAIN: wait for the next landing
+ * buffer or the previous WRITE). */
+static ssize_t sendv_rendezvous(struct rdma_conn *rc, const struct iovec *iov, int iovcnt,
+                                size_t total)
+{
+    if (!rc->land_valid || rc->write_inflight) {
+        rc->send_blocked = true;
+        errno = EAGAIN;
+        return -1;
+    }
+    uint32_t n = total < rc->land.len ? (uint32_t)total : rc->land.len;
+    if (rc->stage_reg.len < rc->land.len) {
+        mcr_rdma_region_deregister(&rc->stage_reg);
+        free(rc->stage);
+        rc->stage = malloc(rc->land.len);
+        if (!rc->stage ||
+            mcr_rdma_region_register(mcr_rdma_ctx_pd(rc->rw->ctx), rc->stage, rc->land.len,
+                                     MCR_RDMA_ACCESS_LOCAL, &rc->stage_reg) != 0) {
+            free(rc->stage);
+            rc->stage = NULL;
+            errno = ENOMEM;
+            return -1;
+        }
+    }
+    size_t at = 0;
+    for (int i = 0; i < iovcnt && at < n; i++) {
+        size_t take = iov[i].iov_len < n - at ? iov[i].iov_len : n - at;
+        if (take > 0)
+            memcpy(rc->stage + at, iov[i].iov_base, take);
+        at += take;
+    }
+    int r = mcr_rdma_ep_rdma_write(rc->ep, &rc->land, 0, rc->stage, rc->stage_reg.mr, n, rc);
+    if (r != 0) {
+        errno = EPIPE;
+        return -1;
+    }
+    rc->write_inflight = true;
+    rc->land_valid = false;
+    rc->done_len = n;
+    CTR_ADD(rc->rw, rendezvous_writes, 1);
+    CTR_ADD(rc->rw, bytes_written, n);
+    r = send_done(rc);
+    if (r != 0 && r != -EAGAIN) {
+        errno = EPIPE;
+        return -1;
+    }
+    return (ssize_t)n;
+}
+
 static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
 {
     struct rdma_conn *rc = c->tp_data;
@@ -387,6 +520,25 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
         return -1;
     }
     size_t max_payload = mcr_rdma_ep_max_eager_payload(rc->ep);
+    if (rc->done_pending) {
+        int r = send_done(rc);
+        if (r == -EAGAIN) {
+            rc->send_blocked = true;
+            errno = EAGAIN;
+            return -1;
+        }
+        if (r != 0) {
+            errno = EPIPE;
+            return -1;
+        }
+    }
+    if (rc->land_ever) {
+        size_t all = 0;
+        for (int k = 0; k < iovcnt; k++)
+            all += iov[k].iov_len;
+        if (all > max_payload)
+            return sendv_rendezvous(rc, iov, iovcnt, all);
+    }
     size_t total = 0;
     int i = 0;
     size_t off = 0; /* into iov[i] */
@@ -763,7 +915,7 @@ static int open_one(struct event_base *base, const char *spec)
     log_msg(LOG_WARN,
             "listening on rdma:%s (device %s, RC; %u worker contexts; %u-byte messages, %u "
             "credits per connection, %u receive and %u send buffers per worker: up to %u "
-            "connections per worker; eager messages only; polling %s)",
+            "connections per worker; large replies by RDMA WRITE; polling %s)",
             l->addr, mcr_rdma_ctx_device_name(ctx), l->group->nworkers, eff->buf_size, eff->credits,
             eff->recv_bufs, eff->send_bufs, eff->recv_bufs / eff->credits, poll_mode_name());
     l->next = listens;
@@ -814,6 +966,9 @@ void net_rdma_shutdown(void)
         groups = g->next;
         for (unsigned i = g->nworkers; i-- > 0;) {
             struct rdma_worker *rw = &g->workers[i];
+            /* registrations go before their protection domain */
+            for (struct rdma_conn *rc = rw->conns; rc; rc = rc->next)
+                mcr_rdma_region_deregister(&rc->stage_reg);
             mcr_rdma_ctx_destroy(rw->ctx);
             /* the context freed its endpoints without callbacks */
             while (rw->conns)

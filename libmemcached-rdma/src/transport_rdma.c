@@ -10,6 +10,13 @@
  * buffers busy) are kept here and go out on the next call, so send never
  * reports EAGAIN (the descriptor below can only signal input).
  *
+ * Large replies: a 1 MiB buffer registered for remote write only (the one
+ * memory of ours the server may touch) is advertised with RNDV_WRITE; the
+ * server RDMA-WRITEs up to that much of the reply stream into it and sends
+ * RNDV_DONE with the byte count; the bytes join the input and the buffer
+ * is advertised again. An RNDV_DONE that does not match closes the
+ * connection.
+ *
  * The descriptor the pipeline polls is an epoll set over the context's
  * descriptor (completions, connection events) and an eventfd that this file
  * keeps readable while received bytes wait in the input buffer or the
@@ -31,6 +38,7 @@
 #include <unistd.h>
 
 #include "rdma/ctx.h"
+#include "rdma/mr.h"
 #include "rdma/rc.h"
 
 /* Bytes kept for later beyond which send waits for the endpoint. */
@@ -39,6 +47,8 @@
 #define RDMA_OUT_WAIT_MS 5000
 #define RDMA_CLOSE_WAIT_MS 1000
 #define RDMA_MSG_IOV_MAX 64
+/* The landing buffer advertised to the server for large replies. */
+#define RDMA_LAND_SIZE (1024u * 1024)
 
 struct rdma_stream {
     struct mcr_rdma_ctx *ctx;
@@ -49,6 +59,14 @@ struct rdma_stream {
     size_t in_off, in_len, in_cap;
     char *out; /* accepted, not yet handed to the endpoint */
     size_t out_off, out_len, out_cap;
+    /* Rendezvous for replies: a buffer registered for remote write only,
+     * advertised with RNDV_WRITE (land_id); the server RDMA-WRITEs reply
+     * bytes into it and sends RNDV_DONE with their count, then the buffer
+     * is copied into the input and advertised again. */
+    char *land;
+    struct mcr_rdma_region land_reg;
+    uint32_t land_id;
+    bool land_out, land_need;
 };
 
 static int64_t now_ms(void)
@@ -88,7 +106,24 @@ static void on_connected(struct mcr_rdma_ep *ep, void *user)
 static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, void *user)
 {
     struct rdma_stream *s = user;
-    if (msg->type != MCR_RDMA_MSG_EAGER ||
+    if (msg->type == MCR_RDMA_MSG_EAGER && msg->flags == MCR_RDMA_F_RNDV_DONE) {
+        /* the server wrote the next n bytes of the stream into our buffer */
+        uint32_t n = 0;
+        if (msg->payload_len == 4)
+            memcpy(&n, msg->payload, 4);
+        n = le32toh(n);
+        if (!s->land_out || msg->request_id != s->land_id || msg->payload_len != 4 || n == 0 ||
+            n > s->land_reg.len || !reserve(&s->in, &s->in_off, s->in_len, &s->in_cap, n)) {
+            mcr_rdma_ep_close(ep);
+            return;
+        }
+        memcpy(s->in + s->in_off + s->in_len, s->land, n);
+        s->in_len += n;
+        s->land_out = false;
+        s->land_need = true;
+        return;
+    }
+    if (msg->type != MCR_RDMA_MSG_EAGER || msg->flags != 0 ||
         !reserve(&s->in, &s->in_off, s->in_len, &s->in_cap, msg->payload_len)) {
         mcr_rdma_ep_close(ep); /* the server sends nothing else; the reader sees the end */
         return;
@@ -202,6 +237,25 @@ static void sync_signal(struct rdma_stream *s)
     }
 }
 
+/* (Re-)advertises the landing buffer when the server may use it. */
+static void advertise(struct rdma_stream *s)
+{
+    if (!s->land_need || s->ep == NULL || s->closed)
+        return;
+    struct mcr_rdma_rndv r = {
+        .addr = (uintptr_t)s->land, .rkey = s->land_reg.mr->rkey, .len = (uint32_t)s->land_reg.len};
+    struct mcr_rdma_send m = {
+        .type = MCR_RDMA_MSG_RNDV_WRITE, .request_id = s->land_id + 1, .advertise = &r};
+    int rc = mcr_rdma_ep_send(s->ep, &m);
+    if (rc == 0) {
+        s->land_id++;
+        s->land_need = false;
+        s->land_out = true;
+    } else if (rc != -EAGAIN) {
+        mcr_rdma_ep_close(s->ep);
+    }
+}
+
 /* Handles what the context has for us, sends what waits. */
 static void progress(struct rdma_stream *s, int timeout_ms)
 {
@@ -211,6 +265,7 @@ static void progress(struct rdma_stream *s, int timeout_ms)
         mcr_rdma_ep_close(s->ep);
     if (!flush_out(s) && s->ep != NULL && !s->closed)
         mcr_rdma_ep_close(s->ep);
+    advertise(s);
     sync_signal(s);
 }
 
@@ -223,6 +278,8 @@ static void stream_free(struct rdma_stream *s)
         while (!s->closed && now_ms() < deadline)
             mcr_rdma_ctx_progress(s->ctx, 10);
     }
+    mcr_rdma_region_deregister(&s->land_reg); /* before its protection domain */
+    free(s->land);
     if (s->ctx != NULL)
         mcr_rdma_ctx_destroy(s->ctx);
     if (s->evfd >= 0)
@@ -286,6 +343,14 @@ static memcached_return_t rdma_open(struct lmr_conn *conn, const struct lmr_endp
         *sys_errno = s->closed ? ECONNREFUSED : ETIMEDOUT;
         stream_free(s);
         return *sys_errno == ETIMEDOUT ? MEMCACHED_TIMEOUT : MEMCACHED_CONNECTION_FAILURE;
+    }
+    /* without a landing buffer, replies simply stay eager */
+    s->land = aligned_alloc(4096, RDMA_LAND_SIZE);
+    if (s->land != NULL &&
+        mcr_rdma_region_register(mcr_rdma_ctx_pd(s->ctx), s->land, RDMA_LAND_SIZE,
+                                 MCR_RDMA_ACCESS_REMOTE_WRITE, &s->land_reg) == 0) {
+        s->land_need = true;
+        advertise(s);
     }
     conn->fd = s->epfd;
     conn->transport_state = s;

@@ -62,7 +62,7 @@ static void server_start(struct server *s, unsigned tcp_port, unsigned rdma_port
     s->pid = fork();
     if (s->pid == 0) {
         execl(server_bin, server_bin, "-u", "root", "-l", "127.0.0.1", "-p", port, "-t", "2", "-m",
-              "128", "-I", "2m", "-o", listen, (char *)NULL);
+              "128", "-I", "9m", "-o", listen, (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 200 && !tcp_accepts(tcp_port); i++)
@@ -137,8 +137,12 @@ static void get_note(struct transcript *t, memcached_st *m, const char *key, con
     free(v);
 }
 
-static const size_t sizes[] = {0,    1,    100,   8127,  8128,   8129,    8159,
-                               8160, 8161, 16384, 65536, 100000, 1048576, 2000000};
+/* 8131..8133: a get reply frame (24 + 4 + value) at the eager payload
+ * -1/0/+1; 1048547..1048549 the same around the client's 1 MiB landing
+ * buffer for RDMA WRITE replies */
+static const size_t sizes[] = {0,      1,       100,     8127,    8128,    8129,    8131,
+                               8132,   8133,    8159,    8160,    8161,    16384,   65536,
+                               100000, 1048547, 1048548, 1048549, 1048576, 2000000, 8388608};
 
 static void scenario(memcached_st *m, struct transcript *t)
 {
@@ -206,7 +210,7 @@ static void scenario(memcached_st *m, struct transcript *t)
     memcached_stat_free(m, st);
 
     /* value sizes around one eager message and beyond */
-    char *buf = malloc(2000000);
+    char *buf = malloc(8388608);
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         fill(buf, sizes[i], (unsigned)i);
         rc = memcached_set(m, "sz", 2, buf, sizes[i], 0, (uint32_t)i);
@@ -351,8 +355,8 @@ int main(int argc, char **argv)
         tap_diag("--- tcp\n%s", tcp.text);
         tap_diag("--- rdma\n%s", rdma.text);
     }
-    tap_ok(strstr(rdma.text, "DIFFERS") == NULL && strstr(rdma.text, "get sz: SUCCESS len=2000000"),
-           "values up to 2,000,000 bytes arrive intact over RDMA");
+    tap_ok(strstr(rdma.text, "DIFFERS") == NULL && strstr(rdma.text, "get sz: SUCCESS len=8388608"),
+           "values up to 8 MiB arrive intact over RDMA");
     tap_ok(strstr(rdma.text, "cas a (right): SUCCESS") != NULL &&
                strstr(rdma.text, "cas a (stale): SUCCESS") == NULL,
            "cas over RDMA: the right cas stores, a stale one is refused");
@@ -362,6 +366,10 @@ int main(int argc, char **argv)
     tap_ok(curr != NULL && atoi(curr) >= 1, "stats over RDMA show rdma_curr_connections %s",
            curr ? curr : "(missing)");
     free(curr);
+    char *rw = st ? memcached_stat_get_value(mr, st, "rdma_rendezvous_writes", &rc) : NULL;
+    tap_ok(rw != NULL && atoi(rw) >= 1,
+           "large replies went as RDMA WRITEs: rdma_rendezvous_writes %s", rw ? rw : "(missing)");
+    free(rw);
     memcached_stat_free(mr, st);
     free(tcp.text);
     free(rdma.text);

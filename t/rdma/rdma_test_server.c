@@ -472,6 +472,29 @@ int main(int argc, char **argv)
     cl_close(&m);
     tap_ok(check_value(&a, "alive", "1", 1), "another client is still served");
 
+    /* lying rendezvous landing buffers (RNDV_WRITE) close only their connection: one
+     * too small to be a landing buffer, one with an rkey that is not the client's */
+    static unsigned char landing[1 << 20];
+    unsigned char *bigval = calloc(1, 100000);
+    ok = bigval && do_set(&b, MCR_BIN_OP_SET, "lie", bigval, 100000) == 0;
+    for (int lie = 0; lie < 2; lie++) {
+        ok = cl_connect(&m) && ok;
+        struct mcr_rdma_rndv r = {.addr = (uintptr_t)landing,
+                                  .rkey = 0x5a5a5a5au,
+                                  .len = lie == 0 ? 100u : (uint32_t)sizeof(landing)};
+        struct mcr_rdma_send adv = {
+            .type = MCR_RDMA_MSG_RNDV_WRITE, .request_id = 1, .advertise = &r};
+        ok = ok && mcr_rdma_ep_send(m.ep, &adv) == 0;
+        if (lie == 1) /* a reply too large for one message goes to the landing buffer */
+            ok = ok && cl_request(&m, MCR_BIN_OP_GET, NULL, 0, "lie", NULL, 0, 1);
+        run_until(cl_is_closed, &m, 5000);
+        tap_ok(ok && m.closed, "a rendezvous landing buffer with %s closes that connection",
+               lie == 0 ? "a bad length" : "a bad rkey");
+        cl_close(&m);
+        tap_ok(check_value(&a, "lie", bigval, 100000), "another client is still served");
+    }
+    free(bigval);
+
     /* a client process killed in the middle of a request */
     /* a fresh process (verbs resources do not survive fork()) */
     pid_t child = fork();
