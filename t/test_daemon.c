@@ -125,7 +125,7 @@ static int start_server(struct server *s, const char *const *extra)
     args[n++] = "-l";
     args[n++] = "127.0.0.1";
     args[n++] = "-p";
-    args[n++] = "0";
+    args[n++] = "-1"; /* a free port, reported in MEMCACHED_PORT_FILENAME */
     args[n++] = "-U";
     args[n++] = "0";
     for (; extra && *extra && n < 46; extra++)
