@@ -28,9 +28,14 @@
  * message whose 4-byte payload is the byte count; RC ordering puts the
  * data in place before that message. Until the client advertises again,
  * large output waits. A landing buffer out of bounds, a second one while
- * one is held, a failed WRITE (a bad rkey), an RNDV_DONE or an RNDV_READ
- * from the client close that connection only. RNDV_READ (large requests
- * pulled by RDMA READ) is not served yet (doc/rdma.md).
+ * one is held, a failed WRITE (a bad rkey) or an RNDV_DONE from the
+ * client close that connection only.
+ *
+ * Rendezvous for input: an RNDV_READ message advertises the next bytes of
+ * the client's request stream; the endpoint is paused (later messages wait
+ * in their receive buffers, keeping the order), the region is pulled with
+ * one RDMA READ into a local-only staging buffer, appended to the input,
+ * and an eager RNDV_DONE frees the client's region (doc/rdma.md).
  */
 #include "net_rdma.h"
 
@@ -124,6 +129,13 @@ struct rdma_conn {
     uint32_t done_len;
     char *stage;
     struct mcr_rdma_region stage_reg;
+    /* Rendezvous for input (RDMA READ): the region of an RNDV_READ being
+     * pulled into rstage (local-only), the endpoint paused meanwhile. */
+    struct mcr_rdma_rndv rsrc;
+    uint32_t rsrc_id;
+    bool read_inflight, rdone_pending;
+    char *rstage;
+    struct mcr_rdma_region rstage_reg;
     uint64_t serial; /* names the connection in "stats conns" */
     char listen_addr[80];
 };
@@ -187,6 +199,8 @@ static void rconn_unlink_free(struct rdma_conn *rc)
         event_free(rc->ready_ev);
     mcr_rdma_region_deregister(&rc->stage_reg);
     free(rc->stage);
+    mcr_rdma_region_deregister(&rc->rstage_reg);
+    free(rc->rstage);
     free(rc->in);
     free(rc);
 }
@@ -260,6 +274,9 @@ static void on_connected(struct mcr_rdma_ep *ep, void *user)
     }
 }
 
+static void append_input(struct rdma_conn *rc, const void *data, uint32_t len);
+static void start_read(struct rdma_conn *rc, const struct mcr_rdma_msg *msg);
+
 static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, void *user)
 {
     struct rdma_conn *rc = user;
@@ -283,13 +300,23 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
             rc->send_blocked = false;
             rconn_poke(rc);
         }
-    } else if (msg->type != MCR_RDMA_MSG_EAGER) {
-        rconn_fail(rc, "rendezvous reads are not served");
-        return;
     }
     CTR_ADD(rc->rw, eager_msgs, 1);
+    if (msg->type == MCR_RDMA_MSG_RNDV_READ) {
+        start_read(rc, msg);
+        return;
+    }
     if (msg->payload_len == 0)
         return;
+    append_input(rc, msg->payload, msg->payload_len);
+}
+
+/* Appends received stream bytes to the connection's input. */
+static void append_input(struct rdma_conn *rc, const void *data, uint32_t len)
+{
+    struct mcr_rdma_ep *ep = rc->ep;
+    struct mcr_rdma_msg m = {.payload = data, .payload_len = len};
+    const struct mcr_rdma_msg *msg = &m;
     if (rc->in_off > 0 && rc->in_off + rc->in_len + msg->payload_len > rc->in_cap) {
         memmove(rc->in, rc->in + rc->in_off, rc->in_len);
         rc->in_off = 0;
@@ -315,17 +342,98 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
     CTR_ADD(rc->rw, bytes_read, msg->payload_len);
     if (rc->in_len >= RDMA_INPUT_HIGH && !rc->paused) {
         rc->paused = true;
-        mcr_rdma_ep_pause(ep);
+        if (!rc->read_inflight)
+            mcr_rdma_ep_pause(ep);
     }
     if (rc->want_read)
         rconn_poke(rc);
 }
 
+/* Large input: the client advertises the next bytes of its stream with
+ * RNDV_READ (payload, if any, first). They are pulled with one RDMA READ
+ * into the local-only staging buffer while the endpoint is paused (later
+ * messages wait in their receive buffers), then appended, and RNDV_DONE
+ * tells the client its region is free. */
+static void start_read(struct rdma_conn *rc, const struct mcr_rdma_msg *msg)
+{
+    if (rc->read_inflight || msg->rndv.len > RDMA_LAND_MAX) {
+        rconn_fail(rc, "bad rendezvous read region");
+        return;
+    }
+    if (msg->payload_len > 0)
+        append_input(rc, msg->payload, msg->payload_len);
+    if (!rc->ep || rc->peer_gone)
+        return;
+    if (rc->rstage_reg.len < msg->rndv.len) {
+        mcr_rdma_region_deregister(&rc->rstage_reg);
+        free(rc->rstage);
+        size_t sz = msg->rndv.len < (1u << 20) ? (1u << 20) : msg->rndv.len;
+        rc->rstage = malloc(sz);
+        if (!rc->rstage || mcr_rdma_region_register(mcr_rdma_ctx_pd(rc->rw->ctx), rc->rstage, sz,
+                                                    MCR_RDMA_ACCESS_LOCAL, &rc->rstage_reg) != 0) {
+            free(rc->rstage);
+            rc->rstage = NULL;
+            rconn_fail(rc, "out of memory for a rendezvous read");
+            return;
+        }
+    }
+    rc->rsrc = msg->rndv;
+    rc->rsrc_id = msg->request_id;
+    if (mcr_rdma_ep_rdma_read(rc->ep, &rc->rsrc, 0, rc->rstage, rc->rstage_reg.mr, rc->rsrc.len,
+                              &rc->rstage_reg) != 0) {
+        rconn_fail(rc, "rendezvous read refused");
+        return;
+    }
+    rc->read_inflight = true;
+    CTR_ADD(rc->rw, rendezvous_reads, 1);
+    if (!rc->paused)
+        mcr_rdma_ep_pause(rc->ep);
+}
+
+/* RNDV_DONE for the client's RNDV_READ region; retried after completions
+ * while no send buffer is free. */
+static void send_read_done(struct rdma_conn *rc)
+{
+    if (!rc->ep || rc->peer_gone)
+        return;
+    struct mcr_rdma_send s = {
+        .type = MCR_RDMA_MSG_EAGER,
+        .flags = MCR_RDMA_F_RNDV_DONE,
+        .request_id = rc->rsrc_id,
+    };
+    int r = mcr_rdma_ep_send(rc->ep, &s);
+    rc->rdone_pending = r == -EAGAIN;
+    if (r == 0)
+        CTR_ADD(rc->rw, eager_msgs, 1);
+    else if (r != -EAGAIN)
+        rconn_fail(rc, "cannot end a rendezvous read");
+}
+
+static void read_done(struct rdma_conn *rc, int status)
+{
+    rc->read_inflight = false;
+    if (status != 0) {
+        if (rc->conn && !rc->peer_gone)
+            rconn_fail(rc, "rendezvous read failed");
+        return;
+    }
+    if (!rc->conn || rc->peer_gone)
+        return;
+    bool was_paused = rc->paused;
+    append_input(rc, rc->rstage, rc->rsrc.len);
+    send_read_done(rc);
+    if (!was_paused && !rc->paused && rc->ep && !rc->peer_gone)
+        mcr_rdma_ep_resume(rc->ep);
+}
+
 static void on_rdma_done(struct mcr_rdma_ep *ep, void *cookie, int status, void *user)
 {
     (void)ep;
-    (void)cookie;
     struct rdma_conn *rc = user;
+    if (cookie == &rc->rstage_reg) {
+        read_done(rc, status);
+        return;
+    }
     rc->write_inflight = false; /* the staging buffer is ours again */
     if (status != 0) {
         if (rc->conn && !rc->peer_gone)
@@ -432,7 +540,8 @@ static ssize_t rdma_recv(struct conn *c, void *buf, size_t len)
         rc->in_off = 0;
     if (rc->paused && rc->in_len < RDMA_INPUT_HIGH / 2 && rc->ep && !rc->peer_gone) {
         rc->paused = false;
-        mcr_rdma_ep_resume(rc->ep); /* held messages land in rc->in */
+        if (!rc->read_inflight)
+            mcr_rdma_ep_resume(rc->ep); /* held messages land in rc->in */
     }
     return (ssize_t)n;
 }
@@ -650,6 +759,8 @@ const struct transport_ops net_rdma_transport = {
 static void unblock_writers(struct rdma_worker *rw)
 {
     for (struct rdma_conn *rc = rw->conns; rc; rc = rc->next) {
+        if (rc->rdone_pending)
+            send_read_done(rc);
         if (rc->send_blocked) {
             rc->send_blocked = false;
             if (rc->want_write)
@@ -915,7 +1026,7 @@ static int open_one(struct event_base *base, const char *spec)
     log_msg(LOG_WARN,
             "listening on rdma:%s (device %s, RC; %u worker contexts; %u-byte messages, %u "
             "credits per connection, %u receive and %u send buffers per worker: up to %u "
-            "connections per worker; large replies by RDMA WRITE; polling %s)",
+            "connections per worker; large values by RDMA READ/WRITE; polling %s)",
             l->addr, mcr_rdma_ctx_device_name(ctx), l->group->nworkers, eff->buf_size, eff->credits,
             eff->recv_bufs, eff->send_bufs, eff->recv_bufs / eff->credits, poll_mode_name());
     l->next = listens;
@@ -967,8 +1078,10 @@ void net_rdma_shutdown(void)
         for (unsigned i = g->nworkers; i-- > 0;) {
             struct rdma_worker *rw = &g->workers[i];
             /* registrations go before their protection domain */
-            for (struct rdma_conn *rc = rw->conns; rc; rc = rc->next)
+            for (struct rdma_conn *rc = rw->conns; rc; rc = rc->next) {
                 mcr_rdma_region_deregister(&rc->stage_reg);
+                mcr_rdma_region_deregister(&rc->rstage_reg);
+            }
             mcr_rdma_ctx_destroy(rw->ctx);
             /* the context freed its endpoints without callbacks */
             while (rw->conns)

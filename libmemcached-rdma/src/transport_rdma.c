@@ -67,6 +67,14 @@ struct rdma_stream {
     struct mcr_rdma_region land_reg;
     uint32_t land_id;
     bool land_out, land_need;
+    /* Rendezvous for requests: a buffer registered for remote read only;
+     * request bytes beyond one message are copied into it and advertised
+     * with RNDV_READ (src_id); the server pulls them with an RDMA READ and
+     * answers RNDV_DONE, after which the buffer may be reused. */
+    char *src;
+    struct mcr_rdma_region src_reg;
+    uint32_t src_id;
+    bool src_busy;
 };
 
 static int64_t now_ms(void)
@@ -106,6 +114,14 @@ static void on_connected(struct mcr_rdma_ep *ep, void *user)
 static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, void *user)
 {
     struct rdma_stream *s = user;
+    if (msg->type == MCR_RDMA_MSG_EAGER && msg->flags == MCR_RDMA_F_RNDV_DONE &&
+        msg->payload_len == 0) {
+        /* the server has pulled our RNDV_READ region */
+        if (!s->src_busy || msg->request_id != s->src_id)
+            mcr_rdma_ep_close(ep);
+        s->src_busy = false;
+        return;
+    }
     if (msg->type == MCR_RDMA_MSG_EAGER && msg->flags == MCR_RDMA_F_RNDV_DONE) {
         /* the server wrote the next n bytes of the stream into our buffer */
         uint32_t n = 0;
@@ -195,6 +211,45 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
         }
         if (msg_len == 0)
             return (ssize_t)taken;
+        if (msg_len == max_payload && s->src_reg.mr != NULL) {
+            size_t rest = 0;
+            for (int k = i; k < iovcnt; k++)
+                rest += iov[k].iov_len - (k == i ? off : 0);
+            if (rest > max_payload) {
+                if (s->src_busy)
+                    return (ssize_t)taken; /* kept until the server pulled the last one */
+                size_t want = rest < s->src_reg.len ? rest : s->src_reg.len;
+                size_t got = 0;
+                int k = i;
+                size_t koff = off;
+                while (got < want) {
+                    size_t avail = iov[k].iov_len - koff;
+                    size_t take = avail < want - got ? avail : want - got;
+                    memcpy(s->src + got, (const char *)iov[k].iov_base + koff, take);
+                    got += take;
+                    koff += take;
+                    if (koff == iov[k].iov_len) {
+                        k++;
+                        koff = 0;
+                    }
+                }
+                struct mcr_rdma_rndv r = {
+                    .addr = (uintptr_t)s->src, .rkey = s->src_reg.mr->rkey, .len = (uint32_t)got};
+                struct mcr_rdma_send m = {
+                    .type = MCR_RDMA_MSG_RNDV_READ, .request_id = s->src_id + 1, .advertise = &r};
+                int rc = mcr_rdma_ep_send(s->ep, &m);
+                if (rc == -EAGAIN)
+                    return (ssize_t)taken;
+                if (rc != 0)
+                    return -1;
+                s->src_id++;
+                s->src_busy = true;
+                taken += got;
+                i = k;
+                off = koff;
+                continue;
+            }
+        }
         struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_EAGER, .iov = msg_iov, .iovcnt = n};
         int rc = mcr_rdma_ep_send(s->ep, &m);
         if (rc == -EAGAIN)
@@ -280,6 +335,8 @@ static void stream_free(struct rdma_stream *s)
     }
     mcr_rdma_region_deregister(&s->land_reg); /* before its protection domain */
     free(s->land);
+    mcr_rdma_region_deregister(&s->src_reg);
+    free(s->src);
     if (s->ctx != NULL)
         mcr_rdma_ctx_destroy(s->ctx);
     if (s->evfd >= 0)
@@ -352,6 +409,10 @@ static memcached_return_t rdma_open(struct lmr_conn *conn, const struct lmr_endp
         s->land_need = true;
         advertise(s);
     }
+    s->src = aligned_alloc(4096, RDMA_LAND_SIZE);
+    if (s->src != NULL)
+        mcr_rdma_region_register(mcr_rdma_ctx_pd(s->ctx), s->src, RDMA_LAND_SIZE,
+                                 MCR_RDMA_ACCESS_REMOTE_READ, &s->src_reg);
     conn->fd = s->epfd;
     conn->transport_state = s;
     conn->ops = &lmr_transport_rdma;

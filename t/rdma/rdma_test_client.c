@@ -370,6 +370,11 @@ int main(int argc, char **argv)
     tap_ok(rw != NULL && atoi(rw) >= 1,
            "large replies went as RDMA WRITEs: rdma_rendezvous_writes %s", rw ? rw : "(missing)");
     free(rw);
+    char *rr = st ? memcached_stat_get_value(mr, st, "rdma_rendezvous_reads", &rc) : NULL;
+    tap_ok(rr != NULL && atoi(rr) >= 1,
+           "large requests were pulled by RDMA READs: rdma_rendezvous_reads %s",
+           rr ? rr : "(missing)");
+    free(rr);
     memcached_stat_free(mr, st);
     free(tcp.text);
     free(rdma.text);
