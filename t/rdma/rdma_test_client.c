@@ -316,6 +316,33 @@ static int client_process(int k, unsigned rdma_port)
     return wrong == 0 ? 0 : 1;
 }
 
+/* Sets and gets 8 MiB values until killed (every one a rendezvous). */
+static int big_client_process(unsigned rdma_port)
+{
+    struct server s = {.rdma_port = rdma_port};
+    memcached_st *m = rdma_client(&s);
+    size_t n = 8388608;
+    char *v = malloc(n);
+    memset(v, 'k', n);
+    for (int i = 0; i < 100000; i++) {
+        memcached_set(m, "bigkill", 7, v, n, 0, 0);
+        free(
+            memcached_get(m, "bigkill", 7, &(size_t){0}, &(uint32_t){0}, &(memcached_return_t){0}));
+    }
+    return 0;
+}
+
+static long rdma_stat(memcached_st *m, const char *name)
+{
+    memcached_return_t rc;
+    memcached_stat_st *st = memcached_stat(m, NULL, &rc);
+    char *v = st ? memcached_stat_get_value(m, st, name, &rc) : NULL;
+    long n = v ? atol(v) : -1;
+    free(v);
+    memcached_stat_free(m, st);
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -325,6 +352,8 @@ int main(int argc, char **argv)
         tap_bail("RXE_VM_ADDR is not set: run inside scripts/rxe-vm");
     if (strcmp(argv[1], "--client") == 0 && argc == 4)
         return client_process(atoi(argv[2]), (unsigned)atoi(argv[3]));
+    if (strcmp(argv[1], "--big") == 0 && argc == 3)
+        return big_client_process((unsigned)atoi(argv[2]));
     const char *self = argv[0];
     server_bin = argv[1];
     signal(SIGPIPE, SIG_IGN);
@@ -422,6 +451,47 @@ int main(int argc, char **argv)
     }
     tap_ok(kids_ok == 4,
            "four client processes at once, 300 set/get and 500 in flight each (%d ok)", kids_ok);
+
+    /* ---- a client killed in the middle of rendezvous transfers ------------------------- */
+    long conns_before = rdma_stat(mr, "rdma_curr_connections");
+    long rv_before =
+        rdma_stat(mr, "rdma_rendezvous_reads") + rdma_stat(mr, "rdma_rendezvous_writes");
+    pid_t big = fork();
+    if (big == 0) {
+        char port[16];
+        snprintf(port, sizeof(port), "%u", s1.rdma_port);
+        execl(self, self, "--big", port, (char *)NULL);
+        _exit(126);
+    }
+    long rv_now = rv_before;
+    for (int i = 0; i < 200 && rv_now < rv_before + 12; i++) {
+        usleep(20000);
+        rv_now = rdma_stat(mr, "rdma_rendezvous_reads") + rdma_stat(mr, "rdma_rendezvous_writes");
+    }
+    kill(big, SIGKILL);
+    waitpid(big, NULL, 0);
+    long conns_after = -1;
+    for (int i = 0; i < 250; i++) {
+        conns_after = rdma_stat(mr, "rdma_curr_connections");
+        if (conns_after == conns_before)
+            break;
+        usleep(20000);
+    }
+    tap_ok(rv_now >= rv_before + 12 && conns_after == conns_before,
+           "a client killed during 8 MiB rendezvous transfers is cleaned up "
+           "(%ld transfers seen; rdma_curr_connections %ld, before %ld)",
+           rv_now - rv_before, conns_after, conns_before);
+    {
+        size_t n = 3000000, l = 0;
+        char *val3 = malloc(n);
+        fill(val3, n, 99);
+        memcached_return_t r = memcached_set(mr, "afterkill", 9, val3, n, 0, 0);
+        char *got = memcached_get(mr, "afterkill", 9, &l, &(uint32_t){0}, &r);
+        tap_ok(r == MEMCACHED_SUCCESS && got && l == n && memcmp(got, val3, n) == 0,
+               "others are served after it (a 3 MB set and get)");
+        free(got);
+        free(val3);
+    }
 
     /* ---- mixed cluster: one server over TCP, one over RDMA ------------------------------ */
     server_start(&s2, base + 2, base + 3);
