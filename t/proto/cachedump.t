@@ -6,7 +6,8 @@ use warnings;
 use Test::More;
 use MCTest;
 
-my $srv = start_server('-m', '64');
+# memcached's LRU maintainer moves items out of the segment cachedump walks
+my $srv = start_server('-m', '64', '-o', 'no_lru_maintainer');
 my $s = $srv->connect;
 
 mc_is($s, "set alpha 0 0 5\r\nhello\r\n", "STORED\r\n", 'set alpha');
