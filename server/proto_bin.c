@@ -22,6 +22,7 @@
  * engine counts them, following memcached's binary engine where it differs.
  */
 #include "proto_bin.h"
+#include "growbuf.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -461,30 +462,8 @@ static void process_arith(struct conn *c, const struct bin_request *req)
 /* Stats replies: one STAT packet per value, then an empty one. */
 struct bin_stats {
     const struct bin_reply *rc;
-    char *buf;
-    size_t len, cap;
-    bool oom;
+    struct growbuf out;
 };
-
-static void stats_append(struct bin_stats *st, const void *data, size_t n)
-{
-    if (st->oom)
-        return;
-    if (st->len + n > st->cap) {
-        size_t cap = st->cap ? st->cap : 4096;
-        while (cap < st->len + n)
-            cap *= 2;
-        char *b = realloc(st->buf, cap);
-        if (!b) {
-            st->oom = true;
-            return;
-        }
-        st->buf = b;
-        st->cap = cap;
-    }
-    memcpy(st->buf + st->len, data, n);
-    st->len += n;
-}
 
 static void stats_packet(struct bin_stats *st, const char *name, size_t nlen, const char *value,
                          size_t vlen)
@@ -492,9 +471,9 @@ static void stats_packet(struct bin_stats *st, const char *name, size_t nlen, co
     unsigned char head[MCR_BIN_HEADER_LEN];
     mcr_bin_response_encode(head, MCR_BIN_OP_STAT, MCR_BIN_STATUS_SUCCESS, 0, (uint16_t)nlen,
                             (uint32_t)(nlen + vlen), st->rc->opaque, 0);
-    stats_append(st, head, sizeof(head));
-    stats_append(st, name, nlen);
-    stats_append(st, value, vlen);
+    growbuf_append(&st->out, head, sizeof(head));
+    growbuf_append(&st->out, name, nlen);
+    growbuf_append(&st->out, value, vlen);
 }
 
 static void emit_stat_packet(void *ctx, const char *name, const char *value)
@@ -506,13 +485,13 @@ static void emit_stat_packet(void *ctx, const char *name, const char *value)
 static void stats_send(struct conn *c, struct bin_stats *st)
 {
     stats_packet(st, "", 0, "", 0);
-    struct resp *r = st->oom ? NULL : conn_resp_add(c);
+    struct resp *r = st->out.oom ? NULL : conn_resp_add(c);
     if (!r) {
-        free(st->buf);
+        free(st->out.buf);
         reply_error(c, st->rc, MCR_BIN_STATUS_ENOMEM, "Out of memory preparing to send stats");
         return;
     }
-    resp_set_heap(r, st->buf, st->len);
+    resp_set_heap(r, st->out.buf, st->out.len);
 }
 
 static bool key_is(const char *key, size_t nkey, const char *word)
@@ -531,7 +510,7 @@ static void process_stat(struct conn *c, const struct bin_request *req)
 {
     const char *key = req->key;
     size_t nkey = req->h.keylen;
-    struct bin_stats st = {&req->rc, NULL, 0, 0, false};
+    struct bin_stats st = {&req->rc, {NULL, 0, 0, false}};
 
     if (log_enabled(LOG_CMDS))
         log_msg(LOG_CMDS, "<%d STATS %.*s", c->fd, (int)nkey, key);

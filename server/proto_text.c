@@ -27,6 +27,7 @@
 #include "stats_detail.h"
 #include "thread.h"
 #include "tokenize.h"
+#include "growbuf.h"
 #include "watch.h"
 
 #define MAX_TOKENS 24
@@ -122,46 +123,19 @@ static bool set_noreply_maybe(struct token *tokens, size_t ntokens)
     return tokens[i].value && tokens[i].length == 7 && strcmp(tokens[i].value, "noreply") == 0;
 }
 
-/* Growing text for stats replies. */
-struct stats_text {
-    char *buf;
-    size_t len, cap;
-    bool oom;
-};
-
-static void text_append(struct stats_text *t, const char *s, size_t n)
-{
-    if (t->oom)
-        return;
-    if (t->len + n > t->cap) {
-        size_t cap = t->cap ? t->cap : 1024;
-        while (cap < t->len + n)
-            cap *= 2;
-        char *b = realloc(t->buf, cap);
-        if (!b) {
-            t->oom = true;
-            return;
-        }
-        t->buf = b;
-        t->cap = cap;
-    }
-    memcpy(t->buf + t->len, s, n);
-    t->len += n;
-}
-
 static void emit_stat_line(void *ctx, const char *name, const char *value)
 {
-    struct stats_text *t = ctx;
-    text_append(t, "STAT ", 5);
-    text_append(t, name, strlen(name));
-    text_append(t, " ", 1);
-    text_append(t, value, strlen(value));
-    text_append(t, "\r\n", 2);
+    struct growbuf *t = ctx;
+    growbuf_append(t, "STAT ", 5);
+    growbuf_append(t, name, strlen(name));
+    growbuf_append(t, " ", 1);
+    growbuf_append(t, value, strlen(value));
+    growbuf_append(t, "\r\n", 2);
 }
 
-static void send_stats_text(struct conn *c, struct stats_text *t)
+static void send_stats_text(struct conn *c, struct growbuf *t)
 {
-    text_append(t, "END\r\n", 5);
+    growbuf_append(t, "END\r\n", 5);
     struct resp *r = t->oom ? NULL : conn_resp_add(c);
     if (!r) {
         free(t->buf);
@@ -555,7 +529,7 @@ static bool valid_class_list(const char *list)
 
 /* ---- item dumps --------------------------------------------------------------------- */
 struct dump_text {
-    struct stats_text t;
+    struct growbuf t;
     time_t started;
     /* cachedump: the newest `limit` lines of one class, kept in a ring */
     char **ring;
@@ -574,7 +548,7 @@ static void metadump_line(void *ctx, const item *it)
         (unsigned long long)d->started + item_last_access(it), (unsigned long long)item_cas(it),
         item_was_fetched(it) ? "yes" : "no", item_slab_class(it), item_memcached_size(it));
     if (n > 0)
-        text_append(&d->t, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+        growbuf_append(&d->t, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }
 
 /* memcached's class ids are 1..63; the list is "all" or "1,2,...". */
@@ -683,7 +657,7 @@ static void process_cachedump(struct conn *c, struct token *tokens, size_t ntoke
         size_t at = (d.ring_next + d.ring_cap - 1 - i) % d.ring_cap;
         size_t len = strlen(d.ring[at]);
         if (d.t.len + len + 5 <= CACHEDUMP_MAX_BYTES)
-            text_append(&d.t, d.ring[at], len);
+            growbuf_append(&d.t, d.ring[at], len);
         free(d.ring[at]);
     }
     free(d.ring);
@@ -895,7 +869,7 @@ static enum proto_status process_shutdown(struct conn *c, struct token *tokens, 
 
 static void process_stats(struct conn *c, struct token *tokens, size_t ntokens)
 {
-    struct stats_text t = {NULL, 0, 0, false};
+    struct growbuf t = {NULL, 0, 0, false};
     if (ntokens == 2) {
         stats_report_general(emit_stat_line, &t);
         send_stats_text(c, &t);
