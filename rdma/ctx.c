@@ -239,6 +239,7 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
         what = "ibv_req_notify_cq";
         goto fail_errno;
     }
+    ctx->armed = true;
     struct ibv_srq_init_attr srq_attr = {.attr = {.max_wr = opts->recv_bufs, .max_sge = 1}};
     if ((ctx->srq = ibv_create_srq(ctx->pd, &srq_attr)) == NULL) {
         what = "ibv_create_srq";
@@ -575,6 +576,16 @@ static void drain_async_events(struct mcr_rdma_ctx *ctx)
         ibv_ack_async_event(&ev);
 }
 
+/* Asks for an event at the next completion, then takes the completions
+ * that arrived before the request. Returns those or a negative errno. */
+static int arm_cq(struct mcr_rdma_ctx *ctx)
+{
+    if (ibv_req_notify_cq(ctx->cq, 0) != 0)
+        return -EIO;
+    ctx->armed = true;
+    return mcr_rdma_ctx_poll_cq(ctx);
+}
+
 static int handle_cq(struct mcr_rdma_ctx *ctx)
 {
     drain_async_events(ctx);
@@ -582,13 +593,15 @@ static int handle_cq(struct mcr_rdma_ctx *ctx)
     void *ev_ctx;
     while (ibv_get_cq_event(ctx->comp_channel, &ev_cq, &ev_ctx) == 0)
         ibv_ack_cq_events(ev_cq, 1);
+    ctx->armed = false;
     int handled = mcr_rdma_ctx_poll_cq(ctx);
     if (handled < 0)
         return handled;
-    if (ibv_req_notify_cq(ctx->cq, 0) != 0)
-        return -EIO;
-    /* Completions that arrived between the last poll and re-arming. */
-    int more = mcr_rdma_ctx_poll_cq(ctx);
+    if (ctx->polling) { /* the owner polls: no event (and no system call) per completion */
+        reap(ctx);
+        return handled;
+    }
+    int more = arm_cq(ctx);
     reap(ctx);
     return more < 0 ? more : handled + more;
 }
@@ -616,6 +629,16 @@ int mcr_rdma_ctx_poll(struct mcr_rdma_ctx *ctx)
     return n < 0 ? -EIO : total;
 }
 
+int mcr_rdma_ctx_set_polling(struct mcr_rdma_ctx *ctx, bool polling)
+{
+    ctx->polling = polling;
+    if (polling || ctx->armed)
+        return 0;
+    int n = arm_cq(ctx);
+    reap(ctx);
+    return n;
+}
+
 int mcr_rdma_ctx_handle_events(struct mcr_rdma_ctx *ctx)
 {
     int cm = handle_cm(ctx);
@@ -638,6 +661,13 @@ int mcr_rdma_ctx_progress(struct mcr_rdma_ctx *ctx, int timeout_ms)
         } while (handled == 0 && now_us() < until);
         if (handled > 0) {
             int n = handle_cm(ctx);
+            return n < 0 ? n : handled + n;
+        }
+    }
+    if (!ctx->armed) { /* polling owner: sleeping needs an event for the next completion */
+        int n = arm_cq(ctx);
+        if (n != 0) {
+            reap(ctx);
             return n < 0 ? n : handled + n;
         }
     }

@@ -17,6 +17,7 @@
 #ifndef MCR_RDMA_CTX_H
 #define MCR_RDMA_CTX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,6 +67,14 @@ int mcr_rdma_ctx_handle_events(struct mcr_rdma_ctx *ctx);
  * descriptor is readable.
  * Returns completions handled or a negative errno. */
 int mcr_rdma_ctx_poll(struct mcr_rdma_ctx *ctx);
+/* Busy-polling owners (spin and adaptive modes) turn completion events off
+ * while they poll, so completions cost no system call: polling true stops
+ * re-arming the completion queue (the descriptor then signals RDMA CM
+ * events and hand-overs only); polling false arms it again at once, taking
+ * the completions that came before (returned, or a negative errno). Callers
+ * that set polling must call mcr_rdma_ctx_poll() themselves until they set
+ * it back to false. */
+int mcr_rdma_ctx_set_polling(struct mcr_rdma_ctx *ctx, bool polling);
 /* Waits up to timeout_ms (-1: forever) for CM or completion events, handles
  * them, and frees endpoints whose close finished. Returns events handled (0 on
  * timeout) or a negative errno. */

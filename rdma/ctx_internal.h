@@ -122,6 +122,8 @@ struct mcr_rdma_ctx {
     uint8_t rd_atomic; /* outstanding RDMA READs per QP, both directions */
     bool reap_pending; /* some endpoint is closing */
     bool destroying;   /* mcr_rdma_ctx_destroy runs: no callbacks, no new work */
+    bool polling;      /* the owner busy-polls: completions raise no events */
+    bool armed;        /* the CQ will raise an event for its next completion */
     /* Credits promised to peers, including endpoints still in the inbox:
      * other threads reserve here when they place a connection on this
      * context. Never above opts.recv_bufs. */

@@ -84,6 +84,8 @@ void net_rdma_shutdown(void) {}
 #define RDMA_INPUT_HIGH (256 * 1024)
 /* Adaptive polling keeps polling this long after the last completion. */
 #define RDMA_ADAPTIVE_US 200
+/* A polling pass spins on the completion queue at most this long. */
+#define RDMA_SPIN_PASS_US 20
 /* iovecs gathered into one message */
 #define RDMA_MSG_IOV_MAX 64
 /* Largest landing buffer a client may advertise for RDMA WRITEs. */
@@ -146,6 +148,7 @@ struct rdma_worker {
     struct event *ctx_ev;  /* the context's descriptor */
     struct event *poll_ev; /* spin / adaptive polling */
     uint64_t last_busy_us;
+    bool polling; /* the context's completions raise no events */
     struct rdma_conn *conns;
     struct rdma_counters ctr;
 };
@@ -770,8 +773,11 @@ static void unblock_writers(struct rdma_worker *rw)
 }
 
 /* Spin and adaptive polling: keep polling the completion queue from the
- * event loop (other events still run between two polls); adaptive stops
- * RDMA_ADAPTIVE_US after the last completion and sleeps on the descriptor. */
+ * event loop (other events still run between two polls) while the worker
+ * has RDMA connections; adaptive stops RDMA_ADAPTIVE_US after the last
+ * completion. While polling, completions raise no events (no system call
+ * per completion); when polling stops the queue is armed again and the
+ * worker sleeps on the descriptor. */
 static void keep_polling(struct rdma_worker *rw, int handled)
 {
     if (settings.rdma_poll == 0)
@@ -779,11 +785,27 @@ static void keep_polling(struct rdma_worker *rw, int handled)
     uint64_t now = now_us();
     if (handled > 0)
         rw->last_busy_us = now;
+    bool go =
+        rw->conns != NULL && (settings.rdma_poll == 1 || now - rw->last_busy_us < RDMA_ADAPTIVE_US);
+    if (!go && rw->polling) {
+        rw->polling = false;
+        int n = mcr_rdma_ctx_set_polling(rw->ctx, false);
+        if (n > 0) { /* completions came before the queue was armed */
+            unblock_writers(rw);
+            rw->last_busy_us = now;
+            go = true;
+        }
+    }
+    if (!go)
+        return;
+    if (!rw->polling) {
+        rw->polling = true;
+        mcr_rdma_ctx_set_polling(rw->ctx, true);
+    }
     /* a zero timeout, not event_active(): libevent runs events activated
      * from a callback in the same pass, which would never poll descriptors */
     static const struct timeval next_pass = {0, 0};
-    if (settings.rdma_poll == 1 || now - rw->last_busy_us < RDMA_ADAPTIVE_US)
-        event_add(rw->poll_ev, &next_pass);
+    event_add(rw->poll_ev, &next_pass);
 }
 
 static void ctx_event_cb(evutil_socket_t fd, short what, void *arg)
@@ -800,12 +822,22 @@ static void ctx_event_cb(evutil_socket_t fd, short what, void *arg)
     keep_polling(rw, n);
 }
 
+/* One polling pass: polls the completion queue for up to RDMA_SPIN_PASS_US
+ * until something completes, so an idle spinning worker enters the event
+ * loop (one system call) only that often. */
 static void poll_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct rdma_worker *rw = arg;
     int n = mcr_rdma_ctx_poll(rw->ctx);
+    if (n == 0) {
+        /* the clock only every few polls: in some virtual machines reading
+         * it is a system call */
+        uint64_t until = now_us() + RDMA_SPIN_PASS_US;
+        for (unsigned i = 1; n == 0 && (i % 64 != 0 || now_us() < until); i++)
+            n = mcr_rdma_ctx_poll(rw->ctx);
+    }
     if (n > 0)
         unblock_writers(rw);
     keep_polling(rw, n);
