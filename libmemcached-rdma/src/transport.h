@@ -51,12 +51,21 @@ struct lmr_transport_ops {
     ssize_t (*recv)(struct lmr_conn *conn, void *buf, size_t len);
     int (*poll_fd)(const struct lmr_conn *conn);
     void (*close)(struct lmr_conn *conn);
+    /* Optional, for transports whose input can be polled without a system
+     * call (RDMA): before the pipeline sleeps on poll_fd it calls poll_input
+     * repeatedly, for up to conn->spin_us, until one returns true (recv
+     * has bytes or end of stream for it); then prepare_sleep, which makes
+     * poll_fd signal the next input and returns true if input came
+     * meanwhile (the pipeline then does not sleep). */
+    bool (*poll_input)(struct lmr_conn *conn);
+    bool (*prepare_sleep)(struct lmr_conn *conn);
 };
 
 struct lmr_conn {
     const struct lmr_transport_ops *ops; /* NULL while closed */
     int fd;
     void *transport_state; /* for transports that need more than an fd */
+    unsigned spin_us;      /* poll_input budget before sleeping (0: none) */
 };
 
 extern const struct lmr_transport_ops lmr_transport_socket;

@@ -49,6 +49,8 @@
 #define RDMA_MSG_IOV_MAX 64
 /* The landing buffer advertised to the server for large replies. */
 #define RDMA_LAND_SIZE (1024u * 1024)
+/* Default reply polling budget before sleeping (LIBMEMCACHED_RDMA_SPIN_US). */
+#define RDMA_SPIN_US_DEFAULT 200
 
 struct rdma_stream {
     struct mcr_rdma_ctx *ctx;
@@ -311,20 +313,39 @@ static void advertise(struct rdma_stream *s)
     }
 }
 
-/* Handles what the context has for us, sends what waits. */
+/* Handles what the context has for us, sends what waits. timeout_ms > 0
+ * waits that long for events; 0 handles every kind of event without
+ * waiting; -1 only polls the completion queue (no system call: the fast
+ * path of send and recv). */
 static void progress(struct rdma_stream *s, int timeout_ms)
 {
-    int rc = timeout_ms > 0 ? mcr_rdma_ctx_progress(s->ctx, timeout_ms)
-                            : mcr_rdma_ctx_handle_events(s->ctx);
+    int rc = timeout_ms > 0    ? mcr_rdma_ctx_progress(s->ctx, timeout_ms)
+             : timeout_ms == 0 ? mcr_rdma_ctx_handle_events(s->ctx)
+                               : mcr_rdma_ctx_poll(s->ctx);
     if (rc < 0 && s->ep != NULL && !s->closed)
         mcr_rdma_ep_close(s->ep);
     if (!flush_out(s) && s->ep != NULL && !s->closed)
         mcr_rdma_ep_close(s->ep);
     advertise(s);
-    sync_signal(s);
+    if (timeout_ms >= 0)
+        sync_signal(s);
 }
 
 /* ---- the transport table ---------------------------------------------------------------- */
+/* How long a waiting client polls for a reply before it sleeps:
+ * LIBMEMCACHED_RDMA_SPIN_US (0 .. 1000000), default RDMA_SPIN_US_DEFAULT. */
+static unsigned spin_budget_us(void)
+{
+    const char *v = getenv("LIBMEMCACHED_RDMA_SPIN_US");
+    if (v == NULL || *v == '\0')
+        return RDMA_SPIN_US_DEFAULT;
+    char *end;
+    unsigned long us = strtoul(v, &end, 10);
+    if (*end != '\0' || us > 1000000)
+        return RDMA_SPIN_US_DEFAULT;
+    return (unsigned)us;
+}
+
 static void stream_free(struct rdma_stream *s)
 {
     if (s->ep != NULL && !s->closed) {
@@ -413,7 +434,11 @@ static memcached_return_t rdma_open(struct lmr_conn *conn, const struct lmr_endp
     if (s->src != NULL)
         mcr_rdma_region_register(mcr_rdma_ctx_pd(s->ctx), s->src, RDMA_LAND_SIZE,
                                  MCR_RDMA_ACCESS_REMOTE_READ, &s->src_reg);
+    /* completions raise no events until the pipeline is about to sleep
+     * (rdma_prepare_sleep): the fast path makes no system call but the send */
+    mcr_rdma_ctx_set_polling(s->ctx, true);
     conn->fd = s->epfd;
+    conn->spin_us = spin_budget_us();
     conn->transport_state = s;
     conn->ops = &lmr_transport_rdma;
     return MEMCACHED_SUCCESS;
@@ -422,7 +447,7 @@ static memcached_return_t rdma_open(struct lmr_conn *conn, const struct lmr_endp
 static ssize_t rdma_send(struct lmr_conn *conn, const struct iovec *iov, int iovcnt)
 {
     struct rdma_stream *s = conn->transport_state;
-    progress(s, 0);
+    progress(s, -1);
     if (s->closed) {
         errno = EPIPE;
         return -1;
@@ -467,7 +492,7 @@ static ssize_t rdma_send(struct lmr_conn *conn, const struct iovec *iov, int iov
 static ssize_t rdma_recv(struct lmr_conn *conn, void *buf, size_t len)
 {
     struct rdma_stream *s = conn->transport_state;
-    progress(s, 0);
+    progress(s, -1);
     if (s->in_len == 0) {
         if (s->closed)
             return 0;
@@ -489,6 +514,24 @@ static int rdma_poll_fd(const struct lmr_conn *conn)
     return conn->fd;
 }
 
+static bool rdma_poll_input(struct lmr_conn *conn)
+{
+    struct rdma_stream *s = conn->transport_state;
+    progress(s, -1);
+    return s->in_len > 0 || s->closed;
+}
+
+/* Before the pipeline sleeps on the descriptor: RDMA CM events, and the
+ * completion queue armed so the next completion wakes the descriptor. */
+static bool rdma_prepare_sleep(struct lmr_conn *conn)
+{
+    struct rdma_stream *s = conn->transport_state;
+    mcr_rdma_ctx_set_polling(s->ctx, false);
+    progress(s, 0);
+    mcr_rdma_ctx_set_polling(s->ctx, true);
+    return s->in_len > 0 || s->closed;
+}
+
 static void rdma_close(struct lmr_conn *conn)
 {
     if (conn->transport_state != NULL)
@@ -505,6 +548,8 @@ const struct lmr_transport_ops lmr_transport_rdma = {
     .recv = rdma_recv,
     .poll_fd = rdma_poll_fd,
     .close = rdma_close,
+    .poll_input = rdma_poll_input,
+    .prepare_sleep = rdma_prepare_sleep,
 };
 
 #endif
