@@ -52,6 +52,7 @@ void ohb_parse_options(int argc, char **argv, int extras, const char *usage,
         OPT_WINDOW,
         OPT_MAXTIME,
         OPT_CSV,
+        OPT_MEDIAN,
         OPT_HELP
     };
     static const struct option longopts[] = {
@@ -65,6 +66,7 @@ void ohb_parse_options(int argc, char **argv, int extras, const char *usage,
         {"window", required_argument, NULL, OPT_WINDOW},
         {"max-time", required_argument, NULL, OPT_MAXTIME},
         {"csv", required_argument, NULL, OPT_CSV},
+        {"median", no_argument, NULL, OPT_MEDIAN},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -107,6 +109,11 @@ void ohb_parse_options(int argc, char **argv, int extras, const char *usage,
             break;
         case OPT_CSV:
             opts->csv = optarg;
+            break;
+        case OPT_MEDIAN:
+            if (!(extras & OHB_EXTRA_OP))
+                goto usage;
+            opts->median = true;
             break;
         case OPT_HELP:
             fputs(usage, stdout);

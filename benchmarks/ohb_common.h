@@ -22,6 +22,7 @@ struct ohb_options {
     unsigned window;     /* requests in flight (ohb_memlat_nb) */
     double max_seconds;  /* per-size time cap; the loop stops early */
     const char *csv;     /* also write the table here */
+    bool median;         /* report the median operation, not the mean (ohb_memlat) */
 };
 
 /* Which options a program accepts besides the common ones. */
