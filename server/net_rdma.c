@@ -69,6 +69,7 @@ void net_rdma_shutdown(void) {}
 
 #include <errno.h>
 #include <event2/event.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -832,11 +833,19 @@ static void poll_cb(evutil_socket_t fd, short what, void *arg)
     struct rdma_worker *rw = arg;
     int n = mcr_rdma_ctx_poll(rw->ctx);
     if (n == 0) {
-        /* the clock only every few polls: in some virtual machines reading
-         * it is a system call */
+        /* the clock only every few polls (in some virtual machines reading
+         * it is a system call), and then the processor is offered to other
+         * threads: software RDMA devices (rxe) do their work in kernel
+         * threads that a spinning thread would starve */
         uint64_t until = now_us() + RDMA_SPIN_PASS_US;
-        for (unsigned i = 1; n == 0 && (i % 64 != 0 || now_us() < until); i++)
+        for (unsigned i = 1; n == 0; i++) {
+            if (i % 64 == 0) {
+                if (now_us() >= until)
+                    break;
+                sched_yield();
+            }
             n = mcr_rdma_ctx_poll(rw->ctx);
+        }
     }
     if (n > 0)
         unblock_writers(rw);

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -443,9 +444,16 @@ static bool spin_for_input(struct lmr_client *c)
     if (budget == 0)
         return false;
     int64_t until = now_us() + budget;
-    /* the clock only every few rounds: in some virtual machines reading it
-     * is a system call */
-    for (unsigned round = 1; round % 32 != 0 || now_us() < until; round++) {
+    /* the clock only every few rounds (in some virtual machines reading it
+     * is a system call), and then the processor is offered to other
+     * threads: software RDMA devices (rxe) work in kernel threads that a
+     * spinning client would starve */
+    for (unsigned round = 1;; round++) {
+        if (round % 32 == 0) {
+            if (now_us() >= until)
+                break;
+            sched_yield();
+        }
         for (uint32_t i = 0; i < c->server_count; i++) {
             memcached_instance_st *srv = c->servers[i];
             if (srv->conn.ops != NULL && srv->conn.ops->poll_input != NULL && awaiting_reply(srv) &&
