@@ -2,7 +2,9 @@
  * connection and one FIFO of requests: [head, send_next) are on the wire
  * awaiting replies, [send_next, tail] are waiting to be sent. Replies come in
  * issue order, so the parser always completes the head. A window caps the
- * reply-expecting requests on the wire per server. Waiting is a poll() loop
+ * reply-expecting requests on the wire per server. A request issued while
+ * others on its server await replies is held at send_next until the next
+ * pump, so a burst of requests costs one send. Waiting is a poll() loop
  * over every server with work; no progress for POLL_TIMEOUT fails the
  * servers still owing replies with MEMCACHED_TIMEOUT. */
 #include "io.h"
@@ -16,14 +18,23 @@
 
 #include "proto.h"
 
-#define LMR_IOV_BATCH 64
+#define LMR_IOV_BATCH 256
 #define LMR_RBUF_MIN 16384
 #define LMR_DIRECT_RECV_MIN 8192
+/* A request issued while earlier ones on its server await replies waits
+ * (at send_next) for the next flush: any test, wait or blocking call, or
+ * this many deferred bytes, or the window filling up. */
+#define LMR_DEFER_BYTES_MAX 65536
 /* Requests whose pieces (head, value, tail) add up to at most this many bytes
  * are copied into one buffer and sent with a single plain send. */
-#define LMR_COALESCE_MAX 2048
+#define LMR_COALESCE_MAX 4608
 
 static void pump(memcached_instance_st *srv, bool receive);
+
+static bool awaiting_reply(const memcached_instance_st *srv)
+{
+    return srv->head != NULL && srv->head != srv->send_next;
+}
 
 static int64_t now_ms(void)
 {
@@ -94,6 +105,8 @@ void lmr_io_close(memcached_instance_st *srv)
     srv->conn.ops = NULL;
     srv->conn.fd = -1;
     srv->connecting = false;
+    srv->deferred = 0;
+    srv->deferred_bytes = 0;
     reset_receive(srv);
 }
 
@@ -205,10 +218,20 @@ memcached_return_t lmr_io_issue(memcached_instance_st *srv, memcached_request_st
     srv->queued++;
     if (req->kind == LMR_OP_MGET)
         srv->client->fetch.pending_requests++;
+    if (srv->client->behaviors.buffer_requests)
+        return MEMCACHED_SUCCESS;
+    /* with replies outstanding, the next wait reads anyway: hold the request
+     * so that many go out in one send (see LMR_DEFER_BYTES_MAX) */
+    if (awaiting_reply(srv)) {
+        srv->deferred++;
+        srv->deferred_bytes += lmr_request_wire_length(req);
+        if (srv->deferred_bytes < LMR_DEFER_BYTES_MAX &&
+            srv->in_window + srv->deferred < srv->client->behaviors.request_window)
+            return MEMCACHED_SUCCESS;
+    }
     /* send now; read replies only if sending is held up (a full window or
      * socket), so a blocking call reads once, when it waits */
-    if (!srv->client->behaviors.buffer_requests)
-        pump(srv, false);
+    pump(srv, false);
     return MEMCACHED_SUCCESS;
 }
 
@@ -238,6 +261,8 @@ static int add_piece(struct iovec *iov, int n, const char *base, size_t len, siz
  * Returns false if the server failed. */
 static bool send_some(memcached_instance_st *srv)
 {
+    srv->deferred = 0; /* everything queued is offered now */
+    srv->deferred_bytes = 0;
     while (srv->send_next != NULL && srv->conn.ops != NULL) {
         struct iovec iov[LMR_IOV_BATCH];
         int n = 0;
@@ -319,11 +344,6 @@ static bool grow_rbuf(memcached_instance_st *srv)
     srv->rbuf = nb;
     srv->rcapacity = cap;
     return true;
-}
-
-static bool awaiting_reply(const memcached_instance_st *srv)
-{
-    return srv->head != NULL && srv->head != srv->send_next;
 }
 
 /* Reads what is available and parses it. Returns false if the server failed. */

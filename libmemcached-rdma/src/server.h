@@ -44,6 +44,10 @@ struct memcached_instance_st {
     memcached_request_st *head, *tail, *send_next;
     uint32_t queued;
     uint32_t in_window; /* reply-expecting requests started on the wire */
+    /* requests issued while earlier ones await replies, not yet offered to
+     * the transport (io.c sends them in one go at the next flush) */
+    uint32_t deferred;
+    size_t deferred_bytes;
     uint32_t next_opaque;
 
     char *rbuf;
