@@ -110,9 +110,15 @@ void lmr_io_close(memcached_instance_st *srv)
     reset_receive(srv);
 }
 
-static void note_failure(memcached_instance_st *srv)
+/* A failure takes the server out of service for RETRY_TIMEOUT and counts
+ * towards SERVER_FAILURE_LIMIT. A timeout or a failed connect (`timed_out`)
+ * does so only once SERVER_TIMEOUT_LIMIT of them came in a row (no reply in
+ * between); before that the next request simply reconnects. */
+static void note_failure(memcached_instance_st *srv, bool timed_out)
 {
     const struct lmr_behaviors *b = &srv->client->behaviors;
+    if (timed_out && ++srv->timeout_count < b->server_timeout_limit)
+        return;
     srv->failure_count++;
     srv->next_retry = now_seconds() + (time_t)b->retry_timeout_s;
     if (b->remove_failed_servers && srv->failure_count >= b->server_failure_limit &&
@@ -126,6 +132,7 @@ static void note_failure(memcached_instance_st *srv)
 
 void lmr_io_fail_server(memcached_instance_st *srv, memcached_return_t rc, const char *why)
 {
+    bool timed_out = rc == MEMCACHED_TIMEOUT || srv->connecting;
     lmr_io_close(srv);
     snprintf(srv->error_message, sizeof(srv->error_message), "%.120s:%u: %.100s", srv->hostname,
              (unsigned)srv->port, why);
@@ -137,7 +144,7 @@ void lmr_io_fail_server(memcached_instance_st *srv, memcached_return_t rc, const
     while (srv->head != NULL)
         complete(srv, srv->head, rc);
     if (rc != MEMCACHED_SUCCESS)
-        note_failure(srv);
+        note_failure(srv, timed_out);
 }
 
 static memcached_return_t ensure_connected(memcached_instance_st *srv)
@@ -182,7 +189,7 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
         srv->client->last_errno = sys_errno;
         srv->error_rc = rc;
         srv->client->last_disconnected = srv;
-        note_failure(srv);
+        note_failure(srv, true);
         return rc;
     }
     srv->next_retry = 0;
@@ -371,6 +378,8 @@ static bool receive_some(memcached_instance_st *srv)
             if (got > 0)
                 srv->rend += (size_t)got;
         }
+        if (got > 0)
+            srv->timeout_count = 0; /* the server answers */
         if (got == 0) {
             lmr_io_fail_server(srv, MEMCACHED_CONNECTION_FAILURE, "connection closed by server");
             return false;

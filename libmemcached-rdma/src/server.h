@@ -59,8 +59,9 @@ struct memcached_instance_st {
     uint32_t frame_opaque;
 
     uint32_t failure_count;
-    time_t next_retry; /* 0: usable now */
-    bool ejected;      /* removed from placement (REMOVE_FAILED_SERVERS) */
+    uint32_t timeout_count; /* timeouts and failed connects since a reply */
+    time_t next_retry;      /* 0: usable now */
+    bool ejected;           /* removed from placement (REMOVE_FAILED_SERVERS) */
     uint8_t major_version, minor_version, micro_version;
     char error_message[256];
     memcached_return_t error_rc; /* the code of the last failure */
