@@ -4,7 +4,8 @@
  * servers), RETRY_TIMEOUT (a failed server is retried), mget over a dead
  * server (SOME_ERRORS, live keys still fetched), SERVER_TIMEOUT_LIMIT (a
  * server that stops answering is disabled, or removed, only after that many
- * timeouts in a row), the request window cap and a large zero-copy iget. */
+ * timeouts in a row), SORT_HOSTS (the server list in host and port order),
+ * the request window cap and a large zero-copy iget. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,6 +316,75 @@ static void test_timeout_limit(void)
     stop_all(three);
 }
 
+static void test_sort_hosts(void)
+{
+    struct test_server s[3];
+    if (!ok(start_three(s), "three servers"))
+        return;
+    unsigned ports[3] = {s[0].port, s[1].port, s[2].port};
+    for (int i = 0; i < 3; i++) /* descending */
+        for (int j = i + 1; j < 3; j++)
+            if (ports[j] > ports[i]) {
+                unsigned t = ports[i];
+                ports[i] = ports[j];
+                ports[j] = t;
+            }
+    for (int late = 0; late < 2; late++) {
+        memcached_st *memc = memcached_create(NULL);
+        if (!late)
+            memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_SORT_HOSTS, 1);
+        for (int i = 0; i < 3; i++)
+            memcached_server_add(memc, "127.0.0.1", (in_port_t)ports[i]);
+        if (late) {
+            ok(memcached_server_port(memcached_server_instance_by_position(memc, 0)) == ports[0],
+               "without SORT_HOSTS servers stay in the order added");
+            memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_SORT_HOSTS, 1);
+        }
+        ok(memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_SORT_HOSTS) == 1, "SORT_HOSTS on");
+        bool sorted = memcached_server_count(memc) == 3;
+        for (uint32_t i = 0; i < 3 && sorted; i++)
+            sorted = memcached_server_port(memcached_server_instance_by_position(memc, i)) ==
+                     ports[2 - i];
+        ok(sorted, "SORT_HOSTS %s: servers in port order", late ? "set late" : "set first");
+        /* placement follows the sorted list: a key on position p is stored
+         * on the server at that position */
+        int right = 0;
+        for (int k = 0; k < 30; k++) {
+            char key[32];
+            snprintf(key, sizeof(key), "sorted-%d", k);
+            memcached_set(memc, key, strlen(key), "v", 1, 0, 0);
+            memcached_return_t rc;
+            const memcached_instance_st *inst =
+                memcached_server_by_key(memc, key, strlen(key), &rc);
+            memcached_st *one = memcached_create(NULL);
+            memcached_server_add(one, "127.0.0.1", memcached_server_port(inst));
+            if (memcached_exist(one, key, strlen(key)) == MEMCACHED_SUCCESS)
+                right++;
+            memcached_free(one);
+        }
+        ok(right == 30, "keys stored where server_by_key says (%d of 30)", right);
+        memcached_free(memc);
+    }
+    memcached_st *memc = memcached_create(NULL);
+    memcached_server_add(memc, "b.invalid", 2);
+    memcached_server_add(memc, "a.invalid", 3);
+    memcached_server_add(memc, "b.invalid", 1);
+    memcached_server_add_unix_socket(memc, "/tmp/sorted.sock");
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_SORT_HOSTS, 1);
+    const char *want_host[4] = {"/tmp/sorted.sock", "a.invalid", "b.invalid", "b.invalid"};
+    unsigned want_port[4] = {0, 3, 1, 2};
+    int in_place = 0;
+    for (uint32_t i = 0; i < 4; i++) {
+        const memcached_instance_st *inst = memcached_server_instance_by_position(memc, i);
+        if (strcmp(memcached_server_name(inst), want_host[i]) == 0 &&
+            memcached_server_port(inst) == want_port[i])
+            in_place++;
+    }
+    ok(in_place == 4, "sorted by host name (strcmp), then port (%d of 4 in place)", in_place);
+    memcached_free(memc);
+    stop_all(s);
+}
+
 int main(void)
 {
     test_replicas(true);
@@ -323,6 +393,7 @@ int main(void)
     test_retry();
     test_mget_dead();
     test_timeout_limit();
+    test_sort_hosts();
     test_window_and_large();
     return done_testing();
 }
