@@ -197,6 +197,24 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
     return MEMCACHED_SUCCESS;
 }
 
+/* A held request waits for the next flush, so a small one takes a copy of
+ * its borrowed value and tail (into its inline head): a caller that reuses
+ * the value's buffer right after issuing still sends what it passed, as when
+ * every request went out at once. Larger values stay zero-copy. */
+static void copy_small_body(memcached_request_st *req)
+{
+    size_t total = lmr_request_wire_length(req);
+    if (req->body_length == 0 || req->body_copy != NULL || req->head != req->head_inline ||
+        total > LMR_HEAD_INLINE)
+        return;
+    memcpy(req->head + req->head_length, req->body, req->body_length);
+    if (req->tail_length > 0)
+        memcpy(req->head + req->head_length + req->body_length, req->tail, req->tail_length);
+    req->head_length = total;
+    req->body = req->tail = NULL;
+    req->body_length = req->tail_length = 0;
+}
+
 memcached_return_t lmr_io_issue(memcached_instance_st *srv, memcached_request_st *req)
 {
     memcached_return_t rc = ensure_connected(srv);
@@ -230,6 +248,7 @@ memcached_return_t lmr_io_issue(memcached_instance_st *srv, memcached_request_st
     /* with replies outstanding, the next wait reads anyway: hold the request
      * so that many go out in one send (see LMR_DEFER_BYTES_MAX) */
     if (awaiting_reply(srv)) {
+        copy_small_body(req);
         srv->deferred++;
         srv->deferred_bytes += lmr_request_wire_length(req);
         if (srv->deferred_bytes < LMR_DEFER_BYTES_MAX &&

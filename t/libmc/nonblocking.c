@@ -116,6 +116,21 @@ static void test_basics(memcached_st *memc)
        "blocking get after iset (no wait) sees the set");
     free(got);
     is_rc(memcached_test(memc, req), MEMCACHED_SUCCESS, "the iset completed in order");
+
+    /* an iset held behind an iget awaiting its reply: a small value is
+     * copied when held, so its buffer may be reused at once */
+    memcached_request_st *held = memcached_request_create(memc);
+    char small[16] = "small value";
+    memcached_iget(memc, "nb-held", 7, buffer, sizeof(buffer), req);
+    is_rc(memcached_iset(memc, "nb-held", 7, small, 11, 0, 0, held), MEMCACHED_SUCCESS,
+          "iset held behind an iget");
+    memset(small, 'X', sizeof(small));
+    is_rc(memcached_wait(memc, held), MEMCACHED_SUCCESS, "held iset completes");
+    got = memcached_get(memc, "nb-held", 7, &got_len, &flags, &rc);
+    ok(got != NULL && got_len == 11 && memcmp(got, "small value", 11) == 0,
+       "a held small value was stored as it was at the call");
+    free(got);
+    memcached_request_free(held);
     memcached_request_free(req);
 }
 
