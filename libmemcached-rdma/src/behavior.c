@@ -128,6 +128,8 @@ memcached_return_t memcached_behavior_set(memcached_st *ptr, const memcached_beh
         return MEMCACHED_FAILURE; /* deprecated: use memcached_set_user_data */
     case MEMCACHED_BEHAVIOR_SORT_HOSTS:
         b->sort_hosts = data != 0;
+        if (b->sort_hosts) /* the servers already added too */
+            lmr_client_sort_servers(c);
         lmr_client_redistribute(c); /* libmemcached rebuilds here */
         break;
     case MEMCACHED_BEHAVIOR_VERIFY_KEY:

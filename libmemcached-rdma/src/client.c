@@ -196,8 +196,31 @@ memcached_return_t lmr_client_add_server(struct lmr_client *c, const char *hostn
     lmr_server_init(srv, c, hostname, port, weight == 0 ? 1 : weight, type);
     srv->index = c->server_count;
     c->servers[c->server_count++] = srv;
+    if (c->behaviors.sort_hosts)
+        lmr_client_sort_servers(c);
     lmr_client_redistribute(c);
     return MEMCACHED_SUCCESS;
+}
+
+/* strcmp of the host names, then the ports; equal entries keep their order */
+static int by_host_and_port(const void *a, const void *b)
+{
+    const memcached_instance_st *x = *(memcached_instance_st *const *)a;
+    const memcached_instance_st *y = *(memcached_instance_st *const *)b;
+    int order = strcmp(x->hostname, y->hostname);
+    if (order == 0)
+        order = (int)x->port - (int)y->port;
+    if (order == 0)
+        order = x->index < y->index ? -1 : x->index > y->index;
+    return order;
+}
+
+void lmr_client_sort_servers(struct lmr_client *c)
+{
+    if (c->server_count > 1)
+        qsort(c->servers, c->server_count, sizeof(*c->servers), by_host_and_port);
+    for (uint32_t i = 0; i < c->server_count; i++)
+        c->servers[i]->index = i;
 }
 
 static struct lmr_client *client_new(memcached_st *root)

@@ -112,6 +112,9 @@ static inline void lmr_client_redistribute(struct lmr_client *c)
     c->placement_dirty = true;
     c->point_hash = c->behaviors.key_hash;
 }
+/* Orders the servers by host name, then port (SORT_HOSTS), as libmemcached
+ * does; the caller marks the placement for rebuilding. */
+void lmr_client_sort_servers(struct lmr_client *c);
 memcached_return_t lmr_client_add_server(struct lmr_client *c, const char *hostname, in_port_t port,
                                          uint32_t weight, memcached_connection_t type);
 

@@ -2,7 +2,9 @@
  * connection and one FIFO of requests: [head, send_next) are on the wire
  * awaiting replies, [send_next, tail] are waiting to be sent. Replies come in
  * issue order, so the parser always completes the head. A window caps the
- * reply-expecting requests on the wire per server. Waiting is a poll() loop
+ * reply-expecting requests on the wire per server. A request issued while
+ * others on its server await replies is held at send_next until the next
+ * pump, so a burst of requests costs one send. Waiting is a poll() loop
  * over every server with work; no progress for POLL_TIMEOUT fails the
  * servers still owing replies with MEMCACHED_TIMEOUT. */
 #include "io.h"
@@ -17,14 +19,23 @@
 
 #include "proto.h"
 
-#define LMR_IOV_BATCH 64
+#define LMR_IOV_BATCH 256
 #define LMR_RBUF_MIN 16384
 #define LMR_DIRECT_RECV_MIN 8192
+/* A request issued while earlier ones on its server await replies waits
+ * (at send_next) for the next flush: any test, wait or blocking call, or
+ * this many deferred bytes, or the window filling up. */
+#define LMR_DEFER_BYTES_MAX 65536
 /* Requests whose pieces (head, value, tail) add up to at most this many bytes
  * are copied into one buffer and sent with a single plain send. */
-#define LMR_COALESCE_MAX 2048
+#define LMR_COALESCE_MAX 4608
 
 static void pump(memcached_instance_st *srv, bool receive);
+
+static bool awaiting_reply(const memcached_instance_st *srv)
+{
+    return srv->head != NULL && srv->head != srv->send_next;
+}
 
 static int64_t now_ms(void)
 {
@@ -95,12 +106,20 @@ void lmr_io_close(memcached_instance_st *srv)
     srv->conn.ops = NULL;
     srv->conn.fd = -1;
     srv->connecting = false;
+    srv->deferred = 0;
+    srv->deferred_bytes = 0;
     reset_receive(srv);
 }
 
-static void note_failure(memcached_instance_st *srv)
+/* A failure takes the server out of service for RETRY_TIMEOUT and counts
+ * towards SERVER_FAILURE_LIMIT. A timeout or a failed connect (`timed_out`)
+ * does so only once SERVER_TIMEOUT_LIMIT of them came in a row (no reply in
+ * between); before that the next request simply reconnects. */
+static void note_failure(memcached_instance_st *srv, bool timed_out)
 {
     const struct lmr_behaviors *b = &srv->client->behaviors;
+    if (timed_out && ++srv->timeout_count < b->server_timeout_limit)
+        return;
     srv->failure_count++;
     srv->next_retry = now_seconds() + (time_t)b->retry_timeout_s;
     if (b->remove_failed_servers && srv->failure_count >= b->server_failure_limit &&
@@ -114,6 +133,7 @@ static void note_failure(memcached_instance_st *srv)
 
 void lmr_io_fail_server(memcached_instance_st *srv, memcached_return_t rc, const char *why)
 {
+    bool timed_out = rc == MEMCACHED_TIMEOUT || srv->connecting;
     lmr_io_close(srv);
     snprintf(srv->error_message, sizeof(srv->error_message), "%.120s:%u: %.100s", srv->hostname,
              (unsigned)srv->port, why);
@@ -125,7 +145,7 @@ void lmr_io_fail_server(memcached_instance_st *srv, memcached_return_t rc, const
     while (srv->head != NULL)
         complete(srv, srv->head, rc);
     if (rc != MEMCACHED_SUCCESS)
-        note_failure(srv);
+        note_failure(srv, timed_out);
 }
 
 static memcached_return_t ensure_connected(memcached_instance_st *srv)
@@ -170,12 +190,30 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
         srv->client->last_errno = sys_errno;
         srv->error_rc = rc;
         srv->client->last_disconnected = srv;
-        note_failure(srv);
+        note_failure(srv, true);
         return rc;
     }
     srv->next_retry = 0;
     reset_receive(srv);
     return MEMCACHED_SUCCESS;
+}
+
+/* A held request waits for the next flush, so a small one takes a copy of
+ * its borrowed value and tail (into its inline head): a caller that reuses
+ * the value's buffer right after issuing still sends what it passed, as when
+ * every request went out at once. Larger values stay zero-copy. */
+static void copy_small_body(memcached_request_st *req)
+{
+    size_t total = lmr_request_wire_length(req);
+    if (req->body_length == 0 || req->body_copy != NULL || req->head != req->head_inline ||
+        total > LMR_HEAD_INLINE)
+        return;
+    memcpy(req->head + req->head_length, req->body, req->body_length);
+    if (req->tail_length > 0)
+        memcpy(req->head + req->head_length + req->body_length, req->tail, req->tail_length);
+    req->head_length = total;
+    req->body = req->tail = NULL;
+    req->body_length = req->tail_length = 0;
 }
 
 memcached_return_t lmr_io_issue(memcached_instance_st *srv, memcached_request_st *req)
@@ -206,10 +244,21 @@ memcached_return_t lmr_io_issue(memcached_instance_st *srv, memcached_request_st
     srv->queued++;
     if (req->kind == LMR_OP_MGET)
         srv->client->fetch.pending_requests++;
+    if (srv->client->behaviors.buffer_requests)
+        return MEMCACHED_SUCCESS;
+    /* with replies outstanding, the next wait reads anyway: hold the request
+     * so that many go out in one send (see LMR_DEFER_BYTES_MAX) */
+    if (awaiting_reply(srv)) {
+        copy_small_body(req);
+        srv->deferred++;
+        srv->deferred_bytes += lmr_request_wire_length(req);
+        if (srv->deferred_bytes < LMR_DEFER_BYTES_MAX &&
+            srv->in_window + srv->deferred < srv->client->behaviors.request_window)
+            return MEMCACHED_SUCCESS;
+    }
     /* send now; read replies only if sending is held up (a full window or
      * socket), so a blocking call reads once, when it waits */
-    if (!srv->client->behaviors.buffer_requests)
-        pump(srv, false);
+    pump(srv, false);
     return MEMCACHED_SUCCESS;
 }
 
@@ -239,6 +288,8 @@ static int add_piece(struct iovec *iov, int n, const char *base, size_t len, siz
  * Returns false if the server failed. */
 static bool send_some(memcached_instance_st *srv)
 {
+    srv->deferred = 0; /* everything queued is offered now */
+    srv->deferred_bytes = 0;
     while (srv->send_next != NULL && srv->conn.ops != NULL) {
         struct iovec iov[LMR_IOV_BATCH];
         int n = 0;
@@ -322,11 +373,6 @@ static bool grow_rbuf(memcached_instance_st *srv)
     return true;
 }
 
-static bool awaiting_reply(const memcached_instance_st *srv)
-{
-    return srv->head != NULL && srv->head != srv->send_next;
-}
-
 /* Reads what is available and parses it. Returns false if the server failed. */
 static bool receive_some(memcached_instance_st *srv)
 {
@@ -352,6 +398,8 @@ static bool receive_some(memcached_instance_st *srv)
             if (got > 0)
                 srv->rend += (size_t)got;
         }
+        if (got > 0)
+            srv->timeout_count = 0; /* the server answers */
         if (got == 0) {
             lmr_io_fail_server(srv, MEMCACHED_CONNECTION_FAILURE, "connection closed by server");
             return false;

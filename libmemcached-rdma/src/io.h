@@ -9,9 +9,11 @@
 
 #include "client.h"
 
-/* Queues an encoded request on srv and starts sending it (unless requests
- * are buffered). On an immediate failure the request completes with that
- * code, which is returned. */
+/* Queues an encoded request on srv and starts sending it, unless requests
+ * are buffered or earlier requests on srv await replies: such a request is
+ * held and sent with the others at the next poll or wait (or once enough
+ * bytes or requests are held). On an immediate failure the request completes
+ * with that code, which is returned. */
 memcached_return_t lmr_io_issue(memcached_instance_st *srv, memcached_request_st *req);
 
 /* Blocks until req completes; returns its code. */

@@ -44,6 +44,10 @@ struct memcached_instance_st {
     memcached_request_st *head, *tail, *send_next;
     uint32_t queued;
     uint32_t in_window; /* reply-expecting requests started on the wire */
+    /* requests issued while earlier ones await replies, not yet offered to
+     * the transport (io.c sends them in one go at the next flush) */
+    uint32_t deferred;
+    size_t deferred_bytes;
     uint32_t next_opaque;
 
     char *rbuf;
@@ -55,8 +59,9 @@ struct memcached_instance_st {
     uint32_t frame_opaque;
 
     uint32_t failure_count;
-    time_t next_retry; /* 0: usable now */
-    bool ejected;      /* removed from placement (REMOVE_FAILED_SERVERS) */
+    uint32_t timeout_count; /* timeouts and failed connects since a reply */
+    time_t next_retry;      /* 0: usable now */
+    bool ejected;           /* removed from placement (REMOVE_FAILED_SERVERS) */
     uint8_t major_version, minor_version, micro_version;
     char error_message[256];
     memcached_return_t error_rc; /* the code of the last failure */

@@ -68,6 +68,15 @@ int main(void)
         }
         ok(hits == COMPAT_KEYS, "%s: every key found where libmemcached-rdma places it (%d/%d)",
            mode->name, hits, COMPAT_KEYS);
+        if (mode->sort_hosts) {
+            bool ascending = true;
+            for (uint32_t i = 1; i < 3; i++)
+                ascending =
+                    ascending &&
+                    memcached_server_port(memcached_server_instance_by_position(memc, i - 1)) <
+                        memcached_server_port(memcached_server_instance_by_position(memc, i));
+            ok(ascending, "%s: servers added in descending port order are sorted", mode->name);
+        }
 
         /* the keys really are spread (at least two servers hold some), so a
          * placement that sent everything to one server could not pass */
