@@ -783,7 +783,7 @@ static void keep_polling(struct rdma_worker *rw, int handled)
 {
     if (settings.rdma_poll == 0)
         return;
-    uint64_t now = now_us();
+    uint64_t now = settings.rdma_poll == 1 ? 0 : now_us(); /* spin needs no clock */
     if (handled > 0)
         rw->last_busy_us = now;
     bool go =
@@ -837,10 +837,13 @@ static void poll_cb(evutil_socket_t fd, short what, void *arg)
          * it is a system call), and then the processor is offered to other
          * threads: software RDMA devices (rxe) do their work in kernel
          * threads that a spinning thread would starve */
-        uint64_t until = now_us() + RDMA_SPIN_PASS_US;
+        uint64_t until = 0; /* read first after 64 polls */
         for (unsigned i = 1; n == 0; i++) {
             if (i % 64 == 0) {
-                if (now_us() >= until)
+                uint64_t now = now_us();
+                if (until == 0)
+                    until = now + RDMA_SPIN_PASS_US;
+                else if (now >= until)
                     break;
                 sched_yield();
             }

@@ -491,14 +491,17 @@ static bool spin_for_input(struct lmr_client *c)
     }
     if (budget == 0)
         return false;
-    int64_t until = now_us() + budget;
-    /* the clock only every few rounds (in some virtual machines reading it
-     * is a system call), and then the processor is offered to other
-     * threads: software RDMA devices (rxe) work in kernel threads that a
-     * spinning client would starve */
+    /* the clock only every few rounds, the first time after 32 (in some
+     * virtual machines reading it is a system call), and then the processor
+     * is offered to other threads: software RDMA devices (rxe) work in
+     * kernel threads that a spinning client would starve */
+    int64_t until = 0;
     for (unsigned round = 1;; round++) {
         if (round % 32 == 0) {
-            if (now_us() >= until)
+            int64_t now = now_us();
+            if (until == 0)
+                until = now + budget;
+            else if (now >= until)
                 break;
             sched_yield();
         }
