@@ -186,8 +186,10 @@ static void frame_put(unsigned char *buf, size_t *at, uint8_t op, const void *ex
     mcr_bin_request_encode(p, op, extlen, (uint16_t)klen, (uint32_t)(extlen + klen + vlen), opaque,
                            0);
     p += MCR_BIN_HEADER_LEN;
-    memcpy(p, ext, extlen);
-    memcpy(p + extlen, key, klen);
+    if (extlen)
+        memcpy(p, ext, extlen);
+    if (klen)
+        memcpy(p + extlen, key, klen);
     if (vlen)
         memcpy(p + extlen + klen, val, vlen);
     *at += MCR_BIN_HEADER_LEN + extlen + klen + vlen;
