@@ -167,11 +167,21 @@ bool conn_out_string(struct conn *c, const char *str)
     return true;
 }
 
+/* Gives up the connection's reference to an item. While closing, the
+ * transport may keep it until its transfers from or into the item's memory
+ * have ended (transport.h, adopt_item). */
+static void conn_item_release(struct conn *c, item *it)
+{
+    if (c->state == CONN_CLOSING && c->tp->adopt_item && c->tp->adopt_item(c, it))
+        return;
+    item_release(it);
+}
+
 /* Releases what a response holds and returns it to the pool. */
 static void resp_free(struct conn *c, struct resp *r)
 {
     if (r->it)
-        item_release(r->it);
+        conn_item_release(c, r->it);
     free(r->heap);
     worker_resp_put(c->worker, r);
 }
@@ -792,15 +802,12 @@ void conn_close(struct conn *c)
         return;
     log_msg(LOG_CMDS, "<%d connection closed", c->fd);
     watch_stop(c);
-    if (c->value.it) {
-        item_release(c->value.it);
-        c->value.it = NULL;
-    }
     set_state(c, CONN_CLOSING);
-    c->tp->close(c);
-    if (c->yield_pending) {
-        event_del(c->resume_ev);
-        c->yield_pending = false;
+    /* items go first: the transport may keep them while a transfer into or
+     * out of their memory is in flight (it must still know the connection) */
+    if (c->value.it) {
+        conn_item_release(c, c->value.it);
+        c->value.it = NULL;
     }
     /* drop what can be dropped; parked responses stay until completed */
     struct resp **link = &c->resp_head;
@@ -815,6 +822,11 @@ void conn_close(struct conn *c)
         *link = r->next;
         c->nresp--;
         resp_free(c, r);
+    }
+    c->tp->close(c);
+    if (c->yield_pending) {
+        event_del(c->resume_ev);
+        c->yield_pending = false;
     }
     if (c->nparked == 0)
         conn_free(c);

@@ -21,21 +21,31 @@
  *
  * Rendezvous for output: a client may advertise a landing buffer with an
  * RNDV_WRITE message (one at a time, 4 KiB .. 16 MiB). Output larger than
- * one message then goes by RDMA WRITE: up to one landing buffer of the
- * stream is copied into a per-connection staging buffer (registered for
- * local access only: nothing of the server is ever remotely accessible),
- * written into the landing buffer, and followed by an eager RNDV_DONE
+ * one message then goes by RDMA WRITE, followed by an eager RNDV_DONE
  * message whose 4-byte payload is the byte count; RC ordering puts the
- * data in place before that message. Until the client advertises again,
- * large output waits. A landing buffer out of bounds, a second one while
- * one is held, a failed WRITE (a bad rkey) or an RNDV_DONE from the
- * client close that connection only.
+ * data in place before that message. A value in slab memory (registered
+ * once, local access only: net_rdma_mem.c) is written straight from the
+ * item, the bytes before it (reply header, extras, key) going first as
+ * eager messages; its bytes count as sent, and conn.c releases the item,
+ * only once the WRITE completed. Other output is copied into a
+ * per-connection staging buffer (local access only: nothing of the server
+ * is ever remotely accessible) and written from there. Until the client
+ * advertises again, large output waits. A landing buffer out of bounds, a
+ * second one while one is held, a failed WRITE (a bad rkey) or an
+ * RNDV_DONE from the client close that connection only.
  *
  * Rendezvous for input: an RNDV_READ message advertises the next bytes of
  * the client's request stream; the endpoint is paused (later messages wait
- * in their receive buffers, keeping the order), the region is pulled with
- * one RDMA READ into a local-only staging buffer, appended to the input,
- * and an eager RNDV_DONE frees the client's region (doc/rdma.md).
+ * in their receive buffers, keeping the order) and the region is pulled as
+ * conn.c asks for bytes: straight into the buffer it offers when that is
+ * registered slab memory (an item's value), else through a local-only
+ * staging buffer into the input. An eager RNDV_DONE frees the client's
+ * region once all of it was pulled (doc/rdma.md).
+ *
+ * Pinning: conn.c hands the transport the items it releases while closing
+ * (adopt_item); while an RDMA READ into or WRITE from slab memory is in
+ * flight the transport keeps them referenced until it completed or was
+ * flushed, so item memory is never reused under a transfer.
  */
 #include "net_rdma.h"
 
@@ -75,6 +85,8 @@ void net_rdma_shutdown(void) {}
 #include <time.h>
 
 #include "conn.h"
+#include "items.h"
+#include "net_rdma_mem.h"
 #include "rdma/ctx.h"
 #include "rdma/mr.h"
 #include "rdma/rc.h"
@@ -91,6 +103,11 @@ void net_rdma_shutdown(void) {}
 #define RDMA_MSG_IOV_MAX 64
 /* Largest landing buffer a client may advertise for RDMA WRITEs. */
 #define RDMA_LAND_MAX (16u * 1024 * 1024)
+/* Staging buffer for region bytes that do not go straight into a value. */
+#define RDMA_RSTAGE_SIZE (1024u * 1024)
+/* The first staged READ of a region: enough for a request's header,
+ * extras and key, so that a value behind them goes straight to its item. */
+#define RDMA_RPEEK 1024u
 
 struct rdma_worker;
 
@@ -103,6 +120,8 @@ struct rdma_counters {
     uint64_t eager_msgs;
     uint64_t rendezvous_reads;
     uint64_t rendezvous_writes;
+    uint64_t zero_copy_reads;
+    uint64_t zero_copy_writes;
     uint64_t credit_stalls;
 };
 
@@ -132,13 +151,37 @@ struct rdma_conn {
     uint32_t done_len;
     char *stage;
     struct mcr_rdma_region stage_reg;
-    /* Rendezvous for input (RDMA READ): the region of an RNDV_READ being
-     * pulled into rstage (local-only), the endpoint paused meanwhile. */
+    /* Rendezvous for input (RDMA READ): the region of an RNDV_READ, pulled
+     * piecewise as conn.c asks for bytes (rsrc_off: asked so far), the
+     * endpoint paused until all of it is in and RNDV_DONE went back. A
+     * piece goes straight into conn.c's buffer when that is registered
+     * slab memory (zr), else into rstage (local-only) and the input. */
     struct mcr_rdma_rndv rsrc;
     uint32_t rsrc_id;
+    uint32_t rsrc_off;
+    bool rsrc_active; /* advertised and not yet given back */
+    bool rsrc_peeked; /* its first staged READ was made */
     bool read_inflight, rdone_pending;
+    uint32_t rstage_len; /* bytes of the staged READ */
     char *rstage;
     struct mcr_rdma_region rstage_reg;
+    struct {
+        char *buf; /* conn.c's buffer (item memory) */
+        uint32_t len;
+        bool inflight, ready; /* ready: in place, not yet returned by recv */
+    } zr;
+    /* Zero-copy output: RDMA WRITEs straight from slab memory into the
+     * landing buffer (one per value segment); their bytes are reported
+     * sent when conn.c offers the same output again after completion. */
+    struct {
+        const void *base; /* first byte written */
+        uint32_t len;
+        unsigned pieces; /* WRITEs in flight */
+        bool failed, ready;
+    } zw;
+    /* Items conn.c released while closing during a transfer (adopt_item). */
+    item **held;
+    unsigned nheld, held_cap;
     uint64_t serial; /* names the connection in "stats conns" */
     char listen_addr[80];
 };
@@ -146,6 +189,7 @@ struct rdma_conn {
 struct rdma_worker {
     struct worker *w;
     struct mcr_rdma_ctx *ctx;
+    unsigned mem_slot;     /* its protection domain in net_rdma_mem.c */
     struct event *ctx_ev;  /* the context's descriptor */
     struct event *poll_ev; /* spin / adaptive polling */
     uint64_t last_busy_us;
@@ -174,6 +218,7 @@ struct rdma_listen {
 
 static struct rdma_group *groups;
 static struct rdma_listen *listens;
+static unsigned mem_slots; /* worker contexts created */
 
 #define CTR_ADD(rw, field, n)                                                                      \
     __atomic_store_n(&(rw)->ctr.field, __atomic_load_n(&(rw)->ctr.field, __ATOMIC_RELAXED) + (n),  \
@@ -205,8 +250,34 @@ static void rconn_unlink_free(struct rdma_conn *rc)
     free(rc->stage);
     mcr_rdma_region_deregister(&rc->rstage_reg);
     free(rc->rstage);
+    for (unsigned i = 0; i < rc->nheld; i++)
+        item_release(rc->held[i]);
+    free(rc->held);
     free(rc->in);
     free(rc);
+}
+
+/* Gives back the items kept for transfers once none is in flight. */
+static void release_held(struct rdma_conn *rc)
+{
+    if (rc->zr.inflight || rc->zw.pieces > 0)
+        return;
+    for (unsigned i = 0; i < rc->nheld; i++)
+        item_release(rc->held[i]);
+    rc->nheld = 0;
+}
+
+/* Region bytes not yet asked for. */
+static bool rsrc_unread(const struct rdma_conn *rc)
+{
+    return rc->rsrc_active && rc->rsrc_off < rc->rsrc.len;
+}
+
+/* A recv now would return bytes or start pulling some. */
+static bool input_ready(const struct rdma_conn *rc)
+{
+    return rc->in_len > 0 || rc->zr.ready ||
+           (rsrc_unread(rc) && !rc->read_inflight && !rc->zr.inflight);
 }
 
 /* Reports readiness later from the connection's own event. */
@@ -233,7 +304,7 @@ static void rconn_ready_cb(evutil_socket_t fd, short what, void *arg)
     struct rdma_conn *rc = arg;
     if (!rc->conn)
         return;
-    bool readable = rc->peer_gone || (rc->want_read && rc->in_len > 0);
+    bool readable = rc->peer_gone || (rc->want_read && input_ready(rc));
     bool writable = rc->want_write && !rc->send_blocked;
     if (rc->peer_gone)
         writable = rc->want_write;
@@ -346,7 +417,7 @@ static void append_input(struct rdma_conn *rc, const void *data, uint32_t len)
     CTR_ADD(rc->rw, bytes_read, msg->payload_len);
     if (rc->in_len >= RDMA_INPUT_HIGH && !rc->paused) {
         rc->paused = true;
-        if (!rc->read_inflight)
+        if (!rc->rsrc_active)
             mcr_rdma_ep_pause(ep);
     }
     if (rc->want_read)
@@ -354,13 +425,13 @@ static void append_input(struct rdma_conn *rc, const void *data, uint32_t len)
 }
 
 /* Large input: the client advertises the next bytes of its stream with
- * RNDV_READ (payload, if any, first). They are pulled with one RDMA READ
- * into the local-only staging buffer while the endpoint is paused (later
- * messages wait in their receive buffers), then appended, and RNDV_DONE
- * tells the client its region is free. */
+ * RNDV_READ (payload, if any, first). The endpoint is paused (later
+ * messages wait in their receive buffers) until the region has been pulled,
+ * piece by piece as conn.c asks for bytes (pull_region), and RNDV_DONE told
+ * the client its region is free. */
 static void start_read(struct rdma_conn *rc, const struct mcr_rdma_msg *msg)
 {
-    if (rc->read_inflight || msg->rndv.len > RDMA_LAND_MAX) {
+    if (rc->rsrc_active || msg->rndv.len > RDMA_LAND_MAX) {
         rconn_fail(rc, "bad rendezvous read region");
         return;
     }
@@ -368,30 +439,15 @@ static void start_read(struct rdma_conn *rc, const struct mcr_rdma_msg *msg)
         append_input(rc, msg->payload, msg->payload_len);
     if (!rc->ep || rc->peer_gone)
         return;
-    if (rc->rstage_reg.len < msg->rndv.len) {
-        mcr_rdma_region_deregister(&rc->rstage_reg);
-        free(rc->rstage);
-        size_t sz = msg->rndv.len < (1u << 20) ? (1u << 20) : msg->rndv.len;
-        rc->rstage = malloc(sz);
-        if (!rc->rstage || mcr_rdma_region_register(mcr_rdma_ctx_pd(rc->rw->ctx), rc->rstage, sz,
-                                                    MCR_RDMA_ACCESS_LOCAL, &rc->rstage_reg) != 0) {
-            free(rc->rstage);
-            rc->rstage = NULL;
-            rconn_fail(rc, "out of memory for a rendezvous read");
-            return;
-        }
-    }
     rc->rsrc = msg->rndv;
     rc->rsrc_id = msg->request_id;
-    if (mcr_rdma_ep_rdma_read(rc->ep, &rc->rsrc, 0, rc->rstage, rc->rstage_reg.mr, rc->rsrc.len,
-                              &rc->rstage_reg) != 0) {
-        rconn_fail(rc, "rendezvous read refused");
-        return;
-    }
-    rc->read_inflight = true;
-    CTR_ADD(rc->rw, rendezvous_reads, 1);
+    rc->rsrc_off = 0;
+    rc->rsrc_active = true;
+    rc->rsrc_peeked = false;
     if (!rc->paused)
         mcr_rdma_ep_pause(rc->ep);
+    if (rc->want_read)
+        rconn_poke(rc);
 }
 
 /* RNDV_DONE for the client's RNDV_READ region; retried after completions
@@ -413,9 +469,88 @@ static void send_read_done(struct rdma_conn *rc)
         rconn_fail(rc, "cannot end a rendezvous read");
 }
 
-static void read_done(struct rdma_conn *rc, int status)
+/* Once the whole region is in: RNDV_DONE, and later messages flow again. */
+static void region_check_done(struct rdma_conn *rc)
 {
-    rc->read_inflight = false;
+    if (!rc->rsrc_active || rc->rsrc_off < rc->rsrc.len || rc->read_inflight || rc->zr.inflight)
+        return;
+    rc->rsrc_active = false;
+    send_read_done(rc);
+    if (!rc->paused && rc->ep && !rc->peer_gone)
+        mcr_rdma_ep_resume(rc->ep);
+}
+
+/* The local-only staging buffer for region bytes bound for the input. */
+static bool rstage_ready(struct rdma_conn *rc)
+{
+    if (rc->rstage)
+        return true;
+    rc->rstage = malloc(RDMA_RSTAGE_SIZE);
+    if (rc->rstage &&
+        mcr_rdma_region_register(mcr_rdma_ctx_pd(rc->rw->ctx), rc->rstage, RDMA_RSTAGE_SIZE,
+                                 MCR_RDMA_ACCESS_LOCAL, &rc->rstage_reg) == 0)
+        return true;
+    free(rc->rstage);
+    rc->rstage = NULL;
+    return false;
+}
+
+/* conn.c asks for len bytes into buf while the input is empty: pulls the
+ * next bytes of the region with one RDMA READ, straight into buf when it
+ * is registered slab memory (a value; recv returns them once in place),
+ * else into the staging buffer (appended to the input once in). */
+static void pull_region(struct rdma_conn *rc, char *buf, size_t len)
+{
+    uint32_t n = rc->rsrc.len - rc->rsrc_off;
+    if (len < n)
+        n = (uint32_t)len;
+    struct ibv_mr *mr = rdma_mem_lookup(rc->rw->mem_slot, buf, n);
+    int r;
+    if (mr) {
+        rc->zr.buf = buf;
+        rc->zr.len = n;
+        rc->zr.inflight = true;
+        r = mcr_rdma_ep_rdma_read(rc->ep, &rc->rsrc, rc->rsrc_off, buf, mr, n, &rc->zr);
+        if (r != 0)
+            rc->zr.inflight = false;
+        else
+            CTR_ADD(rc->rw, zero_copy_reads, 1);
+    } else {
+        if (!rc->rsrc_peeked && n > RDMA_RPEEK)
+            n = RDMA_RPEEK;
+        if (n > RDMA_RSTAGE_SIZE)
+            n = RDMA_RSTAGE_SIZE;
+        if (!rstage_ready(rc)) {
+            rconn_fail(rc, "out of memory for a rendezvous read");
+            return;
+        }
+        rc->rsrc_peeked = true;
+        rc->rstage_len = n;
+        rc->read_inflight = true;
+        r = mcr_rdma_ep_rdma_read(rc->ep, &rc->rsrc, rc->rsrc_off, rc->rstage, rc->rstage_reg.mr, n,
+                                  &rc->rstage_reg);
+        if (r != 0)
+            rc->read_inflight = false;
+    }
+    if (r != 0) {
+        rconn_fail(rc, "rendezvous read refused");
+        return;
+    }
+    rc->rsrc_off += n;
+    CTR_ADD(rc->rw, rendezvous_reads, 1);
+}
+
+/* A staged READ (into rstage) or a direct one (into conn.c's buffer)
+ * ended. A failed one closes the connection: a value it was filling is
+ * never stored (conn.c reads end of stream and drops it). */
+static void read_done(struct rdma_conn *rc, bool direct, int status)
+{
+    if (direct) {
+        rc->zr.inflight = false;
+        release_held(rc);
+    } else {
+        rc->read_inflight = false;
+    }
     if (status != 0) {
         if (rc->conn && !rc->peer_gone)
             rconn_fail(rc, "rendezvous read failed");
@@ -423,19 +558,48 @@ static void read_done(struct rdma_conn *rc, int status)
     }
     if (!rc->conn || rc->peer_gone)
         return;
-    bool was_paused = rc->paused;
-    append_input(rc, rc->rstage, rc->rsrc.len);
-    send_read_done(rc);
-    if (!was_paused && !rc->paused && rc->ep && !rc->peer_gone)
-        mcr_rdma_ep_resume(rc->ep);
+    if (direct) {
+        rc->zr.ready = true;
+        CTR_ADD(rc->rw, bytes_read, rc->zr.len);
+    } else {
+        append_input(rc, rc->rstage, rc->rstage_len);
+    }
+    region_check_done(rc);
+    if (rc->want_read)
+        rconn_poke(rc);
+}
+
+/* One WRITE of a zero-copy output ended; with the last one the output
+ * counts as sent (or the connection closes). */
+static void zero_copy_write_done(struct rdma_conn *rc, int status)
+{
+    rc->zw.pieces--;
+    if (status != 0)
+        rc->zw.failed = true;
+    if (rc->zw.pieces > 0)
+        return;
+    release_held(rc);
+    if (rc->zw.failed) {
+        if (rc->conn && !rc->peer_gone)
+            rconn_fail(rc, "rendezvous write failed");
+        return;
+    }
+    rc->zw.ready = true;
+    rc->send_blocked = false;
+    if (rc->want_write)
+        rconn_poke(rc);
 }
 
 static void on_rdma_done(struct mcr_rdma_ep *ep, void *cookie, int status, void *user)
 {
     (void)ep;
     struct rdma_conn *rc = user;
-    if (cookie == &rc->rstage_reg) {
-        read_done(rc, status);
+    if (cookie == &rc->rstage_reg || cookie == &rc->zr) {
+        read_done(rc, cookie == &rc->zr, status);
+        return;
+    }
+    if (cookie == &rc->zw) {
+        zero_copy_write_done(rc, status);
         return;
     }
     rc->write_inflight = false; /* the staging buffer is ours again */
@@ -530,7 +694,21 @@ static int rdma_attach(struct conn *c, struct event_base *base)
 static ssize_t rdma_recv(struct conn *c, void *buf, size_t len)
 {
     struct rdma_conn *rc = c->tp_data;
+    if (rc->zr.ready) {
+        /* a direct READ put them in place: conn.c asks again for the same
+         * buffer (it consumed nothing meanwhile) */
+        rc->zr.ready = false;
+        if (buf != rc->zr.buf || len < rc->zr.len) {
+            rconn_fail(rc, "input asked for out of order");
+            return 0;
+        }
+        return (ssize_t)rc->zr.len;
+    }
     if (rc->in_len == 0) {
+        if (rc->peer_gone || !rc->ep)
+            return 0;
+        if (rsrc_unread(rc) && !rc->read_inflight && !rc->zr.inflight)
+            pull_region(rc, buf, len);
         if (rc->peer_gone)
             return 0;
         errno = EAGAIN;
@@ -544,7 +722,7 @@ static ssize_t rdma_recv(struct conn *c, void *buf, size_t len)
         rc->in_off = 0;
     if (rc->paused && rc->in_len < RDMA_INPUT_HIGH / 2 && rc->ep && !rc->peer_gone) {
         rc->paused = false;
-        if (!rc->read_inflight)
+        if (!rc->rsrc_active)
             mcr_rdma_ep_resume(rc->ep); /* held messages land in rc->in */
     }
     return (ssize_t)n;
@@ -572,6 +750,14 @@ static int send_done(struct rdma_conn *rc)
     return r;
 }
 
+/* Output waits until the transport reports "writable" again. */
+static ssize_t output_blocked(struct rdma_conn *rc)
+{
+    rc->send_blocked = true;
+    errno = EAGAIN;
+    return -1;
+}
+
 /* Output larger than one message, to a client that advertises landing
  * buffers: copy up to one landing buffer of it into the local staging
  * buffer, RDMA WRITE that into the landing buffer, then send RNDV_DONE
@@ -581,11 +767,8 @@ static int send_done(struct rdma_conn *rc)
 static ssize_t sendv_rendezvous(struct rdma_conn *rc, const struct iovec *iov, int iovcnt,
                                 size_t total)
 {
-    if (!rc->land_valid || rc->write_inflight) {
-        rc->send_blocked = true;
-        errno = EAGAIN;
-        return -1;
-    }
+    if (!rc->land_valid || rc->write_inflight)
+        return output_blocked(rc);
     uint32_t n = total < rc->land.len ? (uint32_t)total : rc->land.len;
     if (rc->stage_reg.len < rc->land.len) {
         mcr_rdma_region_deregister(&rc->stage_reg);
@@ -625,6 +808,71 @@ static ssize_t sendv_rendezvous(struct rdma_conn *rc, const struct iovec *iov, i
     return (ssize_t)n;
 }
 
+/* Finds the first run of consecutive iovecs in registered slab memory
+ * that is worth a zero-copy WRITE (at least min bytes): its first index
+ * and byte count. False when there is none. */
+static bool find_slab_run(const struct rdma_conn *rc, const struct iovec *iov, int iovcnt,
+                          size_t min, int *first, size_t *bytes)
+{
+    int i = 0;
+    while (i < iovcnt) {
+        size_t run = 0;
+        int j = i;
+        while (j < iovcnt && iov[j].iov_len > 0 &&
+               rdma_mem_lookup(rc->rw->mem_slot, iov[j].iov_base, iov[j].iov_len))
+            run += iov[j++].iov_len;
+        if (run >= min) {
+            *first = i;
+            *bytes = run;
+            return true;
+        }
+        i = j > i ? j : i + 1;
+    }
+    return false;
+}
+
+/* A value in slab memory at the start of the output, to a client with a
+ * landing buffer: RDMA WRITE up to one landing buffer of it straight from
+ * the item (one WRITE per segment, at consecutive offsets), then RNDV_DONE
+ * with the count. Reports EAGAIN until the WRITEs completed; conn.c then
+ * offers the same output again and learns the count (rdma_sendv), so it
+ * releases the item only after the memory was read. */
+static ssize_t sendv_zero_copy(struct rdma_conn *rc, const struct iovec *iov, int iovcnt,
+                               size_t run)
+{
+    if (!rc->land_valid || rc->write_inflight)
+        return output_blocked(rc);
+    uint32_t n = run < rc->land.len ? (uint32_t)run : rc->land.len;
+    uint32_t at = 0;
+    rc->zw.failed = false;
+    for (int i = 0; i < iovcnt && at < n; i++) {
+        uint32_t take = iov[i].iov_len < n - at ? (uint32_t)iov[i].iov_len : n - at;
+        struct ibv_mr *mr = rdma_mem_lookup(rc->rw->mem_slot, iov[i].iov_base, take);
+        rc->zw.pieces++;
+        if (!mr || mcr_rdma_ep_rdma_write(rc->ep, &rc->land, at, iov[i].iov_base, mr, take,
+                                          &rc->zw) != 0) {
+            rc->zw.pieces--;
+            rconn_fail(rc, "rendezvous write refused");
+            errno = EPIPE;
+            return -1;
+        }
+        at += take;
+    }
+    rc->zw.base = iov[0].iov_base;
+    rc->zw.len = at;
+    rc->land_valid = false;
+    rc->done_len = at;
+    CTR_ADD(rc->rw, rendezvous_writes, 1);
+    CTR_ADD(rc->rw, zero_copy_writes, 1);
+    CTR_ADD(rc->rw, bytes_written, at);
+    int r = send_done(rc);
+    if ((r != 0 && r != -EAGAIN) || rc->peer_gone) {
+        errno = EPIPE;
+        return -1;
+    }
+    return output_blocked(rc);
+}
+
 static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
 {
     struct rdma_conn *rc = c->tp_data;
@@ -645,10 +893,32 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
             return -1;
         }
     }
+    if (rc->zw.pieces > 0) /* a zero-copy WRITE still reads the item */
+        return output_blocked(rc);
+    if (rc->zw.ready) {
+        rc->zw.ready = false;
+        if (iovcnt < 1 || iov[0].iov_base != rc->zw.base) {
+            rconn_fail(rc, "output offered out of order");
+            errno = EPIPE;
+            return -1;
+        }
+        return (ssize_t)rc->zw.len;
+    }
     if (rc->land_ever) {
         size_t all = 0;
         for (int k = 0; k < iovcnt; k++)
             all += iov[k].iov_len;
+        int first;
+        size_t run;
+        if (all > max_payload && find_slab_run(rc, iov, iovcnt, max_payload / 2, &first, &run)) {
+            if (first == 0)
+                return sendv_zero_copy(rc, iov, iovcnt, run);
+            /* what comes before the value goes first, the usual way */
+            iovcnt = first;
+            all = 0;
+            for (int k = 0; k < iovcnt; k++)
+                all += iov[k].iov_len;
+        }
         if (all > max_payload)
             return sendv_rendezvous(rc, iov, iovcnt, all);
     }
@@ -714,8 +984,31 @@ static void rdma_want(struct conn *c, bool readable, bool writable)
     struct rdma_conn *rc = c->tp_data;
     rc->want_read = readable;
     rc->want_write = writable;
-    if ((readable && (rc->in_len > 0 || rc->peer_gone)) || (writable && !rc->send_blocked))
+    if ((readable && (input_ready(rc) || rc->peer_gone)) || (writable && !rc->send_blocked))
         rconn_poke(rc);
+}
+
+/* conn.c closes while an RDMA READ into or WRITE from slab memory may be
+ * in flight: keep the item it releases until the transfers ended. */
+static bool rdma_adopt_item(struct conn *c, item *it)
+{
+    struct rdma_conn *rc = c->tp_data;
+    if (!rc || (!rc->zr.inflight && rc->zw.pieces == 0))
+        return false;
+    if (rc->nheld == rc->held_cap) {
+        unsigned cap = rc->held_cap ? rc->held_cap * 2 : 8;
+        item **grown = realloc(rc->held, cap * sizeof(*grown));
+        if (!grown) {
+            /* cannot keep it: the transfer must not outlive it */
+            log_msg(LOG_WARN, "<rdma %s: out of memory keeping an item during a transfer",
+                    c->peer_addr);
+            return false;
+        }
+        rc->held = grown;
+        rc->held_cap = cap;
+    }
+    rc->held[rc->nheld++] = it;
+    return true;
 }
 
 static void rdma_close(struct conn *c)
@@ -755,6 +1048,7 @@ const struct transport_ops net_rdma_transport = {
     .sendv = rdma_sendv,
     .want = rdma_want,
     .close = rdma_close,
+    .adopt_item = rdma_adopt_item,
     .describe = rdma_describe,
 };
 
@@ -915,6 +1209,8 @@ static void rdma_stats(stat_emit_fn emit, void *ctx)
             S(eager_msgs);
             S(rendezvous_reads);
             S(rendezvous_writes);
+            S(zero_copy_reads);
+            S(zero_copy_writes);
             S(credit_stalls);
 #undef S
         }
@@ -926,6 +1222,8 @@ static void rdma_stats(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "rdma_eager_msgs", sum.eager_msgs);
     emit_u64(emit, ctx, "rdma_rendezvous_reads", sum.rendezvous_reads);
     emit_u64(emit, ctx, "rdma_rendezvous_writes", sum.rendezvous_writes);
+    emit_u64(emit, ctx, "rdma_zero_copy_reads", sum.zero_copy_reads);
+    emit_u64(emit, ctx, "rdma_zero_copy_writes", sum.zero_copy_writes);
     emit_u64(emit, ctx, "rdma_credit_stalls", sum.credit_stalls);
 }
 
@@ -963,6 +1261,7 @@ static struct rdma_group *group_for(const char *device, const char *addr)
         ctx_opts_for(&o, addr);
         struct rdma_worker *rw = &g->workers[i];
         rw->w = worker_at(i);
+        rw->mem_slot = mem_slots + i;
         rw->ctx = mcr_rdma_ctx_create(&o, err, sizeof(err));
         if (!rw->ctx) {
             log_msg(LOG_ALWAYS, "rdma: worker context on %s: %s", device, err);
@@ -974,6 +1273,7 @@ static struct rdma_group *group_for(const char *device, const char *addr)
         }
         g->nworkers++;
     }
+    mem_slots += n;
     for (unsigned i = 0; i < n; i++)
         if (worker_call(g->workers[i].w, worker_attach, &g->workers[i]) != 0)
             log_msg(LOG_ALWAYS, "rdma: cannot reach worker %u", i);
@@ -1078,6 +1378,23 @@ static int open_one(struct event_base *base, const char *spec)
     return 1;
 }
 
+/* Slab memory registered with every worker context (net_rdma_mem.c):
+ * values go by RDMA straight from and into items. */
+static int register_slab_memory(void)
+{
+    if (!groups)
+        return 0;
+    struct ibv_pd **pds = calloc(mem_slots, sizeof(*pds));
+    if (!pds)
+        return -1;
+    for (struct rdma_group *g = groups; g; g = g->next)
+        for (unsigned i = 0; i < g->nworkers; i++)
+            pds[g->workers[i].mem_slot] = mcr_rdma_ctx_pd(g->workers[i].ctx);
+    int rc = rdma_mem_start(pds, mem_slots);
+    free(pds);
+    return rc;
+}
+
 int net_rdma_open(struct event_base *base)
 {
     if (!settings.rdma_listen)
@@ -1094,7 +1411,7 @@ int net_rdma_open(struct event_base *base)
     if (rc < 0)
         return -1;
     stats_general_extra = rdma_stats;
-    return 0;
+    return register_slab_memory();
 }
 
 void net_rdma_close(void)
@@ -1116,6 +1433,7 @@ void net_rdma_close(void)
 void net_rdma_shutdown(void)
 {
     stats_general_extra = NULL;
+    rdma_mem_stop(); /* slab registrations go before their protection domains */
     while (groups) {
         struct rdma_group *g = groups;
         groups = g->next;

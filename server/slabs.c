@@ -84,6 +84,8 @@ static size_t mem_limit;
 static size_t mem_malloced; /* bytes of pages held by classes */
 static uint64_t malloc_fails;
 static bool preallocated;
+static slabs_region_fn region_observer; /* pool_lock */
+static void *region_observer_arg;
 
 /* Maps a region of at least `bytes` (pool_lock held, or at init). */
 static struct region *region_map(size_t bytes)
@@ -114,6 +116,8 @@ static struct region *region_map(size_t bytes)
     r->next = regions;
     __atomic_store_n(&regions, r, __ATOMIC_RELEASE);
     mapped_bytes += npages * page_size;
+    if (region_observer)
+        region_observer(region_observer_arg, r->base, npages * page_size);
     return r;
 }
 
@@ -193,8 +197,9 @@ static void page_release(struct slab_class *c, struct page *pg)
         pg->drain->done = true;
         pg->drain = NULL;
     }
-    madvise(pg->base, page_size, MADV_DONTNEED);
     pthread_mutex_lock(&pool_lock);
+    if (!region_observer) /* registered memory stays as it is (slabs.h) */
+        madvise(pg->base, page_size, MADV_DONTNEED);
     pg->next = pool;
     pool = pg;
     pool_pages++;
@@ -493,6 +498,25 @@ bool slabs_drain_end(struct slabs_drain *d)
     pthread_mutex_unlock(&c->lock);
     free(d);
     return done;
+}
+
+/* Calls fn on r and the regions after it, oldest first (pool_lock held). */
+static void regions_report(struct region *r, slabs_region_fn fn, void *arg)
+{
+    if (!r)
+        return;
+    regions_report(r->next, fn, arg);
+    fn(arg, r->base, r->npages * page_size);
+}
+
+void slabs_observe_regions(slabs_region_fn fn, void *arg)
+{
+    pthread_mutex_lock(&pool_lock);
+    region_observer = fn;
+    region_observer_arg = arg;
+    if (fn)
+        regions_report(regions, fn, arg);
+    pthread_mutex_unlock(&pool_lock);
 }
 
 int slabs_set_limit(size_t new_limit)

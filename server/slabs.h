@@ -83,4 +83,16 @@ struct slabs_global_stats {
 };
 void slabs_global_stats(struct slabs_global_stats *out);
 
+/* Region observer (the RDMA transport registers slab memory with its
+ * devices): slabs_observe_regions(fn, arg) calls fn once for every region
+ * already mapped, oldest first, and from then on for every region right
+ * after it is mapped; fn(NULL, NULL) stops that. fn runs with the
+ * allocator's pool lock held (possibly inside a class lock, on whatever
+ * thread maps the region): it must not call into this allocator. While an
+ * observer is installed, emptied pages keep their memory (no
+ * MADV_DONTNEED): registered memory is pinned, and a page the kernel
+ * replaced would no longer be the memory the device reads and writes. */
+typedef void (*slabs_region_fn)(void *arg, void *base, size_t len);
+void slabs_observe_regions(slabs_region_fn fn, void *arg);
+
 #endif

@@ -17,6 +17,7 @@
 
 struct conn;
 struct event_base;
+typedef struct item item;
 
 struct transport_ops {
     const char *name; /* "tcp", "unix", ... as in "stats conns" addresses */
@@ -36,6 +37,13 @@ struct transport_ops {
     void (*want)(struct conn *c, bool readable, bool writable);
     /* Stops notifications and releases the endpoint; no call after it. */
     void (*close)(struct conn *c);
+    /* Optional. The connection is closing and about to release an item
+     * (the value being received, or a reply's item). A transport that may
+     * still be moving bytes into or out of that item's memory (RDMA READ
+     * into the value, RDMA WRITE from a reply) returns true and takes over
+     * the reference: it calls item_release() once its transfers ended.
+     * Called before close(). */
+    bool (*adopt_item)(struct conn *c, item *it);
     /* Peer address for "stats conns", e.g. "tcp:127.0.0.1:5000". */
     void (*describe)(struct conn *c, char *buf, size_t len);
 };

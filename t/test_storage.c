@@ -14,6 +14,7 @@
 
 #include "server/clock.h"
 #include "server/items.h"
+#include "server/slabs.h"
 
 /* ---- TAP ------------------------------------------------------------------ */
 static int tests_run, tests_failed;
@@ -954,6 +955,101 @@ static void test_page_reuse(void)
     storage_shutdown();
 }
 
+/* The allocator's region observer (the RDMA transport registers slab
+ * memory through it): told of the regions already mapped and of each new
+ * one; while it is installed, emptied pages keep their memory. */
+struct observed {
+    int calls;
+    const char *base[8];
+    size_t len[8];
+};
+
+static void observe_region(void *arg, void *base, size_t len)
+{
+    struct observed *o = arg;
+    if (o->calls < 8) {
+        o->base[o->calls] = base;
+        o->len[o->calls] = len;
+    }
+    o->calls++;
+}
+
+static bool observed_covers(const struct observed *o, const void *p, size_t len)
+{
+    const char *c = p;
+    for (int i = 0; i < o->calls && i < 8; i++)
+        if (c >= o->base[i] && c + len <= o->base[i] + o->len[i])
+            return true;
+    return false;
+}
+
+/* The items of test_region_observer: "first" (i = -1), then "obs:I". */
+static void observed_key(char *key, size_t len, int i)
+{
+    if (i < 0)
+        snprintf(key, len, "first");
+    else
+        snprintf(key, len, "obs:%d", i);
+}
+
+static void test_region_observer(void)
+{
+    struct storage_config cfg = default_config();
+    cfg.maxbytes = 256 * (size_t)MIB;
+    cfg.slab_automove_off = true;
+    start(&cfg);
+    size_t big = 900 * 1024;
+    char *val = malloc(big);
+    fill_pattern(val, big, 9);
+    char key[32];
+    ok(store_full("first", val, big, 0, 0, STORE_SET, 0, NULL, NULL) == STORE_STORED,
+       "a first item maps a region");
+    struct observed o = {0};
+    slabs_observe_regions(observe_region, &o);
+    ok(o.calls == 1 && o.len[0] >= 64 * (size_t)MIB,
+       "the observer is told of the region already mapped (%d call, %zu bytes)", o.calls, o.len[0]);
+    int n = 0;
+    while (o.calls < 2 && n < 300) {
+        observed_key(key, sizeof(key), n++);
+        store_full(key, val, big, 0, 0, STORE_SET, 0, NULL, NULL);
+    }
+    ok(o.calls == 2, "and of a region mapped later, when it is mapped (after %d items)", n);
+    bool covered = true;
+    enum { PROBES = 300 };
+    static char *probe[PROBES];
+    int nprobe = 0;
+    for (int i = -1; i < n; i++) {
+        observed_key(key, sizeof(key), i);
+        item *it = item_peek(key, strlen(key));
+        if (!it)
+            continue;
+        for (unsigned k = 0; k < item_value_nseg(it); k++) {
+            struct iovec v = item_value_seg(it, k);
+            covered = covered && observed_covers(&o, v.iov_base, v.iov_len);
+            if (k == 0 && v.iov_len > 8192 && nprobe < PROBES)
+                probe[nprobe++] = (char *)v.iov_base + 4096;
+        }
+        item_release(it);
+    }
+    ok(covered, "every stored value lies in a region the observer was told of");
+    /* a byte well inside each value keeps the value's pattern once the
+     * items are deleted and their pages emptied */
+    int kept = 0;
+    for (int i = -1; i < n; i++) {
+        observed_key(key, sizeof(key), i);
+        item_delete(key, strlen(key), 0);
+    }
+    for (int i = 0; i < nprobe; i++)
+        kept += *probe[i] == val[4096];
+    ok(nprobe > 10 && kept == nprobe && malloced() <= 4 * (unsigned long long)MIB,
+       "emptied pages keep their memory while observed (%d of %d values intact, %llu bytes "
+       "of pages left)",
+       kept, nprobe, malloced());
+    slabs_observe_regions(NULL, NULL);
+    free(val);
+    storage_shutdown();
+}
+
 /* When the cache is full of old items of one size and new items of another
  * size keep evicting each other, pages move to the new size. */
 static void test_slab_move(void)
@@ -1661,6 +1757,7 @@ int main(void)
     test_eviction();
     test_borrow();
     test_page_reuse();
+    test_region_observer();
     test_slab_move();
     test_walk();
     test_fetched();

@@ -7,7 +7,13 @@
  * and above one eager message, and large values (many messages); a client
  * that disconnects mid-request, one killed mid-request, a malformed RDMA
  * message and a malformed binary frame each close only their connection
- * while another client keeps being served; the RDMA stats lines. */
+ * while another client keeps being served; the RDMA stats lines. Zero
+ * copy: sets pulled by RDMA READ from a region the client advertises
+ * (RNDV_READ) and gets written into its landing buffer (RNDV_WRITE), 8161
+ * B .. 8 MiB, byte-exact, with rdma_zero_copy_reads/writes moving; a
+ * region holding a set and the next request; a bad rkey on such a region;
+ * a client killed during a large READ (the key keeps its old value or
+ * gets the whole new one, others are served). */
 #include <signal.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -24,12 +30,47 @@ static int extra_argc;
 static uint16_t port;
 static pid_t server_pid;
 
+/* Rendezvous buffers of a client (cl_rndv_setup). */
+#define CL_SRC_SIZE (16u << 20)
+#define CL_LAND_SIZE (1u << 20)
+
 struct client {
     struct mcr_rdma_ep *ep;
     bool connected, closed;
     unsigned char *in;
     size_t len, cap;
+    /* rendezvous: requests the server READs from src, replies it WRITEs
+     * into land (advertised again after each RNDV_DONE) */
+    unsigned char *src, *land;
+    struct mcr_rdma_region src_reg, land_reg;
+    uint32_t src_id, land_id, read_dones;
+    bool rndv_bad; /* an RNDV_DONE that does not fit */
 };
+
+static void cl_append(struct client *c, const void *data, size_t n)
+{
+    if (c->len + n > c->cap) {
+        size_t cap = c->cap ? c->cap : 65536;
+        while (cap < c->len + n)
+            cap *= 2;
+        c->in = realloc(c->in, cap);
+        if (!c->in)
+            tap_bail("out of memory");
+        c->cap = cap;
+    }
+    memcpy(c->in + c->len, data, n);
+    c->len += n;
+}
+
+/* Offers the landing buffer for the next large reply. */
+static bool cl_advertise(struct client *c)
+{
+    struct mcr_rdma_rndv r = {
+        .addr = (uintptr_t)c->land, .rkey = c->land_reg.mr->rkey, .len = CL_LAND_SIZE};
+    struct mcr_rdma_send adv = {
+        .type = MCR_RDMA_MSG_RNDV_WRITE, .request_id = ++c->land_id, .advertise = &r};
+    return mcr_rdma_ep_send(c->ep, &adv) == 0;
+}
 
 static void cl_connected(struct mcr_rdma_ep *ep, void *user)
 {
@@ -41,17 +82,27 @@ static void cl_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
 {
     (void)ep;
     struct client *c = user;
-    if (c->len + msg->payload_len > c->cap) {
-        size_t cap = c->cap ? c->cap : 65536;
-        while (cap < c->len + msg->payload_len)
-            cap *= 2;
-        c->in = realloc(c->in, cap);
-        if (!c->in)
-            tap_bail("out of memory");
-        c->cap = cap;
+    if (msg->flags & MCR_RDMA_F_RNDV_DONE) {
+        uint32_t n = 0;
+        if (msg->payload_len == 4 && c->land && msg->request_id == c->land_id) {
+            /* the landing buffer holds the next n bytes of the replies */
+            const unsigned char *p = msg->payload; /* the count, little-endian */
+            n = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+            if (n == 0 || n > CL_LAND_SIZE) {
+                c->rndv_bad = true;
+                return;
+            }
+            cl_append(c, c->land, n);
+            if (!cl_advertise(c))
+                c->rndv_bad = true;
+        } else if (msg->payload_len == 0 && msg->request_id == c->src_id) {
+            c->read_dones++;
+        } else {
+            c->rndv_bad = true;
+        }
+        return;
     }
-    memcpy(c->in + c->len, msg->payload, msg->payload_len);
-    c->len += msg->payload_len;
+    cl_append(c, msg->payload, msg->payload_len);
 }
 
 static void cl_rdma_done(struct mcr_rdma_ep *ep, void *cookie, int status, void *user)
@@ -101,8 +152,78 @@ static void cl_close(struct client *c)
         mcr_rdma_ep_close(c->ep);
         run_until(cl_is_closed, c, 5000);
     }
+    mcr_rdma_region_deregister(&c->land_reg);
+    free(c->land);
+    c->land = NULL;
+    mcr_rdma_region_deregister(&c->src_reg);
+    free(c->src);
+    c->src = NULL;
     free(c->in);
     c->in = NULL;
+}
+
+/* Registers the request region (remote read) and the landing buffer
+ * (remote write) and advertises the landing buffer. */
+static bool cl_rndv_setup(struct client *c)
+{
+    c->src = malloc(CL_SRC_SIZE);
+    c->land = malloc(CL_LAND_SIZE);
+    struct ibv_pd *pd = mcr_rdma_ctx_pd(cctx);
+    return c->src && c->land &&
+           mcr_rdma_region_register(pd, c->src, CL_SRC_SIZE, MCR_RDMA_ACCESS_REMOTE_READ,
+                                    &c->src_reg) == 0 &&
+           mcr_rdma_region_register(pd, c->land, CL_LAND_SIZE, MCR_RDMA_ACCESS_REMOTE_WRITE,
+                                    &c->land_reg) == 0 &&
+           cl_advertise(c);
+}
+
+/* Appends one binary request to a buffer at *at. */
+static void frame_put(unsigned char *buf, size_t *at, uint8_t op, const void *ext, uint8_t extlen,
+                      const char *key, const void *val, size_t vlen, uint32_t opaque)
+{
+    size_t klen = key ? strlen(key) : 0;
+    unsigned char *p = buf + *at;
+    mcr_bin_request_encode(p, op, extlen, (uint16_t)klen, (uint32_t)(extlen + klen + vlen), opaque,
+                           0);
+    p += MCR_BIN_HEADER_LEN;
+    if (extlen)
+        memcpy(p, ext, extlen);
+    if (klen)
+        memcpy(p + extlen, key, klen);
+    if (vlen)
+        memcpy(p + extlen + klen, val, vlen);
+    *at += MCR_BIN_HEADER_LEN + extlen + klen + vlen;
+}
+
+/* Sends the first len bytes of c->src as request stream the server pulls
+ * with RDMA READ (RNDV_READ, no payload). */
+static bool cl_send_region(struct client *c, size_t len, uint32_t rkey)
+{
+    struct mcr_rdma_rndv r = {.addr = (uintptr_t)c->src, .rkey = rkey, .len = (uint32_t)len};
+    struct mcr_rdma_send s = {
+        .type = MCR_RDMA_MSG_RNDV_READ, .request_id = ++c->src_id, .advertise = &r};
+    return mcr_rdma_ep_send(c->ep, &s) == 0;
+}
+
+static bool region_returned(void *arg)
+{
+    struct client *c = arg;
+    return c->read_dones == c->src_id || c->closed;
+}
+
+static bool cl_response(struct client *c, struct mcr_bin_header *h, unsigned char **body);
+
+/* A set whose frame goes by RNDV_READ; returns the status or -1. */
+static int rndv_set(struct client *c, const char *key, const void *val, size_t len)
+{
+    static const unsigned char ext[8] = {0, 0, 0, 7, 0, 0, 0, 0};
+    size_t at = 0;
+    frame_put(c->src, &at, MCR_BIN_OP_SET, ext, 8, key, val, len, 0x77);
+    struct mcr_bin_header h;
+    if (!cl_send_region(c, at, c->src_reg.mr->rkey) || !cl_response(c, &h, NULL) ||
+        !run_until(region_returned, c, 20000) || c->read_dones != c->src_id)
+        return -1;
+    return h.opcode == MCR_BIN_OP_SET && h.opaque == 0x77 ? h.vbucket_or_status : -2;
 }
 
 /* Sends bytes as a stream of eager messages. */
@@ -282,9 +403,9 @@ static void start_server(void)
                           "-t",
                           "2",
                           "-m",
-                          "64",
+                          "128",
                           "-I",
-                          "2m",
+                          "16m",
                           "-o",
                           listen};
         int n = 13;
@@ -306,8 +427,8 @@ static void start_server(void)
     tap_bail("server did not start listening on RDMA port %u", port);
 }
 
-/* The client that gets killed: connects, sends part of a request, waits. */
-static int stuck_client(void)
+/* A client process of its own (to be killed): its context and connection. */
+static bool child_connect(struct client *k)
 {
     struct mcr_rdma_ctx_opts o;
     test_opts(&o);
@@ -315,8 +436,14 @@ static int stuck_client(void)
     o.send_bufs = 32;
     cctx = make_ctx(&o);
     loop_add(cctx);
+    return cl_connect(k);
+}
+
+/* The client that gets killed: connects, sends part of a request, waits. */
+static int stuck_client(void)
+{
     struct client k;
-    if (!cl_connect(&k))
+    if (!child_connect(&k))
         return 1;
     unsigned char partial[MCR_BIN_HEADER_LEN + 8 + 4];
     mcr_bin_request_encode(partial, MCR_BIN_OP_SET, 8, 4, 8 + 4 + 100000, 6, 0);
@@ -328,11 +455,169 @@ static int stuck_client(void)
     return 0;
 }
 
+/* The value the killed client sets (and its size). */
+#define KILL_VALUE_LEN (12u << 20)
+
+/* The client killed during a large RDMA READ: advertises a set of a 12 MiB
+ * value with RNDV_READ, says so on stdout, and waits. */
+static int rndv_kill_client(void)
+{
+    struct client k;
+    if (!child_connect(&k) || !cl_rndv_setup(&k))
+        return 1;
+    unsigned char *val = malloc(KILL_VALUE_LEN);
+    if (!val)
+        return 1;
+    fill_pattern(val, KILL_VALUE_LEN, 99);
+    static const unsigned char ext[8] = {0};
+    size_t at = 0;
+    frame_put(k.src, &at, MCR_BIN_OP_SET, ext, 8, "victim", val, KILL_VALUE_LEN, 1);
+    if (!cl_send_region(&k, at, k.src_reg.mr->rkey))
+        return 1;
+    run_for(5); /* the message is out */
+    if (write(1, "r", 1) != 1)
+        return 1;
+    for (int i = 0; i < 600; i++) /* killed long before */
+        mcr_rdma_ctx_progress(cctx, 100);
+    return 0;
+}
+
+/* Values of several sizes set by RNDV_READ and read back into the landing
+ * buffer by client z, and by client e with eager replies. */
+static void test_zero_copy(struct client *z, struct client *e, struct client *s)
+{
+    long long zr0 = stat_value(s, "rdma_zero_copy_reads");
+    long long zw0 = stat_value(s, "rdma_zero_copy_writes");
+    tap_ok(zr0 >= 0 && zw0 >= 0, "stats: rdma_zero_copy_reads %lld, rdma_zero_copy_writes %lld",
+           zr0, zw0);
+    static const size_t zsizes[] = {8161, 65536, 1u << 20, 8u << 20};
+    unsigned char *val = malloc(8u << 20);
+    for (size_t i = 0; i < sizeof(zsizes) / sizeof(zsizes[0]); i++) {
+        size_t n = zsizes[i];
+        fill_pattern(val, n, (uint32_t)(1000 + i));
+        int st = rndv_set(z, "zc", val, n);
+        bool got_z = st == 0 && check_value(z, "zc", val, n);
+        bool got_e = st == 0 && check_value(e, "zc", val, n);
+        tap_ok(got_z && got_e && !z->rndv_bad,
+               "%zu B: set by RDMA READ, read back by RDMA WRITE and eagerly, byte-exact "
+               "(set status %d)",
+               n, st);
+    }
+    long long zr1 = stat_value(s, "rdma_zero_copy_reads");
+    long long zw1 = stat_value(s, "rdma_zero_copy_writes");
+    tap_ok(zr1 >= zr0 + 4,
+           "values were READ straight into items (rdma_zero_copy_reads %lld -> %lld)", zr0, zr1);
+    tap_ok(zw1 >= zw0 + 4 + 7,
+           "values were WRITTEN straight from items (rdma_zero_copy_writes %lld -> %lld)", zw0,
+           zw1);
+
+    /* one region holding a set and the get after it: the value goes
+     * straight into the item, the rest through the staging buffer */
+    fill_pattern(val, 65536, 7);
+    static const unsigned char ext[8] = {0};
+    size_t at = 0;
+    frame_put(z->src, &at, MCR_BIN_OP_SET, ext, 8, "zc2", val, 65536, 0x51);
+    frame_put(z->src, &at, MCR_BIN_OP_GET, NULL, 0, "zc2", NULL, 0, 0x52);
+    struct mcr_bin_header h1, h2;
+    unsigned char *body = NULL;
+    bool ok = cl_send_region(z, at, z->src_reg.mr->rkey) && cl_response(z, &h1, NULL) &&
+              cl_response(z, &h2, &body) && run_until(region_returned, z, 20000);
+    tap_ok(ok && h1.opaque == 0x51 && h1.vbucket_or_status == 0 && h2.opaque == 0x52 &&
+               h2.vbucket_or_status == 0 && h2.bodylen == 4 + 65536 &&
+               memcmp(body + 4, val, 65536) == 0,
+           "a region holding a set and a get: both answered in order, value byte-exact");
+    free(body);
+    free(val);
+}
+
+/* An RNDV_READ region with an rkey that is not the client's: that
+ * connection closes, the key keeps its value. */
+static void test_bad_read_rkey(struct client *other)
+{
+    struct client m;
+    bool ok =
+        do_set(other, MCR_BIN_OP_SET, "rk", "old", 3) == 0 && cl_connect(&m) && cl_rndv_setup(&m);
+    unsigned char *val = calloc(1, 100000);
+    static const unsigned char ext[8] = {0};
+    size_t at = 0;
+    if (ok && val)
+        frame_put(m.src, &at, MCR_BIN_OP_SET, ext, 8, "rk", val, 100000, 3);
+    ok = ok && val && cl_send_region(&m, at, 0x5a5a5a5au);
+    run_until(cl_is_closed, &m, 5000);
+    tap_ok(ok && m.closed, "an RNDV_READ region with a bad rkey closes that connection");
+    cl_close(&m);
+    free(val);
+    tap_ok(check_value(other, "rk", "old", 3), "the key keeps its value, others are served");
+}
+
+/* A client killed while the server READs a 12 MiB value from it. */
+static void test_kill_during_read(const char *self, struct client *s)
+{
+    bool ok = do_set(s, MCR_BIN_OP_SET, "victim", "old", 3) == 0;
+    long long before = stat_value(s, "rdma_curr_connections");
+    long long zr0 = stat_value(s, "rdma_zero_copy_reads");
+    int fds[2];
+    ok = ok && pipe(fds) == 0;
+    pid_t child = ok ? fork() : -1;
+    if (child == 0) {
+        char portstr[16];
+        snprintf(portstr, sizeof(portstr), "%u", port);
+        dup2(fds[1], 1);
+        execl(self, self, "--rndv-kill-client", portstr, (char *)NULL);
+        _exit(126);
+    }
+    char r = 0;
+    if (ok) {
+        close(fds[1]);
+        ok = read(fds[0], &r, 1) == 1 && r == 'r';
+        close(fds[0]);
+    }
+    /* the server pulls the header, then READs the value into the item */
+    for (int i = 0; ok && i < 200 && stat_value(s, "rdma_zero_copy_reads") == zr0; i++)
+        run_for(2);
+    if (child > 0) {
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+    }
+    tap_ok(ok, "a client advertised a 12 MiB set by RNDV_READ and was killed");
+    long long curr = -1;
+    for (int i = 0; i < 50; i++) {
+        curr = stat_value(s, "rdma_curr_connections");
+        if (curr == before)
+            break;
+        run_for(200);
+    }
+    tap_ok(curr == before, "the killed client is cleaned up (rdma_curr_connections %lld)", curr);
+    unsigned char *want = malloc(KILL_VALUE_LEN);
+    fill_pattern(want, KILL_VALUE_LEN, 99);
+    unsigned char *v = NULL;
+    size_t vlen = 0;
+    int st = do_get(s, "victim", &v, &vlen);
+    bool old = st == 0 && vlen == 3 && memcmp(v, "old", 3) == 0;
+    bool whole = st == 0 && vlen == KILL_VALUE_LEN && memcmp(v, want, vlen) == 0;
+    tap_ok(old || whole, "the key has its old value or the whole new one (%s)",
+           old     ? "old"
+           : whole ? "new, the READ had completed"
+                   : "neither");
+    free(v);
+    free(want);
+    want = malloc(1u << 20);
+    fill_pattern(want, 1u << 20, 5);
+    tap_ok(do_set(s, MCR_BIN_OP_SET, "after", want, 1u << 20) == 0 &&
+               check_value(s, "after", want, 1u << 20),
+           "others are served after the kill (1 MiB set and get)");
+    free(want);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--stuck-client") == 0) {
         port = (uint16_t)atoi(argv[2]);
         return stuck_client();
+    }
+    if (argc == 3 && strcmp(argv[1], "--rndv-kill-client") == 0) {
+        port = (uint16_t)atoi(argv[2]);
+        return rndv_kill_client();
     }
     if (argc < 2)
         tap_bail("usage: rdma_test_server SERVER_BINARY");
@@ -438,6 +723,15 @@ int main(int argc, char **argv)
     }
     tap_ok(all, "values of 0, 1, eager limit -1/0/+1 (set and reply frames), 2x, 64 KiB, 1 MB");
     free(val);
+
+    /* ---- rendezvous: zero copy into and out of items ------------------------------------ */
+    struct client z;
+    tap_ok(cl_connect(&z) && cl_rndv_setup(&z), "client Z connected with rendezvous buffers");
+    test_zero_copy(&z, &b, &a);
+    test_bad_read_rkey(&b);
+    test_kill_during_read(self, &a);
+    tap_ok(!z.closed && !z.rndv_bad, "client Z is still connected");
+    cl_close(&z);
 
     /* ---- misbehaving clients close only their own connection -------------------------- */
     struct client m;
