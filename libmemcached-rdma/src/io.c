@@ -483,20 +483,23 @@ static int64_t now_us(void)
 static bool spin_for_input(struct lmr_client *c)
 {
     unsigned budget = 0;
+    bool pollers = false;
     for (uint32_t i = 0; i < c->server_count; i++) {
         memcached_instance_st *srv = c->servers[i];
-        if (srv->conn.ops != NULL && srv->conn.ops->poll_input != NULL && awaiting_reply(srv) &&
-            srv->conn.spin_us > budget)
-            budget = srv->conn.spin_us;
+        if (srv->conn.ops != NULL && srv->conn.ops->poll_input != NULL && srv->queued > 0) {
+            pollers = true;
+            if (awaiting_reply(srv) && srv->conn.spin_us > budget)
+                budget = srv->conn.spin_us;
+        }
     }
-    if (budget == 0)
+    if (!pollers)
         return false;
     /* the clock only every few rounds, the first time after 32 (in some
      * virtual machines reading it is a system call), and then the processor
      * is offered to other threads: software RDMA devices (rxe) work in
      * kernel threads that a spinning client would starve */
     int64_t until = 0;
-    for (unsigned round = 1;; round++) {
+    for (unsigned round = 1; budget > 0; round++) {
         if (round % 32 == 0) {
             int64_t now = now_us();
             if (until == 0)
