@@ -551,10 +551,9 @@ static void dispatch_wc(struct mcr_rdma_ctx *ctx, const struct ibv_wc *wc)
     op->impl->on_send_wc(op->ep, op, wc);
 }
 
-int mcr_rdma_ctx_poll_cq(struct mcr_rdma_ctx *ctx)
+/* Dispatches every completion in the queue; their number or -EIO. */
+static int drain_cq(struct mcr_rdma_ctx *ctx)
 {
-    if (!ctx->destroying)
-        mcr_rdma_ctx_adopt_pending(ctx); /* know every QP before its completions */
     struct ibv_wc wcs[32];
     int total = 0, n;
     while ((n = ibv_poll_cq(ctx->cq, 32, wcs)) > 0) {
@@ -563,6 +562,13 @@ int mcr_rdma_ctx_poll_cq(struct mcr_rdma_ctx *ctx)
         total += n;
     }
     return n < 0 ? -EIO : total;
+}
+
+int mcr_rdma_ctx_poll_cq(struct mcr_rdma_ctx *ctx)
+{
+    if (!ctx->destroying)
+        mcr_rdma_ctx_adopt_pending(ctx); /* know every QP before its completions */
+    return drain_cq(ctx);
 }
 
 /* Affiliated asynchronous events (e.g. "last WQE reached" when a QP on the
@@ -618,15 +624,9 @@ int mcr_rdma_ctx_poll(struct mcr_rdma_ctx *ctx)
     /* adopting (a system call on the wake-up eventfd) only when something waits */
     if (!ctx->destroying && atomic_load(&ctx->inbox_nonempty))
         mcr_rdma_ctx_adopt_pending(ctx);
-    struct ibv_wc wcs[32];
-    int total = 0, n;
-    while ((n = ibv_poll_cq(ctx->cq, 32, wcs)) > 0) {
-        for (int i = 0; i < n; i++)
-            dispatch_wc(ctx, &wcs[i]);
-        total += n;
-    }
+    int handled = drain_cq(ctx);
     reap(ctx); /* endpoints whose last completions this poll took */
-    return n < 0 ? -EIO : total;
+    return handled;
 }
 
 int mcr_rdma_ctx_set_polling(struct mcr_rdma_ctx *ctx, bool polling)
