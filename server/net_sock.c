@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "portfile.h"
 #include "settings.h"
 #include "stats.h"
 #include "thread.h"
@@ -474,25 +475,17 @@ int listeners_open(struct event_base *base)
     if (!settings.inter)
         log_msg(LOG_ALWAYS, "no -l given: listening on 127.0.0.1 only (memcached listens on "
                             "every interface; use -l 0.0.0.0 for that)");
-    FILE *portfile = NULL;
-    char tmpname[4096] = "";
-    const char *portname = getenv("MEMCACHED_PORT_FILENAME");
-    if (portname) {
-        snprintf(tmpname, sizeof(tmpname), "%s.lck", portname);
-        portfile = fopen(tmpname, "a");
-    }
+    struct portfile portfile;
+    portfile_open(&portfile);
     char *copy = strdup(list);
     int rc = copy ? 0 : -1;
     char *save = NULL;
     for (char *spec = copy ? strtok_r(copy, ",; ", &save) : NULL; spec && rc == 0;
          spec = strtok_r(NULL, ",; ", &save))
-        rc = open_tcp(base, spec, portfile);
+        rc = open_tcp(base, spec, portfile.f);
     free(copy);
-    if (portfile) {
-        fclose(portfile);
-        if (settings.udpport == 0) /* else udp_open adds its lines, then renames */
-            rename(tmpname, portname);
-    }
+    /* with UDP on, udp_open adds its lines, then renames */
+    portfile_close(&portfile, settings.udpport == 0);
     return rc;
 }
 

@@ -48,6 +48,7 @@
 #include "conn.h"
 #include "items.h"
 #include "log.h"
+#include "portfile.h"
 #include "settings.h"
 #include "stats.h"
 #include "thread.h"
@@ -522,22 +523,14 @@ int udp_open(void)
         return -1;
     /* the TCP listeners left their lines in <name>.lck: add ours, then
      * rename it, so the file appears complete (memcached's order) */
-    FILE *portfile = NULL;
-    char tmpname[4096] = "";
-    const char *portname = getenv("MEMCACHED_PORT_FILENAME");
-    if (portname) {
-        snprintf(tmpname, sizeof(tmpname), "%s.lck", portname);
-        portfile = fopen(tmpname, "a");
-    }
+    struct portfile portfile;
+    portfile_open(&portfile);
     int rc = 0;
     char *save = NULL;
     for (char *spec = strtok_r(copy, ",; ", &save); spec && rc == 0;
          spec = strtok_r(NULL, ",; ", &save))
-        rc = open_spec(spec, portfile);
+        rc = open_spec(spec, portfile.f);
     free(copy);
-    if (portfile) {
-        fclose(portfile);
-        rename(tmpname, portname);
-    }
+    portfile_close(&portfile, true);
     return rc;
 }
