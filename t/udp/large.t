@@ -4,18 +4,11 @@
 # longer than 16 KiB, and a value cut short by the end of its datagram (not
 # stored; what becomes of the next datagram differs: memcached may read it
 # as the rest of the value, so it is not tested).
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "meta"))
-from mcconn import Conn, Udp, free_udp_port  # noqa: E402
-from mctest import TAP, start_server  # noqa: E402
+from mctest import TAP
+from udp_fixture import start_udp_server
 
 t = TAP()
-uport = free_udp_port()
-srv = start_server(t, "-m", "64", "-U", str(uport), "-t", "2")
-c = Conn(srv.port)
-u = Udp(uport)
+srv, c, u, _ = start_udp_server(t)
 
 value = bytes((i * 11) % 26 + 97 for i in range(40000))
 u.send(1, b"set big 0 0 40000\r\n" + value + b"\r\n")

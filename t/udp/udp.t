@@ -6,19 +6,13 @@
 # per command, requests from several ids interleaved, binary requests, and
 # datagrams the server ignores (too short, announcing several datagrams,
 # incomplete).
-import os
 import struct
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "meta"))
-from mcconn import Conn, Udp, free_udp_port  # noqa: E402
-from mctest import TAP, start_server  # noqa: E402
+from mctest import TAP
+from udp_fixture import start_udp_server
 
 t = TAP()
-uport = free_udp_port()
-srv = start_server(t, "-m", "64", "-U", str(uport), "-t", "2")
-c = Conn(srv.port)
-u = Udp(uport)
+srv, c, u, uport = start_udp_server(t)
 
 t.is_(c.stats("settings")["udpport"], str(uport), "stats settings shows the UDP port")
 
