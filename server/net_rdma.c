@@ -34,6 +34,14 @@
  * second one while one is held, a failed WRITE (a bad rkey) or an
  * RNDV_DONE from the client close that connection only.
  *
+ * Value buffers: a client may also advertise a region for the value of
+ * one GET reply (RNDV_WRITE with MCR_RDMA_F_VALUE, request_id = the
+ * request's opaque: a caller's iget buffer). When that reply's value is in
+ * slab memory and fits, it is written straight from the item into that
+ * region instead of the landing buffer, and the RNDV_DONE carries
+ * MCR_RDMA_F_VALUE and the opaque (net_rdma_vbuf.c matches values to
+ * replies); the value is then copied on neither side.
+ *
  * Rendezvous for input: an RNDV_READ message advertises the next bytes of
  * the client's request stream; the endpoint is paused (later messages wait
  * in their receive buffers, keeping the order) and the region is pulled as
@@ -87,6 +95,7 @@ void net_rdma_shutdown(void) {}
 #include "conn.h"
 #include "items.h"
 #include "net_rdma_mem.h"
+#include "net_rdma_vbuf.h"
 #include "rdma/ctx.h"
 #include "rdma/mr.h"
 #include "rdma/rc.h"
@@ -122,6 +131,7 @@ struct rdma_counters {
     uint64_t rendezvous_writes;
     uint64_t zero_copy_reads;
     uint64_t zero_copy_writes;
+    uint64_t value_buffer_writes;
     uint64_t credit_stalls;
 };
 
@@ -148,7 +158,11 @@ struct rdma_conn {
     struct mcr_rdma_rndv land;
     uint32_t land_id;
     bool land_valid, land_ever, write_inflight, done_pending;
-    uint32_t done_len;
+    /* the RNDV_DONE to send: count, request id and flags */
+    uint32_t done_len, done_id;
+    uint16_t done_flags;
+    /* Regions advertised for the value of one GET reply each. */
+    struct rdma_vbufs vbufs;
     char *stage;
     struct mcr_rdma_region stage_reg;
     /* Rendezvous for input (RDMA READ): the region of an RNDV_READ, pulled
@@ -357,11 +371,17 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
     struct rdma_conn *rc = user;
     if (!rc->conn)
         return; /* closing: input no longer read */
-    if (msg->flags != 0) {
+    if (msg->type == MCR_RDMA_MSG_RNDV_WRITE && msg->flags == MCR_RDMA_F_VALUE) {
+        /* a caller's buffer for the value of the reply to request_id */
+        struct rdma_vbuf vb = {.opaque = msg->request_id,
+                               .addr = msg->rndv.addr,
+                               .rkey = msg->rndv.rkey,
+                               .len = msg->rndv.len};
+        rdma_vbufs_add(&rc->vbufs, &vb);
+    } else if (msg->flags != 0) {
         rconn_fail(rc, "unexpected RNDV_DONE");
         return;
-    }
-    if (msg->type == MCR_RDMA_MSG_RNDV_WRITE) {
+    } else if (msg->type == MCR_RDMA_MSG_RNDV_WRITE) {
         /* a landing buffer for our output; the substrate checked the
          * descriptor's shape, the bounds are ours */
         if (rc->land_valid || msg->rndv.len < 4096 || msg->rndv.len > RDMA_LAND_MAX) {
@@ -738,8 +758,8 @@ static int send_done(struct rdma_conn *rc)
     struct iovec iov = {len_le, 4};
     struct mcr_rdma_send s = {
         .type = MCR_RDMA_MSG_EAGER,
-        .flags = MCR_RDMA_F_RNDV_DONE,
-        .request_id = rc->land_id,
+        .flags = rc->done_flags,
+        .request_id = rc->done_id,
         .iov = &iov,
         .iovcnt = 1,
     };
@@ -798,6 +818,8 @@ static ssize_t sendv_rendezvous(struct rdma_conn *rc, const struct iovec *iov, i
     rc->write_inflight = true;
     rc->land_valid = false;
     rc->done_len = n;
+    rc->done_id = rc->land_id;
+    rc->done_flags = MCR_RDMA_F_RNDV_DONE;
     CTR_ADD(rc->rw, rendezvous_writes, 1);
     CTR_ADD(rc->rw, bytes_written, n);
     r = send_done(rc);
@@ -831,26 +853,33 @@ static bool find_slab_run(const struct rdma_conn *rc, const struct iovec *iov, i
     return false;
 }
 
-/* A value in slab memory at the start of the output, to a client with a
- * landing buffer: RDMA WRITE up to one landing buffer of it straight from
- * the item (one WRITE per segment, at consecutive offsets), then RNDV_DONE
+/* A value in slab memory at the start of the output: RDMA WRITE it
+ * straight from the item (one WRITE per segment, at consecutive offsets)
+ * into the buffer its client advertised for it (vb) or, without one, up
+ * to one landing buffer of it into the landing buffer; then RNDV_DONE
  * with the count. Reports EAGAIN until the WRITEs completed; conn.c then
  * offers the same output again and learns the count (rdma_sendv), so it
  * releases the item only after the memory was read. */
 static ssize_t sendv_zero_copy(struct rdma_conn *rc, const struct iovec *iov, int iovcnt,
-                               size_t run)
+                               size_t run, const struct rdma_vbuf *vb)
 {
-    if (!rc->land_valid || rc->write_inflight)
+    struct mcr_rdma_rndv value_region;
+    const struct mcr_rdma_rndv *dst = &rc->land;
+    if (vb) {
+        value_region = (struct mcr_rdma_rndv){.addr = vb->addr, .rkey = vb->rkey, .len = vb->len};
+        dst = &value_region;
+    } else if (!rc->land_valid || rc->write_inflight) {
         return output_blocked(rc);
-    uint32_t n = run < rc->land.len ? (uint32_t)run : rc->land.len;
+    }
+    uint32_t n = run < dst->len ? (uint32_t)run : dst->len;
     uint32_t at = 0;
     rc->zw.failed = false;
     for (int i = 0; i < iovcnt && at < n; i++) {
         uint32_t take = iov[i].iov_len < n - at ? (uint32_t)iov[i].iov_len : n - at;
         struct ibv_mr *mr = rdma_mem_lookup(rc->rw->mem_slot, iov[i].iov_base, take);
         rc->zw.pieces++;
-        if (!mr || mcr_rdma_ep_rdma_write(rc->ep, &rc->land, at, iov[i].iov_base, mr, take,
-                                          &rc->zw) != 0) {
+        if (!mr ||
+            mcr_rdma_ep_rdma_write(rc->ep, dst, at, iov[i].iov_base, mr, take, &rc->zw) != 0) {
             rc->zw.pieces--;
             rconn_fail(rc, "rendezvous write refused");
             errno = EPIPE;
@@ -860,8 +889,16 @@ static ssize_t sendv_zero_copy(struct rdma_conn *rc, const struct iovec *iov, in
     }
     rc->zw.base = iov[0].iov_base;
     rc->zw.len = at;
-    rc->land_valid = false;
     rc->done_len = at;
+    if (vb) {
+        rc->done_id = vb->opaque;
+        rc->done_flags = MCR_RDMA_F_RNDV_DONE | MCR_RDMA_F_VALUE;
+        CTR_ADD(rc->rw, value_buffer_writes, 1);
+    } else {
+        rc->land_valid = false;
+        rc->done_id = rc->land_id;
+        rc->done_flags = MCR_RDMA_F_RNDV_DONE;
+    }
     CTR_ADD(rc->rw, rendezvous_writes, 1);
     CTR_ADD(rc->rw, zero_copy_writes, 1);
     CTR_ADD(rc->rw, bytes_written, at);
@@ -904,22 +941,28 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
         }
         return (ssize_t)rc->zw.len;
     }
-    if (rc->land_ever) {
+    if (rc->land_ever || rc->vbufs.count > 0) {
         size_t all = 0;
         for (int k = 0; k < iovcnt; k++)
             all += iov[k].iov_len;
         int first;
         size_t run;
         if (all > max_payload && find_slab_run(rc, iov, iovcnt, max_payload / 2, &first, &run)) {
-            if (first == 0)
-                return sendv_zero_copy(rc, iov, iovcnt, run);
-            /* what comes before the value goes first, the usual way */
-            iovcnt = first;
+            struct rdma_vbuf vb;
+            if (first == 0 && rdma_vbufs_take(&rc->vbufs, iov[0].iov_base, run, &vb))
+                return sendv_zero_copy(rc, iov, iovcnt, run, &vb);
+            if (first == 0 && rc->land_ever)
+                return sendv_zero_copy(rc, iov, iovcnt, run, NULL);
+            /* what comes before the value goes first, the usual way; it
+             * names the reply, and so the buffer the value may go to */
+            if (first > 0)
+                rdma_vbufs_note_reply(&rc->vbufs, iov, first, iov[first].iov_base, run);
+            iovcnt = first > 0 ? first : iovcnt;
             all = 0;
             for (int k = 0; k < iovcnt; k++)
                 all += iov[k].iov_len;
         }
-        if (all > max_payload)
+        if (all > max_payload && rc->land_ever)
             return sendv_rendezvous(rc, iov, iovcnt, all);
     }
     size_t total = 0;
@@ -1211,6 +1254,7 @@ static void rdma_stats(stat_emit_fn emit, void *ctx)
             S(rendezvous_writes);
             S(zero_copy_reads);
             S(zero_copy_writes);
+            S(value_buffer_writes);
             S(credit_stalls);
 #undef S
         }
@@ -1224,6 +1268,7 @@ static void rdma_stats(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "rdma_rendezvous_writes", sum.rendezvous_writes);
     emit_u64(emit, ctx, "rdma_zero_copy_reads", sum.zero_copy_reads);
     emit_u64(emit, ctx, "rdma_zero_copy_writes", sum.zero_copy_writes);
+    emit_u64(emit, ctx, "rdma_value_buffer_writes", sum.value_buffer_writes);
     emit_u64(emit, ctx, "rdma_credit_stalls", sum.credit_stalls);
 }
 

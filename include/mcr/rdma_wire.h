@@ -39,7 +39,11 @@ enum mcr_rdma_msg_type {
 /* This message ends the rendezvous the peer advertised under request_id: the
  * peer's advertised region is no longer used and may be released. */
 #define MCR_RDMA_F_RNDV_DONE 0x0001u
-#define MCR_RDMA_F_ALL MCR_RDMA_F_RNDV_DONE
+/* On RNDV_WRITE: the region is for the value of one reply only, the one
+ * whose memcached binary-protocol opaque equals request_id (a caller's
+ * buffer); with RNDV_DONE: ends such a region. */
+#define MCR_RDMA_F_VALUE 0x0002u
+#define MCR_RDMA_F_ALL (MCR_RDMA_F_RNDV_DONE | MCR_RDMA_F_VALUE)
 
 /* Decoded (host byte order) view of the header. */
 struct mcr_rdma_hdr {

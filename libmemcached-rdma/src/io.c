@@ -73,6 +73,9 @@ static void unlink_request(memcached_instance_st *srv, memcached_request_st *req
 
 static void complete(memcached_instance_st *srv, memcached_request_st *req, memcached_return_t rc)
 {
+    if (req->value_offered && srv->conn.ops != NULL)
+        srv->conn.ops->release_value_buffer(&srv->conn, req->opaque);
+    req->value_offered = false;
     unlink_request(srv, req);
     req->server = NULL;
     req->rc = rc;
@@ -300,6 +303,10 @@ static bool send_some(memcached_instance_st *srv)
                 break;
             if (r->sent == 0 && r->expects_reply)
                 starting++;
+            if (r->sent == 0 && r->kind == LMR_OP_GET && r->sink == LMR_SINK_USER &&
+                !r->value_offered && srv->conn.ops->offer_value_buffer != NULL)
+                r->value_offered = srv->conn.ops->offer_value_buffer(
+                    &srv->conn, r->opaque, r->user_buffer, r->user_capacity);
             size_t skip = r->sent;
             n = add_piece(iov, n, r->head, r->head_length, &skip);
             n = add_piece(iov, n, r->body, r->body_length, &skip);

@@ -80,6 +80,7 @@ struct memcached_request_st {
     bool detached;      /* library-owned: freed when it completes */
     bool counted;       /* counts against the server's window */
     bool got_value;
+    bool value_offered; /* the transport holds user_buffer for the value */
     memcached_return_t rc;
     uint32_t opaque; /* binary protocol: ties replies to this request */
 

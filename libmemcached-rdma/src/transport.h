@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -59,6 +60,15 @@ struct lmr_transport_ops {
      * meanwhile (the pipeline then does not sleep). */
     bool (*poll_input)(struct lmr_conn *conn);
     bool (*prepare_sleep)(struct lmr_conn *conn);
+    /* Optional, for transports that can place a value straight into a
+     * caller's buffer (RDMA): called for a GET (binary protocol, request
+     * id `opaque`) into the caller's buf[0, len) before its bytes are
+     * sent. true when offered: the value may then arrive in place, and
+     * recv into that same buffer returns it without a copy. Each offer
+     * is balanced by release_value_buffer once the request completed;
+     * closing the connection releases every offer. */
+    bool (*offer_value_buffer)(struct lmr_conn *conn, uint32_t opaque, char *buf, size_t len);
+    void (*release_value_buffer)(struct lmr_conn *conn, uint32_t opaque);
 };
 
 struct lmr_conn {

@@ -17,6 +17,17 @@
  * is advertised again. An RNDV_DONE that does not match closes the
  * connection.
  *
+ * Values straight into a caller's buffer: for a GET into a caller's buffer
+ * (iget) larger than one message's payload, the buffer is registered for
+ * remote write (on the fly, or through a registration cache when
+ * LIBMEMCACHED_RDMA_REGCACHE asks for one) and advertised with RNDV_WRITE
+ * and MCR_RDMA_F_VALUE under the request's opaque. When the server writes
+ * the value there, its RNDV_DONE (same flag, same opaque) inserts a
+ * segment into the input that refers to the caller's buffer instead of
+ * holding bytes; recv into that very buffer returns it without a copy
+ * (into anywhere else, it copies). The registration goes when the request
+ * completes.
+ *
  * The descriptor the pipeline polls is an epoll set over the context's
  * descriptor (completions, connection events) and an eventfd that this file
  * keeps readable while received bytes wait in the input buffer or the
@@ -51,6 +62,33 @@
 #define RDMA_LAND_SIZE (1024u * 1024)
 /* Default reply polling budget before sleeping (LIBMEMCACHED_RDMA_SPIN_US). */
 #define RDMA_SPIN_US_DEFAULT 200
+/* Caller buffers for values: ones smaller than one message's payload are
+ * not offered (their values come in one message anyway), larger ones are
+ * advertised for their first RDMA_VALUE_MAX bytes (the substrate's
+ * rendezvous limit); at most RDMA_VALUE_BUFS are outstanding (the server
+ * keeps as many). */
+#define RDMA_VALUE_MAX (64u * 1024 * 1024)
+#define RDMA_VALUE_BUFS 64
+/* LIBMEMCACHED_RDMA_REGCACHE: registrations of caller buffers kept for
+ * reuse (default 0: register per request). */
+#define RDMA_REGCACHE_MAX 4096
+
+/* A caller's buffer advertised for one GET's value. */
+struct value_buf {
+    uint32_t opaque;
+    char *buf;
+    uint32_t len;
+    struct ibv_mr *mr;
+    bool written; /* the server wrote the value into it */
+};
+
+/* Input bytes that lie in a caller's buffer, not in `in`: the stream's
+ * bytes [at, at+len) are at ptr. */
+struct value_seg {
+    uint64_t at;
+    const char *ptr;
+    size_t len;
+};
 
 struct rdma_stream {
     struct mcr_rdma_ctx *ctx;
@@ -59,6 +97,14 @@ struct rdma_stream {
     bool signaled, connected, closed;
     char *in; /* received, not yet read: in[in_off, in_off+in_len) */
     size_t in_off, in_len, in_cap;
+    /* Stream offsets: bytes received so far and read so far, counting
+     * those of value segments (which `in` does not hold). */
+    uint64_t in_received, in_read;
+    struct value_seg segs[RDMA_VALUE_BUFS]; /* a ring, oldest at seg_first */
+    unsigned seg_first, nsegs;
+    struct value_buf vbufs[RDMA_VALUE_BUFS];
+    unsigned nvbufs;
+    struct mcr_rdma_regcache *regcache;
     char *out; /* accepted, not yet handed to the endpoint */
     size_t out_off, out_len, out_cap;
     /* Rendezvous for replies: a buffer registered for remote write only,
@@ -124,12 +170,31 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
         s->src_busy = false;
         return;
     }
+    uint32_t n = 0;
+    if ((msg->flags & MCR_RDMA_F_RNDV_DONE) && msg->payload_len == 4) {
+        memcpy(&n, msg->payload, 4);
+        n = le32toh(n);
+    }
+    if (msg->type == MCR_RDMA_MSG_EAGER &&
+        msg->flags == (MCR_RDMA_F_RNDV_DONE | MCR_RDMA_F_VALUE)) {
+        /* the server wrote the next n bytes (a value) into a caller's buffer */
+        struct value_buf *vb = NULL;
+        for (unsigned i = 0; i < s->nvbufs && vb == NULL; i++)
+            if (s->vbufs[i].opaque == msg->request_id && !s->vbufs[i].written)
+                vb = &s->vbufs[i];
+        if (vb == NULL || msg->payload_len != 4 || n == 0 || n > vb->len ||
+            s->nsegs == RDMA_VALUE_BUFS) {
+            mcr_rdma_ep_close(ep);
+            return;
+        }
+        vb->written = true;
+        s->segs[(s->seg_first + s->nsegs++) % RDMA_VALUE_BUFS] =
+            (struct value_seg){.at = s->in_received, .ptr = vb->buf, .len = n};
+        s->in_received += n;
+        return;
+    }
     if (msg->type == MCR_RDMA_MSG_EAGER && msg->flags == MCR_RDMA_F_RNDV_DONE) {
         /* the server wrote the next n bytes of the stream into our buffer */
-        uint32_t n = 0;
-        if (msg->payload_len == 4)
-            memcpy(&n, msg->payload, 4);
-        n = le32toh(n);
         if (!s->land_out || msg->request_id != s->land_id || msg->payload_len != 4 || n == 0 ||
             n > s->land_reg.len || !reserve(&s->in, &s->in_off, s->in_len, &s->in_cap, n)) {
             mcr_rdma_ep_close(ep);
@@ -137,6 +202,7 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
         }
         memcpy(s->in + s->in_off + s->in_len, s->land, n);
         s->in_len += n;
+        s->in_received += n;
         s->land_out = false;
         s->land_need = true;
         return;
@@ -148,6 +214,13 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
     }
     memcpy(s->in + s->in_off + s->in_len, msg->payload, msg->payload_len);
     s->in_len += msg->payload_len;
+    s->in_received += msg->payload_len;
+}
+
+/* Received bytes wait to be read (in `in` or in a value segment). */
+static bool input_waiting(const struct rdma_stream *s)
+{
+    return s->in_len > 0 || s->nsegs > 0;
 }
 
 static void on_rdma_done(struct mcr_rdma_ep *ep, void *cookie, int status, void *user)
@@ -283,7 +356,7 @@ static bool flush_out(struct rdma_stream *s)
 /* The eventfd is readable exactly while input waits or the stream ended. */
 static void sync_signal(struct rdma_stream *s)
 {
-    bool want = s->in_len > 0 || s->closed;
+    bool want = input_waiting(s) || s->closed;
     uint64_t v = 1;
     if (want && !s->signaled) {
         if (write(s->evfd, &v, sizeof(v)) == (ssize_t)sizeof(v))
@@ -346,6 +419,21 @@ static unsigned spin_budget_us(void)
     return (unsigned)us;
 }
 
+/* LIBMEMCACHED_RDMA_REGCACHE (0 .. RDMA_REGCACHE_MAX, default 0):
+ * registrations of caller buffers kept for reuse. Only for programs that
+ * never free a buffer they passed to iget while the connection is open
+ * (a cached registration keeps the memory it was made for, not what a
+ * later allocation maps at the same address). */
+static unsigned regcache_entries(void)
+{
+    const char *v = getenv("LIBMEMCACHED_RDMA_REGCACHE");
+    if (v == NULL || *v == '\0')
+        return 0;
+    char *end;
+    unsigned long n = strtoul(v, &end, 10);
+    return *end == '\0' && n <= RDMA_REGCACHE_MAX ? (unsigned)n : 0;
+}
+
 static void stream_free(struct rdma_stream *s)
 {
     if (s->ep != NULL && !s->closed) {
@@ -358,6 +446,9 @@ static void stream_free(struct rdma_stream *s)
     free(s->land);
     mcr_rdma_region_deregister(&s->src_reg);
     free(s->src);
+    for (unsigned i = 0; i < s->nvbufs; i++)
+        mcr_rdma_regcache_put(s->regcache, s->vbufs[i].mr);
+    mcr_rdma_regcache_destroy(s->regcache);
     if (s->ctx != NULL)
         mcr_rdma_ctx_destroy(s->ctx);
     if (s->evfd >= 0)
@@ -434,6 +525,8 @@ static memcached_return_t rdma_open(struct lmr_conn *conn, const struct lmr_endp
     if (s->src != NULL)
         mcr_rdma_region_register(mcr_rdma_ctx_pd(s->ctx), s->src, RDMA_LAND_SIZE,
                                  MCR_RDMA_ACCESS_REMOTE_READ, &s->src_reg);
+    /* without it, values simply come in the stream */
+    s->regcache = mcr_rdma_regcache_create(mcr_rdma_ctx_pd(s->ctx), regcache_entries());
     /* completions raise no events until the pipeline is about to sleep
      * (rdma_prepare_sleep): the fast path makes no system call but the send */
     mcr_rdma_ctx_set_polling(s->ctx, true);
@@ -493,14 +586,35 @@ static ssize_t rdma_recv(struct lmr_conn *conn, void *buf, size_t len)
 {
     struct rdma_stream *s = conn->transport_state;
     progress(s, -1);
-    if (s->in_len == 0) {
+    if (!input_waiting(s)) {
         if (s->closed)
             return 0;
         errno = EAGAIN;
         return -1;
     }
+    struct value_seg *seg = s->nsegs > 0 ? &s->segs[s->seg_first] : NULL;
+    if (seg != NULL && seg->at == s->in_read) {
+        /* a value the server wrote into a caller's buffer: when that is
+         * where it is wanted, there is nothing to copy */
+        size_t n = len < seg->len ? len : seg->len;
+        if (buf != seg->ptr)
+            memmove(buf, seg->ptr, n);
+        seg->at += n;
+        seg->ptr += n;
+        seg->len -= n;
+        s->in_read += n;
+        if (seg->len == 0) {
+            s->seg_first = (s->seg_first + 1) % RDMA_VALUE_BUFS;
+            s->nsegs--;
+        }
+        sync_signal(s);
+        return (ssize_t)n;
+    }
     size_t n = len < s->in_len ? len : s->in_len;
+    if (seg != NULL && n > seg->at - s->in_read)
+        n = (size_t)(seg->at - s->in_read); /* up to the segment */
     memcpy(buf, s->in + s->in_off, n);
+    s->in_read += n;
     s->in_off += n;
     s->in_len -= n;
     if (s->in_len == 0)
@@ -518,7 +632,7 @@ static bool rdma_poll_input(struct lmr_conn *conn)
 {
     struct rdma_stream *s = conn->transport_state;
     progress(s, -1);
-    return s->in_len > 0 || s->closed;
+    return input_waiting(s) || s->closed;
 }
 
 /* Before the pipeline sleeps on the descriptor: RDMA CM events, and the
@@ -529,7 +643,42 @@ static bool rdma_prepare_sleep(struct lmr_conn *conn)
     mcr_rdma_ctx_set_polling(s->ctx, false);
     progress(s, 0);
     mcr_rdma_ctx_set_polling(s->ctx, true);
-    return s->in_len > 0 || s->closed;
+    return input_waiting(s) || s->closed;
+}
+
+static bool rdma_offer_value_buffer(struct lmr_conn *conn, uint32_t opaque, char *buf, size_t len)
+{
+    struct rdma_stream *s = conn->transport_state;
+    if (s->regcache == NULL || s->nvbufs == RDMA_VALUE_BUFS || s->ep == NULL || s->closed ||
+        len < mcr_rdma_ep_max_eager_payload(s->ep))
+        return false;
+    uint32_t adv = len < RDMA_VALUE_MAX ? (uint32_t)len : RDMA_VALUE_MAX;
+    struct ibv_mr *mr = mcr_rdma_regcache_get(s->regcache, buf, adv, MCR_RDMA_ACCESS_REMOTE_WRITE);
+    if (mr == NULL)
+        return false;
+    struct mcr_rdma_rndv r = {.addr = (uintptr_t)buf, .rkey = mr->rkey, .len = adv};
+    struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_RNDV_WRITE,
+                              .flags = MCR_RDMA_F_VALUE,
+                              .request_id = opaque,
+                              .advertise = &r};
+    if (mcr_rdma_ep_send(s->ep, &m) != 0) {
+        mcr_rdma_regcache_put(s->regcache, mr);
+        return false; /* no send buffer free: the value comes the usual way */
+    }
+    s->vbufs[s->nvbufs++] = (struct value_buf){.opaque = opaque, .buf = buf, .len = adv, .mr = mr};
+    return true;
+}
+
+static void rdma_release_value_buffer(struct lmr_conn *conn, uint32_t opaque)
+{
+    struct rdma_stream *s = conn->transport_state;
+    for (unsigned i = 0; i < s->nvbufs; i++) {
+        if (s->vbufs[i].opaque != opaque)
+            continue;
+        mcr_rdma_regcache_put(s->regcache, s->vbufs[i].mr);
+        s->vbufs[i] = s->vbufs[--s->nvbufs];
+        return;
+    }
 }
 
 static void rdma_close(struct lmr_conn *conn)
@@ -550,6 +699,8 @@ const struct lmr_transport_ops lmr_transport_rdma = {
     .close = rdma_close,
     .poll_input = rdma_poll_input,
     .prepare_sleep = rdma_prepare_sleep,
+    .offer_value_buffer = rdma_offer_value_buffer,
+    .release_value_buffer = rdma_release_value_buffer,
 };
 
 #endif

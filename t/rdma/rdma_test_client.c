@@ -239,10 +239,11 @@ static int many_in_flight(memcached_st *m, int count)
     int bad = 0;
     for (int i = 0; i < count; i++) {
         reqs[i] = memcached_request_create(m);
-        char key[32], val[32];
+        char key[32];
         int kl = snprintf(key, sizeof(key), "nb%d", i);
-        int vl = snprintf(val, sizeof(val), "value-%d", i * 7);
-        if (memcached_iset(m, key, (size_t)kl, val, (size_t)vl, 0, (uint32_t)i, reqs[i]) !=
+        /* iset is zero-copy: the value stays put until the request completed */
+        int vl = snprintf(bufs[i], sizeof(bufs[i]), "value-%d", i * 7);
+        if (memcached_iset(m, key, (size_t)kl, bufs[i], (size_t)vl, 0, (uint32_t)i, reqs[i]) !=
             MEMCACHED_SUCCESS)
             bad++;
     }
@@ -289,6 +290,150 @@ static int many_in_flight(memcached_st *m, int count)
     return bad;
 }
 
+static long rdma_stat(memcached_st *m, const char *name)
+{
+    memcached_return_t rc;
+    memcached_stat_st *st = memcached_stat(m, NULL, &rc);
+    char *v = st ? memcached_stat_get_value(m, st, name, &rc) : NULL;
+    long n = v ? atol(v) : -1;
+    free(v);
+    memcached_stat_free(m, st);
+    return n;
+}
+
+/* igets into caller buffers larger than one message: the server writes each
+ * value that is worth it straight into the caller's buffer
+ * (rdma_value_buffer_writes counts them); the rest (values that fit one
+ * message, values larger than the buffer, misses) come the usual way. */
+static void iget_into_caller_buffers(memcached_st *m)
+{
+    static const size_t vsizes[] = {8000, 8161, 65536, 1000000, 3000000, 8388608};
+    size_t nsizes = sizeof(vsizes) / sizeof(vsizes[0]);
+    char *want = malloc(8388608);
+    char *buf = malloc(2 * 8388608);
+    memcached_request_st *req = memcached_request_create(m);
+    long before = rdma_stat(m, "rdma_value_buffer_writes");
+    int bad = 0;
+    for (size_t i = 0; i < nsizes; i++) {
+        fill(want, vsizes[i], 40 + (unsigned)i);
+        if (memcached_set(m, "zc", 2, want, vsizes[i], 0, (uint32_t)i) != MEMCACHED_SUCCESS)
+            bad++;
+        /* a buffer of exactly the value's size, then one twice as large */
+        for (int twice = 0; twice < 2; twice++) {
+            size_t cap = vsizes[i] * (twice ? 2 : 1);
+            memset(buf, 0, cap);
+            size_t len = 0;
+            memcached_return_t rc = memcached_iget(m, "zc", 2, buf, cap, req);
+            if (rc == MEMCACHED_SUCCESS)
+                rc = memcached_wait(m, req);
+            const char *v = memcached_request_value(req, &len);
+            if (rc != MEMCACHED_SUCCESS || v != buf || len != vsizes[i] ||
+                memcmp(buf, want, len) != 0 || memcached_request_flags(req) != (uint32_t)i) {
+                tap_diag("iget of %zu bytes into %zu: %s, len %zu", vsizes[i], cap,
+                         memcached_strerror(m, rc), len);
+                bad++;
+            }
+        }
+    }
+    long after = rdma_stat(m, "rdma_value_buffer_writes");
+    /* 8000 bytes fit one message; the other five sizes, twice each */
+    tap_ok(bad == 0 && after - before == 10,
+           "igets of 8000 B .. 8 MiB into caller buffers arrive intact, the 10 above one message "
+           "written straight into them (rdma_value_buffer_writes +%ld)",
+           after - before);
+
+    /* larger than the buffer: E2BIG with the full length, the stream stays in step */
+    fill(want, 65536, 7);
+    memcached_set(m, "zc", 2, want, 65536, 0, 0);
+    size_t len = 0;
+    memcached_return_t rc = memcached_iget(m, "zc", 2, buf, 32768, req);
+    if (rc == MEMCACHED_SUCCESS)
+        rc = memcached_wait(m, req);
+    memcached_request_value(req, &len);
+    memcached_return_t rc2 = memcached_iget(m, "zc", 2, buf, 65536, req);
+    if (rc2 == MEMCACHED_SUCCESS)
+        rc2 = memcached_wait(m, req);
+    tap_ok(rc == MEMCACHED_E2BIG && len == 65536 && rc2 == MEMCACHED_SUCCESS &&
+               memcmp(buf, want, 65536) == 0,
+           "a value larger than the iget buffer: %s, length %zu; the next iget gets it (%s)",
+           memcached_strerror(m, rc), len, memcached_strerror(m, rc2));
+
+    /* a miss leaves its advertised buffer unused; the next one is used */
+    before = rdma_stat(m, "rdma_value_buffer_writes");
+    rc = memcached_iget(m, "zc-missing", 10, buf, 65536, req);
+    if (rc == MEMCACHED_SUCCESS)
+        rc = memcached_wait(m, req);
+    memset(buf, 0, 65536);
+    rc2 = memcached_iget(m, "zc", 2, buf, 65536, req);
+    if (rc2 == MEMCACHED_SUCCESS)
+        rc2 = memcached_wait(m, req);
+    after = rdma_stat(m, "rdma_value_buffer_writes");
+    tap_ok(rc == MEMCACHED_NOTFOUND && rc2 == MEMCACHED_SUCCESS && memcmp(buf, want, 65536) == 0 &&
+               after - before == 1,
+           "an iget that misses (%s) uses no buffer; the next one does (+%ld)",
+           memcached_strerror(m, rc), after - before);
+    memcached_request_free(req);
+
+    /* 100 igets of 64 KiB in flight, each into its own buffer, with bgets
+     * (landing buffer) and blocking gets in between: every value in its
+     * place, replies in order */
+    enum { N = 100 };
+    char *bufs = malloc((size_t)N * 65536);
+    memcached_request_st *reqs[N], *bg[N / 10];
+    for (int i = 0; i < N; i++) {
+        char key[16];
+        int kl = snprintf(key, sizeof(key), "zc%d", i);
+        fill(want, 65536, 1000 + (unsigned)i);
+        memcached_set(m, key, (size_t)kl, want, 65536, 0, (uint32_t)i);
+    }
+    before = rdma_stat(m, "rdma_value_buffer_writes");
+    bad = 0;
+    memset(bufs, 0, (size_t)N * 65536);
+    for (int i = 0; i < N; i++) {
+        char key[16];
+        int kl = snprintf(key, sizeof(key), "zc%d", i);
+        reqs[i] = memcached_request_create(m);
+        if (memcached_iget(m, key, (size_t)kl, bufs + (size_t)i * 65536, 65536, reqs[i]) !=
+            MEMCACHED_SUCCESS)
+            bad++;
+        if (i % 10 == 5) {
+            bg[i / 10] = memcached_request_create(m);
+            memcached_bget(m, key, (size_t)kl, bg[i / 10]);
+            size_t l = 0;
+            char *got = memcached_get(m, key, (size_t)kl, &l, &(uint32_t){0}, &rc);
+            fill(want, 65536, 1000 + (unsigned)i);
+            if (got == NULL || l != 65536 || memcmp(got, want, l) != 0)
+                bad++;
+            free(got);
+        }
+    }
+    if (memcached_wait_all(m) != MEMCACHED_SUCCESS)
+        bad++;
+    for (int i = 0; i < N; i++) {
+        fill(want, 65536, 1000 + (unsigned)i);
+        if (memcached_request_return(reqs[i]) != MEMCACHED_SUCCESS ||
+            memcmp(bufs + (size_t)i * 65536, want, 65536) != 0 ||
+            memcached_request_flags(reqs[i]) != (uint32_t)i)
+            bad++;
+        if (i % 10 == 5) {
+            size_t l = 0;
+            const char *v = memcached_request_value(bg[i / 10], &l);
+            if (v == NULL || l != 65536 || memcmp(v, want, l) != 0)
+                bad++;
+            memcached_request_free(bg[i / 10]);
+        }
+        memcached_request_free(reqs[i]);
+    }
+    after = rdma_stat(m, "rdma_value_buffer_writes");
+    tap_ok(bad == 0 && after - before == N,
+           "100 igets of 64 KiB in flight with bgets and gets in between: all intact (%d wrong), "
+           "%ld written straight into their buffers",
+           bad, after - before);
+    free(bufs);
+    free(buf);
+    free(want);
+}
+
 /* One of several client processes (re-executed, not forked: verbs resources
  * do not survive fork()). Exit status 0 when every check held. */
 static int client_process(int k, unsigned rdma_port)
@@ -330,17 +475,6 @@ static int big_client_process(unsigned rdma_port)
             memcached_get(m, "bigkill", 7, &(size_t){0}, &(uint32_t){0}, &(memcached_return_t){0}));
     }
     return 0;
-}
-
-static long rdma_stat(memcached_st *m, const char *name)
-{
-    memcached_return_t rc;
-    memcached_stat_st *st = memcached_stat(m, NULL, &rc);
-    char *v = st ? memcached_stat_get_value(m, st, name, &rc) : NULL;
-    long n = v ? atol(v) : -1;
-    free(v);
-    memcached_stat_free(m, st);
-    return n;
 }
 
 int main(int argc, char **argv)
@@ -428,6 +562,9 @@ int main(int argc, char **argv)
     /* ---- 1,000 non-blocking requests in flight ---------------------------------------- */
     int bad = many_in_flight(mr, 1000);
     tap_ok(bad == 0, "1,000 isets, igets and bgets in flight over RDMA (%d wrong)", bad);
+
+    /* ---- values straight into iget buffers --------------------------------------------- */
+    iget_into_caller_buffers(mr);
 
     /* ---- several clients at once ------------------------------------------------------- */
     pid_t kids[4];

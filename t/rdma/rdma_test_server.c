@@ -13,7 +13,10 @@
  * B .. 8 MiB, byte-exact, with rdma_zero_copy_reads/writes moving; a
  * region holding a set and the next request; a bad rkey on such a region;
  * a client killed during a large READ (the key keeps its old value or
- * gets the whole new one, others are served). */
+ * gets the whole new one, others are served). Value buffers (RNDV_WRITE
+ * with MCR_RDMA_F_VALUE): a get's value written into the buffer advertised
+ * under its opaque, gets without one answered eagerly, more buffers than
+ * the server keeps, a bad rkey and the flag on an eager message. */
 #include <signal.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -45,6 +48,11 @@ struct client {
     struct mcr_rdma_region src_reg, land_reg;
     uint32_t src_id, land_id, read_dones;
     bool rndv_bad; /* an RNDV_DONE that does not fit */
+    /* a value buffer (MCR_RDMA_F_VALUE) the test advertised, and the
+     * opaque and count of the last value written into it */
+    unsigned char *vbuf;
+    size_t vbuf_len;
+    uint32_t vdone_id, vdone_len, vdones;
 };
 
 static void cl_append(struct client *c, const void *data, size_t n)
@@ -82,6 +90,22 @@ static void cl_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
 {
     (void)ep;
     struct client *c = user;
+    if (msg->flags == (MCR_RDMA_F_RNDV_DONE | MCR_RDMA_F_VALUE)) {
+        /* a value went into the value buffer: it is the next n bytes */
+        const unsigned char *p = msg->payload;
+        uint32_t n = msg->payload_len != 4 ? 0
+                                           : (uint32_t)p[0] | (uint32_t)p[1] << 8 |
+                                                 (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        if (c->vbuf == NULL || n == 0 || n > c->vbuf_len) {
+            c->rndv_bad = true;
+            return;
+        }
+        c->vdone_id = msg->request_id;
+        c->vdone_len = n;
+        c->vdones++;
+        cl_append(c, c->vbuf, n);
+        return;
+    }
     if (msg->flags & MCR_RDMA_F_RNDV_DONE) {
         uint32_t n = 0;
         if (msg->payload_len == 4 && c->land && msg->request_id == c->land_id) {
@@ -550,6 +574,93 @@ static void test_bad_read_rkey(struct client *other)
     tap_ok(check_value(other, "rk", "old", 3), "the key keeps its value, others are served");
 }
 
+/* Advertises buf as the buffer for the value of the get with `opaque`. */
+static bool cl_value_buffer(struct client *c, uint32_t opaque, void *buf, uint32_t rkey,
+                            uint32_t len)
+{
+    struct mcr_rdma_rndv r = {.addr = (uintptr_t)buf, .rkey = rkey, .len = len};
+    struct mcr_rdma_send adv = {.type = MCR_RDMA_MSG_RNDV_WRITE,
+                                .flags = MCR_RDMA_F_VALUE,
+                                .request_id = opaque,
+                                .advertise = &r};
+    return mcr_rdma_ep_send(c->ep, &adv) == 0;
+}
+
+/* Value buffers, by a client without a landing buffer; `val` is the
+ * 100000-byte value of key "lie". */
+static void test_value_buffers(struct client *other, const unsigned char *val)
+{
+    enum { VLEN = 100000 };
+    static unsigned char vbuf[1 << 17];
+    struct mcr_rdma_region reg = {0};
+    struct client m;
+    bool ok = cl_connect(&m) && mcr_rdma_region_register(mcr_rdma_ctx_pd(cctx), vbuf, sizeof(vbuf),
+                                                         MCR_RDMA_ACCESS_REMOTE_WRITE, &reg) == 0;
+    m.vbuf = vbuf;
+    m.vbuf_len = sizeof(vbuf);
+    long long w0 = stat_value(other, "rdma_value_buffer_writes");
+    /* 70 buffers for the gets 100..169: the server keeps the newest 64 */
+    for (uint32_t id = 100; ok && id < 170; id++)
+        ok = cl_value_buffer(&m, id, vbuf, reg.mr->rkey, sizeof(vbuf));
+    struct mcr_bin_header h;
+    unsigned char *body = NULL;
+    bool eager = ok && cl_request(&m, MCR_BIN_OP_GET, NULL, 0, "lie", NULL, 0, 100) &&
+                 cl_response(&m, &h, &body) && h.opaque == 100 && h.bodylen == 4 + VLEN &&
+                 memcmp(body + 4, val, VLEN) == 0 && m.vdones == 0;
+    free(body);
+    body = NULL;
+    tap_ok(eager, "a get whose value buffer was dropped (70 advertised, 64 kept) is answered "
+                  "eagerly, byte-exact");
+    bool placed = true;
+    for (uint32_t id = 110; id <= 120; id += 10) {
+        memset(vbuf, 0, sizeof(vbuf));
+        placed = placed && cl_request(&m, MCR_BIN_OP_GET, NULL, 0, "lie", NULL, 0, id) &&
+                 cl_response(&m, &h, &body) && h.opaque == id && h.bodylen == 4 + VLEN &&
+                 memcmp(body + 4, val, VLEN) == 0 && m.vdone_id == id && m.vdone_len == VLEN &&
+                 memcmp(vbuf, val, VLEN) == 0;
+        free(body);
+        body = NULL;
+    }
+    long long w1 = stat_value(other, "rdma_value_buffer_writes");
+    tap_ok(placed && m.vdones == 2 && w1 == w0 + 2 && !m.closed && !m.rndv_bad,
+           "gets 110 and 120 are written into their value buffers, byte-exact "
+           "(rdma_value_buffer_writes %lld -> %lld)",
+           w0, w1);
+    /* a small value fits one message: the buffer stays unused */
+    ok = do_set(&m, MCR_BIN_OP_SET, "small", "tiny", 4) == 0 &&
+         cl_value_buffer(&m, 500, vbuf, reg.mr->rkey, sizeof(vbuf)) &&
+         cl_request(&m, MCR_BIN_OP_GET, NULL, 0, "small", NULL, 0, 500) &&
+         cl_response(&m, &h, &body) && h.bodylen == 8 && memcmp(body + 4, "tiny", 4) == 0;
+    free(body);
+    body = NULL;
+    tap_ok(ok && m.vdones == 2, "a small value goes eagerly even with a value buffer");
+    /* a buffer too small for the value: the value comes the usual way */
+    ok = cl_value_buffer(&m, 501, vbuf, reg.mr->rkey, VLEN - 1) &&
+         cl_request(&m, MCR_BIN_OP_GET, NULL, 0, "lie", NULL, 0, 501) &&
+         cl_response(&m, &h, &body) && memcmp(body + 4, val, VLEN) == 0;
+    free(body);
+    tap_ok(ok && m.vdones == 2 && !m.closed, "a value larger than its buffer is sent eagerly");
+    cl_close(&m);
+    mcr_rdma_region_deregister(&reg);
+
+    /* a value buffer with an rkey that is not the client's */
+    ok = cl_connect(&m) && cl_value_buffer(&m, 9, vbuf, 0x5a5a5a5au, sizeof(vbuf)) &&
+         cl_request(&m, MCR_BIN_OP_GET, NULL, 0, "lie", NULL, 0, 9);
+    run_until(cl_is_closed, &m, 5000);
+    tap_ok(ok && m.closed, "a value buffer with a bad rkey closes that connection");
+    cl_close(&m);
+    /* the value flag on an eager message */
+    ok = cl_connect(&m);
+    struct iovec iov = {"x", 1};
+    struct mcr_rdma_send bad = {
+        .type = MCR_RDMA_MSG_EAGER, .flags = MCR_RDMA_F_VALUE, .iov = &iov, .iovcnt = 1};
+    ok = ok && mcr_rdma_ep_send(m.ep, &bad) == 0;
+    run_until(cl_is_closed, &m, 5000);
+    tap_ok(ok && m.closed, "the value flag on an eager message closes that connection");
+    cl_close(&m);
+    tap_ok(check_value(other, "lie", val, VLEN), "another client is still served");
+}
+
 /* A client killed while the server READs a 12 MiB value from it. */
 static void test_kill_during_read(const char *self, struct client *s)
 {
@@ -787,6 +898,7 @@ int main(int argc, char **argv)
         cl_close(&m);
         tap_ok(check_value(&a, "lie", bigval, 100000), "another client is still served");
     }
+    test_value_buffers(&a, bigval);
     free(bigval);
 
     /* a client process killed in the middle of a request */
