@@ -27,6 +27,10 @@
 #include <time.h>
 
 #define RC_RETRY_COUNT 7
+/* Inline data asked for per send: small messages (a get request and its
+ * short reply) are copied into the work request, sparing the device a
+ * lookup of the send buffer's memory. */
+#define RC_MAX_INLINE 256
 
 static struct rdma_cm_id *rc_cm_event(struct mcr_rdma_cm_owner *owner, struct rdma_cm_event *ev);
 static bool rc_try_reap(struct mcr_rdma_ep *ep);
@@ -133,13 +137,21 @@ static int rc_create_qp(struct rc_ep *rc)
         .send_cq = ctx->cq,
         .recv_cq = ctx->cq,
         .srq = ctx->srq,
-        .cap = {.max_send_wr = rc->sq_depth, .max_send_sge = 1, .max_recv_sge = 1},
+        .cap = {.max_send_wr = rc->sq_depth,
+                .max_send_sge = 1,
+                .max_recv_sge = 1,
+                .max_inline_data = RC_MAX_INLINE},
         .qp_type = IBV_QPT_RC,
         .sq_sig_all = 1,
     };
-    if (rdma_create_qp(rc->cm_id, ctx->pd, &attr) != 0)
-        return -errno;
+    if (rdma_create_qp(rc->cm_id, ctx->pd, &attr) != 0) {
+        /* a device without inline sends: every send from its buffer */
+        attr.cap.max_inline_data = 0;
+        if (rdma_create_qp(rc->cm_id, ctx->pd, &attr) != 0)
+            return -errno;
+    }
     rc->qp = rc->cm_id->qp;
+    rc->max_inline = attr.cap.max_inline_data; /* what the device granted */
     if (rc->attached)
         mcr_rdma_ctx_set_qp(ctx, &rc->link, rc->qp->qp_num);
     return 0;

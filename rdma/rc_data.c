@@ -86,6 +86,8 @@ static void post_op(struct rc_ep *rc, struct mcr_rdma_op *op)
         sge = (struct ibv_sge){
             .addr = (uintptr_t)buf, .length = op->len, .lkey = ctx->send_pool.mr->lkey};
         wr.opcode = IBV_WR_SEND;
+        if (op->len <= rc->max_inline)
+            wr.send_flags |= IBV_SEND_INLINE; /* the device copies it now: no memory lookup */
     } else {
         sge = (struct ibv_sge){.addr = (uintptr_t)op->local, .length = op->len, .lkey = op->lkey};
         wr.opcode = op->kind == MCR_RDMA_OP_READ ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
