@@ -536,13 +536,11 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
 {
     struct pollfd stack_fds[16];
     struct pollfd *fds = stack_fds;
-    int64_t last_progress = -1; /* read the clock only once there is waiting */
+    int64_t last_progress = -1; /* read the clock only once the pipeline sleeps */
     for (;;) {
         lmr_io_poll_once(c);
         if (done(c, arg))
             break;
-        if (last_progress < 0)
-            last_progress = now_ms();
         if (c->server_count > 16 && fds == stack_fds) {
             fds = calloc(c->server_count, sizeof(*fds));
             if (fds == NULL) {
@@ -554,7 +552,9 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
             }
         }
         if (spin_for_input(c))
-            continue;
+            continue; /* input moved: progress, whatever the clock says */
+        if (last_progress < 0)
+            last_progress = now_ms(); /* not before: a reply found while spinning needs no clock */
         nfds_t nfds = 0;
         for (uint32_t i = 0; i < c->server_count; i++) {
             memcached_instance_st *srv = c->servers[i];
