@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "ohb_clock.h"
+
 struct ohb_options {
     const char *servers; /* libmemcached config string or host:port list */
     const char *op;      /* set | get | mix (ohb_memlat) */
@@ -22,7 +24,7 @@ struct ohb_options {
     unsigned window;     /* requests in flight (ohb_memlat_nb) */
     double max_seconds;  /* per-size time cap; the loop stops early */
     const char *csv;     /* also write the table here */
-    bool median;         /* report the median operation, not the mean (ohb_memlat) */
+    bool median;         /* report the median operation, not the mean */
 };
 
 /* Which options a program accepts besides the common ones. */
@@ -35,8 +37,8 @@ void ohb_parse_options(int argc, char **argv, int extras, const char *usage,
 /* A memcached_st for opts->servers; exits with a message on failure. */
 memcached_st *ohb_connect(const char *servers);
 
-/* Monotonic clock in microseconds. */
-double ohb_now_us(void);
+/* The median of n samples (sorts them in place). */
+double ohb_median(double *samples, unsigned n);
 
 /* A buffer of size bytes (at least 1) with a recognisable pattern; free() it. */
 char *ohb_value_new(size_t size);

@@ -67,12 +67,6 @@ static unsigned run_ops(memcached_st *memc, enum op_kind kind, const char *key, 
     return done;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
     struct ohb_options opts;
@@ -112,10 +106,8 @@ int main(int argc, char **argv)
         unsigned done = run_ops(memc, kind, key, key_len, value, size, opts.iterations,
                                 start + opts.max_seconds * 1e6, per_op);
         double latency = (ohb_now_us() - start) / done;
-        if (per_op) {
-            qsort(per_op, done, sizeof(*per_op), cmp_double);
-            latency = per_op[done / 2];
-        }
+        if (per_op)
+            latency = ohb_median(per_op, done);
         printf("%-12zu %14.2f\n", size, latency);
         fflush(stdout);
         if (csv)

@@ -2,7 +2,10 @@
  * libmemcached-rdma. For value sizes doubling from --min-size to --max-size
  * it keeps --window requests in flight with memcached_iset / iget / bset /
  * bget (waiting for the oldest before reusing its slot) and prints the mean
- * time per operation and the operation rate as an OSU-style table. Builds
+ * time per operation and the operation rate as an OSU-style table. With
+ * --window=1 --median it times each request from issue to completion and
+ * prints the median instead of the mean (the latency of, e.g., an iget
+ * that receives its value straight into the caller's buffer). Builds
  * only against libmemcached-rdma (the non-blocking calls are ours). */
 #include "ohb_common.h"
 
@@ -12,8 +15,9 @@
 static const char usage[] =
     "usage: ohb_memlat_nb [--servers=CONFIG] [--api=iset|iget|bset|bget] [--window=N]\n"
     "                     [--min-size=N] [--max-size=N] [--iterations=N] [--warmup=N]\n"
-    "                     [--max-time=SECONDS] [--csv=FILE]\n"
-    "  CONFIG: a libmemcached configuration string or a host:port list.\n";
+    "                     [--max-time=SECONDS] [--csv=FILE] [--median]\n"
+    "  CONFIG: a libmemcached configuration string or a host:port list.\n"
+    "  --median (with --window=1): the median request instead of the mean.\n";
 
 enum api_kind { API_ISET, API_IGET, API_BSET, API_BGET };
 
@@ -98,16 +102,25 @@ static void issue(memcached_st *memc, struct window *w, unsigned i, enum api_kin
     w->busy[i] = true;
 }
 
-/* n operations with the window full; returns how many ran before the deadline. */
+/* n operations with the window full; returns how many ran before the
+ * deadline. With per_op (window of one), per_op[i] gets the time of
+ * request i from issue to completion. */
 static unsigned run_ops(memcached_st *memc, struct window *w, enum api_kind api, const char *key,
                         size_t key_len, const char *value, size_t size, unsigned n,
-                        double deadline_us)
+                        double deadline_us, double *per_op)
 {
     unsigned done = 0;
     for (; done < n; done++) {
         unsigned slot = done % w->slots;
         complete(memc, w, slot, api, size);
-        issue(memc, w, slot, api, key, key_len, value, size);
+        if (per_op) {
+            double t0 = ohb_now_us();
+            issue(memc, w, slot, api, key, key_len, value, size);
+            complete(memc, w, slot, api, size);
+            per_op[done] = ohb_now_us() - t0;
+        } else {
+            issue(memc, w, slot, api, key, key_len, value, size);
+        }
         if (deadline_us > 0 && (done & 63) == 63 && ohb_now_us() > deadline_us) {
             done++;
             break;
@@ -141,11 +154,20 @@ int main(int argc, char **argv)
     char *value = ohb_value_new(opts.max_size);
     struct window w;
     window_init(&w, memc, opts.window, opts.max_size, api == API_IGET);
+    double *per_op = NULL;
+    if (opts.median && opts.window != 1) {
+        fputs("ohb_memlat_nb: --median needs --window=1\n", stderr);
+        return 2;
+    }
+    if (opts.median && (per_op = malloc(opts.iterations * sizeof(*per_op))) == NULL) {
+        fprintf(stderr, "out of memory for %u timings\n", opts.iterations);
+        return 1;
+    }
 
     printf("# OHB Memcached Non-Blocking Latency Test\n");
     printf("# Servers: %s  API: memcached_%s  Window: %u  Iterations: %u\n", opts.servers, opts.api,
            opts.window, opts.iterations);
-    printf("# %-10s %14s %14s\n", "Size", "Latency(us)", "Ops/s");
+    printf("# %-10s %14s %14s\n", "Size", opts.median ? "Median(us)" : "Latency(us)", "Ops/s");
     fflush(stdout);
     for (size_t size = opts.min_size; size <= opts.max_size; size *= 2) {
         char key[64];
@@ -153,12 +175,14 @@ int main(int argc, char **argv)
         memcached_return_t rc = memcached_set(memc, key, key_len, value, size, 0, 0);
         if (rc != MEMCACHED_SUCCESS)
             ohb_fail(memc, "memcached_set", rc);
-        run_ops(memc, &w, api, key, key_len, value, size, opts.warmup, 0);
+        run_ops(memc, &w, api, key, key_len, value, size, opts.warmup, 0, NULL);
         double start = ohb_now_us();
         unsigned done = run_ops(memc, &w, api, key, key_len, value, size, opts.iterations,
-                                start + opts.max_seconds * 1e6);
+                                start + opts.max_seconds * 1e6, per_op);
         double elapsed = ohb_now_us() - start;
         double latency = elapsed / done, rate = done / (elapsed / 1e6);
+        if (per_op)
+            latency = ohb_median(per_op, done);
         printf("%-12zu %14.2f %14.0f\n", size, latency, rate);
         fflush(stdout);
         if (csv)
@@ -167,6 +191,7 @@ int main(int argc, char **argv)
             break;
     }
 
+    free(per_op);
     window_free(&w);
     free(value);
     if (csv)

@@ -1,0 +1,12 @@
+/* benchmarks/ohb_clock.h: the clock the benchmarks time operations with: the
+ * processor's cycle counter calibrated against CLOCK_MONOTONIC, or the
+ * system clock where there is no steady counter (ohb_clock.c says why). */
+#ifndef OHB_CLOCK_H
+#define OHB_CLOCK_H
+
+/* Chooses and calibrates the clock (about 20 ms); call once before timing. */
+void ohb_clock_calibrate(void);
+/* Monotonic time in microseconds. */
+double ohb_now_us(void);
+
+#endif
