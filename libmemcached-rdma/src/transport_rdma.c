@@ -326,11 +326,27 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
             }
         }
         struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_EAGER, .iov = msg_iov, .iovcnt = n};
+        /* a landing buffer to advertise again rides on the request */
+        struct mcr_rdma_rndv land;
+        bool with_land = s->land_need;
+        if (with_land) {
+            land = (struct mcr_rdma_rndv){.addr = (uintptr_t)s->land,
+                                          .rkey = s->land_reg.mr->rkey,
+                                          .len = (uint32_t)s->land_reg.len};
+            m.type = MCR_RDMA_MSG_RNDV_WRITE;
+            m.request_id = s->land_id + 1;
+            m.advertise = &land;
+        }
         int rc = mcr_rdma_ep_send(s->ep, &m);
         if (rc == -EAGAIN)
             return (ssize_t)taken;
         if (rc != 0)
             return -1;
+        if (with_land) {
+            s->land_id++;
+            s->land_need = false;
+            s->land_out = true;
+        }
         taken += msg_len;
         i = j;
         off = joff;
@@ -367,7 +383,11 @@ static void sync_signal(struct rdma_stream *s)
     }
 }
 
-/* (Re-)advertises the landing buffer when the server may use it. */
+/* (Re-)advertises the landing buffer in a message of its own. Used when
+ * the client waits for input with nothing to send (the server may hold
+ * more large output); otherwise the advertisement rides on the next
+ * request's first message (push_iov), off the path of the reply that
+ * freed the buffer. */
 static void advertise(struct rdma_stream *s)
 {
     if (!s->land_need || s->ep == NULL || s->closed)
@@ -399,9 +419,10 @@ static void progress(struct rdma_stream *s, int timeout_ms)
         mcr_rdma_ep_close(s->ep);
     if (!flush_out(s) && s->ep != NULL && !s->closed)
         mcr_rdma_ep_close(s->ep);
-    advertise(s);
-    if (timeout_ms >= 0)
+    if (timeout_ms >= 0) {
+        advertise(s);
         sync_signal(s);
+    }
 }
 
 /* ---- the transport table ---------------------------------------------------------------- */
@@ -632,7 +653,10 @@ static bool rdma_poll_input(struct lmr_conn *conn)
 {
     struct rdma_stream *s = conn->transport_state;
     progress(s, -1);
-    return input_waiting(s) || s->closed;
+    if (input_waiting(s))
+        return true;
+    advertise(s); /* nothing read yet: the server may wait for a landing buffer */
+    return s->closed;
 }
 
 /* Before the pipeline sleeps on the descriptor: RDMA CM events, and the
