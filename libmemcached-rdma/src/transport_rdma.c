@@ -21,7 +21,8 @@
  * (iget) larger than one message's payload, the buffer is registered for
  * remote write (on the fly, or through a registration cache when
  * LIBMEMCACHED_RDMA_REGCACHE asks for one) and advertised with RNDV_WRITE
- * and MCR_RDMA_F_VALUE under the request's opaque. When the server writes
+ * and MCR_RDMA_F_VALUE under the request's opaque, on the message that
+ * carries the request (push_iov). When the server writes
  * the value there, its RNDV_DONE (same flag, same opaque) inserts a
  * segment into the input that refers to the caller's buffer instead of
  * holding bytes; recv into that very buffer returns it without a copy
@@ -79,7 +80,8 @@ struct value_buf {
     char *buf;
     uint32_t len;
     struct ibv_mr *mr;
-    bool written; /* the server wrote the value into it */
+    bool advertised; /* told to the server (it rides on the next request message) */
+    bool written;    /* the server wrote the value into it */
 };
 
 /* Input bytes that lie in a caller's buffer, not in `in`: the stream's
@@ -249,6 +251,53 @@ static const struct mcr_rdma_ep_callbacks stream_callbacks = {
 };
 
 /* ---- sending ------------------------------------------------------------------------------ */
+/* The RNDV_WRITE that advertises a caller's buffer for one value. */
+static struct mcr_rdma_send value_ad(const struct value_buf *vb, struct mcr_rdma_rndv *r)
+{
+    *r = (struct mcr_rdma_rndv){.addr = (uintptr_t)vb->buf, .rkey = vb->mr->rkey, .len = vb->len};
+    return (struct mcr_rdma_send){.type = MCR_RDMA_MSG_RNDV_WRITE,
+                                  .flags = MCR_RDMA_F_VALUE,
+                                  .request_id = vb->opaque,
+                                  .advertise = r};
+}
+
+/* The value buffer whose advertisement may ride on the next message:
+ * the one not yet advertised, when it is the only one. */
+static struct value_buf *value_ad_to_carry(struct rdma_stream *s)
+{
+    struct value_buf *found = NULL;
+    for (unsigned i = 0; i < s->nvbufs; i++) {
+        if (s->vbufs[i].advertised)
+            continue;
+        if (found != NULL)
+            return NULL;
+        found = &s->vbufs[i];
+    }
+    return found;
+}
+
+/* Advertises, in messages of their own, the value buffers not yet
+ * advertised, except `carried` (it rides on the next request message).
+ * 1: done; 0: no send buffer free (retried with the next push); -1: the
+ * connection failed. */
+static int send_value_ads(struct rdma_stream *s, const struct value_buf *carried)
+{
+    for (unsigned i = 0; i < s->nvbufs; i++) {
+        struct value_buf *vb = &s->vbufs[i];
+        if (vb->advertised || vb == carried)
+            continue;
+        struct mcr_rdma_rndv r;
+        struct mcr_rdma_send m = value_ad(vb, &r);
+        int rc = mcr_rdma_ep_send(s->ep, &m);
+        if (rc == -EAGAIN)
+            return 0;
+        if (rc != 0)
+            return -1;
+        vb->advertised = true;
+    }
+    return 1;
+}
+
 /* Hands bytes of iov (from byte `skip` on) to the endpoint in eager
  * messages until done or no send buffer is free; returns bytes taken, or -1
  * when the connection failed. */
@@ -256,6 +305,13 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
 {
     if (s->ep == NULL || s->closed)
         return -1;
+    /* value buffers first (they must reach the server before their
+     * requests): one rides on the first message unless the landing
+     * buffer does, the others go on their own */
+    struct value_buf *carried = s->land_need ? NULL : value_ad_to_carry(s);
+    int ads = send_value_ads(s, carried);
+    if (ads <= 0)
+        return ads;
     size_t max_payload = mcr_rdma_ep_max_eager_payload(s->ep);
     size_t taken = 0;
     int i = 0;
@@ -284,8 +340,11 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
                 joff = 0;
             }
         }
-        if (msg_len == 0)
+        if (msg_len == 0) {
+            if (carried != NULL && !carried->advertised && send_value_ads(s, NULL) < 0)
+                return -1; /* nothing to carry it: on its own */
             return (ssize_t)taken;
+        }
         if (msg_len == max_payload && s->src_reg.mr != NULL) {
             size_t rest = 0;
             for (int k = i; k < iovcnt; k++)
@@ -293,6 +352,11 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
             if (rest > max_payload) {
                 if (s->src_busy)
                     return (ssize_t)taken; /* kept until the server pulled the last one */
+                if (carried != NULL && !carried->advertised) {
+                    ads = send_value_ads(s, NULL); /* an RNDV_READ cannot carry it */
+                    if (ads <= 0)
+                        return ads < 0 ? -1 : (ssize_t)taken;
+                }
                 size_t want = rest < s->src_reg.len ? rest : s->src_reg.len;
                 size_t got = 0;
                 int k = i;
@@ -326,16 +390,24 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
             }
         }
         struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_EAGER, .iov = msg_iov, .iovcnt = n};
-        /* a landing buffer to advertise again rides on the request */
-        struct mcr_rdma_rndv land;
+        /* a landing buffer to advertise again, or one value buffer,
+         * rides on the request */
+        struct mcr_rdma_rndv region;
         bool with_land = s->land_need;
+        bool with_value = !with_land && carried != NULL && !carried->advertised;
         if (with_land) {
-            land = (struct mcr_rdma_rndv){.addr = (uintptr_t)s->land,
-                                          .rkey = s->land_reg.mr->rkey,
-                                          .len = (uint32_t)s->land_reg.len};
+            region = (struct mcr_rdma_rndv){.addr = (uintptr_t)s->land,
+                                            .rkey = s->land_reg.mr->rkey,
+                                            .len = (uint32_t)s->land_reg.len};
             m.type = MCR_RDMA_MSG_RNDV_WRITE;
             m.request_id = s->land_id + 1;
-            m.advertise = &land;
+            m.advertise = &region;
+        } else if (with_value) {
+            struct mcr_rdma_send ad = value_ad(carried, &region);
+            m.type = ad.type;
+            m.flags = ad.flags;
+            m.request_id = ad.request_id;
+            m.advertise = &region;
         }
         int rc = mcr_rdma_ep_send(s->ep, &m);
         if (rc == -EAGAIN)
@@ -347,6 +419,8 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
             s->land_need = false;
             s->land_out = true;
         }
+        if (with_value)
+            carried->advertised = true;
         taken += msg_len;
         i = j;
         off = joff;
@@ -680,15 +754,7 @@ static bool rdma_offer_value_buffer(struct lmr_conn *conn, uint32_t opaque, char
     struct ibv_mr *mr = mcr_rdma_regcache_get(s->regcache, buf, adv, MCR_RDMA_ACCESS_REMOTE_WRITE);
     if (mr == NULL)
         return false;
-    struct mcr_rdma_rndv r = {.addr = (uintptr_t)buf, .rkey = mr->rkey, .len = adv};
-    struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_RNDV_WRITE,
-                              .flags = MCR_RDMA_F_VALUE,
-                              .request_id = opaque,
-                              .advertise = &r};
-    if (mcr_rdma_ep_send(s->ep, &m) != 0) {
-        mcr_rdma_regcache_put(s->regcache, mr);
-        return false; /* no send buffer free: the value comes the usual way */
-    }
+    /* advertised with the request's bytes (push_iov) */
     s->vbufs[s->nvbufs++] = (struct value_buf){.opaque = opaque, .buf = buf, .len = adv, .mr = mr};
     return true;
 }

@@ -626,6 +626,24 @@ static void test_value_buffers(struct client *other, const unsigned char *val)
            "gets 110 and 120 are written into their value buffers, byte-exact "
            "(rdma_value_buffer_writes %lld -> %lld)",
            w0, w1);
+    /* the advertisement riding on the message that carries the get itself */
+    unsigned char get_frame[MCR_BIN_HEADER_LEN + 3];
+    mcr_bin_request_encode(get_frame, MCR_BIN_OP_GET, 0, 3, 3, 130, 0);
+    memcpy(get_frame + MCR_BIN_HEADER_LEN, "lie", 3);
+    struct iovec get_iov = {get_frame, sizeof(get_frame)};
+    struct mcr_rdma_rndv carried = {.addr = (uintptr_t)vbuf, .rkey = reg.mr->rkey, .len = VLEN};
+    struct mcr_rdma_send with_get = {.type = MCR_RDMA_MSG_RNDV_WRITE,
+                                     .flags = MCR_RDMA_F_VALUE,
+                                     .request_id = 130,
+                                     .iov = &get_iov,
+                                     .iovcnt = 1,
+                                     .advertise = &carried};
+    memset(vbuf, 0, sizeof(vbuf));
+    ok = mcr_rdma_ep_send(m.ep, &with_get) == 0 && cl_response(&m, &h, &body) && h.opaque == 130 &&
+         h.bodylen == 4 + VLEN && m.vdone_id == 130 && memcmp(vbuf, val, VLEN) == 0;
+    free(body);
+    body = NULL;
+    tap_ok(ok && m.vdones == 3, "a value buffer advertised in the message that carries its get");
     /* a small value fits one message: the buffer stays unused */
     ok = do_set(&m, MCR_BIN_OP_SET, "small", "tiny", 4) == 0 &&
          cl_value_buffer(&m, 500, vbuf, reg.mr->rkey, sizeof(vbuf)) &&
@@ -633,13 +651,13 @@ static void test_value_buffers(struct client *other, const unsigned char *val)
          cl_response(&m, &h, &body) && h.bodylen == 8 && memcmp(body + 4, "tiny", 4) == 0;
     free(body);
     body = NULL;
-    tap_ok(ok && m.vdones == 2, "a small value goes eagerly even with a value buffer");
+    tap_ok(ok && m.vdones == 3, "a small value goes eagerly even with a value buffer");
     /* a buffer too small for the value: the value comes the usual way */
     ok = cl_value_buffer(&m, 501, vbuf, reg.mr->rkey, VLEN - 1) &&
          cl_request(&m, MCR_BIN_OP_GET, NULL, 0, "lie", NULL, 0, 501) &&
          cl_response(&m, &h, &body) && memcmp(body + 4, val, VLEN) == 0;
     free(body);
-    tap_ok(ok && m.vdones == 2 && !m.closed, "a value larger than its buffer is sent eagerly");
+    tap_ok(ok && m.vdones == 3 && !m.closed, "a value larger than its buffer is sent eagerly");
     cl_close(&m);
     mcr_rdma_region_deregister(&reg);
 
