@@ -148,6 +148,10 @@ int main(int argc, char **argv)
         fputs(usage, stderr);
         return 2;
     }
+    if (opts.median && opts.window != 1) {
+        fputs("ohb_memlat_nb: --median needs --window=1\n", stderr);
+        return 2;
+    }
 
     memcached_st *memc = ohb_connect(opts.servers);
     FILE *csv = ohb_csv_open(&opts, "size,latency_us,ops_per_sec,iterations");
@@ -155,10 +159,6 @@ int main(int argc, char **argv)
     struct window w;
     window_init(&w, memc, opts.window, opts.max_size, api == API_IGET);
     double *per_op = NULL;
-    if (opts.median && opts.window != 1) {
-        fputs("ohb_memlat_nb: --median needs --window=1\n", stderr);
-        return 2;
-    }
     if (opts.median && (per_op = malloc(opts.iterations * sizeof(*per_op))) == NULL) {
         fprintf(stderr, "out of memory for %u timings\n", opts.iterations);
         return 1;
