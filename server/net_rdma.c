@@ -953,14 +953,16 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
                 return sendv_zero_copy(rc, iov, iovcnt, run, &vb);
             if (first == 0 && rc->land_ever)
                 return sendv_zero_copy(rc, iov, iovcnt, run, NULL);
-            /* what comes before the value goes first, the usual way; it
-             * names the reply, and so the buffer the value may go to */
-            if (first > 0 && rc->vbufs.count > 0)
-                rdma_vbufs_note_reply(&rc->vbufs, iov, first, iov[first].iov_base, run);
-            iovcnt = first > 0 ? first : iovcnt;
-            all = 0;
-            for (int k = 0; k < iovcnt; k++)
-                all += iov[k].iov_len;
+            if (first > 0) {
+                /* what comes before the value goes first, the usual way;
+                 * it names the reply, and so the buffer the value may go to */
+                if (rc->vbufs.count > 0)
+                    rdma_vbufs_note_reply(&rc->vbufs, iov, first, iov[first].iov_base, run);
+                iovcnt = first;
+                all = 0;
+                for (int k = 0; k < iovcnt; k++)
+                    all += iov[k].iov_len;
+            }
         }
         if (all > max_payload && rc->land_ever)
             return sendv_rendezvous(rc, iov, iovcnt, all);

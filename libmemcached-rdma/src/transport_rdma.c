@@ -251,6 +251,23 @@ static const struct mcr_rdma_ep_callbacks stream_callbacks = {
 };
 
 /* ---- sending ------------------------------------------------------------------------------ */
+/* The RNDV_WRITE that advertises the landing buffer again. */
+static struct mcr_rdma_send land_ad(const struct rdma_stream *s, struct mcr_rdma_rndv *r)
+{
+    *r = (struct mcr_rdma_rndv){
+        .addr = (uintptr_t)s->land, .rkey = s->land_reg.mr->rkey, .len = (uint32_t)s->land_reg.len};
+    return (struct mcr_rdma_send){
+        .type = MCR_RDMA_MSG_RNDV_WRITE, .request_id = s->land_id + 1, .advertise = r};
+}
+
+/* The landing buffer's advertisement went out. */
+static void land_advertised(struct rdma_stream *s)
+{
+    s->land_id++;
+    s->land_need = false;
+    s->land_out = true;
+}
+
 /* The RNDV_WRITE that advertises a caller's buffer for one value. */
 static struct mcr_rdma_send value_ad(const struct value_buf *vb, struct mcr_rdma_rndv *r)
 {
@@ -395,30 +412,18 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
         struct mcr_rdma_rndv region;
         bool with_land = s->land_need;
         bool with_value = !with_land && carried != NULL && !carried->advertised;
-        if (with_land) {
-            region = (struct mcr_rdma_rndv){.addr = (uintptr_t)s->land,
-                                            .rkey = s->land_reg.mr->rkey,
-                                            .len = (uint32_t)s->land_reg.len};
-            m.type = MCR_RDMA_MSG_RNDV_WRITE;
-            m.request_id = s->land_id + 1;
-            m.advertise = &region;
-        } else if (with_value) {
-            struct mcr_rdma_send ad = value_ad(carried, &region);
-            m.type = ad.type;
-            m.flags = ad.flags;
-            m.request_id = ad.request_id;
-            m.advertise = &region;
+        if (with_land || with_value) {
+            m = with_land ? land_ad(s, &region) : value_ad(carried, &region);
+            m.iov = msg_iov;
+            m.iovcnt = n;
         }
         int rc = mcr_rdma_ep_send(s->ep, &m);
         if (rc == -EAGAIN)
             return (ssize_t)taken;
         if (rc != 0)
             return -1;
-        if (with_land) {
-            s->land_id++;
-            s->land_need = false;
-            s->land_out = true;
-        }
+        if (with_land)
+            land_advertised(s);
         if (with_value)
             carried->advertised = true;
         taken += msg_len;
@@ -466,15 +471,11 @@ static void advertise(struct rdma_stream *s)
 {
     if (!s->land_need || s->ep == NULL || s->closed)
         return;
-    struct mcr_rdma_rndv r = {
-        .addr = (uintptr_t)s->land, .rkey = s->land_reg.mr->rkey, .len = (uint32_t)s->land_reg.len};
-    struct mcr_rdma_send m = {
-        .type = MCR_RDMA_MSG_RNDV_WRITE, .request_id = s->land_id + 1, .advertise = &r};
+    struct mcr_rdma_rndv r;
+    struct mcr_rdma_send m = land_ad(s, &r);
     int rc = mcr_rdma_ep_send(s->ep, &m);
     if (rc == 0) {
-        s->land_id++;
-        s->land_need = false;
-        s->land_out = true;
+        land_advertised(s);
     } else if (rc != -EAGAIN) {
         mcr_rdma_ep_close(s->ep);
     }
