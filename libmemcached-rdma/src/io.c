@@ -495,7 +495,9 @@ static bool spin_for_input(struct lmr_client *c)
         memcached_instance_st *srv = c->servers[i];
         if (srv->conn.ops != NULL && srv->conn.ops->poll_input != NULL && srv->queued > 0) {
             pollers = true;
-            if (awaiting_reply(srv) && srv->conn.spin_us > budget)
+            if (awaiting_reply(srv) && srv->conn.spin_us > budget &&
+                (srv->conn.ops->peer_shares_cpu == NULL ||
+                 !srv->conn.ops->peer_shares_cpu(&srv->conn)))
                 budget = srv->conn.spin_us;
         }
     }

@@ -52,14 +52,20 @@ struct lmr_transport_ops {
     ssize_t (*recv)(struct lmr_conn *conn, void *buf, size_t len);
     int (*poll_fd)(const struct lmr_conn *conn);
     void (*close)(struct lmr_conn *conn);
-    /* Optional, for transports whose input can be polled without a system
-     * call (RDMA): before the pipeline sleeps on poll_fd it calls poll_input
+    /* Optional, for transports whose input can be polled without sleeping
+     * (RDMA: no system call; sockets: one that does not block): before the
+     * pipeline sleeps on poll_fd it calls poll_input
      * repeatedly, for up to conn->spin_us, until one returns true (recv
      * has bytes or end of stream for it); then prepare_sleep, which makes
      * poll_fd signal the next input and returns true if input came
      * meanwhile (the pipeline then does not sleep). */
     bool (*poll_input)(struct lmr_conn *conn);
     bool (*prepare_sleep)(struct lmr_conn *conn);
+    /* Optional: true when the peer's replies are produced on the CPU this
+     * thread runs on (a server on the same CPU over loopback), where
+     * polling would only keep the peer from running: the pipeline then
+     * sleeps at once. */
+    bool (*peer_shares_cpu)(const struct lmr_conn *conn);
     /* Optional, for transports that can place a value straight into a
      * caller's buffer (RDMA): called for a GET (binary protocol, request
      * id `opaque`) into the caller's buf[0, len) before its bytes are
@@ -79,6 +85,10 @@ struct lmr_conn {
 };
 
 extern const struct lmr_transport_ops lmr_transport_socket;
+
+/* The spin budget (conn->spin_us) named by env_name, 0 .. 1000000 us;
+ * default_us when unset or not a number in that range. */
+unsigned lmr_spin_budget_us(const char *env_name, unsigned default_us);
 
 /* The transport that reaches servers of this kind (NULL: none). */
 const struct lmr_transport_ops *lmr_transport_for(memcached_connection_t type);

@@ -501,20 +501,6 @@ static void progress(struct rdma_stream *s, int timeout_ms)
 }
 
 /* ---- the transport table ---------------------------------------------------------------- */
-/* How long a waiting client polls for a reply before it sleeps:
- * LIBMEMCACHED_RDMA_SPIN_US (0 .. 1000000), default RDMA_SPIN_US_DEFAULT. */
-static unsigned spin_budget_us(void)
-{
-    const char *v = getenv("LIBMEMCACHED_RDMA_SPIN_US");
-    if (v == NULL || *v == '\0')
-        return RDMA_SPIN_US_DEFAULT;
-    char *end;
-    unsigned long us = strtoul(v, &end, 10);
-    if (*end != '\0' || us > 1000000)
-        return RDMA_SPIN_US_DEFAULT;
-    return (unsigned)us;
-}
-
 /* LIBMEMCACHED_RDMA_REGCACHE (0 .. RDMA_REGCACHE_MAX, default 0):
  * registrations of caller buffers kept for reuse. Only for programs that
  * never free a buffer they passed to iget while the connection is open
@@ -627,7 +613,7 @@ static memcached_return_t rdma_open(struct lmr_conn *conn, const struct lmr_endp
      * (rdma_prepare_sleep): the fast path makes no system call but the send */
     mcr_rdma_ctx_set_polling(s->ctx, true);
     conn->fd = s->epfd;
-    conn->spin_us = spin_budget_us();
+    conn->spin_us = lmr_spin_budget_us("LIBMEMCACHED_RDMA_SPIN_US", RDMA_SPIN_US_DEFAULT);
     conn->transport_state = s;
     conn->ops = &lmr_transport_rdma;
     return MEMCACHED_SUCCESS;

@@ -1,7 +1,8 @@
 /* transport_sock.c: the socket transport (TCP over IPv4/IPv6 and Unix
  * domain sockets). Owns socket creation, the non-blocking connect (trying
- * each resolved address in turn; the pipeline enforces CONNECT_TIMEOUT) and
- * socket options. Knows nothing of memcached protocols or requests. */
+ * each resolved address in turn; the pipeline enforces CONNECT_TIMEOUT),
+ * socket options and the spin budgets read from the environment. Knows
+ * nothing of memcached protocols or requests. */
 #include "transport.h"
 
 #include "config.h"
@@ -13,6 +14,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +100,23 @@ static void drop_pending(struct lmr_conn *conn)
     conn->transport_state = NULL;
 }
 
+/* A waiting client checks its socket for a reply for this long before it
+ * sleeps in poll(): sleeping and being woken costs more than a loopback or
+ * data-center round trip on many machines (virtual ones above all). */
+#define SOCKET_SPIN_US_DEFAULT 100
+
+unsigned lmr_spin_budget_us(const char *env_name, unsigned default_us)
+{
+    const char *v = getenv(env_name);
+    if (v == NULL || *v == '\0')
+        return default_us;
+    char *end;
+    unsigned long us = strtoul(v, &end, 10);
+    if (*end != '\0' || us > 1000000)
+        return default_us;
+    return (unsigned)us;
+}
+
 static void mark_closed(struct lmr_conn *conn)
 {
     drop_pending(conn);
@@ -148,6 +167,7 @@ static memcached_return_t sock_open(struct lmr_conn *conn, const struct lmr_endp
         }
         conn->fd = fd;
         conn->ops = &lmr_transport_socket;
+        conn->spin_us = lmr_spin_budget_us("LIBMEMCACHED_SOCKET_SPIN_US", SOCKET_SPIN_US_DEFAULT);
         return MEMCACHED_SUCCESS;
     }
 
@@ -168,6 +188,7 @@ static memcached_return_t sock_open(struct lmr_conn *conn, const struct lmr_endp
     p->ep = *ep;
     conn->transport_state = p;
     conn->ops = &lmr_transport_socket;
+    conn->spin_us = lmr_spin_budget_us("LIBMEMCACHED_SOCKET_SPIN_US", SOCKET_SPIN_US_DEFAULT);
     conn->fd = -1;
     return try_next_address(conn, sys_errno);
 }
@@ -213,6 +234,32 @@ static ssize_t sock_recv(struct lmr_conn *conn, void *buf, size_t len)
     return n;
 }
 
+/* One look for input without reading it (a system call, but no sleep):
+ * true when recv has bytes, end of stream or an error to report. */
+static bool sock_poll_input(struct lmr_conn *conn)
+{
+    char byte;
+    ssize_t n = recv(conn->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* The CPU that processed the last bytes received (SO_INCOMING_CPU: for a
+ * server over loopback, the CPU its thread sent from) is this thread's:
+ * the server runs here. Unknown (Unix sockets, older kernels): false. */
+static bool sock_peer_shares_cpu(const struct lmr_conn *conn)
+{
+#ifdef SO_INCOMING_CPU
+    int cpu = -1;
+    socklen_t len = sizeof(cpu);
+    if (getsockopt(conn->fd, SOL_SOCKET, SO_INCOMING_CPU, &cpu, &len) != 0 || cpu < 0)
+        return false;
+    return cpu == sched_getcpu();
+#else
+    (void)conn;
+    return false;
+#endif
+}
+
 static int sock_poll_fd(const struct lmr_conn *conn)
 {
     return conn->fd;
@@ -246,6 +293,8 @@ const struct lmr_transport_ops lmr_transport_socket = {
     .finish_open = sock_finish_open,
     .send = sock_send,
     .recv = sock_recv,
+    .poll_input = sock_poll_input,
+    .peer_shares_cpu = sock_peer_shares_cpu,
     .poll_fd = sock_poll_fd,
     .close = sock_close,
 };
