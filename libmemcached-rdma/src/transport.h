@@ -65,7 +65,7 @@ struct lmr_transport_ops {
      * thread runs on (a server on the same CPU over loopback), where
      * polling would only keep the peer from running: the pipeline then
      * sleeps at once. */
-    bool (*peer_shares_cpu)(const struct lmr_conn *conn);
+    bool (*peer_shares_cpu)(struct lmr_conn *conn);
     /* Optional, for transports that can place a value straight into a
      * caller's buffer (RDMA): called for a GET (binary protocol, request
      * id `opaque`) into the caller's buf[0, len) before its bytes are
@@ -82,6 +82,13 @@ struct lmr_conn {
     int fd;
     void *transport_state; /* for transports that need more than an fd */
     unsigned spin_us;      /* poll_input budget before sleeping (0: none) */
+    /* peer_shares_cpu's last answer, for the CPU it was found on, and how
+     * many more waits may reuse it before it is asked again; reused only
+     * once replies came (before, the kernel knows only the handshake) */
+    bool received_any;
+    bool cpu_shared;
+    int cpu_checked_on;
+    unsigned cpu_check_reuses;
 };
 
 extern const struct lmr_transport_ops lmr_transport_socket;

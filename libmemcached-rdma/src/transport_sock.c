@@ -168,6 +168,8 @@ static memcached_return_t sock_open(struct lmr_conn *conn, const struct lmr_endp
         conn->fd = fd;
         conn->ops = &lmr_transport_socket;
         conn->spin_us = lmr_spin_budget_us("LIBMEMCACHED_SOCKET_SPIN_US", SOCKET_SPIN_US_DEFAULT);
+        conn->cpu_check_reuses = 0;
+        conn->received_any = false;
         return MEMCACHED_SUCCESS;
     }
 
@@ -189,6 +191,8 @@ static memcached_return_t sock_open(struct lmr_conn *conn, const struct lmr_endp
     conn->transport_state = p;
     conn->ops = &lmr_transport_socket;
     conn->spin_us = lmr_spin_budget_us("LIBMEMCACHED_SOCKET_SPIN_US", SOCKET_SPIN_US_DEFAULT);
+    conn->cpu_check_reuses = 0;
+    conn->received_any = false;
     conn->fd = -1;
     return try_next_address(conn, sys_errno);
 }
@@ -231,6 +235,8 @@ static ssize_t sock_recv(struct lmr_conn *conn, void *buf, size_t len)
     do {
         n = recv(conn->fd, buf, len, 0);
     } while (n < 0 && errno == EINTR);
+    if (n > 0)
+        conn->received_any = true;
     return n;
 }
 
@@ -245,15 +251,28 @@ static bool sock_poll_input(struct lmr_conn *conn)
 
 /* The CPU that processed the last bytes received (SO_INCOMING_CPU: for a
  * server over loopback, the CPU its thread sent from) is this thread's:
- * the server runs here. Unknown (Unix sockets, older kernels): false. */
-static bool sock_peer_shares_cpu(const struct lmr_conn *conn)
+ * the server runs here. Unknown (Unix sockets, older kernels): false. The
+ * answer is asked of the kernel again after SOCKET_CPU_CHECK_REUSES waits,
+ * or at once when this thread moved to another CPU, so a wait that sleeps
+ * costs no extra system call most of the time. */
+#define SOCKET_CPU_CHECK_REUSES 31
+
+static bool sock_peer_shares_cpu(struct lmr_conn *conn)
 {
 #ifdef SO_INCOMING_CPU
+    int here = sched_getcpu();
+    if (here == conn->cpu_checked_on && conn->cpu_check_reuses > 0) {
+        conn->cpu_check_reuses--;
+        return conn->cpu_shared;
+    }
     int cpu = -1;
     socklen_t len = sizeof(cpu);
-    if (getsockopt(conn->fd, SOL_SOCKET, SO_INCOMING_CPU, &cpu, &len) != 0 || cpu < 0)
-        return false;
-    return cpu == sched_getcpu();
+    if (getsockopt(conn->fd, SOL_SOCKET, SO_INCOMING_CPU, &cpu, &len) != 0)
+        cpu = -1;
+    conn->cpu_shared = cpu >= 0 && cpu == here;
+    conn->cpu_checked_on = here;
+    conn->cpu_check_reuses = conn->received_any ? SOCKET_CPU_CHECK_REUSES : 0;
+    return conn->cpu_shared;
 #else
     (void)conn;
     return false;
