@@ -117,6 +117,15 @@ unsigned lmr_spin_budget_us(const char *env_name, unsigned default_us)
     return (unsigned)us;
 }
 
+/* The connection is now this transport's: its polling state starts afresh. */
+static void adopt(struct lmr_conn *conn)
+{
+    conn->ops = &lmr_transport_socket;
+    conn->spin_us = lmr_spin_budget_us("LIBMEMCACHED_SOCKET_SPIN_US", SOCKET_SPIN_US_DEFAULT);
+    conn->received_any = false;
+    conn->cpu_check_reuses = 0;
+}
+
 static void mark_closed(struct lmr_conn *conn)
 {
     drop_pending(conn);
@@ -166,10 +175,7 @@ static memcached_return_t sock_open(struct lmr_conn *conn, const struct lmr_endp
             return MEMCACHED_CONNECTION_FAILURE;
         }
         conn->fd = fd;
-        conn->ops = &lmr_transport_socket;
-        conn->spin_us = lmr_spin_budget_us("LIBMEMCACHED_SOCKET_SPIN_US", SOCKET_SPIN_US_DEFAULT);
-        conn->cpu_check_reuses = 0;
-        conn->received_any = false;
+        adopt(conn);
         return MEMCACHED_SUCCESS;
     }
 
@@ -189,10 +195,7 @@ static memcached_return_t sock_open(struct lmr_conn *conn, const struct lmr_endp
     p->next = list;
     p->ep = *ep;
     conn->transport_state = p;
-    conn->ops = &lmr_transport_socket;
-    conn->spin_us = lmr_spin_budget_us("LIBMEMCACHED_SOCKET_SPIN_US", SOCKET_SPIN_US_DEFAULT);
-    conn->cpu_check_reuses = 0;
-    conn->received_any = false;
+    adopt(conn);
     conn->fd = -1;
     return try_next_address(conn, sys_errno);
 }
