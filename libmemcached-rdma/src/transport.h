@@ -93,9 +93,12 @@ struct lmr_conn {
 
 extern const struct lmr_transport_ops lmr_transport_socket;
 
-/* The spin budget (conn->spin_us) named by env_name, 0 .. 1000000 us;
- * default_us when unset or not a number in that range. */
-unsigned lmr_spin_budget_us(const char *env_name, unsigned default_us);
+/* A transport setting from the environment: the number in env_name,
+ * 0 .. max; default_value when unset or not such a number. */
+unsigned lmr_env_unsigned(const char *env_name, unsigned max, unsigned default_value);
+
+/* Largest spin budget (conn->spin_us) a *_SPIN_US variable may ask for. */
+#define LMR_SPIN_US_MAX 1000000u
 
 /* The transport that reaches servers of this kind (NULL: none). */
 const struct lmr_transport_ops *lmr_transport_for(memcached_connection_t type);

@@ -70,8 +70,11 @@
  * keeps as many). */
 #define RDMA_VALUE_MAX (64u * 1024 * 1024)
 #define RDMA_VALUE_BUFS 64
-/* LIBMEMCACHED_RDMA_REGCACHE: registrations of caller buffers kept for
- * reuse (default 0: register per request). */
+/* LIBMEMCACHED_RDMA_REGCACHE (0 .. RDMA_REGCACHE_MAX, default 0):
+ * registrations of caller buffers kept for reuse. Only for programs that
+ * never free a buffer they passed to iget while the connection is open
+ * (a cached registration keeps the memory it was made for, not what a
+ * later allocation maps at the same address). */
 #define RDMA_REGCACHE_MAX 4096
 
 /* A caller's buffer advertised for one GET's value. */
@@ -501,21 +504,6 @@ static void progress(struct rdma_stream *s, int timeout_ms)
 }
 
 /* ---- the transport table ---------------------------------------------------------------- */
-/* LIBMEMCACHED_RDMA_REGCACHE (0 .. RDMA_REGCACHE_MAX, default 0):
- * registrations of caller buffers kept for reuse. Only for programs that
- * never free a buffer they passed to iget while the connection is open
- * (a cached registration keeps the memory it was made for, not what a
- * later allocation maps at the same address). */
-static unsigned regcache_entries(void)
-{
-    const char *v = getenv("LIBMEMCACHED_RDMA_REGCACHE");
-    if (v == NULL || *v == '\0')
-        return 0;
-    char *end;
-    unsigned long n = strtoul(v, &end, 10);
-    return *end == '\0' && n <= RDMA_REGCACHE_MAX ? (unsigned)n : 0;
-}
-
 static void stream_free(struct rdma_stream *s)
 {
     if (s->ep != NULL && !s->closed) {
@@ -608,12 +596,15 @@ static memcached_return_t rdma_open(struct lmr_conn *conn, const struct lmr_endp
         mcr_rdma_region_register(mcr_rdma_ctx_pd(s->ctx), s->src, RDMA_LAND_SIZE,
                                  MCR_RDMA_ACCESS_REMOTE_READ, &s->src_reg);
     /* without it, values simply come in the stream */
-    s->regcache = mcr_rdma_regcache_create(mcr_rdma_ctx_pd(s->ctx), regcache_entries());
+    s->regcache = mcr_rdma_regcache_create(
+        mcr_rdma_ctx_pd(s->ctx),
+        lmr_env_unsigned("LIBMEMCACHED_RDMA_REGCACHE", RDMA_REGCACHE_MAX, 0));
     /* completions raise no events until the pipeline is about to sleep
      * (rdma_prepare_sleep): the fast path makes no system call but the send */
     mcr_rdma_ctx_set_polling(s->ctx, true);
     conn->fd = s->epfd;
-    conn->spin_us = lmr_spin_budget_us("LIBMEMCACHED_RDMA_SPIN_US", RDMA_SPIN_US_DEFAULT);
+    conn->spin_us =
+        lmr_env_unsigned("LIBMEMCACHED_RDMA_SPIN_US", LMR_SPIN_US_MAX, RDMA_SPIN_US_DEFAULT);
     conn->transport_state = s;
     conn->ops = &lmr_transport_rdma;
     return MEMCACHED_SUCCESS;

@@ -1,7 +1,7 @@
 /* transport_sock.c: the socket transport (TCP over IPv4/IPv6 and Unix
  * domain sockets). Owns socket creation, the non-blocking connect (trying
  * each resolved address in turn; the pipeline enforces CONNECT_TIMEOUT),
- * socket options and the spin budgets read from the environment. Knows
+ * socket options and transport settings read from the environment. Knows
  * nothing of memcached protocols or requests. */
 #include "transport.h"
 
@@ -105,23 +105,22 @@ static void drop_pending(struct lmr_conn *conn)
  * data-center round trip on many machines (virtual ones above all). */
 #define SOCKET_SPIN_US_DEFAULT 100
 
-unsigned lmr_spin_budget_us(const char *env_name, unsigned default_us)
+unsigned lmr_env_unsigned(const char *env_name, unsigned max, unsigned default_value)
 {
     const char *v = getenv(env_name);
     if (v == NULL || *v == '\0')
-        return default_us;
+        return default_value;
     char *end;
-    unsigned long us = strtoul(v, &end, 10);
-    if (*end != '\0' || us > 1000000)
-        return default_us;
-    return (unsigned)us;
+    unsigned long n = strtoul(v, &end, 10);
+    return *end == '\0' && n <= max ? (unsigned)n : default_value;
 }
 
 /* The connection is now this transport's: its polling state starts afresh. */
 static void adopt(struct lmr_conn *conn)
 {
     conn->ops = &lmr_transport_socket;
-    conn->spin_us = lmr_spin_budget_us("LIBMEMCACHED_SOCKET_SPIN_US", SOCKET_SPIN_US_DEFAULT);
+    conn->spin_us =
+        lmr_env_unsigned("LIBMEMCACHED_SOCKET_SPIN_US", LMR_SPIN_US_MAX, SOCKET_SPIN_US_DEFAULT);
     conn->received_any = false;
     conn->cpu_check_reuses = 0;
 }
