@@ -73,6 +73,12 @@ struct slab_class {
 
 static struct slab_class classes[SLAB_CLASSES_MAX];
 static unsigned largest_class;
+
+/* slabs_clsid() for sizes up to CLASS_LOOKUP_MAX: the class of each
+ * multiple of 8 bytes (class sizes are multiples of 8), so a small item's
+ * class costs one load, not a search; larger sizes search. */
+#define CLASS_LOOKUP_MAX 16384
+static uint8_t class_of_words[CLASS_LOOKUP_MAX / 8 + 1];
 static size_t page_size;
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -264,6 +270,13 @@ int slabs_init(const struct slabs_config *cfg, char *errbuf, size_t errlen)
     }
     largest_class = i;
     classes[i].size = cfg->chunk_max & ~(size_t)7; /* chunks stay 8-byte aligned */
+    unsigned cls = 1;
+    for (size_t words = 0; words <= CLASS_LOOKUP_MAX / 8; words++) {
+        while (cls <= largest_class && classes[cls].size < words * 8)
+            cls++;
+        class_of_words[words] = cls <= largest_class ? (uint8_t)cls : 0;
+    }
+    class_of_words[0] = 0; /* size 0 has no class */
     for (unsigned c = 1; c <= largest_class; c++) {
         pthread_mutex_init(&classes[c].lock, NULL);
         classes[c].perslab = (unsigned)(page_size / classes[c].size);
@@ -303,7 +316,9 @@ void slabs_shutdown(void)
 
 unsigned slabs_clsid(size_t size)
 {
-    if (size == 0 || size > classes[largest_class].size)
+    if (size <= CLASS_LOOKUP_MAX)
+        return class_of_words[(size + 7) / 8];
+    if (size > classes[largest_class].size)
         return 0;
     unsigned lo = 1, hi = largest_class;
     while (lo < hi) {

@@ -369,6 +369,44 @@ static void test_small_chunk_max(void)
     storage_shutdown();
 }
 
+/* The class of every size agrees with a linear search over the classes,
+ * for layouts whose largest class is below, at and above the sizes the
+ * class lookup table covers. */
+static void test_class_of_size(void)
+{
+    const struct {
+        double factor;
+        size_t chunk_max;
+    } layouts[] = {{1.25, 512 * 1024}, {2.0, 8192}, {1.05, 16384}, {1.25, 16387}, {1.5, 20000}};
+    for (size_t l = 0; l < sizeof(layouts) / sizeof(layouts[0]); l++) {
+        struct slabs_config cfg = {.factor = layouts[l].factor,
+                                   .min_chunk = 48,
+                                   .header_size = 50,
+                                   .page_size = MIB,
+                                   .chunk_max = layouts[l].chunk_max};
+        char err[128];
+        if (slabs_init(&cfg, err, sizeof(err)) != 0) {
+            ok(0, "slabs_init(factor %.2f, chunk_max %zu): %s", cfg.factor, cfg.chunk_max, err);
+            continue;
+        }
+        unsigned largest = slabs_largest_class(), wrong = 0;
+        size_t first_wrong = 0;
+        for (size_t size = 0; size <= cfg.chunk_max + 64; size++) {
+            unsigned want = 0;
+            for (unsigned c = 1; size > 0 && c <= largest && want == 0; c++)
+                if (slabs_class_size(c) >= size)
+                    want = c;
+            if (slabs_clsid(size) != want && wrong++ == 0)
+                first_wrong = size;
+        }
+        ok(wrong == 0 && slabs_clsid((size_t)1 << 40) == 0,
+           "factor %.2f, largest class %zu bytes (%u classes): every size 0..%zu maps to the "
+           "smallest class that holds it (%u wrong, first at %zu)",
+           cfg.factor, slabs_class_size(largest), largest, cfg.chunk_max + 64, wrong, first_wrong);
+        slabs_shutdown();
+    }
+}
+
 static void test_store_ops(void)
 {
     struct storage_config cfg = default_config();
@@ -1749,6 +1787,7 @@ int main(void)
     test_round_trip();
     test_huge_item();
     test_small_chunk_max();
+    test_class_of_size();
     test_store_ops();
     test_cas_disabled();
     test_arith();
