@@ -144,7 +144,7 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
                                          size_t errlen)
 {
     set_err(err, errlen, "%s", "");
-    if (opts == NULL || opts->addr == NULL || opts->buf_size < MCR_RDMA_HDR_SIZE + 64 ||
+    if (opts == NULL || opts->addr == NULL || opts->buf_size < MCR_RDMA_HDR_MAX + 64 ||
         opts->recv_bufs == 0 || opts->send_bufs == 0 || opts->credits < 4 ||
         opts->credits > opts->recv_bufs || opts->rnr_retry > 7) {
         set_err(err, errlen, "invalid RDMA context options");
@@ -206,7 +206,7 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
     int rd = dattr.max_qp_rd_atom < dattr.max_qp_init_rd_atom ? dattr.max_qp_rd_atom
                                                               : dattr.max_qp_init_rd_atom;
     ctx->rd_atomic = (uint8_t)(rd > 16 ? 16 : rd < 1 ? 1 : rd);
-    ctx->max_payload = opts->buf_size - MCR_RDMA_HDR_SIZE;
+    ctx->max_payload = opts->buf_size - MCR_RDMA_HDR_MAX;
     if (opts->recv_bufs > (uint32_t)dattr.max_srq_wr) {
         set_err(err, errlen, "%s: recv_bufs %u above the device limit %d", ctx->device_name,
                 opts->recv_bufs, dattr.max_srq_wr);

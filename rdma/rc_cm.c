@@ -175,10 +175,10 @@ bool rc_set_peer_params(struct rc_ep *rc, const void *private_data, unsigned len
 {
     struct mcr_rdma_conn_data cd;
     if (mcr_rdma_conn_data_decode(private_data, len, &cd) != 0 || cd.credits < 4 ||
-        cd.recv_buf_size < MCR_RDMA_HDR_SIZE + 64)
+        cd.recv_buf_size < MCR_RDMA_HDR_MAX + 64)
         return false;
     rc->peer_credits = cd.credits;
-    rc->peer_max_payload = cd.recv_buf_size - MCR_RDMA_HDR_SIZE;
+    rc->peer_max_payload = cd.recv_buf_size - MCR_RDMA_HDR_MAX;
     return true;
 }
 

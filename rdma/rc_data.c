@@ -124,7 +124,7 @@ static void send_credit_msg(struct rc_ep *rc)
                                .ep = &rc->base,
                                .impl = &mcr_rdma_rc_impl,
                                .buf_index = idx,
-                               .len = MCR_RDMA_HDR_SIZE,
+                               .len = MCR_RDMA_HDR_BASE,
                                .is_credit_msg = true};
     struct mcr_rdma_hdr h = {
         .magic = MCR_RDMA_MAGIC, .version = MCR_RDMA_VERSION, .type = MCR_RDMA_MSG_CREDIT};
@@ -223,7 +223,7 @@ void rc_on_recv(struct mcr_rdma_ep *ep, uint32_t buf_index, const struct ibv_wc 
             .type = h.type,
             .flags = h.flags,
             .request_id = h.request_id,
-            .payload = buf + MCR_RDMA_HDR_SIZE,
+            .payload = buf + (wc->byte_len - h.payload_len),
             .payload_len = h.payload_len,
             .rndv = {.addr = h.rndv_addr, .rkey = h.rndv_rkey, .len = h.rndv_len},
         };
@@ -274,13 +274,13 @@ void rc_resume(struct mcr_rdma_ep *ep)
         rc->held_count--;
         const unsigned char *buf = mcr_rdma_pool_buf(&ctx->recv_pool, idx);
         struct mcr_rdma_hdr h; /* validated when it arrived */
-        mcr_rdma_hdr_decode(buf, &h);
+        mcr_rdma_hdr_decode(buf, len, &h);
         struct mcr_rdma_msg msg = {
             .type = h.type,
             .flags = h.flags,
             .request_id = h.request_id,
-            .payload = buf + MCR_RDMA_HDR_SIZE,
-            .payload_len = len - MCR_RDMA_HDR_SIZE,
+            .payload = buf + (len - h.payload_len),
+            .payload_len = h.payload_len,
             .rndv = {.addr = h.rndv_addr, .rkey = h.rndv_rkey, .len = h.rndv_len},
         };
         rc->stats.msgs_received++;
@@ -380,15 +380,13 @@ static int rc_send(struct mcr_rdma_ep *ep, const struct mcr_rdma_send *msg)
         .type = msg->type,
         .flags = msg->flags,
         .request_id = msg->request_id,
-        .payload_len = (uint32_t)total,
     };
     if (rndv) {
         h.rndv_addr = msg->advertise->addr;
         h.rndv_rkey = msg->advertise->rkey;
         h.rndv_len = msg->advertise->len;
     }
-    mcr_rdma_hdr_encode(&h, buf);
-    size_t at = MCR_RDMA_HDR_SIZE;
+    size_t at = mcr_rdma_hdr_encode(&h, buf);
     for (int i = 0; i < msg->iovcnt; i++) {
         if (msg->iov[i].iov_len > 0)
             memcpy(buf + at, msg->iov[i].iov_base, msg->iov[i].iov_len);

@@ -6,9 +6,10 @@ const char *mcr_rdma_wire_check(const void *wire, size_t byte_len,
                                 const struct mcr_rdma_wire_limits *limits, struct mcr_rdma_hdr *out)
 {
     struct mcr_rdma_hdr h;
-    if (byte_len < MCR_RDMA_HDR_SIZE)
+    if (byte_len < MCR_RDMA_HDR_BASE ||
+        byte_len < mcr_rdma_hdr_len(((const unsigned char *)wire)[3]))
         return "message shorter than the header";
-    mcr_rdma_hdr_decode(wire, &h);
+    mcr_rdma_hdr_decode(wire, byte_len, &h);
     if (h.magic != MCR_RDMA_MAGIC)
         return "bad magic";
     if (h.version != MCR_RDMA_VERSION)
@@ -19,8 +20,6 @@ const char *mcr_rdma_wire_check(const void *wire, size_t byte_len,
         return "unknown flags";
     if (h.payload_len > limits->max_payload)
         return "payload longer than a buffer";
-    if ((size_t)h.payload_len != byte_len - MCR_RDMA_HDR_SIZE)
-        return "payload length does not match the received length";
     if (h.credits > limits->max_credits)
         return "more credits than ever granted";
     if (h.type == MCR_RDMA_MSG_CREDIT && h.payload_len != 0)
@@ -30,8 +29,6 @@ const char *mcr_rdma_wire_check(const void *wire, size_t byte_len,
             return "rendezvous length out of range";
         if (h.rndv_addr == 0 || h.rndv_addr > UINT64_MAX - h.rndv_len)
             return "rendezvous address out of range";
-    } else if (h.rndv_addr != 0 || h.rndv_rkey != 0 || h.rndv_len != 0) {
-        return "rendezvous descriptor on a non-rendezvous message";
     }
     *out = h;
     return NULL;

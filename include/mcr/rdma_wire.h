@@ -2,23 +2,28 @@
  * by the server and the client library.
  *
  * Every RDMA SEND between a memcached-rdma client and server starts with this
- * fixed 32-byte header, followed by payload_len payload bytes (a memcached
- * binary-protocol frame, or nothing). All fields are little-endian on the wire;
- * use mcr_rdma_hdr_encode()/mcr_rdma_hdr_decode() rather than touching the
- * packed bytes. This file owns the layout only: validation of a received header
- * lives in the substrate (rdma/wire.c), which must run it before any field is
- * used. See doc/rdma.md for the protocol rules.
+ * header: 12 bytes, or 28 on the two rendezvous types (which carry a region
+ * descriptor), followed by the payload (a memcached binary-protocol frame, or
+ * nothing). The payload's length is what the receive completion reports
+ * minus the header, so it is not sent. All fields are little-endian on the
+ * wire; use mcr_rdma_hdr_encode()/mcr_rdma_hdr_decode() rather than touching
+ * the packed bytes. This file owns the layout only: validation of a received
+ * header lives in the substrate (rdma/wire.c), which must run it before any
+ * field is used. See doc/rdma.md for the protocol rules.
  */
 #ifndef MCR_RDMA_WIRE_H
 #define MCR_RDMA_WIRE_H
 
 #include <endian.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #define MCR_RDMA_MAGIC 0x4d52u /* "MR" read as little-endian bytes 'R','M' */
-#define MCR_RDMA_VERSION 1u
-#define MCR_RDMA_HDR_SIZE 32u
+#define MCR_RDMA_VERSION 2u
+#define MCR_RDMA_HDR_BASE 12u /* every message */
+#define MCR_RDMA_HDR_RNDV 28u /* RNDV_READ, RNDV_WRITE: plus the descriptor */
+#define MCR_RDMA_HDR_MAX MCR_RDMA_HDR_RNDV
 
 /* Message types. */
 enum mcr_rdma_msg_type {
@@ -53,17 +58,26 @@ struct mcr_rdma_hdr {
     uint16_t credits;     /* receive credits returned to the receiver */
     uint16_t flags;       /* MCR_RDMA_F_* */
     uint32_t request_id;  /* chosen by the requester, echoed in replies */
-    uint32_t payload_len; /* bytes after the header in this message */
+    uint32_t payload_len; /* not on the wire: the received length minus the header */
     uint64_t rndv_addr;   /* rendezvous region: remote virtual address */
     uint32_t rndv_rkey;   /*   its rkey */
     uint32_t rndv_len;    /*   its length in bytes (0 when not rendezvous) */
 };
 
+/* The header's size for a message of this type. */
+static inline size_t mcr_rdma_hdr_len(uint8_t type)
+{
+    return type == MCR_RDMA_MSG_RNDV_READ || type == MCR_RDMA_MSG_RNDV_WRITE ? MCR_RDMA_HDR_RNDV
+                                                                             : MCR_RDMA_HDR_BASE;
+}
+
 /* Wire layout, byte offsets:
  *   0 magic(2) 2 version(1) 3 type(1) 4 credits(2) 6 flags(2)
- *   8 request_id(4) 12 payload_len(4) 16 rndv_addr(8) 24 rndv_rkey(4)
- *   28 rndv_len(4)                                         = 32 bytes */
-static inline void mcr_rdma_hdr_encode(const struct mcr_rdma_hdr *h, void *wire)
+ *   8 request_id(4)                                        = 12 bytes
+ * rendezvous types only:
+ *   12 rndv_addr(8) 20 rndv_rkey(4) 24 rndv_len(4)          = 28 bytes
+ * Writes mcr_rdma_hdr_len(h->type) bytes and returns that count. */
+static inline size_t mcr_rdma_hdr_encode(const struct mcr_rdma_hdr *h, void *wire)
 {
     unsigned char *p = wire;
     uint16_t v16;
@@ -79,17 +93,20 @@ static inline void mcr_rdma_hdr_encode(const struct mcr_rdma_hdr *h, void *wire)
     memcpy(p + 6, &v16, 2);
     v32 = htole32(h->request_id);
     memcpy(p + 8, &v32, 4);
-    v32 = htole32(h->payload_len);
-    memcpy(p + 12, &v32, 4);
+    if (mcr_rdma_hdr_len(h->type) == MCR_RDMA_HDR_BASE)
+        return MCR_RDMA_HDR_BASE;
     v64 = htole64(h->rndv_addr);
-    memcpy(p + 16, &v64, 8);
+    memcpy(p + 12, &v64, 8);
     v32 = htole32(h->rndv_rkey);
-    memcpy(p + 24, &v32, 4);
+    memcpy(p + 20, &v32, 4);
     v32 = htole32(h->rndv_len);
-    memcpy(p + 28, &v32, 4);
+    memcpy(p + 24, &v32, 4);
+    return MCR_RDMA_HDR_RNDV;
 }
 
-static inline void mcr_rdma_hdr_decode(const void *wire, struct mcr_rdma_hdr *h)
+/* Decodes a message of byte_len bytes, which must hold the whole header of
+ * its type (mcr_rdma_wire_check() makes sure before anything else). */
+static inline void mcr_rdma_hdr_decode(const void *wire, size_t byte_len, struct mcr_rdma_hdr *h)
 {
     const unsigned char *p = wire;
     uint16_t v16;
@@ -105,13 +122,17 @@ static inline void mcr_rdma_hdr_decode(const void *wire, struct mcr_rdma_hdr *h)
     h->flags = le16toh(v16);
     memcpy(&v32, p + 8, 4);
     h->request_id = le32toh(v32);
-    memcpy(&v32, p + 12, 4);
-    h->payload_len = le32toh(v32);
-    memcpy(&v64, p + 16, 8);
+    size_t len = mcr_rdma_hdr_len(h->type);
+    h->payload_len = (uint32_t)(byte_len - len);
+    h->rndv_addr = 0;
+    h->rndv_rkey = h->rndv_len = 0;
+    if (len == MCR_RDMA_HDR_BASE)
+        return;
+    memcpy(&v64, p + 12, 8);
     h->rndv_addr = le64toh(v64);
-    memcpy(&v32, p + 24, 4);
+    memcpy(&v32, p + 20, 4);
     h->rndv_rkey = le32toh(v32);
-    memcpy(&v32, p + 28, 4);
+    memcpy(&v32, p + 24, 4);
     h->rndv_len = le32toh(v32);
 }
 

@@ -25,6 +25,7 @@
 #include <libmemcached/memcached.h>
 #include <libmemcached/nonblocking.h>
 
+#include "mcr/rdma_wire.h"
 #include "t/rdma/tap.h"
 
 static const char *server_bin;
@@ -137,12 +138,16 @@ static void get_note(struct transcript *t, memcached_st *m, const char *key, con
     free(v);
 }
 
-/* 8131..8133: a get reply frame (24 + 4 + value) at the eager payload
- * -1/0/+1; 1048547..1048549 the same around the client's 1 MiB landing
- * buffer for RDMA WRITE replies */
-static const size_t sizes[] = {0,      1,       100,     8127,    8128,    8129,    8131,
-                               8132,   8133,    8159,    8160,    8161,    16384,   65536,
-                               100000, 1048547, 1048548, 1048549, 1048576, 2000000, 8388608};
+/* EAGER: the largest payload of one message with the server's default
+ * 8 KiB buffers. E-29..E-27: a get reply frame (24 + 4 + value) at the eager
+ * payload -1/0/+1 (E-33..E-31: a set request frame of a short key around
+ * it); 1048547..1048549 the same around the client's 1 MiB landing buffer
+ * for RDMA WRITE replies */
+#define EAGER (8192 - MCR_RDMA_HDR_MAX)
+static const size_t sizes[] = {
+    0,          1,          100,       EAGER - 33, EAGER - 32, EAGER - 31, EAGER - 29,
+    EAGER - 28, EAGER - 27, EAGER - 1, EAGER,      EAGER + 1,  16384,      65536,
+    100000,     1048547,    1048548,   1048549,    1048576,    2000000,    8388608};
 
 static void scenario(memcached_st *m, struct transcript *t)
 {
@@ -334,7 +339,7 @@ static long rdma_stat(memcached_st *m, const char *name)
  * message, values larger than the buffer, misses) come the usual way. */
 static void iget_into_caller_buffers(memcached_st *m)
 {
-    static const size_t vsizes[] = {8000, 8161, 65536, 1000000, 3000000, 8388608};
+    static const size_t vsizes[] = {8000, EAGER + 1, 65536, 1000000, 3000000, 8388608};
     size_t nsizes = sizeof(vsizes) / sizeof(vsizes[0]);
     char *want = malloc(8388608);
     char *buf = malloc(2 * 8388608);

@@ -1,7 +1,9 @@
 /* t/rdma/rdma_test_malformed.c: hand-written malformed messages (bad magic,
- * bad version, lying lengths, unknown type, credits never used, descriptor
- * abuse, bad rkey) each close only the connection that sent them: the server
- * frees it and keeps serving a well-behaved client. Runs in the guest. */
+ * bad version, truncated headers, unknown type and flags, credits never
+ * used, a credit message with payload, descriptor abuse, bad rkey, a message
+ * longer than the receive buffers) each close only the connection that sent
+ * them: the server frees it and keeps serving a well-behaved client. Runs in
+ * the guest. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,13 +23,10 @@ struct bad_case {
     uint32_t client_buf_size; /* 0: default */
 };
 
-static struct mcr_rdma_hdr hdr(uint8_t type, uint32_t payload_len)
+static struct mcr_rdma_hdr hdr(uint8_t type)
 {
-    return (struct mcr_rdma_hdr){.magic = MCR_RDMA_MAGIC,
-                                 .version = MCR_RDMA_VERSION,
-                                 .type = type,
-                                 .request_id = 1,
-                                 .payload_len = payload_len};
+    return (struct mcr_rdma_hdr){
+        .magic = MCR_RDMA_MAGIC, .version = MCR_RDMA_VERSION, .type = type, .request_id = 1};
 }
 
 static bool server_back_to_one(void *arg)
@@ -63,7 +62,7 @@ static void run_case(struct bad_case *bc, uint32_t seq)
         bc->hdr.rndv_rkey = mr ? mr->rkey ^ 0x00a5a500u : 0x1234;
     }
     if (bc->client_buf_size)
-        tap_ok(mcr_rdma_ep_max_eager_payload(bad.ep) == so_buf_size - MCR_RDMA_HDR_SIZE,
+        tap_ok(mcr_rdma_ep_max_eager_payload(bad.ep) == so_buf_size - MCR_RDMA_HDR_MAX,
                "%s: eager limit follows the peer's smaller buffers", bc->name);
     unsigned char msg[16384];
     memset(msg, 0x5c, sizeof(msg));
@@ -95,43 +94,43 @@ int main(void)
         tap_bail("good client could not connect");
     tap_ok(ping(&good, 1, 100), "well-behaved client served");
 
+    const uint32_t base = MCR_RDMA_HDR_BASE, rndv = MCR_RDMA_HDR_RNDV;
     struct bad_case cases[] = {
-        {"bad magic", hdr(MCR_RDMA_MSG_EAGER, 16), MCR_RDMA_HDR_SIZE + 16, false, 0},
-        {"bad version", hdr(MCR_RDMA_MSG_EAGER, 16), MCR_RDMA_HDR_SIZE + 16, false, 0},
-        {"payload length longer than sent", hdr(MCR_RDMA_MSG_EAGER, 4000), MCR_RDMA_HDR_SIZE + 10,
-         false, 0},
-        {"payload length shorter than sent", hdr(MCR_RDMA_MSG_EAGER, 1), MCR_RDMA_HDR_SIZE + 50,
-         false, 0},
-        {"payload length beyond any buffer", hdr(MCR_RDMA_MSG_EAGER, 1u << 30), MCR_RDMA_HDR_SIZE,
-         false, 0},
-        {"truncated header", hdr(MCR_RDMA_MSG_EAGER, 0), 12, false, 0},
-        {"unknown type", hdr(77, 0), MCR_RDMA_HDR_SIZE, false, 0},
-        {"credits never used", hdr(MCR_RDMA_MSG_EAGER, 0), MCR_RDMA_HDR_SIZE, false, 0},
-        {"descriptor on an eager message", hdr(MCR_RDMA_MSG_EAGER, 0), MCR_RDMA_HDR_SIZE, false, 0},
-        {"rendezvous beyond the size limit", hdr(MCR_RDMA_MSG_RNDV_READ, 0), MCR_RDMA_HDR_SIZE,
-         false, 0},
-        {"rendezvous with a bad rkey", hdr(MCR_RDMA_MSG_RNDV_READ, 0), MCR_RDMA_HDR_SIZE, true, 0},
-        {"message longer than the receive buffers", hdr(MCR_RDMA_MSG_EAGER, 12000),
-         MCR_RDMA_HDR_SIZE + 12000, false, 16384},
+        {"bad magic", hdr(MCR_RDMA_MSG_EAGER), base + 16, false, 0},
+        {"bad version", hdr(MCR_RDMA_MSG_EAGER), base + 16, false, 0},
+        {"truncated header", hdr(MCR_RDMA_MSG_EAGER), base - 4, false, 0},
+        {"rendezvous cut inside its descriptor", hdr(MCR_RDMA_MSG_RNDV_READ), rndv - 8, false, 0},
+        {"unknown type", hdr(77), base, false, 0},
+        {"unknown flags", hdr(MCR_RDMA_MSG_EAGER), base + 8, false, 0},
+        {"credits never used", hdr(MCR_RDMA_MSG_EAGER), base, false, 0},
+        {"credit message with payload", hdr(MCR_RDMA_MSG_CREDIT), base + 8, false, 0},
+        {"rendezvous beyond the size limit", hdr(MCR_RDMA_MSG_RNDV_READ), rndv, false, 0},
+        {"rendezvous with a bad rkey", hdr(MCR_RDMA_MSG_RNDV_READ), rndv, true, 0},
+        {"message longer than the receive buffers", hdr(MCR_RDMA_MSG_EAGER), base + 12000, false,
+         16384},
     };
     cases[0].hdr.magic = 0x1234;
-    cases[1].hdr.version = 9;
-    cases[7].hdr.credits = 5;
+    cases[1].hdr.version = 1; /* the 32-byte header's */
+    cases[3].hdr.rndv_addr = (uintptr_t)target;
+    cases[3].hdr.rndv_rkey = 1;
+    cases[3].hdr.rndv_len = 16;
+    cases[5].hdr.flags = 0x0100;
+    cases[6].hdr.credits = 5;
     cases[8].hdr.rndv_addr = (uintptr_t)target;
     cases[8].hdr.rndv_rkey = 1;
-    cases[8].hdr.rndv_len = 16;
-    cases[9].hdr.rndv_addr = (uintptr_t)target;
-    cases[9].hdr.rndv_rkey = 1;
-    cases[9].hdr.rndv_len = 1u << 31;
+    cases[8].hdr.rndv_len = 1u << 31;
+    unsigned malformed = 0; /* cases the server must count as malformed messages */
+    for (uint32_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        malformed += !cases[i].bad_rkey && !cases[i].client_buf_size;
     for (uint32_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         run_case(&cases[i], i);
 
     struct mcr_rdma_ctx_stats st;
     mcr_rdma_ctx_stats(srv.ctx, &st);
-    tap_ok(st.malformed == 10 && st.endpoints == 1 && st.granted_credits == so.credits &&
+    tap_ok(st.malformed == malformed && st.endpoints == 1 && st.granted_credits == so.credits &&
                st.recv_posted == so.recv_bufs,
-           "server: 10 malformed, 1 endpoint left, credits %u, receives %u/%u", st.granted_credits,
-           st.recv_posted, so.recv_bufs);
+           "server: %u malformed (of %u), 1 endpoint left, credits %u, receives %u/%u",
+           (unsigned)st.malformed, malformed, st.granted_credits, st.recv_posted, so.recv_bufs);
     client_destroy(&good);
     run_for(200);
     server_stop(&srv);

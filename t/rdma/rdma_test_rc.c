@@ -24,7 +24,7 @@ static bool server_has_endpoints_0(void *arg)
 static void test_eager(struct test_client *c)
 {
     size_t limit = mcr_rdma_ep_max_eager_payload(c->ep);
-    tap_ok(limit == 8192 - MCR_RDMA_HDR_SIZE, "eager limit is the buffer minus the header (%zu)",
+    tap_ok(limit == 8192 - MCR_RDMA_HDR_MAX, "eager limit is the buffer minus the header (%zu)",
            limit);
     const uint32_t sizes[] = {0, 1, 100, 4096, (uint32_t)limit - 1, (uint32_t)limit};
     uint32_t id = 1000;
