@@ -223,7 +223,7 @@ void rc_on_recv(struct mcr_rdma_ep *ep, uint32_t buf_index, const struct ibv_wc 
             .type = h.type,
             .flags = h.flags,
             .request_id = h.request_id,
-            .payload = buf + (wc->byte_len - h.payload_len),
+            .payload = buf + mcr_rdma_hdr_len(h.type),
             .payload_len = h.payload_len,
             .rndv = {.addr = h.rndv_addr, .rkey = h.rndv_rkey, .len = h.rndv_len},
         };
@@ -279,7 +279,7 @@ void rc_resume(struct mcr_rdma_ep *ep)
             .type = h.type,
             .flags = h.flags,
             .request_id = h.request_id,
-            .payload = buf + (len - h.payload_len),
+            .payload = buf + mcr_rdma_hdr_len(h.type),
             .payload_len = h.payload_len,
             .rndv = {.addr = h.rndv_addr, .rkey = h.rndv_rkey, .len = h.rndv_len},
         };
