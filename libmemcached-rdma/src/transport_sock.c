@@ -1,12 +1,10 @@
 /* transport_sock.c: the socket transport (TCP over IPv4/IPv6 and Unix
  * domain sockets). Owns socket creation, the non-blocking connect (trying
- * each resolved address in turn; the pipeline enforces CONNECT_TIMEOUT),
- * socket options and transport settings read from the environment. Knows
- * nothing of memcached protocols or requests. */
+ * each resolved address in turn; the pipeline enforces CONNECT_TIMEOUT) and
+ * socket options. Knows nothing of memcached protocols or requests. */
 #include "transport.h"
 
 #include "config.h"
-#include "transport_rdma.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -104,16 +102,6 @@ static void drop_pending(struct lmr_conn *conn)
  * sleeps in poll(): sleeping and being woken costs more than a loopback or
  * data-center round trip on many machines (virtual ones above all). */
 #define SOCKET_SPIN_US_DEFAULT 100
-
-unsigned lmr_env_unsigned(const char *env_name, unsigned max, unsigned default_value)
-{
-    const char *v = getenv(env_name);
-    if (v == NULL || *v == '\0')
-        return default_value;
-    char *end;
-    unsigned long n = strtoul(v, &end, 10);
-    return *end == '\0' && n <= max ? (unsigned)n : default_value;
-}
 
 /* The connection is now this transport's: its polling state starts afresh. */
 static void adopt(struct lmr_conn *conn)
@@ -291,21 +279,6 @@ static void sock_close(struct lmr_conn *conn)
     if (conn->fd >= 0)
         close(conn->fd);
     mark_closed(conn);
-}
-
-const struct lmr_transport_ops *lmr_transport_for(memcached_connection_t type)
-{
-    switch (type) {
-    case MEMCACHED_CONNECTION_TCP:
-    case MEMCACHED_CONNECTION_UNIX_SOCKET:
-        return &lmr_transport_socket;
-#ifdef HAVE_RDMA
-    case MEMCACHED_CONNECTION_RDMA:
-        return &lmr_transport_rdma;
-#endif
-    default:
-        return NULL;
-    }
 }
 
 const struct lmr_transport_ops lmr_transport_socket = {

@@ -1,0 +1,35 @@
+/* transport.c: what is common to the transports: which one reaches a
+ * server of a given kind, and reading a transport's numeric settings from
+ * the environment. The transports themselves live in transport_sock.c and
+ * transport_rdma.c. */
+#include "transport.h"
+
+#include "config.h"
+#include "transport_rdma.h"
+
+#include <stdlib.h>
+
+const struct lmr_transport_ops *lmr_transport_for(memcached_connection_t type)
+{
+    switch (type) {
+    case MEMCACHED_CONNECTION_TCP:
+    case MEMCACHED_CONNECTION_UNIX_SOCKET:
+        return &lmr_transport_socket;
+#ifdef HAVE_RDMA
+    case MEMCACHED_CONNECTION_RDMA:
+        return &lmr_transport_rdma;
+#endif
+    default:
+        return NULL;
+    }
+}
+
+unsigned lmr_env_unsigned(const char *env_name, unsigned max, unsigned default_value)
+{
+    const char *v = getenv(env_name);
+    if (v == NULL || *v == '\0')
+        return default_value;
+    char *end;
+    unsigned long n = strtoul(v, &end, 10);
+    return *end == '\0' && n <= max ? (unsigned)n : default_value;
+}
