@@ -140,10 +140,12 @@ struct rdma_counters {
 struct rdma_conn {
     struct rdma_conn *next, *prev; /* worker's list */
     struct rdma_worker *rw;
-    struct mcr_rdma_ep *ep; /* NULL once the substrate freed it */
-    struct conn *conn;      /* NULL before established and after close */
-    struct event *ready_ev; /* reports readiness to conn.c */
-    char *in;               /* received bytes in[in_off, in_off+in_len) */
+    struct mcr_rdma_ep *ep;       /* NULL once the substrate freed it */
+    struct conn *conn;            /* NULL before established and after close */
+    struct event *ready_ev;       /* reports readiness to conn.c */
+    struct rdma_conn *ready_next; /* worker's ready list (ready_listed) */
+    bool ready_listed;
+    char *in; /* received bytes in[in_off, in_off+in_len) */
     size_t in_off, in_len, in_cap;
     uint64_t stalls_seen; /* endpoint's credit_stalls already counted */
     bool peer_gone;
@@ -208,6 +210,11 @@ struct rdma_worker {
     struct event *poll_ev; /* spin / adaptive polling */
     uint64_t last_busy_us;
     bool polling; /* the context's completions raise no events */
+    /* While the worker handles completions, connections they made ready
+     * are listed here and served right after (dispatch_ready) instead of
+     * through their events: one pass of the event loop less per request. */
+    bool collecting;
+    struct rdma_conn *ready;
     struct rdma_conn *conns;
     struct rdma_counters ctr;
 };
@@ -258,6 +265,12 @@ static void rconn_unlink_free(struct rdma_conn *rc)
         rw->conns = rc->next;
     if (rc->next)
         rc->next->prev = rc->prev;
+    if (rc->ready_listed) {
+        struct rdma_conn **at = &rw->ready;
+        while (*at != rc)
+            at = &(*at)->ready_next;
+        *at = rc->ready_next;
+    }
     if (rc->ready_ev)
         event_free(rc->ready_ev);
     mcr_rdma_region_deregister(&rc->stage_reg);
@@ -294,11 +307,20 @@ static bool input_ready(const struct rdma_conn *rc)
            (rsrc_unread(rc) && !rc->read_inflight && !rc->zr.inflight);
 }
 
-/* Reports readiness later from the connection's own event. */
+/* Reports readiness later: right after the completions being handled
+ * (the worker's ready list), or else from the connection's own event. */
 static void rconn_poke(struct rdma_conn *rc)
 {
-    if (rc->ready_ev && rc->conn)
+    if (!rc->ready_ev || !rc->conn)
+        return;
+    struct rdma_worker *rw = rc->rw;
+    if (!rw->collecting) {
         event_active(rc->ready_ev, EV_READ, 0);
+    } else if (!rc->ready_listed) {
+        rc->ready_listed = true;
+        rc->ready_next = rw->ready;
+        rw->ready = rc;
+    }
 }
 
 /* A peer broke the protocol: close this connection only. */
@@ -1148,17 +1170,34 @@ static void keep_polling(struct rdma_worker *rw, int handled)
     event_add(rw->poll_ev, &next_pass);
 }
 
+/* Serves the connections that the completions just handled made ready
+ * (rconn_poke while collecting). One may close another: rconn_unlink_free
+ * takes a freed connection off the list. */
+static void dispatch_ready(struct rdma_worker *rw)
+{
+    while (rw->ready) {
+        struct rdma_conn *rc = rw->ready;
+        rw->ready = rc->ready_next;
+        rc->ready_next = NULL;
+        rc->ready_listed = false;
+        rconn_ready_cb(-1, EV_READ, rc);
+    }
+}
+
 static void ctx_event_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct rdma_worker *rw = arg;
+    rw->collecting = true;
     int n = mcr_rdma_ctx_handle_events(rw->ctx);
     if (n < 0)
         log_msg(LOG_WARN, "rdma: %s: event handling failed: %s", mcr_rdma_ctx_device_name(rw->ctx),
                 strerror(-n));
     if (n > 0)
         unblock_writers(rw);
+    rw->collecting = false;
+    dispatch_ready(rw);
     keep_polling(rw, n);
 }
 
@@ -1170,6 +1209,7 @@ static void poll_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct rdma_worker *rw = arg;
+    rw->collecting = true;
     int n = mcr_rdma_ctx_poll(rw->ctx);
     if (n == 0) {
         /* the clock only every few polls (in some virtual machines reading
@@ -1191,6 +1231,8 @@ static void poll_cb(evutil_socket_t fd, short what, void *arg)
     }
     if (n > 0)
         unblock_writers(rw);
+    rw->collecting = false;
+    dispatch_ready(rw);
     keep_polling(rw, n);
 }
 
