@@ -1170,11 +1170,12 @@ static void keep_polling(struct rdma_worker *rw, int handled)
     event_add(rw->poll_ev, &next_pass);
 }
 
-/* Serves the connections that the completions just handled made ready
- * (rconn_poke while collecting). One may close another: rconn_unlink_free
- * takes a freed connection off the list. */
+/* Stops collecting and serves the connections that the completions just
+ * handled made ready (rconn_poke while collecting). One may close another:
+ * rconn_unlink_free takes a freed connection off the list. */
 static void dispatch_ready(struct rdma_worker *rw)
 {
+    rw->collecting = false;
     while (rw->ready) {
         struct rdma_conn *rc = rw->ready;
         rw->ready = rc->ready_next;
@@ -1196,7 +1197,6 @@ static void ctx_event_cb(evutil_socket_t fd, short what, void *arg)
                 strerror(-n));
     if (n > 0)
         unblock_writers(rw);
-    rw->collecting = false;
     dispatch_ready(rw);
     keep_polling(rw, n);
 }
@@ -1231,7 +1231,6 @@ static void poll_cb(evutil_socket_t fd, short what, void *arg)
     }
     if (n > 0)
         unblock_writers(rw);
-    rw->collecting = false;
     dispatch_ready(rw);
     keep_polling(rw, n);
 }
