@@ -59,6 +59,8 @@
 #define RDMA_OUT_WAIT_MS 5000
 #define RDMA_CLOSE_WAIT_MS 1000
 #define RDMA_MSG_IOV_MAX 64
+/* The most request bytes sent ahead of a large value on its RNDV_READ. */
+#define RDMA_HEAD_MAX 1024
 /* The landing buffer advertised to the server for large replies. */
 #define RDMA_LAND_SIZE (1024u * 1024)
 /* Default reply polling budget before sleeping (LIBMEMCACHED_RDMA_SPIN_US). */
@@ -122,8 +124,9 @@ struct rdma_stream {
     bool land_out, land_need;
     /* Rendezvous for requests: a buffer registered for remote read only;
      * request bytes beyond one message are copied into it and advertised
-     * with RNDV_READ (src_id); the server pulls them with an RDMA READ and
-     * answers RNDV_DONE, after which the buffer may be reused. */
+     * with RNDV_READ (src_id), the request's head riding on that message;
+     * the server pulls them with an RDMA READ and answers RNDV_DONE, after
+     * which the buffer may be reused. */
     char *src;
     struct mcr_rdma_region src_reg;
     uint32_t src_id;
@@ -377,10 +380,33 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
                     if (ads <= 0)
                         return ads < 0 ? -1 : (ssize_t)taken;
                 }
-                size_t want = rest < s->src_reg.len ? rest : s->src_reg.len;
-                size_t got = 0;
+                /* The request's head (header, extras, key: the pieces
+                 * before its large value) rides on the RNDV_READ as its
+                 * payload, so the server has it at once and can READ the
+                 * value straight into the item; without a head it would
+                 * first READ the region's start to find out what it is. */
+                struct iovec head_iov[RDMA_MSG_IOV_MAX];
+                int nhead = 0;
+                size_t head = 0;
                 int k = i;
                 size_t koff = off;
+                while (k < iovcnt && iov[k].iov_len - koff <= max_payload &&
+                       nhead < RDMA_MSG_IOV_MAX && head + iov[k].iov_len - koff <= RDMA_HEAD_MAX) {
+                    head_iov[nhead].iov_base = (char *)iov[k].iov_base + koff;
+                    head_iov[nhead++].iov_len = iov[k].iov_len - koff;
+                    head += iov[k].iov_len - koff;
+                    k++;
+                    koff = 0;
+                }
+                if (k == iovcnt || iov[k].iov_len - koff <= max_payload) {
+                    nhead = 0; /* no large piece close enough: all in the region */
+                    head = 0;
+                    k = i;
+                    koff = off;
+                }
+                rest -= head;
+                size_t want = rest < s->src_reg.len ? rest : s->src_reg.len;
+                size_t got = 0;
                 while (got < want) {
                     size_t avail = iov[k].iov_len - koff;
                     size_t take = avail < want - got ? avail : want - got;
@@ -394,8 +420,11 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
                 }
                 struct mcr_rdma_rndv r = {
                     .addr = (uintptr_t)s->src, .rkey = s->src_reg.mr->rkey, .len = (uint32_t)got};
-                struct mcr_rdma_send m = {
-                    .type = MCR_RDMA_MSG_RNDV_READ, .request_id = s->src_id + 1, .advertise = &r};
+                struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_RNDV_READ,
+                                          .request_id = s->src_id + 1,
+                                          .iov = head_iov,
+                                          .iovcnt = nhead,
+                                          .advertise = &r};
                 int rc = mcr_rdma_ep_send(s->ep, &m);
                 if (rc == -EAGAIN)
                     return (ssize_t)taken;
@@ -403,7 +432,7 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
                     return -1;
                 s->src_id++;
                 s->src_busy = true;
-                taken += got;
+                taken += head + got;
                 i = k;
                 off = koff;
                 continue;

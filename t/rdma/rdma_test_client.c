@@ -333,6 +333,44 @@ static long rdma_stat(memcached_st *m, const char *name)
     return n;
 }
 
+/* A set larger than one message: its head (header, extras, key) rides on
+ * the RNDV_READ, so the server READs the value once, straight into the
+ * item, with no READ first to learn what the request is. */
+static void one_read_per_large_set(memcached_st *m)
+{
+    static const size_t set_sizes[] = {65536, 524288};
+    bool all = true;
+    char why[256] = "";
+    for (size_t i = 0; i < sizeof(set_sizes) / sizeof(set_sizes[0]); i++) {
+        size_t len = set_sizes[i];
+        char *value = malloc(len);
+        for (size_t k = 0; k < len; k++)
+            value[k] = (char)('a' + (k * 7 + i) % 26);
+        long reads0 = rdma_stat(m, "rdma_rendezvous_reads");
+        long direct0 = rdma_stat(m, "rdma_zero_copy_reads");
+        memcached_return_t rc = memcached_set(m, "one-read", 8, value, len, 0, 0);
+        long reads = rdma_stat(m, "rdma_rendezvous_reads") - reads0;
+        long direct = rdma_stat(m, "rdma_zero_copy_reads") - direct0;
+        size_t got_len = 0;
+        uint32_t flags;
+        memcached_return_t grc;
+        char *got = memcached_get(m, "one-read", 8, &got_len, &flags, &grc);
+        bool ok = rc == MEMCACHED_SUCCESS && reads == 1 && direct == 1 && got != NULL &&
+                  got_len == len && memcmp(got, value, len) == 0;
+        if (!ok) {
+            all = false;
+            snprintf(why, sizeof(why), ": %zu B: %s, %ld READs, %ld into the item, %s", len,
+                     memcached_strerror(m, rc), reads, direct,
+                     got != NULL && got_len == len && memcmp(got, value, len) == 0 ? "intact"
+                                                                                   : "wrong");
+        }
+        free(got);
+        free(value);
+    }
+    tap_ok(all, "a 64 KiB and a 512 KiB set each take one RDMA READ, straight into the item%s",
+           why);
+}
+
 /* igets into caller buffers larger than one message: the server writes each
  * value that is worth it straight into the caller's buffer
  * (rdma_value_buffer_writes counts them); the rest (values that fit one
@@ -575,6 +613,7 @@ int main(int argc, char **argv)
     memcached_stat_free(mr, st);
     free(tcp.text);
     free(rdma.text);
+    one_read_per_large_set(mr);
 
     /* ---- server strings ---------------------------------------------------------------- */
     char spec[128];
