@@ -344,6 +344,8 @@ static void one_read_per_large_set(memcached_st *m)
     for (size_t i = 0; i < sizeof(set_sizes) / sizeof(set_sizes[0]); i++) {
         size_t len = set_sizes[i];
         char *value = malloc(len);
+        if (value == NULL)
+            tap_bail("out of memory");
         for (size_t k = 0; k < len; k++)
             value[k] = (char)('a' + (k * 7 + i) % 26);
         long reads0 = rdma_stat(m, "rdma_rendezvous_reads");
@@ -355,14 +357,11 @@ static void one_read_per_large_set(memcached_st *m)
         uint32_t flags;
         memcached_return_t grc;
         char *got = memcached_get(m, "one-read", 8, &got_len, &flags, &grc);
-        bool ok = rc == MEMCACHED_SUCCESS && reads == 1 && direct == 1 && got != NULL &&
-                  got_len == len && memcmp(got, value, len) == 0;
-        if (!ok) {
+        bool intact = got != NULL && got_len == len && memcmp(got, value, len) == 0;
+        if (rc != MEMCACHED_SUCCESS || reads != 1 || direct != 1 || !intact) {
             all = false;
             snprintf(why, sizeof(why), ": %zu B: %s, %ld READs, %ld into the item, %s", len,
-                     memcached_strerror(m, rc), reads, direct,
-                     got != NULL && got_len == len && memcmp(got, value, len) == 0 ? "intact"
-                                                                                   : "wrong");
+                     memcached_strerror(m, rc), reads, direct, intact ? "intact" : "wrong");
         }
         free(got);
         free(value);
