@@ -384,6 +384,14 @@ void mcr_rdma_ctx_unlink_ep(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *l
             *p = link->hash_next;
         link->has_qp = false;
     }
+    if (link->batch_listed) {
+        struct mcr_rdma_ep_link **p = &ctx->batch_list;
+        while (*p != NULL && *p != link)
+            p = &(*p)->batch_next;
+        if (*p == link)
+            *p = link->batch_next;
+        link->batch_listed = false;
+    }
     if (link->prev != NULL)
         link->prev->next = link->next;
     else
@@ -637,6 +645,34 @@ int mcr_rdma_ctx_set_polling(struct mcr_rdma_ctx *ctx, bool polling)
     int n = arm_cq(ctx);
     reap(ctx);
     return n;
+}
+
+void mcr_rdma_ctx_batch_begin(struct mcr_rdma_ctx *ctx)
+{
+    ctx->batching = true;
+}
+
+void mcr_rdma_ctx_batch_add(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *link)
+{
+    if (link->batch_listed)
+        return;
+    link->batch_listed = true;
+    link->batch_next = ctx->batch_list;
+    ctx->batch_list = link;
+}
+
+void mcr_rdma_ctx_batch_end(struct mcr_rdma_ctx *ctx)
+{
+    ctx->batching = false;
+    /* each endpoint leaves the list before it posts: a failing post may
+     * close it, and nothing it calls back may post in a batch again */
+    while (ctx->batch_list != NULL) {
+        struct mcr_rdma_ep_link *link = ctx->batch_list;
+        ctx->batch_list = link->batch_next;
+        link->batch_next = NULL;
+        link->batch_listed = false;
+        link->impl->post_batch(link->ep);
+    }
 }
 
 int mcr_rdma_ctx_handle_events(struct mcr_rdma_ctx *ctx)

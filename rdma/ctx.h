@@ -80,6 +80,18 @@ int mcr_rdma_ctx_set_polling(struct mcr_rdma_ctx *ctx, bool polling);
  * timeout) or a negative errno. */
 int mcr_rdma_ctx_progress(struct mcr_rdma_ctx *ctx, int timeout_ms);
 
+/* Batching: between begin and end, the work requests endpoints post (sends,
+ * credit messages, RDMA READs and WRITEs) are collected per endpoint, and
+ * end hands each endpoint's collection to the device with one post: one
+ * doorbell (a system call on software devices such as rxe) for what one
+ * pass over the completions produced, e.g. the RNDV_DONE of a rendezvous
+ * and the reply behind it. Order per endpoint is kept. Call end before
+ * waiting for anything those work requests would bring; an endpoint that
+ * closes locally meanwhile posts its collection first (a reply sent just
+ * before closing still goes), one that fails drops it. */
+void mcr_rdma_ctx_batch_begin(struct mcr_rdma_ctx *ctx);
+void mcr_rdma_ctx_batch_end(struct mcr_rdma_ctx *ctx);
+
 struct ibv_pd *mcr_rdma_ctx_pd(const struct mcr_rdma_ctx *ctx);
 const char *mcr_rdma_ctx_device_name(const struct mcr_rdma_ctx *ctx);
 const struct mcr_rdma_ctx_opts *mcr_rdma_ctx_options(const struct mcr_rdma_ctx *ctx);
@@ -90,10 +102,12 @@ struct mcr_rdma_ctx_stats {
     uint32_t granted_credits; /* sum over endpoints, <= recv_bufs */
     uint32_t recv_posted;     /* receive buffers in the shared receive queue */
     uint32_t send_bufs_free;
-    uint64_t malformed;  /* connections closed for a malformed message */
-    uint64_t rejected;   /* connection requests refused */
-    uint64_t wc_errors;  /* completions with an error status (not flushes) */
-    uint64_t rnr_errors; /* receiver-not-ready retries exhausted */
+    uint64_t malformed;     /* connections closed for a malformed message */
+    uint64_t rejected;      /* connection requests refused */
+    uint64_t wc_errors;     /* completions with an error status (not flushes) */
+    uint64_t rnr_errors;    /* receiver-not-ready retries exhausted */
+    uint64_t doorbells;     /* posts to the send queues (ibv_post_send calls) */
+    uint64_t work_requests; /* work requests they carried */
 };
 void mcr_rdma_ctx_stats(const struct mcr_rdma_ctx *ctx, struct mcr_rdma_ctx_stats *out);
 

@@ -65,6 +65,9 @@ struct mcr_rdma_ep_impl {
     /* Runs on the context's own thread for an endpoint another thread
      * created for it and queued with mcr_rdma_ctx_hand_over(). */
     void (*adopt)(struct mcr_rdma_ep *ep);
+    /* Posts the work requests the endpoint collected while the context was
+     * batching (mcr_rdma_ctx_batch_end). */
+    void (*post_batch)(struct mcr_rdma_ep *ep);
 };
 
 /* Receiver of RDMA CM events: id->context of every CM id points to one. */
@@ -86,6 +89,8 @@ struct mcr_rdma_ep_link {
     struct mcr_rdma_ep_link *hash_next;
     struct mcr_rdma_ep_link *prev, *next;
     struct mcr_rdma_ep_link *inbox_next; /* queued for adoption */
+    struct mcr_rdma_ep_link *batch_next; /* holds collected work requests */
+    bool batch_listed;
 };
 
 /* Context bookkeeping embedded in every listener. */
@@ -119,11 +124,13 @@ struct mcr_rdma_ctx {
     struct mcr_rdma_ep_link *endpoints; /* all, list head */
     struct mcr_rdma_listener_link *listeners;
     uint32_t max_msg_size;
-    uint8_t rd_atomic; /* outstanding RDMA READs per QP, both directions */
-    bool reap_pending; /* some endpoint is closing */
-    bool destroying;   /* mcr_rdma_ctx_destroy runs: no callbacks, no new work */
-    bool polling;      /* the owner busy-polls: completions raise no events */
-    bool armed;        /* the CQ will raise an event for its next completion */
+    uint8_t rd_atomic;                   /* outstanding RDMA READs per QP, both directions */
+    bool reap_pending;                   /* some endpoint is closing */
+    bool destroying;                     /* mcr_rdma_ctx_destroy runs: no callbacks, no new work */
+    bool polling;                        /* the owner busy-polls: completions raise no events */
+    bool armed;                          /* the CQ will raise an event for its next completion */
+    bool batching;                       /* between mcr_rdma_ctx_batch_begin and _end */
+    struct mcr_rdma_ep_link *batch_list; /* endpoints with collected work requests */
     /* Credits promised to peers, including endpoints still in the inbox:
      * other threads reserve here when they place a connection on this
      * context. Never above opts.recv_bufs. */
@@ -159,6 +166,9 @@ void mcr_rdma_ctx_adopt_pending(struct mcr_rdma_ctx *ctx);
 void mcr_rdma_ctx_schedule_reap(struct mcr_rdma_ctx *ctx);
 /* Polls the CQ once to empty, dispatching. Returns completions or -EIO. */
 int mcr_rdma_ctx_poll_cq(struct mcr_rdma_ctx *ctx);
+/* While batching: lists an endpoint that collected a work request, so
+ * batch_end posts its collection. */
+void mcr_rdma_ctx_batch_add(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *link);
 /* Posts the receive buffer back to the shared receive queue. */
 int mcr_rdma_ctx_repost_recv(struct mcr_rdma_ctx *ctx, uint32_t buf_index);
 

@@ -43,6 +43,7 @@ const struct mcr_rdma_ep_impl mcr_rdma_rc_impl = {
     .try_reap = rc_try_reap,
     .destroy_now = rc_destroy_now,
     .adopt = rc_adopt,
+    .post_batch = rc_post_batch,
 };
 
 #define NO_CREDIT_BUF UINT32_MAX
@@ -186,6 +187,15 @@ void rc_fail(struct rc_ep *rc, int reason, const char *why)
 {
     if (rc->state == RC_CLOSING)
         return;
+    if (rc->batch_len > 0) {
+        if (reason == 0 && rc->state == RC_ESTABLISHED) {
+            rc_post_batch(&rc->base); /* what was sent before a local close goes */
+            if (rc->state == RC_CLOSING)
+                return; /* that post failed and closed the endpoint */
+        } else {
+            rc_drop_batch(rc, -ECONNABORTED);
+        }
+    }
     bool was_connected = rc->state == RC_ESTABLISHED || rc->state == RC_CONNECTING;
     rc->state = RC_CLOSING;
     mcr_rdma_ctx_schedule_reap(rc->base.ctx);

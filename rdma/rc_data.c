@@ -63,14 +63,28 @@ void rc_drop_waiting(struct rc_ep *rc, int status)
     }
 }
 
-/* Posts one work request. On failure the endpoint closes and the op is
- * released here. */
-static void post_op(struct rc_ep *rc, struct mcr_rdma_op *op)
+/* Gives back what a work request that never reached the device holds:
+ * a send buffer (the credit message's is the endpoint's own), or an RDMA
+ * operation, reported failed. */
+static void unpost_op(struct rc_ep *rc, struct mcr_rdma_op *op, int status)
+{
+    if (op->is_credit_msg) {
+        rc->credit_busy = false;
+    } else if (op->kind == MCR_RDMA_OP_SEND) {
+        mcr_rdma_pool_put(&rc->base.ctx->send_pool, op->buf_index);
+    } else {
+        rc->rdma_posted--;
+        finish_rdma_op(rc, op, status);
+    }
+}
+
+/* Fills the work request for op. */
+static void build_wr(struct rc_ep *rc, struct mcr_rdma_op *op, struct ibv_send_wr *wr,
+                     struct ibv_sge *sge)
 {
     struct mcr_rdma_ctx *ctx = rc->base.ctx;
-    struct ibv_sge sge;
-    struct ibv_send_wr wr = {
-        .wr_id = (uintptr_t)op, .sg_list = &sge, .num_sge = 1, .send_flags = IBV_SEND_SIGNALED};
+    *wr = (struct ibv_send_wr){
+        .wr_id = (uintptr_t)op, .sg_list = sge, .num_sge = 1, .send_flags = IBV_SEND_SIGNALED};
     if (op->kind == MCR_RDMA_OP_SEND) {
         unsigned char *buf = mcr_rdma_pool_buf(&ctx->send_pool, op->buf_index);
         if (!op->raw) {
@@ -83,32 +97,93 @@ static void post_op(struct rc_ep *rc, struct mcr_rdma_op *op)
         uint32_t in_flight = (uint32_t)rc->peer_credits - rc->send_credits;
         if (in_flight > rc->stats.max_in_flight)
             rc->stats.max_in_flight = in_flight;
-        sge = (struct ibv_sge){
+        *sge = (struct ibv_sge){
             .addr = (uintptr_t)buf, .length = op->len, .lkey = ctx->send_pool.mr->lkey};
-        wr.opcode = IBV_WR_SEND;
+        wr->opcode = IBV_WR_SEND;
         if (op->len <= rc->max_inline)
-            wr.send_flags |= IBV_SEND_INLINE; /* the device copies it now: no memory lookup */
+            wr->send_flags |= IBV_SEND_INLINE; /* the device copies it now: no memory lookup */
     } else {
-        sge = (struct ibv_sge){.addr = (uintptr_t)op->local, .length = op->len, .lkey = op->lkey};
-        wr.opcode = op->kind == MCR_RDMA_OP_READ ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
-        wr.wr.rdma.remote_addr = op->remote_addr;
-        wr.wr.rdma.rkey = op->rkey;
+        *sge = (struct ibv_sge){.addr = (uintptr_t)op->local, .length = op->len, .lkey = op->lkey};
+        wr->opcode = op->kind == MCR_RDMA_OP_READ ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+        wr->wr.rdma.remote_addr = op->remote_addr;
+        wr->wr.rdma.rkey = op->rkey;
         rc->rdma_posted++;
     }
+}
+
+void rc_post_batch(struct mcr_rdma_ep *ep)
+{
+    struct rc_ep *rc = rc_from_ep(ep);
+    uint32_t n = rc->batch_len;
+    if (n == 0)
+        return;
+    rc->batch_len = 0;
+    for (uint32_t i = 0; i + 1 < n; i++)
+        rc->batch_wr[i].next = &rc->batch_wr[i + 1];
+    rc->batch_wr[n - 1].next = NULL;
+    struct ibv_send_wr *bad = NULL;
+    int err = ibv_post_send(rc->qp, rc->batch_wr, &bad);
+    uint32_t posted = n;
+    if (err != 0) { /* the ones before the first refused went */
+        posted = 0;
+        while (posted < n && bad != &rc->batch_wr[posted])
+            posted++;
+        if (posted == n)
+            posted = 0; /* the provider named none of ours: take none as posted */
+    }
+    struct mcr_rdma_ctx *ctx = ep->ctx;
+    ctx->stats.doorbells++;
+    ctx->stats.work_requests += posted;
+    if (err == 0)
+        return;
+    for (uint32_t i = posted; i < n; i++) {
+        rc->sq_outstanding--;
+        unpost_op(rc, (struct mcr_rdma_op *)(uintptr_t)rc->batch_wr[i].wr_id, -err);
+    }
+    rc_fail(rc, -err, "ibv_post_send failed");
+}
+
+void rc_drop_batch(struct rc_ep *rc, int status)
+{
+    uint32_t n = rc->batch_len;
+    rc->batch_len = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        rc->sq_outstanding--;
+        unpost_op(rc, (struct mcr_rdma_op *)(uintptr_t)rc->batch_wr[i].wr_id, status);
+    }
+}
+
+/* Posts one work request, or collects it while the context batches. On
+ * failure the endpoint closes and the op is released here. */
+static void post_op(struct rc_ep *rc, struct mcr_rdma_op *op)
+{
+    struct mcr_rdma_ctx *ctx = rc->base.ctx;
+    if (ctx->batching) {
+        if (rc->batch_len == RC_BATCH_MAX) {
+            rc_post_batch(&rc->base);
+            if (rc->state == RC_CLOSING) {
+                unpost_op(rc, op, -ECONNABORTED);
+                return;
+            }
+        }
+        uint32_t i = rc->batch_len++;
+        build_wr(rc, op, &rc->batch_wr[i], &rc->batch_sge[i]);
+        rc->sq_outstanding++;
+        mcr_rdma_ctx_batch_add(ctx, &rc->link);
+        return;
+    }
+    struct ibv_sge sge;
+    struct ibv_send_wr wr;
+    build_wr(rc, op, &wr, &sge);
     struct ibv_send_wr *bad;
     int err = ibv_post_send(rc->qp, &wr, &bad);
+    ctx->stats.doorbells++;
     if (err != 0) {
-        if (op->is_credit_msg) {
-            rc->credit_busy = false;
-        } else if (op->kind == MCR_RDMA_OP_SEND) {
-            mcr_rdma_pool_put(&ctx->send_pool, op->buf_index);
-        } else {
-            rc->rdma_posted--;
-            finish_rdma_op(rc, op, -err);
-        }
+        unpost_op(rc, op, -err);
         rc_fail(rc, -err, "ibv_post_send failed");
         return;
     }
+    ctx->stats.work_requests++;
     rc->sq_outstanding++;
 }
 

@@ -10,6 +10,9 @@
 #include "rdma/ctx_internal.h"
 #include "rdma/rc.h"
 
+/* Work requests one endpoint collects in a batch before it posts them. */
+#define RC_BATCH_MAX 16
+
 enum rc_state {
     RC_RESOLVING,  /* client: address / route resolution */
     RC_CONNECTING, /* connect sent, or accept sent */
@@ -57,6 +60,11 @@ struct rc_ep {
     struct mcr_rdma_op *wait_head, *wait_tail; /* waiting for credit / SQ room */
     uint32_t rdma_outstanding;                 /* queued or posted */
     uint32_t rdma_posted;
+    /* work requests collected while the context batches, posted together
+     * (a chain: one doorbell); counted in sq_outstanding */
+    struct ibv_send_wr batch_wr[RC_BATCH_MAX];
+    struct ibv_sge batch_sge[RC_BATCH_MAX];
+    uint32_t batch_len;
 
     /* receive side pause: held receive buffers, oldest first (at most
      * `granted`: the peer cannot send more without credits back) */
@@ -97,6 +105,11 @@ void rc_pump(struct rc_ep *rc);
 /* Drops waiting (never posted) work requests: buffers back to the pool,
  * RDMA operations reported failed. */
 void rc_drop_waiting(struct rc_ep *rc, int status);
+/* Posts the work requests collected in a batch (the table's post_batch);
+ * a failed post closes the endpoint. */
+void rc_post_batch(struct mcr_rdma_ep *ep);
+/* Drops the collected work requests, as rc_drop_waiting does. */
+void rc_drop_batch(struct rc_ep *rc, int status);
 
 /* Gives held receive buffers back to the shared receive queue. */
 void rc_release_held(struct rc_ep *rc);

@@ -133,6 +133,8 @@ struct rdma_counters {
     uint64_t zero_copy_writes;
     uint64_t value_buffer_writes;
     uint64_t credit_stalls;
+    uint64_t doorbells;     /* posts to the send queues */
+    uint64_t work_requests; /* work requests they carried */
 };
 
 /* One RDMA connection: the endpoint and the conn over it. Freed when both
@@ -217,6 +219,7 @@ struct rdma_worker {
     struct rdma_conn *ready;
     struct rdma_conn *conns;
     struct rdma_counters ctr;
+    uint64_t doorbells_seen, work_requests_seen; /* context's, already in ctr */
 };
 
 /* Worker contexts on one device, shared by the listeners on it. */
@@ -1172,7 +1175,10 @@ static void keep_polling(struct rdma_worker *rw, int handled)
 
 /* Stops collecting and serves the connections that the completions just
  * handled made ready (rconn_poke while collecting). One may close another:
- * rconn_unlink_free takes a freed connection off the list. */
+ * rconn_unlink_free takes a freed connection off the list. What the pass
+ * posted (sends, READs, WRITEs) goes to the device at the end, one
+ * doorbell per connection: a rendezvous read's RNDV_DONE and the reply
+ * behind it go together. */
 static void dispatch_ready(struct rdma_worker *rw)
 {
     rw->collecting = false;
@@ -1183,6 +1189,21 @@ static void dispatch_ready(struct rdma_worker *rw)
         rc->ready_listed = false;
         rconn_ready_cb(-1, EV_READ, rc);
     }
+    mcr_rdma_ctx_batch_end(rw->ctx);
+    struct mcr_rdma_ctx_stats st;
+    mcr_rdma_ctx_stats(rw->ctx, &st);
+    CTR_ADD(rw, doorbells, st.doorbells - rw->doorbells_seen);
+    CTR_ADD(rw, work_requests, st.work_requests - rw->work_requests_seen);
+    rw->doorbells_seen = st.doorbells;
+    rw->work_requests_seen = st.work_requests;
+}
+
+/* Starts a pass over the completions: connections they make ready are
+ * listed, and what they post is batched, until dispatch_ready. */
+static void start_collecting(struct rdma_worker *rw)
+{
+    rw->collecting = true;
+    mcr_rdma_ctx_batch_begin(rw->ctx);
 }
 
 static void ctx_event_cb(evutil_socket_t fd, short what, void *arg)
@@ -1190,7 +1211,7 @@ static void ctx_event_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct rdma_worker *rw = arg;
-    rw->collecting = true;
+    start_collecting(rw);
     int n = mcr_rdma_ctx_handle_events(rw->ctx);
     if (n < 0)
         log_msg(LOG_WARN, "rdma: %s: event handling failed: %s", mcr_rdma_ctx_device_name(rw->ctx),
@@ -1209,7 +1230,7 @@ static void poll_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct rdma_worker *rw = arg;
-    rw->collecting = true;
+    start_collecting(rw);
     int n = mcr_rdma_ctx_poll(rw->ctx);
     if (n == 0) {
         /* the clock only every few polls (in some virtual machines reading
@@ -1299,6 +1320,8 @@ static void rdma_stats(stat_emit_fn emit, void *ctx)
             S(zero_copy_writes);
             S(value_buffer_writes);
             S(credit_stalls);
+            S(doorbells);
+            S(work_requests);
 #undef S
         }
     }
@@ -1313,6 +1336,8 @@ static void rdma_stats(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "rdma_zero_copy_writes", sum.zero_copy_writes);
     emit_u64(emit, ctx, "rdma_value_buffer_writes", sum.value_buffer_writes);
     emit_u64(emit, ctx, "rdma_credit_stalls", sum.credit_stalls);
+    emit_u64(emit, ctx, "rdma_doorbells", sum.doorbells);
+    emit_u64(emit, ctx, "rdma_work_requests", sum.work_requests);
 }
 
 /* ---- opening ------------------------------------------------------------------------- */

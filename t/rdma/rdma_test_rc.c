@@ -3,7 +3,8 @@
  * messages in flight bounded by credits without receiver-not-ready errors,
  * rendezvous RDMA READ and WRITE up to 8 MiB with the data verified, several
  * clients on one server context, admission limited by the shared receive
- * queue, and a clean close that returns every resource. */
+ * queue, batched posts (one doorbell, in order, and endpoints that close
+ * inside a batch), and a clean close that returns every resource. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,13 @@ static bool server_has_endpoints_0(void *arg)
     (void)arg;
     struct mcr_rdma_ctx_stats st;
     mcr_rdma_ctx_stats(srv.ctx, &st);
+    return st.endpoints == 0;
+}
+
+static bool client_ctx_empty(void *arg)
+{
+    struct mcr_rdma_ctx_stats st;
+    mcr_rdma_ctx_stats(((struct test_client *)arg)->ctx, &st);
     return st.endpoints == 0;
 }
 
@@ -247,6 +255,79 @@ static void test_rendezvous(struct test_client *c, struct mcr_rdma_regcache *cac
     free(buf);
 }
 
+/* Batching: sends collected between batch_begin and batch_end go to the
+ * device in one post (one doorbell) at the end, none before, and reach the
+ * peer in order. */
+static void test_batch(struct test_client *c)
+{
+    enum { N = 5, LEN = 64 };
+    static unsigned char buf[N][LEN];
+    struct mcr_rdma_ctx_stats before, during, after;
+    uint32_t id = 500000, replies0 = c->replies;
+    c->next_expected = id;
+    c->bad_replies = 0;
+    mcr_rdma_ctx_stats(c->ctx, &before);
+    mcr_rdma_ctx_batch_begin(c->ctx);
+    int sent = 0;
+    for (int i = 0; i < N; i++) {
+        fill_pattern(buf[i], LEN, id + (uint32_t)i);
+        struct iovec iov = {.iov_base = buf[i], .iov_len = LEN};
+        struct mcr_rdma_send s = {
+            .type = MCR_RDMA_MSG_EAGER, .request_id = id + (uint32_t)i, .iov = &iov, .iovcnt = 1};
+        sent += mcr_rdma_ep_send(c->ep, &s) == 0;
+    }
+    run_for(100);
+    mcr_rdma_ctx_stats(c->ctx, &during);
+    uint32_t early = c->replies - replies0;
+    mcr_rdma_ctx_batch_end(c->ctx);
+    mcr_rdma_ctx_stats(c->ctx, &after);
+    bool all = wait_replies(c, replies0 + N, 10000);
+    tap_ok(sent == N && early == 0 && during.doorbells == before.doorbells,
+           "%d sends in a batch wait for its end (%u answered before it)", N, early);
+    tap_ok(after.doorbells == before.doorbells + 1 &&
+               after.work_requests - before.work_requests >= N,
+           "the batch's end posts them together: %llu doorbell(s), %llu work requests",
+           (unsigned long long)(after.doorbells - before.doorbells),
+           (unsigned long long)(after.work_requests - before.work_requests));
+    tap_ok(all && c->bad_replies == 0 && c->last_id == id + N - 1 && c->last_len == LEN &&
+               memcmp(c->last_payload, buf[N - 1], LEN) == 0,
+           "all %d echoed in order, intact", N);
+}
+
+/* An endpoint that closes inside a batch: closed locally, it still posts
+ * what it collected; failed (here: the peer disconnects), it drops it.
+ * Either way every send buffer comes back and the endpoint is freed. */
+static void test_batch_close(bool local)
+{
+    struct test_client c;
+    struct mcr_rdma_ctx_opts co;
+    test_opts(&co);
+    bool up = client_connect(&c, &co, srv.port);
+    struct mcr_rdma_ep *server_ep = srv.last_ep;
+    unsigned char buf[64];
+    fill_pattern(buf, sizeof(buf), 7);
+    struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+    struct mcr_rdma_send s = {
+        .type = MCR_RDMA_MSG_EAGER, .request_id = 1, .iov = &iov, .iovcnt = 1};
+    mcr_rdma_ctx_batch_begin(c.ctx);
+    bool queued = up && mcr_rdma_ep_send(c.ep, &s) == 0;
+    if (local)
+        mcr_rdma_ep_close(c.ep);
+    else if (up)
+        mcr_rdma_ep_close(server_ep);
+    bool closed = run_until(client_closed, &c, 10000);
+    mcr_rdma_ctx_batch_end(c.ctx);
+    bool freed = run_until(client_ctx_empty, &c, 10000);
+    struct mcr_rdma_ctx_stats st;
+    mcr_rdma_ctx_stats(c.ctx, &st);
+    tap_ok(queued && closed && freed && st.send_bufs_free == co.send_bufs &&
+               (local ? c.close_reason == 0 : c.close_reason < 0),
+           "an endpoint %s inside a batch is freed with every send buffer back (%u/%u; %s)",
+           local ? "closed locally" : "whose peer left", st.send_bufs_free, co.send_bufs,
+           c.close_why);
+    client_destroy(&c);
+}
+
 static void test_many_clients(void)
 {
     enum { NCLIENTS = 4, ROUNDS = 50 };
@@ -409,6 +490,7 @@ int main(void)
     client_destroy(&nobody);
 
     test_eager(&c);
+    test_batch(&c);
     test_credits(&c);
     test_streams(&c);
     test_pause(&c);
@@ -416,6 +498,8 @@ int main(void)
     test_rendezvous(&c, cache);
     mcr_rdma_regcache_destroy(cache);
     test_many_clients();
+    test_batch_close(true);
+    test_batch_close(false);
 
     mcr_rdma_ep_close(c.ep);
     bool closed = run_until(client_closed, &c, 10000);
