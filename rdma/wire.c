@@ -18,6 +18,9 @@ const char *mcr_rdma_wire_check(const void *wire, size_t byte_len,
         return "unknown message type";
     if (h.flags & ~MCR_RDMA_F_ALL)
         return "unknown flags";
+    if ((h.flags & MCR_RDMA_F_READ_DONE) &&
+        (h.type != MCR_RDMA_MSG_EAGER || h.flags != MCR_RDMA_F_READ_DONE))
+        return "READ_DONE on a message other than a plain EAGER";
     if (h.payload_len > limits->max_payload)
         return "payload longer than a buffer";
     if (h.credits > limits->max_credits)

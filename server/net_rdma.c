@@ -32,7 +32,7 @@
  * is ever remotely accessible) and written from there. Until the client
  * advertises again, large output waits. A landing buffer out of bounds, a
  * second one while one is held, a failed WRITE (a bad rkey) or an
- * RNDV_DONE from the client close that connection only.
+ * RNDV_DONE or READ_DONE from the client close that connection only.
  *
  * Value buffers: a client may also advertise a region for the value of
  * one GET reply (RNDV_WRITE with MCR_RDMA_F_VALUE, request_id = the
@@ -47,8 +47,11 @@
  * in their receive buffers, keeping the order) and the region is pulled as
  * conn.c asks for bytes: straight into the buffer it offers when that is
  * registered slab memory (an item's value), else through a local-only
- * staging buffer into the input. An eager RNDV_DONE frees the client's
- * region once all of it was pulled (doc/rdma.md).
+ * staging buffer into the input. Once all of it was pulled, an EAGER
+ * message with READ_DONE frees the client's region: the first message of
+ * output that follows in the same pass (usually the set's reply) carries
+ * it, else one of its own goes when the connection has been served
+ * (doc/rdma.md).
  *
  * Pinning: conn.c hands the transport the items it releases while closing
  * (adopt_item); while an RDMA READ into or WRITE from slab memory is in
@@ -179,7 +182,12 @@ struct rdma_conn {
     uint32_t rsrc_off;
     bool rsrc_active; /* advertised and not yet given back */
     bool rsrc_peeked; /* its first staged READ was made */
-    bool read_inflight, rdone_pending;
+    bool read_inflight;
+    /* READ_DONE for the pulled region: owed (rides on the next output
+     * message, or goes alone once the connection has been served), and
+     * pending when no send buffer was free for it */
+    bool rdone_owed, rdone_pending;
+    uint32_t rdone_id;
     uint32_t rstage_len; /* bytes of the staged READ */
     char *rstage;
     struct mcr_rdma_region rstage_reg;
@@ -218,6 +226,7 @@ struct rdma_worker {
     bool collecting;
     struct rdma_conn *ready;
     struct rdma_conn *conns;
+    struct rdma_conn *serving; /* inside conn_on_ready; cleared if freed there */
     struct rdma_counters ctr;
     uint64_t doorbells_seen, work_requests_seen; /* context's, already in ctr */
 };
@@ -268,6 +277,8 @@ static void rconn_unlink_free(struct rdma_conn *rc)
         rw->conns = rc->next;
     if (rc->next)
         rc->next->prev = rc->prev;
+    if (rw->serving == rc)
+        rw->serving = NULL;
     if (rc->ready_listed) {
         struct rdma_conn **at = &rw->ready;
         while (*at != rc)
@@ -336,6 +347,8 @@ static void rconn_fail(struct rdma_conn *rc, const char *why)
     rconn_poke(rc);
 }
 
+static void send_read_done(struct rdma_conn *rc);
+
 static void rconn_ready_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -347,8 +360,16 @@ static void rconn_ready_cb(evutil_socket_t fd, short what, void *arg)
     bool writable = rc->want_write && !rc->send_blocked;
     if (rc->peer_gone)
         writable = rc->want_write;
-    if (readable || writable)
+    if (readable || writable) {
+        struct rdma_worker *rw = rc->rw;
+        rw->serving = rc;
         conn_on_ready(rc->conn, readable, writable);
+        if (rw->serving != rc)
+            return; /* it closed, and rconn_unlink_free freed it */
+        rw->serving = NULL;
+    }
+    if (rc->rdone_owed && !rc->rdone_pending)
+        send_read_done(rc); /* no output carried it */
 }
 
 static void count_stalls(struct rdma_conn *rc)
@@ -404,7 +425,7 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
                                .len = msg->rndv.len};
         rdma_vbufs_add(&rc->vbufs, &vb);
     } else if (msg->flags != 0) {
-        rconn_fail(rc, "unexpected RNDV_DONE");
+        rconn_fail(rc, "unexpected RNDV_DONE or READ_DONE");
         return;
     } else if (msg->type == MCR_RDMA_MSG_RNDV_WRITE) {
         /* a landing buffer for our output; the substrate checked the
@@ -495,32 +516,37 @@ static void start_read(struct rdma_conn *rc, const struct mcr_rdma_msg *msg)
         rconn_poke(rc);
 }
 
-/* RNDV_DONE for the client's RNDV_READ region; retried after completions
- * while no send buffer is free. */
+/* READ_DONE on a message of its own for the client's RNDV_READ region;
+ * retried after completions while no send buffer is free. */
 static void send_read_done(struct rdma_conn *rc)
 {
     if (!rc->ep || rc->peer_gone)
         return;
     struct mcr_rdma_send s = {
         .type = MCR_RDMA_MSG_EAGER,
-        .flags = MCR_RDMA_F_RNDV_DONE,
-        .request_id = rc->rsrc_id,
+        .flags = MCR_RDMA_F_READ_DONE,
+        .request_id = rc->rdone_id,
     };
     int r = mcr_rdma_ep_send(rc->ep, &s);
     rc->rdone_pending = r == -EAGAIN;
-    if (r == 0)
+    if (r == 0) {
+        rc->rdone_owed = false;
         CTR_ADD(rc->rw, eager_msgs, 1);
-    else if (r != -EAGAIN)
+    } else if (r != -EAGAIN) {
         rconn_fail(rc, "cannot end a rendezvous read");
+    }
 }
 
-/* Once the whole region is in: RNDV_DONE, and later messages flow again. */
+/* Once the whole region is in: READ_DONE is owed (the connection is served
+ * next, and its reply carries it), and later messages flow again. */
 static void region_check_done(struct rdma_conn *rc)
 {
     if (!rc->rsrc_active || rc->rsrc_off < rc->rsrc.len || rc->read_inflight || rc->zr.inflight)
         return;
     rc->rsrc_active = false;
-    send_read_done(rc);
+    rc->rdone_owed = true;
+    rc->rdone_id = rc->rsrc_id;
+    rconn_poke(rc);
     if (!rc->paused && rc->ep && !rc->peer_gone)
         mcr_rdma_ep_resume(rc->ep);
 }
@@ -1026,6 +1052,11 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
             .iov = msg_iov,
             .iovcnt = n,
         };
+        bool carries_done = rc->rdone_owed && !rc->rdone_pending;
+        if (carries_done) {
+            s.flags = MCR_RDMA_F_READ_DONE;
+            s.request_id = rc->rdone_id;
+        }
         int rc_send = mcr_rdma_ep_send(rc->ep, &s);
         if (rc_send == -EAGAIN) {
             rc->send_blocked = true;
@@ -1035,6 +1066,8 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
             errno = EPIPE;
             return total > 0 ? (ssize_t)total : -1;
         }
+        if (carries_done)
+            rc->rdone_owed = false;
         total += msg_len;
         i = j;
         off = joff;

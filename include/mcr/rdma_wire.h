@@ -20,7 +20,7 @@
 #include <string.h>
 
 #define MCR_RDMA_MAGIC 0x4d52u /* "MR" read as little-endian bytes 'R','M' */
-#define MCR_RDMA_VERSION 2u
+#define MCR_RDMA_VERSION 3u
 #define MCR_RDMA_HDR_BASE 12u /* every message */
 #define MCR_RDMA_HDR_RNDV 28u /* RNDV_READ, RNDV_WRITE: plus the descriptor */
 #define MCR_RDMA_HDR_MAX MCR_RDMA_HDR_RNDV
@@ -41,14 +41,18 @@ enum mcr_rdma_msg_type {
 #define MCR_RDMA_MSG_TYPE_MAX MCR_RDMA_MSG_RNDV_WRITE
 
 /* Flags. */
-/* This message ends the rendezvous the peer advertised under request_id: the
- * peer's advertised region is no longer used and may be released. */
+/* This message ends the RNDV_WRITE region the peer advertised under
+ * request_id: the region is no longer written and may be released. */
 #define MCR_RDMA_F_RNDV_DONE 0x0001u
 /* On RNDV_WRITE: the region is for the value of one reply only, the one
  * whose memcached binary-protocol opaque equals request_id (a caller's
  * buffer); with RNDV_DONE: ends such a region. */
 #define MCR_RDMA_F_VALUE 0x0002u
-#define MCR_RDMA_F_ALL (MCR_RDMA_F_RNDV_DONE | MCR_RDMA_F_VALUE)
+/* EAGER only, alone: this message ends the RNDV_READ region the peer
+ * advertised under request_id (it has been read and may be reused); the
+ * payload, if any, is ordinary payload (a reply riding along). */
+#define MCR_RDMA_F_READ_DONE 0x0004u
+#define MCR_RDMA_F_ALL (MCR_RDMA_F_RNDV_DONE | MCR_RDMA_F_VALUE | MCR_RDMA_F_READ_DONE)
 
 /* Decoded (host byte order) view of the header. */
 struct mcr_rdma_hdr {

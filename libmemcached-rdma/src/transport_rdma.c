@@ -170,13 +170,17 @@ static void on_connected(struct mcr_rdma_ep *ep, void *user)
 static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, void *user)
 {
     struct rdma_stream *s = user;
-    if (msg->type == MCR_RDMA_MSG_EAGER && msg->flags == MCR_RDMA_F_RNDV_DONE &&
-        msg->payload_len == 0) {
-        /* the server has pulled our RNDV_READ region */
-        if (!s->src_busy || msg->request_id != s->src_id)
+    bool plain = msg->flags == 0;
+    if (msg->flags == MCR_RDMA_F_READ_DONE) {
+        /* the server has pulled our RNDV_READ region; a reply may ride along */
+        if (!s->src_busy || msg->request_id != s->src_id) {
             mcr_rdma_ep_close(ep);
+            return;
+        }
         s->src_busy = false;
-        return;
+        if (msg->payload_len == 0)
+            return;
+        plain = true;
     }
     uint32_t n = 0;
     if ((msg->flags & MCR_RDMA_F_RNDV_DONE) && msg->payload_len == 4) {
@@ -215,7 +219,7 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
         s->land_need = true;
         return;
     }
-    if (msg->type != MCR_RDMA_MSG_EAGER || msg->flags != 0 ||
+    if (msg->type != MCR_RDMA_MSG_EAGER || !plain ||
         !reserve(&s->in, &s->in_off, s->in_len, &s->in_cap, msg->payload_len)) {
         mcr_rdma_ep_close(ep); /* the server sends nothing else; the reader sees the end */
         return;

@@ -131,7 +131,7 @@ static uint64_t fnv1a(const unsigned char *p, size_t len)
 
 /* ---- test server ---------------------------------------------------------
  * EAGER: echoes the payload under the same request id.
- * RNDV_READ: pulls the advertised region into its slab, replies (RNDV_DONE)
+ * RNDV_READ: pulls the advertised region into its slab, replies (READ_DONE)
  *   with the 8-byte FNV-1a of what it pulled.
  * RNDV_WRITE: pushes the first rndv.len slab bytes into the advertised region,
  *   replies (RNDV_DONE) with nothing.
@@ -189,7 +189,7 @@ static inline void server_on_rdma_done(struct mcr_rdma_ep *ep, void *cookie, int
     srv->rdma_done++;
     if (job->type == MCR_RDMA_MSG_RNDV_READ) {
         uint64_t sum = fnv1a(srv->slab, job->len);
-        server_reply(ep, job->request_id, MCR_RDMA_F_RNDV_DONE, &sum, sizeof(sum), srv);
+        server_reply(ep, job->request_id, MCR_RDMA_F_READ_DONE, &sum, sizeof(sum), srv);
     } else {
         server_reply(ep, job->request_id, MCR_RDMA_F_RNDV_DONE, NULL, 0, srv);
     }

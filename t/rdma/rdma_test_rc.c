@@ -214,7 +214,7 @@ static void test_rendezvous(struct test_client *c, struct mcr_rdma_regcache *cac
         uint64_t want = fnv1a(src, len), got = 0;
         if (ok && c->last_len == sizeof(got))
             memcpy(&got, c->last_payload, sizeof(got));
-        tap_ok(ok && (c->last_flags & MCR_RDMA_F_RNDV_DONE) && got == want,
+        tap_ok(ok && c->last_flags == MCR_RDMA_F_READ_DONE && got == want,
                "rendezvous READ of %u bytes: server pulled the exact data (%llu ms)", len,
                (unsigned long long)(now_ms() - t0));
         if (mr != NULL)

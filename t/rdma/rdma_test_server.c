@@ -47,7 +47,7 @@ struct client {
     unsigned char *src, *land;
     struct mcr_rdma_region src_reg, land_reg;
     uint32_t src_id, land_id, read_dones;
-    bool rndv_bad; /* an RNDV_DONE that does not fit */
+    bool rndv_bad; /* an RNDV_DONE or READ_DONE that does not fit */
     /* a value buffer (MCR_RDMA_F_VALUE) the test advertised, and the
      * opaque and count of the last value written into it */
     unsigned char *vbuf;
@@ -119,12 +119,16 @@ static void cl_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
             cl_append(c, c->land, n);
             if (!cl_advertise(c))
                 c->rndv_bad = true;
-        } else if (msg->payload_len == 0 && msg->request_id == c->src_id) {
-            c->read_dones++;
         } else {
             c->rndv_bad = true;
         }
         return;
+    }
+    if (msg->flags == MCR_RDMA_F_READ_DONE) {
+        /* the server pulled src; the reply may ride along */
+        if (msg->request_id != c->src_id)
+            c->rndv_bad = true;
+        c->read_dones++;
     }
     cl_append(c, msg->payload, msg->payload_len);
 }
@@ -676,6 +680,14 @@ static void test_value_buffers(struct client *other, const unsigned char *val)
     ok = ok && mcr_rdma_ep_send(m.ep, &bad) == 0;
     run_until(cl_is_closed, &m, 5000);
     tap_ok(ok && m.closed, "the value flag on an eager message closes that connection");
+    cl_close(&m);
+    /* READ_DONE from the client: only the server ends regions it read */
+    ok = cl_connect(&m);
+    bad = (struct mcr_rdma_send){
+        .type = MCR_RDMA_MSG_EAGER, .flags = MCR_RDMA_F_READ_DONE, .iov = &iov, .iovcnt = 1};
+    ok = ok && mcr_rdma_ep_send(m.ep, &bad) == 0;
+    run_until(cl_is_closed, &m, 5000);
+    tap_ok(ok && m.closed, "READ_DONE from a client closes that connection");
     cl_close(&m);
     tap_ok(check_value(other, "lie", val, VLEN), "another client is still served");
 }

@@ -36,7 +36,7 @@ static const char *check(const struct mcr_rdma_hdr *h, size_t total)
 
 int main(void)
 {
-    tap_plan(22);
+    tap_plan(26);
     struct mcr_rdma_hdr h = {.magic = MCR_RDMA_MAGIC,
                              .version = MCR_RDMA_VERSION,
                              .type = MCR_RDMA_MSG_RNDV_WRITE,
@@ -54,7 +54,7 @@ int main(void)
     tap_ok(len == RNDV && memcmp(&h, &back, sizeof(h)) == 0,
            "rendezvous header: 28 bytes, encode/decode round trip, payload length from the "
            "received length");
-    tap_ok(wire[0] == 0x52 && wire[1] == 0x4d && wire[2] == 2 && wire[3] == 4,
+    tap_ok(wire[0] == 0x52 && wire[1] == 0x4d && wire[2] == 3 && wire[3] == 4,
            "magic, version, type at offsets 0..3");
     tap_ok(wire[8] == 0xef && wire[11] == 0xde && wire[12] == 0x88 && wire[19] == 0x11 &&
                wire[20] == 0x0d && wire[24] == 0x0d && wire[27] == 0x0a,
@@ -74,12 +74,23 @@ int main(void)
     e = good_eager(100);
     e.version = 1;
     tap_ok(check(&e, BASE + 100) != NULL, "the 32-byte header's version rejected");
+    e.version = 2;
+    tap_ok(check(&e, BASE + 100) != NULL, "version 2 (no READ_DONE) rejected");
     e = good_eager(100);
     e.type = 9;
     tap_ok(check(&e, BASE + 100) != NULL, "unknown type rejected");
     e = good_eager(100);
     e.flags = 0x8000;
     tap_ok(check(&e, BASE + 100) != NULL, "unknown flag rejected");
+    e = good_eager(100);
+    e.flags = MCR_RDMA_F_READ_DONE;
+    tap_ok(check(&e, BASE + 100) == NULL && check(&e, BASE) == NULL,
+           "READ_DONE on an eager message, with or without payload, accepted");
+    e.flags = MCR_RDMA_F_READ_DONE | MCR_RDMA_F_RNDV_DONE;
+    tap_ok(check(&e, BASE + 100) != NULL, "READ_DONE with another flag rejected");
+    e.flags = MCR_RDMA_F_READ_DONE;
+    e.type = MCR_RDMA_MSG_CREDIT;
+    tap_ok(check(&e, BASE) != NULL, "READ_DONE on a credit message rejected");
     e = good_eager(0);
     tap_ok(check(&e, BASE + limits.max_payload + 1) != NULL, "payload beyond a buffer rejected");
     e = good_eager(0);
