@@ -294,6 +294,37 @@ static void test_batch(struct test_client *c)
            "all %d echoed in order, intact", N);
 }
 
+/* More sends in one batch than an endpoint collects: the full collection
+ * goes when the next one comes, the rest at the end; all arrive in order
+ * in fewer doorbells than messages. */
+static void test_batch_overflow(struct test_client *c)
+{
+    enum { N = 40, LEN = 32 };
+    static unsigned char buf[N][LEN];
+    struct mcr_rdma_ctx_stats before, after;
+    uint32_t id = 600000, replies0 = c->replies;
+    c->next_expected = id;
+    c->bad_replies = 0;
+    mcr_rdma_ctx_stats(c->ctx, &before);
+    mcr_rdma_ctx_batch_begin(c->ctx);
+    int sent = 0;
+    for (int i = 0; i < N; i++) {
+        fill_pattern(buf[i], LEN, id + (uint32_t)i);
+        struct iovec iov = {.iov_base = buf[i], .iov_len = LEN};
+        struct mcr_rdma_send s = {
+            .type = MCR_RDMA_MSG_EAGER, .request_id = id + (uint32_t)i, .iov = &iov, .iovcnt = 1};
+        sent += mcr_rdma_ep_send(c->ep, &s) == 0;
+    }
+    mcr_rdma_ctx_batch_end(c->ctx);
+    mcr_rdma_ctx_stats(c->ctx, &after);
+    bool all = wait_replies(c, replies0 + N, 10000);
+    uint64_t doorbells = after.doorbells - before.doorbells;
+    tap_ok(sent == N && all && c->bad_replies == 0 && c->last_id == id + N - 1 &&
+               memcmp(c->last_payload, buf[N - 1], LEN) == 0 && doorbells > 1 && doorbells < N,
+           "%d sends in one batch: all echoed in order, in %llu doorbells", N,
+           (unsigned long long)doorbells);
+}
+
 /* An endpoint that closes inside a batch: closed locally, it still posts
  * what it collected; failed (here: the peer disconnects), it drops it.
  * Either way every send buffer comes back and the endpoint is freed. */
@@ -491,6 +522,7 @@ int main(void)
 
     test_eager(&c);
     test_batch(&c);
+    test_batch_overflow(&c);
     test_credits(&c);
     test_streams(&c);
     test_pause(&c);
