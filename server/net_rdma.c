@@ -22,16 +22,16 @@
  * Rendezvous for output: a client may advertise a landing buffer with an
  * RNDV_WRITE message (one at a time, 4 KiB .. 16 MiB). Output larger than
  * one message then goes by RDMA WRITE, followed by an eager RNDV_DONE
- * message whose 4-byte payload is the byte count; RC ordering puts the
- * data in place before that message. A value in slab memory (registered
- * once, local access only: net_rdma_mem.c) is written straight from the
- * item, the bytes before it (reply header, extras, key) going first as
- * eager messages; its bytes count as sent, and conn.c releases the item,
- * only once the WRITE completed. Other output is copied into a
- * per-connection staging buffer (local access only: nothing of the server
- * is ever remotely accessible) and written from there. Until the client
- * advertises again, large output waits. A landing buffer out of bounds, a
- * second one while one is held, a failed WRITE (a bad rkey) or an
+ * message whose payload is the 4-byte count of bytes written; RC ordering
+ * puts the data in place before that message. A value in slab memory
+ * (registered once, local access only: net_rdma_mem.c) is written
+ * straight from the item; the bytes before it (reply header, extras, key)
+ * ride on the RNDV_DONE after the count when they are few
+ * (RDMA_DONE_HEAD_MAX), else go first as eager messages; its bytes count
+ * as sent, and conn.c releases the item, only once the WRITE completed. Other output is copied into
+ * a per-connection staging buffer (local access only: nothing of the server is ever remotely
+ * accessible) and written from there. Until the client advertises again, large output waits. A
+ * landing buffer out of bounds, a second one while one is held, a failed WRITE (a bad rkey) or an
  * RNDV_DONE or READ_DONE from the client close that connection only.
  *
  * Value buffers: a client may also advertise a region for the value of
@@ -115,6 +115,9 @@ void net_rdma_shutdown(void) {}
 #define RDMA_MSG_IOV_MAX 64
 /* Largest landing buffer a client may advertise for RDMA WRITEs. */
 #define RDMA_LAND_MAX (16u * 1024 * 1024)
+/* Output bytes ahead of a value (a reply's header and flags, or its key)
+ * that ride on the value's RNDV_DONE instead of a message of their own. */
+#define RDMA_DONE_HEAD_MAX 512
 /* Staging buffer for region bytes that do not go straight into a value. */
 #define RDMA_RSTAGE_SIZE (1024u * 1024)
 /* The first staged READ of a region: enough for a request's header,
@@ -165,9 +168,12 @@ struct rdma_conn {
     struct mcr_rdma_rndv land;
     uint32_t land_id;
     bool land_valid, land_ever, write_inflight, done_pending;
-    /* the RNDV_DONE to send: count, request id and flags */
+    /* the RNDV_DONE to send: count, request id, flags, and the output
+     * bytes that come before the written ones */
     uint32_t done_len, done_id;
     uint16_t done_flags;
+    uint16_t done_head_len;
+    unsigned char done_head[RDMA_DONE_HEAD_MAX];
     /* Regions advertised for the value of one GET reply each. */
     struct rdma_vbufs vbufs;
     char *stage;
@@ -800,19 +806,20 @@ static ssize_t rdma_recv(struct conn *c, void *buf, size_t len)
 }
 
 /* The RNDV_DONE that tells the client how many bytes of the stream the
- * last RDMA WRITE put in its landing buffer. 0, -EAGAIN or an error. */
+ * last RDMA WRITE put in its buffer, followed by the output bytes that
+ * come before those (done_head). 0, -EAGAIN or an error. */
 static int send_done(struct rdma_conn *rc)
 {
     unsigned char len_le[4];
     uint32_t v = htole32(rc->done_len);
     memcpy(len_le, &v, 4);
-    struct iovec iov = {len_le, 4};
+    struct iovec iov[2] = {{len_le, 4}, {rc->done_head, rc->done_head_len}};
     struct mcr_rdma_send s = {
         .type = MCR_RDMA_MSG_EAGER,
         .flags = rc->done_flags,
         .request_id = rc->done_id,
-        .iov = &iov,
-        .iovcnt = 1,
+        .iov = iov,
+        .iovcnt = rc->done_head_len > 0 ? 2 : 1,
     };
     int r = mcr_rdma_ep_send(rc->ep, &s);
     rc->done_pending = r == -EAGAIN;
@@ -869,6 +876,7 @@ static ssize_t sendv_rendezvous(struct rdma_conn *rc, const struct iovec *iov, i
     rc->write_inflight = true;
     rc->land_valid = false;
     rc->done_len = n;
+    rc->done_head_len = 0;
     rc->done_id = rc->land_id;
     rc->done_flags = MCR_RDMA_F_RNDV_DONE;
     CTR_ADD(rc->rw, rendezvous_writes, 1);
@@ -904,14 +912,15 @@ static bool find_slab_run(const struct rdma_conn *rc, const struct iovec *iov, i
     return false;
 }
 
-/* A value in slab memory at the start of the output: RDMA WRITE it
- * straight from the item (one WRITE per segment, at consecutive offsets)
- * into the buffer its client advertised for it (vb) or, without one, up
- * to one landing buffer of it into the landing buffer; then RNDV_DONE
- * with the count. Reports EAGAIN until the WRITEs completed; conn.c then
- * offers the same output again and learns the count (rdma_sendv), so it
- * releases the item only after the memory was read. */
-static ssize_t sendv_zero_copy(struct rdma_conn *rc, const struct iovec *iov, int iovcnt,
+/* A value in slab memory at iov[head] (after head short iovecs: the
+ * reply's header and flags): RDMA WRITE it straight from the item (one
+ * WRITE per segment, at consecutive offsets) into the buffer its client
+ * advertised for it (vb) or, without one, up to one landing buffer of it
+ * into the landing buffer; then RNDV_DONE with the count and the head's
+ * bytes. Reports EAGAIN until the WRITEs completed; conn.c then offers
+ * the same output again and learns the count (rdma_sendv), so it releases
+ * the item only after the memory was read. */
+static ssize_t sendv_zero_copy(struct rdma_conn *rc, const struct iovec *iov, int iovcnt, int head,
                                size_t run, const struct rdma_vbuf *vb)
 {
     struct mcr_rdma_rndv value_region;
@@ -924,8 +933,14 @@ static ssize_t sendv_zero_copy(struct rdma_conn *rc, const struct iovec *iov, in
     }
     uint32_t n = run < dst->len ? (uint32_t)run : dst->len;
     uint32_t at = 0;
+    size_t head_len = 0;
+    for (int i = 0; i < head; i++) {
+        memcpy(rc->done_head + head_len, iov[i].iov_base, iov[i].iov_len);
+        head_len += iov[i].iov_len;
+    }
+    rc->done_head_len = (uint16_t)head_len;
     rc->zw.failed = false;
-    for (int i = 0; i < iovcnt && at < n; i++) {
+    for (int i = head; i < iovcnt && at < n; i++) {
         uint32_t take = iov[i].iov_len < n - at ? (uint32_t)iov[i].iov_len : n - at;
         struct ibv_mr *mr = rdma_mem_lookup(rc->rw->mem_slot, iov[i].iov_base, take);
         rc->zw.pieces++;
@@ -939,7 +954,7 @@ static ssize_t sendv_zero_copy(struct rdma_conn *rc, const struct iovec *iov, in
         at += take;
     }
     rc->zw.base = iov[0].iov_base;
-    rc->zw.len = at;
+    rc->zw.len = head_len + at;
     rc->done_len = at;
     if (vb) {
         rc->done_id = vb->opaque;
@@ -1001,14 +1016,24 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
         if (all > max_payload && find_slab_run(rc, iov, iovcnt, max_payload / 2, &first, &run)) {
             struct rdma_vbuf vb;
             if (first == 0 && rdma_vbufs_take(&rc->vbufs, iov[0].iov_base, run, &vb))
-                return sendv_zero_copy(rc, iov, iovcnt, run, &vb);
+                return sendv_zero_copy(rc, iov, iovcnt, 0, run, &vb);
             if (first == 0 && rc->land_ever)
-                return sendv_zero_copy(rc, iov, iovcnt, run, NULL);
+                return sendv_zero_copy(rc, iov, iovcnt, 0, run, NULL);
             if (first > 0) {
-                /* what comes before the value goes first, the usual way;
-                 * it names the reply, and so the buffer the value may go to */
+                /* what comes before the value names the reply, and so the
+                 * buffer the value may go to; when short (a reply's header
+                 * and flags) it rides on the value's RNDV_DONE, else it
+                 * goes first, the usual way */
                 if (rc->vbufs.count > 0)
                     rdma_vbufs_note_reply(&rc->vbufs, iov, first, iov[first].iov_base, run);
+                size_t head_len = 0;
+                for (int k = 0; k < first; k++)
+                    head_len += iov[k].iov_len;
+                bool rides = head_len <= RDMA_DONE_HEAD_MAX && head_len + 4 <= max_payload;
+                if (rides && rdma_vbufs_take(&rc->vbufs, iov[first].iov_base, run, &vb))
+                    return sendv_zero_copy(rc, iov, iovcnt, first, run, &vb);
+                if (rides && rc->land_ever)
+                    return sendv_zero_copy(rc, iov, iovcnt, first, run, NULL);
                 iovcnt = first;
                 all = 0;
                 for (int k = 0; k < iovcnt; k++)

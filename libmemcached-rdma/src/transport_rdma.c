@@ -182,10 +182,16 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
             return;
         plain = true;
     }
+    /* RNDV_DONE: the count of bytes written, then the stream bytes that
+     * come before them (the reply's header and flags), if any */
     uint32_t n = 0;
-    if ((msg->flags & MCR_RDMA_F_RNDV_DONE) && msg->payload_len == 4) {
+    const char *head = NULL;
+    uint32_t head_len = 0;
+    if ((msg->flags & MCR_RDMA_F_RNDV_DONE) && msg->payload_len >= 4) {
         memcpy(&n, msg->payload, 4);
         n = le32toh(n);
+        head = (const char *)msg->payload + 4;
+        head_len = msg->payload_len - 4;
     }
     if (msg->type == MCR_RDMA_MSG_EAGER &&
         msg->flags == (MCR_RDMA_F_RNDV_DONE | MCR_RDMA_F_VALUE)) {
@@ -194,11 +200,15 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
         for (unsigned i = 0; i < s->nvbufs && vb == NULL; i++)
             if (s->vbufs[i].opaque == msg->request_id && !s->vbufs[i].written)
                 vb = &s->vbufs[i];
-        if (vb == NULL || msg->payload_len != 4 || n == 0 || n > vb->len ||
-            s->nsegs == RDMA_VALUE_BUFS) {
+        if (vb == NULL || msg->payload_len < 4 || n == 0 || n > vb->len ||
+            s->nsegs == RDMA_VALUE_BUFS ||
+            !reserve(&s->in, &s->in_off, s->in_len, &s->in_cap, head_len)) {
             mcr_rdma_ep_close(ep);
             return;
         }
+        memcpy(s->in + s->in_off + s->in_len, head, head_len);
+        s->in_len += head_len;
+        s->in_received += head_len;
         vb->written = true;
         s->segs[(s->seg_first + s->nsegs++) % RDMA_VALUE_BUFS] =
             (struct value_seg){.at = s->in_received, .ptr = vb->buf, .len = n};
@@ -207,14 +217,16 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
     }
     if (msg->type == MCR_RDMA_MSG_EAGER && msg->flags == MCR_RDMA_F_RNDV_DONE) {
         /* the server wrote the next n bytes of the stream into our buffer */
-        if (!s->land_out || msg->request_id != s->land_id || msg->payload_len != 4 || n == 0 ||
-            n > s->land_reg.len || !reserve(&s->in, &s->in_off, s->in_len, &s->in_cap, n)) {
+        if (!s->land_out || msg->request_id != s->land_id || msg->payload_len < 4 || n == 0 ||
+            n > s->land_reg.len ||
+            !reserve(&s->in, &s->in_off, s->in_len, &s->in_cap, (size_t)head_len + n)) {
             mcr_rdma_ep_close(ep);
             return;
         }
-        memcpy(s->in + s->in_off + s->in_len, s->land, n);
-        s->in_len += n;
-        s->in_received += n;
+        memcpy(s->in + s->in_off + s->in_len, head, head_len);
+        memcpy(s->in + s->in_off + s->in_len + head_len, s->land, n);
+        s->in_len += head_len + n;
+        s->in_received += head_len + n;
         s->land_out = false;
         s->land_need = true;
         return;

@@ -90,33 +90,36 @@ static void cl_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
 {
     (void)ep;
     struct client *c = user;
+    /* RNDV_DONE: the count written, then the bytes that come before them */
+    const unsigned char *p = msg->payload;
+    uint32_t count = msg->payload_len < 4 ? 0
+                                          : (uint32_t)p[0] | (uint32_t)p[1] << 8 |
+                                                (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    uint32_t head_len = msg->payload_len < 4 ? 0 : msg->payload_len - 4;
     if (msg->flags == (MCR_RDMA_F_RNDV_DONE | MCR_RDMA_F_VALUE)) {
         /* a value went into the value buffer: it is the next n bytes */
-        const unsigned char *p = msg->payload;
-        uint32_t n = msg->payload_len != 4 ? 0
-                                           : (uint32_t)p[0] | (uint32_t)p[1] << 8 |
-                                                 (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-        if (c->vbuf == NULL || n == 0 || n > c->vbuf_len) {
+        if (c->vbuf == NULL || count == 0 || count > c->vbuf_len) {
             c->rndv_bad = true;
             return;
         }
         c->vdone_id = msg->request_id;
-        c->vdone_len = n;
+        c->vdone_len = count;
         c->vdones++;
-        cl_append(c, c->vbuf, n);
+        if (head_len > 0)
+            cl_append(c, p + 4, head_len);
+        cl_append(c, c->vbuf, count);
         return;
     }
     if (msg->flags & MCR_RDMA_F_RNDV_DONE) {
-        uint32_t n = 0;
-        if (msg->payload_len == 4 && c->land && msg->request_id == c->land_id) {
+        if (msg->payload_len >= 4 && c->land && msg->request_id == c->land_id) {
             /* the landing buffer holds the next n bytes of the replies */
-            const unsigned char *p = msg->payload; /* the count, little-endian */
-            n = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-            if (n == 0 || n > CL_LAND_SIZE) {
+            if (count == 0 || count > CL_LAND_SIZE) {
                 c->rndv_bad = true;
                 return;
             }
-            cl_append(c, c->land, n);
+            if (head_len > 0)
+                cl_append(c, p + 4, head_len);
+            cl_append(c, c->land, count);
             if (!cl_advertise(c))
                 c->rndv_bad = true;
         } else {
