@@ -52,30 +52,33 @@ static void finish_rdma_op(struct rc_ep *rc, struct mcr_rdma_op *op, int status)
     free(op);
 }
 
+/* Gives back what an operation that never reached the device holds: a
+ * send buffer (the credit message's is the endpoint's own), or an RDMA
+ * operation, reported failed. */
+static void release_op(struct rc_ep *rc, struct mcr_rdma_op *op, int status)
+{
+    if (op->is_credit_msg)
+        rc->credit_busy = false;
+    else if (op->kind == MCR_RDMA_OP_SEND)
+        mcr_rdma_pool_put(&rc->base.ctx->send_pool, op->buf_index);
+    else
+        finish_rdma_op(rc, op, status);
+}
+
 void rc_drop_waiting(struct rc_ep *rc, int status)
 {
     struct mcr_rdma_op *op;
-    while ((op = dequeue(rc)) != NULL) {
-        if (op->kind == MCR_RDMA_OP_SEND)
-            mcr_rdma_pool_put(&rc->base.ctx->send_pool, op->buf_index);
-        else
-            finish_rdma_op(rc, op, status);
-    }
+    while ((op = dequeue(rc)) != NULL)
+        release_op(rc, op, status);
 }
 
-/* Gives back what a work request that never reached the device holds:
- * a send buffer (the credit message's is the endpoint's own), or an RDMA
- * operation, reported failed. */
+/* Gives back an operation whose work request was built (build_wr counted
+ * an RDMA operation as posted) but never posted. */
 static void unpost_op(struct rc_ep *rc, struct mcr_rdma_op *op, int status)
 {
-    if (op->is_credit_msg) {
-        rc->credit_busy = false;
-    } else if (op->kind == MCR_RDMA_OP_SEND) {
-        mcr_rdma_pool_put(&rc->base.ctx->send_pool, op->buf_index);
-    } else {
+    if (op->kind != MCR_RDMA_OP_SEND)
         rc->rdma_posted--;
-        finish_rdma_op(rc, op, status);
-    }
+    release_op(rc, op, status);
 }
 
 /* Fills the work request for op. */
@@ -161,8 +164,8 @@ static void post_op(struct rc_ep *rc, struct mcr_rdma_op *op)
     if (ctx->batching) {
         if (rc->batch_len == RC_BATCH_MAX) {
             rc_post_batch(&rc->base);
-            if (rc->state == RC_CLOSING) {
-                unpost_op(rc, op, -ECONNABORTED);
+            if (rc->state == RC_CLOSING) { /* that post failed */
+                release_op(rc, op, -ECONNABORTED);
                 return;
             }
         }

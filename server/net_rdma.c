@@ -24,14 +24,15 @@
  * one message then goes by RDMA WRITE, followed by an eager RNDV_DONE
  * message whose payload is the 4-byte count of bytes written; RC ordering
  * puts the data in place before that message. A value in slab memory
- * (registered once, local access only: net_rdma_mem.c) is written
- * straight from the item; the bytes before it (reply header, extras, key)
- * ride on the RNDV_DONE after the count when they are few
- * (RDMA_DONE_HEAD_MAX), else go first as eager messages; its bytes count
- * as sent, and conn.c releases the item, only once the WRITE completed. Other output is copied into
- * a per-connection staging buffer (local access only: nothing of the server is ever remotely
- * accessible) and written from there. Until the client advertises again, large output waits. A
- * landing buffer out of bounds, a second one while one is held, a failed WRITE (a bad rkey) or an
+ * (registered once, local access only: net_rdma_mem.c) is written straight
+ * from the item; the bytes before it (reply header, extras, key) ride on
+ * the RNDV_DONE after the count when they are few (RDMA_DONE_HEAD_MAX),
+ * else go first as eager messages; its bytes count as sent, and conn.c
+ * releases the item, only once the WRITE completed. Other output is copied
+ * into a per-connection staging buffer (local access only: nothing of the
+ * server is ever remotely accessible) and written from there. Until the
+ * client advertises again, large output waits. A landing buffer out of
+ * bounds, a second one while one is held, a failed WRITE (a bad rkey) or an
  * RNDV_DONE or READ_DONE from the client close that connection only.
  *
  * Value buffers: a client may also advertise a region for the value of
@@ -1235,8 +1236,8 @@ static void keep_polling(struct rdma_worker *rw, int handled)
  * handled made ready (rconn_poke while collecting). One may close another:
  * rconn_unlink_free takes a freed connection off the list. What the pass
  * posted (sends, READs, WRITEs) goes to the device at the end, one
- * doorbell per connection: a rendezvous read's RNDV_DONE and the reply
- * behind it go together. */
+ * doorbell per connection: a large get's WRITE and its RNDV_DONE go
+ * together. */
 static void dispatch_ready(struct rdma_worker *rw)
 {
     rw->collecting = false;
