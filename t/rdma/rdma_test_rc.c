@@ -255,6 +255,28 @@ static void test_rendezvous(struct test_client *c, struct mcr_rdma_regcache *cac
     free(buf);
 }
 
+/* Sends n eager messages of len pattern bytes under request ids first ..
+ * first+n-1 (the patterns kept in bufs, n x len) and expects their echoes
+ * in that order; returns how many the endpoint took. */
+static int send_patterns(struct test_client *c, uint32_t first, int n, size_t len,
+                         unsigned char *bufs)
+{
+    c->next_expected = first;
+    c->bad_replies = 0;
+    int sent = 0;
+    for (int i = 0; i < n; i++) {
+        unsigned char *buf = bufs + (size_t)i * len;
+        fill_pattern(buf, len, first + (uint32_t)i);
+        struct iovec iov = {.iov_base = buf, .iov_len = len};
+        struct mcr_rdma_send s = {.type = MCR_RDMA_MSG_EAGER,
+                                  .request_id = first + (uint32_t)i,
+                                  .iov = &iov,
+                                  .iovcnt = 1};
+        sent += mcr_rdma_ep_send(c->ep, &s) == 0;
+    }
+    return sent;
+}
+
 /* Batching: sends collected between batch_begin and batch_end go to the
  * device in one post (one doorbell) at the end, none before, and reach the
  * peer in order. */
@@ -264,18 +286,9 @@ static void test_batch(struct test_client *c)
     static unsigned char buf[N][LEN];
     struct mcr_rdma_ctx_stats before, during, after;
     uint32_t id = 500000, replies0 = c->replies;
-    c->next_expected = id;
-    c->bad_replies = 0;
     mcr_rdma_ctx_stats(c->ctx, &before);
     mcr_rdma_ctx_batch_begin(c->ctx);
-    int sent = 0;
-    for (int i = 0; i < N; i++) {
-        fill_pattern(buf[i], LEN, id + (uint32_t)i);
-        struct iovec iov = {.iov_base = buf[i], .iov_len = LEN};
-        struct mcr_rdma_send s = {
-            .type = MCR_RDMA_MSG_EAGER, .request_id = id + (uint32_t)i, .iov = &iov, .iovcnt = 1};
-        sent += mcr_rdma_ep_send(c->ep, &s) == 0;
-    }
+    int sent = send_patterns(c, id, N, LEN, &buf[0][0]);
     run_for(100);
     mcr_rdma_ctx_stats(c->ctx, &during);
     uint32_t early = c->replies - replies0;
@@ -303,18 +316,9 @@ static void test_batch_overflow(struct test_client *c)
     static unsigned char buf[N][LEN];
     struct mcr_rdma_ctx_stats before, after;
     uint32_t id = 600000, replies0 = c->replies;
-    c->next_expected = id;
-    c->bad_replies = 0;
     mcr_rdma_ctx_stats(c->ctx, &before);
     mcr_rdma_ctx_batch_begin(c->ctx);
-    int sent = 0;
-    for (int i = 0; i < N; i++) {
-        fill_pattern(buf[i], LEN, id + (uint32_t)i);
-        struct iovec iov = {.iov_base = buf[i], .iov_len = LEN};
-        struct mcr_rdma_send s = {
-            .type = MCR_RDMA_MSG_EAGER, .request_id = id + (uint32_t)i, .iov = &iov, .iovcnt = 1};
-        sent += mcr_rdma_ep_send(c->ep, &s) == 0;
-    }
+    int sent = send_patterns(c, id, N, LEN, &buf[0][0]);
     mcr_rdma_ctx_batch_end(c->ctx);
     mcr_rdma_ctx_stats(c->ctx, &after);
     bool all = wait_replies(c, replies0 + N, 10000);
