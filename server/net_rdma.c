@@ -181,7 +181,7 @@ struct rdma_conn {
     struct mcr_rdma_region stage_reg;
     /* Rendezvous for input (RDMA READ): the region of an RNDV_READ, pulled
      * piecewise as conn.c asks for bytes (rsrc_off: asked so far), the
-     * endpoint paused until all of it is in and RNDV_DONE went back. A
+     * endpoint paused until all of it is in (READ_DONE is then owed). A
      * piece goes straight into conn.c's buffer when that is registered
      * slab memory (zr), else into rstage (local-only) and the input. */
     struct mcr_rdma_rndv rsrc;
@@ -500,8 +500,8 @@ static void append_input(struct rdma_conn *rc, const void *data, uint32_t len)
 /* Large input: the client advertises the next bytes of its stream with
  * RNDV_READ (payload, if any, first). The endpoint is paused (later
  * messages wait in their receive buffers) until the region has been pulled,
- * piece by piece as conn.c asks for bytes (pull_region), and RNDV_DONE told
- * the client its region is free. */
+ * piece by piece as conn.c asks for bytes (pull_region); then READ_DONE
+ * tells the client its region is free (region_check_done). */
 static void start_read(struct rdma_conn *rc, const struct mcr_rdma_msg *msg)
 {
     if (rc->rsrc_active || msg->rndv.len > RDMA_LAND_MAX) {
@@ -1251,10 +1251,12 @@ static void dispatch_ready(struct rdma_worker *rw)
     mcr_rdma_ctx_batch_end(rw->ctx);
     struct mcr_rdma_ctx_stats st;
     mcr_rdma_ctx_stats(rw->ctx, &st);
-    CTR_ADD(rw, doorbells, st.doorbells - rw->doorbells_seen);
-    CTR_ADD(rw, work_requests, st.work_requests - rw->work_requests_seen);
-    rw->doorbells_seen = st.doorbells;
-    rw->work_requests_seen = st.work_requests;
+    if (st.doorbells != rw->doorbells_seen) { /* idle spinning passes post nothing */
+        CTR_ADD(rw, doorbells, st.doorbells - rw->doorbells_seen);
+        CTR_ADD(rw, work_requests, st.work_requests - rw->work_requests_seen);
+        rw->doorbells_seen = st.doorbells;
+        rw->work_requests_seen = st.work_requests;
+    }
 }
 
 /* Starts a pass over the completions: connections they make ready are

@@ -13,7 +13,8 @@
  * Large replies: a 1 MiB buffer registered for remote write only (the one
  * memory of ours the server may touch) is advertised with RNDV_WRITE; the
  * server RDMA-WRITEs up to that much of the reply stream into it and sends
- * RNDV_DONE with the byte count; the bytes join the input and the buffer
+ * RNDV_DONE with the byte count and the stream bytes that come before the
+ * written ones (a reply's header); both join the input and the buffer
  * is advertised again. An RNDV_DONE that does not match closes the
  * connection.
  *
@@ -125,8 +126,9 @@ struct rdma_stream {
     /* Rendezvous for requests: a buffer registered for remote read only;
      * request bytes beyond one message are copied into it and advertised
      * with RNDV_READ (src_id), the request's head riding on that message;
-     * the server pulls them with an RDMA READ and answers RNDV_DONE, after
-     * which the buffer may be reused. */
+     * the server pulls them with an RDMA READ and ends the region with
+     * READ_DONE (on its reply, or alone), after which the buffer may be
+     * reused. */
     char *src;
     struct mcr_rdma_region src_reg;
     uint32_t src_id;
