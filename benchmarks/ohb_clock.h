@@ -4,8 +4,10 @@
 #ifndef OHB_CLOCK_H
 #define OHB_CLOCK_H
 
-/* Chooses and calibrates the clock (about 20 ms); call once before timing. */
+/* Chooses and calibrates the clock (20 to 60 ms); call once before timing. */
 void ohb_clock_calibrate(void);
+/* "cycle counter" or "CLOCK_MONOTONIC": what ohb_now_us reads. */
+const char *ohb_clock_name(void);
 /* Monotonic time in microseconds. */
 double ohb_now_us(void);
 

@@ -93,8 +93,8 @@ int main(int argc, char **argv)
     }
 
     printf("# OHB Memcached Latency Test\n");
-    printf("# Servers: %s  Operation: %s  Iterations: %u\n", opts.servers, opts.op,
-           opts.iterations);
+    printf("# Servers: %s  Operation: %s  Iterations: %u  Clock: %s\n", opts.servers, opts.op,
+           opts.iterations, ohb_clock_name());
     printf("# %-10s %14s\n", "Size", opts.median ? "Median(us)" : "Latency(us)");
     fflush(stdout);
     for (size_t size = opts.min_size; size <= opts.max_size; size *= 2) {

@@ -165,8 +165,8 @@ int main(int argc, char **argv)
     }
 
     printf("# OHB Memcached Non-Blocking Latency Test\n");
-    printf("# Servers: %s  API: memcached_%s  Window: %u  Iterations: %u\n", opts.servers, opts.api,
-           opts.window, opts.iterations);
+    printf("# Servers: %s  API: memcached_%s  Window: %u  Iterations: %u  Clock: %s\n",
+           opts.servers, opts.api, opts.window, opts.iterations, ohb_clock_name());
     printf("# %-10s %14s %14s\n", "Size", opts.median ? "Median(us)" : "Latency(us)", "Ops/s");
     fflush(stdout);
     for (size_t size = opts.min_size; size <= opts.max_size; size *= 2) {

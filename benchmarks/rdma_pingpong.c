@@ -198,8 +198,9 @@ int main(int argc, char **argv)
         size_t max_payload = mcr_rdma_ep_max_eager_payload(me.ep);
         unsigned char *buf = calloc(1, max_payload);
         double *rtt = malloc(iterations * sizeof(*rtt));
-        printf("# substrate round trip (eager messages, both sides polling), %u per size\n",
-               iterations);
+        printf("# substrate round trip (eager messages, both sides polling), %u per size, "
+               "clock: %s\n",
+               iterations, ohb_clock_name());
         printf("# %-10s %14s\n", "Size", "Median(us)");
         rc = 0;
         for (unsigned s = 0; s < nsizes && rc == 0; s++) {
