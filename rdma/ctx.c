@@ -140,6 +140,60 @@ int mcr_rdma_ctx_repost_recv(struct mcr_rdma_ctx *ctx, uint32_t buf_index)
     return 0;
 }
 
+void mcr_rdma_ctx_defer_repost(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *owner,
+                               uint32_t buf_index)
+{
+    if (ctx->repost_count == MCR_RDMA_REPOST_MAX)
+        mcr_rdma_ctx_flush_reposts(ctx);
+    uint32_t i = ctx->repost_count++;
+    ctx->repost[i].buf_index = buf_index;
+    ctx->repost[i].owner = owner;
+    ctx->stats.recv_deferred = ctx->repost_count;
+}
+
+void mcr_rdma_ctx_flush_reposts(struct mcr_rdma_ctx *ctx)
+{
+    uint32_t n = ctx->repost_count;
+    if (n == 0)
+        return;
+    struct ibv_sge sge[MCR_RDMA_REPOST_MAX];
+    struct ibv_recv_wr wr[MCR_RDMA_REPOST_MAX];
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t idx = ctx->repost[i].buf_index;
+        sge[i] = (struct ibv_sge){
+            .addr = (uintptr_t)mcr_rdma_pool_buf(&ctx->recv_pool, idx),
+            .length = (uint32_t)ctx->recv_pool.buf_size,
+            .lkey = ctx->recv_pool.mr->lkey,
+        };
+        wr[i] = (struct ibv_recv_wr){.wr_id = MCR_RDMA_WR_RECV | idx,
+                                     .sg_list = &sge[i],
+                                     .num_sge = 1,
+                                     .next = i + 1 < n ? &wr[i + 1] : NULL};
+    }
+    struct ibv_recv_wr *bad = NULL;
+    uint32_t posted = n;
+    if (ibv_post_srq_recv(ctx->srq, wr, &bad) != 0) { /* the ones before bad went */
+        posted = 0;
+        while (posted < n && bad != &wr[posted])
+            posted++;
+        if (posted == n)
+            posted = 0;
+    }
+    ctx->stats.recv_posted += posted;
+    /* a copy: the callbacks may defer nothing, but they may close endpoints */
+    struct mcr_rdma_ep_link *owner[MCR_RDMA_REPOST_MAX];
+    for (uint32_t i = 0; i < n; i++) {
+        owner[i] = ctx->repost[i].owner;
+        if (i >= posted)
+            mcr_rdma_pool_put(&ctx->recv_pool, ctx->repost[i].buf_index);
+    }
+    ctx->repost_count = 0;
+    ctx->stats.recv_deferred = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (owner[i] != NULL && !ctx->destroying)
+            owner[i]->impl->recv_reposted(owner[i]->ep, i < posted);
+}
+
 struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, char *err,
                                          size_t errlen)
 {
@@ -298,6 +352,9 @@ void mcr_rdma_ctx_destroy(struct mcr_rdma_ctx *ctx)
         ctx->listeners->destroy_now(ctx->listeners);
     while (ctx->endpoints != NULL)
         ctx->endpoints->impl->destroy_now(ctx->endpoints->ep);
+    for (uint32_t i = 0; i < ctx->repost_count; i++)
+        mcr_rdma_pool_put(&ctx->recv_pool, ctx->repost[i].buf_index);
+    ctx->repost_count = 0;
     if (ctx->epoll_fd >= 0)
         close(ctx->epoll_fd);
     if (ctx->wake_fd >= 0)
@@ -376,6 +433,9 @@ void mcr_rdma_ctx_set_qp(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *link
 
 void mcr_rdma_ctx_unlink_ep(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *link)
 {
+    for (uint32_t i = 0; i < ctx->repost_count; i++)
+        if (ctx->repost[i].owner == link)
+            ctx->repost[i].owner = NULL; /* its buffers still go back */
     if (link->has_qp) {
         struct mcr_rdma_ep_link **p = &ctx->by_qp[link->qp_num % MCR_RDMA_QP_BUCKETS];
         while (*p != NULL && *p != link)
@@ -594,6 +654,8 @@ static void drain_async_events(struct mcr_rdma_ctx *ctx)
  * that arrived before the request. Returns those or a negative errno. */
 static int arm_cq(struct mcr_rdma_ctx *ctx)
 {
+    if (!ctx->batching)
+        mcr_rdma_ctx_flush_reposts(ctx); /* nothing may wait while the owner sleeps */
     if (ibv_req_notify_cq(ctx->cq, 0) != 0)
         return -EIO;
     ctx->armed = true;
@@ -633,7 +695,9 @@ int mcr_rdma_ctx_poll(struct mcr_rdma_ctx *ctx)
     if (!ctx->destroying && atomic_load(&ctx->inbox_nonempty))
         mcr_rdma_ctx_adopt_pending(ctx);
     int handled = drain_cq(ctx);
-    reap(ctx); /* endpoints whose last completions this poll took */
+    if (handled == 0 && !ctx->batching)
+        mcr_rdma_ctx_flush_reposts(ctx); /* idle: off the path to any reply */
+    reap(ctx);                           /* endpoints whose last completions this poll took */
     return handled;
 }
 
@@ -673,6 +737,7 @@ void mcr_rdma_ctx_batch_end(struct mcr_rdma_ctx *ctx)
         link->batch_listed = false;
         link->impl->post_batch(link->ep);
     }
+    mcr_rdma_ctx_flush_reposts(ctx); /* after the replies: off their path */
 }
 
 int mcr_rdma_ctx_handle_events(struct mcr_rdma_ctx *ctx)
@@ -681,6 +746,8 @@ int mcr_rdma_ctx_handle_events(struct mcr_rdma_ctx *ctx)
     if (cm < 0)
         return cm;
     int cq = handle_cq(ctx);
+    if (!ctx->batching)
+        mcr_rdma_ctx_flush_reposts(ctx);
     return cq < 0 ? cq : cm + cq;
 }
 

@@ -26,6 +26,12 @@
 /* RDMA READ/WRITE work requests posted at once per endpoint (the CQ is sized
  * for this many per admissible endpoint). */
 #define MCR_RDMA_OPS_PER_EP 16
+/* Receive buffers an endpoint has finished with wait to be posted again
+ * (mcr_rdma_ctx_defer_repost), at most this many, and go back to the shared
+ * receive queue in one post: after a pass's sends (batch_end), or when the
+ * owner polls and finds nothing, or before it sleeps. So reposting is off
+ * the path from a request to its reply, on both sides. */
+#define MCR_RDMA_REPOST_MAX 16
 
 enum mcr_rdma_op_kind { MCR_RDMA_OP_SEND, MCR_RDMA_OP_READ, MCR_RDMA_OP_WRITE };
 
@@ -68,6 +74,10 @@ struct mcr_rdma_ep_impl {
     /* Posts the work requests the endpoint collected while the context was
      * batching (mcr_rdma_ctx_batch_end). */
     void (*post_batch)(struct mcr_rdma_ep *ep);
+    /* A receive buffer it handed to mcr_rdma_ctx_defer_repost() is in the
+     * shared receive queue again (ok) or could not be posted: now its credit
+     * may go back to the peer. */
+    void (*recv_reposted)(struct mcr_rdma_ep *ep, bool ok);
 };
 
 /* Receiver of RDMA CM events: id->context of every CM id points to one. */
@@ -131,6 +141,11 @@ struct mcr_rdma_ctx {
     bool armed;                          /* the CQ will raise an event for its next completion */
     bool batching;                       /* between mcr_rdma_ctx_batch_begin and _end */
     struct mcr_rdma_ep_link *batch_list; /* endpoints with collected work requests */
+    struct {
+        uint32_t buf_index;
+        struct mcr_rdma_ep_link *owner; /* NULL once the endpoint is gone */
+    } repost[MCR_RDMA_REPOST_MAX];      /* receive buffers waiting to be posted */
+    uint32_t repost_count;
     /* Credits promised to peers, including endpoints still in the inbox:
      * other threads reserve here when they place a connection on this
      * context. Never above opts.recv_bufs. */
@@ -171,5 +186,12 @@ int mcr_rdma_ctx_poll_cq(struct mcr_rdma_ctx *ctx);
 void mcr_rdma_ctx_batch_add(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *link);
 /* Posts the receive buffer back to the shared receive queue. */
 int mcr_rdma_ctx_repost_recv(struct mcr_rdma_ctx *ctx, uint32_t buf_index);
+/* The endpoint is done with a receive buffer: it is posted again later,
+ * with others (MCR_RDMA_REPOST_MAX), and then impl->recv_reposted tells the
+ * endpoint, which returns its credit only then. */
+void mcr_rdma_ctx_defer_repost(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *owner,
+                               uint32_t buf_index);
+/* Posts the deferred receive buffers now. */
+void mcr_rdma_ctx_flush_reposts(struct mcr_rdma_ctx *ctx);
 
 #endif

@@ -44,6 +44,7 @@ const struct mcr_rdma_ep_impl mcr_rdma_rc_impl = {
     .destroy_now = rc_destroy_now,
     .adopt = rc_adopt,
     .post_batch = rc_post_batch,
+    .recv_reposted = rc_recv_reposted,
 };
 
 #define NO_CREDIT_BUF UINT32_MAX

@@ -309,8 +309,16 @@ void rc_on_recv(struct mcr_rdma_ep *ep, uint32_t buf_index, const struct ibv_wc 
         if (ep->cb.on_message != NULL)
             ep->cb.on_message(ep, &msg, ep->user);
     }
-    if (mcr_rdma_ctx_repost_recv(ctx, buf_index) != 0) {
-        mcr_rdma_pool_put(&ctx->recv_pool, buf_index);
+    /* its credit goes back once the buffer is in the queue again */
+    mcr_rdma_ctx_defer_repost(ctx, &rc->link, buf_index);
+    if (rc->state == RC_ESTABLISHED)
+        rc_pump(rc); /* the credits the header returned may let waiting sends go */
+}
+
+void rc_recv_reposted(struct mcr_rdma_ep *ep, bool ok)
+{
+    struct rc_ep *rc = rc_from_ep(ep);
+    if (!ok) {
         rc_fail(rc, -EIO, "reposting a receive failed");
         return;
     }

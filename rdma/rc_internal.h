@@ -98,6 +98,7 @@ extern const struct mcr_rdma_ep_impl mcr_rdma_rc_impl;
 
 /* rc_data.c */
 void rc_on_recv(struct mcr_rdma_ep *ep, uint32_t buf_index, const struct ibv_wc *wc);
+void rc_recv_reposted(struct mcr_rdma_ep *ep, bool ok);
 void rc_on_send_wc(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct ibv_wc *wc);
 /* Posts waiting work requests while credits and queue room allow, then an
  * explicit credit message when enough credits are owed to the peer. */

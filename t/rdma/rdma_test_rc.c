@@ -329,6 +329,54 @@ static void test_batch_overflow(struct test_client *c)
            (unsigned long long)doorbells);
 }
 
+/* Receive buffers go back to the shared receive queue later than their
+ * messages are handled: a poll that handles 24 replies (and the server's
+ * credit messages) leaves the buffers waiting, posting them when the list
+ * is full (MCR_RDMA_REPOST_MAX, 16), and the next poll that finds nothing
+ * posts the rest, so reposting is off the path from a message to the answer
+ * it leads to. The replies reach the client's queue while only the server
+ * runs. */
+static void test_deferred_reposts(struct test_client *c)
+{
+    enum { N = 24, LEN = 40 };
+    static unsigned char buf[N][LEN];
+    const uint32_t recv_bufs = mcr_rdma_ctx_options(c->ctx)->recv_bufs;
+    uint32_t replies0 = c->replies;
+    run_for(20);
+    struct mcr_rdma_ctx_stats idle, srv0, srv_now, busy, after;
+    mcr_rdma_ctx_stats(c->ctx, &idle);
+    mcr_rdma_ctx_stats(srv.ctx, &srv0);
+    int sent = send_patterns(c, 800000, N, LEN, &buf[0][0]);
+    uint64_t deadline = now_ms() + 10000;
+    do { /* the server alone: it echoes each request as it lands */
+        if (mcr_rdma_ctx_progress(srv.ctx, 5) < 0)
+            tap_bail("server progress failed");
+        mcr_rdma_ctx_stats(srv.ctx, &srv_now);
+    } while (srv_now.work_requests - srv0.work_requests < N && now_ms() < deadline);
+    int handled = mcr_rdma_ctx_poll(c->ctx);
+    mcr_rdma_ctx_stats(c->ctx, &busy);
+    uint32_t busy_replies = c->replies;
+    int idle_polls = 0;
+    while (c->replies < replies0 + N && now_ms() < deadline)
+        mcr_rdma_ctx_poll(c->ctx);
+    while (mcr_rdma_ctx_poll(c->ctx) != 0 || ++idle_polls < 2)
+        ;
+    mcr_rdma_ctx_stats(c->ctx, &after);
+    tap_ok(idle.recv_deferred == 0 && idle.recv_posted == recv_bufs,
+           "idle, every receive buffer is posted (%u of %u, %u waiting)", idle.recv_posted,
+           recv_bufs, idle.recv_deferred);
+    uint32_t got = busy_replies - replies0;
+    tap_ok(sent == N && handled >= N && busy.recv_deferred > 0 && busy.recv_deferred <= 16 &&
+               busy.recv_posted + busy.recv_deferred == recv_bufs,
+           "one poll handling %d completions (%u replies so far) leaves %u receive buffers "
+           "waiting, never more than a full list of 16 (%u posted)",
+           handled, got, busy.recv_deferred, busy.recv_posted);
+    tap_ok(c->replies == replies0 + N && c->bad_replies == 0 && after.recv_deferred == 0 &&
+               after.recv_posted == recv_bufs,
+           "a poll that finds nothing posts them: %u of %u posted, all %d replies intact",
+           after.recv_posted, recv_bufs, N);
+}
+
 /* An endpoint that closes inside a batch: closed locally, it still posts
  * what it collected; failed (here: the peer disconnects), it drops it.
  * Either way every send buffer comes back and the endpoint is freed. */
@@ -527,6 +575,7 @@ int main(void)
     test_eager(&c);
     test_batch(&c);
     test_batch_overflow(&c);
+    test_deferred_reposts(&c);
     test_credits(&c);
     test_streams(&c);
     test_pause(&c);
