@@ -113,13 +113,26 @@ static int find_device(struct mcr_rdma_ctx *ctx, char *err, size_t errlen)
     return 0;
 }
 
-static int post_all_receives(struct mcr_rdma_ctx *ctx)
+/* Receives the shared receive queue should hold: one per credit granted to
+ * the context's endpoints. Buffers beyond that stay in the pool, most
+ * recently used first, so a lightly used context keeps touching the same
+ * few buffers (fewer pages and cache lines than cycling through all). */
+static uint32_t recv_target(const struct mcr_rdma_ctx *ctx)
+{
+    return ctx->stats.granted_credits < ctx->opts.recv_bufs ? ctx->stats.granted_credits
+                                                            : ctx->opts.recv_bufs;
+}
+
+int mcr_rdma_ctx_fill_recvs(struct mcr_rdma_ctx *ctx)
 {
     int64_t idx;
-    while ((idx = mcr_rdma_pool_get(&ctx->recv_pool)) >= 0) {
+    while (ctx->stats.recv_posted < recv_target(ctx) &&
+           (idx = mcr_rdma_pool_get(&ctx->recv_pool)) >= 0) {
         int rc = mcr_rdma_ctx_repost_recv(ctx, (uint32_t)idx);
-        if (rc != 0)
+        if (rc != 0) {
+            mcr_rdma_pool_put(&ctx->recv_pool, (uint32_t)idx);
             return rc;
+        }
     }
     return 0;
 }
@@ -156,9 +169,17 @@ void mcr_rdma_ctx_flush_reposts(struct mcr_rdma_ctx *ctx)
     uint32_t n = ctx->repost_count;
     if (n == 0)
         return;
+    /* the queue holds one receive per granted credit; the rest wait in the
+     * pool (a credit may go back either way: the queue still holds one
+     * receive for every credit the peers have) */
+    uint32_t room =
+        recv_target(ctx) > ctx->stats.recv_posted ? recv_target(ctx) - ctx->stats.recv_posted : 0;
+    uint32_t to_post = n < room ? n : room;
     struct ibv_sge sge[MCR_RDMA_REPOST_MAX];
     struct ibv_recv_wr wr[MCR_RDMA_REPOST_MAX];
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = to_post; i < n; i++)
+        mcr_rdma_pool_put(&ctx->recv_pool, ctx->repost[i].buf_index);
+    for (uint32_t i = 0; i < to_post; i++) {
         uint32_t idx = ctx->repost[i].buf_index;
         sge[i] = (struct ibv_sge){
             .addr = (uintptr_t)mcr_rdma_pool_buf(&ctx->recv_pool, idx),
@@ -168,30 +189,29 @@ void mcr_rdma_ctx_flush_reposts(struct mcr_rdma_ctx *ctx)
         wr[i] = (struct ibv_recv_wr){.wr_id = MCR_RDMA_WR_RECV | idx,
                                      .sg_list = &sge[i],
                                      .num_sge = 1,
-                                     .next = i + 1 < n ? &wr[i + 1] : NULL};
+                                     .next = i + 1 < to_post ? &wr[i + 1] : NULL};
     }
     struct ibv_recv_wr *bad = NULL;
-    uint32_t posted = n;
-    if (ibv_post_srq_recv(ctx->srq, wr, &bad) != 0) { /* the ones before bad went */
+    uint32_t posted = to_post;
+    if (to_post > 0 && ibv_post_srq_recv(ctx->srq, wr, &bad) != 0) { /* those before bad went */
         posted = 0;
-        while (posted < n && bad != &wr[posted])
+        while (posted < to_post && bad != &wr[posted])
             posted++;
-        if (posted == n)
+        if (posted == to_post)
             posted = 0;
+        for (uint32_t i = posted; i < to_post; i++)
+            mcr_rdma_pool_put(&ctx->recv_pool, ctx->repost[i].buf_index);
     }
     ctx->stats.recv_posted += posted;
     /* a copy: the callbacks may defer nothing, but they may close endpoints */
     struct mcr_rdma_ep_link *owner[MCR_RDMA_REPOST_MAX];
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < n; i++)
         owner[i] = ctx->repost[i].owner;
-        if (i >= posted)
-            mcr_rdma_pool_put(&ctx->recv_pool, ctx->repost[i].buf_index);
-    }
     ctx->repost_count = 0;
     ctx->stats.recv_deferred = 0;
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) /* a failed post fails its endpoint */
         if (owner[i] != NULL && !ctx->destroying)
-            owner[i]->impl->recv_reposted(owner[i]->ep, i < posted);
+            owner[i]->impl->recv_reposted(owner[i]->ep, i < posted || i >= to_post);
 }
 
 struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, char *err,
@@ -310,7 +330,7 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
         set_err(err, errlen, "out of memory");
         goto fail;
     }
-    if ((rc = post_all_receives(ctx)) != 0) {
+    if ((rc = mcr_rdma_ctx_fill_recvs(ctx)) != 0) {
         set_err(err, errlen, "%s: posting receives: %s", ctx->device_name, strerror(-rc));
         goto fail;
     }
@@ -408,6 +428,7 @@ void mcr_rdma_ctx_stats(const struct mcr_rdma_ctx *ctx, struct mcr_rdma_ctx_stat
 {
     *out = ctx->stats;
     out->send_bufs_free = ctx->send_pool.free_count;
+    out->recv_bufs_free = ctx->recv_pool.free_count;
 }
 
 /* ---- endpoint and listener registry ---------------------------------- */

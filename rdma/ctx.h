@@ -102,6 +102,8 @@ struct mcr_rdma_ctx_stats {
     uint32_t granted_credits; /* sum over endpoints, <= recv_bufs */
     uint32_t recv_posted;     /* receive buffers in the shared receive queue */
     uint32_t recv_deferred;   /* receive buffers waiting to go back to it */
+    uint32_t recv_bufs_free;  /* receive buffers in neither: the queue holds one
+                                 per granted credit */
     uint32_t send_bufs_free;
     uint64_t malformed;     /* connections closed for a malformed message */
     uint64_t rejected;      /* connection requests refused */

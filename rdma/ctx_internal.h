@@ -191,7 +191,12 @@ int mcr_rdma_ctx_repost_recv(struct mcr_rdma_ctx *ctx, uint32_t buf_index);
  * endpoint, which returns its credit only then. */
 void mcr_rdma_ctx_defer_repost(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *owner,
                                uint32_t buf_index);
-/* Posts the deferred receive buffers now. */
+/* Posts the deferred receive buffers now (those the queue needs; the rest
+ * go back to the pool). */
 void mcr_rdma_ctx_flush_reposts(struct mcr_rdma_ctx *ctx);
+/* Posts receives from the pool until the queue holds one per credit
+ * granted to attached endpoints; on the context's thread, before a new
+ * endpoint's peer can send. 0 or a negative errno. */
+int mcr_rdma_ctx_fill_recvs(struct mcr_rdma_ctx *ctx);
 
 #endif

@@ -83,8 +83,9 @@ static struct rc_ep *rc_new(struct mcr_rdma_ctx *ctx)
 }
 
 /* Makes the endpoint known to its context (on the context's thread): its
- * credit-message buffer, the endpoint list and the QP lookup. Returns false
- * when no send buffer is left for credit messages. */
+ * credit-message buffer, the endpoint list, the QP lookup and receives for
+ * its credits. Returns false when no send buffer is left for credit
+ * messages or the receives cannot be posted. */
 static bool rc_attach(struct rc_ep *rc)
 {
     struct mcr_rdma_ctx *ctx = rc->base.ctx;
@@ -96,7 +97,8 @@ static bool rc_attach(struct rc_ep *rc)
     rc->attached = true;
     if (rc->qp != NULL)
         mcr_rdma_ctx_set_qp(ctx, &rc->link, rc->qp->qp_num);
-    return credit_buf >= 0;
+    bool receives = mcr_rdma_ctx_fill_recvs(ctx) == 0; /* before the peer may send */
+    return credit_buf >= 0 && receives;
 }
 
 /* Frees what rc_new, rc_attach and later steps created, newest first. */

@@ -128,9 +128,12 @@ int main(void)
     struct mcr_rdma_ctx_stats st;
     mcr_rdma_ctx_stats(srv.ctx, &st);
     tap_ok(st.malformed == malformed && st.endpoints == 1 && st.granted_credits == so.credits &&
-               st.recv_posted == so.recv_bufs,
-           "server: %u malformed (of %u), 1 endpoint left, credits %u, receives %u/%u",
-           (unsigned)st.malformed, malformed, st.granted_credits, st.recv_posted, so.recv_bufs);
+               st.recv_posted >= so.credits && st.recv_deferred == 0 &&
+               st.recv_posted + st.recv_bufs_free == so.recv_bufs,
+           "server: %u malformed (of %u), 1 endpoint left, credits %u, receives %u posted + %u "
+           "free of %u",
+           (unsigned)st.malformed, malformed, st.granted_credits, st.recv_posted, st.recv_bufs_free,
+           so.recv_bufs);
     client_destroy(&good);
     run_for(200);
     server_stop(&srv);

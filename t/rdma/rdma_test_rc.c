@@ -362,19 +362,24 @@ static void test_deferred_reposts(struct test_client *c)
     while (mcr_rdma_ctx_poll(c->ctx) != 0 || ++idle_polls < 2)
         ;
     mcr_rdma_ctx_stats(c->ctx, &after);
-    tap_ok(idle.recv_deferred == 0 && idle.recv_posted == recv_bufs,
-           "idle, every receive buffer is posted (%u of %u, %u waiting)", idle.recv_posted,
-           recv_bufs, idle.recv_deferred);
+    tap_ok(idle.recv_deferred == 0 && idle.recv_posted == idle.granted_credits &&
+               idle.recv_posted + idle.recv_bufs_free == recv_bufs,
+           "idle, the queue holds one receive per granted credit (%u posted, %u credits, %u "
+           "free of %u, %u waiting)",
+           idle.recv_posted, idle.granted_credits, idle.recv_bufs_free, recv_bufs,
+           idle.recv_deferred);
     uint32_t got = busy_replies - replies0;
     tap_ok(sent == N && handled >= N && busy.recv_deferred > 0 && busy.recv_deferred <= 16 &&
-               busy.recv_posted + busy.recv_deferred == recv_bufs,
+               busy.recv_posted + busy.recv_deferred + busy.recv_bufs_free == recv_bufs,
            "one poll handling %d completions (%u replies so far) leaves %u receive buffers "
            "waiting, never more than a full list of 16 (%u posted)",
            handled, got, busy.recv_deferred, busy.recv_posted);
     tap_ok(c->replies == replies0 + N && c->bad_replies == 0 && after.recv_deferred == 0 &&
-               after.recv_posted == recv_bufs,
-           "a poll that finds nothing posts them: %u of %u posted, all %d replies intact",
-           after.recv_posted, recv_bufs, N);
+               after.recv_posted == after.granted_credits &&
+               after.recv_posted + after.recv_bufs_free == recv_bufs,
+           "a poll that finds nothing posts them: %u posted again (one per credit), %u free "
+           "of %u, all %d replies intact",
+           after.recv_posted, after.recv_bufs_free, recv_bufs, N);
 }
 
 /* An endpoint that closes inside a batch: closed locally, it still posts
@@ -594,11 +599,13 @@ int main(void)
            "server freed every endpoint (%d closed of %d)", srv.closed, srv.accepted);
     struct mcr_rdma_ctx_stats st;
     mcr_rdma_ctx_stats(srv.ctx, &st);
-    tap_ok(st.granted_credits == 0 && st.recv_posted == so.recv_bufs &&
+    tap_ok(st.granted_credits == 0 && st.recv_deferred == 0 &&
+               st.recv_posted + st.recv_bufs_free == so.recv_bufs &&
                st.send_bufs_free == so.send_bufs,
-           "server context back to its initial state (credits %u, receives %u/%u, send "
-           "buffers %u/%u)",
-           st.granted_credits, st.recv_posted, so.recv_bufs, st.send_bufs_free, so.send_bufs);
+           "server context back to its initial state (credits %u, receives %u posted + %u free "
+           "of %u, send buffers %u/%u)",
+           st.granted_credits, st.recv_posted, st.recv_bufs_free, so.recv_bufs, st.send_bufs_free,
+           so.send_bufs);
     client_destroy(&c);
 
     test_small_pools();
