@@ -508,7 +508,7 @@ static bool spin_for_input(struct lmr_client *c)
      * would starve. The clock is read only at every 8th such point: in
      * some virtual machines a read is a system call that costs as much as
      * dozens of rounds, and a reply arriving during it waits. So the
-     * budget counts from the 256th round, and checked every 256. */
+     * budget counts from the 256th round and is checked every 256. */
     int64_t until = 0;
     for (unsigned round = 1; budget > 0; round++) {
         if (round % 32 == 0) {
