@@ -137,14 +137,23 @@ int mcr_rdma_ctx_fill_recvs(struct mcr_rdma_ctx *ctx)
     return 0;
 }
 
-int mcr_rdma_ctx_repost_recv(struct mcr_rdma_ctx *ctx, uint32_t buf_index)
+/* The receive work request for one pool buffer (next: NULL). */
+static void recv_wr(const struct mcr_rdma_ctx *ctx, uint32_t buf_index, struct ibv_sge *sge,
+                    struct ibv_recv_wr *wr)
 {
-    struct ibv_sge sge = {
+    *sge = (struct ibv_sge){
         .addr = (uintptr_t)mcr_rdma_pool_buf(&ctx->recv_pool, buf_index),
         .length = (uint32_t)ctx->recv_pool.buf_size,
         .lkey = ctx->recv_pool.mr->lkey,
     };
-    struct ibv_recv_wr wr = {.wr_id = MCR_RDMA_WR_RECV | buf_index, .sg_list = &sge, .num_sge = 1};
+    *wr = (struct ibv_recv_wr){.wr_id = MCR_RDMA_WR_RECV | buf_index, .sg_list = sge, .num_sge = 1};
+}
+
+int mcr_rdma_ctx_repost_recv(struct mcr_rdma_ctx *ctx, uint32_t buf_index)
+{
+    struct ibv_sge sge;
+    struct ibv_recv_wr wr;
+    recv_wr(ctx, buf_index, &sge, &wr);
     struct ibv_recv_wr *bad;
     int rc = ibv_post_srq_recv(ctx->srq, &wr, &bad);
     if (rc != 0)
@@ -161,7 +170,6 @@ void mcr_rdma_ctx_defer_repost(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link
     uint32_t i = ctx->repost_count++;
     ctx->repost[i].buf_index = buf_index;
     ctx->repost[i].owner = owner;
-    ctx->stats.recv_deferred = ctx->repost_count;
 }
 
 void mcr_rdma_ctx_flush_reposts(struct mcr_rdma_ctx *ctx)
@@ -180,16 +188,9 @@ void mcr_rdma_ctx_flush_reposts(struct mcr_rdma_ctx *ctx)
     for (uint32_t i = to_post; i < n; i++)
         mcr_rdma_pool_put(&ctx->recv_pool, ctx->repost[i].buf_index);
     for (uint32_t i = 0; i < to_post; i++) {
-        uint32_t idx = ctx->repost[i].buf_index;
-        sge[i] = (struct ibv_sge){
-            .addr = (uintptr_t)mcr_rdma_pool_buf(&ctx->recv_pool, idx),
-            .length = (uint32_t)ctx->recv_pool.buf_size,
-            .lkey = ctx->recv_pool.mr->lkey,
-        };
-        wr[i] = (struct ibv_recv_wr){.wr_id = MCR_RDMA_WR_RECV | idx,
-                                     .sg_list = &sge[i],
-                                     .num_sge = 1,
-                                     .next = i + 1 < to_post ? &wr[i + 1] : NULL};
+        recv_wr(ctx, ctx->repost[i].buf_index, &sge[i], &wr[i]);
+        if (i + 1 < to_post)
+            wr[i].next = &wr[i + 1];
     }
     struct ibv_recv_wr *bad = NULL;
     uint32_t posted = to_post;
@@ -208,7 +209,6 @@ void mcr_rdma_ctx_flush_reposts(struct mcr_rdma_ctx *ctx)
     for (uint32_t i = 0; i < n; i++)
         owner[i] = ctx->repost[i].owner;
     ctx->repost_count = 0;
-    ctx->stats.recv_deferred = 0;
     for (uint32_t i = 0; i < n; i++) /* a failed post fails its endpoint */
         if (owner[i] != NULL && !ctx->destroying)
             owner[i]->impl->recv_reposted(owner[i]->ep, i < posted || i >= to_post);
@@ -429,6 +429,7 @@ void mcr_rdma_ctx_stats(const struct mcr_rdma_ctx *ctx, struct mcr_rdma_ctx_stat
     *out = ctx->stats;
     out->send_bufs_free = ctx->send_pool.free_count;
     out->recv_bufs_free = ctx->recv_pool.free_count;
+    out->recv_deferred = ctx->repost_count;
 }
 
 /* ---- endpoint and listener registry ---------------------------------- */
