@@ -650,6 +650,8 @@ static int drain_cq(struct mcr_rdma_ctx *ctx)
         for (int i = 0; i < n; i++)
             dispatch_wc(ctx, &wcs[i]);
         total += n;
+        if (n < 32)
+            return total; /* the queue was empty: what lands now is the next poll's */
     }
     return n < 0 ? -EIO : total;
 }
