@@ -222,6 +222,19 @@ void assoc_delete(const char *key, size_t nkey, uint64_t hv)
     }
 }
 
+bool assoc_replace(struct item *old, struct item *new_it, uint64_t hv)
+{
+    for (struct item **pos = bucket_of(hv); *pos; pos = &(*pos)->h_next) {
+        if (*pos == old) {
+            new_it->h_next = old->h_next;
+            *pos = new_it;
+            old->h_next = NULL;
+            return true;
+        }
+    }
+    return false;
+}
+
 bool assoc_wants_expand(void)
 {
     if (atomic_load_explicit(&expanding, memory_order_relaxed))

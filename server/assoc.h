@@ -29,10 +29,13 @@ void assoc_lock(uint64_t hv);
 bool assoc_trylock(uint64_t hv);
 void assoc_unlock(uint64_t hv);
 
-/* These three need the key's lock held. */
+/* These need the key's lock held. */
 struct item *assoc_find(const char *key, size_t nkey, uint64_t hv);
 void assoc_insert(struct item *it, uint64_t hv);
 void assoc_delete(const char *key, size_t nkey, uint64_t hv);
+/* Puts new_it where old is in the chain (same key, so same hv); false if
+ * old is not in the table. */
+bool assoc_replace(struct item *old, struct item *new_it, uint64_t hv);
 
 /* True when the table should grow; assoc_expand() then doubles it. Call
  * assoc_expand() with no item lock held; concurrent calls are serialised

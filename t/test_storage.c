@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/assoc.h"
 #include "server/clock.h"
 #include "server/items.h"
 #include "server/slabs.h"
@@ -1587,6 +1588,110 @@ static void test_hash_growth(void)
     storage_shutdown();
 }
 
+/* ---- replacing a stored key ------------------------------------------------------ */
+#define REPLACE_KEYS 200
+
+/* The value key i holds after `round` rounds of sets: rounds 1 and 3 keep
+ * the size class of the first value, round 2 moves odd keys to a larger one. */
+static void replace_value(char *buf, size_t cap, int i, int round)
+{
+    int len = round == 2 && i % 2 ? 300 + i % 7 : 8 + i % 5;
+    snprintf(buf, cap, "%d.%d.", round, i);
+    size_t head = strlen(buf);
+    for (size_t k = head; k < (size_t)len && k + 1 < cap; k++)
+        buf[k] = (char)('a' + (k + (size_t)i) % 26);
+    buf[(size_t)len < cap ? (size_t)len : cap - 1] = '\0';
+}
+
+/* Per-class item counts and bytes ("items:N:number", "items:N:mem_requested"),
+ * summed into one comparable string. */
+static void class_counts(char *out, size_t cap)
+{
+    static struct stat_list l;
+    l.n = 0;
+    storage_stats_items(collect, &l);
+    size_t at = 0;
+    out[0] = '\0';
+    for (int i = 0; i < l.n && at < cap; i++) {
+        const char *colon = strrchr(l.names[i], ':');
+        if (colon && (strcmp(colon, ":number") == 0 || strcmp(colon, ":mem_requested") == 0))
+            at += (size_t)snprintf(out + at, cap - at, "%s=%s ", l.names[i], l.values[i]);
+    }
+}
+
+/* A set over a live key takes the old item's place in its hash chain (or,
+ * when the size class changes, unlinks it and links the new one): every
+ * key sharing that chain stays reachable, and the counters end where
+ * storing the final values afresh puts them. */
+static void test_replace(void)
+{
+    struct storage_config cfg = default_config();
+    cfg.hashpower_init = 1; /* two buckets to start: chains are shared */
+    start(&cfg);
+    char key[32], val[512];
+    for (int i = 0; i < REPLACE_KEYS; i++) {
+        snprintf(key, sizeof(key), "rp:%d", i);
+        replace_value(val, sizeof(val), i, 0);
+        store(key, val, STORE_SET);
+    }
+    unsigned long long total_before = general_stat("total_items");
+    int sets = 0, stored = 0;
+    for (int round = 1; round <= 3; round++) {
+        for (int k = 0; k < REPLACE_KEYS; k++) {
+            int i = round == 2 ? REPLACE_KEYS - 1 - k : k; /* chain heads and tails both */
+            snprintf(key, sizeof(key), "rp:%d", i);
+            replace_value(val, sizeof(val), i, round);
+            enum store_op op = round == 3 && i % 3 == 0 ? STORE_REPLACE : STORE_SET;
+            stored += store(key, val, op) == STORE_STORED;
+            sets++;
+        }
+    }
+    ok(stored == sets, "%d of %d sets over live keys stored", stored, sets);
+    /* the keys that shared a chain while they were replaced */
+    size_t buckets = (size_t)1 << general_stat("hash_power_level");
+    int longest = 0;
+    static int depth[1 << 12];
+    if (buckets <= sizeof(depth) / sizeof(depth[0])) {
+        memset(depth, 0, sizeof(depth));
+        for (int i = 0; i < REPLACE_KEYS; i++) {
+            snprintf(key, sizeof(key), "rp:%d", i);
+            int d = ++depth[assoc_hash(key, strlen(key)) & (buckets - 1)];
+            if (d > longest)
+                longest = d;
+        }
+    }
+    ok(longest >= 3, "some chain holds %d of the keys (%zu buckets)", longest, buckets);
+    int right = 0;
+    for (int i = 0; i < REPLACE_KEYS; i++) {
+        snprintf(key, sizeof(key), "rp:%d", i);
+        replace_value(val, sizeof(val), i, 3);
+        right += has_value(key, val);
+    }
+    ok(right == REPLACE_KEYS, "every key holds its last value (%d of %d)", right, REPLACE_KEYS);
+    ok(general_stat("curr_items") == REPLACE_KEYS, "curr_items is %d after the replacements",
+       REPLACE_KEYS);
+    ok(general_stat("total_items") == total_before + (unsigned long long)sets,
+       "total_items counts every replacement");
+    unsigned long long bytes = general_stat("bytes");
+    static char counts[8192], fresh_counts[8192];
+    class_counts(counts, sizeof(counts));
+    storage_shutdown();
+
+    start(&cfg);
+    for (int i = 0; i < REPLACE_KEYS; i++) {
+        snprintf(key, sizeof(key), "rp:%d", i);
+        replace_value(val, sizeof(val), i, 3);
+        store(key, val, STORE_SET);
+    }
+    ok(general_stat("bytes") == bytes, "bytes as for the final values stored afresh (%llu, %llu)",
+       bytes, general_stat("bytes"));
+    class_counts(fresh_counts, sizeof(fresh_counts));
+    ok(strcmp(counts, fresh_counts) == 0, "per-class items and bytes as stored afresh");
+    if (strcmp(counts, fresh_counts) != 0)
+        diag("replaced: %s; afresh: %s", counts, fresh_counts);
+    storage_shutdown();
+}
+
 /* ---- concurrency smoke test ------------------------------------------------------ */
 #define SMOKE_KEYS 16384
 #define SMOKE_THREADS 4
@@ -1803,6 +1908,7 @@ int main(void)
     test_references();
     test_stats();
     test_hash_growth();
+    test_replace();
     test_threads();
     printf("1..%d\n", tests_run);
     return tests_failed ? 1 : 0;
