@@ -229,35 +229,32 @@ static void unlink_item(struct item *it, uint64_t hv)
 static void replace_item(struct item *old, struct item *new_it, uint64_t hv)
 {
     unsigned cls = item_lru_class(new_it);
-    if (!(item_flags_load(old) & ITEM_LINKED) || item_lru_class(old) != cls) {
-        unlink_item(old, hv);
-        link_item(new_it, hv);
-        return;
-    }
-    struct lru_list *l = lru_of(cls);
-    size_t old_total = item_ntotal(old), new_total = item_ntotal(new_it);
-    item_time_store(&new_it->time, clock_now());
-    new_it->cas = atomic_fetch_add(&cas_counter, 1) + 1;
-    /* Release: the slab mover reads the key of items it sees linked. */
-    __atomic_fetch_or(&new_it->it_flags, ITEM_LINKED, __ATOMIC_RELEASE);
-    if (!assoc_replace(old, new_it, hv)) {
+    if ((item_flags_load(old) & ITEM_LINKED) && item_lru_class(old) == cls) {
+        size_t old_total = item_ntotal(old), new_total = item_ntotal(new_it);
+        item_time_store(&new_it->time, clock_now());
+        new_it->cas = atomic_fetch_add(&cas_counter, 1) + 1;
+        /* Release: the slab mover reads the key of items it sees linked. */
+        __atomic_fetch_or(&new_it->it_flags, ITEM_LINKED, __ATOMIC_RELEASE);
+        if (assoc_replace(old, new_it, hv)) {
+            item_ref(new_it);
+            struct lru_list *l = lru_of(cls);
+            lru_lock(cls);
+            item_flags_clear(old, ITEM_LINKED);
+            lru_remove(l, old);
+            lru_push_head(l, new_it);
+            l->n.total_items++;
+            l->n.bytes += new_total;
+            l->n.bytes -= old_total;
+            lru_unlock(cls);
+            tstat_size_change(old->cas, old_total, false);
+            tstat_size_change(new_it->cas, new_total, true);
+            item_release(old);
+            return;
+        }
         item_flags_clear(new_it, ITEM_LINKED);
-        unlink_item(old, hv);
-        link_item(new_it, hv);
-        return;
     }
-    item_ref(new_it);
-    lru_lock(cls);
-    item_flags_clear(old, ITEM_LINKED);
-    lru_remove(l, old);
-    lru_push_head(l, new_it);
-    l->n.total_items++;
-    l->n.bytes += new_total;
-    l->n.bytes -= old_total;
-    lru_unlock(cls);
-    tstat_size_change(old->cas, old_total, false);
-    tstat_size_change(new_it->cas, new_total, true);
-    item_release(old);
+    unlink_item(old, hv);
+    link_item(new_it, hv);
 }
 
 /* Moves a read item to its LRU head if it has not moved for a while. */

@@ -1,8 +1,8 @@
 /*
- * t/test_storage.c: unit tests of the storage engine through items.h only,
- * printing TAP. Each group starts a fresh engine with the settings it
- * needs; time is moved with clock_advance_for_tests() instead of sleeping.
- * memcached 1.6's behaviour is the reference for every expectation.
+ * t/test_storage.c: unit tests of the storage engine through items.h (and
+ * assoc.h's key hash, to know which keys share a hash chain), printing TAP. Each group starts a
+ * fresh engine with the settings it needs; time is moved with clock_advance_for_tests() instead of
+ * sleeping. memcached 1.6's behaviour is the reference for every expectation.
  */
 #include <pthread.h>
 #include <stdatomic.h>
