@@ -33,7 +33,8 @@ char *memcached_get_by_key(memcached_st *ptr, const char *group_key, size_t grou
         return NULL;
     }
     struct lmr_op_args args = {.key = key, .key_length = key_length, .sink = LMR_SINK_LIBRARY};
-    memcached_request_st req = {0};
+    memcached_request_st req;
+    lmr_request_init(&req);
     memcached_return_t rc =
         lmr_op_blocking(ptr, &req, LMR_OP_GET, group_key, group_key_length, &args);
 

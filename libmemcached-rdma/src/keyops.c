@@ -8,7 +8,8 @@
 static memcached_return_t run(memcached_st *ptr, enum lmr_op_kind kind, const char *group_key,
                               size_t group_key_length, struct lmr_op_args *args, uint64_t *number)
 {
-    memcached_request_st req = {0};
+    memcached_request_st req;
+    lmr_request_init(&req);
     memcached_return_t rc = lmr_op_blocking(ptr, &req, kind, group_key, group_key_length, args);
     if (number != NULL && rc == MEMCACHED_SUCCESS)
         *number = req.number;

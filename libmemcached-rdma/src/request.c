@@ -2,6 +2,7 @@
  * operation, owned buffers, detached requests. Does no I/O and no encoding. */
 #include "request.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,11 @@ static void release_head(memcached_request_st *req)
     req->head_length = 0;
 }
 
+void lmr_request_init(memcached_request_st *req)
+{
+    memset(req, 0, offsetof(memcached_request_st, head_inline));
+}
+
 void lmr_request_prepare(memcached_request_st *req, struct lmr_client *client,
                          enum lmr_op_kind kind)
 {
@@ -26,7 +32,7 @@ void lmr_request_prepare(memcached_request_st *req, struct lmr_client *client,
     bool detached = req->detached;
     release_head(req);
     free(req->body_copy);
-    memset(req, 0, sizeof(*req));
+    lmr_request_init(req);
     req->lib_buffer = lib_buffer;
     req->lib_capacity = lib_capacity;
     req->detached = detached;

@@ -85,9 +85,8 @@ struct memcached_request_st {
     uint32_t opaque; /* binary protocol: ties replies to this request */
 
     /* wire bytes: head + body + tail, `sent` of them written so far */
-    char *head;
+    char *head; /* head_inline or a heap buffer */
     size_t head_length;
-    char head_inline[LMR_HEAD_INLINE];
     const char *body;
     size_t body_length;
     char *body_copy; /* owned copy (bset, buffered stores) */
@@ -106,9 +105,16 @@ struct memcached_request_st {
     uint64_t cas;
     uint64_t number; /* ARITH result */
     struct lmr_stat_sink *stats;
+
+    /* last: resetting a request clears everything before it, not this
+     * (a head is written before it is read) */
+    char head_inline[LMR_HEAD_INLINE];
 };
 
 size_t lmr_request_wire_length(const memcached_request_st *req);
+/* Makes a request (on the caller's stack) ready for lmr_request_prepare:
+ * owns nothing, so = {0} without clearing the inline head buffer. */
+void lmr_request_init(memcached_request_st *req);
 /* Resets a request for a new operation (keeps lib_buffer for reuse). */
 void lmr_request_prepare(memcached_request_st *req, struct lmr_client *client,
                          enum lmr_op_kind kind);

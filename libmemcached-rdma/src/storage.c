@@ -24,7 +24,8 @@ static memcached_return_t store(memcached_st *ptr, enum lmr_store_verb verb, con
         .cas = cas,
         .verb = verb,
     };
-    memcached_request_st req = {0};
+    memcached_request_st req;
+    lmr_request_init(&req);
     memcached_return_t rc =
         lmr_op_blocking(ptr, &req, LMR_OP_STORE, group_key, group_key_length, &args);
     lmr_request_release(&req);
