@@ -173,12 +173,19 @@ void storage_flush_all(rel_time_t when)
 }
 
 /* ---- linking ---------------------------------------------------------------- */
-static void link_item(struct item *it, uint64_t hv)
+/* An item about to enter the table: its store time, a new CAS, and the
+ * linked mark. */
+static void stamp_linked(struct item *it)
 {
     item_time_store(&it->time, clock_now());
     it->cas = atomic_fetch_add(&cas_counter, 1) + 1;
     /* Release: the slab mover reads the key of items it sees linked. */
     __atomic_fetch_or(&it->it_flags, ITEM_LINKED, __ATOMIC_RELEASE);
+}
+
+static void link_item(struct item *it, uint64_t hv)
+{
+    stamp_linked(it);
     assoc_insert(it, hv);
     item_ref(it);
     unsigned cls = item_lru_class(it);
@@ -231,10 +238,7 @@ static void replace_item(struct item *old, struct item *new_it, uint64_t hv)
     unsigned cls = item_lru_class(new_it);
     if ((item_flags_load(old) & ITEM_LINKED) && item_lru_class(old) == cls) {
         size_t old_total = item_ntotal(old), new_total = item_ntotal(new_it);
-        item_time_store(&new_it->time, clock_now());
-        new_it->cas = atomic_fetch_add(&cas_counter, 1) + 1;
-        /* Release: the slab mover reads the key of items it sees linked. */
-        __atomic_fetch_or(&new_it->it_flags, ITEM_LINKED, __ATOMIC_RELEASE);
+        stamp_linked(new_it);
         if (assoc_replace(old, new_it, hv)) {
             item_ref(new_it);
             struct lru_list *l = lru_of(cls);
