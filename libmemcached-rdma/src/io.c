@@ -503,22 +503,21 @@ static bool spin_for_input(struct lmr_client *c)
     }
     if (!pollers)
         return false;
-    /* every 32 rounds the processor is offered to other threads: software
-     * RDMA devices (rxe) work in kernel threads that a spinning client
-     * would starve. The clock is read only at every 8th such point: in
-     * some virtual machines a read is a system call that costs as much as
-     * dozens of rounds, and a reply arriving during it waits. So the
-     * budget counts from the 256th round and is checked every 256. */
+    /* every 256 rounds the processor is offered to other threads (software
+     * RDMA devices, rxe, do part of their work in kernel threads that a
+     * spinning client would starve) and the clock is read for the budget,
+     * which counts from the first such point. Both are system calls, and
+     * in a virtual machine each costs as much as dozens of rounds; a reply
+     * arriving during one waits for it (a yield every 32 rounds made small
+     * requests about 5% slower in the emulated guest). */
     int64_t until = 0;
     for (unsigned round = 1; budget > 0; round++) {
-        if (round % 32 == 0) {
-            if (round % 256 == 0) {
-                int64_t now = now_us();
-                if (until == 0)
-                    until = now + budget;
-                else if (now >= until)
-                    break;
-            }
+        if (round % 256 == 0) {
+            int64_t now = now_us();
+            if (until == 0)
+                until = now + budget;
+            else if (now >= until)
+                break;
             sched_yield();
         }
         for (uint32_t i = 0; i < c->server_count; i++) {
