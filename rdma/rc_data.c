@@ -479,6 +479,11 @@ static int rc_send(struct mcr_rdma_ep *ep, const struct mcr_rdma_send *msg)
         at += msg->iov[i].iov_len;
     }
     op->len = (uint32_t)at;
+    if (rc->wait_head == NULL && rc->sq_outstanding < rc->sq_depth && rc->send_credits >= 2 &&
+        !ctx->destroying) {
+        post_op(rc, op); /* the usual case: nothing waits before it, and it may go */
+        return 0;
+    }
     enqueue(rc, op);
     rc_pump(rc);
     return 0;

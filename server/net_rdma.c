@@ -981,6 +981,29 @@ static ssize_t sendv_zero_copy(struct rdma_conn *rc, const struct iovec *iov, in
     return output_blocked(rc);
 }
 
+/* Posts one eager message of msg_iov's bytes (at most the endpoint's
+ * eager payload); it carries the READ_DONE owed, if any. 0, -EAGAIN (no
+ * send buffer or credit: offered again once completions came) or another
+ * error. */
+static int send_eager(struct rdma_conn *rc, const struct iovec *msg_iov, int n)
+{
+    struct mcr_rdma_send s = {.type = MCR_RDMA_MSG_EAGER, .iov = msg_iov, .iovcnt = n};
+    bool carries_done = rc->rdone_owed && !rc->rdone_pending;
+    if (carries_done) {
+        s.flags = MCR_RDMA_F_READ_DONE;
+        s.request_id = rc->rdone_id;
+    }
+    int r = mcr_rdma_ep_send(rc->ep, &s);
+    if (r == -EAGAIN)
+        rc->send_blocked = true;
+    if (r != 0)
+        return r;
+    if (carries_done)
+        rc->rdone_owed = false;
+    CTR_ADD(rc->rw, eager_msgs, 1);
+    return 0;
+}
+
 static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
 {
     struct rdma_conn *rc = c->tp_data;
@@ -1012,13 +1035,13 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
         }
         return (ssize_t)rc->zw.len;
     }
-    if (rc->land_ever || rc->vbufs.count > 0) {
-        size_t all = 0;
-        for (int k = 0; k < iovcnt; k++)
-            all += iov[k].iov_len;
+    size_t all = 0;
+    for (int k = 0; k < iovcnt; k++)
+        all += iov[k].iov_len;
+    if (all > max_payload && (rc->land_ever || rc->vbufs.count > 0)) {
         int first;
         size_t run;
-        if (all > max_payload && find_slab_run(rc, iov, iovcnt, max_payload / 2, &first, &run)) {
+        if (find_slab_run(rc, iov, iovcnt, max_payload / 2, &first, &run)) {
             struct rdma_vbuf vb;
             if (first == 0 && rdma_vbufs_take(&rc->vbufs, iov[0].iov_base, run, &vb))
                 return sendv_zero_copy(rc, iov, iovcnt, 0, run, &vb);
@@ -1040,13 +1063,27 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
                 if (rides && rc->land_ever)
                     return sendv_zero_copy(rc, iov, iovcnt, first, run, NULL);
                 iovcnt = first;
-                all = 0;
-                for (int k = 0; k < iovcnt; k++)
-                    all += iov[k].iov_len;
+                all = head_len;
             }
         }
         if (all > max_payload && rc->land_ever)
             return sendv_rendezvous(rc, iov, iovcnt, all);
+    }
+    if (all > 0 && all <= max_payload && iovcnt <= RDMA_MSG_IOV_MAX) {
+        /* the usual reply: one message, from the iovecs as they are */
+        int r = send_eager(rc, iov, iovcnt);
+        if (r != 0 && r != -EAGAIN) {
+            errno = EPIPE;
+            return -1;
+        }
+        if (r == 0)
+            CTR_ADD(rc->rw, bytes_written, all);
+        count_stalls(rc);
+        if (r != 0) {
+            errno = EAGAIN;
+            return -1;
+        }
+        return (ssize_t)all;
     }
     size_t total = 0;
     int i = 0;
@@ -1077,31 +1114,16 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
         }
         if (msg_len == 0)
             break;
-        struct mcr_rdma_send s = {
-            .type = MCR_RDMA_MSG_EAGER,
-            .iov = msg_iov,
-            .iovcnt = n,
-        };
-        bool carries_done = rc->rdone_owed && !rc->rdone_pending;
-        if (carries_done) {
-            s.flags = MCR_RDMA_F_READ_DONE;
-            s.request_id = rc->rdone_id;
-        }
-        int rc_send = mcr_rdma_ep_send(rc->ep, &s);
-        if (rc_send == -EAGAIN) {
-            rc->send_blocked = true;
+        int r = send_eager(rc, msg_iov, n);
+        if (r == -EAGAIN)
             break;
-        }
-        if (rc_send != 0) {
+        if (r != 0) {
             errno = EPIPE;
             return total > 0 ? (ssize_t)total : -1;
         }
-        if (carries_done)
-            rc->rdone_owed = false;
         total += msg_len;
         i = j;
         off = joff;
-        CTR_ADD(rc->rw, eager_msgs, 1);
     }
     CTR_ADD(rc->rw, bytes_written, total);
     count_stalls(rc);

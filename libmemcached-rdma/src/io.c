@@ -27,7 +27,8 @@
  * this many deferred bytes, or the window filling up. */
 #define LMR_DEFER_BYTES_MAX 65536
 /* Requests whose pieces (head, value, tail) add up to at most this many bytes
- * are copied into one buffer and sent with a single plain send. */
+ * are copied into one buffer and sent with a single plain send (unless the
+ * transport copies them anyway: copies_on_send). */
 #define LMR_COALESCE_MAX 4608
 
 static void pump(memcached_instance_st *srv, bool receive);
@@ -315,7 +316,7 @@ static bool send_some(memcached_instance_st *srv)
         if (n == 0)
             return true;
         char stage[LMR_COALESCE_MAX];
-        if (n > 1) {
+        if (n > 1 && !srv->conn.ops->copies_on_send) {
             size_t total = 0;
             for (int i = 0; i < n && total <= sizeof(stage); i++)
                 total += iov[i].iov_len;

@@ -34,6 +34,10 @@ struct lmr_endpoint {
 
 struct lmr_transport_ops {
     const char *name;
+    /* true when send copies the bytes into buffers of its own anyway
+     * (RDMA): the pipeline then hands it a request's pieces as they are
+     * instead of gathering small ones into one buffer first */
+    bool copies_on_send;
     /* Connects. A transport with finish_open may return
      * MEMCACHED_IN_PROGRESS instead of waiting: poll_fd then turns writable
      * when finish_open has news, and the pipeline enforces

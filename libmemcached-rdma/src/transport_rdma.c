@@ -339,9 +339,35 @@ static int send_value_ads(struct rdma_stream *s, const struct value_buf *carried
     return 1;
 }
 
-/* Hands bytes of iov (from byte `skip` on) to the endpoint in eager
- * messages until done or no send buffer is free; returns bytes taken, or -1
- * when the connection failed. */
+/* Sends one eager message of iov's bytes (at most the endpoint's eager
+ * payload). A landing buffer to advertise again, or else the value buffer
+ * `carried` (when not advertised yet), rides on it. 0, -EAGAIN (no send
+ * buffer or credit) or another error. */
+static int send_eager(struct rdma_stream *s, const struct iovec *iov, int iovcnt,
+                      struct value_buf *carried)
+{
+    struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_EAGER, .iov = iov, .iovcnt = iovcnt};
+    struct mcr_rdma_rndv region;
+    bool with_land = s->land_need;
+    bool with_value = !with_land && carried != NULL && !carried->advertised;
+    if (with_land || with_value) {
+        m = with_land ? land_ad(s, &region) : value_ad(carried, &region);
+        m.iov = iov;
+        m.iovcnt = iovcnt;
+    }
+    int rc = mcr_rdma_ep_send(s->ep, &m);
+    if (rc != 0)
+        return rc;
+    if (with_land)
+        land_advertised(s);
+    if (with_value)
+        carried->advertised = true;
+    return 0;
+}
+
+/* Hands the bytes of iov to the endpoint in eager messages (or, for a
+ * large value, a rendezvous) until done or no send buffer is free; returns
+ * bytes taken, or -1 when the connection failed. */
 static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovcnt)
 {
     if (s->ep == NULL || s->closed)
@@ -354,6 +380,17 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
     if (ads <= 0)
         return ads;
     size_t max_payload = mcr_rdma_ep_max_eager_payload(s->ep);
+    if (iovcnt <= RDMA_MSG_IOV_MAX) { /* the usual request: one message, from iov as it is */
+        size_t all = 0;
+        for (int k = 0; k < iovcnt; k++)
+            all += iov[k].iov_len;
+        if (all > 0 && all <= max_payload) {
+            int rc = send_eager(s, iov, iovcnt, carried);
+            if (rc == 0)
+                return (ssize_t)all;
+            return rc == -EAGAIN ? 0 : -1;
+        }
+    }
     size_t taken = 0;
     int i = 0;
     size_t off = 0;
@@ -456,26 +493,11 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
                 continue;
             }
         }
-        struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_EAGER, .iov = msg_iov, .iovcnt = n};
-        /* a landing buffer to advertise again, or one value buffer,
-         * rides on the request */
-        struct mcr_rdma_rndv region;
-        bool with_land = s->land_need;
-        bool with_value = !with_land && carried != NULL && !carried->advertised;
-        if (with_land || with_value) {
-            m = with_land ? land_ad(s, &region) : value_ad(carried, &region);
-            m.iov = msg_iov;
-            m.iovcnt = n;
-        }
-        int rc = mcr_rdma_ep_send(s->ep, &m);
+        int rc = send_eager(s, msg_iov, n, carried);
         if (rc == -EAGAIN)
             return (ssize_t)taken;
         if (rc != 0)
             return -1;
-        if (with_land)
-            land_advertised(s);
-        if (with_value)
-            carried->advertised = true;
         taken += msg_len;
         i = j;
         off = joff;
@@ -814,6 +836,7 @@ static void rdma_close(struct lmr_conn *conn)
 
 const struct lmr_transport_ops lmr_transport_rdma = {
     .name = "rdma",
+    .copies_on_send = true,
     .open = rdma_open,
     .send = rdma_send,
     .recv = rdma_recv,
