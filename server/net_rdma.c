@@ -1076,13 +1076,12 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
             errno = EPIPE;
             return -1;
         }
-        if (r == 0)
-            CTR_ADD(rc->rw, bytes_written, all);
         count_stalls(rc);
-        if (r != 0) {
+        if (r == -EAGAIN) {
             errno = EAGAIN;
             return -1;
         }
+        CTR_ADD(rc->rw, bytes_written, all);
         return (ssize_t)all;
     }
     size_t total = 0;
