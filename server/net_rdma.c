@@ -102,6 +102,7 @@ void net_rdma_shutdown(void) {}
 #include "net_rdma_vbuf.h"
 #include "rdma/ctx.h"
 #include "rdma/mr.h"
+#include "rdma/iov_cut.h"
 #include "rdma/rc.h"
 #include "stats.h"
 #include "thread.h"
@@ -116,8 +117,6 @@ void net_rdma_shutdown(void) {}
  * as dozens of polls, and a completion arriving during it waits). About
  * 20-40 us on hardware, a few hundred in the emulated test guest. */
 #define RDMA_SPIN_PASS_POLLS 512
-/* iovecs gathered into one message */
-#define RDMA_MSG_IOV_MAX 64
 /* Largest landing buffer a client may advertise for RDMA WRITEs. */
 #define RDMA_LAND_MAX (16u * 1024 * 1024)
 /* Output bytes ahead of a value (a reply's header and flags, or its key)
@@ -1069,7 +1068,7 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
         if (all > max_payload && rc->land_ever)
             return sendv_rendezvous(rc, iov, iovcnt, all);
     }
-    if (all > 0 && all <= max_payload && iovcnt <= RDMA_MSG_IOV_MAX) {
+    if (all > 0 && all <= max_payload && iovcnt <= MCR_RDMA_MSG_IOV_MAX) {
         /* the usual reply: one message, from the iovecs as they are */
         int r = send_eager(rc, iov, iovcnt);
         if (r != 0 && r != -EAGAIN) {
@@ -1085,32 +1084,12 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
         return (ssize_t)all;
     }
     size_t total = 0;
-    int i = 0;
-    size_t off = 0; /* into iov[i] */
-    while (i < iovcnt) {
-        struct iovec msg_iov[RDMA_MSG_IOV_MAX];
-        int n = 0;
-        size_t msg_len = 0;
-        int j = i;
-        size_t joff = off;
-        while (j < iovcnt && n < RDMA_MSG_IOV_MAX && msg_len < max_payload) {
-            size_t avail = iov[j].iov_len - joff;
-            if (avail == 0) {
-                j++;
-                joff = 0;
-                continue;
-            }
-            size_t take = avail < max_payload - msg_len ? avail : max_payload - msg_len;
-            msg_iov[n].iov_base = (char *)iov[j].iov_base + joff;
-            msg_iov[n].iov_len = take;
-            n++;
-            msg_len += take;
-            joff += take;
-            if (joff == iov[j].iov_len) {
-                j++;
-                joff = 0;
-            }
-        }
+    struct mcr_rdma_iov_pos pos = {0, 0};
+    for (;;) {
+        struct iovec msg_iov[MCR_RDMA_MSG_IOV_MAX];
+        int n;
+        struct mcr_rdma_iov_pos next = pos;
+        size_t msg_len = mcr_rdma_iov_cut(iov, iovcnt, &next, max_payload, msg_iov, &n);
         if (msg_len == 0)
             break;
         int r = send_eager(rc, msg_iov, n);
@@ -1121,8 +1100,7 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
             return total > 0 ? (ssize_t)total : -1;
         }
         total += msg_len;
-        i = j;
-        off = joff;
+        pos = next;
     }
     CTR_ADD(rc->rw, bytes_written, total);
     count_stalls(rc);

@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "rdma/ctx.h"
+#include "rdma/iov_cut.h"
 #include "rdma/mr.h"
 #include "rdma/rc.h"
 
@@ -59,7 +60,6 @@
 /* How long send may wait for that, and close for a clean disconnect. */
 #define RDMA_OUT_WAIT_MS 5000
 #define RDMA_CLOSE_WAIT_MS 1000
-#define RDMA_MSG_IOV_MAX 64
 /* The most request bytes sent ahead of a large value on its RNDV_READ. */
 #define RDMA_HEAD_MAX 1024
 /* The landing buffer advertised to the server for large replies. */
@@ -380,7 +380,7 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
     if (ads <= 0)
         return ads;
     size_t max_payload = mcr_rdma_ep_max_eager_payload(s->ep);
-    if (iovcnt <= RDMA_MSG_IOV_MAX) { /* the usual request: one message, from iov as it is */
+    if (iovcnt <= MCR_RDMA_MSG_IOV_MAX) { /* the usual request: one message, from iov as it is */
         size_t all = 0;
         for (int k = 0; k < iovcnt; k++)
             all += iov[k].iov_len;
@@ -392,32 +392,12 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
         }
     }
     size_t taken = 0;
-    int i = 0;
-    size_t off = 0;
+    struct mcr_rdma_iov_pos pos = {0, 0};
     for (;;) {
-        struct iovec msg_iov[RDMA_MSG_IOV_MAX];
-        int n = 0;
-        size_t msg_len = 0;
-        int j = i;
-        size_t joff = off;
-        while (j < iovcnt && n < RDMA_MSG_IOV_MAX && msg_len < max_payload) {
-            size_t avail = iov[j].iov_len - joff;
-            if (avail == 0) {
-                j++;
-                joff = 0;
-                continue;
-            }
-            size_t take = avail < max_payload - msg_len ? avail : max_payload - msg_len;
-            msg_iov[n].iov_base = (char *)iov[j].iov_base + joff;
-            msg_iov[n].iov_len = take;
-            n++;
-            msg_len += take;
-            joff += take;
-            if (joff == iov[j].iov_len) {
-                j++;
-                joff = 0;
-            }
-        }
+        struct iovec msg_iov[MCR_RDMA_MSG_IOV_MAX];
+        int n;
+        struct mcr_rdma_iov_pos next = pos;
+        size_t msg_len = mcr_rdma_iov_cut(iov, iovcnt, &next, max_payload, msg_iov, &n);
         if (msg_len == 0) {
             if (carried != NULL && !carried->advertised && send_value_ads(s, NULL) < 0)
                 return -1; /* nothing to carry it: on its own */
@@ -425,8 +405,8 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
         }
         if (msg_len == max_payload && s->src_reg.mr != NULL) {
             size_t rest = 0;
-            for (int k = i; k < iovcnt; k++)
-                rest += iov[k].iov_len - (k == i ? off : 0);
+            for (int k = pos.index; k < iovcnt; k++)
+                rest += iov[k].iov_len - (k == pos.index ? pos.offset : 0);
             if (rest > max_payload) {
                 if (s->src_busy)
                     return (ssize_t)taken; /* kept until the server pulled the last one */
@@ -440,13 +420,14 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
                  * payload, so the server has it at once and can READ the
                  * value straight into the item; without a head it would
                  * first READ the region's start to find out what it is. */
-                struct iovec head_iov[RDMA_MSG_IOV_MAX];
+                struct iovec head_iov[MCR_RDMA_MSG_IOV_MAX];
                 int nhead = 0;
                 size_t head = 0;
-                int k = i;
-                size_t koff = off;
+                int k = pos.index;
+                size_t koff = pos.offset;
                 while (k < iovcnt && iov[k].iov_len - koff <= max_payload &&
-                       nhead < RDMA_MSG_IOV_MAX && head + iov[k].iov_len - koff <= RDMA_HEAD_MAX) {
+                       nhead < MCR_RDMA_MSG_IOV_MAX &&
+                       head + iov[k].iov_len - koff <= RDMA_HEAD_MAX) {
                     head_iov[nhead].iov_base = (char *)iov[k].iov_base + koff;
                     head_iov[nhead++].iov_len = iov[k].iov_len - koff;
                     head += iov[k].iov_len - koff;
@@ -456,8 +437,8 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
                 if (k == iovcnt || iov[k].iov_len - koff <= max_payload) {
                     nhead = 0; /* no large piece close enough: all in the region */
                     head = 0;
-                    k = i;
-                    koff = off;
+                    k = pos.index;
+                    koff = pos.offset;
                 }
                 rest -= head;
                 size_t want = rest < s->src_reg.len ? rest : s->src_reg.len;
@@ -488,8 +469,7 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
                 s->src_id++;
                 s->src_busy = true;
                 taken += head + got;
-                i = k;
-                off = koff;
+                pos = (struct mcr_rdma_iov_pos){k, koff};
                 continue;
             }
         }
@@ -499,8 +479,7 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
         if (rc != 0)
             return -1;
         taken += msg_len;
-        i = j;
-        off = joff;
+        pos = next;
     }
 }
 
