@@ -111,12 +111,19 @@ void net_rdma_shutdown(void) {}
 #define RDMA_INPUT_HIGH (256 * 1024)
 /* Adaptive polling keeps polling this long after the last completion. */
 #define RDMA_ADAPTIVE_US 200
-/* A polling pass spins on the completion queue for at most this many
- * empty polls (counted, not timed: where the clock is an emulated device,
- * a virtual machine's HPET, each read is a system call that costs as much
- * as dozens of polls, and a completion arriving during it waits). About
- * 20-40 us on hardware, a few hundred in the emulated test guest. */
+/* A polling pass polls the completion queue at most this many times and
+ * serves at most RDMA_SPIN_PASS_COMPLETIONS completions before it returns
+ * to the event loop (counted, not timed: where the clock is an emulated
+ * device, a virtual machine's HPET, each read is a system call that costs
+ * as much as dozens of polls, and a completion arriving during it waits).
+ * About 20-40 us on hardware, a few hundred in the emulated test guest:
+ * the longest a socket on a spinning worker waits for its turn. */
 #define RDMA_SPIN_PASS_POLLS 512
+#define RDMA_SPIN_PASS_COMPLETIONS 64
+/* A spinning worker offers the processor to other threads after this many
+ * empty polls in a row: rarely, because on an emulated device every system
+ * call between two doorbells makes the next one slower. */
+#define RDMA_SPIN_YIELD_POLLS 1024
 /* Largest landing buffer a client may advertise for RDMA WRITEs. */
 #define RDMA_LAND_MAX (16u * 1024 * 1024)
 /* Output bytes ahead of a value (a reply's header and flags, or its key)
@@ -229,7 +236,8 @@ struct rdma_worker {
     struct event *ctx_ev;  /* the context's descriptor */
     struct event *poll_ev; /* spin / adaptive polling */
     uint64_t last_busy_us;
-    bool polling; /* the context's completions raise no events */
+    unsigned empty_polls; /* polls in a row that found nothing, across passes */
+    bool polling;         /* the context's completions raise no events */
     /* While the worker handles completions, connections they made ready
      * are listed here and served right after (dispatch_ready) instead of
      * through their events: one pass of the event loop less per request. */
@@ -1286,30 +1294,44 @@ static void ctx_event_cb(evutil_socket_t fd, short what, void *arg)
     keep_polling(rw, n);
 }
 
-/* One polling pass: polls the completion queue up to RDMA_SPIN_PASS_POLLS
- * times until something completes, so an idle spinning worker enters the
- * event loop (one system call) only that often. */
+/* One polling pass: polls the completion queue and serves what completes
+ * as it goes, until RDMA_SPIN_PASS_POLLS polls or RDMA_SPIN_PASS_COMPLETIONS
+ * completions, so a spinning worker enters the event loop (a system call)
+ * only that often. Requests that follow each other closely are served in
+ * one pass: every system call between two doorbells makes the next one
+ * slower on an emulated device (see doc/rdma.md). */
 static void poll_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct rdma_worker *rw = arg;
+    int handled = 0;
     start_collecting(rw);
-    int n = mcr_rdma_ctx_poll(rw->ctx);
-    if (n == 0) {
-        /* every 64 polls the processor is offered to other threads:
-         * software RDMA devices (rxe) do their work in kernel threads that a
-         * spinning thread would starve */
-        for (unsigned i = 1; n == 0 && i < RDMA_SPIN_PASS_POLLS; i++) {
-            if (i % 64 == 0)
-                sched_yield();
-            n = mcr_rdma_ctx_poll(rw->ctx);
+    for (unsigned polls = 1;; polls++) {
+        int n = mcr_rdma_ctx_poll(rw->ctx);
+        if (n < 0)
+            break;
+        if (n > 0) {
+            unblock_writers(rw);
+            handled += n;
+            rw->empty_polls = 0;
+            if (polls >= RDMA_SPIN_PASS_POLLS || handled >= RDMA_SPIN_PASS_COMPLETIONS)
+                break;
+            dispatch_ready(rw); /* its replies go out now, not at the end of the pass */
+            start_collecting(rw);
+            continue;
+        }
+        if (polls >= RDMA_SPIN_PASS_POLLS)
+            break;
+        /* software RDMA devices (rxe) do part of their work in kernel
+         * threads that a spinning thread would starve */
+        if (++rw->empty_polls == RDMA_SPIN_YIELD_POLLS) {
+            rw->empty_polls = 0;
+            sched_yield();
         }
     }
-    if (n > 0)
-        unblock_writers(rw);
     dispatch_ready(rw);
-    keep_polling(rw, n);
+    keep_polling(rw, handled);
 }
 
 /* On the worker's thread. */

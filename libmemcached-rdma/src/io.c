@@ -30,6 +30,10 @@
  * are copied into one buffer and sent with a single plain send (unless the
  * transport copies them anyway: copies_on_send). */
 #define LMR_COALESCE_MAX 4608
+/* A client spinning for a reply makes no system call for this many rounds,
+ * then reads the clock and yields every LMR_SPIN_CHECK_ROUNDS rounds. */
+#define LMR_SPIN_QUIET_ROUNDS 4096
+#define LMR_SPIN_CHECK_ROUNDS 256
 
 static void pump(memcached_instance_st *srv, bool receive);
 
@@ -504,16 +508,20 @@ static bool spin_for_input(struct lmr_client *c)
     }
     if (!pollers)
         return false;
-    /* every 256 rounds the processor is offered to other threads (software
-     * RDMA devices, rxe, do part of their work in kernel threads that a
-     * spinning client would starve) and the clock is read for the budget,
-     * which counts from the first such point. Both are system calls, and
-     * in a virtual machine each costs as much as dozens of rounds; a reply
-     * arriving during one waits for it (a yield every 32 rounds made small
-     * requests about 5% slower in the emulated guest). */
+    /* Past LMR_SPIN_QUIET_ROUNDS, and every LMR_SPIN_CHECK_ROUNDS after, the
+     * processor is offered to other threads (software RDMA devices, rxe, do
+     * part of their work in kernel threads that a spinning client would
+     * starve) and the clock is read for the budget, which counts from the
+     * first such point. Both are system calls. The first rounds make none:
+     * a small request's reply comes within them, and on an emulated device
+     * any system call between two doorbells makes the next one slower (a
+     * clock read and a yield at round 256 cost a 1-byte get about 4 us in
+     * the test guest; see doc/rdma.md). */
     int64_t until = 0;
+    unsigned next_check = LMR_SPIN_QUIET_ROUNDS;
     for (unsigned round = 1; budget > 0; round++) {
-        if (round % 256 == 0) {
+        if (round == next_check) {
+            next_check += LMR_SPIN_CHECK_ROUNDS;
             int64_t now = now_us();
             if (until == 0)
                 until = now + budget;

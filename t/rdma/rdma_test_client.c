@@ -53,17 +53,21 @@ static memcached_st *rdma_client(const struct server *s)
     return memcached(cfg, strlen(cfg));
 }
 
-static void server_start(struct server *s, unsigned tcp_port, unsigned rdma_port)
+/* Starts the server with TCP on tcp_port and RDMA on rdma_port; threads
+ * workers, and poll (NULL or an rdma_poll= value) for its RDMA polling. */
+static void server_start_with(struct server *s, unsigned tcp_port, unsigned rdma_port,
+                              const char *threads, const char *poll)
 {
-    char listen[96], port[16];
+    char listen[128], port[16];
     s->tcp_port = tcp_port;
     s->rdma_port = rdma_port;
-    snprintf(listen, sizeof(listen), "rdma_listen=%s:%u", rxe, rdma_port);
+    snprintf(listen, sizeof(listen), "rdma_listen=%s:%u%s%s", rxe, rdma_port,
+             poll ? ",rdma_poll=" : "", poll ? poll : "");
     snprintf(port, sizeof(port), "%u", tcp_port);
     s->pid = fork();
     if (s->pid == 0) {
-        execl(server_bin, server_bin, "-u", "root", "-l", "127.0.0.1", "-p", port, "-t", "2", "-m",
-              "128", "-I", "9m", "-o", listen, (char *)NULL);
+        execl(server_bin, server_bin, "-u", "root", "-l", "127.0.0.1", "-p", port, "-t", threads,
+              "-m", "128", "-I", "9m", "-o", listen, (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 200 && !tcp_accepts(tcp_port); i++)
@@ -78,6 +82,11 @@ static void server_start(struct server *s, unsigned tcp_port, unsigned rdma_port
         usleep(200000);
     }
     tap_bail("server on rdma port %u did not answer", rdma_port);
+}
+
+static void server_start(struct server *s, unsigned tcp_port, unsigned rdma_port)
+{
+    server_start_with(s, tcp_port, rdma_port, "2", NULL);
 }
 
 static void server_stop(struct server *s, int sig)
@@ -617,6 +626,27 @@ static int client_process(int k, unsigned rdma_port)
     return wrong == 0 ? 0 : 1;
 }
 
+/* Sets and gets small values back to back until killed (at most 200,000
+ * pairs), keeping a spinning worker busy; exits 1 at the first wrong reply. */
+static int busy_client_process(unsigned rdma_port)
+{
+    struct server s = {.rdma_port = rdma_port};
+    memcached_st *m = rdma_client(&s);
+    for (int i = 0; i < 200000; i++) {
+        char val[32];
+        int vl = snprintf(val, sizeof(val), "busy %d", i);
+        if (memcached_set(m, "busy", 4, val, (size_t)vl, 0, 0) != MEMCACHED_SUCCESS)
+            return 1;
+        size_t l = 0;
+        char *got = memcached_get(m, "busy", 4, &l, &(uint32_t){0}, &(memcached_return_t){0});
+        bool ok = got && l == (size_t)vl && memcmp(got, val, l) == 0;
+        free(got);
+        if (!ok)
+            return 1;
+    }
+    return 0;
+}
+
 /* Sets and gets 8 MiB values until killed (every one a rendezvous). */
 static int big_client_process(unsigned rdma_port)
 {
@@ -644,6 +674,8 @@ int main(int argc, char **argv)
         return client_process(atoi(argv[2]), (unsigned)atoi(argv[3]));
     if (strcmp(argv[1], "--big") == 0 && argc == 3)
         return big_client_process((unsigned)atoi(argv[2]));
+    if (strcmp(argv[1], "--busy") == 0 && argc == 3)
+        return busy_client_process((unsigned)atoi(argv[2]));
     const char *self = argv[0];
     server_bin = argv[1];
     signal(SIGPIPE, SIG_IGN);
@@ -866,6 +898,59 @@ int main(int argc, char **argv)
     tap_ok(rc == MEMCACHED_SUCCESS, "after a restart the next call reconnects (%s)",
            memcached_strerror(mk, rc));
     memcached_free(mk);
+
+    /* ---- a spinning worker serves its sockets between polling passes --------------------- */
+    {
+        struct server s3;
+        server_start_with(&s3, base + 4, base + 5, "1", "spin"); /* one worker for both */
+        pid_t busy = fork();
+        if (busy == 0) {
+            char port[16];
+            snprintf(port, sizeof(port), "%u", s3.rdma_port);
+            execl(self, self, "--busy", port, (char *)NULL);
+            _exit(126);
+        }
+        memcached_st *m3 = rdma_client(&s3);
+        long served_before = 0;
+        for (int i = 0; i < 200 && served_before < 50; i++) { /* the busy client is at work */
+            usleep(50000);
+            served_before = rdma_stat(m3, "get_hits");
+        }
+        memcached_free(m3);
+        memcached_st *mt3 = memcached_create(NULL);
+        memcached_server_add(mt3, "127.0.0.1", (in_port_t)s3.tcp_port);
+        memcached_behavior_set(mt3, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 3000);
+        int tcp_bad = 0;
+        for (int i = 0; i < 300 && tcp_bad == 0; i++) {
+            char key[32];
+            int kl = snprintf(key, sizeof(key), "sock%d", i);
+            rc = memcached_set(mt3, key, (size_t)kl, key, (size_t)kl, 0, 0);
+            if (rc != MEMCACHED_SUCCESS) {
+                tap_diag("socket set %d: %s", i, memcached_strerror(mt3, rc));
+                tcp_bad++;
+            }
+            size_t l = 0;
+            char *got = memcached_get(mt3, key, (size_t)kl, &l, &(uint32_t){0}, &rc);
+            if (!got || l != (size_t)kl || memcmp(got, key, l) != 0) {
+                tap_diag("socket get %d: %s", i, memcached_strerror(mt3, rc));
+                tcp_bad++;
+            }
+            free(got);
+        }
+        m3 = rdma_client(&s3);
+        long served_during = rdma_stat(m3, "get_hits") - served_before;
+        memcached_free(m3);
+        int ws = 0;
+        bool busy_alive = waitpid(busy, &ws, WNOHANG) == 0;
+        kill(busy, SIGKILL);
+        waitpid(busy, &ws, 0);
+        memcached_free(mt3);
+        tap_ok(tcp_bad == 0 && busy_alive && served_during >= 300 + 100,
+               "a spinning worker busy with an RDMA client serves a socket client too (300 "
+               "TCP sets and gets, %d wrong; %ld hits in all meanwhile)",
+               tcp_bad, served_during);
+        server_stop(&s3, SIGTERM);
+    }
 
     memcached_free(mr);
     server_stop(&s2, SIGTERM);
