@@ -122,8 +122,14 @@ void net_rdma_shutdown(void) {}
 #define RDMA_SPIN_PASS_COMPLETIONS 64
 /* A spinning worker offers the processor to other threads after this many
  * empty polls in a row: rarely, because on an emulated device every system
- * call between two doorbells makes the next one slower. */
+ * call between two doorbells makes the next one slower. A worker that may
+ * run on one processor only offers it far more often: there a yield is
+ * how a client on the same machine gets to run, and the scheduler ignores
+ * the yield of a thread that is owed much time, which long spins build up
+ * (a spinning client and server on one processor: 4.4 ms a get, against
+ * 0.4 ms with frequent yields). */
 #define RDMA_SPIN_YIELD_POLLS 1024
+#define RDMA_SPIN_YIELD_POLLS_ONE_CPU 64
 /* Largest landing buffer a client may advertise for RDMA WRITEs. */
 #define RDMA_LAND_MAX (16u * 1024 * 1024)
 /* Output bytes ahead of a value (a reply's header and flags, or its key)
@@ -237,6 +243,7 @@ struct rdma_worker {
     struct event *poll_ev; /* spin / adaptive polling */
     uint64_t last_busy_us;
     unsigned empty_polls; /* polls in a row that found nothing, across passes */
+    unsigned yield_polls; /* empty polls in a row before a yield */
     bool polling;         /* the context's completions raise no events */
     /* While the worker handles completions, connections they made ready
      * are listed here and served right after (dispatch_ready) instead of
@@ -1325,7 +1332,7 @@ static void poll_cb(evutil_socket_t fd, short what, void *arg)
             break;
         /* software RDMA devices (rxe) do part of their work in kernel
          * threads that a spinning thread would starve */
-        if (++rw->empty_polls == RDMA_SPIN_YIELD_POLLS) {
+        if (++rw->empty_polls >= rw->yield_polls) {
             rw->empty_polls = 0;
             sched_yield();
         }
@@ -1335,9 +1342,17 @@ static void poll_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* On the worker's thread. */
+/* True when the calling thread may run on one processor only. */
+static bool on_one_cpu(void)
+{
+    cpu_set_t allowed;
+    return sched_getaffinity(0, sizeof(allowed), &allowed) == 0 && CPU_COUNT(&allowed) == 1;
+}
+
 static void worker_attach(struct worker *w, void *arg)
 {
     struct rdma_worker *rw = arg;
+    rw->yield_polls = on_one_cpu() ? RDMA_SPIN_YIELD_POLLS_ONE_CPU : RDMA_SPIN_YIELD_POLLS;
     rw->ctx_ev =
         event_new(w->base, mcr_rdma_ctx_fd(rw->ctx), EV_READ | EV_PERSIST, ctx_event_cb, rw);
     rw->poll_ev = event_new(w->base, -1, 0, poll_cb, rw);

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,11 @@
  * transport copies them anyway: copies_on_send). */
 #define LMR_COALESCE_MAX 4608
 /* A client spinning for a reply makes no system call for this many rounds,
- * then reads the clock and yields every LMR_SPIN_CHECK_ROUNDS rounds. */
+ * then reads the clock and yields every LMR_SPIN_CHECK_ROUNDS rounds. A
+ * process that may run on one processor only checks from the first
+ * LMR_SPIN_CHECK_ROUNDS: there a yield is how a server on the same machine
+ * gets to run, and the scheduler ignores the yield of a thread that is owed
+ * much time, which long spins build up. */
 #define LMR_SPIN_QUIET_ROUNDS 4096
 #define LMR_SPIN_CHECK_ROUNDS 256
 
@@ -492,6 +497,23 @@ static int64_t now_us(void)
 /* Servers whose transport polls input without a system call (RDMA) are
  * polled for up to their spin budget before the pipeline sleeps, then
  * readied for sleeping. True when one of them has input. */
+/* Rounds before a spinning client's first check: LMR_SPIN_QUIET_ROUNDS, or
+ * LMR_SPIN_CHECK_ROUNDS where the process may run on one processor only
+ * (asked of the kernel once per process). */
+static unsigned spin_quiet_rounds(void)
+{
+    static _Atomic unsigned known; /* 0 until asked */
+    unsigned rounds = atomic_load_explicit(&known, memory_order_relaxed);
+    if (rounds == 0) {
+        cpu_set_t allowed;
+        bool one_cpu =
+            sched_getaffinity(0, sizeof(allowed), &allowed) == 0 && CPU_COUNT(&allowed) == 1;
+        rounds = one_cpu ? LMR_SPIN_CHECK_ROUNDS : LMR_SPIN_QUIET_ROUNDS;
+        atomic_store_explicit(&known, rounds, memory_order_relaxed);
+    }
+    return rounds;
+}
+
 static bool spin_for_input(struct lmr_client *c)
 {
     unsigned budget = 0;
@@ -508,7 +530,7 @@ static bool spin_for_input(struct lmr_client *c)
     }
     if (!pollers)
         return false;
-    /* Past LMR_SPIN_QUIET_ROUNDS, and every LMR_SPIN_CHECK_ROUNDS after, the
+    /* Past spin_quiet_rounds(), and every LMR_SPIN_CHECK_ROUNDS after, the
      * processor is offered to other threads (software RDMA devices, rxe, do
      * part of their work in kernel threads that a spinning client would
      * starve) and the clock is read for the budget, which counts from the
@@ -518,7 +540,7 @@ static bool spin_for_input(struct lmr_client *c)
      * clock read and a yield at round 256 cost a 1-byte get about 4 us in
      * the test guest; see doc/rdma.md). */
     int64_t until = 0;
-    unsigned next_check = LMR_SPIN_QUIET_ROUNDS;
+    unsigned next_check = spin_quiet_rounds();
     for (unsigned round = 1; budget > 0; round++) {
         if (round == next_check) {
             next_check += LMR_SPIN_CHECK_ROUNDS;
