@@ -211,6 +211,14 @@ static void send_credit_msg(struct rc_ep *rc)
     post_op(rc, op);
 }
 
+/* A send may be posted now: room on the send queue and two credits (the
+ * last one stays for a credit message, so both sides can always return
+ * credits). */
+static bool send_may_post(const struct rc_ep *rc)
+{
+    return rc->sq_outstanding < rc->sq_depth && rc->send_credits >= 2;
+}
+
 void rc_pump(struct rc_ep *rc)
 {
     if (rc->base.ctx->destroying)
@@ -218,7 +226,7 @@ void rc_pump(struct rc_ep *rc)
     while (rc->state == RC_ESTABLISHED && rc->wait_head != NULL &&
            rc->sq_outstanding < rc->sq_depth) {
         struct mcr_rdma_op *op = rc->wait_head;
-        if (op->kind == MCR_RDMA_OP_SEND && rc->send_credits < 2) {
+        if (op->kind == MCR_RDMA_OP_SEND && !send_may_post(rc)) {
             if (!op->counted_stall) {
                 op->counted_stall = true;
                 rc->stats.credit_stalls++;
@@ -479,8 +487,7 @@ static int rc_send(struct mcr_rdma_ep *ep, const struct mcr_rdma_send *msg)
         at += msg->iov[i].iov_len;
     }
     op->len = (uint32_t)at;
-    if (rc->wait_head == NULL && rc->sq_outstanding < rc->sq_depth && rc->send_credits >= 2 &&
-        !ctx->destroying) {
+    if (rc->wait_head == NULL && send_may_post(rc) && !ctx->destroying) {
         post_op(rc, op); /* the usual case: nothing waits before it, and it may go */
         return 0;
     }
