@@ -1341,7 +1341,6 @@ static void poll_cb(evutil_socket_t fd, short what, void *arg)
     keep_polling(rw, handled);
 }
 
-/* On the worker's thread. */
 /* True when the calling thread may run on one processor only. */
 static bool on_one_cpu(void)
 {
@@ -1349,6 +1348,7 @@ static bool on_one_cpu(void)
     return sched_getaffinity(0, sizeof(allowed), &allowed) == 0 && CPU_COUNT(&allowed) == 1;
 }
 
+/* On the worker's thread. */
 static void worker_attach(struct worker *w, void *arg)
 {
     struct rdma_worker *rw = arg;

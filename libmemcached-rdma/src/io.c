@@ -494,9 +494,6 @@ static int64_t now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* Servers whose transport polls input without a system call (RDMA) are
- * polled for up to their spin budget before the pipeline sleeps, then
- * readied for sleeping. True when one of them has input. */
 /* Rounds before a spinning client's first check: LMR_SPIN_QUIET_ROUNDS, or
  * LMR_SPIN_CHECK_ROUNDS where the process may run on one processor only
  * (asked of the kernel once per process). */
@@ -514,6 +511,9 @@ static unsigned spin_quiet_rounds(void)
     return rounds;
 }
 
+/* Servers whose transport polls input without a system call (RDMA) are
+ * polled for up to their spin budget before the pipeline sleeps, then
+ * readied for sleeping. True when one of them has input. */
 static bool spin_for_input(struct lmr_client *c)
 {
     unsigned budget = 0;
