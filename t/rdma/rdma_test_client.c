@@ -663,6 +663,25 @@ static int big_client_process(unsigned rdma_port)
     return 0;
 }
 
+/* Runs this program again as a client process of its own (verbs
+ * resources do not survive fork()): self MODE [NUMBER] RDMA_PORT. number < 0:
+ * none. Returns the child's pid. */
+static pid_t spawn_client(const char *self, const char *mode, int number, unsigned rdma_port)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        char num[16], port[16];
+        snprintf(num, sizeof(num), "%d", number);
+        snprintf(port, sizeof(port), "%u", rdma_port);
+        if (number < 0)
+            execl(self, self, mode, port, (char *)NULL);
+        else
+            execl(self, self, mode, num, port, (char *)NULL);
+        _exit(126);
+    }
+    return pid;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -761,17 +780,8 @@ int main(int argc, char **argv)
 
     /* ---- several clients at once ------------------------------------------------------- */
     pid_t kids[4];
-    for (int k = 0; k < 4; k++) {
-        kids[k] = fork();
-        if (kids[k] == 0) {
-            /* a fresh process: verbs resources do not survive fork() */
-            char kid[16], port[16];
-            snprintf(kid, sizeof(kid), "%d", k);
-            snprintf(port, sizeof(port), "%u", s1.rdma_port);
-            execl(self, self, "--client", kid, port, (char *)NULL);
-            _exit(126);
-        }
-    }
+    for (int k = 0; k < 4; k++)
+        kids[k] = spawn_client(self, "--client", k, s1.rdma_port);
     int kids_ok = 0;
     for (int k = 0; k < 4; k++) {
         int ws = 0;
@@ -786,13 +796,7 @@ int main(int argc, char **argv)
     long conns_before = rdma_stat(mr, "rdma_curr_connections");
     long rv_before =
         rdma_stat(mr, "rdma_rendezvous_reads") + rdma_stat(mr, "rdma_rendezvous_writes");
-    pid_t big = fork();
-    if (big == 0) {
-        char port[16];
-        snprintf(port, sizeof(port), "%u", s1.rdma_port);
-        execl(self, self, "--big", port, (char *)NULL);
-        _exit(126);
-    }
+    pid_t big = spawn_client(self, "--big", -1, s1.rdma_port);
     long rv_now = rv_before;
     for (int i = 0; i < 200 && rv_now < rv_before + 12; i++) {
         usleep(20000);
@@ -903,13 +907,7 @@ int main(int argc, char **argv)
     {
         struct server s3;
         server_start_with(&s3, base + 4, base + 5, "1", "spin"); /* one worker for both */
-        pid_t busy = fork();
-        if (busy == 0) {
-            char port[16];
-            snprintf(port, sizeof(port), "%u", s3.rdma_port);
-            execl(self, self, "--busy", port, (char *)NULL);
-            _exit(126);
-        }
+        pid_t busy = spawn_client(self, "--busy", -1, s3.rdma_port);
         memcached_st *m3 = rdma_client(&s3);
         long served_before = 0;
         for (int i = 0; i < 200 && served_before < 50; i++) { /* the busy client is at work */
