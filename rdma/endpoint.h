@@ -12,6 +12,7 @@
 #ifndef MCR_RDMA_ENDPOINT_H
 #define MCR_RDMA_ENDPOINT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -55,7 +56,10 @@ struct mcr_rdma_ep_callbacks {
 
 /* What to send. iov may be NULL when iovcnt is 0. For a rendezvous message
  * set `advertise` (type MCR_RDMA_MSG_RNDV_READ or _RNDV_WRITE) to a region
- * registered with the matching remote access. */
+ * registered with the matching remote access. `post_now` matters while the
+ * context batches (mcr_rdma_ctx_batch_begin): the message, and what the
+ * endpoint collected before it, goes to the device at once instead of at
+ * the batch's end (the caller has nothing more to say to this peer now). */
 struct mcr_rdma_send {
     uint8_t type;
     uint16_t flags;
@@ -63,6 +67,7 @@ struct mcr_rdma_send {
     const struct iovec *iov;
     int iovcnt;
     const struct mcr_rdma_rndv *advertise;
+    bool post_now;
 };
 
 struct mcr_rdma_ep_stats {

@@ -489,6 +489,8 @@ static int rc_send(struct mcr_rdma_ep *ep, const struct mcr_rdma_send *msg)
     op->len = (uint32_t)at;
     if (rc->wait_head == NULL && send_may_post(rc) && !ctx->destroying) {
         post_op(rc, op); /* the usual case: nothing waits before it, and it may go */
+        if (msg->post_now && rc->batch_len > 0)
+            rc_post_batch(ep); /* its doorbell now, not after the rest of the pass */
         return 0;
     }
     enqueue(rc, op);

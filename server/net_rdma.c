@@ -999,9 +999,10 @@ static ssize_t sendv_zero_copy(struct rdma_conn *rc, const struct iovec *iov, in
  * eager payload); it carries the READ_DONE owed, if any. 0, -EAGAIN (no
  * send buffer or credit: offered again once completions came) or another
  * error. */
-static int send_eager(struct rdma_conn *rc, const struct iovec *msg_iov, int n)
+static int send_eager(struct rdma_conn *rc, const struct iovec *msg_iov, int n, bool post_now)
 {
-    struct mcr_rdma_send s = {.type = MCR_RDMA_MSG_EAGER, .iov = msg_iov, .iovcnt = n};
+    struct mcr_rdma_send s = {
+        .type = MCR_RDMA_MSG_EAGER, .iov = msg_iov, .iovcnt = n, .post_now = post_now};
     bool carries_done = rc->rdone_owed && !rc->rdone_pending;
     if (carries_done) {
         s.flags = MCR_RDMA_F_READ_DONE;
@@ -1084,8 +1085,9 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
             return sendv_rendezvous(rc, iov, iovcnt, all);
     }
     if (all > 0 && all <= max_payload && iovcnt <= MCR_RDMA_MSG_IOV_MAX) {
-        /* the usual reply: one message, from the iovecs as they are */
-        int r = send_eager(rc, iov, iovcnt);
+        /* the usual reply: one message, from the iovecs as they are, and
+         * to the device at once (the rest of the pass need not wait for it) */
+        int r = send_eager(rc, iov, iovcnt, true);
         if (r != 0 && r != -EAGAIN) {
             errno = EPIPE;
             return -1;
@@ -1107,7 +1109,7 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
         size_t msg_len = mcr_rdma_iov_cut(iov, iovcnt, &next, max_payload, msg_iov, &n);
         if (msg_len == 0)
             break;
-        int r = send_eager(rc, msg_iov, n);
+        int r = send_eager(rc, msg_iov, n, false);
         if (r == -EAGAIN)
             break;
         if (r != 0) {
@@ -1255,7 +1257,9 @@ static void keep_polling(struct rdma_worker *rw, int handled)
  * rconn_unlink_free takes a freed connection off the list. What the pass
  * posted (sends, READs, WRITEs) goes to the device at the end, one
  * doorbell per connection: a large get's WRITE and its RNDV_DONE go
- * together. */
+ * together. A connection's output of one eager message (the usual reply)
+ * goes as soon as it is written (post_now in rdma_sendv), still one
+ * doorbell for the connection. */
 static void dispatch_ready(struct rdma_worker *rw)
 {
     rw->collecting = false;
