@@ -307,6 +307,52 @@ static void test_batch(struct test_client *c)
            "all %d echoed in order, intact", N);
 }
 
+/* A send with post_now in a batch goes at once, together with what the
+ * endpoint collected before it (one doorbell); a send after it waits for
+ * the batch's end again; all reach the peer in order. This is how the
+ * server answers a request without waiting for the rest of its pass. */
+static void test_batch_post_now(struct test_client *c)
+{
+    enum { N = 4, LEN = 48 };
+    static unsigned char buf[N + 1][LEN];
+    struct mcr_rdma_ctx_stats before, now, end;
+    uint32_t id = 550000, replies0 = c->replies;
+    mcr_rdma_ctx_stats(c->ctx, &before);
+    mcr_rdma_ctx_batch_begin(c->ctx);
+    int sent = send_patterns(c, id, N - 1, LEN, &buf[0][0]);
+    fill_pattern(buf[N - 1], LEN, id + N - 1);
+    struct iovec iov = {.iov_base = buf[N - 1], .iov_len = LEN};
+    struct mcr_rdma_send s = {.type = MCR_RDMA_MSG_EAGER,
+                              .request_id = id + N - 1,
+                              .iov = &iov,
+                              .iovcnt = 1,
+                              .post_now = true};
+    sent += mcr_rdma_ep_send(c->ep, &s) == 0;
+    mcr_rdma_ctx_stats(c->ctx, &now);
+    fill_pattern(buf[N], LEN, id + N);
+    iov.iov_base = buf[N];
+    s.request_id = id + N;
+    s.post_now = false;
+    sent += mcr_rdma_ep_send(c->ep, &s) == 0;
+    struct mcr_rdma_ctx_stats after_last;
+    mcr_rdma_ctx_stats(c->ctx, &after_last);
+    mcr_rdma_ctx_batch_end(c->ctx);
+    mcr_rdma_ctx_stats(c->ctx, &end);
+    bool all = wait_replies(c, replies0 + N + 1, 10000);
+    tap_ok(sent == N + 1 && now.doorbells == before.doorbells + 1 &&
+               now.work_requests - before.work_requests == N,
+           "a post_now send in a batch posts itself and the %d collected before it at once: "
+           "%llu doorbell(s), %llu work requests",
+           N - 1, (unsigned long long)(now.doorbells - before.doorbells),
+           (unsigned long long)(now.work_requests - before.work_requests));
+    tap_ok(after_last.doorbells == now.doorbells && end.doorbells == now.doorbells + 1,
+           "a send after it waits for the batch's end (%llu doorbell(s) at the end)",
+           (unsigned long long)(end.doorbells - after_last.doorbells));
+    tap_ok(all && c->bad_replies == 0 && c->last_id == id + N && c->last_len == LEN &&
+               memcmp(c->last_payload, buf[N], LEN) == 0,
+           "all %d echoed in order, intact", N + 1);
+}
+
 /* More sends in one batch than an endpoint collects: the full collection
  * goes when the next one comes, the rest at the end; all arrive in order
  * in fewer doorbells than messages. */
@@ -579,6 +625,7 @@ int main(void)
 
     test_eager(&c);
     test_batch(&c);
+    test_batch_post_now(&c);
     test_batch_overflow(&c);
     test_deferred_reposts(&c);
     test_credits(&c);
