@@ -344,8 +344,9 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
         what = "eventfd/epoll_create1";
         goto fail_errno;
     }
-    int watched[3] = {ctx->cm_channel->fd, ctx->comp_channel->fd, ctx->wake_fd};
-    for (int i = 0; i < 3; i++) {
+    int watched[4] = {ctx->cm_channel->fd, ctx->comp_channel->fd, ctx->wake_fd,
+                      ctx->verbs->async_fd};
+    for (int i = 0; i < 4; i++) {
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = watched[i]};
         if (epoll_ctl(ctx->epoll_fd, EPOLL_CTL_ADD, watched[i], &ev) != 0) {
             what = "epoll_ctl";
@@ -686,18 +687,46 @@ static int arm_cq(struct mcr_rdma_ctx *ctx)
     return mcr_rdma_ctx_poll_cq(ctx);
 }
 
-static int handle_cq(struct mcr_rdma_ctx *ctx)
+/* Which of the context's descriptors have something, from one epoll_wait
+ * that does not block: reading each of them would cost a system call per
+ * descriptor per wake-up, most of them for nothing (EAGAIN). */
+enum { READY_CM = 1, READY_COMP = 2, READY_WAKE = 4, READY_ASYNC = 8 };
+
+static unsigned ready_fds(struct mcr_rdma_ctx *ctx)
 {
-    drain_async_events(ctx);
-    struct ibv_cq *ev_cq;
-    void *ev_ctx;
-    while (ibv_get_cq_event(ctx->comp_channel, &ev_cq, &ev_ctx) == 0)
-        ibv_ack_cq_events(ev_cq, 1);
-    ctx->armed = false;
+    struct epoll_event evs[4];
+    int n = epoll_wait(ctx->epoll_fd, evs, 4, 0);
+    if (n < 0)
+        return READY_CM | READY_COMP | READY_WAKE | READY_ASYNC; /* look at every one */
+    unsigned ready = 0;
+    for (int i = 0; i < n; i++) {
+        int fd = evs[i].data.fd;
+        ready |= fd == ctx->cm_channel->fd     ? READY_CM
+                 : fd == ctx->comp_channel->fd ? READY_COMP
+                 : fd == ctx->wake_fd          ? READY_WAKE
+                                               : READY_ASYNC;
+    }
+    return ready;
+}
+
+static int handle_cq(struct mcr_rdma_ctx *ctx, unsigned ready)
+{
+    if (ready & READY_ASYNC)
+        drain_async_events(ctx);
+    if (ready & READY_COMP) {
+        /* one event per arming; another one left shows at the next wait */
+        struct ibv_cq *ev_cq;
+        void *ev_ctx;
+        if (ibv_get_cq_event(ctx->comp_channel, &ev_cq, &ev_ctx) == 0)
+            ibv_ack_cq_events(ev_cq, 1);
+        ctx->armed = false;
+    }
     int handled = mcr_rdma_ctx_poll_cq(ctx);
     if (handled < 0)
         return handled;
-    if (ctx->polling) { /* the owner polls: no event (and no system call) per completion */
+    /* the owner polls: no event (and no system call) per completion; or
+     * the queue is still armed: no completion came since it was */
+    if (ctx->polling || ctx->armed) {
         reap(ctx);
         return handled;
     }
@@ -766,10 +795,14 @@ void mcr_rdma_ctx_batch_end(struct mcr_rdma_ctx *ctx)
 
 int mcr_rdma_ctx_handle_events(struct mcr_rdma_ctx *ctx)
 {
-    int cm = handle_cm(ctx);
-    if (cm < 0)
-        return cm;
-    int cq = handle_cq(ctx);
+    unsigned ready = ready_fds(ctx);
+    int cm = 0;
+    if (ready & (READY_CM | READY_WAKE)) {
+        cm = handle_cm(ctx);
+        if (cm < 0)
+            return cm;
+    }
+    int cq = handle_cq(ctx, ready);
     if (!ctx->batching)
         mcr_rdma_ctx_flush_reposts(ctx);
     return cq < 0 ? cq : cm + cq;

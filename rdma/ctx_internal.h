@@ -128,7 +128,7 @@ struct mcr_rdma_ctx {
     struct mcr_rdma_op *send_ops; /* one per send pool buffer */
     struct rdma_event_channel *cm_channel;
     int wake_fd;  /* eventfd: another thread queued an endpoint */
-    int epoll_fd; /* cm_channel, comp_channel and wake_fd: mcr_rdma_ctx_fd() */
+    int epoll_fd; /* cm_channel, comp_channel, wake_fd and the async fd: mcr_rdma_ctx_fd() */
 
     struct mcr_rdma_ep_link *by_qp[MCR_RDMA_QP_BUCKETS];
     struct mcr_rdma_ep_link *endpoints; /* all, list head */
