@@ -688,16 +688,18 @@ static int arm_cq(struct mcr_rdma_ctx *ctx)
 }
 
 /* Which of the context's descriptors have something, from one epoll_wait
- * that does not block: reading each of them would cost a system call per
- * descriptor per wake-up, most of them for nothing (EAGAIN). */
+ * of up to timeout_ms (0: no waiting, -1: until one has): reading each of
+ * them would cost a system call per descriptor per wake-up, most of them
+ * for nothing (EAGAIN). Interrupted: none; failed otherwise: every one
+ * (each is then read until EAGAIN). */
 enum { READY_CM = 1, READY_COMP = 2, READY_WAKE = 4, READY_ASYNC = 8 };
 
-static unsigned ready_fds(struct mcr_rdma_ctx *ctx)
+static unsigned ready_fds(struct mcr_rdma_ctx *ctx, int timeout_ms)
 {
     struct epoll_event evs[4];
-    int n = epoll_wait(ctx->epoll_fd, evs, 4, 0);
+    int n = epoll_wait(ctx->epoll_fd, evs, 4, timeout_ms);
     if (n < 0)
-        return READY_CM | READY_COMP | READY_WAKE | READY_ASYNC; /* look at every one */
+        return errno == EINTR ? 0 : READY_CM | READY_COMP | READY_WAKE | READY_ASYNC;
     unsigned ready = 0;
     for (int i = 0; i < n; i++) {
         int fd = evs[i].data.fd;
@@ -793,9 +795,10 @@ void mcr_rdma_ctx_batch_end(struct mcr_rdma_ctx *ctx)
     mcr_rdma_ctx_flush_reposts(ctx); /* after the replies: off their path */
 }
 
-int mcr_rdma_ctx_handle_events(struct mcr_rdma_ctx *ctx)
+/* Handles what the descriptors in `ready` (READY_*) have, and the
+ * completion queue. */
+static int handle_ready(struct mcr_rdma_ctx *ctx, unsigned ready)
 {
-    unsigned ready = ready_fds(ctx);
     int cm = 0;
     if (ready & (READY_CM | READY_WAKE)) {
         cm = handle_cm(ctx);
@@ -806,6 +809,11 @@ int mcr_rdma_ctx_handle_events(struct mcr_rdma_ctx *ctx)
     if (!ctx->batching)
         mcr_rdma_ctx_flush_reposts(ctx);
     return cq < 0 ? cq : cm + cq;
+}
+
+int mcr_rdma_ctx_handle_events(struct mcr_rdma_ctx *ctx)
+{
+    return handle_ready(ctx, ready_fds(ctx, 0));
 }
 
 int mcr_rdma_ctx_progress(struct mcr_rdma_ctx *ctx, int timeout_ms)
@@ -820,7 +828,7 @@ int mcr_rdma_ctx_progress(struct mcr_rdma_ctx *ctx, int timeout_ms)
             handled += n;
         } while (handled == 0 && now_us() < until);
         if (handled > 0) {
-            int n = handle_cm(ctx);
+            int n = ready_fds(ctx, 0) & (READY_CM | READY_WAKE) ? handle_cm(ctx) : 0;
             return n < 0 ? n : handled + n;
         }
     }
@@ -831,9 +839,6 @@ int mcr_rdma_ctx_progress(struct mcr_rdma_ctx *ctx, int timeout_ms)
             return n < 0 ? n : handled + n;
         }
     }
-    struct pollfd pfd = {.fd = ctx->epoll_fd, .events = POLLIN};
-    if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
-        return -errno;
-    int n = mcr_rdma_ctx_handle_events(ctx);
+    int n = handle_ready(ctx, ready_fds(ctx, timeout_ms)); /* the wait tells what is ready */
     return n < 0 ? n : handled + n;
 }
