@@ -54,9 +54,10 @@ static memcached_st *rdma_client(const struct server *s)
 }
 
 /* Starts the server with TCP on tcp_port and RDMA on rdma_port; threads
- * workers, and poll (NULL or an rdma_poll= value) for its RDMA polling. */
+ * workers, poll (NULL or an rdma_poll= value) for its RDMA polling, and
+ * option (NULL or one more -o setting). */
 static void server_start_with(struct server *s, unsigned tcp_port, unsigned rdma_port,
-                              const char *threads, const char *poll)
+                              const char *threads, const char *poll, const char *option)
 {
     char listen[128], port[16];
     s->tcp_port = tcp_port;
@@ -67,7 +68,8 @@ static void server_start_with(struct server *s, unsigned tcp_port, unsigned rdma
     s->pid = fork();
     if (s->pid == 0) {
         execl(server_bin, server_bin, "-u", "root", "-l", "127.0.0.1", "-p", port, "-t", threads,
-              "-m", "128", "-I", "9m", "-o", listen, (char *)NULL);
+              "-m", "128", "-I", "9m", "-o", listen, option ? "-o" : (char *)NULL, option,
+              (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 200 && !tcp_accepts(tcp_port); i++)
@@ -86,7 +88,7 @@ static void server_start_with(struct server *s, unsigned tcp_port, unsigned rdma
 
 static void server_start(struct server *s, unsigned tcp_port, unsigned rdma_port)
 {
-    server_start_with(s, tcp_port, rdma_port, "2", NULL);
+    server_start_with(s, tcp_port, rdma_port, "2", NULL, NULL);
 }
 
 static void server_stop(struct server *s, int sig)
@@ -682,6 +684,81 @@ static pid_t spawn_client(const char *self, const char *mode, int number, unsign
     return pid;
 }
 
+/* What a client sees of an idle close: the results of its calls after the
+ * server closed its idle connection, until one finds the value (at most
+ * three), as "SUCCESS kept" or the error's name, one per line. */
+static void after_idle_close(memcached_st *m, char *out, size_t outlen)
+{
+    out[0] = '\0';
+    for (int call = 0; call < 3; call++) {
+        memcached_return_t rc;
+        size_t len = 0, used = strlen(out);
+        char *got = memcached_get(m, "idlekey", 7, &len, &(uint32_t){0}, &rc);
+        snprintf(out + used, outlen - used, "%s%s\n", memcached_strerror(m, rc),
+                 got && len == 4 && memcmp(got, "kept", 4) == 0 ? " kept" : "");
+        free(got);
+        if (rc == MEMCACHED_SUCCESS)
+            return;
+    }
+}
+
+/* The lines of text joined with ";" (in place). */
+static const char *one_line(char *text)
+{
+    size_t n = strlen(text);
+    if (n > 0 && text[n - 1] == '\n')
+        text[--n] = '\0';
+    for (char *p = strchr(text, '\n'); p; p = strchr(p, '\n'))
+        *p = ';';
+    return text;
+}
+
+/* -o idle_timeout closes idle RDMA connections as it closes sockets: the
+ * server's way to get back the resources of a peer that vanished without
+ * a disconnect (a crashed machine). The client's next calls see what a
+ * socket client sees, and reconnect. */
+static void idle_rdma_connection(unsigned tcp_port, unsigned rdma_port)
+{
+    struct server s;
+    /* one worker: one idle check closes both idle connections */
+    server_start_with(&s, tcp_port, rdma_port, "1", NULL, "idle_timeout=2");
+    memcached_st *by_rdma = rdma_client(&s);
+    memcached_st *by_tcp = memcached_create(NULL);
+    memcached_server_add(by_tcp, "127.0.0.1", (in_port_t)s.tcp_port);
+    memcached_behavior_set(by_tcp, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, 1);
+    memcached_st *watch = memcached_create(NULL); /* over TCP, busy enough to stay */
+    memcached_server_add(watch, "127.0.0.1", (in_port_t)s.tcp_port);
+    memcached_behavior_set(by_rdma, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, 0);
+    memcached_behavior_set(by_tcp, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, 0);
+    /* the socket goes idle first: it is closed no later than the RDMA connection */
+    memcached_return_t rc_tcp = memcached_version(by_tcp);
+    memcached_return_t rc = memcached_set(by_rdma, "idlekey", 7, "kept", 4, 0, 0);
+    long open = rdma_stat(watch, "rdma_curr_connections");
+    long now = open;
+    for (int i = 0; i < 60 && now != 0; i++) { /* idle 2 s, checked every second */
+        usleep(200000);
+        now = rdma_stat(watch, "rdma_curr_connections");
+    }
+    tap_ok(rc == MEMCACHED_SUCCESS && rc_tcp == MEMCACHED_SUCCESS && open >= 1 && now == 0,
+           "-o idle_timeout=2 closes an idle RDMA connection (rdma_curr_connections %ld -> %ld)",
+           open, now);
+    char seen_rdma[256], seen_tcp[256];
+    after_idle_close(by_rdma, seen_rdma, sizeof(seen_rdma));
+    after_idle_close(by_tcp, seen_tcp, sizeof(seen_tcp));
+    long reopened = rdma_stat(watch, "rdma_curr_connections");
+    bool same = strstr(seen_rdma, "SUCCESS kept") != NULL && strcmp(seen_rdma, seen_tcp) == 0;
+    if (!same)
+        tap_diag("--- rdma\n%s--- tcp\n%s", seen_rdma, seen_tcp);
+    tap_ok(same && reopened == 1,
+           "after it, the RDMA client's calls give what a socket client's give, and the "
+           "value is found on a new connection (rdma_curr_connections %ld; calls: %s)",
+           reopened, one_line(seen_rdma));
+    memcached_free(watch);
+    memcached_free(by_tcp);
+    memcached_free(by_rdma);
+    server_stop(&s, SIGTERM);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -906,7 +983,7 @@ int main(int argc, char **argv)
     /* ---- a spinning worker serves its sockets between polling passes --------------------- */
     {
         struct server s3;
-        server_start_with(&s3, base + 4, base + 5, "1", "spin"); /* one worker for both */
+        server_start_with(&s3, base + 4, base + 5, "1", "spin", NULL); /* one worker for both */
         pid_t busy = spawn_client(self, "--busy", -1, s3.rdma_port);
         memcached_st *m3 = rdma_client(&s3);
         long served_before = 0;
@@ -949,6 +1026,8 @@ int main(int argc, char **argv)
                tcp_bad, served_during);
         server_stop(&s3, SIGTERM);
     }
+
+    idle_rdma_connection(base + 6, base + 7);
 
     memcached_free(mr);
     server_stop(&s2, SIGTERM);
