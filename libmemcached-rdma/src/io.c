@@ -587,8 +587,10 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
                 return;
             }
         }
-        if (spin_for_input(c))
-            continue; /* input moved: progress, whatever the clock says */
+        if (spin_for_input(c)) {
+            last_progress = -1; /* input moved: progress; the clock is read at the next sleep */
+            continue;
+        }
         if (last_progress < 0)
             last_progress = now_ms(); /* not before: a reply found while spinning needs no clock */
         nfds_t nfds = 0;

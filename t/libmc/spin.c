@@ -8,11 +8,16 @@
  * another CPU than the client there; a TCP server whose replies come from
  * the client's own CPU makes the client sleep at once, whatever the
  * budget. Every get still returns the stored value. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -160,6 +165,124 @@ static void test_same_cpu(void)
     test_server_stop(&s, false);
 }
 
+/* ---- a long wait whose replies come while the client spins ---------------------- */
+/* A fake text-protocol server on its own CPU answers PACED_REQUESTS gets
+ * with misses: the first PACED_FIRST_MS after the first request (longer
+ * than the client's spin budget, PACED_SPIN_MS: the client sleeps once),
+ * the next ones 1 ms apart (each found by spinning), the last one
+ * PACED_GAP_MS after the one before it (the client sleeps again). The run
+ * of replies found by spinning lasts longer than the client's poll
+ * timeout (PACED_TIMEOUT_MS), and the gap is shorter than it: no request
+ * may time out. A generous spin budget keeps stalls of this machine from
+ * breaking the run into shorter ones. */
+#define PACED_REQUESTS 900
+#define PACED_SPIN_MS 200
+#define PACED_FIRST_MS 250
+#define PACED_TIMEOUT_MS 600
+#define PACED_GAP_MS 300
+
+struct paced_server {
+    int listen_fd;
+    unsigned port;
+    int cpu;
+    int replied; /* replies written */
+};
+
+static void *paced_main(void *arg)
+{
+    struct paced_server *p = arg;
+    pin_to_cpu(p->cpu);
+    struct pollfd lp = {.fd = p->listen_fd, .events = POLLIN};
+    if (poll(&lp, 1, 5000) <= 0)
+        return NULL;
+    int fd = accept(p->listen_fd, NULL, NULL);
+    if (fd < 0)
+        return NULL;
+    int received = 0;
+    double first = -1, deadline = wall_ms() + 20000;
+    while (p->replied < PACED_REQUESTS && wall_ms() < deadline) {
+        struct pollfd cp = {.fd = fd, .events = POLLIN};
+        if (poll(&cp, 1, 1) > 0) {
+            char buf[65536];
+            ssize_t n = read(fd, buf, sizeof(buf));
+            if (n <= 0)
+                break;
+            for (ssize_t i = 0; i < n; i++)
+                received += buf[i] == '\n';
+            if (first < 0)
+                first = wall_ms();
+        }
+        while (p->replied < received) {
+            int i = p->replied;
+            double due = first + PACED_FIRST_MS + i + (i == PACED_REQUESTS - 1 ? PACED_GAP_MS : 0);
+            if (wall_ms() < due)
+                break;
+            if (write(fd, "END\r\n", 5) != 5)
+                goto out;
+            p->replied++;
+        }
+    }
+out:
+    close(fd);
+    return NULL;
+}
+
+static void test_spinning_progress(void)
+{
+    int client_cpu, server_cpu;
+    if (!two_cpus(&client_cpu, &server_cpu)) {
+        ok(1, "# SKIP paced replies: needs two CPUs (client and server apart)");
+        return;
+    }
+    struct paced_server p = {.cpu = server_cpu};
+    p.listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sin);
+    pthread_t thread;
+    if (!ok(p.listen_fd >= 0 && bind(p.listen_fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
+                listen(p.listen_fd, 1) == 0 &&
+                getsockname(p.listen_fd, (struct sockaddr *)&sin, &len) == 0 &&
+                pthread_create(&thread, NULL, paced_main, &p) == 0,
+            "paced fake server on CPU %d, client on CPU %d", server_cpu, client_cpu)) {
+        if (p.listen_fd >= 0)
+            close(p.listen_fd);
+        return;
+    }
+    pin_to_cpu(client_cpu);
+    char spin[16];
+    snprintf(spin, sizeof(spin), "%d", PACED_SPIN_MS * 1000);
+    setenv("LIBMEMCACHED_SOCKET_SPIN_US", spin, 1);
+    memcached_st *memc = memcached_create(NULL);
+    memcached_server_add(memc, "127.0.0.1", ntohs(sin.sin_port));
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, PACED_TIMEOUT_MS);
+    memcached_request_st *reqs[PACED_REQUESTS];
+    char value[PACED_REQUESTS][8];
+    for (int i = 0; i < PACED_REQUESTS; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "paced%d", i);
+        reqs[i] = memcached_request_create(memc);
+        memcached_iget(memc, key, (size_t)kl, value[i], sizeof(value[i]), reqs[i]);
+    }
+    double t0 = wall_ms();
+    memcached_wait_all(memc);
+    double took = wall_ms() - t0;
+    int misses = 0, timeouts = 0;
+    for (int i = 0; i < PACED_REQUESTS; i++) {
+        memcached_return_t rc = memcached_request_return(reqs[i]);
+        misses += rc == MEMCACHED_NOTFOUND;
+        timeouts += rc == MEMCACHED_TIMEOUT;
+        memcached_request_free(reqs[i]);
+    }
+    memcached_free(memc);
+    unsetenv("LIBMEMCACHED_SOCKET_SPIN_US");
+    pthread_join(thread, NULL);
+    close(p.listen_fd);
+    ok(misses == PACED_REQUESTS && took > PACED_TIMEOUT_MS,
+       "replies found while spinning count as progress: %d gets over %.0f ms with a %d ms poll "
+       "timeout and a %d ms gap at the end all answered (%d misses, %d timeouts)",
+       PACED_REQUESTS, took, PACED_TIMEOUT_MS, PACED_GAP_MS, misses, timeouts);
+}
+
 int main(void)
 {
     if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
@@ -167,6 +290,7 @@ int main(void)
     test_budget(false);
     test_budget(true);
     test_same_cpu();
+    test_spinning_progress();
     sched_setaffinity(0, sizeof(allowed), &allowed);
     return done_testing();
 }
