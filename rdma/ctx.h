@@ -28,15 +28,20 @@ struct mcr_rdma_ctx_opts {
     /* An address that selects the device: a local address of the RDMA
      * interface (servers) or the server's address (clients). Required. */
     const char *addr;
-    uint32_t buf_size;      /* eager buffer size, header included; default 8192 */
-    uint32_t recv_bufs;     /* receive buffers in the shared receive queue; 1024 */
-    uint32_t send_bufs;     /* send buffers shared by all endpoints; 512 */
-    uint16_t credits;       /* receive credits granted to each peer; 32 (>= 4) */
-    uint32_t max_rndv_len;  /* largest rendezvous region accepted; 64 MiB */
-    uint8_t rnr_retry;      /* 0..7 (7: retry forever); default 7. Credits make
-                               receiver-not-ready impossible; tests use 0 to
-                               prove it. */
-    unsigned busy_poll_us;  /* spin this long on the CQ before sleeping; 0 */
+    uint32_t buf_size;     /* eager buffer size, header included; default 8192 */
+    uint32_t recv_bufs;    /* receive buffers in the shared receive queue; 1024 */
+    uint32_t send_bufs;    /* send buffers shared by all endpoints; 512 */
+    uint16_t credits;      /* receive credits granted to each peer; 32 (>= 4) */
+    uint32_t max_rndv_len; /* largest rendezvous region accepted; 64 MiB */
+    uint8_t rnr_retry;     /* 0..7 (7: retry forever); default 7. Credits make
+                              receiver-not-ready impossible; tests use 0 to
+                              prove it. */
+    unsigned busy_poll_us; /* spin this long on the CQ before sleeping; 0 */
+    /* Messages one endpoint may keep waiting for credit (each holds a send
+     * buffer) before its sends return -EAGAIN; 0 (default): no limit but
+     * the shared send buffers. A limit keeps a peer that returns no
+     * credits from taking every send buffer of the context. */
+    uint32_t ep_sends_waiting_max;
     int resolve_timeout_ms; /* address/route resolution; default 2000 */
 };
 

@@ -24,6 +24,8 @@
 
 static void enqueue(struct rc_ep *rc, struct mcr_rdma_op *op)
 {
+    if (op->kind == MCR_RDMA_OP_SEND)
+        rc->sends_waiting++;
     op->next = NULL;
     if (rc->wait_tail != NULL)
         rc->wait_tail->next = op;
@@ -36,6 +38,8 @@ static struct mcr_rdma_op *dequeue(struct rc_ep *rc)
 {
     struct mcr_rdma_op *op = rc->wait_head;
     if (op != NULL) {
+        if (op->kind == MCR_RDMA_OP_SEND)
+            rc->sends_waiting--;
         rc->wait_head = op->next;
         if (rc->wait_head == NULL)
             rc->wait_tail = NULL;
@@ -434,6 +438,9 @@ static int new_send_op(struct rc_ep *rc, struct mcr_rdma_op **out)
     struct mcr_rdma_ctx *ctx = rc->base.ctx;
     if (rc->state != RC_ESTABLISHED)
         return -ENOTCONN;
+    uint32_t waiting_max = ctx->opts.ep_sends_waiting_max;
+    if (waiting_max > 0 && rc->sends_waiting >= waiting_max)
+        return -EAGAIN; /* this endpoint's share of the send buffers is spent */
     int64_t idx = mcr_rdma_pool_get(&ctx->send_pool);
     if (idx < 0)
         return -EAGAIN;

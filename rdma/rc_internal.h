@@ -58,6 +58,7 @@ struct rc_ep {
     uint32_t max_inline; /* sends up to this long go inline (copied into the work request) */
     uint32_t sq_outstanding;
     struct mcr_rdma_op *wait_head, *wait_tail; /* waiting for credit / SQ room */
+    uint32_t sends_waiting;                    /* SEND ops among them */
     uint32_t rdma_outstanding;                 /* queued or posted */
     uint32_t rdma_posted;
     /* work requests collected while the context batches, posted together

@@ -1208,6 +1208,8 @@ static void unblock_writers(struct rdma_worker *rw)
     for (struct rdma_conn *rc = rw->conns; rc; rc = rc->next) {
         if (rc->rdone_pending)
             send_read_done(rc);
+        if (rc->done_pending && rc->ep && !rc->peer_gone)
+            send_done(rc); /* a staged WRITE's RNDV_DONE may end the output: no flush sends it */
         if (rc->send_blocked) {
             rc->send_blocked = false;
             if (rc->want_write)
@@ -1448,6 +1450,10 @@ static void ctx_opts_for(struct mcr_rdma_ctx_opts *o, const char *addr)
     mcr_rdma_ctx_opts_default(o);
     o->addr = addr;
     o->buf_size = settings.rdma_eager_max;
+    /* a client that returns no credits holds at most this many send
+     * buffers waiting, an even share of the worker's: it cannot take
+     * those every other connection of the worker needs for its replies */
+    o->ep_sends_waiting_max = o->send_bufs / (o->recv_bufs / o->credits);
 }
 
 static struct rdma_group *group_for(const char *device, const char *addr)

@@ -569,6 +569,72 @@ static void test_small_pools(void)
     server_stop(&sp);
 }
 
+/* With ep_sends_waiting_max, a peer that returns no credits (its endpoint
+ * paused) holds at most its credits plus that many of the context's send
+ * buffers: sends to it then return -EAGAIN while another peer of the same
+ * context is still sent to; resumed, it gets everything that was accepted,
+ * in order. */
+static void test_waiting_cap(void)
+{
+    enum { POOL = 64, CAP = 8 };
+    struct test_server sp;
+    struct mcr_rdma_ctx_opts o;
+    test_opts(&o);
+    o.send_bufs = POOL;
+    o.ep_sends_waiting_max = CAP;
+    server_start(&sp, &o);
+    struct test_client stalled, other;
+    bool up = client_connect(&stalled, NULL, sp.port);
+    struct mcr_rdma_ep *to_stalled = sp.last_ep;
+    up = up && client_connect(&other, NULL, sp.port);
+    struct mcr_rdma_ep *to_other = sp.last_ep;
+    if (!up) {
+        tap_ok(0, "waiting cap: two clients connect");
+        client_destroy(&stalled);
+        client_destroy(&other);
+        server_stop(&sp);
+        return;
+    }
+    mcr_rdma_ep_pause(stalled.ep); /* its credits stop coming back */
+    unsigned char buf[100];
+    memset(buf, 0x5a, sizeof(buf));
+    struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+    uint32_t accepted = 0;
+    int rc = 0;
+    for (uint32_t i = 0; i < 2 * POOL && rc == 0; i++) {
+        struct mcr_rdma_send m = {
+            .type = MCR_RDMA_MSG_EAGER, .request_id = i, .iov = &iov, .iovcnt = 1};
+        rc = mcr_rdma_ep_send(to_stalled, &m);
+        accepted += rc == 0;
+        run_for(1); /* its completions come back: only credits are missing */
+    }
+    struct mcr_rdma_ep_stats st;
+    mcr_rdma_ep_stats(to_stalled, &st);
+    tap_ok(rc == -EAGAIN && accepted <= (uint32_t)st.peer_credits + CAP && accepted < POOL,
+           "a peer returning no credits: %u sends accepted, then -EAGAIN (credits %u + %u "
+           "waiting; %u send buffers)",
+           accepted, st.peer_credits, CAP, POOL);
+    int sent_other = 0;
+    for (uint32_t i = 0; i < 10; i++) {
+        struct mcr_rdma_send m = {
+            .type = MCR_RDMA_MSG_EAGER, .request_id = i, .iov = &iov, .iovcnt = 1};
+        sent_other += mcr_rdma_ep_send(to_other, &m) == 0;
+    }
+    bool other_got = wait_replies(&other, 10, 20000);
+    tap_ok(sent_other == 10 && other_got && other.bad_replies == 0,
+           "meanwhile another peer of the context is sent to (%d of 10 accepted, %u received)",
+           sent_other, other.replies);
+    mcr_rdma_ep_resume(stalled.ep);
+    bool all = wait_replies(&stalled, accepted, 20000);
+    tap_ok(all && stalled.replies == accepted && stalled.bad_replies == 0,
+           "resumed, the stalled peer receives all %u accepted messages in order (%u)", accepted,
+           stalled.replies);
+    client_destroy(&stalled);
+    client_destroy(&other);
+    run_for(100);
+    server_stop(&sp);
+}
+
 /* A context whose receive queue backs 4 connections refuses a fifth. */
 static void test_admission(void)
 {
@@ -635,6 +701,7 @@ int main(void)
     test_rendezvous(&c, cache);
     mcr_rdma_regcache_destroy(cache);
     test_many_clients();
+    test_waiting_cap();
     test_batch_close(true);
     test_batch_close(false);
 
