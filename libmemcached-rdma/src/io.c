@@ -485,6 +485,20 @@ void lmr_io_poll_once(struct lmr_client *c)
             pump(c->servers[i], true);
 }
 
+void lmr_io_poll_events(struct lmr_client *c)
+{
+    bool any = false;
+    for (uint32_t i = 0; i < c->server_count; i++) {
+        memcached_instance_st *srv = c->servers[i];
+        if (srv->queued > 0 && srv->conn.ops != NULL && srv->conn.ops->poll_events != NULL) {
+            srv->conn.ops->poll_events(&srv->conn);
+            any = true;
+        }
+    }
+    if (any)
+        lmr_io_poll_once(c);
+}
+
 typedef bool (*lmr_done_fn)(struct lmr_client *c, const void *arg);
 
 static int64_t now_us(void)

@@ -24,6 +24,9 @@ memcached_return_t lmr_io_wait_all(struct lmr_client *c);
 void lmr_io_wait_fetch(struct lmr_client *c);
 /* Sends and receives whatever can move without blocking. */
 void lmr_io_poll_once(struct lmr_client *c);
+/* For a caller that polls and found its request still in progress: what the
+ * transports learn only from events (poll_events), then one more pass. */
+void lmr_io_poll_events(struct lmr_client *c);
 
 /* Completes the request at the head of srv's queue with rc (parsers). */
 void lmr_io_complete_head(memcached_instance_st *srv, memcached_return_t rc);

@@ -123,6 +123,8 @@ memcached_return_t memcached_test(memcached_st *memc, memcached_request_st *req)
         return MEMCACHED_INVALID_ARGUMENTS;
     if (req->state == LMR_STATE_QUEUED)
         lmr_io_poll_once(c);
+    if (req->state == LMR_STATE_QUEUED)
+        lmr_io_poll_events(c);
     return req->state == LMR_STATE_QUEUED ? MEMCACHED_IN_PROGRESS : req->rc;
 }
 

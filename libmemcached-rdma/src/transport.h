@@ -78,6 +78,13 @@ struct lmr_transport_ops {
      * is balanced by release_value_buffer once the request completed;
      * closing the connection releases every offer. */
     bool (*offer_value_buffer)(struct lmr_conn *conn, uint32_t opaque, char *buf, size_t len);
+    /* Optional, for transports that learn some things only from events
+     * that recv does not read (RDMA: a closed connection, a landing buffer
+     * to advertise again): handles them without sleeping. The pipeline
+     * calls it for a caller that polls (memcached_test) and finds its
+     * request still in progress; waiting callers get the same through
+     * poll_input and prepare_sleep. */
+    void (*poll_events)(struct lmr_conn *conn);
     void (*release_value_buffer)(struct lmr_conn *conn, uint32_t opaque);
 };
 

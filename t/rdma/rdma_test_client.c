@@ -684,6 +684,55 @@ static pid_t spawn_client(const char *self, const char *mode, int number, unsign
     return pid;
 }
 
+/* memcached_test until the request is done or `ms` passed; its last result. */
+static memcached_return_t test_until_done(memcached_st *m, memcached_request_st *req, int ms)
+{
+    memcached_return_t rc = MEMCACHED_IN_PROGRESS;
+    for (int waited = 0; rc == MEMCACHED_IN_PROGRESS && waited < ms * 10; waited++) {
+        rc = memcached_test(m, req);
+        if (rc == MEMCACHED_IN_PROGRESS)
+            usleep(100);
+    }
+    return rc;
+}
+
+/* A program that only ever polls with memcached_test gets what one that
+ * waits gets: a value larger than the landing buffer (which must be
+ * advertised again between its pieces), and CONNECTION_FAILURE from a
+ * server that goes away. */
+static void polling_with_test_only(unsigned tcp_port, unsigned rdma_port)
+{
+    struct server s;
+    server_start_with(&s, tcp_port, rdma_port, "1", NULL, NULL);
+    memcached_st *m = rdma_client(&s);
+    size_t n = 3000000, len = 0;
+    char *val = malloc(n);
+    fill(val, n, 77);
+    memcached_return_t rc = memcached_set(m, "polled", 6, val, n, 0, 0);
+    memcached_request_st *req = memcached_request_create(m);
+    memcached_bget(m, "polled", 6, req);
+    memcached_return_t got = test_until_done(m, req, 20000);
+    const char *v = memcached_request_value(req, &len);
+    tap_ok(rc == MEMCACHED_SUCCESS && got == MEMCACHED_SUCCESS && v != NULL && len == n &&
+               memcmp(v, val, n) == 0,
+           "a bget of 3 MB completes with memcached_test alone (%s, %zu bytes)",
+           memcached_strerror(m, got), len);
+    memcached_request_free(req);
+    free(val);
+
+    kill(s.pid, SIGSTOP);
+    req = memcached_request_create(m);
+    memcached_bget(m, "polled", 6, req);
+    memcached_return_t during = test_until_done(m, req, 300);
+    server_stop(&s, SIGKILL);
+    got = test_until_done(m, req, 20000);
+    tap_ok(during == MEMCACHED_IN_PROGRESS && got == MEMCACHED_CONNECTION_FAILURE,
+           "a server killed while the client polls with memcached_test: %s, then %s",
+           memcached_strerror(m, during), memcached_strerror(m, got));
+    memcached_request_free(req);
+    memcached_free(m);
+}
+
 /* What a client sees of an idle close: the results of its calls after the
  * server closed its idle connection, until one finds the value (at most
  * three), as "SUCCESS kept" or the error's name, one per line. */
@@ -1028,6 +1077,7 @@ int main(int argc, char **argv)
     }
 
     idle_rdma_connection(base + 6, base + 7);
+    polling_with_test_only(base + 8, base + 9);
 
     memcached_free(mr);
     server_stop(&s2, SIGTERM);
