@@ -73,11 +73,14 @@ struct mcr_rdma_send {
 struct mcr_rdma_ep_stats {
     uint64_t msgs_sent, msgs_received;
     uint64_t credit_msgs_sent;
-    uint64_t credit_stalls;   /* sends queued because no credit was left */
-    uint32_t max_in_flight;   /* highest number of our messages the peer had not
-                                 yet returned credit for */
-    uint16_t peer_credits;    /* credits the peer granted us */
-    uint16_t granted_credits; /* credits we granted the peer */
+    uint64_t credit_stalls;    /* sends queued because no credit was left */
+    uint32_t max_in_flight;    /* highest number of our messages the peer had not
+                                  yet returned credit for */
+    uint16_t peer_credits;     /* credits the peer granted us */
+    uint16_t granted_credits;  /* credits we granted the peer */
+    uint32_t sends_unfinished; /* messages accepted by send (and credit messages)
+                                  not yet completed: waiting for credit, or
+                                  posted and not yet acknowledged by the peer */
 };
 
 struct mcr_rdma_ep_ops {

@@ -572,7 +572,10 @@ static int rc_rdma_write(struct mcr_rdma_ep *ep, const struct mcr_rdma_rndv *rem
 
 static void rc_stats(const struct mcr_rdma_ep *ep, struct mcr_rdma_ep_stats *out)
 {
-    *out = ((const struct rc_ep *)ep)->stats;
+    const struct rc_ep *rc = (const struct rc_ep *)ep;
+    *out = rc->stats;
+    /* posted work requests are sends, credit messages and RDMA operations */
+    out->sends_unfinished = rc->sends_waiting + rc->sq_outstanding - rc->rdma_posted;
 }
 
 const struct mcr_rdma_ep_ops mcr_rdma_rc_ops = {

@@ -124,6 +124,14 @@ void lmr_io_close(memcached_instance_st *srv)
     reset_receive(srv);
 }
 
+void lmr_io_drain(memcached_instance_st *srv)
+{
+    if (srv->conn.ops == NULL || srv->conn.ops->drain == NULL || srv->connecting)
+        return;
+    int timeout = srv->client->behaviors.poll_timeout_ms;
+    srv->conn.ops->drain(&srv->conn, timeout < 0 ? INT32_MAX : timeout);
+}
+
 /* A failure takes the server out of service for RETRY_TIMEOUT and counts
  * towards SERVER_FAILURE_LIMIT. A timeout or a failed connect (`timed_out`)
  * does so only once SERVER_TIMEOUT_LIMIT of them came in a row (no reply in

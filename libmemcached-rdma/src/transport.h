@@ -85,6 +85,14 @@ struct lmr_transport_ops {
      * request still in progress; waiting callers get the same through
      * poll_input and prepare_sleep. */
     void (*poll_events)(struct lmr_conn *conn);
+    /* Optional, for transports whose send takes bytes before they are on
+     * their way (RDMA: kept in order, or waiting in the endpoint for
+     * credit): waits up to timeout_ms until every byte send took has
+     * reached the server, as a socket's kernel delivers what was written
+     * even after close. The pipeline calls it before a close that is not
+     * a failure (memcached_quit, memcached_free, a behavior that
+     * reconnects) and in memcached_flush_buffers. */
+    void (*drain)(struct lmr_conn *conn, int timeout_ms);
     void (*release_value_buffer)(struct lmr_conn *conn, uint32_t opaque);
 };
 

@@ -777,6 +777,25 @@ static bool rdma_prepare_sleep(struct lmr_conn *conn)
     return input_waiting(s) || s->closed;
 }
 
+/* Everything send took is with the server: nothing kept, the request
+ * region read, every message acknowledged by the server's device. */
+static bool sent_all(struct rdma_stream *s)
+{
+    if (s->out_len > 0 || s->src_busy)
+        return false;
+    struct mcr_rdma_ep_stats st;
+    mcr_rdma_ep_stats(s->ep, &st);
+    return st.sends_unfinished == 0;
+}
+
+static void rdma_drain(struct lmr_conn *conn, int timeout_ms)
+{
+    struct rdma_stream *s = conn->transport_state;
+    int64_t deadline = now_ms() + timeout_ms;
+    while (s->ep != NULL && !s->closed && !sent_all(s) && now_ms() < deadline)
+        progress(s, 1);
+}
+
 /* For a caller that polls with memcached_test: connection events (the
  * server went away) and the landing buffer's next advertisement, which
  * rdma_recv's fast path does not look at. */
@@ -833,6 +852,7 @@ const struct lmr_transport_ops lmr_transport_rdma = {
     .prepare_sleep = rdma_prepare_sleep,
     .offer_value_buffer = rdma_offer_value_buffer,
     .poll_events = rdma_poll_events,
+    .drain = rdma_drain,
     .release_value_buffer = rdma_release_value_buffer,
 };
 

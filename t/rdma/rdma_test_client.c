@@ -684,6 +684,85 @@ static pid_t spawn_client(const char *self, const char *mode, int number, unsign
     return pid;
 }
 
+/* Sets keys prefix0 .. prefix<count-1> to their own names; how many
+ * calls returned SUCCESS. */
+static int set_keys(memcached_st *m, const char *prefix, int count)
+{
+    int stored = 0;
+    for (int i = 0; i < count; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "%s%d", prefix, i);
+        stored += memcached_set(m, key, (size_t)kl, key, (size_t)kl, 0, 0) == MEMCACHED_SUCCESS;
+    }
+    return stored;
+}
+
+/* How many of keys prefix0 .. prefix<count-1> the server holds. */
+static int keys_present(memcached_st *m, const char *prefix, int count)
+{
+    int present = 0;
+    for (int i = 0; i < count; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "%s%d", prefix, i);
+        present += memcached_exist(m, key, (size_t)kl) == MEMCACHED_SUCCESS;
+    }
+    return present;
+}
+
+/* Stores that expect no reply complete once the transport took their
+ * bytes; over RDMA those may still wait for credit when the program
+ * closes the client or flushes and then goes quiet. As over a socket,
+ * whose kernel still delivers what was written, they must reach the
+ * server: memcached_free and memcached_quit send them first, and so does
+ * memcached_flush_buffers. */
+static void stores_before_close(unsigned tcp_port, unsigned rdma_port)
+{
+    enum { N = 400 };
+    struct server s;
+    server_start_with(&s, tcp_port, rdma_port, "1", NULL, NULL);
+    memcached_st *check = rdma_client(&s);
+    size_t big_len = 3000000;
+    char *big = malloc(big_len);
+    fill(big, big_len, 55);
+
+    memcached_st *m = rdma_client(&s);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_NOREPLY, 1);
+    int took = set_keys(m, "nr", N);
+    took += memcached_set(m, "nrbig", 5, big, big_len, 0, 0) == MEMCACHED_SUCCESS;
+    memcached_free(m); /* at once: no call in between sends what waits */
+    size_t len = 0;
+    memcached_return_t rc;
+    char *got = memcached_get(check, "nrbig", 5, &len, &(uint32_t){0}, &rc);
+    int present = keys_present(check, "nr", N);
+    tap_ok(took == N + 1 && present == N && got && len == big_len && memcmp(got, big, len) == 0,
+           "noreply sets (%d of 400 small, and 3 MB) reach the server when the client is freed "
+           "right after them",
+           present);
+    free(got);
+
+    m = rdma_client(&s);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_NOREPLY, 1);
+    set_keys(m, "nq", N);
+    memcached_quit(m);
+    present = keys_present(check, "nq", N);
+    tap_ok(present == N, "and when it quits (%d of %d)", present, N);
+    memcached_free(m);
+
+    m = rdma_client(&s);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_BUFFER_REQUESTS, 1);
+    set_keys(m, "nf", N);
+    rc = memcached_flush_buffers(m);
+    usleep(300000); /* the program goes quiet: nothing pushes them any more */
+    present = keys_present(check, "nf", N);
+    tap_ok(rc == MEMCACHED_SUCCESS && present == N,
+           "buffered sets are all on the server after memcached_flush_buffers (%d of %d)", present,
+           N);
+    memcached_free(m);
+    memcached_free(check);
+    free(big);
+    server_stop(&s, SIGTERM);
+}
+
 /* memcached_test until the request is done or `ms` passed; its last result. */
 static memcached_return_t test_until_done(memcached_st *m, memcached_request_st *req, int ms)
 {
@@ -1078,6 +1157,7 @@ int main(int argc, char **argv)
 
     idle_rdma_connection(base + 6, base + 7);
     polling_with_test_only(base + 8, base + 9);
+    stores_before_close(base + 10, base + 11);
 
     memcached_free(mr);
     server_stop(&s2, SIGTERM);
