@@ -376,10 +376,18 @@ static void rc_destroy_now(struct mcr_rdma_ep *ep)
 static bool rc_accept_request(struct rc_ep *rc)
 {
     struct mcr_rdma_listener *l = rc->listener;
-    if (rc->credit_buf == NO_CREDIT_BUF || l->on_accept(l, &rc->base, l->user) != 0 ||
-        rdma_accept(rc->cm_id, &rc->accept_param) != 0) {
+    /* not CONNECTING: an event of its CM id closed it before it got here */
+    if (rc->state != RC_CONNECTING || rc->credit_buf == NO_CREDIT_BUF ||
+        l->on_accept(l, &rc->base, l->user) != 0) {
         rdma_reject(rc->cm_id, NULL, 0);
         return false;
+    }
+    if (rdma_accept(rc->cm_id, &rc->accept_param) != 0) {
+        /* the owner has the endpoint now: it learns of this through on_closed */
+        int err = -errno;
+        rc->base.ctx->stats.rejected++;
+        rdma_reject(rc->cm_id, NULL, 0);
+        rc_fail(rc, err, "rdma_accept failed");
     }
     return true;
 }

@@ -1630,7 +1630,18 @@ int net_rdma_open(struct event_base *base)
     return register_slab_memory();
 }
 
+/* The listeners go in net_rdma_shutdown, once the workers stopped: a
+ * connection a listener handed to a worker is accepted on the worker's
+ * thread through the listener's callback, which must still exist then. */
 void net_rdma_close(void)
+{
+    for (struct rdma_group *g = groups; g; g = g->next)
+        for (unsigned i = 0; i < g->nworkers; i++)
+            if (worker_call(g->workers[i].w, worker_detach, &g->workers[i]) != 0)
+                log_msg(LOG_ALWAYS, "rdma: cannot reach worker %u", i);
+}
+
+void net_rdma_shutdown(void)
 {
     while (listens) {
         struct rdma_listen *l = listens;
@@ -1640,14 +1651,6 @@ void net_rdma_close(void)
         mcr_rdma_ctx_destroy(l->ctx);
         free(l);
     }
-    for (struct rdma_group *g = groups; g; g = g->next)
-        for (unsigned i = 0; i < g->nworkers; i++)
-            if (worker_call(g->workers[i].w, worker_detach, &g->workers[i]) != 0)
-                log_msg(LOG_ALWAYS, "rdma: cannot reach worker %u", i);
-}
-
-void net_rdma_shutdown(void)
-{
     stats_general_extra = NULL;
     rdma_mem_stop(); /* slab registrations go before their protection domains */
     while (groups) {
