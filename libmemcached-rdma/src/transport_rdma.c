@@ -819,12 +819,32 @@ static bool rdma_offer_value_buffer(struct lmr_conn *conn, uint32_t opaque, char
     return true;
 }
 
+/* True when input not yet read lies in buf[0, len): the server said it
+ * wrote more of a value buffer than the reply that owns it used. */
+static bool unread_input_in(const struct rdma_stream *s, const char *buf, size_t len)
+{
+    for (unsigned k = 0; k < s->nsegs; k++) {
+        const struct value_seg *seg = &s->segs[(s->seg_first + k) % RDMA_VALUE_BUFS];
+        if (seg->len > 0 && seg->ptr >= buf && seg->ptr < buf + len)
+            return true;
+    }
+    return false;
+}
+
 static void rdma_release_value_buffer(struct lmr_conn *conn, uint32_t opaque)
 {
     struct rdma_stream *s = conn->transport_state;
     for (unsigned i = 0; i < s->nvbufs; i++) {
         if (s->vbufs[i].opaque != opaque)
             continue;
+        if (unread_input_in(s, s->vbufs[i].buf, s->vbufs[i].len)) {
+            /* the caller may free the buffer now: none of the stream may
+             * be read from it any more, so the stream ends here */
+            s->nsegs = 0;
+            s->in_len = 0;
+            if (s->ep != NULL && !s->closed)
+                mcr_rdma_ep_close(s->ep);
+        }
         mcr_rdma_regcache_put(s->regcache, s->vbufs[i].mr);
         s->vbufs[i] = s->vbufs[--s->nvbufs];
         return;
