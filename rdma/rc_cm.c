@@ -190,20 +190,19 @@ void rc_fail(struct rc_ep *rc, int reason, const char *why)
 {
     if (rc->state == RC_CLOSING)
         return;
-    if (rc->batch_len > 0) {
-        if (reason == 0 && rc->state == RC_ESTABLISHED) {
-            rc_post_batch(&rc->base); /* what was sent before a local close goes */
-            if (rc->state == RC_CLOSING)
-                return; /* that post failed and closed the endpoint */
-        } else {
-            rc_drop_batch(rc, -ECONNABORTED);
-        }
+    if (rc->batch_len > 0 && reason == 0 && rc->state == RC_ESTABLISHED) {
+        rc_post_batch(&rc->base); /* what was sent before a local close goes */
+        if (rc->state == RC_CLOSING)
+            return; /* that post failed and closed the endpoint */
     }
     bool was_connected = rc->state == RC_ESTABLISHED || rc->state == RC_CONNECTING;
+    /* before any operation is given back: the callbacks that report them
+     * failed may try to send, which a closing endpoint refuses */
     rc->state = RC_CLOSING;
     mcr_rdma_ctx_schedule_reap(rc->base.ctx);
     rc->close_reason = reason;
     snprintf(rc->close_why, sizeof(rc->close_why), "%s", why);
+    rc_drop_batch(rc, -ECONNABORTED);
     if (rc->qp != NULL) {
         struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
         ibv_modify_qp(rc->qp, &attr, IBV_QP_STATE); /* flush everything posted */
@@ -370,15 +369,15 @@ static void rc_destroy_now(struct mcr_rdma_ep *ep)
 
 /* ---- listener ------------------------------------------------------------ */
 
-/* Accepts (or refuses) a connection request whose endpoint is attached to
- * its context, on that context's thread. Returns false when refused: the
- * caller destroys the CM id. */
-static bool rc_accept_request(struct rc_ep *rc)
+/* Attaches a requested connection's endpoint to its context (its receives
+ * posted before the peer may send) and accepts it, or refuses it, on that
+ * context's thread. Returns false when refused: the caller frees the
+ * endpoint and destroys the CM id. */
+static bool rc_attach_and_accept(struct rc_ep *rc)
 {
     struct mcr_rdma_listener *l = rc->listener;
     /* not CONNECTING: an event of its CM id closed it before it got here */
-    if (rc->state != RC_CONNECTING || rc->credit_buf == NO_CREDIT_BUF ||
-        l->on_accept(l, &rc->base, l->user) != 0) {
+    if (!rc_attach(rc) || rc->state != RC_CONNECTING || l->on_accept(l, &rc->base, l->user) != 0) {
         rdma_reject(rc->cm_id, NULL, 0);
         return false;
     }
@@ -402,8 +401,7 @@ static void rc_adopt(struct mcr_rdma_ep *ep)
         rc_free(rc, true);
         return;
     }
-    rc_attach(rc);
-    if (!rc_accept_request(rc)) {
+    if (!rc_attach_and_accept(rc)) {
         ctx->stats.rejected++;
         rc_free(rc, true);
     }
@@ -453,8 +451,7 @@ static struct rdma_cm_id *listener_cm_event(struct mcr_rdma_cm_owner *owner,
         l->pending = rc;
         return NULL;
     }
-    rc_attach(rc);
-    if (!rc_accept_request(rc)) {
+    if (!rc_attach_and_accept(rc)) {
         ctx->stats.rejected++;
         rc_free(rc, false);
         return id;

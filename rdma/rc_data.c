@@ -143,11 +143,17 @@ void rc_post_batch(struct mcr_rdma_ep *ep)
     ctx->stats.work_requests += posted;
     if (err == 0)
         return;
+    /* the endpoint closes before the refused operations are given back: their
+     * callbacks may try to send, which would collect into batch_wr again */
+    struct mcr_rdma_op *refused[RC_BATCH_MAX];
+    uint32_t nrefused = 0;
     for (uint32_t i = posted; i < n; i++) {
         rc->sq_outstanding--;
-        unpost_op(rc, (struct mcr_rdma_op *)(uintptr_t)rc->batch_wr[i].wr_id, -err);
+        refused[nrefused++] = (struct mcr_rdma_op *)(uintptr_t)rc->batch_wr[i].wr_id;
     }
     rc_fail(rc, -err, "ibv_post_send failed");
+    for (uint32_t i = 0; i < nrefused; i++)
+        unpost_op(rc, refused[i], -err);
 }
 
 void rc_drop_batch(struct rc_ep *rc, int status)
@@ -186,8 +192,8 @@ static void post_op(struct rc_ep *rc, struct mcr_rdma_op *op)
     int err = ibv_post_send(rc->qp, &wr, &bad);
     ctx->stats.doorbells++;
     if (err != 0) {
+        rc_fail(rc, -err, "ibv_post_send failed"); /* first: see rc_post_batch */
         unpost_op(rc, op, -err);
-        rc_fail(rc, -err, "ibv_post_send failed");
         return;
     }
     ctx->stats.work_requests++;
