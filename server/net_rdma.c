@@ -986,7 +986,7 @@ static ssize_t sendv_zero_copy(struct rdma_conn *rc, const struct iovec *iov, in
     }
     CTR_ADD(rc->rw, rendezvous_writes, 1);
     CTR_ADD(rc->rw, zero_copy_writes, 1);
-    CTR_ADD(rc->rw, bytes_written, at);
+    CTR_ADD(rc->rw, bytes_written, head_len + at); /* the head rides on RNDV_DONE */
     int r = send_done(rc);
     if ((r != 0 && r != -EAGAIN) || rc->peer_gone) {
         errno = EPIPE;

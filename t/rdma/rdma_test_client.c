@@ -333,13 +333,21 @@ static int many_in_flight(memcached_st *m, int count)
     return bad;
 }
 
+/* One value of a stats snapshot; -1 when missing. */
+static long stat_of(memcached_st *m, memcached_stat_st *st, const char *name)
+{
+    memcached_return_t rc;
+    char *v = st ? memcached_stat_get_value(m, st, name, &rc) : NULL;
+    long n = v ? atol(v) : -1;
+    free(v);
+    return n;
+}
+
 static long rdma_stat(memcached_st *m, const char *name)
 {
     memcached_return_t rc;
     memcached_stat_st *st = memcached_stat(m, NULL, &rc);
-    char *v = st ? memcached_stat_get_value(m, st, name, &rc) : NULL;
-    long n = v ? atol(v) : -1;
-    free(v);
+    long n = stat_of(m, st, name);
     memcached_stat_free(m, st);
     return n;
 }
@@ -798,6 +806,17 @@ static void polling_with_test_only(unsigned tcp_port, unsigned rdma_port)
            memcached_strerror(m, got), len);
     memcached_request_free(req);
     free(val);
+    /* every byte of this server went over RDMA: its RDMA byte counters
+     * agree with memcached's own, zero-copy WRITEs' reply headers included */
+    memcached_stat_st *st = memcached_stat(m, NULL, &rc);
+    long written = stat_of(m, st, "bytes_written"),
+         rdma_written = stat_of(m, st, "rdma_bytes_written");
+    long read = stat_of(m, st, "bytes_read"), rdma_read = stat_of(m, st, "rdma_bytes_read");
+    memcached_stat_free(m, st);
+    tap_ok(written > 3000000 && rdma_written == written && rdma_read == read,
+           "rdma_bytes_written %ld and rdma_bytes_read %ld agree with bytes_written %ld and "
+           "bytes_read %ld when all traffic is RDMA",
+           rdma_written, rdma_read, written, read);
 
     kill(s.pid, SIGSTOP);
     req = memcached_request_create(m);
