@@ -212,9 +212,39 @@ void rc_fail(struct rc_ep *rc, int reason, const char *why)
     rc_drop_waiting(rc, -ECONNABORTED);
 }
 
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Nothing the owner handed over is left: none waits, none is collected,
+ * none is in flight. */
+static bool rc_work_done(const struct rc_ep *rc)
+{
+    return rc->wait_head == NULL && rc->batch_len == 0 && rc->sq_outstanding == 0;
+}
+
+/* A local close lets what was sent before it go first, as a socket's close
+ * does: messages waiting for credit and work requests the device has not
+ * carried out yet (moving the QP to the error state would flush them).
+ * The endpoint takes nothing new meanwhile; it closes once they completed,
+ * or after RC_LINGER_MS (checked when the context reaps). */
 void rc_close(struct mcr_rdma_ep *ep)
 {
-    rc_fail(rc_from_ep(ep), 0, "closed locally");
+    struct rc_ep *rc = rc_from_ep(ep);
+    if (rc->state == RC_ESTABLISHED && !rc->lingering && !rc->base.ctx->destroying) {
+        if (rc->batch_len > 0)
+            rc_post_batch(ep);
+        if (rc->state == RC_ESTABLISHED && !rc_work_done(rc)) {
+            rc->lingering = true;
+            rc->linger_until_ms = now_ms() + RC_LINGER_MS;
+            mcr_rdma_ctx_schedule_reap(ep->ctx);
+            return;
+        }
+    }
+    rc_fail(rc, 0, "closed locally");
 }
 
 static void rc_mark_established(struct rc_ep *rc)
@@ -291,6 +321,11 @@ static struct rdma_cm_id *rc_cm_event(struct mcr_rdma_cm_owner *owner, struct rd
         rc_fail(rc, -ECONNREFUSED, rdma_event_str(ev->event));
         break;
     case RDMA_CM_EVENT_DISCONNECTED:
+        /* what the peer sent before it left is delivered first, as a
+         * socket's reader gets the data before the end of stream: its
+         * receive completions may still wait in the queue */
+        if (rc->state == RC_ESTABLISHED)
+            mcr_rdma_ctx_poll_cq(ctx);
         rc_fail(rc, -ECONNRESET, "peer disconnected");
         break;
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
@@ -337,6 +372,13 @@ int mcr_rdma_rc_connect(struct mcr_rdma_ctx *ctx, const char *host, uint16_t por
 static bool rc_try_reap(struct mcr_rdma_ep *ep)
 {
     struct rc_ep *rc = rc_from_ep(ep);
+    if (rc->lingering && rc->state == RC_ESTABLISHED) {
+        if (!rc_work_done(rc) && now_ms() < rc->linger_until_ms) {
+            mcr_rdma_ctx_schedule_reap(ep->ctx); /* look again after more progress */
+            return false;
+        }
+        rc_fail(rc, 0, "closed locally");
+    }
     if (rc->state != RC_CLOSING)
         return false;
     if (rc->sq_outstanding > 0) {

@@ -442,7 +442,7 @@ static size_t rc_max_eager_payload(const struct mcr_rdma_ep *ep)
 static int new_send_op(struct rc_ep *rc, struct mcr_rdma_op **out)
 {
     struct mcr_rdma_ctx *ctx = rc->base.ctx;
-    if (rc->state != RC_ESTABLISHED)
+    if (rc->state != RC_ESTABLISHED || rc->lingering)
         return -ENOTCONN;
     uint32_t waiting_max = ctx->opts.ep_sends_waiting_max;
     if (waiting_max > 0 && rc->sends_waiting >= waiting_max)
@@ -533,7 +533,7 @@ static int rc_rdma(struct mcr_rdma_ep *ep, enum mcr_rdma_op_kind kind,
                    struct ibv_mr *local_mr, uint32_t len, void *cookie)
 {
     struct rc_ep *rc = rc_from_ep(ep);
-    if (rc->state != RC_ESTABLISHED)
+    if (rc->state != RC_ESTABLISHED || rc->lingering)
         return -ENOTCONN;
     if (remote == NULL || local == NULL || local_mr == NULL || len == 0)
         return -EINVAL;

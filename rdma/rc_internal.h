@@ -10,6 +10,8 @@
 #include "rdma/ctx_internal.h"
 #include "rdma/rc.h"
 
+/* How long a local close waits for what was sent before it (RC_LINGER_MS). */
+#define RC_LINGER_MS 2000
 /* Work requests one endpoint collects in a batch before it posts them. */
 #define RC_BATCH_MAX 16
 
@@ -38,6 +40,10 @@ struct rc_ep {
     unsigned char accept_pdata[MCR_RDMA_CONN_DATA_SIZE];
     int close_reason;
     char close_why[96];
+    /* closed locally while work requests were still waiting or in flight:
+     * they still go (no new ones are taken) until linger_until_ms */
+    bool lingering;
+    uint64_t linger_until_ms;
 
     /* credits */
     uint16_t peer_credits;     /* credits the peer granted us at connect */

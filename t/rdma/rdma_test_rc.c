@@ -569,6 +569,57 @@ static void test_small_pools(void)
     server_stop(&sp);
 }
 
+/* The server's side of the newest connection is established too (the
+ * client may see it first): srv.connected grew past *arg. */
+static bool server_saw_connection(void *arg)
+{
+    return srv.connected > *(int *)arg;
+}
+
+/* A local close lets what was sent before it go first: messages still
+ * waiting for credit when the server closes its endpoint reach the client
+ * once it returns credits, before the disconnect; the endpoint takes no
+ * new sends meanwhile. */
+static void test_close_lingers(void)
+{
+    enum { N = 45 };
+    struct test_client c;
+    int connected0 = srv.connected;
+    bool up = client_connect(&c, NULL, srv.port);
+    struct mcr_rdma_ep *sep = srv.last_ep;
+    up = up && run_until(server_saw_connection, &connected0, 10000);
+    if (!up) {
+        tap_ok(0, "close lingers: client connects");
+        client_destroy(&c);
+        return;
+    }
+    mcr_rdma_ep_pause(c.ep); /* no credits come back: some sends must wait */
+    int sent = send_burst(sep, 0, N);
+    run_for(200);
+    struct mcr_rdma_ep_stats st;
+    mcr_rdma_ep_stats(sep, &st);
+    uint32_t waiting = st.sends_unfinished;
+    int closed0 = srv.closed;
+    mcr_rdma_ep_close(sep);
+    unsigned char b = 0;
+    struct iovec iov = {&b, 1};
+    struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_EAGER, .iov = &iov, .iovcnt = 1};
+    int after = mcr_rdma_ep_send(sep, &m);
+    run_for(200);
+    bool still_open = srv.closed == closed0 && !c.closed;
+    if (c.ep != NULL)
+        mcr_rdma_ep_resume(c.ep);
+    bool all = wait_replies(&c, N, 20000);
+    run_until(client_closed, &c, 20000);
+    tap_ok(sent == N && waiting > 0 && after == -ENOTCONN && still_open,
+           "a server endpoint closed with %u of %d messages unfinished takes no new send and "
+           "stays open for them",
+           waiting, N);
+    tap_ok(all && c.replies == N && c.bad_replies == 0 && c.closed,
+           "the client receives all %d, in order, then the disconnect (%u received)", N, c.replies);
+    client_destroy(&c);
+}
+
 /* With ep_sends_waiting_max, a peer that returns no credits (its endpoint
  * paused) holds at most its credits plus that many of the context's send
  * buffers: sends to it then return -EAGAIN while another peer of the same
@@ -702,6 +753,7 @@ int main(void)
     mcr_rdma_regcache_destroy(cache);
     test_many_clients();
     test_waiting_cap();
+    test_close_lingers();
     test_batch_close(true);
     test_batch_close(false);
 
