@@ -98,8 +98,13 @@ struct mcr_rdma_ep_ops {
                      void *local, struct ibv_mr *local_mr, uint32_t len, void *cookie);
     int (*rdma_write)(struct mcr_rdma_ep *ep, const struct mcr_rdma_rndv *remote, uint32_t offset,
                       const void *local, struct ibv_mr *local_mr, uint32_t len, void *cookie);
-    /* Starts closing; on_closed follows from the context's progress. */
+    /* Starts closing; on_closed follows from the context's progress. What
+     * was sent before goes first (the endpoint lingers, taking no new
+     * sends, for a bounded time). */
     void (*close)(struct mcr_rdma_ep *ep);
+    /* Closes at once, dropping what has not gone yet: for a connection
+     * that failed (a peer breaking the protocol, a timeout). */
+    void (*abort)(struct mcr_rdma_ep *ep);
     /* Stop / restart delivering received messages to on_message. While
      * paused, arriving messages are held in their receive buffers and no
      * credit goes back for them, so the peer stops after its credits: a
@@ -145,6 +150,10 @@ static inline int mcr_rdma_ep_rdma_write(struct mcr_rdma_ep *ep, const struct mc
 static inline void mcr_rdma_ep_close(struct mcr_rdma_ep *ep)
 {
     ep->ops->close(ep);
+}
+static inline void mcr_rdma_ep_abort(struct mcr_rdma_ep *ep)
+{
+    ep->ops->abort(ep);
 }
 static inline void mcr_rdma_ep_pause(struct mcr_rdma_ep *ep)
 {

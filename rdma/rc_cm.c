@@ -247,6 +247,11 @@ void rc_close(struct mcr_rdma_ep *ep)
     rc_fail(rc, 0, "closed locally");
 }
 
+void rc_abort(struct mcr_rdma_ep *ep)
+{
+    rc_fail(rc_from_ep(ep), -ECONNABORTED, "aborted locally");
+}
+
 static void rc_mark_established(struct rc_ep *rc)
 {
     rc->state = RC_ESTABLISHED;

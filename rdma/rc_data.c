@@ -590,6 +590,7 @@ const struct mcr_rdma_ep_ops mcr_rdma_rc_ops = {
     .rdma_read = rc_rdma_read,
     .rdma_write = rc_rdma_write,
     .close = rc_close,
+    .abort = rc_abort,
     .pause = rc_pause,
     .resume = rc_resume,
     .max_eager_payload = rc_max_eager_payload,

@@ -132,6 +132,7 @@ bool rc_set_peer_params(struct rc_ep *rc, const void *private_data, unsigned len
 void rc_fail(struct rc_ep *rc, int reason, const char *why);
 /* The endpoint table's close. */
 void rc_close(struct mcr_rdma_ep *ep);
+void rc_abort(struct mcr_rdma_ep *ep);
 /* A message arrived while still CONNECTING: become ESTABLISHED if the
  * connection's parameters are known. Returns true when established. */
 bool rc_establish_on_first_message(struct rc_ep *rc);

@@ -368,7 +368,7 @@ static void rconn_fail(struct rdma_conn *rc, const char *why)
     log_msg(LOG_WARN, "<rdma %s: %s, closing", rc->conn ? rc->conn->peer_addr : "?", why);
     rc->peer_gone = true;
     if (rc->ep)
-        mcr_rdma_ep_close(rc->ep);
+        mcr_rdma_ep_abort(rc->ep);
     rconn_poke(rc);
 }
 
@@ -418,7 +418,7 @@ static void on_connected(struct mcr_rdma_ep *ep, void *user)
     struct rdma_worker *rw = rc->rw;
     rc->ready_ev = event_new(rw->w->base, -1, 0, rconn_ready_cb, rc);
     if (!rc->ready_ev) {
-        mcr_rdma_ep_close(ep);
+        mcr_rdma_ep_abort(ep);
         return;
     }
     rc->counted = true;
@@ -496,7 +496,7 @@ static void append_input(struct rdma_conn *rc, const void *data, uint32_t len)
         if (!grown) {
             log_msg(LOG_WARN, "<rdma %s: out of memory for input, closing", rc->conn->peer_addr);
             rc->peer_gone = true;
-            mcr_rdma_ep_close(ep);
+            mcr_rdma_ep_abort(ep);
             rconn_poke(rc);
             return;
         }

@@ -176,7 +176,7 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
     if (msg->flags == MCR_RDMA_F_READ_DONE) {
         /* the server has pulled our RNDV_READ region; a reply may ride along */
         if (!s->src_busy || msg->request_id != s->src_id) {
-            mcr_rdma_ep_close(ep);
+            mcr_rdma_ep_abort(ep);
             return;
         }
         s->src_busy = false;
@@ -205,7 +205,7 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
         if (vb == NULL || msg->payload_len < 4 || n == 0 || n > vb->len ||
             s->nsegs == RDMA_VALUE_BUFS ||
             !reserve(&s->in, &s->in_off, s->in_len, &s->in_cap, head_len)) {
-            mcr_rdma_ep_close(ep);
+            mcr_rdma_ep_abort(ep);
             return;
         }
         memcpy(s->in + s->in_off + s->in_len, head, head_len);
@@ -222,7 +222,7 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
         if (!s->land_out || msg->request_id != s->land_id || msg->payload_len < 4 || n == 0 ||
             n > s->land_reg.len ||
             !reserve(&s->in, &s->in_off, s->in_len, &s->in_cap, (size_t)head_len + n)) {
-            mcr_rdma_ep_close(ep);
+            mcr_rdma_ep_abort(ep);
             return;
         }
         memcpy(s->in + s->in_off + s->in_len, head, head_len);
@@ -235,7 +235,7 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
     }
     if (msg->type != MCR_RDMA_MSG_EAGER || !plain ||
         !reserve(&s->in, &s->in_off, s->in_len, &s->in_cap, msg->payload_len)) {
-        mcr_rdma_ep_close(ep); /* the server sends nothing else; the reader sees the end */
+        mcr_rdma_ep_abort(ep); /* the server sends nothing else; the reader sees the end */
         return;
     }
     memcpy(s->in + s->in_off + s->in_len, msg->payload, msg->payload_len);
@@ -528,7 +528,7 @@ static void advertise(struct rdma_stream *s)
     if (rc == 0) {
         land_advertised(s);
     } else if (rc != -EAGAIN) {
-        mcr_rdma_ep_close(s->ep);
+        mcr_rdma_ep_abort(s->ep);
     }
 }
 
@@ -542,9 +542,9 @@ static void progress(struct rdma_stream *s, int timeout_ms)
              : timeout_ms == 0 ? mcr_rdma_ctx_handle_events(s->ctx)
                                : mcr_rdma_ctx_poll(s->ctx);
     if (rc < 0 && s->ep != NULL && !s->closed)
-        mcr_rdma_ep_close(s->ep);
+        mcr_rdma_ep_abort(s->ep);
     if (!flush_out(s) && s->ep != NULL && !s->closed)
-        mcr_rdma_ep_close(s->ep);
+        mcr_rdma_ep_abort(s->ep);
     if (timeout_ms >= 0) {
         advertise(s);
         sync_signal(s);
@@ -555,7 +555,7 @@ static void progress(struct rdma_stream *s, int timeout_ms)
 static void stream_free(struct rdma_stream *s)
 {
     if (s->ep != NULL && !s->closed) {
-        mcr_rdma_ep_close(s->ep);
+        mcr_rdma_ep_abort(s->ep);
         int64_t deadline = now_ms() + RDMA_CLOSE_WAIT_MS;
         while (!s->closed && now_ms() < deadline)
             mcr_rdma_ctx_progress(s->ctx, 10);
@@ -843,7 +843,7 @@ static void rdma_release_value_buffer(struct lmr_conn *conn, uint32_t opaque)
             s->nsegs = 0;
             s->in_len = 0;
             if (s->ep != NULL && !s->closed)
-                mcr_rdma_ep_close(s->ep);
+                mcr_rdma_ep_abort(s->ep);
         }
         mcr_rdma_regcache_put(s->regcache, s->vbufs[i].mr);
         s->vbufs[i] = s->vbufs[--s->nvbufs];

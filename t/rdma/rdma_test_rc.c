@@ -576,6 +576,21 @@ static bool server_saw_connection(void *arg)
     return srv.connected > *(int *)arg;
 }
 
+/* A paused client of srv with n messages sent to it by the server, some of
+ * them still waiting for credit; its server endpoint in *sep. */
+static bool client_with_waiting(struct test_client *c, uint32_t n, struct mcr_rdma_ep **sep)
+{
+    int connected0 = srv.connected;
+    bool up = client_connect(c, NULL, srv.port);
+    *sep = srv.last_ep;
+    if (!up || !run_until(server_saw_connection, &connected0, 10000))
+        return false;
+    mcr_rdma_ep_pause(c->ep); /* no credits come back: some sends must wait */
+    int sent = send_burst(*sep, 0, n);
+    run_for(200);
+    return sent == (int)n;
+}
+
 /* A local close lets what was sent before it go first: messages still
  * waiting for credit when the server closes its endpoint reach the client
  * once it returns credits, before the disconnect; the endpoint takes no
@@ -584,18 +599,12 @@ static void test_close_lingers(void)
 {
     enum { N = 45 };
     struct test_client c;
-    int connected0 = srv.connected;
-    bool up = client_connect(&c, NULL, srv.port);
-    struct mcr_rdma_ep *sep = srv.last_ep;
-    up = up && run_until(server_saw_connection, &connected0, 10000);
-    if (!up) {
-        tap_ok(0, "close lingers: client connects");
+    struct mcr_rdma_ep *sep;
+    if (!client_with_waiting(&c, N, &sep)) {
+        tap_ok(0, "close lingers: a client with messages waiting for it");
         client_destroy(&c);
         return;
     }
-    mcr_rdma_ep_pause(c.ep); /* no credits come back: some sends must wait */
-    int sent = send_burst(sep, 0, N);
-    run_for(200);
     struct mcr_rdma_ep_stats st;
     mcr_rdma_ep_stats(sep, &st);
     uint32_t waiting = st.sends_unfinished;
@@ -611,12 +620,30 @@ static void test_close_lingers(void)
         mcr_rdma_ep_resume(c.ep);
     bool all = wait_replies(&c, N, 20000);
     run_until(client_closed, &c, 20000);
-    tap_ok(sent == N && waiting > 0 && after == -ENOTCONN && still_open,
+    tap_ok(waiting > 0 && after == -ENOTCONN && still_open,
            "a server endpoint closed with %u of %d messages unfinished takes no new send and "
            "stays open for them",
            waiting, N);
     tap_ok(all && c.replies == N && c.bad_replies == 0 && c.closed,
            "the client receives all %d, in order, then the disconnect (%u received)", N, c.replies);
+    client_destroy(&c);
+
+    /* abort: what waits is dropped, the endpoint closes at once */
+    if (!client_with_waiting(&c, N, &sep)) {
+        tap_ok(0, "abort: a client with messages waiting for it");
+        client_destroy(&c);
+        return;
+    }
+    closed0 = srv.closed;
+    mcr_rdma_ep_abort(sep);
+    run_for(200);
+    bool server_closed = srv.closed == closed0 + 1;
+    if (c.ep != NULL)
+        mcr_rdma_ep_resume(c.ep);
+    run_until(client_closed, &c, 20000);
+    tap_ok(server_closed && c.closed && c.replies < N,
+           "an aborted endpoint closes at once and drops what waited (%u of %d arrived)", c.replies,
+           N);
     client_destroy(&c);
 }
 
