@@ -373,6 +373,7 @@ static void rconn_fail(struct rdma_conn *rc, const char *why)
 }
 
 static void send_read_done(struct rdma_conn *rc);
+static void input_held(struct rdma_conn *rc);
 
 static void rconn_ready_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -510,6 +511,7 @@ static void append_input(struct rdma_conn *rc, const void *data, uint32_t len)
         rc->paused = true;
         if (!rc->rsrc_active)
             mcr_rdma_ep_pause(ep);
+        input_held(rc);
     }
     if (rc->want_read)
         rconn_poke(rc);
@@ -537,6 +539,7 @@ static void start_read(struct rdma_conn *rc, const struct mcr_rdma_msg *msg)
     rc->rsrc_peeked = false;
     if (!rc->paused)
         mcr_rdma_ep_pause(rc->ep);
+    input_held(rc);
     if (rc->want_read)
         rconn_poke(rc);
 }
@@ -1019,6 +1022,29 @@ static int send_eager(struct rdma_conn *rc, const struct iovec *msg_iov, int n, 
     return 0;
 }
 
+/* Output may go through the landing buffer: the client advertised one,
+ * and if it is not advertised right now, its next advertisement can be
+ * seen. Not while the endpoint holds the client's messages (paused for
+ * lack of input room, or while a region is pulled, which happens only as
+ * conn.c reads): conn.c reads no input while output blocks, so an
+ * advertisement held there would never arrive; such output goes in eager
+ * messages instead. */
+static bool land_usable(const struct rdma_conn *rc)
+{
+    bool held = rc->paused || rc->rsrc_active;
+    return rc->land_ever && (rc->land_valid || rc->write_inflight || !held);
+}
+
+/* The endpoint began to hold the client's messages: output that waits for
+ * the landing buffer may go eagerly now (land_usable). */
+static void input_held(struct rdma_conn *rc)
+{
+    if (rc->want_write && !land_usable(rc)) {
+        rc->send_blocked = false;
+        rconn_poke(rc);
+    }
+}
+
 static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
 {
     struct rdma_conn *rc = c->tp_data;
@@ -1053,14 +1079,14 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
     size_t all = 0;
     for (int k = 0; k < iovcnt; k++)
         all += iov[k].iov_len;
-    if (all > max_payload && (rc->land_ever || rc->vbufs.count > 0)) {
+    if (all > max_payload && (land_usable(rc) || rc->vbufs.count > 0)) {
         int first;
         size_t run;
         if (find_slab_run(rc, iov, iovcnt, max_payload / 2, &first, &run)) {
             struct rdma_vbuf vb;
             if (first == 0 && rdma_vbufs_take(&rc->vbufs, iov[0].iov_base, run, &vb))
                 return sendv_zero_copy(rc, iov, iovcnt, 0, run, &vb);
-            if (first == 0 && rc->land_ever)
+            if (first == 0 && land_usable(rc))
                 return sendv_zero_copy(rc, iov, iovcnt, 0, run, NULL);
             if (first > 0) {
                 /* what comes before the value names the reply, and so the
@@ -1075,13 +1101,13 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
                 bool rides = head_len <= RDMA_DONE_HEAD_MAX && head_len + 4 <= max_payload;
                 if (rides && rdma_vbufs_take(&rc->vbufs, iov[first].iov_base, run, &vb))
                     return sendv_zero_copy(rc, iov, iovcnt, first, run, &vb);
-                if (rides && rc->land_ever)
+                if (rides && land_usable(rc))
                     return sendv_zero_copy(rc, iov, iovcnt, first, run, NULL);
                 iovcnt = first;
                 all = head_len;
             }
         }
-        if (all > max_payload && rc->land_ever)
+        if (all > max_payload && land_usable(rc))
             return sendv_rendezvous(rc, iov, iovcnt, all);
     }
     if (all > 0 && all <= max_payload && iovcnt <= MCR_RDMA_MSG_IOV_MAX) {

@@ -771,6 +771,45 @@ static void stores_before_close(unsigned tcp_port, unsigned rdma_port)
     server_stop(&s, SIGTERM);
 }
 
+/* A large get whose reply needs the landing buffer advertised again,
+ * followed at once by many eager sets: their bytes pile up on the server
+ * (which pauses the connection) while the get's output waits for the
+ * advertisement that comes after them. Everything must complete. */
+static void large_get_then_many_sets(memcached_st *m)
+{
+    enum { SETS = 150, SET_LEN = 7000 };
+    size_t n = 3000000, len = 0;
+    char *val = malloc(n), *small = malloc(SET_LEN);
+    fill(val, n, 31);
+    fill(small, SET_LEN, 32);
+    memcached_return_t rc = memcached_set(m, "pile", 4, val, n, 0, 0);
+    memcached_request_st *get = memcached_request_create(m);
+    memcached_request_st *sets[SETS];
+    memcached_bget(m, "pile", 4, get);
+    for (int i = 0; i < SETS; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "pile%d", i);
+        sets[i] = memcached_request_create(m);
+        memcached_bset(m, key, (size_t)kl, small, SET_LEN, 0, 0, sets[i]);
+    }
+    memcached_wait_all(m);
+    const char *v = memcached_request_value(get, &len);
+    bool got = memcached_request_return(get) == MEMCACHED_SUCCESS && v && len == n &&
+               memcmp(v, val, n) == 0;
+    int stored = 0;
+    for (int i = 0; i < SETS; i++) {
+        stored += memcached_request_return(sets[i]) == MEMCACHED_SUCCESS;
+        memcached_request_free(sets[i]);
+    }
+    tap_ok(rc == MEMCACHED_SUCCESS && got && stored == SETS,
+           "a 3 MB bget followed at once by %d sets of %d bytes: the value arrives intact (%s) "
+           "and %d sets are stored",
+           SETS, SET_LEN, memcached_strerror(m, memcached_request_return(get)), stored);
+    memcached_request_free(get);
+    free(small);
+    free(val);
+}
+
 /* memcached_test until the request is done or `ms` passed; its last result. */
 static memcached_return_t test_until_done(memcached_st *m, memcached_request_st *req, int ms)
 {
@@ -977,6 +1016,7 @@ int main(int argc, char **argv)
     one_read_per_large_set(mr);
     posts_per_large_request(mr);
     quiet_large_sets(mr);
+    large_get_then_many_sets(mr);
 
     /* ---- server strings ---------------------------------------------------------------- */
     char spec[128];
