@@ -83,6 +83,12 @@ struct mcr_rdma_ep_stats {
                                   posted and not yet acknowledged by the peer */
 };
 
+/* The longest a close lingers for what was sent before it (ops.close). The
+ * deadline is checked when the context reaps, that is when its owner
+ * handles events or polls: an owner that may sleep with nothing to wake it
+ * handles events once this long after a close. */
+#define MCR_RDMA_LINGER_MS 2000
+
 struct mcr_rdma_ep_ops {
     const char *name;
     /* Copies the payload; returns 0, -EMSGSIZE (does not fit one eager

@@ -230,7 +230,7 @@ static bool rc_work_done(const struct rc_ep *rc)
  * does: messages waiting for credit and work requests the device has not
  * carried out yet (moving the QP to the error state would flush them).
  * The endpoint takes nothing new meanwhile; it closes once they completed,
- * or after RC_LINGER_MS (checked when the context reaps). */
+ * or after MCR_RDMA_LINGER_MS (checked when the context reaps). */
 void rc_close(struct mcr_rdma_ep *ep)
 {
     struct rc_ep *rc = rc_from_ep(ep);
@@ -239,7 +239,7 @@ void rc_close(struct mcr_rdma_ep *ep)
             rc_post_batch(ep);
         if (rc->state == RC_ESTABLISHED && !rc_work_done(rc)) {
             rc->lingering = true;
-            rc->linger_until_ms = now_ms() + RC_LINGER_MS;
+            rc->linger_until_ms = now_ms() + MCR_RDMA_LINGER_MS;
             mcr_rdma_ctx_schedule_reap(ep->ctx);
             return;
         }

@@ -10,8 +10,6 @@
 #include "rdma/ctx_internal.h"
 #include "rdma/rc.h"
 
-/* How long a local close waits for what was sent before it (RC_LINGER_MS). */
-#define RC_LINGER_MS 2000
 /* Work requests one endpoint collects in a batch before it posts them. */
 #define RC_BATCH_MAX 16
 
@@ -41,7 +39,8 @@ struct rc_ep {
     int close_reason;
     char close_why[96];
     /* closed locally while work requests were still waiting or in flight:
-     * they still go (no new ones are taken) until linger_until_ms */
+     * they still go (no new ones are taken) until linger_until_ms
+     * (MCR_RDMA_LINGER_MS after the close) */
     bool lingering;
     uint64_t linger_until_ms;
 

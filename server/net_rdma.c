@@ -238,9 +238,10 @@ struct rdma_conn {
 struct rdma_worker {
     struct worker *w;
     struct mcr_rdma_ctx *ctx;
-    unsigned mem_slot;     /* its protection domain in net_rdma_mem.c */
-    struct event *ctx_ev;  /* the context's descriptor */
-    struct event *poll_ev; /* spin / adaptive polling */
+    unsigned mem_slot;       /* its protection domain in net_rdma_mem.c */
+    struct event *ctx_ev;    /* the context's descriptor */
+    struct event *poll_ev;   /* spin / adaptive polling */
+    struct event *linger_ev; /* ends lingering closes (MCR_RDMA_LINGER_MS) */
     uint64_t last_busy_us;
     unsigned empty_polls; /* polls in a row that found nothing, across passes */
     unsigned yield_polls; /* empty polls in a row before a yield */
@@ -374,6 +375,7 @@ static void rconn_fail(struct rdma_conn *rc, const char *why)
 
 static void send_read_done(struct rdma_conn *rc);
 static void input_held(struct rdma_conn *rc);
+static void ctx_event_cb(evutil_socket_t fd, short what, void *arg);
 
 static void rconn_ready_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -1202,9 +1204,18 @@ static void rdma_close(struct conn *c)
         CTR_SUB(rc->rw, curr_connections, 1);
         stats_conn_closed();
     }
+    /* the client's regions need no ending any more: the connection ends */
+    rc->rdone_owed = rc->rdone_pending = rc->done_pending = false;
     if (rc->ep) {
         count_stalls(rc);
         mcr_rdma_ep_close(rc->ep); /* on_closed frees rc */
+        /* a lingering close ends at a reap: make sure one comes, also to a
+         * worker that would sleep with nothing else to wake it */
+        struct rdma_worker *rw = rc->rw;
+        if (rw->linger_ev) {
+            static const struct timeval linger = {MCR_RDMA_LINGER_MS / 1000 + 1, 0};
+            event_add(rw->linger_ev, &linger);
+        }
     } else {
         rconn_unlink_free(rc);
     }
@@ -1388,7 +1399,8 @@ static void worker_attach(struct worker *w, void *arg)
     rw->ctx_ev =
         event_new(w->base, mcr_rdma_ctx_fd(rw->ctx), EV_READ | EV_PERSIST, ctx_event_cb, rw);
     rw->poll_ev = event_new(w->base, -1, 0, poll_cb, rw);
-    if (!rw->ctx_ev || !rw->poll_ev || event_add(rw->ctx_ev, NULL) != 0)
+    rw->linger_ev = event_new(w->base, -1, 0, ctx_event_cb, rw);
+    if (!rw->ctx_ev || !rw->poll_ev || !rw->linger_ev || event_add(rw->ctx_ev, NULL) != 0)
         log_msg(LOG_ALWAYS, "rdma: worker %u cannot watch its RDMA context", w->id);
     else if (settings.rdma_poll == 1)
         keep_polling(rw, 0); /* spin from the start */
@@ -1398,6 +1410,10 @@ static void worker_detach(struct worker *w, void *arg)
 {
     (void)w;
     struct rdma_worker *rw = arg;
+    if (rw->linger_ev) {
+        event_free(rw->linger_ev);
+        rw->linger_ev = NULL;
+    }
     if (rw->poll_ev) {
         event_free(rw->poll_ev);
         rw->poll_ev = NULL;

@@ -43,10 +43,9 @@ static bool valid_hash(uint64_t h)
 static void drain_and_close(struct lmr_client *c)
 {
     lmr_io_wait_all(c);
-    for (uint32_t i = 0; i < c->server_count; i++) {
-        lmr_io_drain(c->servers[i]);
+    lmr_io_drain_all(c);
+    for (uint32_t i = 0; i < c->server_count; i++)
         lmr_io_close(c->servers[i]);
-    }
 }
 
 static int32_t clamp_ms(uint64_t v)

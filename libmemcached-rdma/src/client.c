@@ -261,8 +261,8 @@ void memcached_servers_reset(memcached_st *ptr)
     if (c == NULL)
         return;
     lmr_io_wait_all(c);
+    lmr_io_drain_all(c);
     for (uint32_t i = c->server_count; i > 0; i--) {
-        lmr_io_drain(c->servers[i - 1]);
         lmr_server_destroy(c->servers[i - 1]);
         free(c->servers[i - 1]);
     }
@@ -297,10 +297,9 @@ void memcached_quit(memcached_st *ptr)
     if (c == NULL)
         return;
     lmr_io_wait_all(c);
-    for (uint32_t i = 0; i < c->server_count; i++) {
-        lmr_io_drain(c->servers[i]);
+    lmr_io_drain_all(c);
+    for (uint32_t i = 0; i < c->server_count; i++)
         lmr_io_close(c->servers[i]);
-    }
 }
 
 memcached_return_t memcached_flush_buffers(memcached_st *ptr)
@@ -309,8 +308,7 @@ memcached_return_t memcached_flush_buffers(memcached_st *ptr)
     if (c == NULL)
         return MEMCACHED_INVALID_ARGUMENTS;
     lmr_io_wait_all(c);
-    for (uint32_t i = 0; i < c->server_count; i++)
-        lmr_io_drain(c->servers[i]);
+    lmr_io_drain_all(c);
     return MEMCACHED_SUCCESS;
 }
 

@@ -124,12 +124,17 @@ void lmr_io_close(memcached_instance_st *srv)
     reset_receive(srv);
 }
 
-void lmr_io_drain(memcached_instance_st *srv)
+void lmr_io_drain_all(struct lmr_client *c)
 {
-    if (srv->conn.ops == NULL || srv->conn.ops->drain == NULL || srv->connecting)
-        return;
-    int timeout = srv->client->behaviors.poll_timeout_ms;
-    srv->conn.ops->drain(&srv->conn, timeout < 0 ? INT32_MAX : timeout);
+    int timeout = c->behaviors.poll_timeout_ms;
+    int64_t deadline = timeout < 0 ? INT64_MAX : now_ms() + timeout;
+    for (uint32_t i = 0; i < c->server_count; i++) {
+        memcached_instance_st *srv = c->servers[i];
+        if (srv->conn.ops == NULL || srv->conn.ops->drain == NULL || srv->connecting)
+            continue;
+        int64_t left = deadline == INT64_MAX ? INT32_MAX : deadline - now_ms();
+        srv->conn.ops->drain(&srv->conn, left < 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left);
+    }
 }
 
 /* A failure takes the server out of service for RETRY_TIMEOUT and counts

@@ -34,10 +34,10 @@ void lmr_io_complete_head(memcached_instance_st *srv, memcached_return_t rc);
 void lmr_io_fail_server(memcached_instance_st *srv, memcached_return_t rc, const char *why);
 /* Closes the connection without failing anything (nothing may be queued). */
 void lmr_io_close(memcached_instance_st *srv);
-/* Waits (up to the poll timeout) until what the transport took is with the
- * server (transport drain); for a close that is not a failure, and
- * memcached_flush_buffers. */
-void lmr_io_drain(memcached_instance_st *srv);
+/* Waits until what the transports took is with the servers (transport
+ * drain), up to one poll timeout for all of them together; for a close
+ * that is not a failure, and memcached_flush_buffers. */
+void lmr_io_drain_all(struct lmr_client *c);
 
 /* Value reception shared by the parsers: starts a body of value_length
  * bytes into dest (NULL: discard) followed by trailer_length framing bytes;

@@ -810,6 +810,45 @@ static void large_get_then_many_sets(memcached_st *m)
     free(val);
 }
 
+static double wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Draining before a close waits one poll timeout in all, not one per
+ * server: two servers stopped (SIGSTOP) with noreply stores waiting for
+ * their credits, and memcached_free returns after about one timeout. */
+static void drain_bounded(unsigned base)
+{
+    struct server a, b;
+    server_start_with(&a, base, base + 1, "1", NULL, NULL);
+    server_start_with(&b, base + 2, base + 3, "1", NULL, NULL);
+    char cfg[256];
+    snprintf(cfg, sizeof(cfg), "--SERVER=rdma://%s:%u --SERVER=rdma://%s:%u", rxe, a.rdma_port, rxe,
+             b.rdma_port);
+    memcached_st *m = memcached(cfg, strlen(cfg));
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 1000);
+    set_keys(m, "warm", 20); /* both connected */
+    kill(a.pid, SIGSTOP);
+    kill(b.pid, SIGSTOP);
+    usleep(200000);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_NOREPLY, 1);
+    set_keys(m, "stuck", 400); /* more than the credits of both */
+    double t0 = wall_ms();
+    memcached_free(m);
+    double took = wall_ms() - t0;
+    kill(a.pid, SIGCONT);
+    kill(b.pid, SIGCONT);
+    tap_ok(took >= 900 && took < 1800,
+           "memcached_free with two stopped servers and stores waiting for both drains for one "
+           "1,000 ms poll timeout in all (%.0f ms)",
+           took);
+    server_stop(&a, SIGTERM);
+    server_stop(&b, SIGTERM);
+}
+
 /* memcached_test until the request is done or `ms` passed; its last result. */
 static memcached_return_t test_until_done(memcached_st *m, memcached_request_st *req, int ms)
 {
@@ -1217,6 +1256,7 @@ int main(int argc, char **argv)
     idle_rdma_connection(base + 6, base + 7);
     polling_with_test_only(base + 8, base + 9);
     stores_before_close(base + 10, base + 11);
+    drain_bounded(base + 12);
 
     memcached_free(mr);
     server_stop(&s2, SIGTERM);
