@@ -126,14 +126,14 @@ void lmr_io_close(memcached_instance_st *srv)
 
 void lmr_io_drain_all(struct lmr_client *c)
 {
-    int timeout = c->behaviors.poll_timeout_ms;
-    int64_t deadline = timeout < 0 ? INT64_MAX : now_ms() + timeout;
+    int timeout = c->behaviors.poll_timeout_ms; /* negative: no limit (INT32_MAX ms) */
+    int64_t deadline = now_ms() + (timeout < 0 ? INT32_MAX : timeout);
     for (uint32_t i = 0; i < c->server_count; i++) {
         memcached_instance_st *srv = c->servers[i];
         if (srv->conn.ops == NULL || srv->conn.ops->drain == NULL || srv->connecting)
             continue;
-        int64_t left = deadline == INT64_MAX ? INT32_MAX : deadline - now_ms();
-        srv->conn.ops->drain(&srv->conn, left < 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left);
+        int64_t left = deadline - now_ms();
+        srv->conn.ops->drain(&srv->conn, left < 0 ? 0 : (int)left);
     }
 }
 

@@ -78,6 +78,7 @@ struct lmr_transport_ops {
      * is balanced by release_value_buffer once the request completed;
      * closing the connection releases every offer. */
     bool (*offer_value_buffer)(struct lmr_conn *conn, uint32_t opaque, char *buf, size_t len);
+    void (*release_value_buffer)(struct lmr_conn *conn, uint32_t opaque);
     /* Optional, for transports that learn some things only from events
      * that recv does not read (RDMA: a closed connection, a landing buffer
      * to advertise again): handles them without sleeping. The pipeline
@@ -93,7 +94,6 @@ struct lmr_transport_ops {
      * a failure (memcached_quit, memcached_free, a behavior that
      * reconnects) and in memcached_flush_buffers. */
     void (*drain)(struct lmr_conn *conn, int timeout_ms);
-    void (*release_value_buffer)(struct lmr_conn *conn, uint32_t opaque);
 };
 
 struct lmr_conn {

@@ -807,8 +807,12 @@ static void rdma_drain(struct lmr_conn *conn, int timeout_ms)
 static void rdma_poll_events(struct lmr_conn *conn)
 {
     struct rdma_stream *s = conn->transport_state;
-    advertise(s);
-    progress(s, ++s->event_polls % RDMA_EVENT_CHECK_POLLS == 0 ? 0 : -1);
+    if (++s->event_polls % RDMA_EVENT_CHECK_POLLS == 0) {
+        progress(s, 0); /* events, then the advertisement */
+    } else {
+        progress(s, -1);
+        advertise(s);
+    }
 }
 
 static bool rdma_offer_value_buffer(struct lmr_conn *conn, uint32_t opaque, char *buf, size_t len)
@@ -878,9 +882,9 @@ const struct lmr_transport_ops lmr_transport_rdma = {
     .poll_input = rdma_poll_input,
     .prepare_sleep = rdma_prepare_sleep,
     .offer_value_buffer = rdma_offer_value_buffer,
+    .release_value_buffer = rdma_release_value_buffer,
     .poll_events = rdma_poll_events,
     .drain = rdma_drain,
-    .release_value_buffer = rdma_release_value_buffer,
 };
 
 #endif
