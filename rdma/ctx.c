@@ -533,6 +533,11 @@ void mcr_rdma_ctx_schedule_reap(struct mcr_rdma_ctx *ctx)
     ctx->reap_pending = true;
 }
 
+bool mcr_rdma_ctx_wants_reap(const struct mcr_rdma_ctx *ctx)
+{
+    return ctx->reap_pending;
+}
+
 bool mcr_rdma_ctx_reserve_credits(struct mcr_rdma_ctx *ctx, uint32_t credits)
 {
     unsigned cur = atomic_load(&ctx->admitted_credits);

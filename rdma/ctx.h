@@ -84,6 +84,11 @@ int mcr_rdma_ctx_set_polling(struct mcr_rdma_ctx *ctx, bool polling);
  * them, and frees endpoints whose close finished. Returns events handled (0 on
  * timeout) or a negative errno. */
 int mcr_rdma_ctx_progress(struct mcr_rdma_ctx *ctx, int timeout_ms);
+/* Some endpoint is closing or waits for a deadline (a lingering close, a
+ * departed peer's messages the owner has not read): it ends at a later
+ * handle_events, poll or progress, so an owner that may sleep with no
+ * event to wake it comes back within a short time while this is true. */
+bool mcr_rdma_ctx_wants_reap(const struct mcr_rdma_ctx *ctx);
 
 /* Batching: between begin and end, the work requests endpoints post (sends,
  * credit messages, RDMA READs and WRITEs) are collected per endpoint, and

@@ -83,10 +83,12 @@ struct mcr_rdma_ep_stats {
                                   posted and not yet acknowledged by the peer */
 };
 
-/* The longest a close lingers for what was sent before it (ops.close). The
- * deadline is checked when the context reaps, that is when its owner
- * handles events or polls: an owner that may sleep with nothing to wake it
- * handles events once this long after a close. */
+/* The longest a close lingers for what was sent before it (ops.close), and
+ * the longest a departed peer's held messages wait for the owner to resume
+ * (ops.pause). The deadline is checked when the context reaps, that is when
+ * its owner handles events or polls: an owner that may sleep with nothing
+ * to wake it handles events every little while as long as
+ * mcr_rdma_ctx_wants_reap() says so. */
 #define MCR_RDMA_LINGER_MS 2000
 
 struct mcr_rdma_ep_ops {
@@ -116,7 +118,11 @@ struct mcr_rdma_ep_ops {
      * credit goes back for them, so the peer stops after its credits: a
      * paused endpoint costs no memory beyond what its credits already
      * reserve. Resume delivers the held messages in order (until a callback
-     * pauses again). */
+     * pauses again). A peer that disconnects while messages of its are held
+     * is not reported at once: resume still delivers them (sends are
+     * refused, -ENOTCONN), then on_closed follows (-ECONNRESET), as a
+     * socket's reader gets the data before the end of stream; held after
+     * MCR_RDMA_LINGER_MS, they are dropped and on_closed follows. */
     void (*pause)(struct mcr_rdma_ep *ep);
     void (*resume)(struct mcr_rdma_ep *ep);
     size_t (*max_eager_payload)(const struct mcr_rdma_ep *ep);

@@ -234,7 +234,8 @@ static bool rc_work_done(const struct rc_ep *rc)
 void rc_close(struct mcr_rdma_ep *ep)
 {
     struct rc_ep *rc = rc_from_ep(ep);
-    if (rc->state == RC_ESTABLISHED && !rc->lingering && !rc->base.ctx->destroying) {
+    if (rc->state == RC_ESTABLISHED && !rc->lingering && !rc->peer_left &&
+        !rc->base.ctx->destroying) {
         if (rc->batch_len > 0)
             rc_post_batch(ep);
         if (rc->state == RC_ESTABLISHED && !rc_work_done(rc)) {
@@ -245,6 +246,22 @@ void rc_close(struct mcr_rdma_ep *ep)
         }
     }
     rc_fail(rc, 0, "closed locally");
+}
+
+void rc_peer_disconnected(struct rc_ep *rc)
+{
+    if (rc->state != RC_ESTABLISHED || rc->held_count == 0 || rc->lingering) {
+        rc_fail(rc, -ECONNRESET, "peer disconnected");
+        return;
+    }
+    /* nothing goes to a peer that left: what waits for it is dropped (an
+     * RDMA operation among them is reported failed) */
+    rc->peer_left = true;
+    rc->linger_until_ms = now_ms() + MCR_RDMA_LINGER_MS;
+    mcr_rdma_ctx_schedule_reap(rc->base.ctx);
+    rc_drop_batch(rc, -ECONNRESET);
+    rc_drop_waiting(rc, -ECONNRESET);
+    rdma_disconnect(rc->cm_id);
 }
 
 void rc_abort(struct mcr_rdma_ep *ep)
@@ -331,7 +348,7 @@ static struct rdma_cm_id *rc_cm_event(struct mcr_rdma_cm_owner *owner, struct rd
          * receive completions may still wait in the queue */
         if (rc->state == RC_ESTABLISHED)
             mcr_rdma_ctx_poll_cq(ctx);
-        rc_fail(rc, -ECONNRESET, "peer disconnected");
+        rc_peer_disconnected(rc);
         break;
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
         rc_fail(rc, -ENODEV, "RDMA device removed");
@@ -383,6 +400,13 @@ static bool rc_try_reap(struct mcr_rdma_ep *ep)
             return false;
         }
         rc_fail(rc, 0, "closed locally");
+    }
+    if (rc->peer_left && rc->state == RC_ESTABLISHED) {
+        if (rc->held_count > 0 && now_ms() < rc->linger_until_ms) {
+            mcr_rdma_ctx_schedule_reap(ep->ctx); /* the owner has not read them yet */
+            return false;
+        }
+        rc_fail(rc, -ECONNRESET, "peer disconnected");
     }
     if (rc->state != RC_CLOSING)
         return false;

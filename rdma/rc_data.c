@@ -231,7 +231,7 @@ static bool send_may_post(const struct rc_ep *rc)
 
 void rc_pump(struct rc_ep *rc)
 {
-    if (rc->base.ctx->destroying)
+    if (rc->base.ctx->destroying || rc->peer_left)
         return;
     while (rc->state == RC_ESTABLISHED && rc->wait_head != NULL &&
            rc->sq_outstanding < rc->sq_depth) {
@@ -399,7 +399,9 @@ void rc_resume(struct mcr_rdma_ep *ep)
             rc->to_return++;
     }
     rc->delivering = false;
-    if (rc->state == RC_ESTABLISHED)
+    if (rc->peer_left && rc->held_count == 0 && rc->state == RC_ESTABLISHED)
+        rc_fail(rc, -ECONNRESET, "peer disconnected"); /* all it sent was delivered */
+    else if (rc->state == RC_ESTABLISHED)
         rc_pump(rc);
 }
 
@@ -420,7 +422,7 @@ void rc_on_send_wc(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct 
         rc->rdma_posted--;
         finish_rdma_op(rc, op, ok ? 0 : -EIO);
     }
-    if (!ok && rc->state != RC_CLOSING) {
+    if (!ok && rc->state != RC_CLOSING && !rc->peer_left) { /* a peer that left flushes them */
         char why[96];
         snprintf(why, sizeof(why), "work request failed: %s", ibv_wc_status_str(wc->status));
         rc_fail(rc, wc->status == IBV_WC_REM_ACCESS_ERR ? -EACCES : -EIO, why);
@@ -442,7 +444,7 @@ static size_t rc_max_eager_payload(const struct mcr_rdma_ep *ep)
 static int new_send_op(struct rc_ep *rc, struct mcr_rdma_op **out)
 {
     struct mcr_rdma_ctx *ctx = rc->base.ctx;
-    if (rc->state != RC_ESTABLISHED || rc->lingering)
+    if (rc->state != RC_ESTABLISHED || rc->lingering || rc->peer_left)
         return -ENOTCONN;
     uint32_t waiting_max = ctx->opts.ep_sends_waiting_max;
     if (waiting_max > 0 && rc->sends_waiting >= waiting_max)
@@ -533,7 +535,7 @@ static int rc_rdma(struct mcr_rdma_ep *ep, enum mcr_rdma_op_kind kind,
                    struct ibv_mr *local_mr, uint32_t len, void *cookie)
 {
     struct rc_ep *rc = rc_from_ep(ep);
-    if (rc->state != RC_ESTABLISHED || rc->lingering)
+    if (rc->state != RC_ESTABLISHED || rc->lingering || rc->peer_left)
         return -ENOTCONN;
     if (remote == NULL || local == NULL || local_mr == NULL || len == 0)
         return -EINVAL;

@@ -43,6 +43,11 @@ struct rc_ep {
      * (MCR_RDMA_LINGER_MS after the close) */
     bool lingering;
     uint64_t linger_until_ms;
+    /* the peer disconnected while this paused endpoint held messages of
+     * its: they are still delivered as the owner resumes (a socket's reader
+     * gets the data before the end of stream), then the endpoint closes;
+     * nothing is sent any more. Bounded by linger_until_ms as well. */
+    bool peer_left;
 
     /* credits */
     uint16_t peer_credits;     /* credits the peer granted us at connect */
@@ -120,6 +125,9 @@ void rc_drop_batch(struct rc_ep *rc, int status);
 
 /* Gives held receive buffers back to the shared receive queue. */
 void rc_release_held(struct rc_ep *rc);
+/* The peer disconnected: closes, unless held messages are still to be
+ * delivered (then peer_left until they are, or until the deadline). */
+void rc_peer_disconnected(struct rc_ep *rc);
 void rc_pause(struct mcr_rdma_ep *ep);
 void rc_resume(struct mcr_rdma_ep *ep);
 

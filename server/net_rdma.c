@@ -107,6 +107,9 @@ void net_rdma_shutdown(void) {}
 #include "stats.h"
 #include "thread.h"
 
+/* How soon a worker handles its context's events again while an endpoint
+ * of it closes (watch_reaps). */
+#define RDMA_REAP_CHECK_MS 100
 /* Input buffered per connection before the endpoint is paused. */
 #define RDMA_INPUT_HIGH (256 * 1024)
 /* Adaptive polling keeps polling this long after the last completion. */
@@ -238,10 +241,10 @@ struct rdma_conn {
 struct rdma_worker {
     struct worker *w;
     struct mcr_rdma_ctx *ctx;
-    unsigned mem_slot;       /* its protection domain in net_rdma_mem.c */
-    struct event *ctx_ev;    /* the context's descriptor */
-    struct event *poll_ev;   /* spin / adaptive polling */
-    struct event *linger_ev; /* ends lingering closes (MCR_RDMA_LINGER_MS) */
+    unsigned mem_slot;     /* its protection domain in net_rdma_mem.c */
+    struct event *ctx_ev;  /* the context's descriptor */
+    struct event *poll_ev; /* spin / adaptive polling */
+    struct event *reap_ev; /* comes back while endpoints close (watch_reaps) */
     uint64_t last_busy_us;
     unsigned empty_polls; /* polls in a row that found nothing, across passes */
     unsigned yield_polls; /* empty polls in a row before a yield */
@@ -345,6 +348,17 @@ static bool input_ready(const struct rdma_conn *rc)
 {
     return rc->in_len > 0 || rc->zr.ready ||
            (rsrc_unread(rc) && !rc->read_inflight && !rc->zr.inflight);
+}
+
+/* An endpoint closing or waiting for a deadline (a lingering close, a
+ * departed client's messages not read yet) ends at a later reap: make sure
+ * one comes soon, also to a worker that would sleep with nothing else to
+ * wake it. */
+static void watch_reaps(struct rdma_worker *rw)
+{
+    static const struct timeval soon = {0, RDMA_REAP_CHECK_MS * 1000};
+    if (rw->reap_ev && mcr_rdma_ctx_wants_reap(rw->ctx) && !evtimer_pending(rw->reap_ev, NULL))
+        event_add(rw->reap_ev, &soon);
 }
 
 /* Reports readiness later: right after the completions being handled
@@ -1208,14 +1222,9 @@ static void rdma_close(struct conn *c)
     rc->rdone_owed = rc->rdone_pending = rc->done_pending = false;
     if (rc->ep) {
         count_stalls(rc);
-        mcr_rdma_ep_close(rc->ep); /* on_closed frees rc */
-        /* a lingering close ends at a reap: make sure one comes, also to a
-         * worker that would sleep with nothing else to wake it */
         struct rdma_worker *rw = rc->rw;
-        if (rw->linger_ev) {
-            static const struct timeval linger = {MCR_RDMA_LINGER_MS / 1000 + 1, 0};
-            event_add(rw->linger_ev, &linger);
-        }
+        mcr_rdma_ep_close(rc->ep); /* on_closed frees rc */
+        watch_reaps(rw);
     } else {
         rconn_unlink_free(rc);
     }
@@ -1342,6 +1351,7 @@ static void ctx_event_cb(evutil_socket_t fd, short what, void *arg)
         unblock_writers(rw);
     dispatch_ready(rw);
     keep_polling(rw, n);
+    watch_reaps(rw);
 }
 
 /* One polling pass: polls the completion queue and serves what completes
@@ -1382,6 +1392,7 @@ static void poll_cb(evutil_socket_t fd, short what, void *arg)
     }
     dispatch_ready(rw);
     keep_polling(rw, handled);
+    watch_reaps(rw);
 }
 
 /* True when the calling thread may run on one processor only. */
@@ -1399,8 +1410,8 @@ static void worker_attach(struct worker *w, void *arg)
     rw->ctx_ev =
         event_new(w->base, mcr_rdma_ctx_fd(rw->ctx), EV_READ | EV_PERSIST, ctx_event_cb, rw);
     rw->poll_ev = event_new(w->base, -1, 0, poll_cb, rw);
-    rw->linger_ev = event_new(w->base, -1, 0, ctx_event_cb, rw);
-    if (!rw->ctx_ev || !rw->poll_ev || !rw->linger_ev || event_add(rw->ctx_ev, NULL) != 0)
+    rw->reap_ev = event_new(w->base, -1, 0, ctx_event_cb, rw);
+    if (!rw->ctx_ev || !rw->poll_ev || !rw->reap_ev || event_add(rw->ctx_ev, NULL) != 0)
         log_msg(LOG_ALWAYS, "rdma: worker %u cannot watch its RDMA context", w->id);
     else if (settings.rdma_poll == 1)
         keep_polling(rw, 0); /* spin from the start */
@@ -1410,9 +1421,9 @@ static void worker_detach(struct worker *w, void *arg)
 {
     (void)w;
     struct rdma_worker *rw = arg;
-    if (rw->linger_ev) {
-        event_free(rw->linger_ev);
-        rw->linger_ev = NULL;
+    if (rw->reap_ev) {
+        event_free(rw->reap_ev);
+        rw->reap_ev = NULL;
     }
     if (rw->poll_ev) {
         event_free(rw->poll_ev);

@@ -647,6 +647,64 @@ static void test_close_lingers(void)
     client_destroy(&c);
 }
 
+/* A peer that disconnects while a paused endpoint holds messages of its
+ * does not take them along: resume still delivers them all, in order,
+ * then the close is reported, as a socket's reader gets the data before
+ * the end of stream; sends are refused meanwhile. An owner that does not
+ * resume loses them after MCR_RDMA_LINGER_MS, and the endpoint closes. */
+static void test_held_after_peer_left(void)
+{
+    enum { N = 20 }; /* fewer than the credits: all of them reach the paused client */
+    struct test_client c;
+    struct mcr_rdma_ep *sep;
+    if (!client_with_waiting(&c, N, &sep)) {
+        tap_ok(0, "peer left: a paused client holding messages");
+        client_destroy(&c);
+        return;
+    }
+    mcr_rdma_ep_close(sep);
+    run_for(300);
+    bool still_open = !c.closed && c.replies == 0;
+    int refused = -1;
+    if (c.ep != NULL) {
+        unsigned char b = 0;
+        struct iovec iov = {&b, 1};
+        struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_EAGER, .iov = &iov, .iovcnt = 1};
+        refused = mcr_rdma_ep_send(c.ep, &m);
+        mcr_rdma_ep_resume(c.ep);
+    }
+    run_until(client_closed, &c, 5000);
+    tap_ok(still_open && refused == -ENOTCONN,
+           "a paused endpoint whose peer disconnected stays open while it holds messages, and "
+           "refuses sends (%s)",
+           strerror(-refused));
+    tap_ok(c.replies == N && c.bad_replies == 0 && c.closed && c.close_reason == -ECONNRESET,
+           "resumed, it delivers all %d, in order, then reports the close (%u delivered, %s)", N,
+           c.replies, c.close_why);
+    client_destroy(&c);
+
+    if (!client_with_waiting(&c, N, &sep)) {
+        tap_ok(0, "peer left: a second paused client");
+        client_destroy(&c);
+        return;
+    }
+    mcr_rdma_ep_close(sep);
+    uint64_t t0 = now_ms();
+    run_until(client_closed, &c, 10000);
+    uint64_t took = now_ms() - t0;
+    struct mcr_rdma_ctx_stats st;
+    mcr_rdma_ctx_stats(c.ctx, &st);
+    struct mcr_rdma_ctx_opts co;
+    test_opts(&co);
+    tap_ok(c.closed && c.replies == 0 && took >= MCR_RDMA_LINGER_MS - 500 &&
+               took < MCR_RDMA_LINGER_MS + 3000 && st.endpoints == 0 && st.recv_deferred == 0 &&
+               st.recv_posted + st.recv_bufs_free == co.recv_bufs,
+           "never resumed, it drops them and closes after about %d ms (%llu ms), its receive "
+           "buffers back (%u posted, %u free)",
+           MCR_RDMA_LINGER_MS, (unsigned long long)took, st.recv_posted, st.recv_bufs_free);
+    client_destroy(&c);
+}
+
 /* With ep_sends_waiting_max, a peer that returns no credits (its endpoint
  * paused) holds at most its credits plus that many of the context's send
  * buffers: sends to it then return -EAGAIN while another peer of the same
@@ -781,6 +839,7 @@ int main(void)
     test_many_clients();
     test_waiting_cap();
     test_close_lingers();
+    test_held_after_peer_left();
     test_batch_close(true);
     test_batch_close(false);
 

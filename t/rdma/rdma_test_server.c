@@ -168,13 +168,19 @@ static bool cl_is_closed(void *arg)
     return ((struct client *)arg)->closed;
 }
 
-static bool cl_connect(struct client *c)
+/* Connects c through ctx to the server on port p. */
+static bool cl_connect_via(struct client *c, struct mcr_rdma_ctx *ctx, uint16_t p)
 {
     memset(c, 0, sizeof(*c));
-    if (mcr_rdma_rc_connect(cctx, rxe_addr(), port, &cl_cb, c, &c->ep) != 0)
+    if (mcr_rdma_rc_connect(ctx, rxe_addr(), p, &cl_cb, c, &c->ep) != 0)
         return false;
     run_until(cl_settled, c, 10000);
     return c->connected && !c->closed;
+}
+
+static bool cl_connect(struct client *c)
+{
+    return cl_connect_via(c, cctx, port);
 }
 
 static void cl_close(struct client *c)
@@ -419,13 +425,14 @@ static long long stat_value(struct client *c, const char *name)
     return v;
 }
 
-static void start_server(void)
+/* Starts the server with RDMA on port p, the command line's extra
+ * arguments and one more -o option (or NULL); its pid. */
+static pid_t spawn_server(uint16_t p, const char *option)
 {
     char listen[128];
-    port = (uint16_t)(21000 + getpid() % 2000);
-    snprintf(listen, sizeof(listen), "rdma_listen=%s:%u", rxe_addr(), port);
-    server_pid = fork();
-    if (server_pid == 0) {
+    snprintf(listen, sizeof(listen), "rdma_listen=%s:%u", rxe_addr(), p);
+    pid_t pid = fork();
+    if (pid == 0) {
         char *args[32] = {(char *)server_bin,
                           "-u",
                           "root",
@@ -440,8 +447,12 @@ static void start_server(void)
                           "-o",
                           listen};
         int n = 13;
-        for (int i = 0; i < extra_argc && n < 31; i++)
+        for (int i = 0; i < extra_argc && n < 29; i++)
             args[n++] = extra_argv[i];
+        if (option) {
+            args[n++] = "-o";
+            args[n++] = (char *)option;
+        }
         args[n] = NULL;
         execv(server_bin, args);
         _exit(127);
@@ -449,13 +460,19 @@ static void start_server(void)
     /* connect until the listener is up */
     for (int i = 0; i < 100; i++) {
         struct client c;
-        bool ok = cl_connect(&c);
+        bool ok = cl_connect_via(&c, cctx, p);
         cl_close(&c);
         if (ok)
-            return;
+            return pid;
         usleep(200000);
     }
-    tap_bail("server did not start listening on RDMA port %u", port);
+    tap_bail("server did not start listening on RDMA port %u", p);
+}
+
+static void start_server(void)
+{
+    port = (uint16_t)(21000 + getpid() % 2000);
+    server_pid = spawn_server(port, NULL);
 }
 
 /* A client process of its own (to be killed): its context and connection. */
@@ -754,6 +771,107 @@ static void test_kill_during_read(const char *self, struct client *s)
     free(want);
 }
 
+static bool ep_sent_all(void *arg)
+{
+    struct client *c = arg;
+    if (c->ep == NULL || c->closed)
+        return true;
+    struct mcr_rdma_ep_stats st;
+    mcr_rdma_ep_stats(c->ep, &st);
+    return st.sends_unfinished == 0;
+}
+
+/* How many of held0 .. held<n-1> the server holds with their values. */
+static int held_values_stored(struct client *c, int n, size_t len)
+{
+    unsigned char *want = malloc(len);
+    int stored = 0;
+    for (int i = 0; i < n; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "held%d", i);
+        fill_pattern(want, len, 700u + (uint32_t)i);
+        unsigned char *v = NULL;
+        size_t vlen = 0;
+        stored += do_get(c, key, &v, &vlen) == 0 && vlen == len && memcmp(v, want, len) == 0;
+        free(v);
+    }
+    free(want);
+    return stored;
+}
+
+/* A client that leaves while the server holds its messages: with the
+ * server stopped (SIGSTOP), a client sends noreply sets (SETQ) of 60 KB,
+ * one per message (server and client with 64 KiB buffers), more than the
+ * 256 KiB of input after which the server pauses a connection, and
+ * disconnects. Resumed, the server pauses the connection part way through
+ * them; it must still store every one (as a socket's reader gets the data
+ * before the end of stream), and then close the connection. */
+static void test_held_at_disconnect(uint16_t p)
+{
+    enum { N = 24, VALUE_LEN = 60000 };
+    pid_t pid = spawn_server(p, "rdma_eager_max=65536");
+    struct mcr_rdma_ctx_opts o;
+    test_opts(&o);
+    o.buf_size = 65536;
+    o.recv_bufs = 64;
+    o.send_bufs = 64;
+    struct mcr_rdma_ctx *big_ctx = make_ctx(&o);
+    loop_add(big_ctx);
+    struct client big, check;
+    bool up = cl_connect_via(&big, big_ctx, p) && cl_connect_via(&check, cctx, p);
+    long long conns_before = -1; /* both, once the server has seen them established */
+    for (int wait = 0; up && wait < 50 && conns_before != 2; wait++) {
+        conns_before = stat_value(&check, "rdma_curr_connections");
+        if (conns_before != 2)
+            run_for(100);
+    }
+    size_t frame_cap = MCR_BIN_HEADER_LEN + 8 + 16 + VALUE_LEN;
+    unsigned char *frame = malloc(frame_cap), *val = malloc(VALUE_LEN);
+    kill(pid, SIGSTOP);
+    int sent = 0;
+    for (int i = 0; up && i < N; i++) {
+        static const unsigned char ext[8] = {0};
+        char key[16];
+        snprintf(key, sizeof(key), "held%d", i);
+        fill_pattern(val, VALUE_LEN, 700u + (uint32_t)i);
+        size_t at = 0;
+        frame_put(frame, &at, MCR_BIN_OP_SETQ, ext, 8, key, val, VALUE_LEN, (uint32_t)i);
+        struct iovec iov = {frame, at};
+        struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_EAGER, .iov = &iov, .iovcnt = 1};
+        sent += mcr_rdma_ep_send(big.ep, &m) == 0;
+    }
+    bool delivered = up && run_until(ep_sent_all, &big, 10000) && !big.closed;
+    cl_close(&big); /* while the server is stopped */
+    kill(pid, SIGCONT);
+    int stored = 0;
+    for (int wait = 0; up && wait < 50 && stored < N; wait++) {
+        stored = held_values_stored(&check, N, VALUE_LEN);
+        if (stored < N)
+            run_for(100);
+    }
+    tap_ok(sent == N && delivered && stored == N,
+           "a client that sent %d noreply sets of %d bytes (more than the input at which the "
+           "server pauses it) and left: all stored, intact (%d)",
+           N, VALUE_LEN, stored);
+    long long conns = -1;
+    for (int wait = 0; up && wait < 50; wait++) {
+        conns = stat_value(&check, "rdma_curr_connections");
+        if (conns == conns_before - 1)
+            break;
+        run_for(100);
+    }
+    tap_ok(conns_before == 2 && conns == 1,
+           "and its connection is closed (rdma_curr_connections %lld -> %lld)", conns_before,
+           conns);
+    cl_close(&check);
+    free(val);
+    free(frame);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    loop_remove(big_ctx);
+    mcr_rdma_ctx_destroy(big_ctx);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--stuck-client") == 0) {
@@ -966,6 +1084,8 @@ int main(int argc, char **argv)
     tap_ok(check_value(&b, "alive", "1", 1), "others are still served");
     long long total = stat_value(&a, "rdma_total_connections");
     tap_ok(total >= 6, "rdma_total_connections counts every connection (%lld)", total);
+
+    test_held_at_disconnect((uint16_t)(port + 1));
 
     cl_close(&a);
     cl_close(&b);
