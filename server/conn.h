@@ -106,7 +106,10 @@ struct conn_value {
 
 struct conn {
     const struct transport_ops *tp;
-    int fd;        /* transport endpoint, -1 when none */
+    int fd;        /* the transport's descriptor; a transport without one (RDMA)
+                      numbers its connections above any descriptor: only socket
+                      transports use it for I/O, the rest only to name the
+                      connection (log lines, watch, "stats conns") */
     void *tp_data; /* transport's own per-connection state */
     struct worker *worker;
     const struct proto_engine *engine; /* NULL: negotiate on first byte */

@@ -110,6 +110,10 @@ void net_rdma_shutdown(void) {}
 /* How soon a worker handles its context's events again while an endpoint
  * of it closes (watch_reaps). */
 #define RDMA_REAP_CHECK_MS 100
+/* RDMA connections have no descriptor: they are numbered from here (plus
+ * their serial) where connections go by descriptor (log lines, watch,
+ * "stats conns"), above any descriptor the process can have. */
+#define RDMA_CONN_NUMBER_BASE (1 << 30)
 /* Input buffered per connection before the endpoint is paused. */
 #define RDMA_INPUT_HIGH (256 * 1024)
 /* Adaptive polling keeps polling this long after the last completion. */
@@ -443,7 +447,8 @@ static void on_connected(struct mcr_rdma_ep *ep, void *user)
     CTR_ADD(rw, total_connections, 1);
     stats_conn_opened();
     /* conn_new calls describe, attach (which sets rc->conn) and want */
-    if (!conn_new(rw->w, &net_rdma_transport, -1, rc, conn_binary_engine, rc->listen_addr)) {
+    int number = RDMA_CONN_NUMBER_BASE + (int)(rc->serial % RDMA_CONN_NUMBER_BASE);
+    if (!conn_new(rw->w, &net_rdma_transport, number, rc, conn_binary_engine, rc->listen_addr)) {
         struct conn tmp;
         memset(&tmp, 0, sizeof(tmp));
         tmp.tp_data = rc;

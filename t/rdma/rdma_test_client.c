@@ -927,6 +927,48 @@ static void after_idle_close(memcached_st *m, char *out, size_t outlen)
     }
 }
 
+/* "stats conns" over a text socket names every RDMA connection by a
+ * number of its own, as it names sockets by descriptor: the numbers of
+ * the RDMA connections' addr lines, how many there are and how many of
+ * them differ, and whether any is negative. */
+static void rdma_conns_named(unsigned tcp_port, int *lines, int *distinct, bool *negative)
+{
+    *lines = *distinct = 0;
+    *negative = false;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)tcp_port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    static char reply[65536];
+    size_t len = 0;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        write(fd, "stats conns\r\n", 13) == 13) {
+        while (len < sizeof(reply) - 1) {
+            ssize_t n = read(fd, reply + len, sizeof(reply) - 1 - len);
+            if (n <= 0)
+                break;
+            len += (size_t)n;
+            reply[len] = '\0';
+            if (strstr(reply, "END\r\n") != NULL)
+                break;
+        }
+    }
+    close(fd);
+    reply[len] = '\0';
+    long seen[64];
+    for (char *p = strstr(reply, "STAT "); p; p = strstr(p + 1, "STAT ")) {
+        char *end;
+        long number = strtol(p + 5, &end, 10);
+        if (strncmp(end, ":addr rdma:", 11) != 0 || *lines >= 64)
+            continue;
+        *negative |= number < 0;
+        bool again = false;
+        for (int i = 0; i < *lines; i++)
+            again |= seen[i] == number;
+        *distinct += !again;
+        seen[(*lines)++] = number;
+    }
+}
+
 /* The lines of text joined with ";" (in place). */
 static const char *one_line(char *text)
 {
@@ -1040,6 +1082,16 @@ int main(int argc, char **argv)
     tap_ok(curr != NULL && atoi(curr) >= 1, "stats over RDMA show rdma_curr_connections %s",
            curr ? curr : "(missing)");
     free(curr);
+    memcached_st *mr2 = rdma_client(&s1);
+    memcached_return_t rc2 = memcached_version(mr2);
+    int named, distinct;
+    bool negative;
+    rdma_conns_named(s1.tcp_port, &named, &distinct, &negative);
+    tap_ok(rc2 == MEMCACHED_SUCCESS && named >= 2 && distinct == named && !negative,
+           "stats conns names each RDMA connection by a number of its own (%d connections, %d "
+           "numbers%s)",
+           named, distinct, negative ? ", negative ones" : "");
+    memcached_free(mr2);
     char *rw = st ? memcached_stat_get_value(mr, st, "rdma_rendezvous_writes", &rc) : NULL;
     tap_ok(rw != NULL && atoi(rw) >= 1,
            "large replies went as RDMA WRITEs: rdma_rendezvous_writes %s", rw ? rw : "(missing)");
