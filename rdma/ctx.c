@@ -516,7 +516,7 @@ static struct mcr_rdma_ep_link *find_qp(struct mcr_rdma_ctx *ctx, uint32_t qp_nu
 /* ---- event dispatch ---------------------------------------------------- */
 
 /* Frees endpoints whose close has completed. Cheap when nothing is closing. */
-static void reap(struct mcr_rdma_ctx *ctx)
+static void reap_endpoints(struct mcr_rdma_ctx *ctx, bool check_deadlines)
 {
     if (!ctx->reap_pending)
         return;
@@ -524,8 +524,13 @@ static void reap(struct mcr_rdma_ctx *ctx)
     struct mcr_rdma_ep_link *link = ctx->endpoints, *next;
     for (; link != NULL; link = next) {
         next = link->next;
-        link->impl->try_reap(link->ep);
+        link->impl->try_reap(link->ep, check_deadlines);
     }
+}
+
+static void reap(struct mcr_rdma_ctx *ctx)
+{
+    reap_endpoints(ctx, true);
 }
 
 void mcr_rdma_ctx_schedule_reap(struct mcr_rdma_ctx *ctx)
@@ -757,7 +762,7 @@ int mcr_rdma_ctx_poll(struct mcr_rdma_ctx *ctx)
     int handled = drain_cq(ctx);
     if (handled == 0 && !ctx->batching)
         mcr_rdma_ctx_flush_reposts(ctx); /* idle: off the path to any reply */
-    reap(ctx);                           /* endpoints whose last completions this poll took */
+    reap_endpoints(ctx, false);          /* endpoints whose last completions this poll took */
     return handled;
 }
 

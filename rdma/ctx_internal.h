@@ -64,8 +64,10 @@ struct mcr_rdma_ep_impl {
     /* A send-queue work request completed (success, error or flush). */
     void (*on_send_wc)(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct ibv_wc *wc);
     /* Called after each progress round: free the endpoint when its close is
-     * complete and return true. */
-    bool (*try_reap)(struct mcr_rdma_ep *ep);
+     * complete and return true. check_deadlines: the caller may read the
+     * clock (not on the busy-polling path, where a clock read can cost a
+     * system call: there deadlines wait for the next event handling). */
+    bool (*try_reap)(struct mcr_rdma_ep *ep, bool check_deadlines);
     /* Context destruction: free at once, no callbacks. */
     void (*destroy_now)(struct mcr_rdma_ep *ep);
     /* Runs on the context's own thread for an endpoint another thread

@@ -121,12 +121,16 @@ struct mcr_rdma_ep_ops {
      * pauses again). A peer that disconnects while messages of its are held
      * is not reported at once: resume still delivers them (sends are
      * refused, -ENOTCONN), then on_closed follows (-ECONNRESET), as a
-     * socket's reader gets the data before the end of stream; held after
-     * MCR_RDMA_LINGER_MS, they are dropped and on_closed follows. */
+     * socket's reader gets the data before the end of stream; if the owner
+     * delivers none of them for MCR_RDMA_LINGER_MS, the rest are dropped
+     * and on_closed follows. */
     void (*pause)(struct mcr_rdma_ep *ep);
     void (*resume)(struct mcr_rdma_ep *ep);
     size_t (*max_eager_payload)(const struct mcr_rdma_ep *ep);
     void (*stats)(const struct mcr_rdma_ep *ep, struct mcr_rdma_ep_stats *out);
+    /* The peer disconnected and the endpoint stays open only to deliver
+     * the messages it held (see pause): nothing sent now reaches anyone. */
+    bool (*peer_left)(const struct mcr_rdma_ep *ep);
 };
 
 /* Common head of every endpoint implementation. */
@@ -182,6 +186,10 @@ static inline size_t mcr_rdma_ep_max_eager_payload(const struct mcr_rdma_ep *ep)
 static inline void mcr_rdma_ep_stats(const struct mcr_rdma_ep *ep, struct mcr_rdma_ep_stats *out)
 {
     ep->ops->stats(ep, out);
+}
+static inline bool mcr_rdma_ep_peer_left(const struct mcr_rdma_ep *ep)
+{
+    return ep->ops->peer_left(ep);
 }
 
 #endif

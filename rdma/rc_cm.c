@@ -33,7 +33,7 @@
 #define RC_MAX_INLINE 256
 
 static struct rdma_cm_id *rc_cm_event(struct mcr_rdma_cm_owner *owner, struct rdma_cm_event *ev);
-static bool rc_try_reap(struct mcr_rdma_ep *ep);
+static bool rc_try_reap(struct mcr_rdma_ep *ep, bool check_deadlines);
 static void rc_destroy_now(struct mcr_rdma_ep *ep);
 static void rc_adopt(struct mcr_rdma_ep *ep);
 
@@ -212,7 +212,7 @@ void rc_fail(struct rc_ep *rc, int reason, const char *why)
     rc_drop_waiting(rc, -ECONNABORTED);
 }
 
-static uint64_t now_ms(void)
+uint64_t rc_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -240,7 +240,7 @@ void rc_close(struct mcr_rdma_ep *ep)
             rc_post_batch(ep);
         if (rc->state == RC_ESTABLISHED && !rc_work_done(rc)) {
             rc->lingering = true;
-            rc->linger_until_ms = now_ms() + MCR_RDMA_LINGER_MS;
+            rc->linger_until_ms = rc_now_ms() + MCR_RDMA_LINGER_MS;
             mcr_rdma_ctx_schedule_reap(ep->ctx);
             return;
         }
@@ -257,7 +257,7 @@ void rc_peer_disconnected(struct rc_ep *rc)
     /* nothing goes to a peer that left: what waits for it is dropped (an
      * RDMA operation among them is reported failed) */
     rc->peer_left = true;
-    rc->linger_until_ms = now_ms() + MCR_RDMA_LINGER_MS;
+    rc->linger_until_ms = rc_now_ms() + MCR_RDMA_LINGER_MS;
     mcr_rdma_ctx_schedule_reap(rc->base.ctx);
     rc_drop_batch(rc, -ECONNRESET);
     rc_drop_waiting(rc, -ECONNRESET);
@@ -391,18 +391,18 @@ int mcr_rdma_rc_connect(struct mcr_rdma_ctx *ctx, const char *host, uint16_t por
     return 0;
 }
 
-static bool rc_try_reap(struct mcr_rdma_ep *ep)
+static bool rc_try_reap(struct mcr_rdma_ep *ep, bool check_deadlines)
 {
     struct rc_ep *rc = rc_from_ep(ep);
     if (rc->lingering && rc->state == RC_ESTABLISHED) {
-        if (!rc_work_done(rc) && now_ms() < rc->linger_until_ms) {
+        if (!rc_work_done(rc) && (!check_deadlines || rc_now_ms() < rc->linger_until_ms)) {
             mcr_rdma_ctx_schedule_reap(ep->ctx); /* look again after more progress */
             return false;
         }
         rc_fail(rc, 0, "closed locally");
     }
     if (rc->peer_left && rc->state == RC_ESTABLISHED) {
-        if (rc->held_count > 0 && now_ms() < rc->linger_until_ms) {
+        if (rc->held_count > 0 && (!check_deadlines || rc_now_ms() < rc->linger_until_ms)) {
             mcr_rdma_ctx_schedule_reap(ep->ctx); /* the owner has not read them yet */
             return false;
         }

@@ -371,6 +371,7 @@ void rc_resume(struct mcr_rdma_ep *ep)
     if (rc->delivering)
         return; /* resumed from a callback: the running loop goes on */
     rc->delivering = true;
+    uint32_t held_before = rc->held_count;
     while (!rc->paused && rc->held_count > 0 && rc->state == RC_ESTABLISHED) {
         uint32_t idx = rc->held_index[rc->held_head];
         uint32_t len = rc->held_len[rc->held_head];
@@ -401,8 +402,16 @@ void rc_resume(struct mcr_rdma_ep *ep)
     rc->delivering = false;
     if (rc->peer_left && rc->held_count == 0 && rc->state == RC_ESTABLISHED)
         rc_fail(rc, -ECONNRESET, "peer disconnected"); /* all it sent was delivered */
+    else if (rc->peer_left && rc->held_count < held_before)
+        rc->linger_until_ms = rc_now_ms() + MCR_RDMA_LINGER_MS; /* the owner is reading them */
     else if (rc->state == RC_ESTABLISHED)
         rc_pump(rc);
+}
+
+static bool rc_peer_left(const struct mcr_rdma_ep *ep)
+{
+    const struct rc_ep *rc = (const struct rc_ep *)ep;
+    return rc->peer_left;
 }
 
 void rc_on_send_wc(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct ibv_wc *wc)
@@ -597,4 +606,5 @@ const struct mcr_rdma_ep_ops mcr_rdma_rc_ops = {
     .resume = rc_resume,
     .max_eager_payload = rc_max_eager_payload,
     .stats = rc_stats,
+    .peer_left = rc_peer_left,
 };

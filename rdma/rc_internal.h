@@ -46,7 +46,8 @@ struct rc_ep {
     /* the peer disconnected while this paused endpoint held messages of
      * its: they are still delivered as the owner resumes (a socket's reader
      * gets the data before the end of stream), then the endpoint closes;
-     * nothing is sent any more. Bounded by linger_until_ms as well. */
+     * nothing is sent any more. Bounded by linger_until_ms, which each
+     * resume that delivers something moves on. */
     bool peer_left;
 
     /* credits */
@@ -123,6 +124,8 @@ void rc_post_batch(struct mcr_rdma_ep *ep);
 /* Drops the collected work requests, as rc_drop_waiting does. */
 void rc_drop_batch(struct rc_ep *rc, int status);
 
+/* CLOCK_MONOTONIC in milliseconds. */
+uint64_t rc_now_ms(void);
 /* Gives held receive buffers back to the shared receive queue. */
 void rc_release_held(struct rc_ep *rc);
 /* The peer disconnected: closes, unless held messages are still to be

@@ -181,6 +181,7 @@ struct rdma_conn {
     size_t in_off, in_len, in_cap;
     uint64_t stalls_seen; /* endpoint's credit_stalls already counted */
     bool peer_gone;
+    bool client_left; /* the client disconnected (not a failure): see client_gone */
     bool want_read, want_write;
     bool send_blocked; /* no send buffer was free */
     bool paused;
@@ -363,6 +364,15 @@ static void watch_reaps(struct rdma_worker *rw)
     static const struct timeval soon = {0, RDMA_REAP_CHECK_MS * 1000};
     if (rw->reap_ev && mcr_rdma_ctx_wants_reap(rw->ctx) && !evtimer_pending(rw->reap_ev, NULL))
         event_add(rw->reap_ev, &soon);
+}
+
+/* The client disconnected, and its endpoint delivers what it held or is
+ * gone: output has no reader any more and is dropped, as a socket takes
+ * writes after the peer's FIN, while the input it sent is still served
+ * (a noreply store after a reply is not lost behind that reply). */
+static bool client_gone(const struct rdma_conn *rc)
+{
+    return rc->client_left || (rc->ep && mcr_rdma_ep_peer_left(rc->ep));
 }
 
 /* Reports readiness later: right after the completions being handled
@@ -569,7 +579,9 @@ static void start_read(struct rdma_conn *rc, const struct mcr_rdma_msg *msg)
  * retried after completions while no send buffer is free. */
 static void send_read_done(struct rdma_conn *rc)
 {
-    if (!rc->ep || rc->peer_gone)
+    if (client_gone(rc))
+        rc->rdone_owed = false; /* nobody to tell */
+    if (!rc->ep || rc->peer_gone || client_gone(rc))
         return;
     struct mcr_rdma_send s = {
         .type = MCR_RDMA_MSG_EAGER,
@@ -699,7 +711,7 @@ static void zero_copy_write_done(struct rdma_conn *rc, int status)
     if (rc->zw.pieces > 0)
         return;
     release_held(rc);
-    if (rc->zw.failed) {
+    if (rc->zw.failed && !client_gone(rc)) { /* flushed as the client left: dropped output */
         if (rc->conn && !rc->peer_gone)
             rconn_fail(rc, "rendezvous write failed");
         return;
@@ -723,7 +735,7 @@ static void on_rdma_done(struct mcr_rdma_ep *ep, void *cookie, int status, void 
         return;
     }
     rc->write_inflight = false; /* the staging buffer is ours again */
-    if (status != 0) {
+    if (status != 0 && !client_gone(rc)) {
         if (rc->conn && !rc->peer_gone)
             rconn_fail(rc, "rendezvous write failed");
         return;
@@ -742,6 +754,7 @@ static void on_closed(struct mcr_rdma_ep *ep, int reason, const char *why, void 
     if (rc->conn) {
         log_msg(LOG_CMDS, "<rdma %s: %s (%d)", rc->conn->peer_addr, why ? why : "closed", reason);
         rc->peer_gone = true;
+        rc->client_left = reason == -ECONNRESET;
         rconn_poke(rc); /* conn.c reads end of stream and closes */
         return;
     }
@@ -1069,6 +1082,12 @@ static void input_held(struct rdma_conn *rc)
 static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
 {
     struct rdma_conn *rc = c->tp_data;
+    if (client_gone(rc)) {
+        size_t dropped = 0;
+        for (int i = 0; i < iovcnt; i++)
+            dropped += iov[i].iov_len;
+        return (ssize_t)dropped;
+    }
     if (!rc->ep || rc->peer_gone) {
         errno = EPIPE;
         return -1;
@@ -1195,10 +1214,13 @@ static bool rdma_adopt_item(struct conn *c, item *it)
         unsigned cap = rc->held_cap ? rc->held_cap * 2 : 8;
         item **grown = realloc(rc->held, cap * sizeof(*grown));
         if (!grown) {
-            /* cannot keep it: the transfer must not outlive it */
-            log_msg(LOG_WARN, "<rdma %s: out of memory keeping an item during a transfer",
+            /* the transfer must not outlive the item, and there is no room
+             * to note it for release: its reference is kept for good */
+            log_msg(LOG_WARN,
+                    "<rdma %s: out of memory keeping an item during a transfer; its memory "
+                    "stays allocated",
                     c->peer_addr);
-            return false;
+            return true;
         }
         rc->held = grown;
         rc->held_cap = cap;
@@ -1259,6 +1281,8 @@ static void unblock_writers(struct rdma_worker *rw)
     for (struct rdma_conn *rc = rw->conns; rc; rc = rc->next) {
         if (rc->rdone_pending)
             send_read_done(rc);
+        if (rc->done_pending && client_gone(rc))
+            rc->done_pending = false; /* nobody to tell */
         if (rc->done_pending && rc->ep && !rc->peer_gone)
             send_done(rc); /* a staged WRITE's RNDV_DONE may end the output: no flush sends it */
         if (rc->send_blocked) {

@@ -50,9 +50,6 @@ void rdma_vbufs_add(struct rdma_vbufs *v, const struct rdma_vbuf *buf)
 void rdma_vbufs_note_reply(struct rdma_vbufs *v, const struct iovec *iov, int first,
                            const void *value_base, size_t value_len)
 {
-    if (v->next_valid && v->next_base == value_base && v->next_len == value_len)
-        return; /* noted when the header went (partly) out before */
-    v->next_valid = false;
     /* the last GET_REPLY_PREFIX bytes of iov[0..first), gathered backwards */
     unsigned char prefix[GET_REPLY_PREFIX];
     size_t need = sizeof(prefix);
@@ -61,8 +58,17 @@ void rdma_vbufs_note_reply(struct rdma_vbufs *v, const struct iovec *iov, int fi
         memcpy(prefix + need - take, (const char *)iov[i].iov_base + iov[i].iov_len - take, take);
         need -= take;
     }
-    if (need > 0)
-        return; /* the header went in an earlier call: no zero copy for it */
+    if (need > 0) {
+        /* the header went out (in part) in an earlier call, which noted
+         * it; a note of some other value is no use for this one */
+        if (!(v->next_valid && v->next_base == value_base && v->next_len == value_len))
+            v->next_valid = false;
+        return;
+    }
+    /* a whole header is read even when the same value was noted before: a
+     * note that was not used (the value went another way) names an
+     * earlier reply of the same item, not this one */
+    v->next_valid = false;
     struct mcr_bin_header h;
     mcr_bin_header_decode(prefix, &h);
     if (h.magic != MCR_BIN_MAGIC_RESPONSE ||

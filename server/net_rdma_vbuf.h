@@ -40,7 +40,9 @@ void rdma_vbufs_add(struct rdma_vbufs *v, const struct rdma_vbuf *buf);
  * that starts at iov[first].iov_base: if its last bytes are the header
  * and flags of a GET reply (no key) whose body is exactly that value,
  * remembers the value and the reply's opaque, and drops the buffers of
- * requests issued before that one (their replies have gone). */
+ * requests issued before that one (their replies have gone). When fewer
+ * than those bytes lie ahead (the header went out in an earlier call),
+ * keeps what that call noted if it was for this value. */
 void rdma_vbufs_note_reply(struct rdma_vbufs *v, const struct iovec *iov, int first,
                            const void *value_base, size_t value_len);
 

@@ -159,6 +159,14 @@ static struct page *page_take(struct slab_class *c)
             size_t want = mapped_bytes < REGION_MIN_BYTES ? REGION_MIN_BYTES : mapped_bytes;
             if (want > REGION_MAX_BYTES)
                 want = REGION_MAX_BYTES;
+            if (region_observer && mem_limit) {
+                /* an observed region is registered, which makes all of it
+                 * resident: map no more than the limit leaves (a page past
+                 * it, for a class's first page) */
+                size_t room = mapped_bytes < mem_limit ? mem_limit - mapped_bytes : 0;
+                room = room < page_size ? page_size : room;
+                want = want < room ? want : room;
+            }
             r = region_map(want);
             if (!r) {
                 malloc_fails++;

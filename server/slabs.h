@@ -91,7 +91,10 @@ void slabs_global_stats(struct slabs_global_stats *out);
  * thread maps the region): it must not call into this allocator. While an
  * observer is installed, emptied pages keep their memory (no
  * MADV_DONTNEED): registered memory is pinned, and a page the kernel
- * replaced would no longer be the memory the device reads and writes. */
+ * replaced would no longer be the memory the device reads and writes. For
+ * the same reason new regions then stay within the -m limit (a region
+ * otherwise grows with what is mapped, up to 4 GiB, and costs nothing
+ * until touched). */
 typedef void (*slabs_region_fn)(void *arg, void *base, size_t len);
 void slabs_observe_regions(slabs_region_fn fn, void *arg);
 

@@ -114,6 +114,22 @@ int main(void)
     ok(rdma_vbufs_take(&v, value, 5000, &got) && got.opaque == 9,
        "a header gathered from several iovecs matches");
 
+    /* the value of request 2 went without its buffer (the note unused),
+     * then request 3 gets the same item: same address, same length */
+    memset(&v, 0, sizeof(v));
+    b = buf(2, 65536);
+    rdma_vbufs_add(&v, &b);
+    hl = get_reply(MCR_BIN_OP_GET, 0, 2, 8150);
+    struct iovec again[2] = {{reply, hl}, {value, 8150}};
+    rdma_vbufs_note_reply(&v, again, 1, value, 8150);
+    b = buf(3, 65536);
+    rdma_vbufs_add(&v, &b);
+    hl = get_reply(MCR_BIN_OP_GET, 0, 3, 8150);
+    rdma_vbufs_note_reply(&v, again, 1, value, 8150);
+    ok(rdma_vbufs_take(&v, value, 8150, &got) && got.opaque == 3,
+       "a later reply of the same value goes to its own request's buffer, not to that of an "
+       "earlier reply whose note went unused");
+
     memset(&v, 0, sizeof(v));
     for (uint32_t i = 1; i <= RDMA_VBUFS_MAX + 10; i++) {
         b = buf(i, 8192);

@@ -93,11 +93,12 @@ struct value_buf {
 };
 
 /* Input bytes that lie in a caller's buffer, not in `in`: the stream's
- * bytes [at, at+len) are at ptr. */
+ * bytes [at, at+len) are at ptr, written for the request `opaque`. */
 struct value_seg {
     uint64_t at;
     const char *ptr;
     size_t len;
+    uint32_t opaque;
 };
 
 struct rdma_stream {
@@ -215,8 +216,8 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
         s->in_len += head_len;
         s->in_received += head_len;
         vb->written = true;
-        s->segs[(s->seg_first + s->nsegs++) % RDMA_VALUE_BUFS] =
-            (struct value_seg){.at = s->in_received, .ptr = vb->buf, .len = n};
+        s->segs[(s->seg_first + s->nsegs++) % RDMA_VALUE_BUFS] = (struct value_seg){
+            .at = s->in_received, .ptr = vb->buf, .len = n, .opaque = vb->opaque};
         s->in_received += n;
         return;
     }
@@ -822,6 +823,11 @@ static bool rdma_offer_value_buffer(struct lmr_conn *conn, uint32_t opaque, char
         len < mcr_rdma_ep_max_eager_payload(s->ep))
         return false;
     uint32_t adv = len < RDMA_VALUE_MAX ? (uint32_t)len : RDMA_VALUE_MAX;
+    /* a buffer that overlaps one still offered gets its value the usual
+     * way: written in place, it could overwrite a value not read yet */
+    for (unsigned i = 0; i < s->nvbufs; i++)
+        if (buf < s->vbufs[i].buf + s->vbufs[i].len && s->vbufs[i].buf < buf + adv)
+            return false;
     struct ibv_mr *mr = mcr_rdma_regcache_get(s->regcache, buf, adv, MCR_RDMA_ACCESS_REMOTE_WRITE);
     if (mr == NULL)
         return false;
@@ -830,13 +836,14 @@ static bool rdma_offer_value_buffer(struct lmr_conn *conn, uint32_t opaque, char
     return true;
 }
 
-/* True when input not yet read lies in buf[0, len): the server said it
- * wrote more of a value buffer than the reply that owns it used. */
-static bool unread_input_in(const struct rdma_stream *s, const char *buf, size_t len)
+/* True when input not yet read was written for request `opaque`, whose
+ * reply is complete: the server said it wrote more of that request's
+ * buffer than the reply used. */
+static bool unread_input_of(const struct rdma_stream *s, uint32_t opaque)
 {
     for (unsigned k = 0; k < s->nsegs; k++) {
         const struct value_seg *seg = &s->segs[(s->seg_first + k) % RDMA_VALUE_BUFS];
-        if (seg->len > 0 && seg->ptr >= buf && seg->ptr < buf + len)
+        if (seg->len > 0 && seg->opaque == opaque)
             return true;
     }
     return false;
@@ -848,7 +855,7 @@ static void rdma_release_value_buffer(struct lmr_conn *conn, uint32_t opaque)
     for (unsigned i = 0; i < s->nvbufs; i++) {
         if (s->vbufs[i].opaque != opaque)
             continue;
-        if (unread_input_in(s, s->vbufs[i].buf, s->vbufs[i].len)) {
+        if (unread_input_of(s, opaque)) {
             /* the caller may free the buffer now: none of the stream may
              * be read from it any more, so the stream ends here */
             s->nsegs = 0;

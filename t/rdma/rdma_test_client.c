@@ -604,6 +604,53 @@ static void iget_into_caller_buffers(memcached_st *m)
            "100 igets of 64 KiB in flight with bgets and gets in between: all intact (%d wrong), "
            "%ld written straight into their buffers",
            bad, after - before);
+
+    /* two igets in flight whose buffers overlap (one buffer twice, or the
+     * first's capacity reaching into the second), then a bget, all answered
+     * before the client reads the first reply: all are served, and the
+     * connection stays, as over TCP */
+    char *w2 = malloc(20000);
+    fill(want, 20000, 71);
+    fill(w2, 20000, 72);
+    memcached_set(m, "ovl1", 4, want, 20000, 0, 0);
+    memcached_set(m, "ovl2", 4, w2, 20000, 0, 0);
+    int overlap_bad = 0;
+    for (int layout = 0; layout < 2; layout++) {
+        char *second = layout == 0 ? bufs : bufs + 32768;
+        size_t second_cap = layout == 0 ? 65536 : 32768;
+        memcached_request_st *r1 = memcached_request_create(m), *r2 = memcached_request_create(m),
+                             *r3 = memcached_request_create(m);
+        memcached_iget(m, "ovl1", 4, bufs, 65536, r1);
+        memcached_iget(m, "ovl2", 4, second, second_cap, r2);
+        memcached_bget(m, "ovl1", 4, r3);
+        memcached_test(m, r3); /* all three sent; their replies all wait when the client looks */
+        usleep(200000);
+        memcached_return_t all = memcached_wait_all(m);
+        size_t l2 = 0, l3 = 0;
+        const char *v2 = memcached_request_value(r2, &l2);
+        const char *v3 = memcached_request_value(r3, &l3);
+        if (all != MEMCACHED_SUCCESS || memcached_request_return(r1) != MEMCACHED_SUCCESS ||
+            memcached_request_return(r2) != MEMCACHED_SUCCESS || v2 != second || l2 != 20000 ||
+            memcmp(second, w2, 20000) != 0 || v3 == NULL || l3 != 20000 ||
+            memcmp(v3, want, 20000) != 0 || (layout == 1 && memcmp(bufs, want, 20000) != 0)) {
+            tap_diag("overlapping igets, layout %d: %s / %s / %s", layout,
+                     memcached_strerror(m, memcached_request_return(r1)),
+                     memcached_strerror(m, memcached_request_return(r2)),
+                     memcached_strerror(m, memcached_request_return(r3)));
+            overlap_bad++;
+        }
+        memcached_request_free(r3);
+        memcached_request_free(r2);
+        memcached_request_free(r1);
+        size_t l = 0;
+        char *got = memcached_get(m, "ovl2", 4, &l, &(uint32_t){0}, &rc);
+        overlap_bad += got == NULL || l != 20000 || memcmp(got, w2, l) != 0;
+        free(got);
+    }
+    tap_ok(overlap_bad == 0,
+           "two igets in flight into one buffer, and into two whose capacities overlap, then a "
+           "bget: all served, the values in place, the connection kept");
+    free(w2);
     free(bufs);
     free(buf);
     free(want);

@@ -426,8 +426,8 @@ static long long stat_value(struct client *c, const char *name)
 }
 
 /* Starts the server with RDMA on port p, the command line's extra
- * arguments and one more -o option (or NULL); its pid. */
-static pid_t spawn_server(uint16_t p, const char *option)
+ * arguments and then `more` (NULL-terminated, or NULL); its pid. */
+static pid_t spawn_server(uint16_t p, const char *const *more)
 {
     char listen[128];
     snprintf(listen, sizeof(listen), "rdma_listen=%s:%u", rxe_addr(), p);
@@ -447,12 +447,10 @@ static pid_t spawn_server(uint16_t p, const char *option)
                           "-o",
                           listen};
         int n = 13;
-        for (int i = 0; i < extra_argc && n < 29; i++)
+        for (int i = 0; i < extra_argc && n < 27; i++)
             args[n++] = extra_argv[i];
-        if (option) {
-            args[n++] = "-o";
-            args[n++] = (char *)option;
-        }
+        for (int i = 0; more && more[i] && n < 31; i++)
+            args[n++] = (char *)more[i];
         args[n] = NULL;
         execv(server_bin, args);
         _exit(127);
@@ -802,14 +800,17 @@ static int held_values_stored(struct client *c, int n, size_t len)
 /* A client that leaves while the server holds its messages: with the
  * server stopped (SIGSTOP), a client sends noreply sets (SETQ) of 60 KB,
  * one per message (server and client with 64 KiB buffers), more than the
- * 256 KiB of input after which the server pauses a connection, and
- * disconnects. Resumed, the server pauses the connection part way through
- * them; it must still store every one (as a socket's reader gets the data
- * before the end of stream), and then close the connection. */
+ * 256 KiB of input after which the server pauses a connection, with a get
+ * (which has a reply) among them, and disconnects. Resumed, the server
+ * pauses the connection part way through them; it must still store every
+ * one (as a socket's reader gets the data before the end of stream, and
+ * a write after the peer's FIN does not fail), and then close the
+ * connection. */
 static void test_held_at_disconnect(uint16_t p)
 {
     enum { N = 24, VALUE_LEN = 60000 };
-    pid_t pid = spawn_server(p, "rdma_eager_max=65536");
+    static const char *const big_buffers[] = {"-o", "rdma_eager_max=65536", NULL};
+    pid_t pid = spawn_server(p, big_buffers);
     struct mcr_rdma_ctx_opts o;
     test_opts(&o);
     o.buf_size = 65536;
@@ -839,6 +840,12 @@ static void test_held_at_disconnect(uint16_t p)
         struct iovec iov = {frame, at};
         struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_EAGER, .iov = &iov, .iovcnt = 1};
         sent += mcr_rdma_ep_send(big.ep, &m) == 0;
+        if (i == N / 2) { /* a reply to write, after the client has gone */
+            at = 0;
+            frame_put(frame, &at, MCR_BIN_OP_GET, NULL, 0, "held0", NULL, 0, 1000);
+            iov.iov_len = at;
+            sent += mcr_rdma_ep_send(big.ep, &m) == 0;
+        }
     }
     bool delivered = up && run_until(ep_sent_all, &big, 10000) && !big.closed;
     cl_close(&big); /* while the server is stopped */
@@ -849,9 +856,9 @@ static void test_held_at_disconnect(uint16_t p)
         if (stored < N)
             run_for(100);
     }
-    tap_ok(sent == N && delivered && stored == N,
+    tap_ok(sent == N + 1 && delivered && stored == N,
            "a client that sent %d noreply sets of %d bytes (more than the input at which the "
-           "server pauses it) and left: all stored, intact (%d)",
+           "server pauses it) and a get, and left: all stored, intact (%d)",
            N, VALUE_LEN, stored);
     long long conns = -1;
     for (int wait = 0; up && wait < 50; wait++) {
@@ -870,6 +877,55 @@ static void test_held_at_disconnect(uint16_t p)
     waitpid(pid, NULL, 0);
     loop_remove(big_ctx);
     mcr_rdma_ctx_destroy(big_ctx);
+}
+
+/* kB of memory pinned by process pid (VmPin: registered memory), -1 if unknown. */
+static long pinned_kb(pid_t pid)
+{
+    char path[64], line[128];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kb = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmPin: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+/* Registered slab memory is resident and pinned, so the server maps no
+ * more of it than -m allows: a server with -m 100 filled with 150 values
+ * of 1 MiB pins at most about 100 MiB of slab memory per worker (its slab
+ * regions would otherwise grow to 128 MiB: 64 MiB, then as much again),
+ * and 12 MiB of message buffers. */
+static void test_registered_within_limit(uint16_t p)
+{
+    enum { LIMIT_MB = 100, VALUES = 150 };
+    static const char *const small_memory[] = {"-m", "100", NULL};
+    pid_t pid = spawn_server(p, small_memory);
+    struct client c;
+    bool up = cl_connect_via(&c, cctx, p) && cl_rndv_setup(&c);
+    size_t len = 1u << 20;
+    unsigned char *val = malloc(len);
+    fill_pattern(val, len, 4242);
+    int stored = 0;
+    for (int i = 0; up && i < VALUES; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "fill%d", i);
+        stored += rndv_set(&c, key, val, len) == 0;
+    }
+    long workers = stat_value(&c, "threads");
+    long pinned = pinned_kb(pid);
+    long bound = workers * (LIMIT_MB + 24) * 1024;
+    tap_ok(stored == VALUES && workers >= 1 && pinned > 0 && pinned <= bound,
+           "a server with -m %d filled with %d values of 1 MiB pins %ld MiB of memory (at most "
+           "%ld: %ld workers' registrations of no more than the limit, and their buffers)",
+           LIMIT_MB, VALUES, pinned / 1024, bound / 1024, workers);
+    cl_close(&c);
+    free(val);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
 }
 
 int main(int argc, char **argv)
@@ -1086,6 +1142,7 @@ int main(int argc, char **argv)
     tap_ok(total >= 6, "rdma_total_connections counts every connection (%lld)", total);
 
     test_held_at_disconnect((uint16_t)(port + 1));
+    test_registered_within_limit((uint16_t)(port + 2));
 
     cl_close(&a);
     cl_close(&b);
