@@ -125,6 +125,8 @@ static uint32_t recv_target(const struct mcr_rdma_ctx *ctx)
 
 int mcr_rdma_ctx_fill_recvs(struct mcr_rdma_ctx *ctx)
 {
+    if (!ctx->batching)
+        mcr_rdma_ctx_flush_reposts(ctx); /* buffers waiting to go back count first */
     int64_t idx;
     while (ctx->stats.recv_posted < recv_target(ctx) &&
            (idx = mcr_rdma_pool_get(&ctx->recv_pool)) >= 0) {
@@ -694,7 +696,10 @@ static int arm_cq(struct mcr_rdma_ctx *ctx)
     if (ibv_req_notify_cq(ctx->cq, 0) != 0)
         return -EIO;
     ctx->armed = true;
-    return mcr_rdma_ctx_poll_cq(ctx);
+    int n = mcr_rdma_ctx_poll_cq(ctx);
+    if (n > 0 && !ctx->batching)
+        mcr_rdma_ctx_flush_reposts(ctx); /* those that poll took, before a sleep too */
+    return n;
 }
 
 /* Which of the context's descriptors have something, from one epoll_wait

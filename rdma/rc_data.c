@@ -312,6 +312,8 @@ void rc_on_recv(struct mcr_rdma_ep *ep, uint32_t buf_index, const struct ibv_wc 
         rc->held_index[slot] = buf_index;
         rc->held_len[slot] = wc->byte_len;
         rc->held_count++;
+        if (h.credits > 0 && rc->state == RC_ESTABLISHED)
+            rc_pump(rc); /* the credits it carried are ours now: waiting sends may go */
         return;
     }
     if (h.type != MCR_RDMA_MSG_CREDIT) {

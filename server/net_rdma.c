@@ -375,6 +375,22 @@ static bool client_gone(const struct rdma_conn *rc)
     return rc->client_left || (rc->ep && mcr_rdma_ep_peer_left(rc->ep));
 }
 
+/* The endpoint holds the client's later messages while the input is full,
+ * while a region is pulled, and until the pulled region's READ_DONE has
+ * gone (so the next region cannot end before it, and one READ_DONE is
+ * owed at a time). */
+static bool messages_held(const struct rdma_conn *rc)
+{
+    return rc->paused || rc->rsrc_active || rc->rdone_owed;
+}
+
+/* Delivers the held messages once none of those reasons is left. */
+static void resume_if_free(struct rdma_conn *rc)
+{
+    if (!messages_held(rc) && rc->ep && !rc->peer_gone)
+        mcr_rdma_ep_resume(rc->ep); /* held messages land in rc->in */
+}
+
 /* Reports readiness later: right after the completions being handled
  * (the worker's ready list), or else from the connection's own event. */
 static void rconn_poke(struct rdma_conn *rc)
@@ -539,9 +555,9 @@ static void append_input(struct rdma_conn *rc, const void *data, uint32_t len)
     rc->in_len += msg->payload_len;
     CTR_ADD(rc->rw, bytes_read, msg->payload_len);
     if (rc->in_len >= RDMA_INPUT_HIGH && !rc->paused) {
-        rc->paused = true;
-        if (!rc->rsrc_active)
+        if (!messages_held(rc))
             mcr_rdma_ep_pause(ep);
+        rc->paused = true;
         input_held(rc);
     }
     if (rc->want_read)
@@ -563,13 +579,13 @@ static void start_read(struct rdma_conn *rc, const struct mcr_rdma_msg *msg)
         append_input(rc, msg->payload, msg->payload_len);
     if (!rc->ep || rc->peer_gone)
         return;
+    if (!messages_held(rc))
+        mcr_rdma_ep_pause(rc->ep);
     rc->rsrc = msg->rndv;
     rc->rsrc_id = msg->request_id;
     rc->rsrc_off = 0;
     rc->rsrc_active = true;
     rc->rsrc_peeked = false;
-    if (!rc->paused)
-        mcr_rdma_ep_pause(rc->ep);
     input_held(rc);
     if (rc->want_read)
         rconn_poke(rc);
@@ -579,9 +595,12 @@ static void start_read(struct rdma_conn *rc, const struct mcr_rdma_msg *msg)
  * retried after completions while no send buffer is free. */
 static void send_read_done(struct rdma_conn *rc)
 {
-    if (client_gone(rc))
-        rc->rdone_owed = false; /* nobody to tell */
-    if (!rc->ep || rc->peer_gone || client_gone(rc))
+    if (rc->rdone_owed && client_gone(rc)) {
+        rc->rdone_owed = rc->rdone_pending = false; /* nobody to tell */
+        resume_if_free(rc);
+        return;
+    }
+    if (!rc->ep || rc->peer_gone)
         return;
     struct mcr_rdma_send s = {
         .type = MCR_RDMA_MSG_EAGER,
@@ -593,13 +612,15 @@ static void send_read_done(struct rdma_conn *rc)
     if (r == 0) {
         rc->rdone_owed = false;
         CTR_ADD(rc->rw, eager_msgs, 1);
+        resume_if_free(rc);
     } else if (r != -EAGAIN) {
         rconn_fail(rc, "cannot end a rendezvous read");
     }
 }
 
 /* Once the whole region is in: READ_DONE is owed (the connection is served
- * next, and its reply carries it), and later messages flow again. */
+ * next, and its reply carries it); later messages flow again once it has
+ * gone (messages_held). */
 static void region_check_done(struct rdma_conn *rc)
 {
     if (!rc->rsrc_active || rc->rsrc_off < rc->rsrc.len || rc->read_inflight || rc->zr.inflight)
@@ -608,8 +629,6 @@ static void region_check_done(struct rdma_conn *rc)
     rc->rdone_owed = true;
     rc->rdone_id = rc->rsrc_id;
     rconn_poke(rc);
-    if (!rc->paused && rc->ep && !rc->peer_gone)
-        mcr_rdma_ep_resume(rc->ep);
 }
 
 /* The local-only staging buffer for region bytes bound for the input. */
@@ -855,8 +874,7 @@ static ssize_t rdma_recv(struct conn *c, void *buf, size_t len)
         rc->in_off = 0;
     if (rc->paused && rc->in_len < RDMA_INPUT_HIGH / 2 && rc->ep && !rc->peer_gone) {
         rc->paused = false;
-        if (!rc->rsrc_active)
-            mcr_rdma_ep_resume(rc->ep); /* held messages land in rc->in */
+        resume_if_free(rc);
     }
     return (ssize_t)n;
 }
@@ -1050,9 +1068,11 @@ static int send_eager(struct rdma_conn *rc, const struct iovec *msg_iov, int n, 
         rc->send_blocked = true;
     if (r != 0)
         return r;
-    if (carries_done)
-        rc->rdone_owed = false;
     CTR_ADD(rc->rw, eager_msgs, 1);
+    if (carries_done) {
+        rc->rdone_owed = false;
+        resume_if_free(rc);
+    }
     return 0;
 }
 
@@ -1065,8 +1085,7 @@ static int send_eager(struct rdma_conn *rc, const struct iovec *msg_iov, int n, 
  * messages instead. */
 static bool land_usable(const struct rdma_conn *rc)
 {
-    bool held = rc->paused || rc->rsrc_active;
-    return rc->land_ever && (rc->land_valid || rc->write_inflight || !held);
+    return rc->land_ever && (rc->land_valid || rc->write_inflight || !messages_held(rc));
 }
 
 /* The endpoint began to hold the client's messages: output that waits for
@@ -1082,6 +1101,8 @@ static void input_held(struct rdma_conn *rc)
 static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
 {
     struct rdma_conn *rc = c->tp_data;
+    if (rc->zw.pieces > 0) /* a zero-copy WRITE still reads the item */
+        return output_blocked(rc);
     if (client_gone(rc)) {
         size_t dropped = 0;
         for (int i = 0; i < iovcnt; i++)

@@ -405,7 +405,9 @@ static void test_deferred_reposts(struct test_client *c)
     int idle_polls = 0;
     while (c->replies < replies0 + N && now_ms() < deadline)
         mcr_rdma_ctx_poll(c->ctx);
-    while (mcr_rdma_ctx_poll(c->ctx) != 0 || ++idle_polls < 2)
+    int polled;
+    while (((polled = mcr_rdma_ctx_poll(c->ctx)) > 0 || ++idle_polls < 2) && polled >= 0 &&
+           now_ms() < deadline + 10000)
         ;
     mcr_rdma_ctx_stats(c->ctx, &after);
     tap_ok(idle.recv_deferred == 0 && idle.recv_posted == idle.granted_credits &&
@@ -533,7 +535,7 @@ static void test_small_pools(void)
     struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
     c.next_expected = 0;
     while (up && !c.closed && (sent_c < N || sent_s < N) && now_ms() < deadline) {
-        int rc;
+        int rc = 0;
         while (sent_c < N) {
             struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_EAGER,
                                       .request_id = 900000 + sent_c,
@@ -544,6 +546,7 @@ static void test_small_pools(void)
             sent_c++;
         }
         full_c += rc == -EAGAIN;
+        rc = 0;
         while (sent_s < N) {
             struct mcr_rdma_send m = {
                 .type = MCR_RDMA_MSG_EAGER, .request_id = sent_s, .iov = &iov, .iovcnt = 1};
@@ -574,6 +577,19 @@ static void test_small_pools(void)
 static bool server_saw_connection(void *arg)
 {
     return srv.connected > *(int *)arg;
+}
+
+/* srv closed more endpoints than *arg. */
+static bool server_closed_more(void *arg)
+{
+    return srv.closed > *(int *)arg;
+}
+
+/* The client's endpoint knows its peer left (or it closed). */
+static bool client_saw_peer_leave(void *arg)
+{
+    struct test_client *c = arg;
+    return c->closed || (c->ep != NULL && mcr_rdma_ep_peer_left(c->ep));
 }
 
 /* A paused client of srv with n messages sent to it by the server, some of
@@ -636,7 +652,7 @@ static void test_close_lingers(void)
     }
     closed0 = srv.closed;
     mcr_rdma_ep_abort(sep);
-    run_for(200);
+    run_until(server_closed_more, &closed0, 10000);
     bool server_closed = srv.closed == closed0 + 1;
     if (c.ep != NULL)
         mcr_rdma_ep_resume(c.ep);
@@ -663,7 +679,8 @@ static void test_held_after_peer_left(void)
         return;
     }
     mcr_rdma_ep_close(sep);
-    run_for(300);
+    run_until(client_saw_peer_leave, &c, 10000);
+    run_for(100); /* and it stays so */
     bool still_open = !c.closed && c.replies == 0;
     int refused = -1;
     if (c.ep != NULL) {
@@ -720,6 +737,7 @@ static void test_waiting_cap(void)
     o.ep_sends_waiting_max = CAP;
     server_start(&sp, &o);
     struct test_client stalled, other;
+    memset(&other, 0, sizeof(other));
     bool up = client_connect(&stalled, NULL, sp.port);
     struct mcr_rdma_ep *to_stalled = sp.last_ep;
     up = up && client_connect(&other, NULL, sp.port);
@@ -815,7 +833,8 @@ int main(void)
     tap_ok(up, "client connected%s%s", c.closed ? ": " : "", c.closed ? c.close_why : "");
     if (!up)
         tap_bail("cannot continue without a connection");
-    run_until(never, NULL, 100);
+    int none = 0;
+    run_until(server_saw_connection, &none, 10000);
     tap_ok(srv.accepted == 1 && srv.connected == 1, "server accepted and saw the connection");
 
     struct test_client nobody;

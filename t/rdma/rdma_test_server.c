@@ -24,6 +24,7 @@
 
 #include "mcr/binary_wire.h"
 #include "t/rdma/harness.h"
+#include "t/rdma/proc.h"
 
 static struct mcr_rdma_ctx *cctx;
 static const char *server_bin;
@@ -431,7 +432,7 @@ static pid_t spawn_server(uint16_t p, const char *const *more)
 {
     char listen[128];
     snprintf(listen, sizeof(listen), "rdma_listen=%s:%u", rxe_addr(), p);
-    pid_t pid = fork();
+    pid_t pid = proc_fork();
     if (pid == 0) {
         char *args[32] = {(char *)server_bin,
                           "-u",
@@ -457,6 +458,9 @@ static pid_t spawn_server(uint16_t p, const char *const *more)
     }
     /* connect until the listener is up */
     for (int i = 0; i < 100; i++) {
+        int status = 0;
+        if (!proc_alive(pid, &status))
+            tap_bail("server for RDMA port %u exited at start-up (status %d)", p, status);
         struct client c;
         bool ok = cl_connect_via(&c, cctx, p);
         cl_close(&c);
@@ -485,6 +489,17 @@ static bool child_connect(struct client *k)
     return cl_connect(k);
 }
 
+/* The client's messages have all reached the server's device. */
+static bool ep_sent_all(void *arg)
+{
+    struct client *c = arg;
+    if (c->ep == NULL || c->closed)
+        return true;
+    struct mcr_rdma_ep_stats st;
+    mcr_rdma_ep_stats(c->ep, &st);
+    return st.sends_unfinished == 0;
+}
+
 /* The client that gets killed: connects, sends part of a request, waits. */
 static int stuck_client(void)
 {
@@ -495,7 +510,9 @@ static int stuck_client(void)
     mcr_bin_request_encode(partial, MCR_BIN_OP_SET, 8, 4, 8 + 4 + 100000, 6, 0);
     memset(partial + MCR_BIN_HEADER_LEN, 0, 8);
     memcpy(partial + MCR_BIN_HEADER_LEN + 8, "kill", 4);
-    cl_send(&k, partial, sizeof(partial));
+    if (!cl_send(&k, partial, sizeof(partial)) || !run_until(ep_sent_all, &k, 10000) ||
+        write(1, "s", 1) != 1) /* the server's device has it */
+        return 1;
     for (int i = 0; i < 600; i++) /* killed long before */
         mcr_rdma_ctx_progress(cctx, 100);
     return 0;
@@ -718,7 +735,7 @@ static void test_kill_during_read(const char *self, struct client *s)
     long long zr0 = stat_value(s, "rdma_zero_copy_reads");
     int fds[2];
     ok = ok && pipe(fds) == 0;
-    pid_t child = ok ? fork() : -1;
+    pid_t child = ok ? proc_fork() : -1;
     if (child == 0) {
         char portstr[16];
         snprintf(portstr, sizeof(portstr), "%u", port);
@@ -737,7 +754,7 @@ static void test_kill_during_read(const char *self, struct client *s)
         run_for(2);
     if (child > 0) {
         kill(child, SIGKILL);
-        waitpid(child, NULL, 0);
+        proc_reap(child, 10000);
     }
     tap_ok(ok, "a client advertised a 12 MiB set by RNDV_READ and was killed");
     long long curr = -1;
@@ -767,16 +784,6 @@ static void test_kill_during_read(const char *self, struct client *s)
                check_value(s, "after", want, 1u << 20),
            "others are served after the kill (1 MiB set and get)");
     free(want);
-}
-
-static bool ep_sent_all(void *arg)
-{
-    struct client *c = arg;
-    if (c->ep == NULL || c->closed)
-        return true;
-    struct mcr_rdma_ep_stats st;
-    mcr_rdma_ep_stats(c->ep, &st);
-    return st.sends_unfinished == 0;
 }
 
 /* How many of held0 .. held<n-1> the server holds with their values. */
@@ -874,7 +881,7 @@ static void test_held_at_disconnect(uint16_t p)
     free(val);
     free(frame);
     kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
+    proc_check_clean_exit(proc_reap(pid, 10000), "the server with 64 KiB buffers");
     loop_remove(big_ctx);
     mcr_rdma_ctx_destroy(big_ctx);
 }
@@ -925,7 +932,7 @@ static void test_registered_within_limit(uint16_t p)
     cl_close(&c);
     free(val);
     kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
+    proc_check_clean_exit(proc_reap(pid, 10000), "the server with -m 100");
 }
 
 int main(int argc, char **argv)
@@ -1111,23 +1118,32 @@ int main(int argc, char **argv)
 
     /* a client process killed in the middle of a request */
     /* a fresh process (verbs resources do not survive fork()) */
-    pid_t child = fork();
+    int sent_fds[2];
+    if (pipe(sent_fds) != 0)
+        tap_bail("pipe: %s", strerror(errno));
+    pid_t child = proc_fork();
     if (child == 0) {
         char portstr[16];
         snprintf(portstr, sizeof(portstr), "%u", port);
+        dup2(sent_fds[1], 1);
         execl(self, self, "--stuck-client", portstr, (char *)NULL);
         _exit(126);
     }
+    close(sent_fds[1]);
+    char sent_mark = 0;
+    bool partial_sent = read(sent_fds[0], &sent_mark, 1) == 1 && sent_mark == 's';
+    close(sent_fds[0]);
     long long during = -1;
     for (int i = 0; i < 50 && during != 3; i++) {
         run_for(200);
         during = stat_value(&a, "rdma_curr_connections");
     }
-    tap_ok(during == 3, "the client to be killed is connected (rdma_curr_connections %lld)",
+    tap_ok(partial_sent && during == 3,
+           "the client to be killed is connected and has sent part of a request "
+           "(rdma_curr_connections %lld)",
            during);
-    run_for(300); /* its partial request has arrived */
     kill(child, SIGKILL);
-    waitpid(child, NULL, 0);
+    proc_reap(child, 10000);
     long long curr = -1;
     for (int i = 0; i < 50; i++) {
         curr = stat_value(&a, "rdma_curr_connections");
@@ -1147,10 +1163,7 @@ int main(int argc, char **argv)
     cl_close(&a);
     cl_close(&b);
     kill(server_pid, SIGTERM);
-    int wst = 0;
-    waitpid(server_pid, &wst, 0);
-    tap_ok(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "server exits cleanly on SIGTERM (status %d)",
-           wst);
+    proc_check_clean_exit(proc_reap(server_pid, 10000), "the server");
     loop_remove(cctx);
     mcr_rdma_ctx_destroy(cctx);
     tap_no_plan_end();
