@@ -101,8 +101,9 @@ static bool rc_attach(struct rc_ep *rc)
     return credit_buf >= 0 && receives;
 }
 
-/* Frees what rc_new, rc_attach and later steps created, newest first. */
-static void rc_free(struct rc_ep *rc, bool destroy_id)
+/* Frees what rc_new, rc_attach and later steps created, newest first,
+ * but the endpoint's own memory. */
+static void rc_release(struct rc_ep *rc, bool destroy_id)
 {
     struct mcr_rdma_ctx *ctx = rc->base.ctx;
     if (rc->attached) {
@@ -117,8 +118,15 @@ static void rc_free(struct rc_ep *rc, bool destroy_id)
     if (rc->credit_buf != NO_CREDIT_BUF)
         mcr_rdma_pool_put(&ctx->send_pool, rc->credit_buf);
     free(rc->held_len);
+    rc->held_len = NULL;
     free(rc->held_index);
+    rc->held_index = NULL;
     mcr_rdma_ctx_release_credits(ctx, rc->granted);
+}
+
+static void rc_free(struct rc_ep *rc, bool destroy_id)
+{
+    rc_release(rc, destroy_id);
     free(rc);
 }
 
@@ -434,8 +442,13 @@ static void rc_destroy_now(struct mcr_rdma_ep *ep)
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);
         }
-    rc->sq_outstanding = 0;
-    rc_free(rc, true);
+    bool drained = rc->sq_outstanding == 0;
+    rc_release(rc, true);
+    /* else the device has not given some work requests back: their
+     * completions may still come while the context polls for another
+     * endpoint, and find this memory (kept: the context is going away) */
+    if (drained)
+        free(rc);
 }
 
 /* ---- listener ------------------------------------------------------------ */
