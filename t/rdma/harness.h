@@ -310,6 +310,9 @@ struct test_client {
     uint32_t last_len;
     /* expected echo content: pattern seeded by request id, length */
     uint32_t echo_len;
+    /* called after each message is counted (NULL: none) */
+    void (*on_message_hook)(struct test_client *c, struct mcr_rdma_ep *ep,
+                            const struct mcr_rdma_msg *msg);
 };
 
 static inline void client_on_connected(struct mcr_rdma_ep *ep, void *user)
@@ -332,6 +335,8 @@ static inline void client_on_message(struct mcr_rdma_ep *ep, const struct mcr_rd
     if (msg->request_id != c->next_expected)
         c->bad_replies++;
     c->next_expected = msg->request_id + 1;
+    if (c->on_message_hook != NULL)
+        c->on_message_hook(c, ep, msg);
 }
 
 static inline void client_on_closed(struct mcr_rdma_ep *ep, int reason, const char *why, void *user)

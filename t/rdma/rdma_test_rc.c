@@ -722,6 +722,60 @@ static void test_held_after_peer_left(void)
     client_destroy(&c);
 }
 
+/* Credits can come back on a data message the receiving endpoint holds
+ * (paused): they are the sender's at once, so its sends waiting for credit
+ * go out without the endpoint being resumed. The client holds what the
+ * server sent it, resumes, and with the last one delivered sends a data
+ * message of its own, which carries the credits for all of them (fewer
+ * than a credit message's worth are left after it); the server's endpoint
+ * is paused and holds that message. */
+static uint32_t credits_ride_after;
+
+static void send_after_last(struct test_client *c, struct mcr_rdma_ep *ep,
+                            const struct mcr_rdma_msg *msg)
+{
+    (void)msg;
+    if (c->replies != credits_ride_after)
+        return;
+    unsigned char b = 7;
+    struct iovec iov = {&b, 1};
+    struct mcr_rdma_send m = {
+        .type = MCR_RDMA_MSG_EAGER, .request_id = 777777, .iov = &iov, .iovcnt = 1};
+    mcr_rdma_ep_send(ep, &m);
+}
+
+static void test_credits_on_held_message(void)
+{
+    enum { N = 40 };
+    struct test_client c;
+    struct mcr_rdma_ep *sep;
+    if (!client_with_waiting(&c, N, &sep)) {
+        tap_ok(0, "credits on a held message: a client with messages waiting for it");
+        client_destroy(&c);
+        return;
+    }
+    struct mcr_rdma_ep_stats st;
+    mcr_rdma_ep_stats(sep, &st);
+    uint32_t waiting = st.sends_unfinished;
+    mcr_rdma_ep_pause(sep);
+    credits_ride_after = N - waiting;
+    c.on_message_hook = send_after_last;
+    if (c.ep != NULL)
+        mcr_rdma_ep_resume(c.ep);
+    struct reply_wait w = {&c, N};
+    run_until(have_replies, &w, 5000);
+    tap_ok(waiting > 0 && c.replies == N && c.bad_replies == 0,
+           "credits returned on a message the server's paused endpoint holds let its %u waiting "
+           "sends go (%u of %d received)",
+           waiting, c.replies, N);
+    c.on_message_hook = NULL;
+    mcr_rdma_ep_resume(sep);
+    if (c.ep != NULL)
+        mcr_rdma_ep_close(c.ep);
+    run_until(client_closed, &c, 10000);
+    client_destroy(&c);
+}
+
 /* With ep_sends_waiting_max, a peer that returns no credits (its endpoint
  * paused) holds at most its credits plus that many of the context's send
  * buffers: sends to it then return -EAGAIN while another peer of the same
@@ -859,6 +913,7 @@ int main(void)
     test_waiting_cap();
     test_close_lingers();
     test_held_after_peer_left();
+    test_credits_on_held_message();
     test_batch_close(true);
     test_batch_close(false);
 
