@@ -375,6 +375,9 @@ void mcr_rdma_ctx_destroy(struct mcr_rdma_ctx *ctx)
         ctx->listeners->destroy_now(ctx->listeners);
     while (ctx->endpoints != NULL)
         ctx->endpoints->impl->destroy_now(ctx->endpoints->ep);
+    for (unsigned i = ctx->nkept; i-- > 0;) /* nothing polls the queue any more */
+        free(ctx->kept[i]);
+    free(ctx->kept);
     for (uint32_t i = 0; i < ctx->repost_count; i++)
         mcr_rdma_pool_put(&ctx->recv_pool, ctx->repost[i].buf_index);
     ctx->repost_count = 0;
@@ -538,6 +541,15 @@ static void reap(struct mcr_rdma_ctx *ctx)
 void mcr_rdma_ctx_schedule_reap(struct mcr_rdma_ctx *ctx)
 {
     ctx->reap_pending = true;
+}
+
+void mcr_rdma_ctx_free_after_endpoints(struct mcr_rdma_ctx *ctx, void *mem)
+{
+    void **grown = realloc(ctx->kept, (ctx->nkept + 1) * sizeof(*grown));
+    if (grown == NULL)
+        return; /* kept for good */
+    ctx->kept = grown;
+    ctx->kept[ctx->nkept++] = mem;
 }
 
 bool mcr_rdma_ctx_wants_reap(const struct mcr_rdma_ctx *ctx)

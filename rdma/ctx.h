@@ -85,9 +85,11 @@ int mcr_rdma_ctx_set_polling(struct mcr_rdma_ctx *ctx, bool polling);
  * timeout) or a negative errno. */
 int mcr_rdma_ctx_progress(struct mcr_rdma_ctx *ctx, int timeout_ms);
 /* Some endpoint is closing or waits for a deadline (a lingering close, a
- * departed peer's messages the owner has not read): it ends at a later
- * handle_events, poll or progress, so an owner that may sleep with no
- * event to wake it comes back within a short time while this is true. */
+ * departed peer's messages the owner has not read): a closing one ends at
+ * a later handle_events, poll or progress, a deadline only at a
+ * handle_events or a progress that waits (busy polling reads no clock),
+ * so an owner that polls or may sleep with no event to wake it calls
+ * handle_events within a short time while this is true. */
 bool mcr_rdma_ctx_wants_reap(const struct mcr_rdma_ctx *ctx);
 
 /* Batching: between begin and end, the work requests endpoints post (sends,

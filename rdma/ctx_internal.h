@@ -136,12 +136,16 @@ struct mcr_rdma_ctx {
     struct mcr_rdma_ep_link *endpoints; /* all, list head */
     struct mcr_rdma_listener_link *listeners;
     uint32_t max_msg_size;
-    uint8_t rd_atomic;                   /* outstanding RDMA READs per QP, both directions */
-    bool reap_pending;                   /* some endpoint is closing */
-    bool destroying;                     /* mcr_rdma_ctx_destroy runs: no callbacks, no new work */
-    bool polling;                        /* the owner busy-polls: completions raise no events */
-    bool armed;                          /* the CQ will raise an event for its next completion */
-    bool batching;                       /* between mcr_rdma_ctx_batch_begin and _end */
+    uint8_t rd_atomic; /* outstanding RDMA READs per QP, both directions */
+    bool reap_pending; /* some endpoint is closing */
+    bool destroying;   /* mcr_rdma_ctx_destroy runs: no callbacks, no new work */
+    bool polling;      /* the owner busy-polls: completions raise no events */
+    bool armed;        /* the CQ will raise an event for its next completion */
+    bool batching;     /* between mcr_rdma_ctx_batch_begin and _end */
+    /* memory of endpoints destroyed with work requests not given back:
+     * freed once no completion can reach it (end of mcr_rdma_ctx_destroy) */
+    void **kept;
+    unsigned nkept;
     struct mcr_rdma_ep_link *batch_list; /* endpoints with collected work requests */
     struct {
         uint32_t buf_index;
@@ -181,6 +185,9 @@ void mcr_rdma_ctx_hand_over(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *l
 void mcr_rdma_ctx_adopt_pending(struct mcr_rdma_ctx *ctx);
 /* An endpoint started closing: check it after the current event batch. */
 void mcr_rdma_ctx_schedule_reap(struct mcr_rdma_ctx *ctx);
+/* During mcr_rdma_ctx_destroy: frees mem after the last endpoint is gone
+ * (completions for its work requests may come until then). */
+void mcr_rdma_ctx_free_after_endpoints(struct mcr_rdma_ctx *ctx, void *mem);
 /* Polls the CQ once to empty, dispatching. Returns completions or -EIO. */
 int mcr_rdma_ctx_poll_cq(struct mcr_rdma_ctx *ctx);
 /* While batching: lists an endpoint that collected a work request, so

@@ -128,8 +128,9 @@ struct mcr_rdma_ep_ops {
     void (*resume)(struct mcr_rdma_ep *ep);
     size_t (*max_eager_payload)(const struct mcr_rdma_ep *ep);
     void (*stats)(const struct mcr_rdma_ep *ep, struct mcr_rdma_ep_stats *out);
-    /* The peer disconnected and the endpoint stays open only to deliver
-     * the messages it held (see pause): nothing sent now reaches anyone. */
+    /* The peer disconnected: nothing sent now reaches anyone. The endpoint
+     * is closing, or stays open only to deliver the messages it held (see
+     * pause); on_closed follows either way. */
     bool (*peer_left)(const struct mcr_rdma_ep *ep);
 };
 

@@ -259,6 +259,7 @@ void rc_close(struct mcr_rdma_ep *ep)
 void rc_peer_disconnected(struct rc_ep *rc)
 {
     if (rc->state != RC_ESTABLISHED || rc->held_count == 0 || rc->lingering) {
+        rc->peer_left = rc->state == RC_ESTABLISHED; /* the owner may ask until on_closed */
         rc_fail(rc, -ECONNRESET, "peer disconnected");
         return;
     }
@@ -444,11 +445,11 @@ static void rc_destroy_now(struct mcr_rdma_ep *ep)
         }
     bool drained = rc->sq_outstanding == 0;
     rc_release(rc, true);
-    /* else the device has not given some work requests back: their
-     * completions may still come while the context polls for another
-     * endpoint, and find this memory (kept: the context is going away) */
     if (drained)
         free(rc);
+    else /* completions for work requests the device has not given back
+          * may still come while the context polls for another endpoint */
+        mcr_rdma_ctx_free_after_endpoints(ep->ctx, rc);
 }
 
 /* ---- listener ------------------------------------------------------------ */
