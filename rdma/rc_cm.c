@@ -259,7 +259,8 @@ void rc_close(struct mcr_rdma_ep *ep)
 void rc_peer_disconnected(struct rc_ep *rc)
 {
     if (rc->state != RC_ESTABLISHED || rc->held_count == 0 || rc->lingering) {
-        rc->peer_left = rc->state == RC_ESTABLISHED; /* the owner may ask until on_closed */
+        if (rc->state == RC_ESTABLISHED)
+            rc->peer_left = true; /* the owner may ask until on_closed */
         rc_fail(rc, -ECONNRESET, "peer disconnected");
         return;
     }

@@ -407,10 +407,12 @@ static void rconn_poke(struct rdma_conn *rc)
     }
 }
 
-/* A peer broke the protocol: close this connection only. */
+/* A peer broke the protocol, or a transfer failed: close this connection
+ * only (a client that left makes its transfers fail: no warning then). */
 static void rconn_fail(struct rdma_conn *rc, const char *why)
 {
-    log_msg(LOG_WARN, "<rdma %s: %s, closing", rc->conn ? rc->conn->peer_addr : "?", why);
+    log_msg(client_gone(rc) ? LOG_CMDS : LOG_WARN, "<rdma %s: %s, closing",
+            rc->conn ? rc->conn->peer_addr : "?", why);
     rc->peer_gone = true;
     if (rc->ep)
         mcr_rdma_ep_abort(rc->ep);
@@ -1104,6 +1106,7 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
     if (rc->zw.pieces > 0) /* a zero-copy WRITE still reads the item */
         return output_blocked(rc);
     if (client_gone(rc)) {
+        rc->zw.ready = false; /* a zero-copy output that ended is dropped too */
         size_t dropped = 0;
         for (int i = 0; i < iovcnt; i++)
             dropped += iov[i].iov_len;
