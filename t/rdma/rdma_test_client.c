@@ -698,6 +698,156 @@ static int client_process(int k, unsigned rdma_port)
     return wrong == 0 ? 0 : 1;
 }
 
+/* ---- mixed load: one client process's random operations on keys of its own ---------- */
+enum { MIXED_KEYS = 40, MIXED_WINDOW = 8, MIXED_MAX = 1100000, MIXED_OPS = 400 };
+
+struct mixed {
+    memcached_st *m;
+    int k;        /* the process */
+    uint32_t rng; /* its own sequence: a failure can be replayed */
+    size_t len[MIXED_KEYS];
+    unsigned seed[MIXED_KEYS];
+    bool present[MIXED_KEYS];
+    char *want, *buf;
+    int wrong;
+};
+
+static uint32_t mixed_next(struct mixed *x)
+{
+    x->rng = x->rng * 1103515245u + 12345u;
+    return x->rng >> 8;
+}
+
+/* Value sizes: half of them at the edges of one message, the landing
+ * buffer and slab chunks, half anywhere up to 200,000 bytes. */
+static size_t mixed_size(struct mixed *x)
+{
+    static const size_t edges[] = {0,      1,      100,     EAGER - 60, EAGER - 35, EAGER - 28,
+                                   EAGER,  8170,   8200,    16384,      65536,      100000,
+                                   300000, 524288, 1048576, MIXED_MAX};
+    if (mixed_next(x) % 2)
+        return edges[mixed_next(x) % (sizeof(edges) / sizeof(edges[0]))];
+    return mixed_next(x) % 200000;
+}
+
+static int mixed_key(const struct mixed *x, int i, char *key, size_t cap)
+{
+    return snprintf(key, cap, "mix%d-%d", x->k, i);
+}
+
+/* A read of key i returned (rc, v, len): what the process stored last. */
+static void mixed_check(struct mixed *x, int i, const char *how, memcached_return_t rc,
+                        const char *v, size_t len)
+{
+    bool ok;
+    if (!x->present[i]) {
+        ok = rc == MEMCACHED_NOTFOUND;
+    } else {
+        fill(x->want, x->len[i], x->seed[i]);
+        ok = rc == MEMCACHED_SUCCESS && len == x->len[i] &&
+             (len == 0 || memcmp(v, x->want, len) == 0);
+    }
+    if (!ok) {
+        fprintf(stderr, "mixed %d: %s of key %d: %s, %zu bytes (want %zu)\n", x->k, how, i,
+                memcached_strerror(x->m, rc), len, x->present[i] ? x->len[i] : 0);
+        x->wrong++;
+    }
+}
+
+static void mixed_op(struct mixed *x)
+{
+    int i = (int)(mixed_next(x) % MIXED_KEYS), kind = (int)(mixed_next(x) % 6);
+    char key[32];
+    int kl = mixed_key(x, i, key, sizeof(key));
+    if (kind <= 1) { /* a set, noreply for kind 1 */
+        size_t n = mixed_size(x);
+        unsigned seed = mixed_next(x);
+        fill(x->buf, n, seed);
+        memcached_behavior_set(x->m, MEMCACHED_BEHAVIOR_NOREPLY, kind == 1);
+        memcached_return_t rc = memcached_set(x->m, key, (size_t)kl, x->buf, n, 0, 0);
+        memcached_behavior_set(x->m, MEMCACHED_BEHAVIOR_NOREPLY, 0);
+        if (rc != MEMCACHED_SUCCESS) {
+            fprintf(stderr, "mixed %d: set of %zu bytes: %s\n", x->k, n,
+                    memcached_strerror(x->m, rc));
+            x->wrong++;
+            return;
+        }
+        x->len[i] = n;
+        x->seed[i] = seed;
+        x->present[i] = true;
+    } else if (kind <= 3) { /* a blocking get */
+        size_t len = 0;
+        memcached_return_t rc;
+        char *v = memcached_get(x->m, key, (size_t)kl, &len, &(uint32_t){0}, &rc);
+        mixed_check(x, i, "get", rc, v, len);
+        free(v);
+    } else if (kind == 4) { /* an iget into the process's buffer */
+        memcached_request_st *r = memcached_request_create(x->m);
+        memcached_return_t rc = memcached_iget(x->m, key, (size_t)kl, x->buf, MIXED_MAX, r);
+        if (rc == MEMCACHED_SUCCESS)
+            rc = memcached_wait(x->m, r);
+        size_t len = 0;
+        const char *v = memcached_request_value(r, &len);
+        mixed_check(x, i, "iget", rc, v, len);
+        memcached_request_free(r);
+    } else { /* a window of bsets, then bgets of the same keys */
+        memcached_request_st *sets[MIXED_WINDOW], *gets[MIXED_WINDOW];
+        char *vals[MIXED_WINDOW];
+        size_t lens[MIXED_WINDOW];
+        unsigned seeds[MIXED_WINDOW];
+        for (int j = 0; j < MIXED_WINDOW; j++) {
+            lens[j] = mixed_size(x);
+            seeds[j] = mixed_next(x);
+            vals[j] = malloc(lens[j] + 1);
+            fill(vals[j], lens[j], seeds[j]);
+            kl = mixed_key(x, (i + j) % MIXED_KEYS, key, sizeof(key));
+            sets[j] = memcached_request_create(x->m);
+            memcached_bset(x->m, key, (size_t)kl, vals[j], lens[j], 0, 0, sets[j]);
+        }
+        for (int j = 0; j < MIXED_WINDOW; j++) {
+            kl = mixed_key(x, (i + j) % MIXED_KEYS, key, sizeof(key));
+            gets[j] = memcached_request_create(x->m);
+            memcached_bget(x->m, key, (size_t)kl, gets[j]);
+        }
+        memcached_wait_all(x->m);
+        for (int j = 0; j < MIXED_WINDOW; j++) {
+            int at = (i + j) % MIXED_KEYS;
+            if (memcached_request_return(sets[j]) == MEMCACHED_SUCCESS) {
+                x->len[at] = lens[j];
+                x->seed[at] = seeds[j];
+                x->present[at] = true;
+            } else {
+                x->wrong++;
+            }
+            size_t len = 0;
+            const char *v = memcached_request_value(gets[j], &len);
+            mixed_check(x, at, "bget", memcached_request_return(gets[j]), v, len);
+            memcached_request_free(gets[j]);
+            memcached_request_free(sets[j]);
+            free(vals[j]);
+        }
+    }
+}
+
+/* `ops` random operations (sets, noreply sets, gets, igets, windows of
+ * bsets and bgets) on keys of process k, every read checked against what
+ * it stored last. Exit status 0 when all held. */
+static int mixed_client_process(int k, int ops, unsigned rdma_port)
+{
+    struct server s = {.rdma_port = rdma_port};
+    struct mixed x = {.m = rdma_client(&s),
+                      .k = k,
+                      .rng = 1234567u + (unsigned)k * 7919u,
+                      .want = malloc(MIXED_MAX),
+                      .buf = malloc(MIXED_MAX)};
+    for (int op = 0; op < ops && x.wrong < 10; op++)
+        mixed_op(&x);
+    memcached_free(x.m);
+    free(x.buf);
+    free(x.want);
+    return x.wrong == 0 ? 0 : 1;
+}
+
 /* Sets and gets small values back to back until killed (at most 200,000
  * pairs), keeping a spinning worker busy; exits 1 at the first wrong reply. */
 static int busy_client_process(unsigned rdma_port)
@@ -1105,6 +1255,8 @@ int main(int argc, char **argv)
         return big_client_process((unsigned)atoi(argv[2]));
     if (strcmp(argv[1], "--busy") == 0 && argc == 3)
         return busy_client_process((unsigned)atoi(argv[2]));
+    if (strcmp(argv[1], "--mixed") == 0 && argc == 4)
+        return mixed_client_process(atoi(argv[2]), MIXED_OPS, (unsigned)atoi(argv[3]));
     const char *self = argv[0];
     server_bin = argv[1];
     signal(SIGPIPE, SIG_IGN);
@@ -1212,6 +1364,19 @@ int main(int argc, char **argv)
     }
     tap_ok(kids_ok == 4,
            "four client processes at once, 300 set/get and 500 in flight each (%d ok)", kids_ok);
+    for (int k = 0; k < 3; k++)
+        kids[k] = spawn_client(self, "--mixed", k, s1.rdma_port);
+    kids_ok = 0;
+    for (int k = 0; k < 3; k++) {
+        int ws = proc_reap(kids[k], 120000);
+        if (ws != -1 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0)
+            kids_ok++;
+    }
+    tap_ok(kids_ok == 3,
+           "three client processes at once, %d random operations each (sets, noreply sets, gets, "
+           "igets, windows of bsets and bgets; values of 0 B .. 1.1 MB around the message and "
+           "landing-buffer edges), every read what the process stored last (%d ok)",
+           MIXED_OPS, kids_ok);
 
     /* ---- a client killed in the middle of rendezvous transfers ------------------------- */
     long conns_before = -1; /* the four client processes' connections closed */
