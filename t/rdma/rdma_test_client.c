@@ -1371,6 +1371,9 @@ int main(int argc, char **argv)
         int ws = proc_reap(kids[k], 120000);
         if (ws != -1 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0)
             kids_ok++;
+        else if (ws == -1 || WIFSIGNALED(ws)) /* a crash, or the kernel's OOM killer */
+            tap_diag("mixed client %d: %s %d", k, ws == -1 ? "killed after 120 s" : "signal",
+                     ws == -1 ? -1 : WTERMSIG(ws));
     }
     tap_ok(kids_ok == 3,
            "three client processes at once, %d random operations each (sets, noreply sets, gets, "
