@@ -1129,8 +1129,6 @@ static ssize_t rdma_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
             return -1;
         }
     }
-    if (rc->zw.pieces > 0) /* a zero-copy WRITE still reads the item */
-        return output_blocked(rc);
     if (rc->zw.ready) {
         rc->zw.ready = false;
         if (iovcnt < 1 || iov[0].iov_base != rc->zw.base) {
