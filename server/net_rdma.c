@@ -1080,9 +1080,8 @@ static int send_eager(struct rdma_conn *rc, const struct iovec *msg_iov, int n, 
 
 /* Output may go through the landing buffer: the client advertised one,
  * and if it is not advertised right now, its next advertisement can be
- * seen. Not while the endpoint holds the client's messages (paused for
- * lack of input room, or while a region is pulled, which happens only as
- * conn.c reads): conn.c reads no input while output blocks, so an
+ * seen. Not while the endpoint holds the client's messages
+ * (messages_held): conn.c reads no input while output blocks, so an
  * advertisement held there would never arrive; such output goes in eager
  * messages instead. */
 static bool land_usable(const struct rdma_conn *rc)

@@ -593,18 +593,25 @@ static bool client_saw_peer_leave(void *arg)
 }
 
 /* A paused client of srv with n messages sent to it by the server, some of
- * them still waiting for credit; its server endpoint in *sep. */
-static bool client_with_waiting(struct test_client *c, uint32_t n, struct mcr_rdma_ep **sep)
+ * them still waiting for credit; its server endpoint in *sep. On failure
+ * a failed check names `what` and the client is destroyed. */
+static bool client_with_waiting(struct test_client *c, uint32_t n, struct mcr_rdma_ep **sep,
+                                const char *what)
 {
     int connected0 = srv.connected;
     bool up = client_connect(c, NULL, srv.port);
     *sep = srv.last_ep;
-    if (!up || !run_until(server_saw_connection, &connected0, 10000))
-        return false;
-    mcr_rdma_ep_pause(c->ep); /* no credits come back: some sends must wait */
-    int sent = send_burst(*sep, 0, n);
-    run_for(200);
-    return sent == (int)n;
+    int sent = -1;
+    if (up && run_until(server_saw_connection, &connected0, 10000)) {
+        mcr_rdma_ep_pause(c->ep); /* no credits come back: some sends must wait */
+        sent = send_burst(*sep, 0, n);
+        run_for(200);
+    }
+    if (sent == (int)n)
+        return true;
+    tap_ok(0, "%s: a paused client with %u messages sent to it", what, n);
+    client_destroy(c);
+    return false;
 }
 
 /* A local close lets what was sent before it go first: messages still
@@ -616,11 +623,8 @@ static void test_close_lingers(void)
     enum { N = 45 };
     struct test_client c;
     struct mcr_rdma_ep *sep;
-    if (!client_with_waiting(&c, N, &sep)) {
-        tap_ok(0, "close lingers: a client with messages waiting for it");
-        client_destroy(&c);
+    if (!client_with_waiting(&c, N, &sep, "close lingers"))
         return;
-    }
     struct mcr_rdma_ep_stats st;
     mcr_rdma_ep_stats(sep, &st);
     uint32_t waiting = st.sends_unfinished;
@@ -645,11 +649,8 @@ static void test_close_lingers(void)
     client_destroy(&c);
 
     /* abort: what waits is dropped, the endpoint closes at once */
-    if (!client_with_waiting(&c, N, &sep)) {
-        tap_ok(0, "abort: a client with messages waiting for it");
-        client_destroy(&c);
+    if (!client_with_waiting(&c, N, &sep, "abort"))
         return;
-    }
     closed0 = srv.closed;
     mcr_rdma_ep_abort(sep);
     run_until(server_closed_more, &closed0, 10000);
@@ -673,11 +674,8 @@ static void test_held_after_peer_left(void)
     enum { N = 20 }; /* fewer than the credits: all of them reach the paused client */
     struct test_client c;
     struct mcr_rdma_ep *sep;
-    if (!client_with_waiting(&c, N, &sep)) {
-        tap_ok(0, "peer left: a paused client holding messages");
-        client_destroy(&c);
+    if (!client_with_waiting(&c, N, &sep, "peer left"))
         return;
-    }
     mcr_rdma_ep_close(sep);
     run_until(client_saw_peer_leave, &c, 10000);
     run_for(100); /* and it stays so */
@@ -700,11 +698,8 @@ static void test_held_after_peer_left(void)
            c.replies, c.close_why);
     client_destroy(&c);
 
-    if (!client_with_waiting(&c, N, &sep)) {
-        tap_ok(0, "peer left: a second paused client");
-        client_destroy(&c);
+    if (!client_with_waiting(&c, N, &sep, "peer left, not resumed"))
         return;
-    }
     mcr_rdma_ep_close(sep);
     uint64_t t0 = now_ms();
     run_until(client_closed, &c, 10000);
@@ -749,11 +744,8 @@ static void test_credits_on_held_message(void)
     enum { N = 40 };
     struct test_client c;
     struct mcr_rdma_ep *sep;
-    if (!client_with_waiting(&c, N, &sep)) {
-        tap_ok(0, "credits on a held message: a client with messages waiting for it");
-        client_destroy(&c);
+    if (!client_with_waiting(&c, N, &sep, "credits on a held message"))
         return;
-    }
     struct mcr_rdma_ep_stats st;
     mcr_rdma_ep_stats(sep, &st);
     uint32_t waiting = st.sends_unfinished;

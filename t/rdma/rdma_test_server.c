@@ -471,6 +471,13 @@ static pid_t spawn_server(uint16_t p, const char *const *more)
     tap_bail("server did not start listening on RDMA port %u", p);
 }
 
+/* Stops a server with SIGTERM: it must exit cleanly (a check). */
+static void stop_server(pid_t pid, const char *what)
+{
+    kill(pid, SIGTERM);
+    proc_check_clean_exit(proc_reap(pid, 10000), what);
+}
+
 static void start_server(void)
 {
     port = (uint16_t)(21000 + getpid() % 2000);
@@ -885,8 +892,7 @@ static void test_held_at_disconnect(uint16_t p)
     cl_close(&check);
     free(val);
     free(frame);
-    kill(pid, SIGTERM);
-    proc_check_clean_exit(proc_reap(pid, 10000), "the server with 64 KiB buffers");
+    stop_server(pid, "the server with 64 KiB buffers");
     loop_remove(big_ctx);
     mcr_rdma_ctx_destroy(big_ctx);
 }
@@ -936,8 +942,7 @@ static void test_registered_within_limit(uint16_t p)
            LIMIT_MB, VALUES, pinned / 1024, bound / 1024, workers);
     cl_close(&c);
     free(val);
-    kill(pid, SIGTERM);
-    proc_check_clean_exit(proc_reap(pid, 10000), "the server with -m 100");
+    stop_server(pid, "the server with -m 100");
 }
 
 int main(int argc, char **argv)
@@ -1168,8 +1173,7 @@ int main(int argc, char **argv)
 
     cl_close(&a);
     cl_close(&b);
-    kill(server_pid, SIGTERM);
-    proc_check_clean_exit(proc_reap(server_pid, 10000), "the server");
+    stop_server(server_pid, "the server");
     loop_remove(cctx);
     mcr_rdma_ctx_destroy(cctx);
     tap_no_plan_end();
