@@ -30,6 +30,7 @@
 #include "items.h"
 #include "log.h"
 #include "meta_marks.h"
+#include "numbers.h"
 #include "settings.h"
 #include "stats.h"
 #include "thread.h"
@@ -46,45 +47,6 @@ static size_t meta_tokenize(char *line, size_t len, struct token *tokens)
     size_t n = tokenize(line, len, tokens, META_MAX_TOKENS);
     tokens[n - 1].value = NULL;
     return n;
-}
-
-/* ---- numbers (memcached's safe_strto* rules) ------------------------------------------ */
-static bool number_ends(const char *end, const char *start)
-{
-    return (*end == '\0' || *end == ' ') && end != start;
-}
-
-static bool parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno == ERANGE || !number_ends(end, s))
-        return false;
-    if ((long long)v < 0 && memchr(s, '-', (size_t)(end - s)))
-        return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_u32(const char *s, uint32_t *out)
-{
-    uint64_t v;
-    if (!parse_u64(s, &v))
-        return false;
-    *out = (uint32_t)v;
-    return true;
-}
-
-static bool parse_i32(const char *s, int32_t *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno == ERANGE || !number_ends(end, s) || v > INT_MAX || v < INT_MIN)
-        return false;
-    *out = (int32_t)v;
-    return true;
 }
 
 /* ---- base64 keys (b flag) ----------------------------------------------------------------- */
@@ -182,7 +144,7 @@ static bool meta_preparse(struct token *tokens, size_t start, struct meta_flags 
         }
         case 'N':
             of->vivify = true;
-            if (!parse_i32(arg, &t)) {
+            if (!num_parse_i32(arg, &t)) {
                 *errstr = "CLIENT_ERROR bad token in command line format";
                 of->has_error = true;
             } else {
@@ -190,7 +152,7 @@ static bool meta_preparse(struct token *tokens, size_t start, struct meta_flags 
             }
             break;
         case 'T':
-            if (!parse_i32(arg, &t)) {
+            if (!num_parse_i32(arg, &t)) {
                 *errstr = "CLIENT_ERROR bad token in command line format";
                 of->has_error = true;
             } else {
@@ -199,7 +161,7 @@ static bool meta_preparse(struct token *tokens, size_t start, struct meta_flags 
             }
             break;
         case 'R':
-            if (!parse_i32(arg, &t)) {
+            if (!num_parse_i32(arg, &t)) {
                 *errstr = "CLIENT_ERROR bad token in command line format";
                 of->has_error = true;
             } else {
@@ -228,11 +190,11 @@ static bool meta_preparse(struct token *tokens, size_t start, struct meta_flags 
             of->no_reply = true;
             break;
         case 'F':
-            if (!parse_u32(arg, &of->client_flags))
+            if (!num_parse_u32(arg, &of->client_flags))
                 of->has_error = true;
             break;
         case 'C':
-            if (!parse_u64(arg, &of->req_cas)) {
+            if (!num_parse_u64(arg, &of->req_cas)) {
                 *errstr = "CLIENT_ERROR bad token in command line format";
                 of->has_error = true;
             } else {
@@ -248,13 +210,13 @@ static bool meta_preparse(struct token *tokens, size_t start, struct meta_flags 
             }
             break;
         case 'J':
-            if (!parse_u64(arg, &of->initial)) {
+            if (!num_parse_u64(arg, &of->initial)) {
                 *errstr = "CLIENT_ERROR invalid numeric initial value";
                 of->has_error = true;
             }
             break;
         case 'D':
-            if (!parse_u64(arg, &of->delta)) {
+            if (!num_parse_u64(arg, &of->delta)) {
                 *errstr = "CLIENT_ERROR invalid numeric delta value";
                 of->has_error = true;
             }
@@ -639,7 +601,7 @@ static void process_ms(struct conn *c, struct token *tokens, size_t ntokens)
         send_error(c, "CLIENT_ERROR options flags too long");
         return;
     }
-    if (!parse_i32(tokens[2].value, &vlen) || vlen < 0 || vlen > INT_MAX - 2) {
+    if (!num_parse_i32(tokens[2].value, &vlen) || vlen < 0 || vlen > INT_MAX - 2) {
         send_error(c, "CLIENT_ERROR bad command line format");
         return;
     }

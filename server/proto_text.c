@@ -28,69 +28,13 @@
 #include "thread.h"
 #include "tokenize.h"
 #include "growbuf.h"
+#include "numbers.h"
 #include "watch.h"
 
 #define MAX_TOKENS 24
 #define LONG_LINE_LIMIT 2048 /* without a newline: only get/gets may be longer */
 
 proto_meta_fn proto_text_meta_handler;
-
-/* ---- memcached's number parsing ------------------------------------------------------ */
-static bool ends_number(const char *end, const char *start)
-{
-    return isspace((unsigned char)*end) || (*end == '\0' && end != start);
-}
-
-static bool safe_strtoull(const char *str, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(str, &end, 10);
-    if (errno == ERANGE || end == str || !ends_number(end, str))
-        return false;
-    if ((long long)v < 0 && memchr(str, '-', (size_t)(end - str)))
-        return false;
-    *out = v;
-    return true;
-}
-
-/* Like memcached: a 64-bit parse stored into 32 bits; negatives refused. */
-static bool safe_strtoul(const char *str, uint32_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(str, &end, 10);
-    if (errno == ERANGE || end == str || !ends_number(end, str))
-        return false;
-    if ((long)v < 0 && memchr(str, '-', (size_t)(end - str)))
-        return false;
-    *out = (uint32_t)v;
-    return true;
-}
-
-/* Like memcached: a long parse stored into 32 bits (no range check, so
- * 4294967295 reads as -1). */
-static bool safe_strtol(const char *str, int32_t *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(str, &end, 10);
-    if (errno == ERANGE || end == str || !ends_number(end, str))
-        return false;
-    *out = (int32_t)(uint32_t)(unsigned long)v;
-    return true;
-}
-
-static bool safe_strtod(const char *str, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(str, &end);
-    if (errno == ERANGE || end == str || !ends_number(end, str))
-        return false;
-    *out = v;
-    return true;
-}
 
 /* Decimal digits of v at p; returns the count. */
 static size_t u64_to_text(uint64_t v, char *p)
@@ -157,7 +101,7 @@ static void process_get(struct conn *c, struct token *tokens, bool return_cas, b
 
     if (touch) {
         int32_t exptime_int;
-        if (!safe_strtol(tokens[1].value, &exptime_int)) {
+        if (!num_parse_i32(tokens[1].value, &exptime_int)) {
             out_string(c, false, "CLIENT_ERROR invalid exptime argument");
             return;
         }
@@ -264,12 +208,12 @@ static void process_update(struct conn *c, struct token *tokens, size_t ntokens,
         out_string(c, noreply, "CLIENT_ERROR bad command line format");
         return;
     }
-    if (!(safe_strtoul(tokens[2].value, &flags) && safe_strtol(tokens[3].value, &exptime_int) &&
-          safe_strtol(tokens[4].value, &vlen))) {
+    if (!(num_parse_u32(tokens[2].value, &flags) && num_parse_i32(tokens[3].value, &exptime_int) &&
+          num_parse_i32(tokens[4].value, &vlen))) {
         out_string(c, noreply, "CLIENT_ERROR bad command line format");
         return;
     }
-    if (op == OP_CAS && !safe_strtoull(tokens[5].value, &req_cas)) {
+    if (op == OP_CAS && !num_parse_u64(tokens[5].value, &req_cas)) {
         out_string(c, noreply, "CLIENT_ERROR bad command line format");
         return;
     }
@@ -370,7 +314,7 @@ static void process_arith(struct conn *c, struct token *tokens, size_t ntokens, 
         out_string(c, noreply, "CLIENT_ERROR bad command line format");
         return;
     }
-    if (!safe_strtoull(tokens[2].value, &delta)) {
+    if (!num_parse_u64(tokens[2].value, &delta)) {
         out_string(c, noreply, "CLIENT_ERROR invalid numeric delta argument");
         return;
     }
@@ -445,7 +389,7 @@ static void process_touch(struct conn *c, struct token *tokens, size_t ntokens)
         out_string(c, noreply, "CLIENT_ERROR bad command line format");
         return;
     }
-    if (!safe_strtol(tokens[2].value, &exptime_int)) {
+    if (!num_parse_i32(tokens[2].value, &exptime_int)) {
         out_string(c, noreply, "CLIENT_ERROR invalid exptime argument");
         return;
     }
@@ -468,7 +412,7 @@ static void process_flush_all(struct conn *c, struct token *tokens, size_t ntoke
         out_string(c, noreply, "CLIENT_ERROR flush_all not allowed");
         return;
     }
-    if (ntokens != (noreply ? 3u : 2u) && !safe_strtol(tokens[1].value, &delay)) {
+    if (ntokens != (noreply ? 3u : 2u) && !num_parse_i32(tokens[1].value, &delay)) {
         out_string(c, noreply, "CLIENT_ERROR invalid exptime argument");
         return;
     }
@@ -480,7 +424,7 @@ static void process_verbosity(struct conn *c, struct token *tokens, size_t ntoke
 {
     bool noreply = set_noreply_maybe(tokens, ntokens);
     uint32_t level;
-    if (!safe_strtoul(tokens[1].value, &level)) {
+    if (!num_parse_u32(tokens[1].value, &level)) {
         out_string(c, noreply, "CLIENT_ERROR bad command line format");
         return;
     }
@@ -492,7 +436,7 @@ static void process_memlimit(struct conn *c, struct token *tokens, size_t ntoken
 {
     bool noreply = set_noreply_maybe(tokens, ntokens);
     uint32_t mb;
-    if (!safe_strtoul(tokens[1].value, &mb)) {
+    if (!num_parse_u32(tokens[1].value, &mb)) {
         out_string(c, noreply, "ERROR");
     } else if (mb < 8) {
         out_string(c, noreply, "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m");
@@ -632,7 +576,7 @@ static void process_cachedump(struct conn *c, struct token *tokens, size_t ntoke
         out_string(c, false, "CLIENT_ERROR stats cachedump not allowed");
         return;
     }
-    if (!safe_strtoul(tokens[2].value, &id) || !safe_strtoul(tokens[3].value, &limit)) {
+    if (!num_parse_u32(tokens[2].value, &id) || !num_parse_u32(tokens[3].value, &limit)) {
         out_string(c, false, "CLIENT_ERROR bad command line format");
         return;
     }
@@ -685,7 +629,7 @@ static void process_lru_crawler(struct conn *c, struct token *tokens, size_t nto
         storage_crawler_enable(false); /* already off is fine, as memcached */
         out_string(c, false, "OK");
     } else if (ntokens == 4 && strcmp(sub, "sleep") == 0) {
-        if (!safe_strtoul(tokens[2].value, &n))
+        if (!num_parse_u32(tokens[2].value, &n))
             out_string(c, false, "CLIENT_ERROR bad command line format");
         else if (n > 1000000)
             out_string(c, false, "CLIENT_ERROR sleep must be one second or less");
@@ -694,7 +638,7 @@ static void process_lru_crawler(struct conn *c, struct token *tokens, size_t nto
         else
             out_string(c, false, "OK");
     } else if (ntokens == 4 && strcmp(sub, "tocrawl") == 0) {
-        if (!safe_strtoul(tokens[2].value, &n)) {
+        if (!num_parse_u32(tokens[2].value, &n)) {
             out_string(c, false, "CLIENT_ERROR bad command line format");
         } else {
             storage_crawler_set_tocrawl(n);
@@ -735,7 +679,7 @@ static void process_slabs(struct conn *c, struct token *tokens, size_t ntokens)
 {
     if (ntokens == 5 && strcmp(tokens[1].value, "reassign") == 0) {
         int32_t src, dst;
-        if (!safe_strtol(tokens[2].value, &src) || !safe_strtol(tokens[3].value, &dst)) {
+        if (!num_parse_i32(tokens[2].value, &src) || !num_parse_i32(tokens[3].value, &dst)) {
             out_string(c, false, "CLIENT_ERROR bad command line format");
             return;
         }
@@ -768,7 +712,7 @@ static void process_slabs(struct conn *c, struct token *tokens, size_t ntokens)
         bool noreply = set_noreply_maybe(tokens, ntokens);
         if (strcmp(tokens[2].value, "ratio") == 0) {
             double ratio;
-            if (ntokens < 5 || !safe_strtod(tokens[3].value, &ratio)) {
+            if (ntokens < 5 || !num_parse_double(tokens[3].value, &ratio)) {
                 out_string(c, noreply, "ERROR");
                 return;
             }
@@ -779,7 +723,7 @@ static void process_slabs(struct conn *c, struct token *tokens, size_t ntokens)
             return;
         }
         uint32_t level;
-        if (!safe_strtoul(tokens[2].value, &level)) {
+        if (!num_parse_u32(tokens[2].value, &level)) {
             out_string(c, noreply, "CLIENT_ERROR bad command line format");
             return;
         }
@@ -799,9 +743,10 @@ static void process_lru(struct conn *c, struct token *tokens, size_t ntokens)
     uint32_t pct_hot, pct_warm;
     double hot_factor, warm_factor;
     if (ntokens >= 7 && strcmp(tokens[1].value, "tune") == 0) {
-        if (!safe_strtoul(tokens[2].value, &pct_hot) || !safe_strtoul(tokens[3].value, &pct_warm) ||
-            !safe_strtod(tokens[4].value, &hot_factor) ||
-            !safe_strtod(tokens[5].value, &warm_factor)) {
+        if (!num_parse_u32(tokens[2].value, &pct_hot) ||
+            !num_parse_u32(tokens[3].value, &pct_warm) ||
+            !num_parse_double(tokens[4].value, &hot_factor) ||
+            !num_parse_double(tokens[5].value, &warm_factor)) {
             out_string(c, noreply, "ERROR");
         } else if ((uint64_t)pct_hot + pct_warm > 80) {
             out_string(c, noreply, "ERROR hot and warm pcts must not exceed 80");
@@ -832,7 +777,7 @@ static void process_lru(struct conn *c, struct token *tokens, size_t ntokens)
     }
     int32_t ttl;
     if (ntokens >= 4 && strcmp(tokens[1].value, "temp_ttl") == 0) {
-        if (!safe_strtol(tokens[2].value, &ttl)) {
+        if (!num_parse_i32(tokens[2].value, &ttl)) {
             out_string(c, noreply, "ERROR");
             return;
         }
@@ -1020,9 +965,12 @@ static enum proto_status dispatch(struct conn *c, char *line, size_t len)
         WANT_TOKENS_OR(ntokens, 3, 4);
         process_memlimit(c, tokens, ntokens);
     } else {
+        /* a web client: memcached hangs up, unless the word starts with a
+         * letter of its own commands (it answers those ERROR first) */
         const char *last = tokens[ntokens - 2].value;
-        if (last && strncmp(last, "HTTP/", 5) == 0)
-            return PROTO_CLOSE; /* a web client: memcached hangs up */
+        bool own_letter = cmd[0] != '\0' && strchr("acdgist", cmd[0]) != NULL;
+        if (last && strncmp(last, "HTTP/", 5) == 0 && !own_letter)
+            return PROTO_CLOSE;
         out_string(c, false, "ERROR");
     }
     return PROTO_DONE;
@@ -1050,7 +998,7 @@ static enum proto_status process_unauthenticated(struct conn *c, char *data, siz
     size_t ntokens = tokenize(line, len, tokens, MAX_TOKENS);
     int32_t vlen;
     if (c->tp->datagram || ntokens < 6 || ntokens > 7 || strcmp(tokens[0].value, "set") != 0 ||
-        !safe_strtol(tokens[4].value, &vlen) || vlen < 0) {
+        !num_parse_i32(tokens[4].value, &vlen) || vlen < 0) {
         conn_consume(c, consumed);
         out_string(c, false, "CLIENT_ERROR unauthenticated");
         return PROTO_DONE;

@@ -107,6 +107,15 @@ t.is_(c.line(), "ERROR", "the bytes after the block are read as a command")
 t.is_(c.cmd("ms foo 3 q\r\nbazzz"), "CLIENT_ERROR bad data chunk", "bad data chunk despite q")
 t.is_(c.line(), "ERROR", "again ERROR")
 
+# numbers read as memcached reads them: any blank may end one, and a
+# length or TTL read as a long is kept in 32 bits without a range check
+t.is_(c.cmd("ms foo 2\t\r\nhi"), "HD", "a tab after the length")
+t.is_(c.cmd("mg foo T30\tv"), "HD", "a tab after T's number (v is then part of that token)")
+t.is_(c.cmd("ms foo 4294967298\r\nhi"), "HD", "length 2^32 + 2 is kept as 2, as memcached does")
+t.is_(mg("foo"), ("VA 2", b"hi"), "... and 2 bytes were stored")
+t.is_(c.cmd("ms foo 2 F4294967297\r\nhi"), "HD", "flags 2^32 + 1")
+t.is_(mg("foo", "f v"), ("VA 2 f1", b"hi"), "... kept as 1")
+
 t.is_(c.cmd("ms big 1\r\nx"), "HD", "a small value under big")
 c.send("ms big 2000000 T0\r\n")
 c.send(b"v" * 2000000 + b"\r\n")

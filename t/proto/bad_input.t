@@ -184,6 +184,14 @@ for my $http ("GET / HTTP/1.0\r\n", "PUT /a/b HTTP/1.1\r\n", "DELETE HTTP/1.1\r\
 }
 intact('HTTP requests');
 
+# An unknown word starting with a letter of memcached's commands (a c d g
+# i s t) is answered ERROR even when the line ends in HTTP/: memcached
+# checks for a web client only after those.
+for my $word ("setx", "touchy", "azz", "czz", "dzz", "izz", "gzz") {
+    mc_is($s, "$word a HTTP/1.1\r\n", "ERROR\r\n", "'$word a HTTP/1.1': ERROR, not a hang-up");
+}
+intact('unknown words ending in HTTP/');
+
 # Many errors in a row do not hurt the connection.
 mc_send($s, "bogus\r\n" x 200);
 my $errors = 0;
