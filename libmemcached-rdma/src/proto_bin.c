@@ -200,6 +200,13 @@ static bool is_quiet(uint8_t opcode)
     }
 }
 
+/* An answer to a get: GET, or GETK (the key comes back too), which some
+ * servers send and libmemcached takes. */
+static bool answers_get(uint8_t opcode)
+{
+    return opcode == MCR_BIN_OP_GET || opcode == MCR_BIN_OP_GETK;
+}
+
 /* A GET's value has fully arrived. */
 static void finish_value(memcached_instance_st *srv)
 {
@@ -211,8 +218,9 @@ static void finish_value(memcached_instance_st *srv)
         return;
     }
     memcached_request_st *req = srv->head;
-    if (req == NULL || srv->frame_opcode != MCR_BIN_OP_GET || req->opaque != srv->frame_opaque)
-        return; /* a skipped frame */
+    if (req == NULL || req->kind != LMR_OP_GET || !answers_get(srv->frame_opcode) ||
+        req->opaque != srv->frame_opaque)
+        return; /* a skipped frame (a multi-get's miss or stray frame) */
     if (srv->frame_status != MCR_BIN_STATUS_SUCCESS) {
         lmr_io_complete_head(srv, status_code(srv->frame_status));
         return;
@@ -249,7 +257,12 @@ static memcached_return_t handle_frame(memcached_instance_st *srv, const struct 
     bool has_flags = h->extlen >= MCR_BIN_EXTRAS_GET_REPLY_LEN;
     *started = false;
 
-    if (req->kind == LMR_OP_GET && opcode == MCR_BIN_OP_GET) {
+    /* a get's value streams (value is NULL here): a frame of another
+     * command is a server out of step (it used to complete the get with an
+     * empty value and leave the stream mid-frame) */
+    if (req->kind == LMR_OP_GET && !answers_get(opcode))
+        return MEMCACHED_PROTOCOL_ERROR;
+    if (req->kind == LMR_OP_GET) {
         char *dest = NULL;
         if (status == MCR_BIN_STATUS_SUCCESS) {
             req->got_value = true;
@@ -269,8 +282,7 @@ static memcached_return_t handle_frame(memcached_instance_st *srv, const struct 
             lmr_io_complete_head(srv, MEMCACHED_SUCCESS);
             return MEMCACHED_SUCCESS;
         }
-        if ((opcode == MCR_BIN_OP_GETKQ || opcode == MCR_BIN_OP_GETK) &&
-            status == MCR_BIN_STATUS_SUCCESS) {
+        if (status == MCR_BIN_STATUS_SUCCESS) {
             size_t key_length = h->keylen;
             lmr_client_strip_namespace(srv->client, &key, &key_length);
             struct lmr_fetched *f = lmr_fetched_new(key, key_length, value_length);
