@@ -118,6 +118,18 @@ void lmr_client_sort_servers(struct lmr_client *c);
 memcached_return_t lmr_client_add_server(struct lmr_client *c, const char *hostname, in_port_t port,
                                          uint32_t weight, memcached_connection_t type);
 
+/* A host name or address as a configuration string or server list gives
+ * it: not empty, no blank, control character or ',' (a list separator). */
+static inline bool lmr_host_name_ok(const char *host)
+{
+    if (host[0] == '\0')
+        return false;
+    for (const unsigned char *p = (const unsigned char *)host; *p; p++)
+        if (*p <= ' ' || *p == 0x7f || *p == ',')
+            return false;
+    return true;
+}
+
 /* Keys come back from servers with the namespace in front: drop it. */
 static inline void lmr_client_strip_namespace(const struct lmr_client *c, const char **key,
                                               size_t *key_length)

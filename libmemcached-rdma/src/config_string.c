@@ -101,15 +101,17 @@ static memcached_return_t add_server_spec(memcached_st *memc, char *spec, bool s
         spec += 7;
     char *host = spec;
     char *colon = NULL;
-    if (spec[0] == '[') {
+    if (spec[0] == '[') { /* [IPv6 address][:port], nothing else after ']' */
         char *close = strchr(spec, ']');
-        if (close == NULL)
+        if (close == NULL || (close[1] != ':' && close[1] != '\0'))
             return MEMCACHED_PARSE_ERROR;
         *close = '\0';
         host = spec + 1;
         colon = close[1] == ':' ? close + 1 : NULL;
-    } else {
-        colon = strrchr(spec, ':');
+    } else { /* host[:port]: a second ':' is an error (an IPv6 address needs brackets) */
+        colon = strchr(spec, ':');
+        if (colon != NULL && strchr(colon + 1, ':') != NULL)
+            return MEMCACHED_PARSE_ERROR;
     }
     if (colon != NULL) {
         uint64_t v;
@@ -118,7 +120,7 @@ static memcached_return_t add_server_spec(memcached_st *memc, char *spec, bool s
             return MEMCACHED_PARSE_ERROR;
         port = (in_port_t)v;
     }
-    if (host[0] == '\0')
+    if (!lmr_host_name_ok(host))
         return MEMCACHED_PARSE_ERROR;
     if (rdma) { /* rdma://host:port: through a one-entry server list */
         memcached_return_t rc;
@@ -223,6 +225,10 @@ static memcached_return_t apply_option(memcached_st *memc, char *opt, bool *has_
 static memcached_return_t apply_string(memcached_st *memc, const char *string, size_t length,
                                        char *err, size_t errlen)
 {
+    if (memchr(string, '\0', length) != NULL) { /* the length says the string goes on */
+        snprintf(err, errlen, "a NUL byte inside the configuration string");
+        return MEMCACHED_PARSE_ERROR;
+    }
     char *copy = malloc(length + 1);
     if (copy == NULL)
         return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
@@ -233,10 +239,12 @@ static memcached_return_t apply_string(memcached_st *memc, const char *string, s
     char *save = NULL;
     for (char *tok = strtok_r(copy, " \t\r\n", &save); tok != NULL;
          tok = strtok_r(NULL, " \t\r\n", &save)) {
+        char shown[128]; /* apply_option cuts the token at '=' */
+        snprintf(shown, sizeof(shown), "%s", tok);
         rc = apply_option(memc, tok, &has_hash, err, errlen);
         if (rc != MEMCACHED_SUCCESS) {
             if (err[0] == '\0')
-                snprintf(err, errlen, "invalid option: %s", tok);
+                snprintf(err, errlen, "invalid option: %s", shown);
             rc = MEMCACHED_PARSE_ERROR;
             break;
         }

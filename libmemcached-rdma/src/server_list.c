@@ -1,5 +1,6 @@
 /* server_list.c: memcached_server_st arrays (memcached_server_list_st):
- * append, count, free, and parsing "host:port[:weight], ..." strings.
+ * append, count, free, and parsing "host:port[:weight], ..." strings
+ * (also "host:port weight").
  * The first entry's number_of_hosts holds the array length. */
 #include <ctype.h>
 #include <stdio.h>
@@ -7,6 +8,8 @@
 #include <string.h>
 
 #include <libmemcached/memcached.h>
+
+#include "client.h"
 
 uint32_t memcached_server_list_count(const memcached_server_list_st ptr)
 {
@@ -69,7 +72,7 @@ static bool parse_one(const char *item, char *host, size_t host_size, in_port_t 
     const char *rest;
     if (item[0] == '[') {
         const char *close = strchr(item, ']');
-        if (close == NULL || (size_t)(close - item - 1) >= host_size)
+        if (close == NULL || close == item + 1 || (size_t)(close - item - 1) >= host_size)
             return false;
         memcpy(host, item + 1, (size_t)(close - item - 1));
         host[close - item - 1] = '\0';
@@ -89,7 +92,7 @@ static bool parse_one(const char *item, char *host, size_t host_size, in_port_t 
             return false;
         *port = (in_port_t)p;
         rest = end;
-        if (*rest == ':' || *rest == ' ') {
+        if (*rest == ':' || *rest == ' ' || *rest == '\t') { /* "host:port weight" too */
             unsigned long w = strtoul(rest + 1, &end, 10);
             if (end == rest + 1)
                 return false;
@@ -97,7 +100,7 @@ static bool parse_one(const char *item, char *host, size_t host_size, in_port_t 
             rest = end;
         }
     }
-    return *rest == '\0';
+    return *rest == '\0' && lmr_host_name_ok(host);
 }
 
 memcached_server_list_st memcached_servers_parse(const char *server_strings)
@@ -111,7 +114,11 @@ memcached_server_list_st memcached_servers_parse(const char *server_strings)
             p++;
         if (*p == '\0')
             break;
-        size_t len = strcspn(p, ", \t\n");
+        /* items end at ',' (as libmemcached reads the list: a blank inside
+         * one starts its weight, "host:port weight"); blanks around go */
+        size_t len = strcspn(p, ",");
+        while (len > 0 && isspace((unsigned char)p[len - 1]))
+            len--;
         char item[MEMCACHED_NI_MAXHOST + 32];
         char host[MEMCACHED_NI_MAXHOST];
         in_port_t port;

@@ -621,6 +621,15 @@ static void test_server_lists(const struct test_server *s)
         ok(list[2].weight == 7, "parsed weight");
     }
     memcached_server_list_free(list);
+    /* a blank inside an item starts its weight, as libmemcached reads it */
+    list = memcached_servers_parse("localhost:11211 5, other:11212");
+    ok(list != NULL && memcached_server_list_count(list) == 2 && list[0].weight == 5 &&
+           list[0].port == 11211 && strcmp(list[1].hostname, "other") == 0,
+       "servers_parse: \"host:port weight\"");
+    memcached_server_list_free(list);
+    list = memcached_servers_parse("[]:1");
+    ok(list == NULL, "servers_parse: an empty bracketed host is refused");
+    memcached_server_list_free(list);
 
     list = memcached_server_list_append(NULL, "127.0.0.1", (in_port_t)s->port, &rc);
     is_rc(rc, MEMCACHED_SUCCESS, "server_list_append");
@@ -659,6 +668,43 @@ static void test_server_lists(const struct test_server *s)
     char err[128] = "";
     is_rc(libmemcached_check_configuration("--SERVER=", 9, err, sizeof(err)), MEMCACHED_PARSE_ERROR,
           "check_configuration reports a parse error");
+    /* server specs libmemcached refuses, which used to build a server the
+     * user did not write (a host "fe80:" on port 1, "localhost:11211" on
+     * port 5, one host "a:1,b"), or to drop what follows */
+    static const char *const bad_specs[] = {
+        "--SERVER=fe80::1",
+        "--SERVER=localhost:11211:5",
+        "--SERVER=a:1,b:2",
+        "--SERVER=[::1]junk",
+        "--SERVER=[::1]x:5",
+        "--SERVER=[]:1",
+        "--SERVER=host\v--BINARY-PROTOCOL",
+    };
+    int refused = 0;
+    for (size_t i = 0; i < sizeof(bad_specs) / sizeof(bad_specs[0]); i++) {
+        memcached_st *bad = memcached(bad_specs[i], strlen(bad_specs[i]));
+        if (bad == NULL)
+            refused++;
+        else
+            tap_diag("accepted: %s", bad_specs[i]);
+        memcached_free(bad);
+    }
+    ok(refused == (int)(sizeof(bad_specs) / sizeof(bad_specs[0])),
+       "malformed --SERVER specs are refused (%d of %zu)", refused,
+       sizeof(bad_specs) / sizeof(bad_specs[0]));
+    static const char with_nul[] = "--SERVER=localhost\0--NO-SUCH-OPTION";
+    ok(memcached(with_nul, sizeof(with_nul) - 1) == NULL,
+       "a NUL inside the given length is refused, not the end of the string");
+    err[0] = '\0';
+    libmemcached_check_configuration("--SERVER=localhost:99999", 24, err, sizeof(err));
+    ok(strstr(err, "localhost:99999") != NULL, "the error names the whole option (%s)", err);
+    m = memcached("--SERVER=[::1]:11212", 20);
+    ok(m != NULL && memcached_server_count(m) == 1 &&
+           strcmp(memcached_server_name(memcached_server_instance_by_position(m, 0)), "::1") == 0 &&
+           memcached_server_port(memcached_server_instance_by_position(m, 0)) == 11212,
+       "--SERVER=[::1]:11212: an IPv6 address in brackets");
+    memcached_free(m);
+
     const char *sock_config = "--SOCKET=\"/some/path/sock\" --DISTRIBUTION=consistent";
     m = memcached(sock_config, strlen(sock_config));
     ok(m != NULL && memcached_server_count(m) == 1 &&
