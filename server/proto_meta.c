@@ -19,7 +19,6 @@
  */
 #include "proto_meta.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>

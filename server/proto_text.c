@@ -10,7 +10,6 @@
  */
 #include "proto_text.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
