@@ -81,6 +81,9 @@ struct mcr_rdma_ep_stats {
     uint32_t sends_unfinished; /* messages accepted by send (and credit messages)
                                   not yet completed: waiting for credit, or
                                   posted and not yet acknowledged by the peer */
+    uint32_t sends_waiting;    /* messages accepted by send and not yet posted
+                                  (no credit or no send queue room): they go
+                                  out only when the owner polls again */
 };
 
 /* The longest a close lingers for what was sent before it (ops.close), and

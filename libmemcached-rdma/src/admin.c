@@ -36,6 +36,8 @@ static memcached_return_t on_all(struct lmr_client *c, enum lmr_op_kind kind,
         lmr_request_release(&reqs[i]);
     }
     free(reqs);
+    if (noreply)
+        lmr_io_push_all(c);
     if (failed == 0)
         return MEMCACHED_SUCCESS;
     (void)failure;

@@ -124,16 +124,32 @@ void lmr_io_close(memcached_instance_st *srv)
     reset_receive(srv);
 }
 
+static int poll_timeout_ms(const struct lmr_client *c)
+{
+    int timeout = c->behaviors.poll_timeout_ms; /* negative: no limit */
+    return timeout < 0 ? INT32_MAX : timeout;
+}
+
 void lmr_io_drain_all(struct lmr_client *c)
 {
-    int timeout = c->behaviors.poll_timeout_ms; /* negative: no limit (INT32_MAX ms) */
-    int64_t deadline = now_ms() + (timeout < 0 ? INT32_MAX : timeout);
+    int64_t deadline = now_ms() + poll_timeout_ms(c);
     for (uint32_t i = 0; i < c->server_count; i++) {
         memcached_instance_st *srv = c->servers[i];
         if (srv->conn.ops == NULL || srv->conn.ops->drain == NULL || srv->connecting)
             continue;
         int64_t left = deadline - now_ms();
         srv->conn.ops->drain(&srv->conn, left < 0 ? 0 : (int)left);
+    }
+}
+
+void lmr_io_push_all(struct lmr_client *c)
+{
+    int64_t deadline = -1; /* set by the first transport that waits */
+    for (uint32_t i = 0; i < c->server_count; i++) {
+        memcached_instance_st *srv = c->servers[i];
+        if (srv->conn.ops == NULL || srv->conn.ops->push == NULL || srv->connecting)
+            continue;
+        srv->conn.ops->push(&srv->conn, &deadline, poll_timeout_ms(c));
     }
 }
 

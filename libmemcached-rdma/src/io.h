@@ -38,6 +38,10 @@ void lmr_io_close(memcached_instance_st *srv);
  * drain), up to one poll timeout for all of them together; for a close
  * that is not a failure, and memcached_flush_buffers. */
 void lmr_io_drain_all(struct lmr_client *c);
+/* Waits until what the transports took is on its way (transport push),
+ * up to one poll timeout for all of them together; before a blocking call
+ * that sent requests without replies returns. */
+void lmr_io_push_all(struct lmr_client *c);
 
 /* Value reception shared by the parsers: starts a body of value_length
  * bytes into dest (NULL: discard) followed by trailer_length framing bytes;

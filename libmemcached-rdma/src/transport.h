@@ -94,6 +94,17 @@ struct lmr_transport_ops {
      * a failure (memcached_quit, memcached_free, a behavior that
      * reconnects) and in memcached_flush_buffers. */
     void (*drain)(struct lmr_conn *conn, int timeout_ms);
+    /* Optional, for the same transports: waits until every byte send
+     * took is on its way (handed to the device, which delivers it without
+     * further calls), not until the server has it. The pipeline calls it
+     * before a blocking call that sent requests without replies returns
+     * (NOREPLY, replicas) and in memcached_wait, where a socket's kernel
+     * would go on sending what the call wrote. *deadline_ms (monotonic
+     * milliseconds) bounds the wait; when it is negative, a call that has
+     * to wait sets it to timeout_ms from now first, so that one pass over
+     * all servers waits one timeout in all and reads the clock only if
+     * something waits. */
+    void (*push)(struct lmr_conn *conn, int64_t *deadline_ms, int timeout_ms);
 };
 
 struct lmr_conn {

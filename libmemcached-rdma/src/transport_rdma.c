@@ -137,6 +137,11 @@ struct rdma_stream {
     struct mcr_rdma_region src_reg;
     uint32_t src_id;
     bool src_busy;
+    /* A push that waited a whole timeout for credits and got none: later
+     * pushes do not wait again until messages move again (stall_moved:
+     * the endpoint's messages sent and received at the stall). */
+    bool push_stalled;
+    uint64_t stall_moved;
 };
 
 static int64_t now_ms(void)
@@ -792,6 +797,42 @@ static bool sent_all(struct rdma_stream *s)
     return st.sends_unfinished == 0;
 }
 
+/* Bytes send took that still need a call into the library to go out:
+ * kept here, or waiting in the endpoint for credit. */
+static bool held_back(struct rdma_stream *s, struct mcr_rdma_ep_stats *st)
+{
+    if (s->ep == NULL || s->closed)
+        return false;
+    mcr_rdma_ep_stats(s->ep, st);
+    return s->out_len > 0 || st->sends_waiting > 0;
+}
+
+/* Waits for the server's credits to hand on what is held back. A server
+ * that gave none back during a whole earlier wait (stopped, or too busy)
+ * is not waited for again until messages move again (one of ours
+ * completes, which takes a credit, or one of its arrives): its bytes stay
+ * held, like a full socket buffer's, and the next call or the close's
+ * drain sends them. */
+static void rdma_push(struct lmr_conn *conn, int64_t *deadline_ms, int timeout_ms)
+{
+    struct rdma_stream *s = conn->transport_state;
+    struct mcr_rdma_ep_stats st;
+    if (!held_back(s, &st))
+        return;
+    if (s->push_stalled && st.msgs_sent + st.msgs_received == s->stall_moved)
+        return;
+    s->push_stalled = false;
+    if (*deadline_ms < 0)
+        *deadline_ms = now_ms() + timeout_ms;
+    do
+        progress(s, 10);
+    while (held_back(s, &st) && now_ms() < *deadline_ms);
+    if (held_back(s, &st)) {
+        s->push_stalled = true;
+        s->stall_moved = st.msgs_sent + st.msgs_received;
+    }
+}
+
 static void rdma_drain(struct lmr_conn *conn, int timeout_ms)
 {
     struct rdma_stream *s = conn->transport_state;
@@ -892,6 +933,7 @@ const struct lmr_transport_ops lmr_transport_rdma = {
     .release_value_buffer = rdma_release_value_buffer,
     .poll_events = rdma_poll_events,
     .drain = rdma_drain,
+    .push = rdma_push,
 };
 
 #endif

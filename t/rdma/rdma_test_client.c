@@ -1063,6 +1063,65 @@ static void drain_bounded(unsigned base)
     server_stop(&b, SIGTERM);
 }
 
+/* A blocking call that sends without a reply (NOREPLY) returns with its
+ * bytes on their way, as a socket's kernel goes on sending what a call
+ * wrote: when the server's credits ran out, the call waits for them
+ * instead of leaving its bytes for a later call into the library. And a
+ * server that returns no credits for a whole poll timeout is waited for
+ * once, not once per call. */
+static void noreply_on_its_way(unsigned tcp_port, unsigned rdma_port)
+{
+    enum { N = 400, RESUME_MS = 500 };
+    struct server s;
+    server_start_with(&s, tcp_port, rdma_port, "1", NULL, NULL);
+    memcached_st *check = rdma_client(&s);
+    memcached_st *m = rdma_client(&s);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_NOREPLY, 1);
+    int took = set_keys(m, "on", N); /* m makes no call after these */
+    int present = keys_present(check, "on", N);
+    tap_ok(took == N && present == N,
+           "%d noreply sets in a row are all on the server with no later call from their "
+           "client (%d of %d)",
+           took, present, N);
+
+    /* the server stops, and resumes while the client's sets wait for credits */
+    memcached_exist(m, "on0", 3); /* connected, credits all back */
+    kill(s.pid, SIGSTOP);
+    pid_t waker = proc_fork();
+    if (waker == 0) {
+        usleep(RESUME_MS * 1000);
+        kill(s.pid, SIGCONT);
+        _exit(0);
+    }
+    double t0 = wall_ms();
+    took = set_keys(m, "held", N);
+    double took_ms = wall_ms() - t0;
+    proc_reap(waker, 10000);
+    kill(s.pid, SIGCONT);
+    usleep(200000);
+    present = keys_present(check, "held", N);
+    tap_ok(took == N && present == N && took_ms >= RESUME_MS / 2,
+           "noreply sets to a stopped server wait for its credits: resumed after %d ms, all are "
+           "on it with no later call (%d of %d; the sets took %.0f ms)",
+           RESUME_MS, present, N, took_ms);
+
+    /* stopped for longer than the poll timeout: one wait, then none */
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 500);
+    kill(s.pid, SIGSTOP);
+    t0 = wall_ms();
+    took = set_keys(m, "stall", N);
+    took_ms = wall_ms() - t0;
+    kill(s.pid, SIGCONT);
+    memcached_free(m); /* its drain sends what was held */
+    present = keys_present(check, "stall", N);
+    tap_ok(took == N && took_ms >= 450 && took_ms < 1500 && present == N,
+           "a server stopped for good is waited for one 500 ms poll timeout, not one per set "
+           "(%d sets took %.0f ms; after the close %d of %d are on it)",
+           N, took_ms, present, N);
+    memcached_free(check);
+    server_stop(&s, SIGTERM);
+}
+
 /* memcached_test until the request is done or `ms` passed; its last result. */
 static memcached_return_t test_until_done(memcached_st *m, memcached_request_st *req, int ms)
 {
@@ -1548,6 +1607,7 @@ int main(int argc, char **argv)
     polling_with_test_only(base + 8, base + 9);
     stores_before_close(base + 10, base + 11);
     drain_bounded(base + 12);
+    noreply_on_its_way(base + 16, base + 17);
 
     memcached_free(mr);
     server_stop(&s2, SIGTERM);

@@ -810,10 +810,11 @@ static void test_waiting_cap(void)
     }
     struct mcr_rdma_ep_stats st;
     mcr_rdma_ep_stats(to_stalled, &st);
-    tap_ok(rc == -EAGAIN && accepted <= (uint32_t)st.peer_credits + CAP && accepted < POOL,
+    tap_ok(rc == -EAGAIN && accepted <= (uint32_t)st.peer_credits + CAP && accepted < POOL &&
+               st.sends_waiting == CAP,
            "a peer returning no credits: %u sends accepted, then -EAGAIN (credits %u + %u "
-           "waiting; %u send buffers)",
-           accepted, st.peer_credits, CAP, POOL);
+           "waiting, counted %u; %u send buffers)",
+           accepted, st.peer_credits, CAP, st.sends_waiting, POOL);
     int sent_other = 0;
     for (uint32_t i = 0; i < 10; i++) {
         struct mcr_rdma_send m = {
