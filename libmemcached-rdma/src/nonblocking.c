@@ -133,9 +133,9 @@ memcached_return_t memcached_wait(memcached_st *memc, memcached_request_st *req)
     struct lmr_client *c = lmr_client_of(memc);
     if (c == NULL || req == NULL)
         return MEMCACHED_INVALID_ARGUMENTS;
-    memcached_return_t rc = req->state != LMR_STATE_QUEUED ? req->rc : lmr_io_wait(c, req);
-    lmr_io_push_all(c); /* a NOREPLY request is done once taken: on its way now */
-    return rc;
+    if (req->state != LMR_STATE_QUEUED)
+        return req->rc;
+    return lmr_io_wait(c, req);
 }
 
 memcached_return_t memcached_wait_all(memcached_st *memc)
@@ -143,9 +143,7 @@ memcached_return_t memcached_wait_all(memcached_st *memc)
     struct lmr_client *c = lmr_client_of(memc);
     if (c == NULL)
         return MEMCACHED_INVALID_ARGUMENTS;
-    memcached_return_t rc = lmr_io_wait_all(c);
-    lmr_io_push_all(c);
-    return rc;
+    return lmr_io_wait_all(c);
 }
 
 memcached_return_t memcached_request_return(const memcached_request_st *req)

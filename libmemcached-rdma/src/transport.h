@@ -98,12 +98,11 @@ struct lmr_transport_ops {
      * took is on its way (handed to the device, which delivers it without
      * further calls), not until the server has it. The pipeline calls it
      * before a blocking call that sent requests without replies returns
-     * (NOREPLY, replicas) and in memcached_wait, where a socket's kernel
-     * would go on sending what the call wrote. *deadline_ms (monotonic
-     * milliseconds) bounds the wait; when it is negative, a call that has
-     * to wait sets it to timeout_ms from now first, so that one pass over
-     * all servers waits one timeout in all and reads the clock only if
-     * something waits. */
+     * (NOREPLY, replicas), where a socket's kernel would go on sending
+     * what the call wrote. *deadline_ms (monotonic milliseconds) bounds
+     * the wait; when it is negative, a call that has to wait sets it to
+     * timeout_ms from now first, so that one pass over all servers waits
+     * one timeout in all and reads the clock only if something waits. */
     void (*push)(struct lmr_conn *conn, int64_t *deadline_ms, int timeout_ms);
 };
 
