@@ -120,7 +120,7 @@ static memcached_return_t add_server_spec(memcached_st *memc, char *spec, bool s
             return MEMCACHED_PARSE_ERROR;
         port = (in_port_t)v;
     }
-    if (!lmr_host_name_ok(host))
+    if (!lmr_host_name_ok(host) || host[0] == '/') /* a path is for --SOCKET */
         return MEMCACHED_PARSE_ERROR;
     if (rdma) { /* rdma://host:port: through a one-entry server list */
         memcached_return_t rc;
@@ -222,6 +222,32 @@ static memcached_return_t apply_option(memcached_st *memc, char *opt, bool *has_
     return MEMCACHED_PARSE_ERROR;
 }
 
+static bool is_option_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/* The next option of the string at *cursor, NUL-terminated in place:
+ * options are separated by blanks, except blanks between double quotes
+ * (--SOCKET="/tmp/a b", as libmemcached reads it). NULL at the end. */
+static char *next_option(char **cursor)
+{
+    char *p = *cursor;
+    while (is_option_blank(*p))
+        p++;
+    if (*p == '\0')
+        return NULL;
+    char *start = p;
+    bool quoted = false;
+    for (; *p != '\0' && (quoted || !is_option_blank(*p)); p++)
+        if (*p == '"')
+            quoted = !quoted;
+    if (*p != '\0')
+        *p++ = '\0';
+    *cursor = p;
+    return start;
+}
+
 static memcached_return_t apply_string(memcached_st *memc, const char *string, size_t length,
                                        char *err, size_t errlen)
 {
@@ -236,9 +262,8 @@ static memcached_return_t apply_string(memcached_st *memc, const char *string, s
     copy[length] = '\0';
     memcached_return_t rc = MEMCACHED_SUCCESS;
     bool has_hash = false;
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, " \t\r\n", &save); tok != NULL;
-         tok = strtok_r(NULL, " \t\r\n", &save)) {
+    char *cursor = copy;
+    for (char *tok = next_option(&cursor); tok != NULL; tok = next_option(&cursor)) {
         char shown[128]; /* apply_option cuts the token at '=' */
         snprintf(shown, sizeof(shown), "%s", tok);
         rc = apply_option(memc, tok, &has_hash, err, errlen);

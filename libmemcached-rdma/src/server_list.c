@@ -133,7 +133,8 @@ memcached_server_list_st memcached_servers_parse(const char *server_strings)
         bool rdma = strncmp(item, "rdma://", 7) == 0;
         if (rdma)
             memmove(item, item + 7, len - 7 + 1);
-        if (!parse_one(item, host, sizeof(host), &port, &weight)) {
+        if (!parse_one(item, host, sizeof(host), &port, &weight) ||
+            (rdma && host[0] == '/')) { /* a socket path has no rdma:// */
             memcached_server_list_free(list);
             return NULL;
         }

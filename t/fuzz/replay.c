@@ -31,6 +31,10 @@ static volatile size_t current_offset;
 
 static void name_input(void)
 {
+    static volatile sig_atomic_t named; /* a sanitizer's report may end in abort() */
+    if (named)
+        return;
+    named = 1;
     char line[96];
     int n = snprintf(line, sizeof(line), "# failed at input %zu (the record at offset %zu)\n",
                      current_input, current_offset);

@@ -630,6 +630,9 @@ static void test_server_lists(const struct test_server *s)
     list = memcached_servers_parse("[]:1");
     ok(list == NULL, "servers_parse: an empty bracketed host is refused");
     memcached_server_list_free(list);
+    list = memcached_servers_parse("rdma:///tmp/x");
+    ok(list == NULL, "servers_parse: rdma:// with a socket path is refused");
+    memcached_server_list_free(list);
 
     list = memcached_server_list_append(NULL, "127.0.0.1", (in_port_t)s->port, &rc);
     is_rc(rc, MEMCACHED_SUCCESS, "server_list_append");
@@ -679,6 +682,9 @@ static void test_server_lists(const struct test_server *s)
         "--SERVER=[::1]x:5",
         "--SERVER=[]:1",
         "--SERVER=host\v--BINARY-PROTOCOL",
+        "--SERVER=/tmp/sock",      /* a path is for --SOCKET */
+        "--SERVER=rdma:///tmp/x",  /* and has no rdma:// */
+        "--SERVER=\"local host\"", /* a host with a blank, even quoted */
     };
     int refused = 0;
     for (size_t i = 0; i < sizeof(bad_specs) / sizeof(bad_specs[0]); i++) {
@@ -698,6 +704,20 @@ static void test_server_lists(const struct test_server *s)
     err[0] = '\0';
     libmemcached_check_configuration("--SERVER=localhost:99999", 24, err, sizeof(err));
     ok(strstr(err, "localhost:99999") != NULL, "the error names the whole option (%s)", err);
+    /* blanks between double quotes belong to the value, as libmemcached
+     * reads them */
+    static const char quoted[] = "--SOCKET=\"/tmp/a b\" --BINARY-PROTOCOL";
+    m = memcached(quoted, sizeof(quoted) - 1);
+    ok(m != NULL && memcached_server_count(m) == 1 &&
+           strcmp(memcached_server_name(memcached_server_instance_by_position(m, 0)), "/tmp/a b") ==
+               0 &&
+           strcmp(memcached_server_type(memcached_server_instance_by_position(m, 0)), "SOCKET") ==
+               0 &&
+           memcached_behavior_get(m, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL) == 1,
+       "--SOCKET=\"/tmp/a b\": a quoted path with a blank, then the next option");
+    memcached_free(m);
+    static const char unclosed[] = "--SOCKET=\"/tmp/a --BINARY-PROTOCOL";
+    ok(memcached(unclosed, sizeof(unclosed) - 1) == NULL, "an unclosed quote is refused");
     m = memcached("--SERVER=[::1]:11212", 20);
     ok(m != NULL && memcached_server_count(m) == 1 &&
            strcmp(memcached_server_name(memcached_server_instance_by_position(m, 0)), "::1") == 0 &&
