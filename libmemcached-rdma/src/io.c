@@ -460,7 +460,10 @@ static bool receive_some(memcached_instance_st *srv)
          * of quiet requests are skipped; anything else breaks the stream) */
         memcached_return_t rc = proto->parse(srv);
         if (rc != MEMCACHED_SUCCESS) {
-            lmr_io_fail_server(srv, rc, "malformed reply from server");
+            lmr_io_fail_server(srv, rc,
+                               rc == MEMCACHED_MEMORY_ALLOCATION_FAILURE
+                                   ? "no memory for the value a reply announced"
+                                   : "malformed reply from server");
             return false;
         }
         if (!awaiting_reply(srv))
