@@ -25,6 +25,15 @@ __attribute__((weak)) int LLVMFuzzerInitialize(int *argc, char ***argv);
 /* set when built with a sanitizer: called before it ends the process */
 __attribute__((weak)) void __sanitizer_set_death_callback(void (*callback)(void));
 
+/* Under UBSan (GCC's runtime calls no death callback) a report that halts
+ * the process aborts, so the SIGABRT handler names the input; options in
+ * UBSAN_OPTIONS still apply over this default. Unused without UBSan. */
+const char *__ubsan_default_options(void);
+const char *__ubsan_default_options(void)
+{
+    return "abort_on_error=1";
+}
+
 /* the input running now, for the report of a failure */
 static volatile size_t current_input;
 static volatile size_t current_offset;
