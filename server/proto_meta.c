@@ -58,30 +58,40 @@ static int b64_value(char ch)
     return p ? (int)(p - b64_alphabet) : -1;
 }
 
-/* Decodes in place (the result is never longer); 0 on malformed input. */
+/* Decodes in place (the result is never longer); 0 on malformed input.
+ * As memcached reads a base64 key: characters outside the alphabet and '='
+ * are skipped; those left must come in groups of four; '=' counts as a zero
+ * digit that drops one byte of its group (three or four of them in a
+ * group are an error), and decoding ends after the first group with one. */
 static size_t b64_decode_inplace(char *s, size_t len)
 {
-    if (len == 0 || len % 4 != 0)
+    size_t digits = 0;
+    for (size_t i = 0; i < len; i++)
+        digits += s[i] == '=' || b64_value(s[i]) >= 0;
+    if (digits == 0 || digits % 4 != 0)
         return 0;
     size_t out = 0;
-    for (size_t i = 0; i < len; i += 4) {
-        int v[4];
-        int pad = 0;
-        for (int j = 0; j < 4; j++) {
-            if (s[i + j] == '=' && i + 4 == len && j >= 2) {
-                v[j] = 0;
-                pad++;
-            } else if (pad > 0 || (v[j] = b64_value(s[i + j])) < 0) {
-                return 0;
-            }
-        }
-        uint32_t w =
-            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
-        s[out++] = (char)(w >> 16);
+    uint32_t group = 0;
+    int in_group = 0, pad = 0;
+    for (size_t i = 0; i < len; i++) {
+        int v = s[i] == '=' ? 0 : b64_value(s[i]);
+        if (v < 0)
+            continue;
+        pad += s[i] == '=';
+        group = group << 6 | (uint32_t)v;
+        if (++in_group < 4)
+            continue;
+        if (pad > 2)
+            return 0;
+        s[out++] = (char)(group >> 16);
         if (pad < 2)
-            s[out++] = (char)(w >> 8 & 0xff);
+            s[out++] = (char)(group >> 8 & 0xff);
         if (pad < 1)
-            s[out++] = (char)(w & 0xff);
+            s[out++] = (char)(group & 0xff);
+        if (pad > 0)
+            break;
+        group = 0;
+        in_group = 0;
     }
     return out;
 }

@@ -39,9 +39,11 @@ t.is_(c.cmd("set foo 0 0 1\r\ny"), "STORED", "set foo")
 t.ok(c.cmd("me Zm9v b").startswith("ME foo "), "me b finds foo and prints the key as stored")
 t.is_(c.cmd("ms YmluYXJ5 1 b\r\nz"), "HD", "ms with a base64 key")
 t.ok(c.cmd("me YmluYXJ5 b").startswith("ME YmluYXJ5 "), "a key stored base64-encoded prints encoded")
+t.ok(c.cmd("me Ym*luYXJ5 b").startswith("ME YmluYXJ5 "), "a character outside base64 is skipped")
+t.is_(c.cmd("me Zm=v b"), "EN", "'=' inside a group: a miss, not an error")
 t.is_(c.cmd("me"), "CLIENT_ERROR bad command line format", "me without a key")
 after = int(c.stats()["cmd_meta"])
-t.is_(after - before, 7, "cmd_meta counts me commands with a key (7 sent)")
+t.is_(after - before, 9, "cmd_meta counts me commands with a key (9 sent)")
 
 # a pipeline of meta and classic commands is answered in order
 c.send("mg dbg v\r\nget dbg\r\nms p 1\r\nz\r\nmn\r\nmg p s\r\nincr nope 1\r\nmn\r\n")

@@ -61,6 +61,17 @@ t.is_(c.reply(), ("VA 2 kZm9vYg== b", b"hi"), "b k: the key comes back encoded, 
 t.is_(c.cmd("mg foob k"), "HD kZm9vYg== b", "k of an item stored with b is encoded")
 t.is_(c.cmd("mg bm9uZQ== b k"), "EN kbm9uZQ== b", "miss with b k")
 t.is_(c.cmd("mg foo b"), "CLIENT_ERROR error decoding key", "undecodable key")
+# memcached's decoder skips what is not base64 and stops after the first
+# group that ends in '='
+t.is_(c.cmd("ms YmF6\x11 3 b\r\nbar"), "HD", "a character outside base64 in a b key is skipped")
+c.send("mg YmF6 b v k\r\n")
+t.is_(c.reply(), ("VA 3 kYmF6 b", b"bar"), "... the item is under the decoded key")
+c.send("mg Zm9vYg==Zm9v b v\r\n")
+t.is_(c.reply(), ("VA 2", b"hi"), "decoding ends after a group with '='")
+t.is_(c.cmd("mg Zm=v b v"), "EN", "'=' inside a group shortens it: a miss, not an error")
+t.is_(c.cmd("mg Z*m*9*v b"), "HD", "'*' between the digits is skipped")
+t.is_(c.cmd("mg Zm9vY b"), "CLIENT_ERROR error decoding key", "digits not in groups of four")
+t.is_(c.cmd("mg Z=== b"), "CLIENT_ERROR error decoding key", "three '=' in a group")
 
 # vivify on miss (N) and recache (R)
 c.send("mg viv N30 s c v t\r\n")
