@@ -144,18 +144,30 @@ int slab_mover_request(int src, int dst)
 {
     if (src == dst)
         return REASSIGN_SAME;
-    if (src < -1 || src == 0 || src > (int)storage_rt.largest_class || dst < 1 ||
+    /* class 0 is the pool of empty pages, as memcached's global page pool */
+    if (src < -1 || src > (int)storage_rt.largest_class || dst < 0 ||
         dst > (int)storage_rt.largest_class)
         return REASSIGN_BADCLASS;
     if (pthread_mutex_trylock(&decide_lock) != 0)
         return REASSIGN_BUSY;
     unsigned from = src == -1 ? oldest_class((unsigned)dst) : (unsigned)src;
-    struct slabs_class_stats sc;
-    if (from)
+    size_t spare_pages = 0;
+    if (from > 0) {
+        struct slabs_class_stats sc;
         slabs_class_stats(from, &sc);
+        spare_pages = sc.total_pages;
+    } else if (src == 0) {
+        struct slabs_global_stats g;
+        slabs_global_stats(&g);
+        spare_pages = g.pool_pages;
+    }
     pthread_mutex_unlock(&decide_lock);
-    if (!from || sc.total_pages < 2)
+    if (src == -1 && from == 0)
+        return REASSIGN_BADCLASS; /* nothing to pick from: memcached says so */
+    if (spare_pages < 2)
         return REASSIGN_NOSPARE;
+    if (from == 0)
+        return REASSIGN_OK; /* pooled pages go to the first class that needs one */
     pthread_mutex_lock(&thread_lock);
     bool threaded = running;
     int rc = REASSIGN_OK;

@@ -27,7 +27,11 @@ void slab_mover_stats(struct slab_mover_stats *out);
 void slab_mover_set_auto(bool on);
 bool slab_mover_auto(void);
 /* A requested move (slabs reassign); see items.h for the results. With
- * the thread running it happens in the background, else right away. */
+ * the thread running it happens in the background, else right away. As in
+ * memcached, class 0 is the pool of empty pages: a page moved to it waits
+ * there, and "from" it is OK while it holds two or more (they go to the
+ * first class that needs a page); src -1 picks a class, BADCLASS when
+ * none has a page to spare. */
 int slab_mover_request(int src, int dst);
 void slab_mover_reset(void);
 

@@ -22,6 +22,26 @@ mc_send($s, "slabs reassign 1 1\r\n");
 like(mc_line($s), qr/^SAME( [^\r\n]*)?\r\n\z/, 'slabs reassign to the same class is SAME');
 mc_send($s, "slabs reassign 9999 1\r\n");
 like(mc_line($s), qr/^BADCLASS( [^\r\n]*)?\r\n\z/, 'slabs reassign from a class that does not exist is BADCLASS');
+# class 0 is the global page pool; a fresh server has no page to spare anywhere
+mc_send($s, "slabs reassign 0 2\r\n");
+like(mc_line($s), qr/^NOSPARE( [^\r\n]*)?\r\n\z/, 'slabs reassign from the empty page pool (class 0) is NOSPARE');
+mc_send($s, "slabs reassign 2 0\r\n");
+like(mc_line($s), qr/^NOSPARE( [^\r\n]*)?\r\n\z/, 'slabs reassign to the page pool from a class without pages is NOSPARE');
+mc_send($s, "slabs reassign -1 2\r\n");
+like(mc_line($s), qr/^BADCLASS( [^\r\n]*)?\r\n\z/, 'slabs reassign -1 with no class to pick from is BADCLASS');
+{   # a class with two pages gives one to the pool
+    my $big = $srv->connect;
+    my $value = 'v' x 1000;
+    mc_send($big, join('', map { "set fill$_ 0 0 1000 noreply\r\n$value\r\n" } 1 .. 1500));
+    mc_is($big, "mn\r\n", "MN\r\n", '1500 values of 1000 bytes stored');
+    my $slabs = mc_stats($big, 'slabs');
+    my ($cls) = sort { $a <=> $b } map { /^(\d+):total_pages$/ && $slabs->{$_} >= 2 ? $1 : () } keys %$slabs;
+    ok(defined $cls, 'a class holds two pages or more');
+    mc_send($s, "slabs reassign " . ($cls // 1) . " 0\r\n");
+    is(mc_line($s), "OK\r\n", 'slabs reassign from that class to the page pool (class 0) is OK');
+}
+mc_send($s, "slabs reassign 1 -2\r\n");
+like(mc_line($s), qr/^BADCLASS( [^\r\n]*)?\r\n\z/, 'slabs reassign to class -2 is BADCLASS');
 
 # lru
 mc_is($s, "lru tune 10 25 0.1 2.0\r\n", "OK\r\n", 'lru tune');
