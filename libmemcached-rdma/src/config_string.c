@@ -238,9 +238,10 @@ static char *next_option(char **cursor)
     if (*p == '\0')
         return NULL;
     char *start = p;
+    /* only a value that starts with a quote ("=\"") is quoted */
     bool quoted = false;
     for (; *p != '\0' && (quoted || !is_option_blank(*p)); p++)
-        if (*p == '"')
+        if (*p == '"' && (quoted || (p > start && p[-1] == '=')))
             quoted = !quoted;
     if (*p != '\0')
         *p++ = '\0';

@@ -819,8 +819,11 @@ static void rdma_push(struct lmr_conn *conn, int64_t *deadline_ms, int timeout_m
     struct mcr_rdma_ep_stats st;
     if (!held_back(s, &st))
         return;
-    if (s->push_stalled && st.msgs_sent + st.msgs_received == s->stall_moved)
-        return;
+    if (s->push_stalled) { /* credits may have come back since: look first */
+        progress(s, -1);
+        if (!held_back(s, &st) || st.msgs_sent + st.msgs_received == s->stall_moved)
+            return;
+    }
     s->push_stalled = false;
     if (*deadline_ms < 0)
         *deadline_ms = now_ms() + timeout_ms;

@@ -718,6 +718,11 @@ static void test_server_lists(const struct test_server *s)
     memcached_free(m);
     static const char unclosed[] = "--SOCKET=\"/tmp/a --BINARY-PROTOCOL";
     ok(memcached(unclosed, sizeof(unclosed) - 1) == NULL, "an unclosed quote is refused");
+    static const char inner[] = "--SERVER=h1 --SOCKET=/tmp/x\" --SERVER=h2";
+    m = memcached(inner, sizeof(inner) - 1);
+    ok(m == NULL || memcached_server_count(m) == 3,
+       "a quote inside a value does not swallow the options after it");
+    memcached_free(m);
     m = memcached("--SERVER=[::1]:11212", 20);
     ok(m != NULL && memcached_server_count(m) == 1 &&
            strcmp(memcached_server_name(memcached_server_instance_by_position(m, 0)), "::1") == 0 &&
