@@ -824,9 +824,11 @@ static void rdma_push(struct lmr_conn *conn, int64_t *deadline_ms, int timeout_m
         if (!held_back(s, &st) || st.msgs_sent + st.msgs_received == s->stall_moved)
             return;
     }
-    s->push_stalled = false;
     if (*deadline_ms < 0)
         *deadline_ms = now_ms() + timeout_ms;
+    else if (now_ms() >= *deadline_ms)
+        return; /* another server took the whole wait: not a stall of this one */
+    s->push_stalled = false;
     do
         progress(s, 10);
     while (held_back(s, &st) && now_ms() < *deadline_ms);
