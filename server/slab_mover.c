@@ -13,6 +13,8 @@
  * it are unlinked, except those someone references, which it waits for for
  * a little while, and the page goes to the pool where the needy class takes
  * it. Items lost this way are counted as slab_reassign_evictions_nomem.
+ * A move asked for by "slabs reassign SRC DST" hands the emptied page (or,
+ * from class 0, a pooled one) straight to DST, as memcached does.
  * When cache_memlimit lowers the limit below what is held, the mover
  * empties pages of the classes with the oldest items in the same way and
  * leaves them in the pool (their memory returned) until within the limit.
@@ -50,6 +52,7 @@ static atomic_uint_fast64_t items_busy;      /* in use, waited for */
 static atomic_bool moving;
 static atomic_bool auto_on = true;
 static int pending_src; /* a requested move (thread_lock), 0 = none */
+static int pending_dst; /* its destination class, 0 = the pool */
 
 struct taken_list {
     struct item **items;
@@ -133,11 +136,17 @@ static unsigned oldest_class(unsigned except)
     return best;
 }
 
-static void run_request(unsigned src)
+/* A requested move: a page of src emptied into the pool, then handed to
+ * dst unless dst is the pool itself (as memcached's slabs reassign gives
+ * the page to its destination). True when the page left src. */
+static bool run_request(unsigned src, unsigned dst)
 {
     pthread_mutex_lock(&decide_lock);
-    move_page_from(src);
+    bool moved = move_page_from(src);
+    if (moved && dst > 0)
+        slabs_grant_page(dst);
     pthread_mutex_unlock(&decide_lock);
+    return moved;
 }
 
 int slab_mover_request(int src, int dst)
@@ -166,8 +175,10 @@ int slab_mover_request(int src, int dst)
         return REASSIGN_BADCLASS; /* nothing to pick from: memcached says so */
     if (spare_pages < 2)
         return REASSIGN_NOSPARE;
-    if (from == 0)
-        return REASSIGN_OK; /* pooled pages go to the first class that needs one */
+    if (from == 0) { /* from the pool: no page to empty */
+        slabs_grant_page((unsigned)dst);
+        return REASSIGN_OK;
+    }
     pthread_mutex_lock(&thread_lock);
     bool threaded = running;
     int rc = REASSIGN_OK;
@@ -176,16 +187,13 @@ int slab_mover_request(int src, int dst)
             rc = REASSIGN_BUSY;
         } else {
             pending_src = (int)from;
+            pending_dst = dst;
             pthread_cond_broadcast(&thread_wake);
         }
     }
     pthread_mutex_unlock(&thread_lock);
-    if (!threaded) {
-        pthread_mutex_lock(&decide_lock);
-        bool moved = move_page_from(from);
-        pthread_mutex_unlock(&decide_lock);
-        rc = moved ? REASSIGN_OK : REASSIGN_UNSAFE;
-    }
+    if (!threaded)
+        rc = run_request(from, (unsigned)dst) ? REASSIGN_OK : REASSIGN_UNSAFE;
     return rc;
 }
 
@@ -272,10 +280,10 @@ static void *mover_main(void *arg)
         }
         if (stopping)
             break;
-        int request = pending_src;
+        int request = pending_src, request_dst = pending_dst;
         pthread_mutex_unlock(&thread_lock);
         if (request)
-            run_request((unsigned)request);
+            run_request((unsigned)request, (unsigned)request_dst);
         else
             slab_mover_run_once();
         pthread_mutex_lock(&thread_lock);

@@ -137,20 +137,55 @@ static struct page *page_of(const void *chunk)
     return NULL;
 }
 
+/* Makes pg, just taken for class c, an empty page of c (c->lock held). */
+static void page_adopt(struct slab_class *c, struct page *pg)
+{
+    pg->next = pg->prev = NULL;
+    pg->free_list = NULL;
+    pg->nfree = 0;
+    pg->end_left = c->perslab;
+    pg->used = 0;
+    pg->value_chunks = 0;
+    pg->in_partial = false;
+    pg->drain = NULL;
+    pg->drain_skip = 0;
+    pg->class_prev = NULL;
+    pg->class_next = c->all;
+    if (c->all)
+        c->all->class_prev = pg;
+    c->all = pg;
+}
+
+/* Whether the limit lets class c hold one more page (pool_lock held). As
+ * memcached does, every class may take one page even past -m, so a tiny
+ * limit still stores items of every size. */
+static bool limit_allows_page(const struct slab_class *c)
+{
+    return !mem_limit || mem_malloced + page_size <= mem_limit || c->pages == 0;
+}
+
+/* Takes a pooled page for class c within the limit (pool_lock held). */
+static struct page *pool_take(const struct slab_class *c)
+{
+    struct page *pg = pool;
+    if (!pg || !limit_allows_page(c))
+        return NULL;
+    pool = pg->next;
+    pool_pages--;
+    mem_malloced += page_size;
+    return pg;
+}
+
 /* A page for class c (c->lock held), or NULL when the limit forbids one or
  * no memory can be mapped. */
 static struct page *page_take(struct slab_class *c)
 {
     struct page *pg = NULL;
     pthread_mutex_lock(&pool_lock);
-    /* As memcached does, every class may take one page even past -m, so a
-     * tiny limit still stores items of every size. */
-    if (mem_limit && mem_malloced + page_size > mem_limit && c->pages > 0)
+    if (!limit_allows_page(c))
         goto out;
     if (pool) {
-        pg = pool;
-        pool = pg->next;
-        pool_pages--;
+        pg = pool_take(c);
     } else {
         struct region *r = regions;
         if (!r || r->fresh == r->npages) {
@@ -174,26 +209,12 @@ static struct page *page_take(struct slab_class *c)
             }
         }
         pg = &r->pages[r->fresh++];
+        mem_malloced += page_size;
     }
-    mem_malloced += page_size;
 out:
     pthread_mutex_unlock(&pool_lock);
-    if (pg) {
-        pg->next = pg->prev = NULL;
-        pg->free_list = NULL;
-        pg->nfree = 0;
-        pg->end_left = c->perslab;
-        pg->used = 0;
-        pg->value_chunks = 0;
-        pg->in_partial = false;
-        pg->drain = NULL;
-        pg->drain_skip = 0;
-        pg->class_prev = NULL;
-        pg->class_next = c->all;
-        if (c->all)
-            c->all->class_prev = pg;
-        c->all = pg;
-    }
+    if (pg)
+        page_adopt(c, pg);
     return pg;
 }
 
@@ -397,6 +418,23 @@ void *slabs_alloc_value(unsigned cls)
 void *slabs_alloc_spare(unsigned cls, bool value)
 {
     return chunk_alloc(cls, value, false);
+}
+
+bool slabs_grant_page(unsigned cls)
+{
+    struct slab_class *c = &classes[cls];
+    pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&pool_lock);
+    struct page *pg = pool_take(c);
+    pthread_mutex_unlock(&pool_lock);
+    if (pg) {
+        page_adopt(c, pg);
+        c->pages++;
+        c->end_left += pg->end_left;
+        partial_add(c, pg);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return pg != NULL;
 }
 
 static void chunk_free(void *chunk, unsigned cls, bool value)

@@ -59,6 +59,10 @@ struct slabs_drain;
 struct slabs_drain *slabs_drain_begin(unsigned cls);
 bool slabs_drain_visit(struct slabs_drain *d, void (*visit)(void *chunk, void *arg), void *arg);
 bool slabs_drain_end(struct slabs_drain *d);
+/* Moves one pooled page to class cls (slabs reassign's destination), within
+ * the limit as any page a class takes; false when the pool has none or the
+ * limit forbids it. */
+bool slabs_grant_page(unsigned cls);
 
 /* cache_memlimit: 0 on success, -1 when memory was preallocated. */
 int slabs_set_limit(size_t mem_limit);

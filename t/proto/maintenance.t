@@ -31,17 +31,41 @@ mc_send($s, "slabs reassign -1 2\r\n");
 like(mc_line($s), qr/^BADCLASS( [^\r\n]*)?\r\n\z/, 'slabs reassign -1 with no class to pick from is BADCLASS');
 mc_send($s, "slabs reassign 1 -2\r\n");
 like(mc_line($s), qr/^BADCLASS( [^\r\n]*)?\r\n\z/, 'slabs reassign to class -2 is BADCLASS');
-# last: the move it starts keeps later requests BUSY for a while
-{   # a class with two pages gives one to the pool
+# last: the moves they start keep later requests BUSY for a while
+{   # a class with three pages gives one to another class, then one to the pool
     my $big = $srv->connect;
     my $value = 'v' x 1000;
-    mc_send($big, join('', map { "set fill$_ 0 0 1000 noreply\r\n$value\r\n" } 1 .. 1500));
-    mc_is($big, "mn\r\n", "MN\r\n", '1500 values of 1000 bytes stored');
-    my $slabs = mc_stats($big, 'slabs');
-    my ($cls) = sort { $a <=> $b } map { /^(\d+):total_pages$/ && $slabs->{$_} >= 2 ? $1 : () } keys %$slabs;
-    ok(defined $cls, 'a class holds two pages or more');
-    mc_send($s, "slabs reassign " . ($cls // 1) . " 0\r\n");
-    is(mc_line($s), "OK\r\n", 'slabs reassign from that class to the page pool (class 0) is OK');
+    mc_send($big, join('', map { "set fill$_ 0 0 1000 noreply\r\n$value\r\n" } 1 .. 2500));
+    mc_is($big, "mn\r\n", "MN\r\n", '2500 values of 1000 bytes stored');
+    my $pages = sub {
+        my $slabs = mc_stats($big, 'slabs');
+        return { map { /^(\d+):total_pages$/ ? ($1 => $slabs->{$_}) : () } keys %$slabs };
+    };
+    my $before = $pages->();
+    my ($cls) = sort { $a <=> $b } grep { $before->{$_} >= 3 } keys %$before;
+    ok(defined $cls, 'a class holds three pages or more');
+    $cls //= 1;
+    my ($small) = sort { $a <=> $b } grep { $_ != $cls } keys %$before;
+    ok(defined $small && $before->{$small} == 1, 'the small item\'s class holds one page');
+    $small //= 1;
+    mc_send($s, "slabs reassign $cls $small\r\n");
+    is(mc_line($s), "OK\r\n", 'slabs reassign from that class to the small one is OK');
+    my $after;
+    for (1 .. 100) {    # the page moves in the background
+        $after = $pages->();
+        last if ($after->{$small} // 0) > $before->{$small};
+        select(undef, undef, undef, 0.05);
+    }
+    is($after->{$small}, $before->{$small} + 1, 'the destination class got the page');
+    is($after->{$cls}, ($before->{$cls} // 0) - 1, 'the source class gave it up');
+    my $line;
+    for (1 .. 100) {    # memcached may still answer BUSY right after a move
+        mc_send($s, "slabs reassign $cls 0\r\n");
+        $line = mc_line($s);
+        last unless $line =~ /^BUSY/;
+        select(undef, undef, undef, 0.05);
+    }
+    is($line, "OK\r\n", 'slabs reassign from that class to the page pool (class 0) is OK');
 }
 
 # lru
