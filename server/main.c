@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sysexits.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -263,10 +264,12 @@ int main(int argc, char **argv)
     }
     if (listeners_open(base) != 0) {
         log_msg(LOG_ALWAYS, "failed to open the listening sockets");
+        status = EX_OSERR; /* as memcached exits when it cannot listen */
         goto out_events;
     }
     if (udp_open() != 0) {
         log_msg(LOG_ALWAYS, "failed to open the UDP sockets");
+        status = EX_OSERR;
         goto out_events;
     }
     if (net_rdma_open(base) != 0)

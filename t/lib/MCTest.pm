@@ -61,7 +61,7 @@ use File::Temp qw(tempfile);
 use Test::More ();
 
 our @EXPORT = qw(start_server run_briefly mc_send mc_line mc_bytes mc_until mc_is
-  mc_silent mc_eof mc_stats mc_resync target free_port);
+  mc_silent mc_eof mc_stats mc_resync target free_port slurp);
 
 my $DEFAULT_TIMEOUT = 5;
 my %running;    # pid => server object, killed at exit if still alive
@@ -131,7 +131,7 @@ sub start_server {
                 last;
             }
             if (!defined $srv->{port}) {    # port_file: wait for "TCP INET: <port>"
-                ($srv->{port}) = _slurp($srv->{port_file}) =~ /^TCP INET: (\d+)$/m;
+                ($srv->{port}) = slurp($srv->{port_file}) =~ /^TCP INET: (\d+)$/m;
                 $port = $srv->{port};
                 if (!defined $port) { sleep 0.02; next }
             }
@@ -234,7 +234,8 @@ sub stop {
     $self->check_log('after stop');
 }
 
-sub _slurp {
+# A file's whole text ('?' when it cannot be read).
+sub slurp {
     my $path = shift;
     open(my $fh, '<', $path) or return '?';
     local $/;
@@ -247,7 +248,7 @@ sub _threads {
     my $self = shift;
     my $out = '';
     for my $task (glob "/proc/$self->{pid}/task/*") {
-        my ($comm, $stat, $wchan) = map { _slurp("$task/$_") } qw(comm stat wchan);
+        my ($comm, $stat, $wchan) = map { slurp("$task/$_") } qw(comm stat wchan);
         chomp $comm;
         my ($state) = $stat =~ /\)\s+(\S)/;
         $out .= "  $comm " . ($state // '?') . " $wchan\n";

@@ -48,4 +48,16 @@ mc_is($s, "get alpha\r\n", "VALUE alpha 0 5\r\nhello\r\nEND\r\n",
 
 close $s;
 $srv->stop;
+
+# -X: the dump commands are refused, everything else is served
+my $nodump = start_server('-m', '64', '-X');
+my $x = $nodump->connect;
+mc_is($x, "set alpha 0 0 5\r\nhello\r\n", "STORED\r\n", '-X: set');
+mc_is($x, "stats cachedump 1 10\r\n", "CLIENT_ERROR stats cachedump not allowed\r\n",
+      '-X: stats cachedump is not allowed');
+mc_is($x, "lru_crawler metadump all\r\n", "ERROR metadump not allowed\r\n",
+      '-X: lru_crawler metadump is not allowed');
+mc_is($x, "get alpha\r\n", "VALUE alpha 0 5\r\nhello\r\nEND\r\n", '-X: the connection keeps serving');
+close $x;
+$nodump->stop;
 done_testing();

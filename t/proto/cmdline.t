@@ -10,6 +10,7 @@ use warnings;
 use Test::More;
 use IO::Socket::INET;
 use File::Spec;
+use File::Temp ();
 use MCTest;
 
 for my $case (
@@ -28,6 +29,16 @@ for my $case (
     ok($exited, "$what (@$args): the server exits")
       and ok(($status >> 8) != 0 && !($status & 127), "$what: with a non-zero exit status")
       and like($log, qr/\S/, "$what: and says why");
+}
+
+# a port that is taken: memcached exits with EX_OSERR (71)
+{
+    my $taken = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Proto => 'tcp',
+        Listen => 1, ReuseAddr => 1) or die "cannot bind: $!";
+    my ($exited, $status, $log) = run_briefly(5, '-p', $taken->sockport);
+    ok($exited, 'a TCP port already in use: the server exits');
+    is($status >> 8, 71, 'with exit status 71 (EX_OSERR)');
+    like($log, qr/in use/i, 'and says the address is in use');
 }
 
 # -o suboptions that memcached 1.6 accepts must not stop the server.
@@ -245,5 +256,94 @@ sub external_address {
     my $a = $u->sockhost;
     return ($a && $a !~ /^127\./ && $a ne '0.0.0.0') ? $a : undef;
 }
+
+# -k locks the server's memory, -r raises its core file limit to the hard one
+{
+    my $srv = eval { start_server('-m', '16', '-k', '-r') };
+    ok($srv, '-k -r start the server') or diag($@);
+    if ($srv) {
+        my $status = File::Spec->catfile('/proc', $srv->pid, 'status');
+        my ($locked) = (slurp($status) =~ /^VmLck:\s+(\d+) kB/m);
+      SKIP: {
+            skip 'mlockall needs root or a large RLIMIT_MEMLOCK', 1 unless $> == 0;
+            cmp_ok($locked // 0, '>', 0, '-k: the server\'s memory is locked (VmLck)');
+        }
+        my ($soft, $hard) = (slurp(File::Spec->catfile('/proc', $srv->pid, 'limits'))
+            =~ /^Max core file size\s+(\S+)\s+(\S+)/m);
+        ok(defined $soft && $soft eq $hard, "-r: core file limit raised to the hard limit ($hard)");
+        my $s = $srv->connect;
+        mc_is($s, "set a 0 0 1\r\nx\r\nget a\r\n", "STORED\r\nVALUE a 0 1\r\nx\r\nEND\r\n", '-k -r: server serves');
+        close $s;
+        $srv->stop;
+    }
+}
+
+# -L: item memory taken in one piece at start (memcached wants 39 MB or
+# more for it); the server serves within -m
+{
+    my $srv = eval { start_server('-m', '48', '-L') };
+    ok($srv, '-L starts the server') or diag($@);
+    if ($srv) {
+        my $s = $srv->connect;
+        my $value = 'v' x 100000;
+        for my $batch (0 .. 5) {    # 60 MB of sets, 100 at a time
+            mc_send($s, join('', map { "set l$_ 0 0 100000 noreply\r\n$value\r\n" } $batch * 100 + 1 .. $batch * 100 + 100));
+            mc_is($s, "mn\r\n", "MN\r\n", "-L: sets " . ($batch * 100 + 1) . ".." . ($batch * 100 + 100) . " taken");
+        }
+        mc_is($s, "get l600\r\n", "VALUE l600 0 100000\r\n$value\r\nEND\r\n", '-L: the newest value is there after 60 MB of sets');
+        my $st = mc_stats($s, '');
+        cmp_ok($st->{evictions}, '>', 0, '-L: older values were evicted to stay within -m');
+        cmp_ok($st->{bytes}, '<=', 48 * 1024 * 1024, '-L: bytes stored stay within -m');
+        close $s;
+        $srv->stop;
+    }
+}
+
+# -d: the started process exits 0 and the daemon serves; -P names it and
+# the file goes at SIGTERM
+{
+    my ($pfh, $pid_file) = File::Temp::tempfile('mcpid-XXXXXX', TMPDIR => 1);
+    close $pfh;
+    unlink $pid_file;
+    my $port = free_port();
+    my ($exited, $status, $log) = run_briefly(10, '-d', '-P', $pid_file, '-p', $port);
+    ok($exited && $status == 0, '-d: the started process exits 0') or diag($log);
+    my $daemon;
+    for (1 .. 250) {
+        ($daemon) = (slurp($pid_file) =~ /^(\d+)$/m);
+        last if $daemon;
+        select(undef, undef, undef, 0.02);
+    }
+    ok($daemon && kill(0, $daemon), '-d -P: the daemon runs under the pid in the file');
+    my $s;
+    for (1 .. 250) {
+        $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp');
+        last if $s;
+        select(undef, undef, undef, 0.02);
+    }
+    ok($s, '-d: the daemon listens');
+    if ($s) {
+        binmode $s;
+        $s->autoflush(1);
+        mc_send($s, "version\r\n");
+        like(mc_line($s), qr/^VERSION \S+\r\n\z/, '-d: the daemon serves');
+        close $s;
+    }
+    if ($daemon) {
+        kill 'TERM', $daemon;
+        my $gone;
+        for (1 .. 500) {
+            # (a daemon whose parent is gone may stay a zombie here: its state is Z)
+            my $state = (slurp("/proc/$daemon/status") =~ /^State:\s+(\S)/m)[0] // 'gone';
+            $gone = ($state eq 'gone' || $state eq 'Z') && !-e $pid_file;
+            last if $gone;
+            select(undef, undef, undef, 0.02);
+        }
+        ok($gone, '-d: the daemon exits at SIGTERM and removes its pid file');
+        kill 'KILL', $daemon unless $gone;
+    }
+    unlink $pid_file;
+}
+
 
 done_testing;

@@ -123,7 +123,7 @@ with open(regular, "w") as f:
     f.write("keep me\n")
 srv, up = spawn(regular)
 t.ok(not up, "no server on a path that holds a regular file")
-t.ok(srv.wait_exit(10) and srv.proc.returncode != 0, "the server exits with an error")
+t.ok(srv.wait_exit(10) and srv.proc.returncode == 71, "the server exits with status 71 (EX_OSERR), as memcached")
 with open(regular) as f:
     t.is_(f.read(), "keep me\n", "the regular file is untouched")
 mctest._kill(srv)
