@@ -701,6 +701,12 @@ rel_time_t item_last_access(const item *it)
     return p ? p->time : item_time_load(&it->time);
 }
 
+void item_inherit_fetched(item *copy, const item *old)
+{
+    if (item_flags_load(old) & ITEM_FETCHED)
+        item_flags_set(copy, ITEM_FETCHED);
+}
+
 bool item_was_fetched(const item *it)
 {
     const struct prior_state *p = prior_of(it);
@@ -929,6 +935,8 @@ enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t d
     uint64_t v = 0;
     if (!it) {
         res = ARITH_NOT_FOUND;
+    } else if (it->nbytes == 0 || (item_flags_load(it) & ITEM_CHUNKED)) {
+        res = ARITH_NON_NUMERIC; /* as memcached: before the cas is compared */
     } else if (cas != 0 && cas != reported_cas(it)) {
         res = ARITH_EXISTS;
     } else if (!parse_counter(it, &v)) {

@@ -76,6 +76,9 @@ rel_time_t item_exptime(const item *it); /* 0 = never */
  * it is ("fetch=" of metadump and me). */
 rel_time_t item_last_access(const item *it);
 bool item_was_fetched(const item *it);
+/* A copy about to replace old (not stored yet) keeps old's fetched mark, as
+ * an item marked in place would (meta md I). */
+void item_inherit_fetched(item *copy, const item *old);
 /* The item's size as memcached 1.6 computes it (its 48-byte header, CAS
  * when on, key + NUL, value + "\r\n", flags when non-zero): "size=" of
  * lru_crawler metadump and me. */

@@ -67,6 +67,11 @@ static void make_room(unsigned prefer_bucket)
     }
 }
 
+bool meta_marks_any(void)
+{
+    return __atomic_load_n(&nmarks, __ATOMIC_RELAXED) > 0;
+}
+
 unsigned meta_marks_get(const char *key, size_t nkey, uint64_t cas)
 {
     if (__atomic_load_n(&nmarks, __ATOMIC_RELAXED) == 0)

@@ -11,6 +11,7 @@
 #ifndef MCR_META_MARKS_H
 #define MCR_META_MARKS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,8 @@ void meta_marks_set(const char *key, size_t nkey, uint64_t cas, unsigned marks);
 /* Adds MARK_TOKEN_SENT to (key, cas); returns the markers held before, so
  * exactly one caller sees it absent. */
 unsigned meta_marks_take_token(const char *key, size_t nkey, uint64_t cas);
+/* Whether any item carries a marker (a lock-free look, for fast paths). */
+bool meta_marks_any(void);
 /* Frees every marker (shutdown). */
 void meta_marks_free(void);
 

@@ -904,6 +904,11 @@ static enum proto_status dispatch(struct conn *c, char *line, size_t len)
             process_get(c, tokens, true, true);
         else
             out_string(c, false, "ERROR");
+    } else if (strcmp(cmd, "bget") == 0) { /* memcached's undocumented old name for get */
+        if (ntokens < 3)
+            out_string(c, false, "ERROR");
+        else
+            process_get(c, tokens, false, false);
     } else if (strcmp(cmd, "set") == 0) {
         WANT_TOKENS_OR(ntokens, 6, 7);
         process_update(c, tokens, ntokens, OP_SET);

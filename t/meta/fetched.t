@@ -94,6 +94,10 @@ t.is_(c.cmd("mg s h"), "HD h0 X W", "mg h on it: h0, stale, wins")
 t.is_(c.cmd("set d 0 0 1\r\nd"), "STORED", "set d")
 t.is_(c.cmd("md d I"), "HD", "md d I")
 t.is_(me("d")[4], "no", "md I is no fetch")
+t.is_(c.cmd("set df 0 0 1\r\nd"), "STORED", "set df")
+t.is_(c.cmd("mg df"), "HD", "fetch df")
+t.is_(c.cmd("md df I T30"), "HD", "md df I on a fetched item")
+t.is_(c.cmd("mg df h"), "HD h1 X W", "its fetched mark survives md I (h1), stale, wins")
 
 # mg l: seconds since the last access, before this lookup's own bump
 t.is_(c.cmd("set l 0 0 1\r\nl"), "STORED", "set l")

@@ -86,6 +86,30 @@ cas = cas_of("n")
 t.is_(c.cmd("ma n C%d" % (cas + 1)), "EX", "C with a wrong cas: EX")
 m = re.fullmatch(r"HD c(\d+)", c.cmd("ma n C%d c" % cas))
 t.ok(m and int(m.group(1)) != cas, "C with the right cas: HD and a new cas (c)")
+c.send("ms empty 0\r\n\r\n")
+t.is_(c.line(), "HD", "an empty value")
+ecas = cas_of("empty")
+t.is_(c.cmd("ma empty C%d" % (ecas + 1)),
+      "CLIENT_ERROR cannot increment or decrement non-numeric value",
+      "C with a wrong cas on an empty value: non-numeric first, as memcached")
+t.is_(c.cmd("ma empty C%d" % ecas),
+      "CLIENT_ERROR cannot increment or decrement non-numeric value",
+      "C with the right cas on an empty value: non-numeric")
+# ma on a stale item: memcached rewrites a number that is no longer than
+# before in place, keeping the markers; a longer one is a new item without
+c.send("ms sn 1\r\n5\r\n")
+t.is_(c.line(), "HD", "a number to invalidate")
+t.is_(c.cmd("md sn I"), "HD", "md I marks it stale")
+t.is_(c.cmd("mg sn"), "HD X W", "stale, and this fetch wins")
+t.is_(c.cmd("ma sn"), "HD", "ma on the stale number")
+c.send("mg sn v\r\n")
+t.is_(c.reply(), ("VA 1 Z X", b"6"), "in place: still stale, token already sent (Z X)")
+c.send("ms sl 1\r\n9\r\n")
+t.is_(c.line(), "HD", "a number about to grow")
+t.is_(c.cmd("md sl I"), "HD", "md I marks it stale")
+t.is_(c.cmd("ma sl"), "HD", "ma from 9 to 10")
+c.send("mg sl v\r\n")
+t.is_(c.reply(), ("VA 2", b"10"), "a longer number is a new item: no markers")
 t.is_(c.cmd("ma n t"), "HD t-1", "t: no expiry")
 m = re.fullmatch(r"HD t(\d+)", c.cmd("ma n T100 t"))
 t.ok(m and 98 <= int(m.group(1)) <= 100, "T then t: the new TTL")

@@ -76,6 +76,15 @@ mc_is($s, "get d\r\n", "END\r\n", 'delete noreply deleted');
 mc_is($s, "add a 0 0 2\r\nA2\r\n", "STORED\r\n", 'add succeeds after delete');
 mc_is($s, "delete a 0\r\n", "DELETED\r\n", 'delete with a legacy time of 0 is accepted');
 
+# bget: memcached's undocumented old name for get
+mc_is($s, "set bg 0 0 2\r\nBG\r\n", "STORED\r\n", 'set for bget');
+my $gets_before = mc_stats($s)->{cmd_get};
+mc_is($s, "bget bg\r\n", "VALUE bg 0 2\r\nBG\r\nEND\r\n", 'bget answers as get');
+mc_is($s, "bget bg nope bg\r\n", "VALUE bg 0 2\r\nBG\r\nVALUE bg 0 2\r\nBG\r\nEND\r\n",
+      'bget of several keys answers as get');
+mc_is($s, "bget\r\n", "ERROR\r\n", 'bget without a key is ERROR');
+is(mc_stats($s)->{cmd_get} - $gets_before, 4, 'bget keys count in cmd_get');
+
 my $st = mc_stats($s);
 ok($st->{delete_hits} >= 3 && $st->{delete_misses} >= 2,
     "delete_hits/delete_misses count ($st->{delete_hits}/$st->{delete_misses})");
