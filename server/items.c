@@ -93,6 +93,37 @@ static unsigned item_lru_class(const struct item *it)
     return item_chunk_class(it);
 }
 
+unsigned item_class(const item *it)
+{
+    return item_lru_class(it);
+}
+
+static void (*_Atomic eviction_observer)(const struct item_eviction *ev);
+
+void storage_on_eviction(void (*fn)(const struct item_eviction *ev))
+{
+    atomic_store(&eviction_observer, fn);
+}
+
+/* Tells the observer, if any, about it (its locks held). */
+static void report_eviction(const struct item *it, unsigned cls, rel_time_t now)
+{
+    void (*fn)(const struct item_eviction *) = atomic_load(&eviction_observer);
+    if (!fn)
+        return;
+    rel_time_t exp = item_time_load(&it->exptime), last = item_time_load(&it->time);
+    struct item_eviction ev = {
+        .key = it->data,
+        .nkey = it->nkey,
+        .fetched = (item_flags_load(it) & ITEM_FETCHED) != 0,
+        .ttl = exp == 0 ? -1 : (long long)exp - (long long)now,
+        .idle = now >= last ? now - last : 0,
+        .clsid = cls,
+        .nbytes = it->nbytes,
+    };
+    fn(&ev);
+}
+
 static uint64_t reported_cas(const struct item *it)
 {
     return storage_rt.cfg.use_cas ? it->cas : 0;
@@ -472,6 +503,7 @@ static enum pull_result pull_tail(unsigned cls, bool second_chance)
                 l->n.evicted_unfetched++;
             if (f & ITEM_ACTIVE)
                 l->n.evicted_active++;
+            report_eviction(it, cls, now);
         } else {
             assoc_unlock(hv);
             it = prev;

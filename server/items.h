@@ -52,6 +52,21 @@ struct storage_config {
                                 memcached's slab_automove=1 does) */
 };
 
+/* An item the engine evicts, as "watch evictions" reports it. */
+struct item_eviction {
+    const char *key;
+    size_t nkey;
+    bool fetched;
+    long long ttl;   /* seconds it had left; -1: it never expired */
+    rel_time_t idle; /* seconds since its last store or LRU bump */
+    unsigned clsid;
+    size_t nbytes;
+};
+/* fn is called at every eviction, with the engine's locks held: it may
+ * only copy out what it is given, never call into the engine. NULL stops
+ * it. */
+void storage_on_eviction(void (*fn)(const struct item_eviction *ev));
+
 /* Initialises the engine; returns 0, or -1 with a message in errbuf. */
 int storage_init(const struct storage_config *cfg, char *errbuf, size_t errlen);
 /* Starts the background threads (crawler, hash expansion, slab mover). */
@@ -76,6 +91,8 @@ rel_time_t item_exptime(const item *it); /* 0 = never */
  * it is ("fetch=" of metadump and me). */
 rel_time_t item_last_access(const item *it);
 bool item_was_fetched(const item *it);
+/* The slab class whose LRU holds the item ("stats slabs", watch's clsid). */
+unsigned item_class(const item *it);
 /* A copy about to replace old (not stored yet) keeps old's fetched mark, as
  * an item marked in place would (meta md I). */
 void item_inherit_fetched(item *copy, const item *old);

@@ -38,6 +38,7 @@
 #include "stats.h"
 #include "stats_detail.h"
 #include "thread.h"
+#include "watch.h"
 
 static void clock_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -229,6 +230,7 @@ int main(int argc, char **argv)
         goto out_pid;
     }
     storage_up = true;
+    storage_on_eviction(watch_eviction);
 
     base = event_base_new();
     if (!base) {
@@ -298,8 +300,10 @@ out_workers:
 out_base:
     event_base_free(base);
 out_storage:
-    if (storage_up)
+    if (storage_up) {
+        storage_on_eviction(NULL);
         storage_shutdown();
+    }
     proto_meta_shutdown();
     stats_detail_free();
 out_pid:

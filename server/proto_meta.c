@@ -34,6 +34,7 @@
 #include "stats.h"
 #include "thread.h"
 #include "tokenize.h"
+#include "watch.h"
 
 #define META_MAX_TOKENS 24     /* as the text protocol's tokenizer */
 #define META_MAX_OPT_TOKENS 20 /* more tokens than this: "flags too long" */
@@ -455,6 +456,7 @@ static void process_mg(struct conn *c, struct token *tokens, size_t ntokens)
         it = item_get_touch(key, nkey, of.exptime);
     else
         it = item_get(key, nkey);
+    watch_item_get(key, nkey, it, c->fd);
     bool created = false;
     if (!it && of.vivify) {
         bool raced = false;
@@ -751,6 +753,7 @@ static void ms_value_done(struct conn *c, const char *trailer, size_t trailer_le
     enum store_result res = item_store(it, op, c->value.cas, &cas_out);
     if (res == STORE_EXISTS && (c->value.op & MS_STALE))
         res = store_stale(it, c->value.cas, &cas_out);
+    watch_item_store(it, res, op, c->fd);
     if (res == STORE_STORED && (c->value.op & MS_BINKEY)) {
         unsigned marks = meta_marks_get(item_key(it), item_nkey(it), cas_out);
         meta_marks_set(item_key(it), item_nkey(it), cas_out, marks | MARK_BINARY_KEY);

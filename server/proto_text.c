@@ -119,12 +119,7 @@ static void process_get(struct conn *c, struct token *tokens, bool return_cas, b
             item *it = touch ? item_get_touch(key, nkey, exptime) : item_get(key, nkey);
             if (stats_detail_on())
                 stats_detail_record_get(key, nkey, it != NULL);
-            if (watch_wants(WATCH_FETCHERS)) {
-                char k[KEY_MAX_LENGTH * 3 + 1];
-                watch_log(WATCH_FETCHERS, "type=item_get key=%s status=%s cfd=%d size=%zu",
-                          watch_key(k, sizeof(k), key, nkey), it ? "found" : "not_found", c->fd,
-                          it ? item_nbytes(it) : 0);
-            }
+            watch_item_get(key, nkey, it, c->fd);
             STAT_INCR(ws, get_cmds);
             if (touch)
                 STAT_INCR(ws, touch_cmds);
@@ -246,19 +241,6 @@ static void process_update(struct conn *c, struct token *tokens, size_t ntokens,
     conn_read_value(c, it, (size_t)vlen, 2);
 }
 
-static void log_store(struct conn *c, item *it, int op, enum store_result res)
-{
-    static const char *const cmds[] = {"set", "add", "replace", "append", "prepend", "cas"};
-    static const char *const results[] = {"stored", "not_stored", "exists", "not_found",
-                                          "no_memory"};
-    char k[KEY_MAX_LENGTH * 3 + 1];
-    rel_time_t exp = item_exptime(it), now = clock_now();
-    long ttl = exp == 0 ? -1 : (exp > now ? (long)(exp - now) : 0);
-    watch_log(WATCH_MUTATIONS, "type=item_store key=%s status=%s cmd=%s ttl=%ld cfd=%d size=%zu",
-              watch_key(k, sizeof(k), item_key(it), item_nkey(it)), results[res], cmds[op], ttl,
-              c->fd, item_nbytes(it));
-}
-
 static void text_value_done(struct conn *c, const char *trailer, size_t trailer_len)
 {
     item *it = c->value.it;
@@ -273,8 +255,7 @@ static void text_value_done(struct conn *c, const char *trailer, size_t trailer_
         return;
     }
     enum store_result res = item_store(it, store_ops[op], c->value.cas, NULL);
-    if (watch_wants(WATCH_MUTATIONS))
-        log_store(c, it, op, res);
+    watch_item_store(it, res, store_ops[op], c->fd);
     item_release(it);
     if (op == OP_CAS) {
         if (res == STORE_STORED)

@@ -3,8 +3,9 @@
  * "watch [fetchers|mutations|deletions|evictions ...]" stops taking
  * commands and receives one "ts=<time> gid=<n> type=..." line per logged
  * event of the kinds it asked for, from every worker. Protocol engines call
- * watch_log() where memcached logs; when nobody watches that costs one
- * relaxed load. Owns the watcher list and the delivery to the watchers'
+ * watch_log() (or the item_get/item_store helpers) where memcached logs,
+ * and the storage engine reports evictions; when nobody watches that costs
+ * one relaxed load. Owns the watcher list and the delivery to the watchers'
  * workers; parses nothing.
  */
 #ifndef MCR_WATCH_H
@@ -12,6 +13,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "items.h"
 
 struct conn;
 
@@ -45,5 +48,14 @@ void watch_counters(unsigned *watchers, unsigned long long *logged, unsigned lon
                     unsigned long long *dropped);
 /* Appends key to buf as memcached logs keys (URI-encoded); returns buf. */
 const char *watch_key(char *buf, size_t len, const char *key, size_t nkey);
+
+/* The lines memcached logs for a lookup ("type=item_get", fetchers; it is
+ * the item found or NULL), a store ("type=item_store", mutations: the
+ * item offered, what became of it, by which operation) and an eviction
+ * (evictions, from the storage engine's observer), each a no-op when
+ * nobody watches its kind. */
+void watch_item_get(const char *key, size_t nkey, const item *it, int cfd);
+void watch_item_store(const item *it, enum store_result res, enum store_op op, int cfd);
+void watch_eviction(const struct item_eviction *ev);
 
 #endif

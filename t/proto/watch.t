@@ -1,0 +1,82 @@
+#!/usr/bin/perl
+# t/proto/watch.t: the lines "watch" streams, field by field as memcached
+# 1.6 writes them: item_get (fetchers) and item_store (mutations) for the
+# text and meta commands, and eviction lines (evictions). memcached also
+# logs the lookups its stores make inside; the checks look for the lines
+# of the commands sent and ignore others.
+use strict;
+use warnings;
+use Test::More;
+use MCTest;
+
+# Reads watch lines until one names $key (or 5 s pass); returns them all.
+sub lines_until_key {
+    my ($w, $key) = @_;
+    my @lines;
+    while (length(my $line = mc_line($w, 5))) {    # '' when the time is up
+        chomp $line;
+        push @lines, $line;
+        last if $line =~ /\bkey=\Q$key\E\b/;
+    }
+    return @lines;
+}
+
+my $srv = start_server('-m', '8');
+my $s = $srv->connect;
+
+# fetchers and mutations
+{
+    my $w = $srv->connect;
+    mc_is($w, "watch fetchers mutations\r\n", "OK\r\n", 'watch fetchers mutations');
+    mc_is($s, "set wt 0 100 1\r\nx\r\n", "STORED\r\n", 'set with a TTL');
+    mc_is($s, "ms wm 1 T50\r\ny\r\n", "HD\r\n", 'ms with a TTL');
+    mc_is($s, "set wz 0 0 2\r\nzz\r\n", "STORED\r\n", 'set without a TTL');
+    mc_is($s, "add wt 0 0 1\r\nz\r\n", "NOT_STORED\r\n", 'add of an existing key');
+    mc_is($s, "mg wm v\r\n", "VA 1\r\ny\r\n", 'mg of a key');
+    mc_is($s, "get nosuchkey\r\n", "END\r\n", 'get of a missing key');
+    mc_is($s, "mg endmark\r\n", "EN\r\n", 'mg of the end marker');
+    my @lines = lines_until_key($w, 'endmark');
+    like($_, qr/^ts=\d+\.\d+ gid=\d+ type=\S+ /, "line shape: $_") for @lines;
+    my @stores = grep { /type=item_store/ } @lines;
+    is(scalar @stores, 4, 'one item_store line per store') or diag(join "\n", @lines);
+    like($stores[0] // '', qr/ type=item_store key=wt status=stored cmd=set ttl=(99|100) clsid=[1-9]\d* cfd=\d+ size=1$/,
+        'set: key, status, cmd, the TTL left, class, size');
+    like($stores[1] // '', qr/ type=item_store key=wm status=stored cmd=set ttl=(49|50) clsid=[1-9]\d* cfd=\d+ size=1$/,
+        'ms: logged as a set');
+    like($stores[2] // '', qr/ type=item_store key=wz status=stored cmd=set ttl=0 clsid=[1-9]\d* cfd=\d+ size=2$/,
+        'no TTL: ttl=0');
+    like($stores[3] // '', qr/ type=item_store key=wt status=not_stored cmd=add ttl=0 clsid=[1-9]\d* cfd=\d+ size=1$/,
+        'add over an existing key: not_stored');
+    ok((grep { / type=item_get key=wm status=found clsid=[1-9]\d* cfd=\d+ size=1$/ } @lines),
+        'mg: an item_get line, found, with its class and size');
+    ok((grep { / type=item_get key=nosuchkey status=not_found clsid=0 cfd=\d+ size=0$/ } @lines),
+        'get of a missing key: not_found, class 0, size 0');
+    close $w;
+}
+
+# evictions
+{
+    my $w = $srv->connect;
+    mc_is($w, "watch evictions\r\n", "OK\r\n", 'watch evictions');
+    my $value = 'e' x 100000;
+    mc_send($s, join('', map { "set ev$_ 0 " . ($_ % 2 ? 0 : 1000) . " 100000 noreply\r\n$value\r\n" } 0 .. 119));
+    mc_is($s, "mn\r\n", "MN\r\n", '12 MB of values into 8 MB');
+    my @ev;
+    while (length(my $line = mc_line($w, 2))) {
+        chomp $line;
+        push @ev, $line;
+        last if @ev >= 6;
+    }
+    cmp_ok(scalar @ev, '>=', 2, 'evictions are streamed');
+    ok((grep { /^ts=\d+\.\d+ gid=\d+ type=eviction key=ev\d*[02468] fetch=no ttl=(99\d|1000) la=\d+ clsid=[1-9]\d* size=100000$/ } @ev),
+        'an item with a TTL: key, never fetched, the TTL it had left, idle time, class, size')
+      or diag(join "\n", @ev);
+    ok((grep { / type=eviction key=ev\d*[13579] fetch=no ttl=-1 la=\d+ clsid=[1-9]\d* size=100000$/ } @ev),
+        'an item without a TTL: ttl=-1');
+    close $w;
+}
+mc_is($s, "get ev119\r\n", "VALUE ev119 0 100000\r\n" . ('e' x 100000) . "\r\nEND\r\n", 'the newest value is served');
+
+close $s;
+$srv->stop;
+done_testing;
