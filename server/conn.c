@@ -662,6 +662,7 @@ static void conn_drive(struct conn *c)
             }
             if (st == PROTO_CLOSE) {
                 c->close_now = true;
+                c->close_reason = CLOSE_ERROR;
                 break;
             }
             if (st == PROTO_DONE) {
@@ -690,8 +691,10 @@ static void conn_drive(struct conn *c)
         }
         if (rr == READ_AGAIN)
             break;
-        if (rr == READ_EOF || rr == READ_ERROR)
+        if (rr == READ_EOF || rr == READ_ERROR) {
             fail = true;
+            c->close_reason = rr == READ_EOF ? CLOSE_NORMAL : CLOSE_ERROR;
+        }
     }
 
     if (fail) {
@@ -700,6 +703,7 @@ static void conn_drive(struct conn *c)
     }
     release_idle_rbuf(c);
     if (!conn_flush(c)) {
+        c->close_reason = CLOSE_ERROR;
         conn_close(c);
         return;
     }
@@ -762,6 +766,7 @@ struct conn *conn_new(struct worker *w, const struct transport_ops *tp, int fd, 
     w->conns = c;
     registry_add(c);
     log_msg(LOG_CMDS, "<%d new %s client connection", fd, tp->name);
+    watch_conn_event(c, false);
     tp->want(c, true, false);
     return c;
 
@@ -802,6 +807,7 @@ void conn_close(struct conn *c)
         return;
     log_msg(LOG_CMDS, "<%d connection closed", c->fd);
     watch_stop(c);
+    watch_conn_event(c, true);
     set_state(c, CONN_CLOSING);
     /* items go first: the transport may keep them while a transfer into or
      * out of their memory is in flight (it must still know the connection) */
@@ -835,6 +841,7 @@ void conn_close(struct conn *c)
 void conn_destroy(struct conn *c)
 {
     if (c->state != CONN_CLOSING) {
+        c->close_reason = CLOSE_SHUTDOWN;
         conn_close(c);
         return;
     }

@@ -104,6 +104,9 @@ struct conn_value {
     char note[47];
 };
 
+/* Why a connection closed, as watch's connevents name it. */
+enum conn_close_reason { CLOSE_NORMAL, CLOSE_ERROR, CLOSE_IDLE_TIMEOUT, CLOSE_SHUTDOWN };
+
 struct conn {
     const struct transport_ops *tp;
     int fd;        /* the transport's descriptor; a transport without one (RDMA)
@@ -114,9 +117,10 @@ struct conn {
     struct worker *worker;
     const struct proto_engine *engine; /* NULL: negotiate on first byte */
     enum conn_state state;
-    bool write_blocked;     /* output waits for the transport */
-    bool close_after_write; /* quit: close once replies are out */
-    bool close_now;         /* close at the end of this event */
+    bool write_blocked;                  /* output waits for the transport */
+    bool close_after_write;              /* quit: close once replies are out */
+    bool close_now;                      /* close at the end of this event */
+    enum conn_close_reason close_reason; /* for watch connevents */
     bool yield_pending;
     bool watching;      /* a "watch" log stream (watch.c) */
     bool authenticated; /* -Y: the connection sent valid credentials */

@@ -86,8 +86,10 @@ static void idle_cb(evutil_socket_t fd, short what, void *arg)
         struct conn *next = c->wnext;
         if (c->state == CONN_PARSE && c->nresp == 0 && c->rlen == 0 &&
             strcmp(c->tp->name, "udp") != 0 && /* UDP connections live until shutdown */
+            !c->watching &&                    /* a log stream, as in memcached */
             now - c->last_cmd_time > settings.idle_timeout) {
             log_msg(LOG_CMDS, "<%d closing idle connection", c->fd);
+            c->close_reason = CLOSE_IDLE_TIMEOUT;
             conn_close(c);
         }
         c = next;

@@ -56,10 +56,12 @@ int watch_parse_kind(const char *word)
         return WATCH_DELETIONS;
     if (strcmp(word, "evictions") == 0)
         return WATCH_EVICTIONS;
+    if (strcmp(word, "connevents") == 0)
+        return WATCH_CONNEVENTS;
     /* kinds memcached knows that never log anything here */
     if (strcmp(word, "rawcmds") == 0 || strcmp(word, "sysevents") == 0 ||
-        strcmp(word, "connevents") == 0 || strcmp(word, "proxyreqs") == 0 ||
-        strcmp(word, "proxyevents") == 0 || strcmp(word, "proxyuser") == 0)
+        strcmp(word, "proxyreqs") == 0 || strcmp(word, "proxyevents") == 0 ||
+        strcmp(word, "proxyuser") == 0)
         return 0;
     return -1;
 }
@@ -238,4 +240,40 @@ void watch_eviction(const struct item_eviction *ev)
     watch_log(WATCH_EVICTIONS, "type=eviction key=%s fetch=%s ttl=%lld la=%u clsid=%u size=%zu",
               watch_key(k, sizeof(k), ev->key, ev->nkey), ev->fetched ? "yes" : "no", ev->ttl,
               (unsigned)ev->idle, ev->clsid, ev->nbytes);
+}
+
+void watch_conn_event(const struct conn *c, bool closing)
+{
+    static const char *const reasons[] = {[CLOSE_NORMAL] = "normal",
+                                          [CLOSE_ERROR] = "error",
+                                          [CLOSE_IDLE_TIMEOUT] = "idle_timeout",
+                                          [CLOSE_SHUTDOWN] = "shutdown"};
+    if (!watch_wants(WATCH_CONNEVENTS) || c->tp->datagram)
+        return;
+    /* peer_addr is "<transport>:host:port", with "#n" after an RDMA one */
+    char rip[96] = "", rport[16] = "";
+    const char *transport = c->tp->name;
+    if (strcmp(transport, "unix") == 0) {
+        transport = "local"; /* memcached's words for a Unix socket's peer */
+        snprintf(rip, sizeof(rip), "unix");
+        snprintf(rport, sizeof(rport), "0");
+    } else {
+        const char *addr = c->peer_addr;
+        size_t name_len = strlen(transport);
+        if (strncmp(addr, transport, name_len) == 0 && addr[name_len] == ':')
+            addr += name_len + 1;
+        size_t n = strcspn(addr, "#"), colon = n;
+        while (colon > 0 && addr[colon - 1] != ':')
+            colon--;
+        if (colon > 0) {
+            snprintf(rip, sizeof(rip), "%.*s", (int)(colon - 1), addr);
+            snprintf(rport, sizeof(rport), "%.*s", (int)(n - colon), addr + colon);
+        }
+    }
+    if (closing)
+        watch_log(WATCH_CONNEVENTS, "type=conn_close rip=%s rport=%s transport=%s reason=%s cfd=%d",
+                  rip, rport, transport, reasons[c->close_reason], c->fd);
+    else
+        watch_log(WATCH_CONNEVENTS, "type=conn_new rip=%s rport=%s transport=%s cfd=%d", rip, rport,
+                  transport, c->fd);
 }

@@ -23,6 +23,7 @@ enum watch_kind {
     WATCH_MUTATIONS = 1 << 1,
     WATCH_DELETIONS = 1 << 2,
     WATCH_EVICTIONS = 1 << 3,
+    WATCH_CONNEVENTS = 1 << 4,
 };
 
 extern unsigned watch_kinds_active; /* union of the kinds someone watches */
@@ -57,5 +58,7 @@ const char *watch_key(char *buf, size_t len, const char *key, size_t nkey);
 void watch_item_get(const char *key, size_t nkey, const item *it, int cfd);
 void watch_item_store(const item *it, enum store_result res, enum store_op op, int cfd);
 void watch_eviction(const struct item_eviction *ev);
+/* "type=conn_new" or "type=conn_close" (connevents) for c. */
+void watch_conn_event(const struct conn *c, bool closing);
 
 #endif

@@ -1,7 +1,8 @@
 #!/usr/bin/perl
 # t/proto/watch.t: the lines "watch" streams, field by field as memcached
 # 1.6 writes them: item_get (fetchers) and item_store (mutations) for the
-# text and meta commands, and eviction lines (evictions). memcached also
+# text and meta commands, eviction lines (evictions), and conn_new and
+# conn_close (connevents). memcached also
 # logs the lookups its stores make inside; the checks look for the lines
 # of the commands sent and ignore others.
 use strict;
@@ -79,4 +80,46 @@ mc_is($s, "get ev119\r\n", "VALUE ev119 0 100000\r\n" . ('e' x 100000) . "\r\nEN
 
 close $s;
 $srv->stop;
+
+# connevents: a line when a connection opens and one when it closes, with
+# why; a watcher is no idle connection
+{
+    my $idle = start_server('-o', 'idle_timeout=1');
+    my $w = $idle->connect;
+    mc_is($w, "watch connevents\r\n", "OK\r\n", 'watch connevents');
+    my %port;
+    my $c = $idle->connect;
+    $port{normal} = $c->sockport;
+    mc_send($c, "version\r\n");
+    like(mc_line($c), qr/^VERSION /, 'a connection that closes itself');
+    close $c;
+    $c = $idle->connect;
+    $port{quit} = $c->sockport;
+    mc_send($c, "quit\r\n");
+    ok(mc_eof($c), 'a connection that quits');
+    close $c;
+    $c = $idle->connect;
+    $port{error} = $c->sockport;
+    mc_send($c, 'x' x 5000);
+    ok(mc_eof($c), 'a connection closed for a line without an end');
+    close $c;
+    $c = $idle->connect;
+    $port{idle} = $c->sockport;
+    ok(mc_eof($c, 5), 'an idle connection is closed after idle_timeout');
+    my @lines;
+    while (length(my $line = mc_line($w, 3))) {
+        chomp $line;
+        push @lines, $line;
+        last if $line =~ /type=conn_close .*rport=$port{idle} /;
+    }
+    for my $case (['normal', 'normal'], ['quit', 'normal'], ['error', 'error'], ['idle', 'idle_timeout']) {
+        my ($name, $reason) = @$case;
+        ok((grep { /^ts=\d+\.\d+ gid=\d+ type=conn_new rip=127\.0\.0\.1 rport=$port{$name} transport=tcp cfd=\d+$/ } @lines),
+            "$name: conn_new with the peer's address and port");
+        ok((grep { / type=conn_close rip=127\.0\.0\.1 rport=$port{$name} transport=tcp reason=$reason cfd=\d+$/ } @lines),
+            "$name: conn_close, reason=$reason") or diag(join "\n", @lines);
+    }
+    close $w;
+    $idle->stop;
+}
 done_testing;
