@@ -164,6 +164,8 @@ static void storage_config_from_settings(struct storage_config *cfg)
     cfg->slab_page_size = settings.slab_page_size;
     cfg->slab_chunk_max =
         settings.slab_chunk_max < 8 ? 8 : settings.slab_chunk_max; /* engine minimum */
+    cfg->slab_sizes = settings.slab_sizes;
+    cfg->slab_sizes_count = settings.slab_sizes_count;
     cfg->prealloc = settings.prealloc;
     cfg->evict_to_free = settings.evict_to_free;
     cfg->use_cas = settings.use_cas;

@@ -187,13 +187,14 @@ struct parse_state {
     bool chunk_max_given;   /* -o slab_chunk_max */
     bool lru_maintainer;    /* memcached's default: on */
     bool temp_lru;          /* -o temporary_ttl */
-    const char *slab_sizes; /* -o slab_sizes (checked, not used) */
+    const char *slab_sizes; /* -o slab_sizes, checked once all flags are in */
+    bool slab_sizes_given;  /* by slab_sizes itself (see worker_logbuf_size) */
     char *slab_sizes_copy;
     int napi_ids; /* -N */
 };
 
-/* memcached's checks of -o slab_sizes (the sizes are not used here). */
-static bool check_slab_sizes(const struct settings *s, const char *list, FILE *errout)
+/* memcached's checks of -o slab_sizes; the sizes go to s->slab_sizes. */
+static bool check_slab_sizes(struct settings *s, const char *list, FILE *errout)
 {
     char *copy = strdup(list);
     if (!copy)
@@ -219,10 +220,13 @@ static bool check_slab_sizes(const struct settings *s, const char *list, FILE *e
         } else if (++classes >= 63) {
             fprintf(errout, "too many slab classes specified\n");
             ok = false;
+        } else {
+            s->slab_sizes[classes - 1] = (unsigned)size;
         }
         last = size;
     }
     free(copy);
+    s->slab_sizes_count = ok ? (unsigned)classes : 0;
     return ok;
 }
 
@@ -271,6 +275,8 @@ static void print_usage(FILE *out)
             "   - maxconns_fast, no_maxconns_fast: reject new connections over -c at once\n"
             "   - hashpower:           initial hash table size as a power of two\n"
             "   - slab_chunk_max:      maximum slab chunk size in bytes (default: 524288)\n"
+            "   - slab_sizes:          dash-separated chunk sizes of the classes below\n"
+            "                          slab_chunk_max, e.g. 96-200-400 (default: grow by -f)\n"
             "   - lru_crawler, no_lru_crawler: background expiry crawler (default: on)\n"
             "   - slab_automove:       0 keeps slab pages in their class, 1 or 2 moves them\n"
             "                          to classes that evict (default: 1)\n"
@@ -448,6 +454,7 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
         fprintf(errout, "warning: -o hash_algorithm is accepted and has no effect here\n");
     } else if (strcmp(opt, "slab_sizes") == 0) {
         ps->slab_sizes = value;
+        ps->slab_sizes_given = true;
     } else if (strcmp(opt, "lru_crawler") == 0) {
         s->lru_crawler = true;
     } else if (strcmp(opt, "no_lru_crawler") == 0) {
@@ -503,7 +510,8 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
         } else {
             s->worker_logbuf_size = (unsigned)uv * 1024;
             /* memcached 1.6.18 falls through to slab_sizes here, so its
-             * value must also pass the slab_sizes checks */
+             * value must also pass the slab_sizes checks (memcached then
+             * even uses it as the class sizes; that is not copied) */
             ps->slab_sizes = value;
         }
         fprintf(errout, "warning: -o %s is accepted and reported but has no effect here\n", opt);
@@ -782,6 +790,8 @@ static bool check_combination(struct settings *s, struct parse_state *ps, long l
     s->slab_chunk_max = chunk;
     if (ps->slab_sizes && !check_slab_sizes(s, ps->slab_sizes, errout))
         return false;
+    if (!ps->slab_sizes_given)
+        s->slab_sizes_count = 0;
     if (s->hot_lru_pct + s->warm_lru_pct > 80) {
         fprintf(errout, "hot_lru_pct + warm_lru_pct cannot be more than 80%% combined\n");
         return false;

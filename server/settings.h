@@ -14,6 +14,10 @@
 
 enum binding_protocol { PROTOCOL_AUTO, PROTOCOL_ASCII, PROTOCOL_BINARY };
 
+/* memcached takes at most 62 sizes in -o slab_sizes (the largest class,
+ * slab_chunk_max, is added after them). */
+#define SETTINGS_SLAB_SIZES_MAX 62
+
 struct settings {
     /* network */
     int port;                               /* -p, TCP; 0 disables TCP, -1 picks a free port */
@@ -46,17 +50,19 @@ struct settings {
     bool coredumps;   /* -r */
 
     /* storage (handed to storage_init) */
-    size_t maxbytes;           /* -m, bytes */
-    bool evict_to_free;        /* cleared by -M */
-    double factor;             /* -f */
-    int chunk_size;            /* -n */
-    bool prealloc;             /* -L */
-    bool use_cas;              /* cleared by -C */
-    size_t item_size_max;      /* -I */
-    size_t slab_page_size;     /* 1 MiB */
-    size_t slab_chunk_max;     /* -o slab_chunk_max, bytes; 0 = default */
-    unsigned hashpower_init;   /* -o hashpower */
-    bool lru_crawler;          /* -o lru_crawler / no_lru_crawler */
+    size_t maxbytes;                              /* -m, bytes */
+    bool evict_to_free;                           /* cleared by -M */
+    double factor;                                /* -f */
+    int chunk_size;                               /* -n */
+    bool prealloc;                                /* -L */
+    bool use_cas;                                 /* cleared by -C */
+    size_t item_size_max;                         /* -I */
+    size_t slab_page_size;                        /* 1 MiB */
+    size_t slab_chunk_max;                        /* -o slab_chunk_max, bytes; 0 = default */
+    unsigned slab_sizes[SETTINGS_SLAB_SIZES_MAX]; /* -o slab_sizes, rising */
+    unsigned slab_sizes_count;                    /* 0: classes grow by -f */
+    unsigned hashpower_init;                      /* -o hashpower */
+    bool lru_crawler;                             /* -o lru_crawler / no_lru_crawler */
     long lru_crawler_sleep;    /* -o lru_crawler_sleep, microseconds; -1 = default */
     long lru_crawler_tocrawl;  /* -o lru_crawler_tocrawl; -1 = default */
     unsigned tail_repair_time; /* -o tail_repair_time (accepted, informative) */

@@ -288,14 +288,27 @@ int slabs_init(const struct slabs_config *cfg, char *errbuf, size_t errlen)
     pool_pages = 0;
     preallocated = false;
 
-    size_t size = cfg->header_size + cfg->min_chunk;
     unsigned i = 0;
-    while (++i < SLAB_CLASSES_MAX - 1) {
-        if ((double)size >= (double)cfg->chunk_max / cfg->factor)
-            break;
-        size = (size + 7) & ~(size_t)7;
-        classes[i].size = size;
-        size = (size_t)((double)size * cfg->factor);
+    if (cfg->nsizes > 0) { /* memcached's -o slab_sizes, checked by the caller */
+        if (cfg->nsizes >= SLAB_CLASSES_MAX - 1) {
+            snprintf(errbuf, errlen, "too many slab classes specified");
+            return -1;
+        }
+        for (; i < cfg->nsizes; i++)
+            classes[i + 1].size = ((size_t)cfg->sizes[i] + 7) & ~(size_t)7;
+        /* the largest class comes next, or takes the place of a last size
+         * that reaches it */
+        if (classes[i].size < (cfg->chunk_max & ~(size_t)7))
+            i++;
+    } else {
+        size_t size = cfg->header_size + cfg->min_chunk;
+        while (++i < SLAB_CLASSES_MAX - 1) {
+            if ((double)size >= (double)cfg->chunk_max / cfg->factor)
+                break;
+            size = (size + 7) & ~(size_t)7;
+            classes[i].size = size;
+            size = (size_t)((double)size * cfg->factor);
+        }
     }
     largest_class = i;
     classes[i].size = cfg->chunk_max & ~(size_t)7; /* chunks stay 8-byte aligned */

@@ -21,7 +21,9 @@ struct slabs_config {
     size_t min_chunk;   /* -n: space for key + value + flags in the first class */
     size_t header_size; /* per-item overhead added to it */
     size_t page_size;
-    size_t chunk_max; /* size of the largest class */
+    size_t chunk_max;      /* size of the largest class */
+    const unsigned *sizes; /* nsizes > 0: the classes below chunk_max, rising */
+    unsigned nsizes;       /* (each rounded up to 8 bytes), instead of factor */
     bool prealloc;
 };
 

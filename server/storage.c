@@ -73,6 +73,8 @@ int storage_init(const struct storage_config *given, char *errbuf, size_t errlen
         .header_size = ITEM_HEADER_SIZE,
         .page_size = cfg.slab_page_size,
         .chunk_max = cfg.slab_chunk_max,
+        .sizes = cfg.slab_sizes,
+        .nsizes = cfg.slab_sizes_count,
         .prealloc = cfg.prealloc,
     };
     if (slabs_init(&sc, errbuf, errlen) != 0)

@@ -257,6 +257,26 @@ sub external_address {
     return ($a && $a !~ /^127\./ && $a ne '0.0.0.0') ? $a : undef;
 }
 
+# -o slab_sizes: the classes are the sizes given (rounded up to 8 bytes),
+# then slab_chunk_max
+for my $case (['96-200-304', [96, 200, 304]], ['100-200', [104, 200]]) {
+    my ($list, $want) = @$case;
+    my $srv = eval { start_server('-o', "slab_sizes=$list") };
+    ok($srv, "-o slab_sizes=$list starts the server") or diag($@);
+    next unless $srv;
+    my $s = $srv->connect;
+    mc_is($s, "set a 0 0 1\r\nx\r\nset b 0 0 1000\r\n" . ('y' x 1000) . "\r\n", "STORED\r\nSTORED\r\n",
+        "-o slab_sizes=$list: a small and a large value stored");
+    my $slabs = mc_stats($s, 'slabs');
+    my %size = map { /^(\d+):chunk_size$/ ? ($1 => $slabs->{$_}) : () } keys %$slabs;
+    my @used = map { $size{$_} } sort { $a <=> $b } keys %size;
+    is($used[0], $want->[0], "-o slab_sizes=$list: the small value is in the first class ($want->[0] bytes)");
+    is($used[-1], 524288, "-o slab_sizes=$list: the 1000-byte one in the largest (slab_chunk_max)");
+    is(scalar(keys %size), 2, "-o slab_sizes=$list: two classes in use") or diag("@used");
+    close $s;
+    $srv->stop;
+}
+
 # -k locks the server's memory, -r raises its core file limit to the hard one
 {
     my $srv = eval { start_server('-m', '16', '-k', '-r') };
