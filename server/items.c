@@ -957,7 +957,7 @@ static bool parse_counter(const struct item *it, uint64_t *out)
 }
 
 enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t delta, uint64_t cas,
-                             uint64_t *value, uint64_t *cas_out)
+                             uint64_t *value, uint64_t *cas_out, struct arith_prior *replaced)
 {
     uint64_t hv = assoc_hash(key, nkey);
     enum arith_result res;
@@ -981,6 +981,10 @@ enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t d
         char buf[ARITH_MAX_DIGITS + 1];
         int len = snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
         tstat_class_incr(item_lru_class(it), incr ? CC_INCR_HITS : CC_DECR_HITS);
+        if (replaced) {
+            replaced->cas = reported_cas(it);
+            replaced->in_place = (size_t)len <= it->nbytes;
+        }
         if ((size_t)len == it->nbytes && __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 1) {
             /* Nobody else holds it: rewrite in place. */
             memcpy(item_payload(it), buf, (size_t)len);

@@ -153,10 +153,18 @@ enum delete_result { DELETE_DELETED, DELETE_NOT_FOUND, DELETE_EXISTS };
 enum delete_result item_delete(const char *key, size_t nkey, uint64_t cas);
 
 enum arith_result { ARITH_OK, ARITH_NOT_FOUND, ARITH_NON_NUMERIC, ARITH_NO_MEMORY, ARITH_EXISTS };
+/* The version an arithmetic replaced: its cas, and whether memcached would
+ * have rewritten it in place (the new number no longer than the old), so
+ * what belongs to that version (meta markers) carries over. */
+struct arith_prior {
+    uint64_t cas;
+    bool in_place;
+};
 /* incr wraps at 2^64; decr stops at 0. cas != 0 must match (binary/meta).
- * *value receives the new value, *cas_out (may be NULL) the new cas. */
+ * *value receives the new value, *cas_out (may be NULL) the new cas and
+ * *replaced (may be NULL) the version it replaced. */
 enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t delta, uint64_t cas,
-                             uint64_t *value, uint64_t *cas_out);
+                             uint64_t *value, uint64_t *cas_out, struct arith_prior *replaced);
 
 /* Invalidates every item stored at or before `when` (0 = now). */
 void storage_flush_all(rel_time_t when);

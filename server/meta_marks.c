@@ -72,6 +72,15 @@ bool meta_marks_any(void)
     return __atomic_load_n(&nmarks, __ATOMIC_RELAXED) > 0;
 }
 
+void meta_marks_carry(const char *key, size_t nkey, uint64_t from_cas, uint64_t to_cas)
+{
+    if (!meta_marks_any())
+        return;
+    unsigned marks = meta_marks_get(key, nkey, from_cas);
+    if (marks != 0)
+        meta_marks_set(key, nkey, to_cas, marks);
+}
+
 unsigned meta_marks_get(const char *key, size_t nkey, uint64_t cas)
 {
     if (__atomic_load_n(&nmarks, __ATOMIC_RELAXED) == 0)

@@ -30,6 +30,9 @@ void meta_marks_set(const char *key, size_t nkey, uint64_t cas, unsigned marks);
 unsigned meta_marks_take_token(const char *key, size_t nkey, uint64_t cas);
 /* Whether any item carries a marker (a lock-free look, for fast paths). */
 bool meta_marks_any(void);
+/* The markers of (key, from_cas) now belong to (key, to_cas): the item was
+ * rewritten as memcached rewrites it in place (incr, decr, ma). */
+void meta_marks_carry(const char *key, size_t nkey, uint64_t from_cas, uint64_t to_cas);
 /* Frees every marker (shutdown). */
 void meta_marks_free(void);
 

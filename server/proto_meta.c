@@ -936,15 +936,6 @@ static enum store_result ma_create(const char *key, size_t nkey, const struct me
     return res;
 }
 
-/* Decimal digits of v. */
-static size_t digits_u64(uint64_t v)
-{
-    size_t n = 1;
-    for (; v >= 10; v /= 10)
-        n++;
-    return n;
-}
-
 static void process_ma(struct conn *c, struct token *tokens, size_t ntokens)
 {
     struct worker_stats *ws = &c->worker->stats;
@@ -986,26 +977,16 @@ static void process_ma(struct conn *c, struct token *tokens, size_t ntokens)
     const char *key = tokens[1].value;
     size_t nkey = tokens[1].length;
 
-    /* markers of the version ma replaces (stale, win token): memcached keeps
-     * them when it rewrites the number in place, no longer than before */
-    unsigned old_marks = 0;
-    size_t old_len = 0;
-    if (meta_marks_any()) {
-        item *before = item_peek(key, nkey);
-        if (before) {
-            old_marks = meta_marks_get(key, nkey, item_cas(before));
-            old_len = item_nbytes(before);
-            item_release(before);
-        }
-    }
     uint64_t value = 0, cas = 0;
     bool have_item = false, created = false;
     const char *code = NULL;
-    switch (item_arith(key, nkey, incr, of.delta, of.has_cas ? of.req_cas : 0, &value, &cas)) {
+    struct arith_prior prior;
+    switch (
+        item_arith(key, nkey, incr, of.delta, of.has_cas ? of.req_cas : 0, &value, &cas, &prior)) {
     case ARITH_OK:
         have_item = true;
-        if (old_marks != 0 && digits_u64(value) <= old_len)
-            meta_marks_set(key, nkey, cas, old_marks);
+        if (prior.in_place)
+            meta_marks_carry(key, nkey, prior.cas, cas);
         if (incr)
             STAT_INCR(ws, incr_hits);
         else

@@ -21,6 +21,7 @@
 #include "auth.h"
 #include "items.h"
 #include "log.h"
+#include "meta_marks.h"
 #include "settings.h"
 #include "stats.h"
 #include "stats_detail.h"
@@ -298,8 +299,13 @@ static void process_arith(struct conn *c, struct token *tokens, size_t ntokens, 
         out_string(c, noreply, "CLIENT_ERROR invalid numeric delta argument");
         return;
     }
-    switch (item_arith(tokens[1].value, tokens[1].length, incr, delta, 0, &value, NULL)) {
+    uint64_t new_cas = 0;
+    struct arith_prior prior;
+    switch (
+        item_arith(tokens[1].value, tokens[1].length, incr, delta, 0, &value, &new_cas, &prior)) {
     case ARITH_OK: {
+        if (prior.in_place) /* meta markers stay, as on memcached's in-place rewrite */
+            meta_marks_carry(tokens[1].value, tokens[1].length, prior.cas, new_cas);
         char buf[24];
         buf[u64_to_text(value, buf)] = '\0';
         if (incr)

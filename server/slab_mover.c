@@ -175,10 +175,8 @@ int slab_mover_request(int src, int dst)
         return REASSIGN_BADCLASS; /* nothing to pick from: memcached says so */
     if (spare_pages < 2)
         return REASSIGN_NOSPARE;
-    if (from == 0) { /* from the pool: no page to empty */
-        slabs_grant_page((unsigned)dst);
-        return REASSIGN_OK;
-    }
+    if (from == 0) /* from the pool: no page to empty; -m may forbid it */
+        return slabs_grant_page((unsigned)dst) ? REASSIGN_OK : REASSIGN_NOSPARE;
     pthread_mutex_lock(&thread_lock);
     bool threaded = running;
     int rc = REASSIGN_OK;

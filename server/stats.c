@@ -253,11 +253,11 @@ void stats_report_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "threads", workers_count());
     emit_u64(emit, ctx, "conn_yields", D(conn_yields));
     unsigned watchers;
-    unsigned long long logged, sent, dropped;
-    watch_counters(&watchers, &logged, &sent, &dropped);
+    unsigned long long logged, sent, dropped, skipped;
+    watch_counters(&watchers, &logged, &sent, &dropped, &skipped);
     emit_u64(emit, ctx, "log_worker_dropped", dropped);
     emit_u64(emit, ctx, "log_worker_written", logged);
-    emit_u64(emit, ctx, "log_watcher_skipped", 0);
+    emit_u64(emit, ctx, "log_watcher_skipped", skipped);
     emit_u64(emit, ctx, "log_watcher_sent", sent);
     emit_u64(emit, ctx, "log_watchers", watchers);
 #undef D

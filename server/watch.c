@@ -21,6 +21,9 @@
 #include "thread.h"
 
 #define WATCHERS_MAX 20 /* memcached's limit */
+/* Lines queued on a watcher that is not reading; past it further lines are
+ * skipped (log_watcher_skipped), as memcached bounds a watcher's buffer. */
+#define WATCH_PENDING_MAX 2048
 
 unsigned watch_kinds_active;
 
@@ -36,7 +39,7 @@ static struct watcher watchers[WATCHERS_MAX];
 static unsigned nwatchers;
 static uint64_t next_watcher_id = 1;
 static uint64_t next_gid = 1;
-static unsigned long long lines_sent, lines_dropped; /* under watch_lock */
+static unsigned long long lines_sent, lines_dropped, lines_skipped; /* under watch_lock */
 
 static void recompute_active(void)
 {
@@ -117,6 +120,12 @@ static void deliver(struct worker *w, void *arg)
     for (unsigned i = 0; i < nwatchers; i++)
         if (watchers[i].id == d->watcher_id)
             c = watchers[i].c;
+    if (c && c->nresp >= WATCH_PENDING_MAX) { /* the watcher does not keep up */
+        lines_skipped++;
+        c = NULL;
+    } else if (c) {
+        lines_sent++;
+    }
     pthread_mutex_unlock(&watch_lock);
     if (c) {
         struct resp *r = conn_resp_add(c);
@@ -164,21 +173,20 @@ void watch_log(unsigned kind, const char *fmt, ...)
         if (worker_call(watchers[i].w, deliver, d) != 0) {
             free(d);
             lines_dropped++;
-        } else {
-            lines_sent++;
         }
     }
     pthread_mutex_unlock(&watch_lock);
 }
 
 void watch_counters(unsigned *watchers_now, unsigned long long *logged, unsigned long long *sent,
-                    unsigned long long *dropped)
+                    unsigned long long *dropped, unsigned long long *skipped)
 {
     pthread_mutex_lock(&watch_lock);
     *watchers_now = nwatchers;
     *logged = next_gid - 1;
     *sent = lines_sent;
     *dropped = lines_dropped;
+    *skipped = lines_skipped;
     pthread_mutex_unlock(&watch_lock);
 }
 
@@ -250,7 +258,8 @@ void watch_conn_event(const struct conn *c, bool closing)
                                           [CLOSE_SHUTDOWN] = "shutdown"};
     if (!watch_wants(WATCH_CONNEVENTS) || c->tp->datagram)
         return;
-    /* peer_addr is "<transport>:host:port", with "#n" after an RDMA one */
+    /* peer_addr is "tcp:host:port", "tcp6:[host]:port" or, for RDMA,
+     * "rdma:host:port#n"; memcached logs the host without brackets */
     char rip[96] = "", rport[16] = "";
     const char *transport = c->tp->name;
     if (strcmp(transport, "unix") == 0) {
@@ -258,15 +267,20 @@ void watch_conn_event(const struct conn *c, bool closing)
         snprintf(rip, sizeof(rip), "unix");
         snprintf(rport, sizeof(rport), "0");
     } else {
-        const char *addr = c->peer_addr;
-        size_t name_len = strlen(transport);
-        if (strncmp(addr, transport, name_len) == 0 && addr[name_len] == ':')
-            addr += name_len + 1;
+        const char *addr = strchr(c->peer_addr, ':');
+        addr = addr ? addr + 1 : c->peer_addr;
         size_t n = strcspn(addr, "#"), colon = n;
         while (colon > 0 && addr[colon - 1] != ':')
             colon--;
         if (colon > 0) {
-            snprintf(rip, sizeof(rip), "%.*s", (int)(colon - 1), addr);
+            size_t host_len = colon - 1;
+            if (host_len >= 2 && addr[0] == '[' && addr[host_len - 1] == ']') {
+                addr++;
+                host_len -= 2;
+                n--;
+                colon--;
+            }
+            snprintf(rip, sizeof(rip), "%.*s", (int)host_len, addr);
             snprintf(rport, sizeof(rport), "%.*s", (int)(n - colon), addr + colon);
         }
     }

@@ -44,9 +44,10 @@ void watch_stop(struct conn *c);
 /* Sends "ts=... gid=... <text>" to every watcher of kind. */
 void watch_log(unsigned kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* For "stats": watchers now, events logged, lines queued to watchers,
- * lines dropped (out of memory). */
+ * lines dropped (out of memory), lines skipped (a watcher with
+ * WATCH_PENDING_MAX lines it has not read yet). */
 void watch_counters(unsigned *watchers, unsigned long long *logged, unsigned long long *sent,
-                    unsigned long long *dropped);
+                    unsigned long long *dropped, unsigned long long *skipped);
 /* Appends key to buf as memcached logs keys (URI-encoded); returns buf. */
 const char *watch_key(char *buf, size_t len, const char *key, size_t nkey);
 

@@ -529,8 +529,8 @@ static void test_cas_disabled(void)
        "with -C delete with a non-zero unique: EXISTS");
     uint64_t v = 0;
     store("n", "5", STORE_SET);
-    ok(item_arith("n", 1, true, 1, 4, &v, NULL) == ARITH_EXISTS &&
-           item_arith("n", 1, true, 1, 0, &v, NULL) == ARITH_OK && v == 6,
+    ok(item_arith("n", 1, true, 1, 4, &v, NULL, NULL) == ARITH_EXISTS &&
+           item_arith("n", 1, true, 1, 0, &v, NULL, NULL) == ARITH_OK && v == 6,
        "with -C incr with a non-zero unique: EXISTS; with 0 it counts");
     ok(item_delete("k", 1, 0) == DELETE_DELETED, "with -C delete with unique 0 deletes");
     storage_shutdown();
@@ -540,7 +540,7 @@ static int arith_is(const char *key, bool incr, uint64_t delta, enum arith_resul
                     uint64_t want_value)
 {
     uint64_t v = 12345;
-    enum arith_result r = item_arith(key, strlen(key), incr, delta, 0, &v, NULL);
+    enum arith_result r = item_arith(key, strlen(key), incr, delta, 0, &v, NULL, NULL);
     if (r != want || (want == ARITH_OK && v != want_value)) {
         diag("arith %s: result %d value %llu", key, r, (unsigned long long)v);
         return 0;
@@ -606,9 +606,9 @@ static void test_arith(void)
 
     uint64_t c = 0, newc = 0, val = 0;
     store_full("ca", "5", 1, 0, 0, STORE_SET, 0, &c, NULL);
-    ok(item_arith("ca", 2, true, 1, c + 7, &val, NULL) == ARITH_EXISTS,
+    ok(item_arith("ca", 2, true, 1, c + 7, &val, NULL, NULL) == ARITH_EXISTS,
        "incr with a wrong unique: EXISTS");
-    ok(item_arith("ca", 2, true, 1, c, &val, &newc) == ARITH_OK && val == 6 && newc != c &&
+    ok(item_arith("ca", 2, true, 1, c, &val, &newc, NULL) == ARITH_OK && val == 6 && newc != c &&
            newc != 0,
        "incr with the right unique works and gives a new unique");
     storage_shutdown();
@@ -844,7 +844,7 @@ static void test_eviction(void)
     ok(tail && item_store(tail, STORE_APPEND, 0, NULL) == STORE_NO_MEMORY,
        "with -M append into a full class: STORE_NO_MEMORY");
     uint64_t v = 0;
-    ok(item_arith("counter", 7, true, 1, 0, &v, NULL) == ARITH_NO_MEMORY &&
+    ok(item_arith("counter", 7, true, 1, 0, &v, NULL, NULL) == ARITH_NO_MEMORY &&
            has_value("counter", "99"),
        "with -M incr 99 -> 100 in a full class: ARITH_NO_MEMORY, value kept");
     if (tail)
@@ -1283,7 +1283,7 @@ static void test_fetched(void)
         item_release(it);
     ok(walked_fetched("g", NULL) == 1, "and marks the item fetched");
     store("n", "5", STORE_SET);
-    item_arith("n", 1, true, 1, 0, NULL, NULL);
+    item_arith("n", 1, true, 1, 0, NULL, NULL, NULL);
     ok(walked_fetched("n", NULL) == 0, "incr does not count as a fetch");
     store("f", "w", STORE_SET);
     ok(walked_fetched("f", NULL) == 0, "a new value starts unfetched");
@@ -1732,7 +1732,7 @@ static void smoke_side_op(int id, unsigned r)
         case 1:
         case 2: {
             uint64_t v;
-            item_arith(key, strlen(key), (r >> 10) % 4 == 1, 1 + (r % 1000), 0, &v, NULL);
+            item_arith(key, strlen(key), (r >> 10) % 4 == 1, 1 + (r % 1000), 0, &v, NULL, NULL);
             break;
         }
         default: {

@@ -81,7 +81,8 @@ static bool next_call_fails(void)
 }
 
 enum arith_result __real_item_arith(const char *key, size_t nkey, bool incr, uint64_t delta,
-                                    uint64_t cas, uint64_t *value, uint64_t *cas_out);
+                                    uint64_t cas, uint64_t *value, uint64_t *cas_out,
+                                    struct arith_prior *prior);
 item *__real_item_get(const char *key, size_t nkey);
 item *__real_item_peek(const char *key, size_t nkey);
 item *__real_item_get_touch(const char *key, size_t nkey, rel_time_t exptime);
@@ -91,7 +92,8 @@ struct item *__real_item_ref_if_live(struct item *it);
 void __real_item_release(item *it);
 
 enum arith_result __wrap_item_arith(const char *key, size_t nkey, bool incr, uint64_t delta,
-                                    uint64_t cas, uint64_t *value, uint64_t *cas_out);
+                                    uint64_t cas, uint64_t *value, uint64_t *cas_out,
+                                    struct arith_prior *prior);
 item *__wrap_item_get(const char *key, size_t nkey);
 item *__wrap_item_peek(const char *key, size_t nkey);
 item *__wrap_item_get_touch(const char *key, size_t nkey, rel_time_t exptime);
@@ -101,11 +103,12 @@ struct item *__wrap_item_ref_if_live(struct item *it);
 void __wrap_item_release(item *it);
 
 enum arith_result __wrap_item_arith(const char *key, size_t nkey, bool incr, uint64_t delta,
-                                    uint64_t cas, uint64_t *value, uint64_t *cas_out)
+                                    uint64_t cas, uint64_t *value, uint64_t *cas_out,
+                                    struct arith_prior *prior)
 {
     if (next_call_fails())
         return ARITH_NO_MEMORY;
-    return __real_item_arith(key, nkey, incr, delta, cas, value, cas_out);
+    return __real_item_arith(key, nkey, incr, delta, cas, value, cas_out, prior);
 }
 
 static item *counted(item *it)

@@ -284,8 +284,9 @@ for my $case (['96-200-304', [96, 200, 304]], ['100-200', [104, 200]]) {
     if ($srv) {
         my $status = File::Spec->catfile('/proc', $srv->pid, 'status');
         my ($locked) = (slurp($status) =~ /^VmLck:\s+(\d+) kB/m);
-      SKIP: {
-            skip 'mlockall needs root or a large RLIMIT_MEMLOCK', 1 unless $> == 0;
+      SKIP: {    # root without CAP_IPC_LOCK (some containers) gets a warning instead
+            skip 'mlockall not permitted here', 1
+              if $> != 0 || $srv->log_text =~ /mlockall\(\) failed/;
             cmp_ok($locked // 0, '>', 0, '-k: the server\'s memory is locked (VmLck)');
         }
         my ($soft, $hard) = (slurp(File::Spec->catfile('/proc', $srv->pid, 'limits'))

@@ -8,6 +8,7 @@
 use strict;
 use warnings;
 use Test::More;
+use IO::Socket::IP;
 use MCTest;
 
 # Reads watch lines until one names $key (or 5 s pass); returns them all.
@@ -76,6 +77,19 @@ my $s = $srv->connect;
         'an item without a TTL: ttl=-1');
     close $w;
 }
+# a watcher that does not read: lines are skipped, not queued without bound
+{
+    my $w = $srv->connect;
+    mc_is($w, "watch fetchers\r\n", "OK\r\n", 'a watcher that will not read');
+    for my $batch (1 .. 6) {    # 60,000 misses, 60,000 lines
+        mc_send($s, join('', map { "get nothere$_\r\n" } 1 .. 10000));
+        my $got = mc_bytes($s, 5 * 10000, 30);
+        is(length $got, 5 * 10000, "batch $batch of 10,000 gets answered") or last;
+    }
+    my $st = mc_stats($s);
+    cmp_ok($st->{log_watcher_skipped}, '>', 0, "lines skipped ($st->{log_watcher_skipped} of 60,000)");
+    close $w;
+}
 mc_is($s, "get ev119\r\n", "VALUE ev119 0 100000\r\n" . ('e' x 100000) . "\r\nEND\r\n", 'the newest value is served');
 
 close $s;
@@ -121,5 +135,28 @@ $srv->stop;
     }
     close $w;
     $idle->stop;
+}
+
+# an IPv6 peer: its address without brackets
+SKIP: {
+    my $probe = IO::Socket::IP->new(LocalHost => '::1', LocalPort => 0, Listen => 1);
+    skip 'no IPv6 loopback here', 2 unless $probe;
+    close $probe;
+    my $six = start_server('-l', '[::1]');
+    my $w = $six->connect;
+    mc_is($w, "watch connevents\r\n", "OK\r\n", 'watch connevents (IPv4 watcher)');
+    my $c = IO::Socket::IP->new(PeerHost => '::1', PeerPort => $six->port) or die "connect [::1]: $!";
+    my $port = $c->sockport;
+    close $c;
+    my @lines;
+    while (length(my $line = mc_line($w, 3))) {
+        chomp $line;
+        push @lines, $line;
+        last if $line =~ /type=conn_close .*rport=$port /;
+    }
+    ok((grep { / type=conn_new rip=::1 rport=$port transport=tcp cfd=\d+$/ } @lines),
+        'an IPv6 peer: rip=::1 and its port') or diag(join "\n", @lines);
+    close $w;
+    $six->stop;
 }
 done_testing;
