@@ -12,6 +12,7 @@
 #ifndef MCR_RDMA_ENDPOINT_H
 #define MCR_RDMA_ENDPOINT_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -135,6 +136,9 @@ struct mcr_rdma_ep_ops {
      * is closing, or stays open only to deliver the messages it held (see
      * pause); on_closed follows either way. */
     bool (*peer_left)(const struct mcr_rdma_ep *ep);
+    /* The peer's address as "host:port" ("[host]:port" for IPv6) in buf;
+     * 0, or -ENOTCONN / -EAFNOSUPPORT when there is none to give. */
+    int (*peer_name)(const struct mcr_rdma_ep *ep, char *buf, size_t len);
 };
 
 /* Common head of every endpoint implementation. */
@@ -194,6 +198,10 @@ static inline void mcr_rdma_ep_stats(const struct mcr_rdma_ep *ep, struct mcr_rd
 static inline bool mcr_rdma_ep_peer_left(const struct mcr_rdma_ep *ep)
 {
     return ep->ops->peer_left(ep);
+}
+static inline int mcr_rdma_ep_peer_name(const struct mcr_rdma_ep *ep, char *buf, size_t len)
+{
+    return ep->ops->peer_name ? ep->ops->peer_name(ep, buf, len) : -ENOTCONN;
 }
 
 #endif

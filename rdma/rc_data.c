@@ -610,4 +610,5 @@ const struct mcr_rdma_ep_ops mcr_rdma_rc_ops = {
     .max_eager_payload = rc_max_eager_payload,
     .stats = rc_stats,
     .peer_left = rc_peer_left,
+    .peer_name = rc_peer_name,
 };

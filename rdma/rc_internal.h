@@ -146,5 +146,7 @@ void rc_abort(struct mcr_rdma_ep *ep);
 /* A message arrived while still CONNECTING: become ESTABLISHED if the
  * connection's parameters are known. Returns true when established. */
 bool rc_establish_on_first_message(struct rc_ep *rc);
+/* The peer's address from the connection's RDMA CM id (endpoint op). */
+int rc_peer_name(const struct mcr_rdma_ep *ep, char *buf, size_t len);
 
 #endif

@@ -241,6 +241,7 @@ struct rdma_conn {
     unsigned nheld, held_cap;
     uint64_t serial; /* names the connection in "stats conns" */
     char listen_addr[80];
+    char peer[72]; /* the client's address, "host:port" ("" when unknown) */
 };
 
 struct rdma_worker {
@@ -818,6 +819,8 @@ static int on_accept(struct mcr_rdma_listener *listener, struct mcr_rdma_ep *ep,
     rc->ep = ep;
     rc->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
     snprintf(rc->listen_addr, sizeof(rc->listen_addr), "rdma:%s", l->addr);
+    if (mcr_rdma_ep_peer_name(ep, rc->peer, sizeof(rc->peer)) != 0)
+        rc->peer[0] = '\0';
     rc->next = rw->conns;
     if (rw->conns)
         rw->conns->prev = rc;
@@ -1281,7 +1284,10 @@ static void rdma_close(struct conn *c)
 static void rdma_describe(struct conn *c, char *buf, size_t len)
 {
     struct rdma_conn *rc = c->tp_data;
-    snprintf(buf, len, "rdma:%s#%llu", rc->listen_addr + 5, (unsigned long long)rc->serial);
+    /* the client's address, as a socket's peer; the serial tells apart
+     * clients that share one */
+    snprintf(buf, len, "rdma:%s#%llu", rc->peer[0] ? rc->peer : rc->listen_addr + 5,
+             (unsigned long long)rc->serial);
 }
 
 const struct transport_ops net_rdma_transport = {

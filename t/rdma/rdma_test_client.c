@@ -1205,10 +1205,12 @@ static void after_idle_close(memcached_st *m, char *out, size_t outlen)
 /* "stats conns" over a text socket names every RDMA connection by a
  * number of its own, as it names sockets by descriptor: the numbers of
  * the RDMA connections' addr lines, how many there are and how many of
- * them differ, and whether any is negative. */
-static void rdma_conns_named(unsigned tcp_port, int *lines, int *distinct, bool *negative)
+ * them differ, whether any is negative, and how many name a port other
+ * than the server's RDMA port (the client's own, as a socket's peer). */
+static void rdma_conns_named(unsigned tcp_port, unsigned rdma_port, int *lines, int *distinct,
+                             bool *negative, int *peers)
 {
-    *lines = *distinct = 0;
+    *lines = *distinct = *peers = 0;
     *negative = false;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)tcp_port)};
@@ -1238,6 +1240,11 @@ static void rdma_conns_named(unsigned tcp_port, int *lines, int *distinct, bool 
         if (strncmp(end, ":addr rdma:", 11) != 0 || *lines >= 64)
             continue;
         *negative |= number < 0;
+        const char *hash = strchr(end, '#'), *colon = NULL;
+        for (const char *q = end + 11; hash && q < hash; q++)
+            if (*q == ':')
+                colon = q;
+        *peers += colon != NULL && strtoul(colon + 1, NULL, 10) != rdma_port;
         bool again = false;
         for (int i = 0; i < *lines; i++)
             again |= seen[i] == number;
@@ -1363,13 +1370,16 @@ int main(int argc, char **argv)
     free(curr);
     memcached_st *mr2 = rdma_client(&s1);
     memcached_return_t rc2 = memcached_version(mr2);
-    int named, distinct;
+    int named, distinct, peers;
     bool negative;
-    rdma_conns_named(s1.tcp_port, &named, &distinct, &negative);
+    rdma_conns_named(s1.tcp_port, s1.rdma_port, &named, &distinct, &negative, &peers);
     tap_ok(rc2 == MEMCACHED_SUCCESS && named >= 2 && distinct == named && !negative,
            "stats conns names each RDMA connection by a number of its own (%d connections, %d "
            "numbers%s)",
            named, distinct, negative ? ", negative ones" : "");
+    tap_ok(named >= 2 && peers == named,
+           "stats conns gives each RDMA connection its client's address and port (%d of %d)",
+           peers, named);
     memcached_free(mr2);
     char *rw = st ? memcached_stat_get_value(mr, st, "rdma_rendezvous_writes", &rc) : NULL;
     tap_ok(rw != NULL && atoi(rw) >= 1,
