@@ -1378,8 +1378,8 @@ int main(int argc, char **argv)
            "numbers%s)",
            named, distinct, negative ? ", negative ones" : "");
     tap_ok(named >= 2 && peers == named,
-           "stats conns gives each RDMA connection its client's address and port (%d of %d)",
-           peers, named);
+           "stats conns gives each RDMA connection its client's address and port (%d of %d)", peers,
+           named);
     memcached_free(mr2);
     char *rw = st ? memcached_stat_get_value(mr, st, "rdma_rendezvous_writes", &rc) : NULL;
     tap_ok(rw != NULL && atoi(rw) >= 1,
