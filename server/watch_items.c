@@ -32,6 +32,13 @@ void watch_item_store(const item *it, enum store_result res, enum store_op op, i
                                            [STORE_NO_MEMORY] = "no_memory"};
     if (!watch_wants(WATCH_MUTATIONS))
         return;
+    /* an append or prepend stored a joined item: memcached logs that one */
+    item *joined = NULL;
+    if (res == STORE_STORED && (op == STORE_APPEND || op == STORE_PREPEND)) {
+        joined = item_peek(item_key(it), item_nkey(it));
+        if (joined)
+            it = joined;
+    }
     char k[KEY_MAX_LENGTH * 3 + 1];
     rel_time_t exp = item_exptime(it), now = clock_now();
     unsigned ttl = exp > now ? (unsigned)(exp - now) : 0; /* memcached: 0 without expiry */
@@ -39,6 +46,8 @@ void watch_item_store(const item *it, enum store_result res, enum store_op op, i
               "type=item_store key=%s status=%s cmd=%s ttl=%u clsid=%u cfd=%d size=%zu",
               watch_key(k, sizeof(k), item_key(it), item_nkey(it)), statuses[res], cmds[op], ttl,
               item_class(it), cfd, item_nbytes(it));
+    if (joined)
+        item_release(joined);
 }
 
 void watch_eviction(const struct item_eviction *ev)

@@ -34,13 +34,14 @@ my $s = $srv->connect;
     mc_is($s, "ms wm 1 T50\r\ny\r\n", "HD\r\n", 'ms with a TTL');
     mc_is($s, "set wz 0 0 2\r\nzz\r\n", "STORED\r\n", 'set without a TTL');
     mc_is($s, "add wt 0 0 1\r\nz\r\n", "NOT_STORED\r\n", 'add of an existing key');
+    mc_is($s, "append wt 0 0 2\r\nab\r\n", "STORED\r\n", 'append to the key with a TTL');
     mc_is($s, "mg wm v\r\n", "VA 1\r\ny\r\n", 'mg of a key');
     mc_is($s, "get nosuchkey\r\n", "END\r\n", 'get of a missing key');
     mc_is($s, "mg endmark\r\n", "EN\r\n", 'mg of the end marker');
     my @lines = lines_until_key($w, 'endmark');
     like($_, qr/^ts=\d+\.\d+ gid=\d+ type=\S+ /, "line shape: $_") for @lines;
     my @stores = grep { /type=item_store/ } @lines;
-    is(scalar @stores, 4, 'one item_store line per store') or diag(join "\n", @lines);
+    is(scalar @stores, 5, 'one item_store line per store') or diag(join "\n", @lines);
     like($stores[0] // '', qr/ type=item_store key=wt status=stored cmd=set ttl=(99|100) clsid=[1-9]\d* cfd=\d+ size=1$/,
         'set: key, status, cmd, the TTL left, class, size');
     like($stores[1] // '', qr/ type=item_store key=wm status=stored cmd=set ttl=(49|50) clsid=[1-9]\d* cfd=\d+ size=1$/,
@@ -49,6 +50,8 @@ my $s = $srv->connect;
         'no TTL: ttl=0');
     like($stores[3] // '', qr/ type=item_store key=wt status=not_stored cmd=add ttl=0 clsid=[1-9]\d* cfd=\d+ size=1$/,
         'add over an existing key: not_stored');
+    like($stores[4] // '', qr/ type=item_store key=wt status=stored cmd=append ttl=(9\d|100) clsid=[1-9]\d* cfd=\d+ size=3$/,
+        'append: the joined item (its TTL, 3 bytes)');
     ok((grep { / type=item_get key=wm status=found clsid=[1-9]\d* cfd=\d+ size=1$/ } @lines),
         'mg: an item_get line, found, with its class and size');
     ok((grep { / type=item_get key=nosuchkey status=not_found clsid=0 cfd=\d+ size=0$/ } @lines),
