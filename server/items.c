@@ -804,7 +804,7 @@ static void copy_value(struct item *dst, size_t at, const struct item *src)
 /* ---- storing -------------------------------------------------------------------- */
 static void maybe_expand(void)
 {
-    if (assoc_wants_expand())
+    if (!storage_rt.cfg.no_hashexpand && assoc_wants_expand())
         assoc_request_expand();
 }
 

@@ -47,6 +47,7 @@ struct storage_config {
     bool evict_to_free;         /* false with -M: answer out of memory instead */
     bool use_cas;               /* false with -C */
     unsigned hashpower_init;    /* -o hashpower; 0 means default (16) */
+    bool no_hashexpand;         /* -o no_hashexpand: never grow the hash table */
     bool lru_crawler;           /* -o lru_crawler / no_lru_crawler */
     unsigned worker_threads;    /* -t, sizes lock tables */
     bool slab_automove_off;     /* -o slab_automove=0: never move pages between

@@ -170,6 +170,7 @@ static void storage_config_from_settings(struct storage_config *cfg)
     cfg->evict_to_free = settings.evict_to_free;
     cfg->use_cas = settings.use_cas;
     cfg->hashpower_init = settings.hashpower_init;
+    cfg->no_hashexpand = settings.no_hashexpand;
     cfg->lru_crawler = settings.lru_crawler;
     cfg->worker_threads = (unsigned)settings.num_threads;
     cfg->slab_automove_off = settings.slab_automove == 0;

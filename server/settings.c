@@ -274,6 +274,7 @@ static void print_usage(FILE *out)
             "-o, --extended            comma separated list of extended options\n"
             "   - maxconns_fast, no_maxconns_fast: reject new connections over -c at once\n"
             "   - hashpower:           initial hash table size as a power of two\n"
+            "   - no_hashexpand:       never grow the hash table\n"
             "   - slab_chunk_max:      maximum slab chunk size in bytes (default: 524288)\n"
             "   - slab_sizes:          dash-separated chunk sizes of the classes below\n"
             "                          slab_chunk_max, e.g. 96-200-400 (default: grow by -f)\n"
@@ -311,7 +312,6 @@ static const struct ignored_suboption {
 } ignored_suboptions[] = {
     {"slab_reassign", V_NONE},
     {"no_slab_reassign", V_NONE},
-    {"no_hashexpand", V_NONE},
     {"read_buf_mem_limit", V_ULONG},
     {"resp_obj_mem_limit", V_ANY},
     {"drop_privileges", V_NONE},
@@ -538,6 +538,8 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
         }
     } else if (strcmp(opt, "track_sizes") == 0) {
         s->track_sizes = true;
+    } else if (strcmp(opt, "no_hashexpand") == 0) {
+        s->no_hashexpand = true;
     } else if (strcmp(opt, "no_slab_automove") == 0) {
         s->slab_automove = 0;
     } else if (strcmp(opt, "lru_crawler_sleep") == 0) {

@@ -62,6 +62,7 @@ struct settings {
     unsigned slab_sizes[SETTINGS_SLAB_SIZES_MAX]; /* -o slab_sizes, rising */
     unsigned slab_sizes_count;                    /* 0: classes grow by -f */
     unsigned hashpower_init;                      /* -o hashpower */
+    bool no_hashexpand;                           /* -o no_hashexpand: the table keeps its size */
     bool lru_crawler;                             /* -o lru_crawler / no_lru_crawler */
     long lru_crawler_sleep;    /* -o lru_crawler_sleep, microseconds; -1 = default */
     long lru_crawler_tocrawl;  /* -o lru_crawler_tocrawl; -1 = default */

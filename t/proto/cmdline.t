@@ -277,6 +277,26 @@ for my $case (['96-200-304', [96, 200, 304]], ['100-200', [104, 200]]) {
     $srv->stop;
 }
 
+# the hash table grows past 1.5 items per bucket, unless -o no_hashexpand
+for my $case (['hashpower=13', 14], ['hashpower=13,no_hashexpand', 13]) {
+    my ($opts, $want) = @$case;
+    my $srv = eval { start_server('-o', $opts) };
+    ok($srv, "-o $opts starts the server") or diag($@);
+    next unless $srv;
+    my $s = $srv->connect;
+    mc_send($s, join('', map { "set h$_ 0 0 1 noreply\r\nx\r\n" } 1 .. 20000));
+    mc_is($s, "mn\r\n", "MN\r\n", "-o $opts: 20,000 keys into 8,192 buckets");
+    my $st;
+    for (1 .. 100) {    # the table grows in the background
+        $st = mc_stats($s);
+        last if $st->{hash_power_level} == $want && !$st->{hash_is_expanding};
+        select(undef, undef, undef, 0.05);
+    }
+    is($st->{hash_power_level}, $want, "-o $opts: hash_power_level $want");
+    close $s;
+    $srv->stop;
+}
+
 # -k locks the server's memory, -r raises its core file limit to the hard one
 {
     my $srv = eval { start_server('-m', '16', '-k', '-r') };
