@@ -37,6 +37,7 @@
 #include "stats.h"
 #include "stats_detail.h"
 #include "thread.h"
+#include "watch.h"
 
 /* What every reply to one request needs. */
 struct bin_reply {
@@ -168,6 +169,7 @@ static void process_get(struct conn *c, const struct bin_request *req)
         it = item_get(key, nkey);
         STAT_INCR(ws, get_cmds);
     }
+    watch_item_get(key, nkey, it, c->fd);
 
     if (stats_detail_on())
         stats_detail_record_get(key, nkey, it != NULL);
@@ -326,6 +328,7 @@ static void bin_value_done(struct conn *c, const char *trailer, size_t trailer_l
     STAT_INCR(ws, set_cmds);
     uint64_t new_cas = 0;
     enum store_result res = item_store(it, op, req_cas, &new_cas);
+    watch_item_store(it, res, op, c->fd);
     item_release(it);
     if (op == STORE_CAS) {
         if (res == STORE_STORED)
