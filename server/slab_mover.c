@@ -78,10 +78,11 @@ static void take_visit(void *chunk, void *arg)
         t->busy++;
 }
 
-/* Empties one page of class src; true when it went to the pool. */
-static bool move_page_from(unsigned src)
+/* Empties one page of class src; true when it left src: to the pool, or
+ * kept for class dst (0: the pool) until slabs_grant_page(dst). */
+static bool move_page_from(unsigned src, unsigned dst)
 {
-    struct slabs_drain *d = slabs_drain_begin(src);
+    struct slabs_drain *d = slabs_drain_begin(src, dst);
     if (!d)
         return false;
     atomic_store(&moving, true);
@@ -136,15 +137,15 @@ static unsigned oldest_class(unsigned except)
     return best;
 }
 
-/* A requested move: a page of src emptied into the pool, then handed to
- * dst unless dst is the pool itself (as memcached's slabs reassign gives
- * the page to its destination). True when the page left src. */
+/* A requested move: a page of src emptied and handed to dst, or to the
+ * pool when dst is 0 (as memcached's slabs reassign gives the page to its
+ * destination). True when the page left src. */
 static bool run_request(unsigned src, unsigned dst)
 {
     pthread_mutex_lock(&decide_lock);
-    bool moved = move_page_from(src);
+    bool moved = move_page_from(src, dst);
     if (moved && dst > 0)
-        slabs_grant_page(dst);
+        slabs_grant_page(dst); /* the page emptied for it */
     pthread_mutex_unlock(&decide_lock);
     return moved;
 }
@@ -245,7 +246,7 @@ bool slab_mover_run_once(void)
         for (unsigned c = 1; c <= storage_rt.largest_class; c++)
             if (pages[c] >= 2 && (!src || age[c] > age[src]))
                 src = c;
-        bool shrunk = src && move_page_from(src);
+        bool shrunk = src && move_page_from(src, 0);
         pthread_mutex_unlock(&decide_lock);
         return shrunk;
     }
@@ -259,7 +260,7 @@ bool slab_mover_run_once(void)
                 src = c;
         }
         if (src)
-            moved = move_page_from(src);
+            moved = move_page_from(src, 0);
     }
     pthread_mutex_unlock(&decide_lock);
     return moved;

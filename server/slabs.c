@@ -47,7 +47,8 @@ struct page {
 struct slabs_drain {
     struct page *page;
     unsigned cls;
-    bool done; /* the page went back to the pool */
+    unsigned dst; /* 0: the page goes to the pool; else kept for class dst */
+    bool done;    /* the page left its class */
 };
 
 struct region {
@@ -86,6 +87,11 @@ static struct region *regions; /* newest first; read without the lock */
 static size_t mapped_bytes;
 static struct page *pool; /* released pages, ready for any class */
 static size_t pool_pages;
+/* Emptied pages kept for the class a "slabs reassign" named, until
+ * slabs_grant_page() hands them over; still counted in mem_malloced, so no
+ * other class can take their room meanwhile. page->drain_skip holds the
+ * destination class while a page waits here. */
+static struct page *reserved;
 static size_t mem_limit;
 static size_t mem_malloced; /* bytes of pages held by classes */
 static uint64_t malloc_fails;
@@ -218,7 +224,8 @@ out:
     return pg;
 }
 
-/* Gives an empty page of class c back to the pool (c->lock held). */
+/* Gives an empty page of class c back to the pool, or keeps it for the
+ * class a requested move names (c->lock held). */
 static void page_release(struct slab_class *c, struct page *pg)
 {
     if (pg->class_prev)
@@ -228,11 +235,20 @@ static void page_release(struct slab_class *c, struct page *pg)
     if (pg->class_next)
         pg->class_next->class_prev = pg->class_prev;
     pg->class_next = pg->class_prev = NULL;
+    unsigned dst = 0;
     if (pg->drain) {
         pg->drain->done = true;
+        dst = pg->drain->dst;
         pg->drain = NULL;
     }
     pthread_mutex_lock(&pool_lock);
+    if (dst > 0) {
+        pg->drain_skip = dst;
+        pg->next = reserved;
+        reserved = pg;
+        pthread_mutex_unlock(&pool_lock);
+        return;
+    }
     if (!region_observer) /* registered memory stays as it is (slabs.h) */
         madvise(pg->base, page_size, MADV_DONTNEED);
     pg->next = pool;
@@ -286,6 +302,7 @@ int slabs_init(const struct slabs_config *cfg, char *errbuf, size_t errlen)
     regions = NULL;
     pool = NULL;
     pool_pages = 0;
+    reserved = NULL;
     preallocated = false;
 
     unsigned i = 0;
@@ -438,7 +455,16 @@ bool slabs_grant_page(unsigned cls)
     struct slab_class *c = &classes[cls];
     pthread_mutex_lock(&c->lock);
     pthread_mutex_lock(&pool_lock);
-    struct page *pg = pool_take(c);
+    struct page *pg = NULL;
+    for (struct page **link = &reserved; *link; link = &(*link)->next) {
+        if ((*link)->drain_skip == cls) { /* emptied for this class */
+            pg = *link;
+            *link = pg->next;
+            break;
+        }
+    }
+    if (!pg)
+        pg = pool_take(c);
     pthread_mutex_unlock(&pool_lock);
     if (pg) {
         page_adopt(c, pg);
@@ -497,12 +523,13 @@ void slabs_free_value(void *chunk, unsigned cls)
 }
 
 /* ---- emptying a page for another class ---------------------------------- */
-struct slabs_drain *slabs_drain_begin(unsigned cls)
+struct slabs_drain *slabs_drain_begin(unsigned cls, unsigned dst)
 {
     struct slab_class *c = &classes[cls];
     struct slabs_drain *d = calloc(1, sizeof(*d));
     if (!d)
         return NULL;
+    d->dst = dst;
     pthread_mutex_lock(&c->lock);
     struct page *best = NULL;
     if (c->pages >= 2) {

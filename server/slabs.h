@@ -56,14 +56,16 @@ void *slabs_alloc_spare(unsigned cls, bool value);
  * visit must not free chunks or wait for locks. It returns true once the
  * page's last chunk was freed and the page went to the pool.
  * slabs_drain_end() finishes (putting the page back in service if it is
- * not empty) and returns whether it was emptied. */
+ * not empty) and returns whether it was emptied. With dst > 0 the emptied
+ * page does not go to the pool: it stays counted and waits for
+ * slabs_grant_page(dst), so no other class can take it on the way. */
 struct slabs_drain;
-struct slabs_drain *slabs_drain_begin(unsigned cls);
+struct slabs_drain *slabs_drain_begin(unsigned cls, unsigned dst);
 bool slabs_drain_visit(struct slabs_drain *d, void (*visit)(void *chunk, void *arg), void *arg);
 bool slabs_drain_end(struct slabs_drain *d);
-/* Moves one pooled page to class cls (slabs reassign's destination), within
- * the limit as any page a class takes; false when the pool has none or the
- * limit forbids it. */
+/* Gives class cls a page emptied for it (slabs_drain_begin's dst), else a
+ * pooled one within the limit as any page a class takes; false when there
+ * is none or the limit forbids it. */
 bool slabs_grant_page(unsigned cls);
 
 /* cache_memlimit: 0 on success, -1 when memory was preallocated. */
