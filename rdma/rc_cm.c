@@ -292,10 +292,7 @@ static void rc_mark_established(struct rc_ep *rc)
         rc_pump(rc);
 }
 
-/* A message can complete before this side saw ESTABLISHED (the peer may
- * send as soon as it is established). The server knows the peer's credits
- * from the request; the client learns them from ESTABLISHED, so drain the CM
- * events first. Returns true when the endpoint is established now. */
+/* Endpoint op peer_name: the peer's address as RDMA CM resolved it. */
 int rc_peer_name(const struct mcr_rdma_ep *ep, char *buf, size_t len)
 {
     const struct rc_ep *rc = (const struct rc_ep *)ep;
@@ -319,6 +316,10 @@ int rc_peer_name(const struct mcr_rdma_ep *ep, char *buf, size_t len)
     return 0;
 }
 
+/* A message can complete before this side saw ESTABLISHED (the peer may
+ * send as soon as it is established). The server knows the peer's credits
+ * from the request; the client learns them from ESTABLISHED, so drain the CM
+ * events first. Returns true when the endpoint is established now. */
 bool rc_establish_on_first_message(struct rc_ep *rc)
 {
     if (rc->state == RC_CONNECTING && rc->peer_credits == 0)

@@ -313,10 +313,8 @@ int slabs_init(const struct slabs_config *cfg, char *errbuf, size_t errlen)
         }
         for (; i < cfg->nsizes; i++)
             classes[i + 1].size = ((size_t)cfg->sizes[i] + 7) & ~(size_t)7;
-        /* the largest class comes next, or takes the place of a last size
-         * that reaches it */
-        if (classes[i].size < (cfg->chunk_max & ~(size_t)7))
-            i++;
+        i++; /* the largest class comes next (after a last size equal to it
+              * too, as memcached adds it) */
     } else {
         size_t size = cfg->header_size + cfg->min_chunk;
         while (++i < SLAB_CLASSES_MAX - 1) {

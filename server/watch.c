@@ -31,6 +31,7 @@ struct watcher {
     struct conn *c;
     struct worker *w;
     unsigned kinds;
+    unsigned long long skipped; /* lines not queued since it was told last */
 };
 
 static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -108,31 +109,49 @@ struct delivery {
     char line[];
 };
 
+/* Queues len bytes of text as a reply of watcher c (its own worker). */
+static void queue_line(struct conn *c, const char *text, size_t len)
+{
+    struct resp *r = conn_resp_add(c);
+    char *copy = r ? malloc(len) : NULL;
+    if (copy) {
+        memcpy(copy, text, len);
+        resp_set_heap(r, copy, len);
+    }
+}
+
 /* On the watcher's worker: queue the line if the watcher still exists
- * (only this thread can close its connection, so it stays valid). */
+ * (only this thread can close its connection, so it stays valid) and keeps
+ * up; after lines were skipped, memcached's "skipped=N" line goes first. */
 static void deliver(struct worker *w, void *arg)
 {
     (void)w;
     struct delivery *d = arg;
     struct conn *c = NULL;
+    unsigned long long skipped = 0;
     pthread_mutex_lock(&watch_lock);
-    for (unsigned i = 0; i < nwatchers; i++)
-        if (watchers[i].id == d->watcher_id)
-            c = watchers[i].c;
-    if (c && c->nresp >= WATCH_PENDING_MAX) { /* the watcher does not keep up */
-        lines_skipped++;
-        c = NULL;
-    } else if (c) {
-        lines_sent++;
+    for (unsigned i = 0; i < nwatchers; i++) {
+        if (watchers[i].id != d->watcher_id)
+            continue;
+        c = watchers[i].c;
+        if (c->nresp >= WATCH_PENDING_MAX) { /* the watcher does not keep up */
+            watchers[i].skipped++;
+            lines_skipped++;
+            c = NULL;
+        } else {
+            skipped = watchers[i].skipped;
+            watchers[i].skipped = 0;
+            lines_sent++;
+        }
     }
     pthread_mutex_unlock(&watch_lock);
     if (c) {
-        struct resp *r = conn_resp_add(c);
-        char *text = r ? malloc(d->len) : NULL;
-        if (text) {
-            memcpy(text, d->line, d->len);
-            resp_set_heap(r, text, d->len);
+        if (skipped > 0) {
+            char note[48];
+            int n = snprintf(note, sizeof(note), "skipped=%llu\n", skipped);
+            queue_line(c, note, (size_t)n);
         }
+        queue_line(c, d->line, d->len);
         conn_wake(c);
     }
     free(d);
