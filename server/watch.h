@@ -56,8 +56,20 @@ const char *watch_key(char *buf, size_t len, const char *key, size_t nkey);
  * item offered, what became of it, by which operation) and an eviction
  * (evictions, from the storage engine's observer), each a no-op when
  * nobody watches its kind. */
-void watch_item_get(const char *key, size_t nkey, const item *it, int cfd);
-void watch_item_store(const item *it, enum store_result res, enum store_op op, int cfd);
+void watch_log_item_get(const char *key, size_t nkey, const item *it, int cfd);
+void watch_log_item_store(const item *it, enum store_result res, enum store_op op, int cfd);
+/* The request path's calls: one relaxed load when nobody watches. */
+static inline void watch_item_get(const char *key, size_t nkey, const item *it, int cfd)
+{
+    if (watch_wants(WATCH_FETCHERS))
+        watch_log_item_get(key, nkey, it, cfd);
+}
+static inline void watch_item_store(const item *it, enum store_result res, enum store_op op,
+                                    int cfd)
+{
+    if (watch_wants(WATCH_MUTATIONS))
+        watch_log_item_store(it, res, op, cfd);
+}
 void watch_eviction(const struct item_eviction *ev);
 /* "type=conn_new" or "type=conn_close" (connevents) for c. */
 void watch_conn_event(const struct conn *c, bool closing);

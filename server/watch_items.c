@@ -10,17 +10,15 @@
 
 #include "clock.h"
 
-void watch_item_get(const char *key, size_t nkey, const item *it, int cfd)
+void watch_log_item_get(const char *key, size_t nkey, const item *it, int cfd)
 {
-    if (!watch_wants(WATCH_FETCHERS))
-        return;
     char k[KEY_MAX_LENGTH * 3 + 1];
     watch_log(WATCH_FETCHERS, "type=item_get key=%s status=%s clsid=%u cfd=%d size=%zu",
               watch_key(k, sizeof(k), key, nkey), it ? "found" : "not_found",
               it ? item_class(it) : 0, cfd, it ? item_nbytes(it) : 0);
 }
 
-void watch_item_store(const item *it, enum store_result res, enum store_op op, int cfd)
+void watch_log_item_store(const item *it, enum store_result res, enum store_op op, int cfd)
 {
     static const char *const cmds[] = {
         [STORE_SET] = "set",       [STORE_ADD] = "add",         [STORE_REPLACE] = "replace",
@@ -30,8 +28,6 @@ void watch_item_store(const item *it, enum store_result res, enum store_op op, i
                                            [STORE_EXISTS] = "exists",
                                            [STORE_NOT_FOUND] = "not_found",
                                            [STORE_NO_MEMORY] = "no_memory"};
-    if (!watch_wants(WATCH_MUTATIONS))
-        return;
     /* an append or prepend stored a joined item: memcached logs that one */
     item *joined = NULL;
     if (res == STORE_STORED && (op == STORE_APPEND || op == STORE_PREPEND)) {
