@@ -95,27 +95,21 @@ t.is_(c.cmd("ma empty C%d" % (ecas + 1)),
 t.is_(c.cmd("ma empty C%d" % ecas),
       "CLIENT_ERROR cannot increment or decrement non-numeric value",
       "C with the right cas on an empty value: non-numeric")
-# ma on a stale item: memcached rewrites a number that is no longer than
-# before in place, keeping the markers; a longer one is a new item without
-c.send("ms sn 1\r\n5\r\n")
-t.is_(c.line(), "HD", "a number to invalidate")
-t.is_(c.cmd("md sn I"), "HD", "md I marks it stale")
-t.is_(c.cmd("mg sn"), "HD X W", "stale, and this fetch wins")
-t.is_(c.cmd("ma sn"), "HD", "ma on the stale number")
-c.send("mg sn v\r\n")
-t.is_(c.reply(), ("VA 1 Z X", b"6"), "in place: still stale, token already sent (Z X)")
-c.send("ms si 1\r\n5\r\n")
-t.is_(c.line(), "HD", "a number for incr")
-t.is_(c.cmd("md si I"), "HD", "md I marks it stale")
-t.is_(c.cmd("incr si 1"), "6", "text incr on the stale number")
-c.send("mg si v\r\n")
-t.is_(c.reply(), ("VA 1 X W", b"6"), "text incr in place keeps the markers too (X W)")
-c.send("ms sl 1\r\n9\r\n")
-t.is_(c.line(), "HD", "a number about to grow")
-t.is_(c.cmd("md sl I"), "HD", "md I marks it stale")
-t.is_(c.cmd("ma sl"), "HD", "ma from 9 to 10")
-c.send("mg sl v\r\n")
-t.is_(c.reply(), ("VA 2", b"10"), "a longer number is a new item: no markers")
+# arithmetic on a stale item: memcached rewrites a number that is no longer
+# than before in place, keeping the markers; a longer one is a new item
+# without them. (key, start, command, its reply, marks after, value after)
+for key, start, cmd, answer, marks, after in (
+        ("sn", b"5", "ma sn", "HD", " X W", b"6"),
+        ("si", b"5", "incr si 1", "6", " X W", b"6"),
+        ("sl", b"9", "ma sl", "HD", "", b"10")):
+    c.send("ms %s %d\r\n%s\r\n" % (key, len(start), start.decode()))
+    t.is_(c.line(), "HD", "%s: a number to invalidate" % key)
+    t.is_(c.cmd("md %s I" % key), "HD", "%s: md I marks it stale" % key)
+    t.is_(c.cmd(cmd), answer, "%s on the stale number" % cmd)
+    c.send("mg %s v\r\n" % key)
+    t.is_(c.reply(), ("VA %d%s" % (len(after), marks), after),
+          "%s: %s" % (cmd, "in place: still stale, nobody told (X W)" if marks
+                      else "a longer number is a new item: no markers"))
 t.is_(c.cmd("ma n t"), "HD t-1", "t: no expiry")
 m = re.fullmatch(r"HD t(\d+)", c.cmd("ma n T100 t"))
 t.ok(m and 98 <= int(m.group(1)) <= 100, "T then t: the new TTL")
