@@ -957,7 +957,7 @@ static bool parse_counter(const struct item *it, uint64_t *out)
 }
 
 enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t delta, uint64_t cas,
-                             uint64_t *value, uint64_t *cas_out, struct arith_prior *replaced)
+                             uint64_t *value, uint64_t *cas_out, arith_carry_fn carry)
 {
     uint64_t hv = assoc_hash(key, nkey);
     enum arith_result res;
@@ -981,11 +981,14 @@ enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t d
         char buf[ARITH_MAX_DIGITS + 1];
         int len = snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
         tstat_class_incr(item_lru_class(it), incr ? CC_INCR_HITS : CC_DECR_HITS);
-        if (replaced) {
-            replaced->cas = reported_cas(it);
-            replaced->in_place = (size_t)len <= it->nbytes;
-        }
-        if ((size_t)len == it->nbytes && __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 1) {
+        uint64_t old_cas = reported_cas(it);
+        /* memcached rewrites in place (padding a shorter number with
+         * spaces) when nobody else holds the item; here only a number of
+         * the same length is, but what belongs to the version carries over
+         * in every case memcached's would */
+        bool sole_holder = __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 1;
+        bool memcached_in_place = (size_t)len <= it->nbytes && sole_holder;
+        if ((size_t)len == it->nbytes && sole_holder) {
             /* Nobody else holds it: rewrite in place. */
             memcpy(item_payload(it), buf, (size_t)len);
             tstat_size_change(it->cas, item_ntotal(it), false);
@@ -1007,6 +1010,8 @@ enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t d
                 res = ARITH_OK;
             }
         }
+        if (res == ARITH_OK && memcached_in_place && carry)
+            carry(key, nkey, old_cas, new_cas);
     }
     assoc_unlock(hv);
     if (value)

@@ -154,18 +154,17 @@ enum delete_result { DELETE_DELETED, DELETE_NOT_FOUND, DELETE_EXISTS };
 enum delete_result item_delete(const char *key, size_t nkey, uint64_t cas);
 
 enum arith_result { ARITH_OK, ARITH_NOT_FOUND, ARITH_NON_NUMERIC, ARITH_NO_MEMORY, ARITH_EXISTS };
-/* The version an arithmetic replaced: its cas, and whether memcached would
- * have rewritten it in place (the new number no longer than the old), so
- * what belongs to that version (meta markers) carries over. */
-struct arith_prior {
-    uint64_t cas;
-    bool in_place;
-};
+/* Told that the version old_cas of key became new_cas where memcached would
+ * have rewritten the item in place (the new number no longer than the old,
+ * nobody else holding the item), so what belongs to that version (meta
+ * markers) carries over. Called with the item's lock held: no other
+ * command sees new_cas before it returns. */
+typedef void (*arith_carry_fn)(const char *key, size_t nkey, uint64_t old_cas, uint64_t new_cas);
 /* incr wraps at 2^64; decr stops at 0. cas != 0 must match (binary/meta).
- * *value receives the new value, *cas_out (may be NULL) the new cas and
- * *replaced (may be NULL) the version it replaced. */
+ * *value receives the new value, *cas_out (may be NULL) the new cas;
+ * carry (may be NULL) is called as described above. */
 enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t delta, uint64_t cas,
-                             uint64_t *value, uint64_t *cas_out, struct arith_prior *replaced);
+                             uint64_t *value, uint64_t *cas_out, arith_carry_fn carry);
 
 /* Invalidates every item stored at or before `when` (0 = now). */
 void storage_flush_all(rel_time_t when);

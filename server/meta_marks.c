@@ -76,9 +76,11 @@ void meta_marks_carry(const char *key, size_t nkey, uint64_t from_cas, uint64_t 
 {
     if (!meta_marks_any())
         return;
-    unsigned marks = meta_marks_get(key, nkey, from_cas);
-    if (marks != 0)
-        meta_marks_set(key, nkey, to_cas, marks);
+    pthread_mutex_lock(&marks_lock);
+    struct mark *m = *find_link(key, nkey);
+    if (m && m->cas == from_cas) /* markers of another version are left alone */
+        m->cas = to_cas;
+    pthread_mutex_unlock(&marks_lock);
 }
 
 unsigned meta_marks_get(const char *key, size_t nkey, uint64_t cas)

@@ -31,7 +31,9 @@ unsigned meta_marks_take_token(const char *key, size_t nkey, uint64_t cas);
 /* Whether any item carries a marker (a lock-free look, for fast paths). */
 bool meta_marks_any(void);
 /* The markers of (key, from_cas) now belong to (key, to_cas): the item was
- * rewritten as memcached rewrites it in place (incr, decr, ma). */
+ * rewritten as memcached rewrites it in place (incr, decr, ma). An
+ * arith_carry_fn (items.h): item_arith calls it under the item's lock.
+ * Markers of another version of key stay as they are. */
 void meta_marks_carry(const char *key, size_t nkey, uint64_t from_cas, uint64_t to_cas);
 /* Frees every marker (shutdown). */
 void meta_marks_free(void);

@@ -428,12 +428,10 @@ static void process_arith(struct conn *c, const struct bin_request *req)
     if (log_enabled(LOG_CMDS))
         log_msg(LOG_CMDS, "<%d %s %.*s %" PRIu64 ", %" PRIu64 ", %" PRIu32, c->fd,
                 incr ? "INCR" : "DECR", (int)req->h.keylen, req->key, delta, initial, exptime);
-    struct arith_prior prior;
-    switch (
-        item_arith(req->key, req->h.keylen, incr, delta, req->h.cas, &value, &new_cas, &prior)) {
+    /* meta markers stay where memcached rewrites in place */
+    switch (item_arith(req->key, req->h.keylen, incr, delta, req->h.cas, &value, &new_cas,
+                       meta_marks_carry)) {
     case ARITH_OK: {
-        if (prior.in_place) /* meta markers stay, as on memcached's in-place rewrite */
-            meta_marks_carry(req->key, req->h.keylen, prior.cas, new_cas);
         if (incr)
             STAT_INCR(ws, incr_hits);
         else

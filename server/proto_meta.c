@@ -980,13 +980,11 @@ static void process_ma(struct conn *c, struct token *tokens, size_t ntokens)
     uint64_t value = 0, cas = 0;
     bool have_item = false, created = false;
     const char *code = NULL;
-    struct arith_prior prior;
-    switch (
-        item_arith(key, nkey, incr, of.delta, of.has_cas ? of.req_cas : 0, &value, &cas, &prior)) {
+    /* meta markers stay where memcached rewrites in place */
+    switch (item_arith(key, nkey, incr, of.delta, of.has_cas ? of.req_cas : 0, &value, &cas,
+                       meta_marks_carry)) {
     case ARITH_OK:
         have_item = true;
-        if (prior.in_place)
-            meta_marks_carry(key, nkey, prior.cas, cas);
         if (incr)
             STAT_INCR(ws, incr_hits);
         else

@@ -300,12 +300,10 @@ static void process_arith(struct conn *c, struct token *tokens, size_t ntokens, 
         return;
     }
     uint64_t new_cas = 0;
-    struct arith_prior prior;
-    switch (
-        item_arith(tokens[1].value, tokens[1].length, incr, delta, 0, &value, &new_cas, &prior)) {
+    /* meta markers stay where memcached rewrites in place */
+    switch (item_arith(tokens[1].value, tokens[1].length, incr, delta, 0, &value, &new_cas,
+                       meta_marks_carry)) {
     case ARITH_OK: {
-        if (prior.in_place) /* meta markers stay, as on memcached's in-place rewrite */
-            meta_marks_carry(tokens[1].value, tokens[1].length, prior.cas, new_cas);
         char buf[24];
         buf[u64_to_text(value, buf)] = '\0';
         if (incr)

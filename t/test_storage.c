@@ -548,6 +548,21 @@ static int arith_is(const char *key, bool incr, uint64_t delta, enum arith_resul
     return 1;
 }
 
+/* An arith_carry_fn that notes its calls. */
+static struct {
+    int calls;
+    uint64_t old_cas, new_cas;
+} carried;
+
+static void note_carry(const char *key, size_t nkey, uint64_t old_cas, uint64_t new_cas)
+{
+    (void)key;
+    (void)nkey;
+    carried.calls++;
+    carried.old_cas = old_cas;
+    carried.new_cas = new_cas;
+}
+
 static void test_arith(void)
 {
     struct storage_config cfg = default_config();
@@ -611,6 +626,25 @@ static void test_arith(void)
     ok(item_arith("ca", 2, true, 1, c, &val, &newc, NULL) == ARITH_OK && val == 6 && newc != c &&
            newc != 0,
        "incr with the right unique works and gives a new unique");
+
+    /* What belongs to a version carries over only where memcached rewrites
+     * in place: a number no longer than before, nobody else holding it. */
+    store_full("cv", "50", 2, 0, 0, STORE_SET, 0, &c, NULL);
+    carried.calls = 0;
+    ok(item_arith("cv", 2, true, 1, 0, &val, &newc, note_carry) == ARITH_OK && carried.calls == 1 &&
+           carried.old_cas == c && carried.new_cas == newc && newc != c,
+       "same length: carried from the old cas to the new one");
+    ok(item_arith("cv", 2, false, 41, 0, &val, &newc, note_carry) == ARITH_OK && val == 10 &&
+           carried.calls == 2 && carried.new_cas == newc,
+       "a shorter number carries too (memcached pads it in place)");
+    ok(item_arith("cv", 2, true, 90, 0, &val, &newc, note_carry) == ARITH_OK && val == 100 &&
+           carried.calls == 2,
+       "a longer number is a new item: nothing carried");
+    held = item_get("cv", 2);
+    ok(item_arith("cv", 2, true, 1, 0, &val, &newc, note_carry) == ARITH_OK && carried.calls == 2,
+       "with a reader holding the item: nothing carried");
+    if (held)
+        item_release(held);
     storage_shutdown();
 }
 

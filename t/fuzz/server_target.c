@@ -82,7 +82,7 @@ static bool next_call_fails(void)
 
 enum arith_result __real_item_arith(const char *key, size_t nkey, bool incr, uint64_t delta,
                                     uint64_t cas, uint64_t *value, uint64_t *cas_out,
-                                    struct arith_prior *prior);
+                                    arith_carry_fn carry);
 item *__real_item_get(const char *key, size_t nkey);
 item *__real_item_peek(const char *key, size_t nkey);
 item *__real_item_get_touch(const char *key, size_t nkey, rel_time_t exptime);
@@ -93,7 +93,7 @@ void __real_item_release(item *it);
 
 enum arith_result __wrap_item_arith(const char *key, size_t nkey, bool incr, uint64_t delta,
                                     uint64_t cas, uint64_t *value, uint64_t *cas_out,
-                                    struct arith_prior *prior);
+                                    arith_carry_fn carry);
 item *__wrap_item_get(const char *key, size_t nkey);
 item *__wrap_item_peek(const char *key, size_t nkey);
 item *__wrap_item_get_touch(const char *key, size_t nkey, rel_time_t exptime);
@@ -104,11 +104,11 @@ void __wrap_item_release(item *it);
 
 enum arith_result __wrap_item_arith(const char *key, size_t nkey, bool incr, uint64_t delta,
                                     uint64_t cas, uint64_t *value, uint64_t *cas_out,
-                                    struct arith_prior *prior)
+                                    arith_carry_fn carry)
 {
     if (next_call_fails())
         return ARITH_NO_MEMORY;
-    return __real_item_arith(key, nkey, incr, delta, cas, value, cas_out, prior);
+    return __real_item_arith(key, nkey, incr, delta, cas, value, cas_out, carry);
 }
 
 static item *counted(item *it)
