@@ -194,6 +194,9 @@ int main(int argc, char **argv)
     case SETTINGS_EXIT_BAD:
         settings_free(&settings);
         return 64; /* EX_USAGE, as memcached */
+    case SETTINGS_EXIT_FAILED:
+        settings_free(&settings);
+        return EXIT_FAILURE;
     }
     log_set_verbosity(settings.verbose);
 

@@ -340,7 +340,7 @@ static int open_tcp(struct event_base *base, const char *spec, FILE *portfile)
 {
     char host[256];
     char port[16];
-    snprintf(port, sizeof(port), "%d", settings.port < 0 ? 0 : settings.port); /* -1: any */
+    snprintf(port, sizeof(port), "%d", settings.port == -1 ? 0 : settings.port); /* -1: any */
     const char *h = spec;
     size_t hlen = strlen(spec);
     if (spec[0] == '[') { /* [v6] or [v6]:port */

@@ -494,7 +494,7 @@ static int open_spec(const char *spec, FILE *portfile)
     memcpy(host, h, hlen);
     host[hlen] = '\0';
     char port[16];
-    snprintf(port, sizeof(port), "%d", settings.udpport < 0 ? 0 : settings.udpport); /* -1: any */
+    snprintf(port, sizeof(port), "%d", settings.udpport == -1 ? 0 : settings.udpport); /* -1: any */
 
     struct addrinfo hints, *ai = NULL;
     memset(&hints, 0, sizeof(hints));

@@ -794,6 +794,10 @@ static bool check_combination(struct settings *s, struct parse_state *ps, long l
         return false;
     if (!ps->slab_sizes_given)
         s->slab_sizes_count = 0;
+    if (s->port > 65535 || s->udpport > 65535) {
+        fprintf(errout, "ERROR: Invalid port number %d.\n", s->port > 65535 ? s->port : s->udpport);
+        return false;
+    }
     if (s->hot_lru_pct + s->warm_lru_pct > 80) {
         fprintf(errout, "hot_lru_pct + warm_lru_pct cannot be more than 80%% combined\n");
         return false;
@@ -807,15 +811,24 @@ static bool check_combination(struct settings *s, struct parse_state *ps, long l
                 ps->napi_ids, s->num_threads);
         return false;
     }
+    return true;
+}
+
+/* The hash table must be larger than the item lock table, which grows with
+ * -t. memcached finds this only when it starts its threads, and exits 1
+ * with three lines. */
+static bool check_lock_table(const struct settings *s, FILE *errout)
+{
     unsigned hashpower = s->hashpower_init ? s->hashpower_init : 16;
     unsigned lock_power = item_lock_hashpower(s->num_threads);
-    if (lock_power >= hashpower) {
-        fprintf(errout,
-                "Hash table power size (%u) cannot be equal to or less than item lock table (%u)\n",
-                hashpower, lock_power);
-        return false;
-    }
-    return true;
+    if (lock_power < hashpower)
+        return true;
+    fprintf(errout,
+            "Hash table power size (%u) cannot be equal to or less than item lock table (%u)\n"
+            "Item lock table grows with `-t N` (worker threadcount)\n"
+            "Hash table grows with `-o hashpower=N` \n",
+            hashpower, lock_power);
+    return false;
 }
 
 static enum settings_action parse_args(struct settings *s, struct parse_state *ps, int argc,
@@ -837,24 +850,16 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             s->shutdown_command = true;
             break;
         case 'p':
-            v = lenient_int(optarg); /* -1: any free port, as memcached */
-            if (v < -1 || v > 65535) {
-                fprintf(errout, "Invalid TCP port: %s\n", optarg);
-                return SETTINGS_EXIT_BAD;
-            }
-            s->port = (int)v;
+            /* -1: any free port, as memcached; the range is checked once
+             * every flag is read, and a negative port fails to listen */
+            s->port = (int)lenient_int(optarg);
             break;
         case 'U':
-            v = lenient_int(optarg); /* -1: any free port, as memcached */
-            if (v < -1) {
-                fprintf(errout, "Invalid UDP port: %s\n", optarg);
-                return SETTINGS_EXIT_BAD;
-            }
-            s->udpport = (int)v;
+            s->udpport = (int)lenient_int(optarg); /* as -p */
             break;
         case 's':
             if (!replace_string(&s->socketpath, optarg, errout))
-                return SETTINGS_EXIT_BAD;
+                return SETTINGS_EXIT_FAILED;
             break;
         case 'm':
             /* megabytes read with atoi() as memcached: "100m" is 100, a
@@ -868,7 +873,7 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             v = lenient_int(optarg);
             if (v <= 0) {
                 fprintf(errout, "Maximum connections must be greater than 0\n");
-                return SETTINGS_EXIT_BAD;
+                return SETTINGS_EXIT_FAILED;
             }
             s->maxconns = (int)v;
             break;
@@ -891,7 +896,7 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             if (optarg) {
                 if (!parse_long(optarg, 0, 3, &v)) {
                     fprintf(errout, "Invalid verbosity: %s (0..3)\n", optarg);
-                    return SETTINGS_EXIT_BAD;
+                    return SETTINGS_EXIT_FAILED;
                 }
                 s->verbose = (int)v;
             } else if (s->verbose < 3) {
@@ -903,21 +908,21 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             break;
         case 'l':
             if (!append_listen(s, optarg, errout))
-                return SETTINGS_EXIT_BAD;
+                return SETTINGS_EXIT_FAILED;
             break;
         case 'u':
             if (!replace_string(&s->username, optarg, errout))
-                return SETTINGS_EXIT_BAD;
+                return SETTINGS_EXIT_FAILED;
             break;
         case 'P':
             if (!replace_string(&s->pid_file, optarg, errout))
-                return SETTINGS_EXIT_BAD;
+                return SETTINGS_EXIT_FAILED;
             break;
         case 'f': {
             double f = lenient_double(optarg);
             if (!(f > 1.0)) {
                 fprintf(errout, "Factor must be greater than 1\n");
-                return SETTINGS_EXIT_BAD;
+                return SETTINGS_EXIT_FAILED;
             }
             s->factor = f;
             break;
@@ -926,7 +931,7 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             v = lenient_int(optarg);
             if (v == 0) { /* memcached accepts negative values */
                 fprintf(errout, "Chunk size must be greater than 0\n");
-                return SETTINGS_EXIT_BAD;
+                return SETTINGS_EXIT_FAILED;
             }
             s->chunk_size = (int)v;
             break;
@@ -934,21 +939,21 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             v = lenient_int(optarg);
             if (v <= 0) {
                 fprintf(errout, "Number of threads must be greater than 0\n");
-                return SETTINGS_EXIT_BAD;
+                return SETTINGS_EXIT_FAILED;
             }
             if (v > 64)
                 fprintf(errout, "WARNING: Setting a high number of worker threads is not "
                                 "recommended.\n");
             if (v > 256) {
                 fprintf(errout, "Number of threads must be at most 256\n");
-                return SETTINGS_EXIT_BAD;
+                return SETTINGS_EXIT_FAILED;
             }
             s->num_threads = (int)v;
             break;
         case 'D':
             if (optarg[0] == '\0') { /* memcached takes the first character */
                 fprintf(errout, "No delimiter specified\n");
-                return SETTINGS_EXIT_BAD;
+                return SETTINGS_EXIT_FAILED;
             }
             s->prefix_delimiter = optarg[0];
             s->detail_enabled = true;
@@ -960,7 +965,7 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             v = lenient_int(optarg);
             if (v == 0) { /* memcached accepts negative values */
                 fprintf(errout, "Number of requests per event must be greater than 0\n");
-                return SETTINGS_EXIT_BAD;
+                return SETTINGS_EXIT_FAILED;
             }
             s->reqs_per_event = (int)v;
             break;
@@ -982,7 +987,7 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
                         "Invalid value for binding protocol: %s\n"
                         " -- should be one of auto, binary, or ascii\n",
                         optarg);
-                return SETTINGS_EXIT_BAD;
+                return SETTINGS_EXIT_BAD; /* 64, as memcached here */
             }
             break;
         case 'I':
@@ -990,7 +995,7 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             break;
         case 'S':
             fprintf(errout, "This server is not built with SASL support.\n");
-            return SETTINGS_EXIT_BAD;
+            return SETTINGS_EXIT_FAILED;
         case 'F':
             s->flush_enabled = false;
             break;
@@ -1002,11 +1007,11 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             break;
         case 'Y':
             if (!replace_string(&s->auth_file, optarg, errout))
-                return SETTINGS_EXIT_BAD;
+                return SETTINGS_EXIT_FAILED;
             break;
         case 'Z':
             fprintf(errout, "This server is not built with TLS support.\n");
-            return SETTINGS_EXIT_BAD;
+            return SETTINGS_EXIT_BAD; /* memcached: 64 when TLS cannot start */
         case 'e':
             fprintf(errout, "warning: -e (memory file) is not supported; ignored\n");
             break;
@@ -1016,24 +1021,22 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             break;
         case 'o':
             if (!parse_suboptions(s, ps, optarg, errout))
-                return SETTINGS_EXIT_BAD;
+                return SETTINGS_EXIT_FAILED;
             break;
         case ':':
             fprintf(errout, "Option %s requires an argument\n", argv[optind - 1]);
-            return SETTINGS_EXIT_BAD;
+            return SETTINGS_EXIT_FAILED;
         default: /* '?' */
             if (optopt)
                 fprintf(errout, "Illegal argument \"%c\"\n", optopt);
             else
                 fprintf(errout, "Illegal argument \"%s\"\n", argv[optind - 1]);
             fprintf(errout, "Try '%s -h' for the list of options.\n", argv[0]);
-            return SETTINGS_EXIT_BAD;
+            return SETTINGS_EXIT_FAILED;
         }
     }
-    if (optind < argc) {
-        fprintf(errout, "Unexpected argument \"%s\"\n", argv[optind]);
-        return SETTINGS_EXIT_BAD;
-    }
+    for (int i = optind; i < argc; i++) /* memcached runs, ignoring them */
+        fprintf(errout, "warning: ignoring argument \"%s\"\n", argv[i]);
     if (show_help) {
         print_usage(out);
         return SETTINGS_EXIT_OK;
@@ -1050,6 +1053,8 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
 
     if (!check_combination(s, ps, item_size, errout))
         return SETTINGS_EXIT_BAD;
+    if (!check_lock_table(s, errout))
+        return SETTINGS_EXIT_FAILED;
     if (s->socketpath && s->inter)
         fprintf(errout, "warning: -l is ignored with -s (Unix socket only)\n");
     return SETTINGS_RUN;

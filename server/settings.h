@@ -89,9 +89,12 @@ struct settings {
 
 /* What start-up should do after parsing. */
 enum settings_action {
-    SETTINGS_RUN,      /* serve */
-    SETTINGS_EXIT_OK,  /* -h, -V or -i printed what was asked */
-    SETTINGS_EXIT_BAD, /* a bad flag or value; the message went to errout */
+    SETTINGS_RUN,         /* serve */
+    SETTINGS_EXIT_OK,     /* -h, -V or -i printed what was asked */
+    SETTINGS_EXIT_BAD,    /* flags memcached refuses together, once all are
+                           * read (exit 64, EX_USAGE); message to errout */
+    SETTINGS_EXIT_FAILED, /* a bad flag or value, or a table size memcached
+                           * refuses as it starts (exit 1); message to errout */
 };
 
 /* memcached 1.6's defaults (except the listen address, see inter). */

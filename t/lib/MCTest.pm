@@ -264,10 +264,12 @@ for my $sig (qw(INT TERM HUP)) {
 }
 
 END {
+    my $status = $?;    # waitpid sets $?, which would become the script's own
     for my $srv (values %running) {
         kill 'KILL', $srv->{pid};
         waitpid($srv->{pid}, 0);
     }
+    $? = $status;
 }
 
 sub mc_send {

@@ -234,20 +234,39 @@ for my $case ([['-m', '100m'], 104857600], [['-m', '1g', '-I', '512k'], 1048576]
     unlink $pidfile;
 }
 
-# Command lines memcached 1.6.18 refuses are refused here too.
-for my $args (['-m', '1'], ['-m', '0'], ['-I', '100k'], ['-I', '1g'], ['-I', '2000000'],
-    ['-o', 'slab_chunk_max=1000'], ['-o', 'slab_chunk_max=2097152', '-I', '2m'],
-    ['-o', 'no_chunked_items', '-I', '512k'], ['-o', 'tail_repair_time=0'],
-    ['-o', 'hash_algorithm=foo'], ['-o', 'no_lru_maintainer,temporary_ttl=61'],
-    ['-o', 'slab_sizes=1000-200'], ['-o', 'slab_sizes=100-104'], ['-o', 'worker_logbuf_size=10'],
-    ['-o', 'meta_response_old'], ['-o', 'proxy_config=x'], ['-o', ',modern'], ['-o', 'modern,,track_sizes'],
-    ['-o', 'hashpower=12'], ['-N', '8'], ['-o', 'ext_page_size=abc'], ['-o', 'ext_path=/tmp/x'],
-    ['-o', 'ext_path=/nonexistent-dir/x:64m'], ['-o', 'ssl_verify_mode=9'], ['-o', 'read_buf_mem_limit=abc'],
-    ['-D', ''])
+# Command lines memcached 1.6.18 refuses are refused here too, with its exit
+# status: 64 (EX_USAGE) for what it checks once every flag is read, 1 for a
+# bad flag or value, 71 (EX_OSERR) for a port it cannot listen on.
+for my $case ([64, '-m', '1'], [64, '-m', '0'], [64, '-I', '100k'], [64, '-I', '1g'],
+    [64, '-I', '2000000'], [64, '-o', 'slab_chunk_max=1000'],
+    [64, '-o', 'slab_chunk_max=2097152', '-I', '2m'], [64, '-o', 'no_chunked_items', '-I', '512k'],
+    [1, '-o', 'tail_repair_time=0'], [1, '-o', 'hash_algorithm=foo'],
+    [64, '-o', 'no_lru_maintainer,temporary_ttl=61'], [64, '-o', 'slab_sizes=1000-200'],
+    [64, '-o', 'slab_sizes=100-104'], [64, '-o', 'worker_logbuf_size=10'],
+    [1, '-o', 'meta_response_old'], [1, '-o', 'proxy_config=x'], [1, '-o', ',modern'],
+    [1, '-o', 'modern,,track_sizes'], [1, '-o', 'hashpower=12'], [1, '-o', 'hashpower=11'],
+    [64, '-N', '8'], [1, '-o', 'ext_page_size=abc'], [1, '-o', 'ext_path=/tmp/x'],
+    [1, '-o', 'ext_path=/nonexistent-dir/x:64m'], [1, '-o', 'ssl_verify_mode=9'],
+    [1, '-o', 'read_buf_mem_limit=abc'], [1, '-D', ''], [1, '-c', '0'], [1, '-t', '0'],
+    [1, '-f', '1.0'], [1, '-n', '0'], [1, '-R', '0'], [1, '-o', 'hot_lru_pct=90'],
+    [1, '-o', 'slab_automove=9'], [64, '-B', 'foo'], [64, '-p', '99999'],
+    [71, '-p', '-5'], [71, '-U', '-5'], [1, '-z'])
 {
-    my ($exited, $status, $log) = run_briefly(5, @$args);
-    ok($exited && ($status >> 8) != 0 && !($status & 127), "@$args: the server exits non-zero, as memcached")
-      and like($log, qr/\S/, "@$args: and says why");
+    my ($expect, @args) = @$case;
+    my ($exited, $status, $log) = run_briefly(5, @args);
+    ok($exited && !($status & 127), "@args: the server exits")
+      and is($status >> 8, $expect, "@args: with exit status $expect, as memcached")
+      and like($log, qr/\S/, "@args: and says why");
+}
+# -o hashpower=12 with more threads is refused with memcached's three lines
+like((run_briefly(5, '-o', 'hashpower=12'))[2],
+    qr/cannot be equal to or less than item lock table.*\n.*grows with `-t N`.*\n.*hashpower=N/,
+    'a hash table no larger than the item lock table: memcached\'s three lines');
+# memcached ignores words that are not flags; so does this server
+{
+    my $srv = eval { start_server('stray', 'words') };
+    ok($srv, 'stray words among the flags: the server runs') or diag($@);
+    mc_is($srv->connect, "mn\r\n", "MN\r\n", 'and serves') if $srv;
 }
 
 # A local non-loopback IPv4 address, found without sending any packet.
