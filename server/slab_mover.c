@@ -79,7 +79,7 @@ static void take_visit(void *chunk, void *arg)
 }
 
 /* Empties one page of class src; true when it left src: to the pool, or
- * kept for class dst (0: the pool) until slabs_grant_page(dst). */
+ * kept for class dst (0: the pool) until slabs_grant_page(dst, true). */
 static bool move_page_from(unsigned src, unsigned dst)
 {
     struct slabs_drain *d = slabs_drain_begin(src, dst);
@@ -145,7 +145,7 @@ static bool run_request(unsigned src, unsigned dst)
     pthread_mutex_lock(&decide_lock);
     bool moved = move_page_from(src, dst);
     if (moved && dst > 0)
-        slabs_grant_page(dst); /* the page emptied for it */
+        slabs_grant_page(dst, true); /* the page emptied for it */
     pthread_mutex_unlock(&decide_lock);
     return moved;
 }
@@ -177,7 +177,7 @@ int slab_mover_request(int src, int dst)
     if (spare_pages < 2)
         return REASSIGN_NOSPARE;
     if (from == 0) /* from the pool: no page to empty; -m may forbid it */
-        return slabs_grant_page((unsigned)dst) ? REASSIGN_OK : REASSIGN_NOSPARE;
+        return slabs_grant_page((unsigned)dst, false) ? REASSIGN_OK : REASSIGN_NOSPARE;
     pthread_mutex_lock(&thread_lock);
     bool threaded = running;
     int rc = REASSIGN_OK;

@@ -448,13 +448,13 @@ void *slabs_alloc_spare(unsigned cls, bool value)
     return chunk_alloc(cls, value, false);
 }
 
-bool slabs_grant_page(unsigned cls)
+bool slabs_grant_page(unsigned cls, bool emptied_for_it)
 {
     struct slab_class *c = &classes[cls];
     pthread_mutex_lock(&c->lock);
     pthread_mutex_lock(&pool_lock);
     struct page *pg = NULL;
-    for (struct page **link = &reserved; *link; link = &(*link)->next) {
+    for (struct page **link = &reserved; emptied_for_it && *link; link = &(*link)->next) {
         if ((*link)->drain_skip == cls) { /* emptied for this class */
             pg = *link;
             *link = pg->next;

@@ -58,15 +58,17 @@ void *slabs_alloc_spare(unsigned cls, bool value);
  * slabs_drain_end() finishes (putting the page back in service if it is
  * not empty) and returns whether it was emptied. With dst > 0 the emptied
  * page does not go to the pool: it stays counted and waits for
- * slabs_grant_page(dst), so no other class can take it on the way. */
+ * slabs_grant_page(dst, true), so no other class can take it on the way. */
 struct slabs_drain;
 struct slabs_drain *slabs_drain_begin(unsigned cls, unsigned dst);
 bool slabs_drain_visit(struct slabs_drain *d, void (*visit)(void *chunk, void *arg), void *arg);
 bool slabs_drain_end(struct slabs_drain *d);
-/* Gives class cls a page emptied for it (slabs_drain_begin's dst), else a
- * pooled one within the limit as any page a class takes; false when there
+/* Gives class cls a page: with emptied_for_it, one a drain set aside for it
+ * (slabs_drain_begin's dst), else a pooled one within the limit as any
+ * page a class takes; without, only the pooled one, so a page set aside
+ * for cls by a move still running stays for that move. False when there
  * is none or the limit forbids it. */
-bool slabs_grant_page(unsigned cls);
+bool slabs_grant_page(unsigned cls, bool emptied_for_it);
 
 /* cache_memlimit: 0 on success, -1 when memory was preallocated. */
 int slabs_set_limit(size_t mem_limit);

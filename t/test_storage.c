@@ -1125,6 +1125,55 @@ static void test_region_observer(void)
 
 /* When the cache is full of old items of one size and new items of another
  * size keep evicting each other, pages move to the new size. */
+/* A page a drain set aside for class B waits for that move: a pool-only
+ * grant (slabs reassign 0 B) does not take it. */
+struct drained_chunks {
+    void *chunks[4096];
+    size_t n;
+};
+
+static void note_drained(void *chunk, void *arg)
+{
+    struct drained_chunks *d = arg;
+    if (d->n < sizeof(d->chunks) / sizeof(d->chunks[0]))
+        d->chunks[d->n++] = chunk;
+}
+
+static void test_reserved_page(void)
+{
+    struct storage_config cfg = default_config();
+    cfg.maxbytes = 2 * MIB;
+    start(&cfg);
+    struct slabs_class_stats a;
+    slabs_class_stats(1, &a);
+    size_t per_page = a.chunks_per_page, n = 0;
+    void **chunks = calloc(2 * per_page, sizeof(*chunks));
+    while (n < 2 * per_page && (chunks[n] = slabs_alloc(1)) != NULL)
+        n++;
+    slabs_class_stats(1, &a);
+    ok(n == 2 * per_page && a.total_pages == 2, "class 1 holds both pages of -m 2 (%zu chunks)", n);
+    struct slabs_drain *d = slabs_drain_begin(1, 2);
+    bool emptied = false;
+    for (int round = 0; d && !emptied && round < 10; round++) {
+        struct drained_chunks seen = {.n = 0};
+        emptied = slabs_drain_visit(d, note_drained, &seen);
+        for (size_t i = 0; i < seen.n; i++)
+            slabs_free(seen.chunks[i], 1);
+    }
+    ok(d && slabs_drain_end(d), "a page of class 1 emptied for class 2");
+    struct slabs_global_stats g;
+    slabs_global_stats(&g);
+    ok(g.pool_pages == 0 && g.total_malloced == 2 * MIB,
+       "it waits aside, still counted (pool %zu, %zu bytes)", g.pool_pages, g.total_malloced);
+    ok(!slabs_grant_page(2, false), "a pool-only grant leaves it to its move (-m leaves no room)");
+    ok(slabs_grant_page(2, true), "the move's grant takes it");
+    struct slabs_class_stats b;
+    slabs_class_stats(2, &b);
+    ok(b.total_pages == 1, "class 2 has the page");
+    free(chunks); /* the other page's chunks go with the engine */
+    storage_shutdown();
+}
+
 static void test_slab_move(void)
 {
     struct storage_config cfg = default_config();
@@ -1937,6 +1986,7 @@ int main(void)
     test_page_reuse();
     test_region_observer();
     test_slab_move();
+    test_reserved_page();
     test_walk();
     test_fetched();
     test_references();
