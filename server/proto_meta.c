@@ -469,13 +469,10 @@ static void process_mg(struct conn *c, struct token *tokens, size_t ntokens)
     struct meta_line l;
     l.len = 0;
     if (!it) {
-        if (of.new_ttl) {
-            STAT_INCR(ws, touch_cmds);
-            STAT_INCR(ws, touch_misses);
-        } else {
-            STAT_INCR(ws, get_misses);
-            STAT_INCR(ws, get_cmds);
-        }
+        /* a miss counts as a get even with T (a hit with T as a touch),
+         * as memcached counts them */
+        STAT_INCR(ws, get_misses);
+        STAT_INCR(ws, get_cmds);
         line_str(&l, "EN");
         for (size_t i = 2; i < ntokens - 1; i++) {
             if (tokens[i].value[0] == 'O' && !line_opaque(&l, &tokens[i])) {

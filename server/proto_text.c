@@ -121,9 +121,10 @@ static void process_get(struct conn *c, struct token *tokens, bool return_cas, b
             if (stats_detail_on())
                 stats_detail_record_get(key, nkey, it != NULL);
             watch_item_get(key, nkey, it, c->fd);
-            STAT_INCR(ws, get_cmds);
-            if (touch)
+            if (touch) /* gat counts as a touch only, as memcached */
                 STAT_INCR(ws, touch_cmds);
+            else
+                STAT_INCR(ws, get_cmds);
             if (!it) {
                 if (touch)
                     STAT_INCR(ws, touch_misses);

@@ -58,6 +58,25 @@ is($after->{get_misses} - $before->{get_misses}, 2, 'get_misses moved by 2');
 is($after->{curr_items}, 2, 'curr_items is 2');
 is($after->{total_items} - $before->{total_items}, 2, 'total_items moved by 2');
 ok($after->{bytes} > $before->{bytes}, 'bytes grew');
+
+# Which counters a touching get moves, as memcached counts them: gat and
+# gats count touches only; mg with T counts a hit as a touch and a miss as
+# a get.
+for my $case (["gat 10 a\r\n", { cmd_touch => 1, touch_hits => 1 }],
+    ["gats 10 a zz\r\n", { cmd_touch => 2, touch_hits => 1, touch_misses => 1 }],
+    ["mg a T10\r\n", { cmd_touch => 1, touch_hits => 1 }],
+    ["mg zz T10\r\n", { cmd_get => 1, get_misses => 1 }])
+{
+    my ($cmd, $moved) = @$case;
+    my $b = mc_stats($s);
+    mc_send($s, $cmd);
+    mc_until($s, $cmd =~ /^mg/ ? "\r\n" : "END\r\n");
+    my $a = mc_stats($s);
+    my %got = map { my $d = $a->{$_} - $b->{$_}; $d ? ($_ => $d) : () }
+      qw(cmd_get get_hits get_misses cmd_touch touch_hits touch_misses);
+    is(join(' ', map {"$_=$got{$_}"} sort keys %got), join(' ', map {"$_=$moved->{$_}"} sort keys %$moved),
+        ($cmd =~ s/\r\n$//r) . ': the counters memcached moves');
+}
 ok($after->{bytes_read} > $before->{bytes_read}, 'bytes_read grew');
 ok($after->{bytes_written} > $before->{bytes_written}, 'bytes_written grew');
 mc_is($s, "delete a\r\n", "DELETED\r\n", 'delete one');
