@@ -435,6 +435,39 @@ bool item_touch(const char *key, size_t nkey, rel_time_t exptime)
     return it != NULL;
 }
 
+/* With the item's lock held: a new cas, as in an in-place rewrite. */
+static void restamp_cas(struct item *it)
+{
+    tstat_size_change(it->cas, item_ntotal(it), false);
+    it->cas = atomic_fetch_add(&cas_counter, 1) + 1;
+    tstat_size_change(it->cas, item_ntotal(it), true);
+}
+
+enum store_result item_invalidate(const char *key, size_t nkey, bool has_cas, uint64_t cas,
+                                  bool set_exptime, rel_time_t exptime, uint64_t *new_cas,
+                                  item_recas_fn recas)
+{
+    uint64_t hv = assoc_hash(key, nkey);
+    enum store_result res = STORE_STORED;
+    assoc_lock(hv);
+    struct item *it = find_live(key, nkey, hv);
+    if (!it) {
+        res = STORE_NOT_FOUND;
+    } else if (has_cas && cas != reported_cas(it)) {
+        res = STORE_EXISTS;
+    } else {
+        uint64_t old_cas = reported_cas(it);
+        if (set_exptime)
+            item_time_store(&it->exptime, exptime);
+        restamp_cas(it);
+        *new_cas = reported_cas(it);
+        if (recas)
+            recas(key, nkey, old_cas, *new_cas);
+    }
+    assoc_unlock(hv);
+    return res;
+}
+
 bool item_set_exptime(const char *key, size_t nkey, rel_time_t exptime)
 {
     uint64_t hv = assoc_hash(key, nkey);
@@ -733,12 +766,6 @@ rel_time_t item_last_access(const item *it)
     return p ? p->time : item_time_load(&it->time);
 }
 
-void item_inherit_fetched(item *copy, const item *old)
-{
-    if (item_flags_load(old) & ITEM_FETCHED)
-        item_flags_set(copy, ITEM_FETCHED);
-}
-
 bool item_was_fetched(const item *it)
 {
     const struct prior_state *p = prior_of(it);
@@ -957,7 +984,7 @@ static bool parse_counter(const struct item *it, uint64_t *out)
 }
 
 enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t delta, uint64_t cas,
-                             uint64_t *value, uint64_t *cas_out, arith_carry_fn carry)
+                             uint64_t *value, uint64_t *cas_out, item_recas_fn carry)
 {
     uint64_t hv = assoc_hash(key, nkey);
     enum arith_result res;
@@ -991,9 +1018,7 @@ enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t d
         if ((size_t)len == it->nbytes && sole_holder) {
             /* Nobody else holds it: rewrite in place. */
             memcpy(item_payload(it), buf, (size_t)len);
-            tstat_size_change(it->cas, item_ntotal(it), false);
-            it->cas = atomic_fetch_add(&cas_counter, 1) + 1;
-            tstat_size_change(it->cas, item_ntotal(it), true);
+            restamp_cas(it);
             new_cas = reported_cas(it);
             res = ARITH_OK;
         } else {

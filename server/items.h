@@ -96,9 +96,6 @@ rel_time_t item_last_access(const item *it);
 bool item_was_fetched(const item *it);
 /* The slab class whose LRU holds the item ("stats slabs", watch's clsid). */
 unsigned item_class(const item *it);
-/* A copy about to replace old (not stored yet) keeps old's fetched mark, as
- * an item marked in place would (meta md I). */
-void item_inherit_fetched(item *copy, const item *old);
 /* The item's size as memcached 1.6 computes it (its 48-byte header, CAS
  * when on, key + NUL, value + "\r\n", flags when non-zero): "size=" of
  * lru_crawler metadump and me. */
@@ -154,17 +151,26 @@ enum delete_result { DELETE_DELETED, DELETE_NOT_FOUND, DELETE_EXISTS };
 enum delete_result item_delete(const char *key, size_t nkey, uint64_t cas);
 
 enum arith_result { ARITH_OK, ARITH_NOT_FOUND, ARITH_NON_NUMERIC, ARITH_NO_MEMORY, ARITH_EXISTS };
-/* Told that the version old_cas of key became new_cas where memcached would
- * have rewritten the item in place (the new number no longer than the old,
- * nobody else holding the item), so what belongs to that version (meta
- * markers) carries over. Called with the item's lock held: no other
- * command sees new_cas before it returns. */
-typedef void (*arith_carry_fn)(const char *key, size_t nkey, uint64_t old_cas, uint64_t new_cas);
+/* Told that the version old_cas of key became new_cas where memcached
+ * changes the item in place (an arithmetic whose new number is no longer
+ * than the old and nobody else holds the item; md I), so what belongs to
+ * that version (meta markers) can follow. Called with the item's lock
+ * held: no other command sees new_cas before it returns. */
+typedef void (*item_recas_fn)(const char *key, size_t nkey, uint64_t old_cas, uint64_t new_cas);
 /* incr wraps at 2^64; decr stops at 0. cas != 0 must match (binary/meta).
  * *value receives the new value, *cas_out (may be NULL) the new cas;
  * carry (may be NULL) is called as described above. */
 enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t delta, uint64_t cas,
-                             uint64_t *value, uint64_t *cas_out, arith_carry_fn carry);
+                             uint64_t *value, uint64_t *cas_out, item_recas_fn carry);
+
+/* md I: gives the live item (whose cas must be `cas` when has_cas) a new cas,
+ * and with set_exptime a new expiry, in place, as memcached marks an item
+ * stale: value, access time, fetched bit and LRU place stay, and nothing
+ * counts as a store. recas (may be NULL) is called as described above.
+ * STORE_STORED (*new_cas set), STORE_NOT_FOUND or STORE_EXISTS. */
+enum store_result item_invalidate(const char *key, size_t nkey, bool has_cas, uint64_t cas,
+                                  bool set_exptime, rel_time_t exptime, uint64_t *new_cas,
+                                  item_recas_fn recas);
 
 /* Invalidates every item stored at or before `when` (0 = now). */
 void storage_flush_all(rel_time_t when);

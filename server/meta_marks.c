@@ -83,6 +83,12 @@ void meta_marks_carry(const char *key, size_t nkey, uint64_t from_cas, uint64_t 
     pthread_mutex_unlock(&marks_lock);
 }
 
+void meta_marks_make_stale(const char *key, size_t nkey, uint64_t from_cas, uint64_t to_cas)
+{
+    unsigned before = meta_marks_get(key, nkey, from_cas);
+    meta_marks_set(key, nkey, to_cas, MARK_STALE | (before & MARK_BINARY_KEY));
+}
+
 unsigned meta_marks_get(const char *key, size_t nkey, uint64_t cas)
 {
     if (__atomic_load_n(&nmarks, __ATOMIC_RELAXED) == 0)

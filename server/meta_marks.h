@@ -35,6 +35,9 @@ bool meta_marks_any(void);
  * arith_carry_fn (items.h): item_arith calls it under the item's lock.
  * Markers of another version of key stay as they are. */
 void meta_marks_carry(const char *key, size_t nkey, uint64_t from_cas, uint64_t to_cas);
+/* md I: (key, to_cas) is stale with no win token sent, and keeps the base64
+ * key marker of (key, from_cas). Also an item_recas_fn. */
+void meta_marks_make_stale(const char *key, size_t nkey, uint64_t from_cas, uint64_t to_cas);
 /* Frees every marker (shutdown). */
 void meta_marks_free(void);
 

@@ -354,35 +354,6 @@ static void line_ttl(struct meta_line *l, rel_time_t exptime)
     line_add(l, tmp, (size_t)n);
 }
 
-/* Copies src's value into dst (same length, both referenced). */
-static void copy_value(item *dst, const item *src)
-{
-    unsigned di = 0, si = 0;
-    size_t doff = 0, soff = 0, left = item_nbytes(src);
-    while (left > 0) {
-        struct iovec d = item_value_seg(dst, di), s = item_value_seg(src, si);
-        if (doff == d.iov_len) {
-            di++;
-            doff = 0;
-            continue;
-        }
-        if (soff == s.iov_len) {
-            si++;
-            soff = 0;
-            continue;
-        }
-        size_t n = d.iov_len - doff;
-        if (n > s.iov_len - soff)
-            n = s.iov_len - soff;
-        if (n > left)
-            n = left;
-        memcpy((char *)d.iov_base + doff, (const char *)s.iov_base + soff, n);
-        doff += n;
-        soff += n;
-        left -= n;
-    }
-}
-
 /* The TTL an item created by N ends with: memcached creates it without
  * one, then applies T and N in token order. */
 static rel_time_t created_exptime(const struct token *tokens, size_t ntokens,
@@ -803,34 +774,13 @@ static void ms_value_done(struct conn *c, const char *trailer, size_t trailer_le
 }
 
 /* ---- md ----------------------------------------------------------------------------------- */
-/* md I: keeps the item but gives it a new cas (a stored copy), optionally a
- * new TTL, and marks it stale with no win token sent yet. */
+/* md I: keeps the item but gives it a new cas in place, optionally a new
+ * TTL, and marks it stale with no win token sent yet. */
 static enum store_result invalidate(const char *key, size_t nkey, const struct meta_flags *of)
 {
-    item *old = item_peek(key, nkey); /* md looks up without a fetch */
-    if (!old)
-        return STORE_NOT_FOUND;
-    if (of->has_cas && item_cas(old) != of->req_cas) {
-        item_release(old);
-        return STORE_EXISTS;
-    }
-    enum alloc_result why;
-    item *copy = item_alloc(key, nkey, item_flags(old),
-                            of->new_ttl ? of->exptime : item_exptime(old), item_nbytes(old), &why);
-    if (!copy) {
-        item_release(old);
-        return STORE_NO_MEMORY;
-    }
-    copy_value(copy, old);
-    item_inherit_fetched(copy, old); /* memcached marks the item in place */
     uint64_t new_cas = 0;
-    unsigned old_marks = meta_marks_get(key, nkey, item_cas(old));
-    enum store_result res = item_store(copy, STORE_CAS, item_cas(old), &new_cas);
-    if (res == STORE_STORED)
-        meta_marks_set(key, nkey, new_cas, MARK_STALE | (old_marks & MARK_BINARY_KEY));
-    item_release(copy);
-    item_release(old);
-    return res;
+    return item_invalidate(key, nkey, of->has_cas, of->req_cas, of->new_ttl, of->exptime, &new_cas,
+                           meta_marks_make_stale);
 }
 
 static void process_md(struct conn *c, struct token *tokens, size_t ntokens)

@@ -645,6 +645,24 @@ static void test_arith(void)
        "with a reader holding the item: nothing carried");
     if (held)
         item_release(held);
+
+    /* md I: a new cas in place, told to recas; a wrong cas or no item */
+    store_full("iv", "7", 1, 0, 0, STORE_SET, 0, &c, NULL);
+    held = item_get("iv", 2);
+    carried.calls = 0;
+    ok(item_invalidate("iv", 2, true, c + 1, false, 0, &newc, note_carry) == STORE_EXISTS &&
+           item_invalidate("nx", 2, false, 0, false, 0, &newc, note_carry) == STORE_NOT_FOUND &&
+           carried.calls == 0,
+       "invalidate: a wrong cas is EXISTS, a missing key NOT_FOUND");
+    ok(item_invalidate("iv", 2, true, c, true, clock_now() + 50, &newc, note_carry) ==
+               STORE_STORED &&
+           newc > c && carried.calls == 1 && carried.old_cas == c && carried.new_cas == newc,
+       "invalidate: a new cas, told to recas, while a reader holds the item");
+    ok(held && item_cas(held) == newc && item_exptime(held) == clock_now() + 50 &&
+           has_value("iv", "7"),
+       "invalidate: the same item, its value kept, the new TTL set");
+    if (held)
+        item_release(held);
     storage_shutdown();
 }
 

@@ -82,7 +82,7 @@ static bool next_call_fails(void)
 
 enum arith_result __real_item_arith(const char *key, size_t nkey, bool incr, uint64_t delta,
                                     uint64_t cas, uint64_t *value, uint64_t *cas_out,
-                                    arith_carry_fn carry);
+                                    item_recas_fn carry);
 item *__real_item_get(const char *key, size_t nkey);
 item *__real_item_peek(const char *key, size_t nkey);
 item *__real_item_get_touch(const char *key, size_t nkey, rel_time_t exptime);
@@ -93,7 +93,7 @@ void __real_item_release(item *it);
 
 enum arith_result __wrap_item_arith(const char *key, size_t nkey, bool incr, uint64_t delta,
                                     uint64_t cas, uint64_t *value, uint64_t *cas_out,
-                                    arith_carry_fn carry);
+                                    item_recas_fn carry);
 item *__wrap_item_get(const char *key, size_t nkey);
 item *__wrap_item_peek(const char *key, size_t nkey);
 item *__wrap_item_get_touch(const char *key, size_t nkey, rel_time_t exptime);
@@ -104,7 +104,7 @@ void __wrap_item_release(item *it);
 
 enum arith_result __wrap_item_arith(const char *key, size_t nkey, bool incr, uint64_t delta,
                                     uint64_t cas, uint64_t *value, uint64_t *cas_out,
-                                    arith_carry_fn carry)
+                                    item_recas_fn carry)
 {
     if (next_call_fails())
         return ARITH_NO_MEMORY;

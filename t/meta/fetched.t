@@ -99,6 +99,20 @@ t.is_(c.cmd("mg df"), "HD", "fetch df")
 t.is_(c.cmd("md df I T30"), "HD", "md df I on a fetched item")
 t.is_(c.cmd("mg df h"), "HD h1 X W", "its fetched mark survives md I (h1), stale, wins")
 
+# md I marks the item in place: its access time stays, and it counts as no
+# store in its class's counters
+t.is_(c.cmd("set dl 0 0 1\r\nd"), "STORED", "set dl")
+time.sleep(2.5)
+before = c.stats("slabs")
+cls = me("dl")[5]
+t.is_(c.cmd("md dl I"), "HD", "md dl I two seconds later")
+after = c.stats("slabs")
+m = re.fullmatch(r"HD l(\d+) X W", c.cmd("mg dl l"))
+t.ok(m and 1 <= int(m.group(1)) <= 5, "md I keeps the access time (not l0)")
+for name in ("cmd_set", "cas_hits"):
+    key = "%s:%s" % (cls, name)
+    t.is_(after.get(key), before.get(key), "md I moves no %s in stats slabs" % name)
+
 # mg l: seconds since the last access, before this lookup's own bump
 t.is_(c.cmd("set l 0 0 1\r\nl"), "STORED", "set l")
 time.sleep(2.2)
