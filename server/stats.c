@@ -333,6 +333,9 @@ void stats_report_settings(stat_emit_fn emit, void *ctx)
     place_storage_stat(&ss, "track_sizes", emit, ctx);
     emit(ctx, "inline_ascii_response", "no");
     rest_of_storage_stats(&ss, emit, ctx);
+    /* -N and -e are accepted and ignored (memcached's when not given) */
+    emit(ctx, "num_napi_ids", "(null)");
+    emit(ctx, "memory_file", "(null)");
 }
 
 /* "stats conns": one group per connection, by file descriptor. */

@@ -123,6 +123,8 @@ ok(exists $set->{$_}, "settings has $_") for qw(maxbytes maxconns tcpport udppor
   lru_crawler_sleep lru_crawler_tocrawl lru_maintainer_thread hot_lru_pct warm_lru_pct
   hot_max_factor warm_max_factor temp_lru temporary_ttl idle_timeout watcher_logbuf_size
   worker_logbuf_size track_sizes inline_ascii_response);
+# ... and two that every memcached 1.6.18 build reports, unset without -N / -e
+is($set->{$_}, '(null)', "settings $_ (null)") for qw(num_napi_ids memory_file);
 
 # items, slabs
 my $items = mc_stats($s, 'items');
