@@ -120,10 +120,11 @@ static bool next_datagram(struct conn *c, struct udp_state *u)
         if (n <= UDP_HEADER_SIZE)
             continue;
         const unsigned char *h = (const unsigned char *)u->dgram;
-        uint16_t seq = (uint16_t)(h[2] << 8 | h[3]);
         uint16_t total = (uint16_t)(h[4] << 8 | h[5]);
-        if (seq != 0 || total != 1)
-            continue; /* multi-datagram requests are not supported, as memcached */
+        /* multi-datagram requests are not supported, as memcached; nor
+         * does it look at a lone datagram's sequence number */
+        if (total != 1)
+            continue;
         u->request_id = (uint16_t)(h[0] << 8 | h[1]);
         u->dgram_len = (size_t)n;
         u->dgram_off = UDP_HEADER_SIZE;

@@ -82,6 +82,9 @@ t.is_(u.datagrams(wait=0.5), [], "a command without its newline: no reply")
 u.send(8, "get k\r\n")
 t.is_(u.datagrams(), [((8, 0, 1, 0), b"VALUE k 0 5\r\nhello\r\nEND\r\n")],
       "the next datagram is answered on its own")
+u.send(9, "get k\r\n", seq=3)
+t.is_(u.datagrams(), [((9, 0, 1, 0), b"VALUE k 0 5\r\nhello\r\nEND\r\n")],
+      "a lone datagram's sequence number is not looked at (only its count)")
 
 # binary requests over UDP: each datagram picks its protocol by its first byte
 getk = struct.pack("!BBHBBHIIQ", 0x80, 0x0c, 1, 0, 0, 0, 1, 0xabcd, 0) + b"k"
