@@ -59,4 +59,5 @@ void lmr_fetch_clear(struct lmr_fetch_queue *q)
     struct lmr_fetched *f;
     while ((f = lmr_fetch_pop(q)) != NULL)
         lmr_fetched_free(f);
+    q->fetched_count = 0;
 }

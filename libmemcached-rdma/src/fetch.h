@@ -21,6 +21,7 @@ struct lmr_fetched {
 struct lmr_fetch_queue {
     struct lmr_fetched *head, *tail;
     uint32_t pending_requests; /* mget requests still in flight */
+    uint32_t fetched_count;    /* hits memcached_fetch returned since the mget */
 };
 
 /* NULL on ENOMEM or a key longer than MEMCACHED_MAX_KEY - 1. */

@@ -106,8 +106,8 @@ memcached_return_t memcached_mget_by_key(memcached_st *ptr, const char *group_ke
     while (c->fetch.pending_requests > 0)
         lmr_io_wait_all(c);
     lmr_fetch_clear(&c->fetch);
-    if (number_of_keys == 0)
-        return lmr_client_result(c, MEMCACHED_NOTFOUND, "no keys given");
+    if (number_of_keys == 0) /* as libmemcached */
+        return lmr_client_result(c, MEMCACHED_INVALID_ARGUMENTS, "no keys given");
     if (keys == NULL || key_length == NULL)
         return lmr_client_result(c, MEMCACHED_BAD_KEY_PROVIDED, NULL);
     if (c->server_count == 0)
@@ -215,8 +215,21 @@ memcached_result_st *memcached_fetch_result(memcached_st *ptr, memcached_result_
     }
     struct lmr_fetched *f = next_item(c);
     if (f == NULL) {
-        *error = lmr_client_result(c, MEMCACHED_NOTFOUND, NULL);
-        return NULL; /* a caller's result stays the caller's to free */
+        /* As libmemcached: the end is MEMCACHED_END when this result took
+         * hits, NOTFOUND otherwise (so always NOTFOUND for a NULL result),
+         * and a result the caller allocated is freed here. */
+        bool took_hits =
+            result != NULL && result->options.is_initialized && result->fetched_count > 0;
+        *error = lmr_client_result(c, took_hits ? MEMCACHED_END : MEMCACHED_NOTFOUND, NULL);
+        if (result != NULL && result->options.is_initialized) {
+            if (result->options.is_allocated) {
+                memcached_result_free(result);
+            } else {
+                result->fetched_count = 0;
+                result->value_length = 0;
+            }
+        }
+        return NULL;
     }
     if (result == NULL) {
         result = memcached_result_create(ptr, NULL);
@@ -236,6 +249,7 @@ memcached_result_st *memcached_fetch_result(memcached_st *ptr, memcached_result_
     result->key_length = f->key_length;
     result->item_flags = f->flags;
     result->item_cas = f->cas;
+    result->fetched_count++;
     f->value = NULL;
     lmr_fetched_free(f);
     *error = lmr_client_result(c, MEMCACHED_SUCCESS, NULL);
@@ -255,10 +269,13 @@ char *memcached_fetch(memcached_st *ptr, char *key, size_t *key_length, size_t *
         return NULL;
     }
     struct lmr_fetched *f = next_item(c);
-    if (f == NULL) {
-        *error = lmr_client_result(c, MEMCACHED_NOTFOUND, NULL);
+    if (f == NULL) { /* END after hits, as libmemcached's memcached_fetch */
+        bool took_hits = c->fetch.fetched_count > 0;
+        c->fetch.fetched_count = 0;
+        *error = lmr_client_result(c, took_hits ? MEMCACHED_END : MEMCACHED_NOTFOUND, NULL);
         return NULL;
     }
+    c->fetch.fetched_count++;
     if (key != NULL)
         memcpy(key, f->key, f->key_length + 1);
     if (key_length != NULL)

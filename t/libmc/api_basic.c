@@ -2,7 +2,11 @@
  * server ($MC_SERVER), in the text and the binary protocol: storage,
  * retrieval, mget/fetch, delete, arithmetic, touch, exist, flush, version,
  * stats, behaviors, server lists, configuration strings, bad keys and
- * values, and unreachable servers. Expectations are libmemcached's. */
+ * values, and unreachable servers. Expectations are libmemcached's: the
+ * file is also built against Debian's libmemcached (api_basic_ref, with
+ * REFERENCE_LIBMEMCACHED defined), which must pass every check not marked
+ * OURS; those check our deliberate differences and additions
+ * (doc/libmemcached-rdma.md) and run only against libmemcached-rdma. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +21,12 @@
 
 #include "server.h"
 #include "tap.h"
+
+#ifdef REFERENCE_LIBMEMCACHED
+#define OURS 0
+#else
+#define OURS 1
+#endif
 
 static memcached_st *client_for(const struct test_server *s, bool binary)
 {
@@ -167,15 +177,17 @@ static void test_cas_and_mget(memcached_st *memc, bool binary)
         ;
     memcached_result_free(&stack_result);
 
-    /* a result the caller allocated stays valid after the last fetch */
+    /* a result the caller allocated is freed by the fetch that ends, as
+     * libmemcached frees it: programs written for it do not free it again
+     * (the sanitizer build's leak check fails here if it is not freed) */
     memcached_result_st *mine = memcached_result_create(memc, NULL);
     memcached_mget(memc, keys, lengths, 2);
     int own = 0;
-    while (memcached_fetch_result(memc, mine, &rc) != NULL)
-        own++;
-    ok(own == 2 && memcached_result_key_length(mine) > 0,
-       "fetch into an allocated result; it survives the end of the fetch");
-    memcached_result_free(mine);
+    memcached_result_st *got;
+    while ((got = memcached_fetch_result(memc, mine, &rc)) != NULL)
+        own += got == mine;
+    ok(own == 2 && rc == MEMCACHED_END,
+       "fetch into an allocated result: each hit in it, then END (the result freed)");
 
     memcached_mget(memc, keys, lengths, 3);
     int calls = 0;
@@ -185,7 +197,7 @@ static void test_cas_and_mget(memcached_st *memc, bool binary)
         memcached_result_free(res);
     }
     ok(calls == 2, "second mget delivers again");
-    is_rc(memcached_mget(memc, keys, lengths, 0), MEMCACHED_NOTFOUND, "mget of zero keys");
+    is_rc(memcached_mget(memc, keys, lengths, 0), MEMCACHED_INVALID_ARGUMENTS, "mget of zero keys");
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_SUPPORT_CAS, 0);
 
     /* without SUPPORT_CAS the text protocol asks with "get", as libmemcached
@@ -283,10 +295,12 @@ static void test_bad_keys(memcached_st *memc, bool binary)
     ok(memcached_get(memc, NULL, 0, &len, &flags, &rc) == NULL && rc == MEMCACHED_BAD_KEY_PROVIDED,
        "get with NULL key");
     if (!binary) {
-        is_rc(memcached_set(memc, "a b", 3, "v", 1, 0, 0), MEMCACHED_BAD_KEY_PROVIDED,
-              "key with a space (text)");
-        is_rc(memcached_set(memc, "a\nb", 3, "v", 1, 0, 0), MEMCACHED_BAD_KEY_PROVIDED,
-              "key with a newline (text)");
+        if (OURS) { /* libmemcached sends them and loses step */
+            is_rc(memcached_set(memc, "a b", 3, "v", 1, 0, 0), MEMCACHED_BAD_KEY_PROVIDED,
+                  "key with a space (text)");
+            is_rc(memcached_set(memc, "a\nb", 3, "v", 1, 0, 0), MEMCACHED_BAD_KEY_PROVIDED,
+                  "key with a newline (text)");
+        }
     } else {
         is_rc(memcached_set(memc, "a b", 3, "v", 1, 0, 0), MEMCACHED_SUCCESS,
               "key with a space is fine in binary");
@@ -365,7 +379,10 @@ static void test_server_ops(memcached_st *memc)
        "memcached_fetch returns key, value and flags");
     free(fval);
     fval = memcached_fetch(memc, fkey, &fkey_len, &fval_len, &fflags, &rc);
-    ok(fval == NULL && rc == MEMCACHED_NOTFOUND, "memcached_fetch ends with NOTFOUND");
+    ok(fval == NULL && rc == MEMCACHED_END, "memcached_fetch ends with END after a hit");
+    memcached_mget(memc, (const char *[]){"no-such-key"}, (size_t[]){11}, 1);
+    fval = memcached_fetch(memc, fkey, &fkey_len, &fval_len, &fflags, &rc);
+    ok(fval == NULL && rc == MEMCACHED_NOTFOUND, "memcached_fetch ends with NOTFOUND without");
 
     /* quit closes connections; the next call reconnects */
     memcached_quit(memc);
@@ -426,13 +443,15 @@ static void test_namespace(const struct test_server *s, bool binary)
         memcached_result_free(r);
     char long_key[260];
     memset(long_key, 'k', sizeof(long_key));
-    is_rc(memcached_set(spaced, long_key, 248, "v", 1, 0, 0), MEMCACHED_BAD_KEY_PROVIDED,
-          "namespace + key over 250 bytes is a bad key");
+    if (OURS) /* libmemcached sends it: CLIENT_ERROR, or a lost reply in binary */
+        is_rc(memcached_set(spaced, long_key, 248, "v", 1, 0, 0), MEMCACHED_BAD_KEY_PROVIDED,
+              "namespace + key over 250 bytes is a bad key");
     memcached_free(spaced);
     memcached_free(plain);
 
     char config[128];
-    snprintf(config, sizeof(config), "--SERVER=127.0.0.1:%u --NAMESPACE=ns1:%s", s->port,
+    /* quoted: libmemcached's parser refuses a bare ':' in the value */
+    snprintf(config, sizeof(config), "--SERVER=127.0.0.1:%u --NAMESPACE=\"ns1:\"%s", s->port,
              binary ? " --BINARY-PROTOCOL" : "");
     memcached_st *configured = memcached(config, strlen(config));
     ok(configured != NULL, "--NAMESPACE in a configuration string");
@@ -627,12 +646,14 @@ static void test_server_lists(const struct test_server *s)
            list[0].port == 11211 && strcmp(list[1].hostname, "other") == 0,
        "servers_parse: \"host:port weight\"");
     memcached_server_list_free(list);
-    list = memcached_servers_parse("[]:1");
-    ok(list == NULL, "servers_parse: an empty bracketed host is refused");
-    memcached_server_list_free(list);
-    list = memcached_servers_parse("rdma:///tmp/x");
-    ok(list == NULL, "servers_parse: rdma:// with a socket path is refused");
-    memcached_server_list_free(list);
+    if (OURS) { /* libmemcached takes "[]" for a host name */
+        list = memcached_servers_parse("[]:1");
+        ok(list == NULL, "servers_parse: an empty bracketed host is refused");
+        memcached_server_list_free(list);
+        list = memcached_servers_parse("rdma:///tmp/x");
+        ok(list == NULL, "servers_parse: rdma:// with a socket path is refused");
+        memcached_server_list_free(list);
+    }
 
     list = memcached_server_list_append(NULL, "127.0.0.1", (in_port_t)s->port, &rc);
     is_rc(rc, MEMCACHED_SUCCESS, "server_list_append");
@@ -702,8 +723,10 @@ static void test_server_lists(const struct test_server *s)
     ok(memcached(with_nul, sizeof(with_nul) - 1) == NULL,
        "a NUL inside the given length is refused, not the end of the string");
     err[0] = '\0';
-    libmemcached_check_configuration("--SERVER=localhost:99999", 24, err, sizeof(err));
-    ok(strstr(err, "localhost:99999") != NULL, "the error names the whole option (%s)", err);
+    if (OURS) { /* libmemcached takes port 99999 as 34463 */
+        libmemcached_check_configuration("--SERVER=localhost:99999", 24, err, sizeof(err));
+        ok(strstr(err, "localhost:99999") != NULL, "the error names the whole option (%s)", err);
+    }
     /* blanks between double quotes belong to the value, as libmemcached
      * reads them */
     static const char quoted[] = "--SOCKET=\"/tmp/a b\" --BINARY-PROTOCOL";
@@ -723,12 +746,15 @@ static void test_server_lists(const struct test_server *s)
     ok(m == NULL || memcached_server_count(m) == 3,
        "a quote inside a value does not swallow the options after it");
     memcached_free(m);
-    m = memcached("--SERVER=[::1]:11212", 20);
-    ok(m != NULL && memcached_server_count(m) == 1 &&
-           strcmp(memcached_server_name(memcached_server_instance_by_position(m, 0)), "::1") == 0 &&
-           memcached_server_port(memcached_server_instance_by_position(m, 0)) == 11212,
-       "--SERVER=[::1]:11212: an IPv6 address in brackets");
-    memcached_free(m);
+    if (OURS) { /* libmemcached's parser refuses IPv6 addresses */
+        m = memcached("--SERVER=[::1]:11212", 20);
+        ok(m != NULL && memcached_server_count(m) == 1 &&
+               strcmp(memcached_server_name(memcached_server_instance_by_position(m, 0)), "::1") ==
+                   0 &&
+               memcached_server_port(memcached_server_instance_by_position(m, 0)) == 11212,
+           "--SERVER=[::1]:11212: an IPv6 address in brackets");
+        memcached_free(m);
+    }
 
     const char *sock_config = "--SOCKET=\"/some/path/sock\" --DISTRIBUTION=consistent";
     m = memcached(sock_config, strlen(sock_config));
@@ -752,10 +778,13 @@ static void test_unreachable(void)
           "then disabled until the retry timeout");
     ok(strlen(memcached_last_error_message(m)) > 0, "last_error_message says something");
     const memcached_instance_st *gone = memcached_server_get_last_disconnect(m);
-    ok(gone != NULL && gone == memcached_server_instance_by_position(m, 0),
-       "server_get_last_disconnect names the failed server");
-    is_rc(memcached_server_error_return(gone), MEMCACHED_CONNECTION_FAILURE,
-          "server_error_return gives its failure");
+    ok(gone != NULL, "server_get_last_disconnect gives a server");
+    if (OURS) { /* libmemcached gives a copy that reads SUCCESS */
+        ok(gone == memcached_server_instance_by_position(m, 0),
+           "server_get_last_disconnect names the failed server itself");
+        is_rc(memcached_server_error_return(gone), MEMCACHED_CONNECTION_FAILURE,
+              "server_error_return gives its failure");
+    }
     ok(memcached_server_error(gone) != NULL, "server_error describes it");
     memcached_reset_last_disconnected_server(m);
     ok(memcached_server_get_last_disconnect(m) == NULL, "reset_last_disconnected_server");

@@ -45,6 +45,7 @@ struct memcached_result_st {
     size_t value_capacity;
     uint64_t numeric_value;
     char item_key[MEMCACHED_MAX_KEY];
+    uint32_t fetched_count; /* hits fetched into it since its fetch began */
     struct {
         bool is_allocated;
         bool is_initialized;
