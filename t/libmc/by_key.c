@@ -1,7 +1,9 @@
 /* t/libmc/by_key.c: the _by_key calls over three real servers ($MC_SERVER):
  * every key stored with a group key lands on the group key's server, and
  * the _by_key forms of get, mget, delete, touch, exist, increment and cas
- * find it there, in the text and the binary protocol. */
+ * find it there, in the text and the binary protocol. Also built against
+ * Debian's libmemcached (by_key_ref, REFERENCE_LIBMEMCACHED defined), which
+ * passes every check not marked OURS. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,12 @@
 
 #include "server.h"
 #include "tap.h"
+
+#ifdef REFERENCE_LIBMEMCACHED
+#define OURS 0
+#else
+#define OURS 1
+#endif
 
 static int holder(struct test_server *s, const char *key)
 {
@@ -108,12 +116,15 @@ static void run(struct test_server *s, bool binary)
           "delete_by_key");
     is_rc(memcached_exist_by_key(memc, group, gl, kp[4], kl[4]), MEMCACHED_NOTFOUND, "deleted");
     ok(holder(s, keys[4]) == -1, "gone from every server");
-    /* without a group key the key's own server is asked */
+    /* without a group key the key's own server is asked (libmemcached's
+     * delete, storage, exist and arithmetic hash the empty group key
+     * instead, while its gets place by the key) */
     int k = 0;
     while (k < N - 1 && memcached_server_by_key(memc, kp[k], kl[k], &rc) == owner)
         k++;
-    is_rc(memcached_delete_by_key(memc, NULL, 0, kp[k], kl[k], 0), MEMCACHED_NOTFOUND,
-          "a NULL group key places by the key itself");
+    if (OURS)
+        is_rc(memcached_delete_by_key(memc, NULL, 0, kp[k], kl[k], 0), MEMCACHED_NOTFOUND,
+              "a NULL group key places by the key itself");
     memcached_free(memc);
 }
 
