@@ -1,8 +1,9 @@
-/* callback.c: memcached_callback_set/get. Supported: the namespace
+/* callback.c: memcached_callback_set/get: the namespace
  * (MEMCACHED_CALLBACK_PREFIX_KEY / _NAMESPACE), put in front of every key on
- * the wire and removed from fetched keys, and MEMCACHED_CALLBACK_USER_DATA.
- * The function callbacks (clone, cleanup, get failure, delete trigger) are
- * not supported and say so with MEMCACHED_NOT_SUPPORTED. */
+ * the wire and removed from fetched keys, MEMCACHED_CALLBACK_USER_DATA, and
+ * the function callbacks, kept here and called where libmemcached calls
+ * them: clone (client.c), cleanup (client.c), get failure (get.c) and
+ * delete trigger (keyops.c). */
 #include <string.h>
 
 #include <libmemcached/memcached.h>
@@ -29,6 +30,10 @@ static memcached_return_t set_namespace(struct lmr_client *c, const char *prefix
     return MEMCACHED_SUCCESS;
 }
 
+/* The API passes function callbacks as data pointers; C converts between
+ * the two only through their bytes. */
+#define FN_FROM_DATA(fn, data) memcpy(&(fn), &(data), sizeof(fn))
+
 memcached_return_t memcached_callback_set(memcached_st *ptr, const memcached_callback_t flag,
                                           const void *data)
 {
@@ -41,10 +46,35 @@ memcached_return_t memcached_callback_set(memcached_st *ptr, const memcached_cal
     case MEMCACHED_CALLBACK_USER_DATA:
         c->user_data = (void *)data;
         return MEMCACHED_SUCCESS;
+    case MEMCACHED_CALLBACK_CLONE_FUNCTION:
+        FN_FROM_DATA(c->on_clone, data);
+        return MEMCACHED_SUCCESS;
+    case MEMCACHED_CALLBACK_CLEANUP_FUNCTION:
+        FN_FROM_DATA(c->on_cleanup, data);
+        return MEMCACHED_SUCCESS;
+    case MEMCACHED_CALLBACK_GET_FAILURE:
+        FN_FROM_DATA(c->on_get_miss, data);
+        return MEMCACHED_SUCCESS;
+    case MEMCACHED_CALLBACK_DELETE_TRIGGER:
+        /* the trigger needs each delete's reply */
+        if (data != NULL && (c->behaviors.buffer_requests || c->behaviors.noreply))
+            return lmr_client_result(c, MEMCACHED_INVALID_ARGUMENTS,
+                                     "a delete trigger needs replies: no buffering, no noreply");
+        FN_FROM_DATA(c->on_delete, data);
+        return MEMCACHED_SUCCESS;
     default:
-        return lmr_client_result(c, MEMCACHED_NOT_SUPPORTED, "callback not supported");
+        return lmr_client_result(c, MEMCACHED_INVALID_ARGUMENTS, "no such callback");
     }
 }
+
+/* A function callback handed back as data, with SUCCESS when set. */
+#define DATA_FROM_FN(fn, error)                                                                    \
+    do {                                                                                           \
+        void *data_ = NULL;                                                                        \
+        memcpy(&data_, &(fn), sizeof(data_));                                                      \
+        *(error) = data_ != NULL ? MEMCACHED_SUCCESS : MEMCACHED_FAILURE;                          \
+        return data_;                                                                              \
+    } while (0)
 
 void *memcached_callback_get(memcached_st *ptr, const memcached_callback_t flag,
                              memcached_return_t *error)
@@ -64,8 +94,16 @@ void *memcached_callback_get(memcached_st *ptr, const memcached_callback_t flag,
     case MEMCACHED_CALLBACK_USER_DATA:
         *error = c->user_data != NULL ? MEMCACHED_SUCCESS : MEMCACHED_FAILURE;
         return c->user_data;
+    case MEMCACHED_CALLBACK_CLONE_FUNCTION:
+        DATA_FROM_FN(c->on_clone, error);
+    case MEMCACHED_CALLBACK_CLEANUP_FUNCTION:
+        DATA_FROM_FN(c->on_cleanup, error);
+    case MEMCACHED_CALLBACK_GET_FAILURE:
+        DATA_FROM_FN(c->on_get_miss, error);
+    case MEMCACHED_CALLBACK_DELETE_TRIGGER:
+        DATA_FROM_FN(c->on_delete, error);
     default:
-        *error = MEMCACHED_NOT_SUPPORTED;
+        *error = MEMCACHED_FAILURE;
         return NULL;
     }
 }

@@ -282,6 +282,8 @@ void memcached_free(memcached_st *ptr)
 {
     struct lmr_client *c = lmr_client_of(ptr);
     if (c != NULL) {
+        if (c->on_cleanup != NULL)
+            c->on_cleanup(ptr);
         memcached_servers_reset(ptr);
         lmr_fetch_clear(&c->fetch);
         free(c);
@@ -323,6 +325,10 @@ memcached_st *memcached_clone(memcached_st *clone, const memcached_st *source)
     struct lmr_client *c = copy->impl;
     c->behaviors = src->behaviors;
     c->user_data = src->user_data;
+    c->on_clone = src->on_clone;
+    c->on_cleanup = src->on_cleanup;
+    c->on_get_miss = src->on_get_miss;
+    c->on_delete = src->on_delete;
     memcpy(c->namespace_prefix, src->namespace_prefix, sizeof(c->namespace_prefix));
     c->namespace_length = src->namespace_length;
     for (uint32_t i = 0; i < src->server_count; i++) {
@@ -335,6 +341,8 @@ memcached_st *memcached_clone(memcached_st *clone, const memcached_st *source)
         if (s->weight > 1) /* libmemcached pushes the servers into the clone */
             c->behaviors.ketama_weighted = true;
     }
+    if (src->on_clone != NULL) /* its return is not looked at, as libmemcached */
+        src->on_clone(copy, source);
     return copy;
 }
 

@@ -68,6 +68,11 @@ struct lmr_client {
 
     struct lmr_behaviors behaviors;
     struct lmr_fetch_queue fetch;
+    /* memcached_callback_set's function callbacks (NULL: none) */
+    memcached_clone_fn on_clone;               /* after memcached_clone */
+    memcached_cleanup_fn on_cleanup;           /* in memcached_free */
+    memcached_trigger_key_fn on_get_miss;      /* a memcached_get miss: read-through */
+    memcached_trigger_delete_key_fn on_delete; /* after a delete that deleted */
     void *user_data;
     char namespace_prefix[MEMCACHED_MAX_NAMESPACE]; /* MEMCACHED_CALLBACK_PREFIX_KEY */
     size_t namespace_length;

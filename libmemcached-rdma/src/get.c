@@ -19,6 +19,39 @@ static void set_outputs(size_t *value_length, uint32_t *flags, size_t length, ui
         *flags = f;
 }
 
+/* A miss with a get-failure callback (MEMCACHED_CALLBACK_GET_FAILURE), as
+ * libmemcached handles it: the callback fills a result; on SUCCESS (or
+ * BUFFERED: the set goes out buffered) the value is set under the key,
+ * without expiry, and returned with the set's code. NULL otherwise, with
+ * *error still NOTFOUND. */
+static char *read_through(memcached_st *ptr, struct lmr_client *c, const char *key,
+                          size_t key_length, size_t *value_length, uint32_t *flags,
+                          memcached_return_t *error)
+{
+    memcached_result_st filled;
+    memcached_result_create(ptr, &filled);
+    char *value = NULL;
+    memcached_return_t rc = c->on_get_miss(ptr, key, key_length, &filled);
+    if (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_BUFFERED) {
+        bool was_buffering = c->behaviors.buffer_requests;
+        if (rc == MEMCACHED_BUFFERED)
+            c->behaviors.buffer_requests = true;
+        rc = memcached_set(ptr, key, key_length, memcached_result_value(&filled),
+                           memcached_result_length(&filled), 0, memcached_result_flags(&filled));
+        c->behaviors.buffer_requests = was_buffering;
+        if (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_BUFFERED) {
+            set_outputs(value_length, flags, memcached_result_length(&filled),
+                        memcached_result_flags(&filled));
+            value = memcached_result_take_value(&filled);
+            if (value == NULL) /* an empty value still yields a string */
+                value = calloc(1, 1);
+            *error = value != NULL ? rc : MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+        }
+    }
+    memcached_result_free(&filled);
+    return value;
+}
+
 char *memcached_get_by_key(memcached_st *ptr, const char *group_key, size_t group_key_length,
                            const char *key, size_t key_length, size_t *value_length,
                            uint32_t *flags, memcached_return_t *error)
@@ -63,6 +96,8 @@ char *memcached_get_by_key(memcached_st *ptr, const char *group_key, size_t grou
     *error = rc;
     if (rc != MEMCACHED_SUCCESS) {
         lmr_request_release(&req);
+        if (rc == MEMCACHED_NOTFOUND && c->on_get_miss != NULL)
+            return read_through(ptr, c, key, key_length, value_length, flags, error);
         return NULL;
     }
     char *value = req.lib_buffer;

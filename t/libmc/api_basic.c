@@ -767,6 +767,121 @@ static void test_server_lists(const struct test_server *s)
     memcached_free(m);
 }
 
+/* Function callbacks pass through memcached_callback_set as data. */
+static const void *fn_data(void (*fn)(void))
+{
+    const void *data;
+    memcpy(&data, &fn, sizeof(data));
+    return data;
+}
+
+static int miss_calls, delete_calls, clone_calls, cleanup_calls;
+static char deleted_key[64];
+
+static memcached_return_t make_value(const memcached_st *memc, const char *key, size_t key_length,
+                                     memcached_result_st *result)
+{
+    (void)memc;
+    miss_calls++;
+    if (key_length >= 5 && memcmp(key, "skip-", 5) == 0)
+        return MEMCACHED_NOTFOUND; /* no value: the miss stands */
+    char value[80];
+    int n = snprintf(value, sizeof(value), "made:%.*s", (int)key_length, key);
+    memcached_result_set_value(result, value, (size_t)n);
+    memcached_result_set_flags(result, 7);
+    return MEMCACHED_SUCCESS;
+}
+
+static memcached_return_t note_delete(const memcached_st *memc, const char *key, size_t key_length)
+{
+    (void)memc;
+    delete_calls++;
+    snprintf(deleted_key, sizeof(deleted_key), "%.*s", (int)key_length, key);
+    return MEMCACHED_SUCCESS;
+}
+
+static const memcached_st *cloned_from;
+static memcached_return_t note_clone(memcached_st *destination, const memcached_st *source)
+{
+    clone_calls += destination != NULL;
+    cloned_from = source;
+    return MEMCACHED_SUCCESS;
+}
+
+static memcached_return_t note_cleanup(const memcached_st *memc)
+{
+    cleanup_calls += memc != NULL;
+    return MEMCACHED_SUCCESS;
+}
+
+/* MEMCACHED_CALLBACK_GET_FAILURE (read-through), DELETE_TRIGGER, CLONE_FUNCTION
+ * and CLEANUP_FUNCTION, called where libmemcached calls them. */
+static void test_callbacks(const struct test_server *s)
+{
+    memcached_st *memc = client_for(s, false);
+    memcached_return_t rc;
+    ok(memcached_callback_get(memc, MEMCACHED_CALLBACK_GET_FAILURE, &rc) == NULL &&
+           rc == MEMCACHED_FAILURE,
+       "callback_get of an unset function callback: NULL, FAILURE");
+    is_rc(memcached_callback_set(memc, MEMCACHED_CALLBACK_GET_FAILURE,
+                                 fn_data((void (*)(void))make_value)),
+          MEMCACHED_SUCCESS, "set a get-failure callback");
+    ok(memcached_callback_get(memc, MEMCACHED_CALLBACK_GET_FAILURE, &rc) ==
+               fn_data((void (*)(void))make_value) &&
+           rc == MEMCACHED_SUCCESS,
+       "callback_get gives it back");
+    memcached_delete(memc, "rt-key", 6, 0);
+    size_t len = 0;
+    uint32_t flags = 0;
+    miss_calls = 0;
+    char *v = memcached_get(memc, "rt-key", 6, &len, &flags, &rc);
+    ok(v != NULL && len == 11 && memcmp(v, "made:rt-key", 11) == 0 && flags == 7 &&
+           rc == MEMCACHED_SUCCESS && miss_calls == 1,
+       "a miss asks the callback and returns its value and flags");
+    free(v);
+    v = memcached_get(memc, "skip-key", 8, &len, &flags, &rc);
+    ok(v == NULL && rc == MEMCACHED_NOTFOUND && miss_calls == 2,
+       "a callback without a value leaves the miss");
+    memcached_callback_set(memc, MEMCACHED_CALLBACK_GET_FAILURE, NULL);
+    v = memcached_get(memc, "rt-key", 6, &len, &flags, &rc);
+    ok(v != NULL && len == 11 && flags == 7 && miss_calls == 2,
+       "the callback's value was stored under the key");
+    free(v);
+
+    is_rc(memcached_callback_set(memc, MEMCACHED_CALLBACK_DELETE_TRIGGER,
+                                 fn_data((void (*)(void))note_delete)),
+          MEMCACHED_SUCCESS, "set a delete trigger");
+    delete_calls = 0;
+    is_rc(memcached_delete(memc, "rt-key", 6, 0), MEMCACHED_SUCCESS, "delete with a trigger");
+    ok(delete_calls == 1 && strcmp(deleted_key, "rt-key") == 0, "the trigger names the key");
+    is_rc(memcached_delete(memc, "rt-key", 6, 0), MEMCACHED_NOTFOUND, "delete of a missing key");
+    ok(delete_calls == 1, "no trigger when nothing was deleted");
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_NOREPLY, 1);
+    is_rc(memcached_delete(memc, "rt-key", 6, 0), MEMCACHED_INVALID_ARGUMENTS,
+          "a delete trigger with NOREPLY: the delete is refused");
+    memcached_callback_set(memc, MEMCACHED_CALLBACK_DELETE_TRIGGER, NULL);
+    is_rc(memcached_callback_set(memc, MEMCACHED_CALLBACK_DELETE_TRIGGER,
+                                 fn_data((void (*)(void))note_delete)),
+          MEMCACHED_INVALID_ARGUMENTS, "a delete trigger cannot be set under NOREPLY");
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_NOREPLY, 0);
+
+    memcached_callback_set(memc, MEMCACHED_CALLBACK_CLONE_FUNCTION,
+                           fn_data((void (*)(void))note_clone));
+    memcached_callback_set(memc, MEMCACHED_CALLBACK_CLEANUP_FUNCTION,
+                           fn_data((void (*)(void))note_cleanup));
+    clone_calls = cleanup_calls = 0;
+    memcached_st *copy = memcached_clone(NULL, memc);
+    ok(copy != NULL && clone_calls == 1 && cloned_from == memc,
+       "clone calls the source's clone callback");
+    ok(copy != NULL && memcached_callback_get(copy, MEMCACHED_CALLBACK_CLEANUP_FUNCTION, &rc) ==
+                           fn_data((void (*)(void))note_cleanup),
+       "the clone keeps the callbacks");
+    memcached_free(copy);
+    ok(cleanup_calls == 1, "free calls the cleanup callback");
+    memcached_free(memc);
+    ok(cleanup_calls == 2, "... for the original too");
+}
+
 static void test_unreachable(void)
 {
     memcached_st *m = memcached_create(NULL);
@@ -826,6 +941,7 @@ int main(void)
     test_behaviors();
     test_server_lists(&tcp);
     test_socket_timeouts(&tcp);
+    test_callbacks(&tcp);
     test_unreachable();
     test_strings();
     test_server_stop(&tcp, false);

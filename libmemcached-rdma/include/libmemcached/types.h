@@ -106,4 +106,14 @@ typedef memcached_return_t (*memcached_stat_fn)(const memcached_instance_st *ser
                                                 const char *value, size_t value_length,
                                                 void *context);
 
+/* memcached_callback_set's function callbacks */
+typedef memcached_return_t (*memcached_clone_fn)(memcached_st *destination,
+                                                 const memcached_st *source);
+typedef memcached_return_t (*memcached_cleanup_fn)(const memcached_st *ptr);
+typedef memcached_return_t (*memcached_trigger_key_fn)(const memcached_st *ptr, const char *key,
+                                                       size_t key_length,
+                                                       memcached_result_st *result);
+typedef memcached_return_t (*memcached_trigger_delete_key_fn)(const memcached_st *ptr,
+                                                              const char *key, size_t key_length);
+
 #endif
