@@ -102,9 +102,8 @@ memcached_return_t memcached_behavior_set(memcached_st *ptr, const memcached_beh
     case MEMCACHED_BEHAVIOR_SOCKET_RECV_SIZE:
         b->socket_recv_size = data;
         break;
-    case MEMCACHED_BEHAVIOR_CACHE_LOOKUPS:
-        b->cache_lookups = data != 0;
-        break;
+    case MEMCACHED_BEHAVIOR_CACHE_LOOKUPS: /* always on, as in libmemcached */
+        return MEMCACHED_DEPRECATED;
     case MEMCACHED_BEHAVIOR_SUPPORT_CAS:
         b->support_cas = data != 0;
         break;
@@ -126,7 +125,7 @@ memcached_return_t memcached_behavior_set(memcached_st *ptr, const memcached_beh
             lmr_io_wait_all(c);
         break;
     case MEMCACHED_BEHAVIOR_USER_DATA:
-        return MEMCACHED_FAILURE; /* deprecated: use memcached_set_user_data */
+        return MEMCACHED_DEPRECATED; /* memcached_set_user_data instead */
     case MEMCACHED_BEHAVIOR_SORT_HOSTS:
         b->sort_hosts = data != 0;
         if (b->sort_hosts) /* the servers already added too */
@@ -146,6 +145,8 @@ memcached_return_t memcached_behavior_set(memcached_st *ptr, const memcached_beh
         }
         break;
     case MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT:
+        if (data == 0) /* as libmemcached: at least one failure */
+            return MEMCACHED_INVALID_ARGUMENTS;
         b->server_failure_limit = (uint32_t)data;
         break;
     case MEMCACHED_BEHAVIOR_IO_MSG_WATERMARK:
@@ -177,11 +178,10 @@ memcached_return_t memcached_behavior_set(memcached_st *ptr, const memcached_beh
     case MEMCACHED_BEHAVIOR_RANDOMIZE_REPLICA_READ:
         b->randomize_replica_read = data != 0;
         break;
-    case MEMCACHED_BEHAVIOR_CORK:
-        b->cork = data != 0;
-        break;
-    case MEMCACHED_BEHAVIOR_LOAD_FROM_FILE:
-        return MEMCACHED_NOT_SUPPORTED;
+    case MEMCACHED_BEHAVIOR_CORK: /* always on, as in libmemcached */
+        return MEMCACHED_DEPRECATED;
+    case MEMCACHED_BEHAVIOR_LOAD_FROM_FILE: /* configuration strings only */
+        return MEMCACHED_INVALID_ARGUMENTS;
     case MEMCACHED_BEHAVIOR_DEAD_TIMEOUT:
         b->dead_timeout_s = (uint32_t)data;
         break;
@@ -229,7 +229,7 @@ uint64_t memcached_behavior_get(memcached_st *ptr, const memcached_behavior_t fl
     case MEMCACHED_BEHAVIOR_SOCKET_RECV_SIZE:
         return b->socket_recv_size;
     case MEMCACHED_BEHAVIOR_CACHE_LOOKUPS:
-        return b->cache_lookups;
+        return 1;
     case MEMCACHED_BEHAVIOR_SUPPORT_CAS:
         return b->support_cas;
     case MEMCACHED_BEHAVIOR_POLL_TIMEOUT:
@@ -270,7 +270,7 @@ uint64_t memcached_behavior_get(memcached_st *ptr, const memcached_behavior_t fl
     case MEMCACHED_BEHAVIOR_RANDOMIZE_REPLICA_READ:
         return b->randomize_replica_read;
     case MEMCACHED_BEHAVIOR_CORK:
-        return b->cork;
+        return 1;
     case MEMCACHED_BEHAVIOR_DEAD_TIMEOUT:
         return b->dead_timeout_s;
     case MEMCACHED_BEHAVIOR_SERVER_TIMEOUT_LIMIT:

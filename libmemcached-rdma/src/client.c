@@ -24,6 +24,8 @@ void lmr_behaviors_defaults(struct lmr_behaviors *b)
     b->server_failure_limit = MEMCACHED_SERVER_FAILURE_LIMIT;
     b->server_timeout_limit = MEMCACHED_SERVER_TIMEOUT_LIMIT;
     b->request_window = MEMCACHED_DEFAULT_REQUEST_WINDOW;
+    b->io_msg_watermark = 500; /* libmemcached's defaults; no meaning here */
+    b->io_bytes_watermark = 65 * 1024;
 }
 
 memcached_return_t lmr_client_result(struct lmr_client *c, memcached_return_t rc,

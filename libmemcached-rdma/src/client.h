@@ -29,8 +29,6 @@ struct lmr_behaviors {
     bool remove_failed_servers;
     bool hash_with_prefix_key;
     bool sort_hosts;
-    bool cache_lookups;
-    bool cork;
     memcached_server_distribution_t distribution;
     memcached_hash_t key_hash;
     memcached_hash_t ketama_hash;

@@ -626,6 +626,24 @@ static void test_behaviors(void)
     }
     ok(all, "boolean behaviors round-trip");
     memcached_free(m);
+
+    /* libmemcached's defaults and refusals */
+    m = memcached_create(NULL);
+    ok(memcached_behavior_get(m, MEMCACHED_BEHAVIOR_IO_MSG_WATERMARK) == 500 &&
+           memcached_behavior_get(m, MEMCACHED_BEHAVIOR_IO_BYTES_WATERMARK) == 65 * 1024,
+       "IO watermarks default to 500 messages and 65 KiB");
+    ok(memcached_behavior_set(m, MEMCACHED_BEHAVIOR_CORK, 0) == MEMCACHED_DEPRECATED &&
+           memcached_behavior_get(m, MEMCACHED_BEHAVIOR_CORK) == 1 &&
+           memcached_behavior_set(m, MEMCACHED_BEHAVIOR_CACHE_LOOKUPS, 0) == MEMCACHED_DEPRECATED &&
+           memcached_behavior_get(m, MEMCACHED_BEHAVIOR_CACHE_LOOKUPS) == 1 &&
+           memcached_behavior_set(m, MEMCACHED_BEHAVIOR_USER_DATA, 1) == MEMCACHED_DEPRECATED,
+       "CORK, CACHE_LOOKUPS and USER_DATA are DEPRECATED (the first two always on)");
+    ok(memcached_behavior_set(m, MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT, 0) ==
+               MEMCACHED_INVALID_ARGUMENTS &&
+           memcached_behavior_set(m, MEMCACHED_BEHAVIOR_LOAD_FROM_FILE, 1) ==
+               MEMCACHED_INVALID_ARGUMENTS,
+       "SERVER_FAILURE_LIMIT 0 and LOAD_FROM_FILE are INVALID_ARGUMENTS");
+    memcached_free(m);
 }
 
 static void test_server_lists(const struct test_server *s)
