@@ -92,8 +92,8 @@ static memcached_return_t arith(memcached_st *ptr, bool increment, const char *g
     };
     uint64_t result = UINT64_MAX;
     memcached_return_t rc = run(ptr, LMR_OP_ARITH, group_key, group_key_length, &args, &result);
-    if (value != NULL)
-        *value = rc == MEMCACHED_SUCCESS ? result : UINT64_MAX;
+    if (value != NULL) /* with NOREPLY no value comes back */
+        *value = rc == MEMCACHED_SUCCESS && !c->behaviors.noreply ? result : UINT64_MAX;
     return rc;
 }
 
