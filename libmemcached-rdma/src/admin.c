@@ -17,6 +17,7 @@ static memcached_return_t on_all(struct lmr_client *c, enum lmr_op_kind kind,
 {
     if (c->server_count == 0)
         return MEMCACHED_NO_SERVERS;
+    c->query_id++;
     memcached_request_st *reqs = calloc(c->server_count, sizeof(*reqs));
     if (reqs == NULL)
         return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
@@ -136,4 +137,33 @@ memcached_return_t memcached_stat_execute(memcached_st *memc, const char *args,
     memcached_return_t rc = on_all(c, LMR_OP_STATS, &a, false, sinks);
     free(sinks);
     return lmr_client_result(c, rc, NULL);
+}
+
+memcached_return_t memcached_stat_servername(memcached_stat_st *memc_stat, char *args,
+                                             const char *hostname, in_port_t port)
+{
+    if (memc_stat == NULL || hostname == NULL)
+        return MEMCACHED_INVALID_ARGUMENTS;
+    memset(memc_stat, 0, sizeof(*memc_stat));
+    memcached_st *one = memcached_create(NULL);
+    if (one == NULL)
+        return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    memcached_return_t rc = memcached_server_add(one, hostname, port);
+    if (rc == MEMCACHED_SUCCESS) {
+        struct lmr_client *c = lmr_client_of(one);
+        /* this one server's own answer (memcached_stat would fold a
+         * failure into SOME_ERRORS) */
+        struct lmr_stat_sink sink = {.stat = memc_stat, .server = c->servers[0]};
+        struct lmr_op_args a = {.stat_args = args, .stats = &sink};
+        memcached_request_st req;
+        lmr_request_init(&req);
+        rc = lmr_op_issue_to(c->servers[0], &req, LMR_OP_STATS, &a, false);
+        if (rc == MEMCACHED_SUCCESS)
+            rc = lmr_io_wait(c, &req);
+        lmr_request_release(&req);
+    }
+    /* the fields stay; the pair list would outlive the handle it names */
+    lmr_stat_pairs_free(memc_stat);
+    memcached_free(one);
+    return rc;
 }

@@ -385,3 +385,47 @@ int memcached_last_error_errno(const memcached_st *ptr)
     const struct lmr_client *c = lmr_client_of(ptr);
     return c ? c->last_errno : 0;
 }
+
+memcached_return_t memcached_reset(memcached_st *ptr)
+{
+    if (lmr_client_of(ptr) == NULL)
+        return MEMCACHED_INVALID_ARGUMENTS;
+    bool allocated = ptr->options.is_allocated;
+    ptr->options.is_allocated = false; /* free the insides only */
+    memcached_free(ptr);
+    if (memcached_create(ptr) == NULL)
+        return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    ptr->options.is_allocated = allocated;
+    return MEMCACHED_SUCCESS;
+}
+
+memcached_return_t memcached_push(memcached_st *destination, const memcached_st *source)
+{
+    struct lmr_client *c = lmr_client_of(destination);
+    const struct lmr_client *src = lmr_client_of(source);
+    if (c == NULL || src == NULL)
+        return MEMCACHED_INVALID_ARGUMENTS;
+    for (uint32_t i = 0; i < src->server_count; i++) {
+        const memcached_instance_st *s = src->servers[i];
+        memcached_return_t rc = lmr_client_add_server(c, s->hostname, s->port, s->weight, s->type);
+        if (rc != MEMCACHED_SUCCESS)
+            return lmr_client_result(c, rc, NULL);
+    }
+    return MEMCACHED_SUCCESS;
+}
+
+uint64_t memcached_query_id(const memcached_st *ptr)
+{
+    const struct lmr_client *c = lmr_client_of(ptr);
+    return c ? c->query_id : 0;
+}
+
+const char *memcached_error(const memcached_st *ptr)
+{
+    return memcached_last_error_message(ptr);
+}
+
+void memcached_error_print(const memcached_st *ptr)
+{
+    fprintf(stderr, "%s\n", memcached_last_error_message(ptr));
+}

@@ -141,6 +141,7 @@ memcached_return_t memcached_mget_by_key(memcached_st *ptr, const char *group_ke
     while (c->fetch.pending_requests > 0)
         lmr_io_wait_all(c);
     lmr_fetch_clear(&c->fetch);
+    c->query_id++;
     if (number_of_keys == 0) /* as libmemcached */
         return lmr_client_result(c, MEMCACHED_INVALID_ARGUMENTS, "no keys given");
     if (keys == NULL || key_length == NULL)
@@ -341,4 +342,36 @@ memcached_return_t memcached_fetch_execute(memcached_st *ptr, memcached_execute_
     }
     memcached_result_free(&result);
     return lmr_client_result(c, MEMCACHED_SUCCESS, NULL);
+}
+
+/* Requests go out in bounded chunks (memcached_mget_by_key), so the kernel
+ * buffers never fill and nothing needs taking while sending: every result
+ * waits for memcached_fetch_execute, which libmemcached's callers call
+ * next. Binary protocol only, as in libmemcached. */
+memcached_return_t memcached_mget_execute_by_key(memcached_st *ptr, const char *group_key,
+                                                 size_t group_key_length, const char *const *keys,
+                                                 const size_t *key_length, size_t number_of_keys,
+                                                 memcached_execute_fn *callback, void *context,
+                                                 const uint32_t number_of_callbacks)
+{
+    struct lmr_client *c = lmr_client_of(ptr);
+    if (c == NULL)
+        return MEMCACHED_INVALID_ARGUMENTS;
+    if (!c->behaviors.binary_protocol)
+        return lmr_client_result(c, MEMCACHED_NOT_SUPPORTED,
+                                 "memcached_mget_execute needs the binary protocol");
+    (void)callback;
+    (void)context;
+    (void)number_of_callbacks;
+    return memcached_mget_by_key(ptr, group_key, group_key_length, keys, key_length,
+                                 number_of_keys);
+}
+
+memcached_return_t memcached_mget_execute(memcached_st *ptr, const char *const *keys,
+                                          const size_t *key_length, const size_t number_of_keys,
+                                          memcached_execute_fn *callback, void *context,
+                                          const uint32_t number_of_callbacks)
+{
+    return memcached_mget_execute_by_key(ptr, NULL, 0, keys, key_length, number_of_keys, callback,
+                                         context, number_of_callbacks);
 }

@@ -141,6 +141,7 @@ memcached_return_t lmr_op_blocking(memcached_st *ptr, memcached_request_st *req,
     if (c == NULL)
         return MEMCACHED_INVALID_ARGUMENTS;
     const struct lmr_behaviors *b = &c->behaviors;
+    c->query_id++;
     /* NOREPLY also quiets incr/decr (libmemcached's answer: SUCCESS, the
      * value unknown); BUFFER_REQUESTS and replicas are for writes only */
     bool noreply = b->noreply && (writes(kind) || kind == LMR_OP_ARITH);

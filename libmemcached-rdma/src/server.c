@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "client.h"
 #include "hash.h"
 #include "io.h"
@@ -21,6 +25,8 @@ void lmr_server_init(memcached_instance_st *srv, struct lmr_client *client, cons
     srv->weight = weight;
     srv->type = type;
     srv->conn.fd = -1;
+    /* not known before the server said (memcached_version), as libmemcached */
+    srv->major_version = srv->minor_version = srv->micro_version = UINT8_MAX;
 }
 
 void lmr_server_destroy(memcached_instance_st *srv)
@@ -234,4 +240,43 @@ const char *memcached_server_error(const memcached_instance_st *self)
     if (self == NULL || self->error_message[0] == '\0')
         return NULL;
     return self->error_message;
+}
+
+memcached_return_t memcached_server_add_udp(memcached_st *ptr, const char *hostname, in_port_t port)
+{
+    return memcached_server_add_udp_with_weight(ptr, hostname, port, 0);
+}
+
+memcached_return_t memcached_server_add_udp_with_weight(memcached_st *ptr, const char *hostname,
+                                                        in_port_t port, uint32_t weight)
+{
+    (void)hostname;
+    (void)port;
+    (void)weight;
+    struct lmr_client *c = lmr_client_of(ptr);
+    if (c == NULL)
+        return MEMCACHED_INVALID_ARGUMENTS;
+    return lmr_client_result(c, MEMCACHED_NOT_SUPPORTED, "UDP servers are not supported");
+}
+
+in_port_t memcached_server_srcport(const memcached_instance_st *self)
+{
+    if (self == NULL || self->type != MEMCACHED_CONNECTION_TCP || self->conn.ops == NULL ||
+        self->conn.fd < 0)
+        return 0;
+    struct sockaddr_storage local;
+    socklen_t len = sizeof(local);
+    if (getsockname(self->conn.fd, (struct sockaddr *)&local, &len) != 0)
+        return 0;
+    if (local.ss_family == AF_INET)
+        return ntohs(((const struct sockaddr_in *)&local)->sin_port);
+    if (local.ss_family == AF_INET6)
+        return ntohs(((const struct sockaddr_in6 *)&local)->sin6_port);
+    return 0;
+}
+
+void memcached_instance_next_retry(const memcached_instance_st *self, const time_t absolute_time)
+{
+    if (self != NULL) /* the handle's own server entry: writable, as libmemcached treats it */
+        ((memcached_instance_st *)self)->next_retry = absolute_time;
 }

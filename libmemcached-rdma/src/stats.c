@@ -122,7 +122,7 @@ char *memcached_stat_get_value(const memcached_st *ptr, memcached_stat_st *memc_
             return copy;
         }
     }
-    *error = MEMCACHED_NOTFOUND;
+    *error = MEMCACHED_INVALID_ARGUMENTS; /* a name the server did not send, as libmemcached */
     return NULL;
 }
 
@@ -156,20 +156,24 @@ char **memcached_stat_get_keys(memcached_st *ptr, memcached_stat_st *memc_stat,
     return list;
 }
 
+void lmr_stat_pairs_free(memcached_stat_st *st)
+{
+    struct lmr_stat_pairs *p = st->impl;
+    if (p == NULL)
+        return;
+    for (size_t i = p->count; i > 0; i--)
+        free(p->pairs[i - 1]);
+    free(p->pairs);
+    free(p);
+    st->impl = NULL;
+}
+
 void memcached_stat_free(const memcached_st *ptr, memcached_stat_st *memc_stat)
 {
     (void)ptr;
     if (memc_stat == NULL)
         return;
-    for (memcached_stat_st *st = memc_stat; st->root != NULL; st++) {
-        struct lmr_stat_pairs *p = st->impl;
-        if (p == NULL)
-            continue;
-        for (size_t i = p->count; i > 0; i--)
-            free(p->pairs[i - 1]);
-        free(p->pairs);
-        free(p);
-        st->impl = NULL;
-    }
+    for (memcached_stat_st *st = memc_stat; st->root != NULL; st++)
+        lmr_stat_pairs_free(st);
     free(memc_stat);
 }

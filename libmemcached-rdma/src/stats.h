@@ -16,5 +16,7 @@ struct lmr_stat_sink {
 
 void lmr_stat_sink_add(struct lmr_stat_sink *sink, const char *name, size_t name_length,
                        const char *value, size_t value_length);
+/* Frees the list of every pair kept for memcached_stat_get_value. */
+void lmr_stat_pairs_free(memcached_stat_st *st);
 
 #endif

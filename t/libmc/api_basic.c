@@ -349,7 +349,8 @@ static void test_server_ops(memcached_st *memc)
        "stat_get_value(pid)");
     free(pid);
     char *none = memcached_stat_get_value(memc, st, "no_such_stat", &rc);
-    ok(none == NULL && rc != MEMCACHED_SUCCESS, "stat_get_value of an unknown name fails");
+    ok(none == NULL && rc == MEMCACHED_INVALID_ARGUMENTS,
+       "stat_get_value of an unknown name: INVALID_ARGUMENTS");
     char **keys = memcached_stat_get_keys(memc, st, &rc);
     int n = 0, has_version = 0;
     for (char **k = keys; k && *k; k++, n++)
@@ -793,6 +794,75 @@ static void test_server_lists(const struct test_server *s)
     memcached_free(m);
 }
 
+static int execute_hits;
+static memcached_return_t count_hit(const memcached_st *memc, memcached_result_st *result,
+                                    void *context)
+{
+    (void)memc;
+    (void)result;
+    (void)context;
+    execute_hits++;
+    return MEMCACHED_SUCCESS;
+}
+
+/* Calls a libmemcached program may link against besides the everyday ones. */
+static void test_more_calls(const struct test_server *s)
+{
+    memcached_return_t rc;
+    memcached_st *fresh = client_for(s, false);
+    const memcached_instance_st *inst = memcached_server_instance_by_position(fresh, 0);
+    ok(memcached_server_major_version(inst) == UINT8_MAX,
+       "a server's version reads 255 before it said it");
+    uint64_t queries = memcached_query_id(fresh);
+    is_rc(memcached_set(fresh, "mc-a", 4, "1", 1, 0, 0), MEMCACHED_SUCCESS, "a set");
+    ok(memcached_query_id(fresh) > queries, "query_id grows with a query");
+    ok(memcached_server_srcport(inst) > 0, "server_srcport: the connection's local port");
+    ok(memcached_error(fresh) != NULL, "memcached_error gives a message");
+
+    const char *keys[] = {"mc-a", "mc-b"};
+    size_t lens[] = {4, 4};
+    memcached_set(fresh, "mc-b", 4, "2", 1, 0, 0);
+    memcached_execute_fn fns[] = {count_hit};
+    is_rc(memcached_mget_execute(fresh, keys, lens, 2, fns, NULL, 1), MEMCACHED_NOT_SUPPORTED,
+          "mget_execute in the text protocol: NOT_SUPPORTED");
+    memcached_behavior_set(fresh, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, 1);
+    execute_hits = 0;
+    is_rc(memcached_mget_execute(fresh, keys, lens, 2, fns, NULL, 1), MEMCACHED_SUCCESS,
+          "mget_execute in binary");
+    memcached_fetch_execute(fresh, fns, NULL, 1);
+    ok(execute_hits == 2, "its callbacks see both hits by the end of fetch_execute (%d)",
+       execute_hits);
+
+    memcached_st *other = memcached_create(NULL);
+    is_rc(memcached_push(other, fresh), MEMCACHED_SUCCESS, "push");
+    size_t len;
+    uint32_t flags;
+    char *v = memcached_get(other, "mc-b", 4, &len, &flags, &rc);
+    ok(memcached_server_count(other) == 1 && v != NULL && len == 1,
+       "the pushed server serves the other handle");
+    free(v);
+    memcached_free(other);
+
+    is_rc(memcached_reset(fresh), MEMCACHED_SUCCESS, "reset");
+    ok(memcached_server_count(fresh) == 0 &&
+           memcached_behavior_get(fresh, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL) == 0,
+       "reset: no servers, default behaviors");
+    memcached_free(fresh);
+
+    memcached_stat_st one;
+    is_rc(memcached_stat_servername(&one, NULL, "127.0.0.1", (in_port_t)s->port), MEMCACHED_SUCCESS,
+          "stat_servername");
+    ok(one.pid > 0 && one.limit_maxbytes > 0, "stat_servername fills the stats");
+    is_rc(memcached_stat_servername(&one, NULL, "127.0.0.1", (in_port_t)test_unused_port()),
+          MEMCACHED_CONNECTION_FAILURE, "stat_servername of a closed port: CONNECTION_FAILURE");
+    if (OURS) { /* libmemcached has UDP servers */
+        memcached_st *m = memcached_create(NULL);
+        is_rc(memcached_server_add_udp(m, "127.0.0.1", 11211), MEMCACHED_NOT_SUPPORTED,
+              "server_add_udp: NOT_SUPPORTED");
+        memcached_free(m);
+    }
+}
+
 /* Function callbacks pass through memcached_callback_set as data. */
 static const void *fn_data(void (*fn)(void))
 {
@@ -968,6 +1038,7 @@ int main(void)
     test_server_lists(&tcp);
     test_socket_timeouts(&tcp);
     test_callbacks(&tcp);
+    test_more_calls(&tcp);
     test_unreachable();
     test_strings();
     test_server_stop(&tcp, false);

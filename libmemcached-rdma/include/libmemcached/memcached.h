@@ -21,6 +21,14 @@ void memcached_quit(memcached_st *ptr);
 memcached_return_t memcached_flush_buffers(memcached_st *ptr);
 void *memcached_get_user_data(const memcached_st *ptr);
 void *memcached_set_user_data(memcached_st *ptr, void *data);
+/* Back to a new handle's state: no servers, default behaviors, no
+ * namespace or callbacks. */
+memcached_return_t memcached_reset(memcached_st *ptr);
+/* Adds source's servers to destination. */
+memcached_return_t memcached_push(memcached_st *destination, const memcached_st *source);
+/* How many queries the handle has made (it grows with every call that
+ * talks to servers). */
+uint64_t memcached_query_id(const memcached_st *ptr);
 memcached_return_t libmemcached_check_configuration(const char *option_string, size_t length,
                                                     char *error_buffer, size_t error_buffer_size);
 
@@ -33,6 +41,11 @@ memcached_return_t memcached_server_add_unix_socket_with_weight(memcached_st *pt
                                                                 const char *filename,
                                                                 uint32_t weight);
 memcached_return_t memcached_server_push(memcached_st *ptr, const memcached_server_list_st list);
+/* UDP servers are not supported (MEMCACHED_NOT_SUPPORTED), as USE_UDP. */
+memcached_return_t memcached_server_add_udp(memcached_st *ptr, const char *hostname,
+                                            in_port_t port);
+memcached_return_t memcached_server_add_udp_with_weight(memcached_st *ptr, const char *hostname,
+                                                        in_port_t port, uint32_t weight);
 uint32_t memcached_server_count(const memcached_st *ptr);
 void memcached_servers_reset(memcached_st *ptr);
 const memcached_instance_st *memcached_server_instance_by_position(const memcached_st *ptr,
@@ -44,6 +57,11 @@ memcached_return_t memcached_server_cursor(const memcached_st *ptr,
                                            uint32_t number_of_callbacks);
 const char *memcached_server_name(const memcached_instance_st *self);
 in_port_t memcached_server_port(const memcached_instance_st *self);
+/* The local port of the server's connection (0 when not connected over
+ * TCP). */
+in_port_t memcached_server_srcport(const memcached_instance_st *self);
+/* Makes a failed server usable again from absolute_time (unix seconds). */
+void memcached_instance_next_retry(const memcached_instance_st *self, const time_t absolute_time);
 const char *memcached_server_type(const memcached_instance_st *self);
 uint8_t memcached_server_major_version(const memcached_instance_st *self);
 uint8_t memcached_server_minor_version(const memcached_instance_st *self);
@@ -130,6 +148,17 @@ memcached_result_st *memcached_fetch_result(memcached_st *ptr, memcached_result_
                                             memcached_return_t *error);
 memcached_return_t memcached_fetch_execute(memcached_st *ptr, memcached_execute_fn *callback,
                                            void *context, uint32_t number_of_callbacks);
+/* An mget whose results the callbacks may take while it sends (binary
+ * protocol only, as libmemcached); the rest come with fetch_execute. */
+memcached_return_t memcached_mget_execute(memcached_st *ptr, const char *const *keys,
+                                          const size_t *key_length, const size_t number_of_keys,
+                                          memcached_execute_fn *callback, void *context,
+                                          const uint32_t number_of_callbacks);
+memcached_return_t memcached_mget_execute_by_key(memcached_st *ptr, const char *group_key,
+                                                 size_t group_key_length, const char *const *keys,
+                                                 const size_t *key_length, size_t number_of_keys,
+                                                 memcached_execute_fn *callback, void *context,
+                                                 const uint32_t number_of_callbacks);
 
 /* results */
 memcached_result_st *memcached_result_create(const memcached_st *ptr, memcached_result_st *result);
@@ -203,6 +232,9 @@ char **memcached_stat_get_keys(memcached_st *ptr, memcached_stat_st *memc_stat,
 void memcached_stat_free(const memcached_st *ptr, memcached_stat_st *memc_stat);
 memcached_return_t memcached_stat_execute(memcached_st *memc, const char *args,
                                           memcached_stat_fn func, void *context);
+/* The stats of one server named by host and port, into memc_stat. */
+memcached_return_t memcached_stat_servername(memcached_stat_st *memc_stat, char *args,
+                                             const char *hostname, in_port_t port);
 
 /* ---- behaviors ------------------------------------------------------------- */
 memcached_return_t memcached_behavior_set(memcached_st *ptr, const memcached_behavior_t flag,
@@ -224,6 +256,10 @@ void *memcached_callback_get(memcached_st *ptr, const memcached_callback_t flag,
 /* ---- errors and strings ----------------------------------------------------- */
 const char *memcached_strerror(const memcached_st *ptr, memcached_return_t rc);
 const char *memcached_last_error_message(const memcached_st *ptr);
+/* The last error message (memcached_last_error_message), and the same
+ * printed to stderr. */
+const char *memcached_error(const memcached_st *ptr);
+void memcached_error_print(const memcached_st *ptr);
 memcached_return_t memcached_last_error(const memcached_st *ptr);
 int memcached_last_error_errno(const memcached_st *ptr);
 const char *memcached_lib_version(void);
