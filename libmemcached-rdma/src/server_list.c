@@ -151,3 +151,13 @@ memcached_server_list_st memcached_servers_parse(const char *server_strings)
     }
     return list;
 }
+
+void memcached_server_free(memcached_server_st *ptr)
+{
+    memcached_server_list_free(ptr);
+}
+
+void memcached_server_error_reset(memcached_server_st *ptr)
+{
+    (void)ptr; /* list entries carry no error state to clear */
+}

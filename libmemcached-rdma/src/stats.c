@@ -1,6 +1,7 @@
 /* stats.c: statistics of servers: storing "STAT name value" pairs into a
  * memcached_stat_st (the well-known fields and the full list of pairs),
- * memcached_stat_get_value / _get_keys, memcached_stat_free. */
+ * memcached_stat_get_value / _get_keys, memcached_stat_free, and
+ * memcached_analyze's summary of them. */
 #include "stats.h"
 
 #include <stdio.h>
@@ -176,4 +177,54 @@ void memcached_stat_free(const memcached_st *ptr, memcached_stat_st *memc_stat)
     for (memcached_stat_st *st = memc_stat; st->root != NULL; st++)
         lmr_stat_pairs_free(st);
     free(memc_stat);
+}
+
+memcached_analysis_st *memcached_analyze(memcached_st *memc, memcached_stat_st *memc_stat,
+                                         memcached_return_t *error)
+{
+    memcached_return_t unused;
+    if (error == NULL)
+        error = &unused;
+    if (memc == NULL || memc_stat == NULL)
+        return NULL;
+    memcached_analysis_st *a = calloc(1, sizeof(*a));
+    if (a == NULL) {
+        *error = MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+        return NULL;
+    }
+    a->root = memc;
+    uint64_t items = 0, bytes = 0, gets = 0, hits = 0;
+    uint32_t n = memcached_server_count(memc);
+    for (uint32_t i = 0; i < n; i++) {
+        const memcached_stat_st *st = &memc_stat[i];
+        if (st->bytes > a->most_used_bytes) { /* the first of equals wins */
+            a->most_used_bytes = st->bytes;
+            a->most_consumed_server = i;
+        }
+        if ((uint32_t)st->uptime > a->longest_uptime) {
+            a->longest_uptime = (uint32_t)st->uptime;
+            a->oldest_server = i;
+        }
+        uint64_t room = st->limit_maxbytes - st->bytes;
+        /* 0 means "none yet", as libmemcached reads it: a full server is
+         * passed over by the next one */
+        if (a->least_remaining_bytes == 0 || room < a->least_remaining_bytes) {
+            a->least_remaining_bytes = room;
+            a->least_free_server = i;
+        }
+        items += st->curr_items;
+        bytes += st->bytes;
+        gets += st->cmd_get;
+        hits += st->get_hits;
+    }
+    if (items > 0 && bytes > 0)
+        a->average_item_size = (uint32_t)(bytes / items);
+    a->pool_hit_ratio = gets > 0 && hits > 0 ? (double)hits / (double)gets * 100.0 : 0.0;
+    *error = MEMCACHED_SUCCESS;
+    return a;
+}
+
+void memcached_analyze_free(memcached_analysis_st *analysis)
+{
+    free(analysis);
 }

@@ -343,6 +343,17 @@ static void test_server_ops(memcached_st *memc)
     is_rc(rc, MEMCACHED_SUCCESS, "stat");
     ok(st != NULL && st[0].pid > 0 && st[0].uptime > 0 && st[0].limit_maxbytes > 0,
        "stat fills pid, uptime, limit_maxbytes");
+    memcached_analysis_st *an = st ? memcached_analyze(memc, st, &rc) : NULL;
+    ok(an != NULL && rc == MEMCACHED_SUCCESS && an->most_consumed_server == 0 &&
+           an->oldest_server == 0 && an->least_free_server == 0 &&
+           an->longest_uptime == (uint32_t)st[0].uptime &&
+           an->least_remaining_bytes == st[0].limit_maxbytes - st[0].bytes &&
+           an->average_item_size ==
+               (st[0].curr_items ? (uint32_t)(st[0].bytes / st[0].curr_items) : 0) &&
+           an->pool_hit_ratio > 0 && an->pool_hit_ratio <= 100,
+       "analyze sums up the stats (hit ratio %.1f%%)", an ? an->pool_hit_ratio : -1.0);
+    if (an != NULL)
+        memcached_analyze_free(an);
     char *pid = memcached_stat_get_value(memc, st, "pid", &rc);
     ok(pid != NULL && rc == MEMCACHED_SUCCESS &&
            (unsigned long)atol(pid) == (unsigned long)st[0].pid,

@@ -41,6 +41,10 @@ memcached_return_t memcached_server_add_unix_socket_with_weight(memcached_st *pt
                                                                 const char *filename,
                                                                 uint32_t weight);
 memcached_return_t memcached_server_push(memcached_st *ptr, const memcached_server_list_st list);
+/* Frees a server list (memcached_server_list_free). */
+void memcached_server_free(memcached_server_st *ptr);
+/* Server list entries keep no error state here: nothing to clear. */
+void memcached_server_error_reset(memcached_server_st *ptr);
 /* UDP servers are not supported (MEMCACHED_NOT_SUPPORTED), as USE_UDP. */
 memcached_return_t memcached_server_add_udp(memcached_st *ptr, const char *hostname,
                                             in_port_t port);
@@ -232,6 +236,11 @@ char **memcached_stat_get_keys(memcached_st *ptr, memcached_stat_st *memc_stat,
 void memcached_stat_free(const memcached_st *ptr, memcached_stat_st *memc_stat);
 memcached_return_t memcached_stat_execute(memcached_st *memc, const char *args,
                                           memcached_stat_fn func, void *context);
+/* A summary of memcached_stat's array for memc's servers (NULL without
+ * either); freed with memcached_analyze_free. */
+memcached_analysis_st *memcached_analyze(memcached_st *memc, memcached_stat_st *memc_stat,
+                                         memcached_return_t *error);
+void memcached_analyze_free(memcached_analysis_st *analysis);
 /* The stats of one server named by host and port, into memc_stat. */
 memcached_return_t memcached_stat_servername(memcached_stat_st *memc_stat, char *args,
                                              const char *hostname, in_port_t port);

@@ -23,6 +23,7 @@ typedef struct memcached_server_st *memcached_server_list_st;
 typedef struct memcached_instance_st memcached_instance_st; /* opaque: one server */
 typedef const struct memcached_instance_st *memcached_server_instance_st;
 typedef struct memcached_request_st memcached_request_st; /* opaque: one request */
+typedef struct memcached_analysis_st memcached_analysis_st;
 
 struct lmr_client; /* the library's private state behind a memcached_st */
 
@@ -64,6 +65,21 @@ struct memcached_server_st {
     uint32_t weight;
     memcached_connection_t type;
     char hostname[MEMCACHED_NI_MAXHOST];
+};
+
+/* What memcached_analyze draws from memcached_stat's array: the server
+ * (by position) using the most bytes, up the longest and with the least
+ * room left, the average item size and the pool's get hit ratio (%). */
+struct memcached_analysis_st {
+    memcached_st *root;
+    uint32_t average_item_size;
+    uint32_t longest_uptime;
+    uint32_t least_free_server;
+    uint32_t most_consumed_server;
+    uint32_t oldest_server;
+    double pool_hit_ratio;
+    uint64_t most_used_bytes;
+    uint64_t least_remaining_bytes;
 };
 
 /* Statistics of one server, as memcached_stat() fills them. */
