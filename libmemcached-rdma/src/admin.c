@@ -1,6 +1,7 @@
 /* admin.c: calls addressed to every server rather than to a key: flush,
  * version, verbosity, stats (memcached_stat, memcached_stat_execute). Each
  * issues one request per server, then waits for all of them. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,4 +167,45 @@ memcached_return_t memcached_stat_servername(memcached_stat_st *memc_stat, char 
     lmr_stat_pairs_free(memc_stat);
     memcached_free(one);
     return rc;
+}
+
+/* Slab classes memcached has had since 1.4.23 (ids 0..63); a class with no
+ * items answers END. */
+#define DUMP_CLASSES 64
+
+memcached_return_t memcached_dump(memcached_st *ptr, memcached_dump_fn *callback, void *context,
+                                  uint32_t number_of_callbacks)
+{
+    struct lmr_client *c = lmr_client_of(ptr);
+    if (c == NULL || (callback == NULL && number_of_callbacks > 0))
+        return MEMCACHED_INVALID_ARGUMENTS;
+    if (c->server_count == 0)
+        return lmr_client_result(c, MEMCACHED_NO_SERVERS, NULL);
+    if (c->behaviors.binary_protocol)
+        return lmr_client_result(c, MEMCACHED_NOT_SUPPORTED,
+                                 "memcached_dump needs the text protocol");
+    memcached_request_st req;
+    bool callback_failed = false;
+    for (unsigned cls = 0; cls < DUMP_CLASSES; cls++) {
+        char args[32];
+        snprintf(args, sizeof(args), "cachedump %u 0", cls);
+        for (uint32_t i = 0; i < c->server_count; i++) {
+            struct lmr_stat_sink sink = {.server = c->servers[i],
+                                         .context = context,
+                                         .dump = callback,
+                                         .dump_count = number_of_callbacks,
+                                         .root = ptr};
+            struct lmr_op_args a = {.stat_args = args, .stats = &sink};
+            lmr_request_init(&req);
+            memcached_return_t rc = lmr_op_issue_to(c->servers[i], &req, LMR_OP_STATS, &a, false);
+            if (rc == MEMCACHED_SUCCESS)
+                rc = lmr_io_wait(c, &req);
+            lmr_request_release(&req);
+            if (rc != MEMCACHED_SUCCESS) /* a server that refuses dumps (-X), or is gone */
+                return lmr_client_result(c, rc, memcached_server_error(c->servers[i]));
+            callback_failed |= sink.rc != MEMCACHED_SUCCESS;
+        }
+    }
+    return lmr_client_result(c, callback_failed ? MEMCACHED_SOME_ERRORS : MEMCACHED_SUCCESS,
+                             callback_failed ? "a dump callback failed" : NULL);
 }

@@ -104,6 +104,23 @@ void lmr_stat_sink_add(struct lmr_stat_sink *sink, const char *name, size_t name
         (void)sink->callback(sink->server, name, name_length, value, value_length, sink->context);
 }
 
+void lmr_stat_sink_item(struct lmr_stat_sink *sink, const char *key, size_t key_length)
+{
+    char copy[MEMCACHED_MAX_KEY];
+    if (key_length >= sizeof(copy))
+        key_length = sizeof(copy) - 1;
+    memcpy(copy, key, key_length);
+    copy[key_length] = '\0'; /* callbacks get a terminated key */
+    for (uint32_t i = 0; i < sink->dump_count; i++) {
+        memcached_return_t rc = sink->dump[i](sink->root, copy, key_length, sink->context);
+        if (rc != MEMCACHED_SUCCESS) {
+            if (sink->rc == MEMCACHED_SUCCESS)
+                sink->rc = rc;
+            break;
+        }
+    }
+}
+
 char *memcached_stat_get_value(const memcached_st *ptr, memcached_stat_st *memc_stat,
                                const char *key, memcached_return_t *error)
 {

@@ -12,10 +12,17 @@ struct lmr_stat_sink {
     void *context;
     const memcached_instance_st *server;
     memcached_return_t rc; /* first failure while storing */
+    /* memcached_dump: "ITEM key ..." lines go to these (with context) */
+    memcached_dump_fn *dump;
+    uint32_t dump_count;
+    const memcached_st *root;
 };
 
 void lmr_stat_sink_add(struct lmr_stat_sink *sink, const char *name, size_t name_length,
                        const char *value, size_t value_length);
+/* One key of a "stats cachedump" reply: to each dump callback in turn,
+ * until one fails (its code then kept in sink->rc). */
+void lmr_stat_sink_item(struct lmr_stat_sink *sink, const char *key, size_t key_length);
 /* Frees the list of every pair kept for memcached_stat_get_value. */
 void lmr_stat_pairs_free(memcached_stat_st *st);
 

@@ -241,6 +241,10 @@ memcached_return_t memcached_stat_execute(memcached_st *memc, const char *args,
 memcached_analysis_st *memcached_analyze(memcached_st *memc, memcached_stat_st *memc_stat,
                                          memcached_return_t *error);
 void memcached_analyze_free(memcached_analysis_st *analysis);
+/* Calls the callbacks for every key the servers list in "stats cachedump"
+ * (text protocol only, as libmemcached: NOT_SUPPORTED in binary). */
+memcached_return_t memcached_dump(memcached_st *ptr, memcached_dump_fn *callback, void *context,
+                                  uint32_t number_of_callbacks);
 /* The stats of one server named by host and port, into memc_stat. */
 memcached_return_t memcached_stat_servername(memcached_stat_st *memc_stat, char *args,
                                              const char *hostname, in_port_t port);

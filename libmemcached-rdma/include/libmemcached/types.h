@@ -122,6 +122,10 @@ typedef memcached_return_t (*memcached_stat_fn)(const memcached_instance_st *ser
                                                 const char *value, size_t value_length,
                                                 void *context);
 
+/* memcached_dump's callbacks: one call per key */
+typedef memcached_return_t (*memcached_dump_fn)(const memcached_st *ptr, const char *key,
+                                                size_t key_length, void *context);
+
 /* memcached_callback_set's function callbacks */
 typedef memcached_return_t (*memcached_clone_fn)(memcached_st *destination,
                                                  const memcached_st *source);
