@@ -124,9 +124,11 @@ static void report_eviction(const struct item *it, unsigned cls, rel_time_t now)
     fn(&ev);
 }
 
+/* An item's cas can change in place while others hold it (in-place incr,
+ * md I), so it is read and written atomically. */
 static uint64_t reported_cas(const struct item *it)
 {
-    return storage_rt.cfg.use_cas ? it->cas : 0;
+    return storage_rt.cfg.use_cas ? __atomic_load_n(&it->cas, __ATOMIC_RELAXED) : 0;
 }
 
 /* ---- freeing and references ------------------------------------------------ */
@@ -438,9 +440,10 @@ bool item_touch(const char *key, size_t nkey, rel_time_t exptime)
 /* With the item's lock held: a new cas, as in an in-place rewrite. */
 static void restamp_cas(struct item *it)
 {
-    tstat_size_change(it->cas, item_ntotal(it), false);
-    it->cas = atomic_fetch_add(&cas_counter, 1) + 1;
-    tstat_size_change(it->cas, item_ntotal(it), true);
+    uint64_t old_cas = it->cas, new_cas = atomic_fetch_add(&cas_counter, 1) + 1;
+    tstat_size_change(old_cas, item_ntotal(it), false);
+    __atomic_store_n(&it->cas, new_cas, __ATOMIC_RELAXED);
+    tstat_size_change(new_cas, item_ntotal(it), true);
 }
 
 enum store_result item_invalidate(const char *key, size_t nkey, bool has_cas, uint64_t cas,

@@ -155,7 +155,8 @@ enum arith_result { ARITH_OK, ARITH_NOT_FOUND, ARITH_NON_NUMERIC, ARITH_NO_MEMOR
  * changes the item in place (an arithmetic whose new number is no longer
  * than the old and nobody else holds the item; md I), so what belongs to
  * that version (meta markers) can follow. Called with the item's lock
- * held: no other command sees new_cas before it returns. */
+ * held: no command that looks the key up sees new_cas before it returns
+ * (one already holding the item may read it; cas values only grow). */
 typedef void (*item_recas_fn)(const char *key, size_t nkey, uint64_t old_cas, uint64_t new_cas);
 /* incr wraps at 2^64; decr stops at 0. cas != 0 must match (binary/meta).
  * *value receives the new value, *cas_out (may be NULL) the new cas;

@@ -3,8 +3,11 @@
  * mutex. Only invalidation and recache commands write it and only items
  * that carry a marker are found in it, so it stays small; it is bounded
  * all the same: past MARKS_MAX entries the oldest entries of a bucket are
- * dropped first, and an entry whose cas no longer matches the item's is
- * removed when seen. Never touches items or connections.
+ * dropped first, and an entry older than the item's cas is removed when
+ * seen. cas values only grow, so a caller holding an older version of an
+ * item (it looked the item up before md I gave it a new cas) neither reads
+ * nor changes the newer version's markers. Never touches items or
+ * connections.
  */
 #include "meta_marks.h"
 
@@ -99,8 +102,10 @@ unsigned meta_marks_get(const char *key, size_t nkey, uint64_t cas)
     if (*link) {
         if ((*link)->cas == cas)
             marks = (*link)->marks;
-        else
+        else if ((*link)->cas < cas)
             unlink_mark(link); /* the item was replaced since */
+        /* a newer cas: the asker holds an older version; the markers stay
+         * for the newer one (cas values only grow) */
     }
     pthread_mutex_unlock(&marks_lock);
     return marks;
@@ -138,7 +143,9 @@ static void set_locked(const char *key, size_t nkey, uint64_t cas, unsigned mark
 void meta_marks_set(const char *key, size_t nkey, uint64_t cas, unsigned marks)
 {
     pthread_mutex_lock(&marks_lock);
-    set_locked(key, nkey, cas, marks);
+    struct mark *m = *find_link(key, nkey);
+    if (m == NULL || m->cas <= cas) /* a newer version's markers stay */
+        set_locked(key, nkey, cas, marks);
     pthread_mutex_unlock(&marks_lock);
 }
 
@@ -146,6 +153,10 @@ unsigned meta_marks_take_token(const char *key, size_t nkey, uint64_t cas)
 {
     pthread_mutex_lock(&marks_lock);
     struct mark **link = find_link(key, nkey);
+    if (*link && (*link)->cas > cas) { /* a newer version's markers stay */
+        pthread_mutex_unlock(&marks_lock);
+        return 0;
+    }
     unsigned before = (*link && (*link)->cas == cas) ? (*link)->marks : 0;
     set_locked(key, nkey, cas, before | MARK_TOKEN_SENT);
     pthread_mutex_unlock(&marks_lock);

@@ -21,12 +21,15 @@ enum {
     MARK_BINARY_KEY = 4, /* stored with a base64 key: k returns it encoded */
 };
 
-/* Markers of (key, cas); 0 when none. */
+/* Markers of (key, cas); 0 when none (also when key's markers belong to a
+ * newer version). */
 unsigned meta_marks_get(const char *key, size_t nkey, uint64_t cas);
-/* Replaces the markers of key with `marks` for version cas (0 removes). */
+/* Replaces the markers of key with `marks` for version cas (0 removes),
+ * unless they belong to a newer version (a larger cas). */
 void meta_marks_set(const char *key, size_t nkey, uint64_t cas, unsigned marks);
 /* Adds MARK_TOKEN_SENT to (key, cas); returns the markers held before, so
- * exactly one caller sees it absent. */
+ * exactly one caller sees it absent. A newer version's markers stay as
+ * they are (0 returned). */
 unsigned meta_marks_take_token(const char *key, size_t nkey, uint64_t cas);
 /* Whether any item carries a marker (a lock-free look, for fast paths). */
 bool meta_marks_any(void);
