@@ -192,6 +192,7 @@ memcached_return_t memcached_dump(memcached_st *ptr, memcached_dump_fn *callback
         for (uint32_t i = 0; i < c->server_count; i++) {
             struct lmr_stat_sink sink = {.server = c->servers[i],
                                          .context = context,
+                                         .dumping = true,
                                          .dump = callback,
                                          .dump_count = number_of_callbacks,
                                          .root = ptr};

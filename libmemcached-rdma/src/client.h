@@ -66,7 +66,8 @@ struct lmr_client {
 
     struct lmr_behaviors behaviors;
     struct lmr_fetch_queue fetch;
-    uint64_t query_id; /* calls that talked to servers (memcached_query_id) */
+    uint64_t query_id;     /* calls that talked to servers (memcached_query_id) */
+    uint32_t quiet_unread; /* quiet requests sent since replies were last read */
     /* memcached_callback_set's function callbacks (NULL: none) */
     memcached_clone_fn on_clone;               /* after memcached_clone */
     memcached_cleanup_fn on_cleanup;           /* in memcached_free */

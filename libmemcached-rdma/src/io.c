@@ -41,6 +41,7 @@
 #define LMR_SPIN_CHECK_ROUNDS 256
 
 static void pump(memcached_instance_st *srv, bool receive);
+static bool receive_some(memcached_instance_st *srv);
 
 static bool awaiting_reply(const memcached_instance_st *srv)
 {
@@ -139,6 +140,18 @@ void lmr_io_drain_all(struct lmr_client *c)
             continue;
         int64_t left = deadline - now_ms();
         srv->conn.ops->drain(&srv->conn, left < 0 ? 0 : (int)left);
+    }
+}
+
+void lmr_io_note_quiet(struct lmr_client *c)
+{
+    if (++c->quiet_unread < LMR_QUIET_READ_EVERY)
+        return;
+    c->quiet_unread = 0;
+    for (uint32_t i = 0; i < c->server_count; i++) {
+        memcached_instance_st *srv = c->servers[i];
+        if (srv->conn.ops != NULL && !srv->connecting)
+            (void)receive_some(srv); /* a failure is the server's, noted there */
     }
 }
 

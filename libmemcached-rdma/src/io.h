@@ -42,6 +42,12 @@ void lmr_io_drain_all(struct lmr_client *c);
  * up to one poll timeout for all of them together; before a blocking call
  * that sent requests without replies returns. */
 void lmr_io_push_all(struct lmr_client *c);
+/* After a quiet binary request: its error reply (a miss, an add that found
+ * the key) is one no call waits for. Every LMR_QUIET_READ_EVERY such
+ * requests whatever has arrived is read and parsed (the parser drops those
+ * replies), so they cannot fill the connection until the server stalls. */
+#define LMR_QUIET_READ_EVERY 64
+void lmr_io_note_quiet(struct lmr_client *c);
 
 /* Value reception shared by the parsers: starts a body of value_length
  * bytes into dest (NULL: discard) followed by trailer_length framing bytes;

@@ -164,6 +164,8 @@ memcached_return_t lmr_op_blocking(memcached_st *ptr, memcached_request_st *req,
                        group_key ? group_key_length : args->key_length, kind, args);
     if (rc == MEMCACHED_SUCCESS && (noreply || (writes(kind) && b->number_of_replicas > 0)))
         lmr_io_push_all(c); /* requests without replies: on their way before the call returns */
+    if (noreply && b->binary_protocol)
+        lmr_io_note_quiet(c);
     const char *why = NULL;
     if (rc != MEMCACHED_SUCCESS && rc != MEMCACHED_BUFFERED && rc != MEMCACHED_NOTFOUND &&
         rc != MEMCACHED_BAD_KEY_PROVIDED && rc != MEMCACHED_NO_SERVERS) {

@@ -420,7 +420,7 @@ static memcached_return_t handle_line(memcached_instance_st *srv, const char *li
         }
         break;
     case LMR_OP_STATS:
-        if (line_starts(line, len, "ITEM ") && req->stats != NULL && req->stats->dump != NULL) {
+        if (line_starts(line, len, "ITEM ") && req->stats != NULL && req->stats->dumping) {
             const char *key = line + 5; /* "ITEM key [n b; t s]" (stats cachedump) */
             size_t kl = 0;
             while (5 + kl < len && key[kl] > ' ' && key[kl] < 0x7f)

@@ -121,6 +121,43 @@ void lmr_stat_sink_item(struct lmr_stat_sink *sink, const char *key, size_t key_
     }
 }
 
+/* The well-known fields by name, as text (false for any other name). */
+static bool known_field_text(const memcached_stat_st *st, const char *name, char *out, size_t size)
+{
+#define FIELD(f)                                                                                   \
+    if (strcmp(name, #f) == 0)                                                                     \
+        return snprintf(out, size, "%llu", (unsigned long long)st->f) > 0;
+    FIELD(connection_structures)
+    FIELD(curr_connections)
+    FIELD(curr_items)
+    FIELD(pid)
+    FIELD(pointer_size)
+    FIELD(threads)
+    FIELD(time)
+    FIELD(total_connections)
+    FIELD(total_items)
+    FIELD(uptime)
+    FIELD(bytes)
+    FIELD(bytes_read)
+    FIELD(bytes_written)
+    FIELD(cmd_get)
+    FIELD(cmd_set)
+    FIELD(evictions)
+    FIELD(get_hits)
+    FIELD(get_misses)
+    FIELD(limit_maxbytes)
+#undef FIELD
+    if (strcmp(name, "version") == 0)
+        return snprintf(out, size, "%s", st->version) >= 0;
+    if (strcmp(name, "rusage_user") == 0)
+        return snprintf(out, size, "%lu.%06lu", (unsigned long)st->rusage_user_seconds,
+                        (unsigned long)st->rusage_user_microseconds) > 0;
+    if (strcmp(name, "rusage_system") == 0)
+        return snprintf(out, size, "%lu.%06lu", (unsigned long)st->rusage_system_seconds,
+                        (unsigned long)st->rusage_system_microseconds) > 0;
+    return false;
+}
+
 char *memcached_stat_get_value(const memcached_st *ptr, memcached_stat_st *memc_stat,
                                const char *key, memcached_return_t *error)
 {
@@ -133,15 +170,22 @@ char *memcached_stat_get_value(const memcached_st *ptr, memcached_stat_st *memc_
         return NULL;
     }
     const struct lmr_stat_pairs *p = memc_stat->impl;
-    for (size_t i = 0; p != NULL && i < p->count; i++) {
-        if (strcmp(p->pairs[i], key) == 0) {
-            char *copy = strdup(p->pairs[i] + strlen(p->pairs[i]) + 1);
-            *error = copy ? MEMCACHED_SUCCESS : MEMCACHED_MEMORY_ALLOCATION_FAILURE;
-            return copy;
-        }
+    char text[64];
+    const char *found = NULL;
+    for (size_t i = 0; p != NULL && i < p->count && found == NULL; i++)
+        if (strcmp(p->pairs[i], key) == 0)
+            found = p->pairs[i] + strlen(p->pairs[i]) + 1;
+    /* a struct without its pairs (memcached_stat_servername's) still has
+     * the well-known fields */
+    if (found == NULL && p == NULL && known_field_text(memc_stat, key, text, sizeof(text)))
+        found = text;
+    if (found == NULL) {
+        *error = MEMCACHED_INVALID_ARGUMENTS; /* a name the server did not send, as libmemcached */
+        return NULL;
     }
-    *error = MEMCACHED_INVALID_ARGUMENTS; /* a name the server did not send, as libmemcached */
-    return NULL;
+    char *copy = strdup(found);
+    *error = copy ? MEMCACHED_SUCCESS : MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    return copy;
 }
 
 char **memcached_stat_get_keys(memcached_st *ptr, memcached_stat_st *memc_stat,

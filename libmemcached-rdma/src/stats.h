@@ -12,7 +12,9 @@ struct lmr_stat_sink {
     void *context;
     const memcached_instance_st *server;
     memcached_return_t rc; /* first failure while storing */
-    /* memcached_dump: "ITEM key ..." lines go to these (with context) */
+    /* memcached_dump: "ITEM key ..." lines are keys, for these (with
+     * context); there may be none */
+    bool dumping;
     memcached_dump_fn *dump;
     uint32_t dump_count;
     const memcached_st *root;

@@ -420,6 +420,20 @@ static void test_modes(memcached_st *memc, bool binary)
               "noreply incr of a missing key: SUCCESS");
         ok(value == UINT64_MAX, "... and no value (UINT64_MAX)");
     }
+    if (binary && OURS) {
+        /* each quiet miss still gets an error reply that no call waits for:
+         * unread, some 200,000 of them fill both socket buffers and the
+         * server stops reading (libmemcached then times out) */
+        memcached_st *quiet = memcached_clone(NULL, memc);
+        memcached_return_t last = MEMCACHED_SUCCESS;
+        int sent = 0;
+        while (sent < 400000 && last == MEMCACHED_SUCCESS) {
+            last = memcached_increment(quiet, "nr-missing", 10, 1, NULL);
+            sent += last == MEMCACHED_SUCCESS;
+        }
+        ok(sent == 400000, "400,000 quiet incr misses in a row all go out (%d did)", sent);
+        memcached_free(quiet);
+    }
     /* a failing quiet request (binary servers still answer its error) must
      * not disturb the requests after it */
     is_rc(memcached_add(memc, "nr", 2, "other", 5, 0, 0), MEMCACHED_SUCCESS,
@@ -859,6 +873,9 @@ static void test_more_calls(const struct test_server *s)
     is_rc(memcached_dump(fresh, dump_fns, NULL, 1), MEMCACHED_NOT_SUPPORTED,
           "dump in binary: NOT_SUPPORTED");
     memcached_behavior_set(fresh, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, 0);
+    is_rc(memcached_dump(fresh, NULL, NULL, 0), MEMCACHED_SUCCESS, "dump without callbacks");
+    is_rc(memcached_set(fresh, "step", 4, "3", 1, 0, 0), MEMCACHED_SUCCESS,
+          "... leaves the connection in step");
     /* memcached 1.6 lists only the items of its COLD LRU, where fresh ones
      * are not yet; memcached-rdma (one LRU per class) lists all */
     const char *target = getenv("MC_TARGET");
@@ -892,6 +909,11 @@ static void test_more_calls(const struct test_server *s)
     is_rc(memcached_stat_servername(&one, NULL, "127.0.0.1", (in_port_t)s->port), MEMCACHED_SUCCESS,
           "stat_servername");
     ok(one.pid > 0 && one.limit_maxbytes > 0, "stat_servername fills the stats");
+    char *pid_text = memcached_stat_get_value(NULL, &one, "pid", &rc);
+    ok(pid_text != NULL && rc == MEMCACHED_SUCCESS &&
+           strtoul(pid_text, NULL, 10) == (unsigned long)one.pid,
+       "stat_get_value reads stat_servername's fields");
+    free(pid_text);
     is_rc(memcached_stat_servername(&one, NULL, "127.0.0.1", (in_port_t)test_unused_port()),
           MEMCACHED_CONNECTION_FAILURE, "stat_servername of a closed port: CONNECTION_FAILURE");
     if (OURS) { /* libmemcached has UDP servers */

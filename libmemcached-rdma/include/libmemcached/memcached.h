@@ -152,8 +152,11 @@ memcached_result_st *memcached_fetch_result(memcached_st *ptr, memcached_result_
                                             memcached_return_t *error);
 memcached_return_t memcached_fetch_execute(memcached_st *ptr, memcached_execute_fn *callback,
                                            void *context, uint32_t number_of_callbacks);
-/* An mget whose results the callbacks may take while it sends (binary
- * protocol only, as libmemcached); the rest come with fetch_execute. */
+/* memcached_mget for callers of memcached_fetch_execute (binary protocol
+ * only, as libmemcached). libmemcached may hand results to the callbacks
+ * while it sends, to keep a huge mget from filling the sockets; here the
+ * requests go out in bounded chunks and every result waits for
+ * memcached_fetch_execute. */
 memcached_return_t memcached_mget_execute(memcached_st *ptr, const char *const *keys,
                                           const size_t *key_length, const size_t number_of_keys,
                                           memcached_execute_fn *callback, void *context,
