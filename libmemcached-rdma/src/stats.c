@@ -19,6 +19,28 @@ static unsigned long long to_ull(const char *v)
     return strtoull(v, NULL, 10);
 }
 
+/* The numeric fields of memcached_stat_st, named as the server names them. */
+#define NUMERIC_FIELDS(X)                                                                          \
+    X(connection_structures)                                                                       \
+    X(curr_connections)                                                                            \
+    X(curr_items)                                                                                  \
+    X(pid)                                                                                         \
+    X(pointer_size)                                                                                \
+    X(threads)                                                                                     \
+    X(time)                                                                                        \
+    X(total_connections)                                                                           \
+    X(total_items)                                                                                 \
+    X(uptime)                                                                                      \
+    X(bytes)                                                                                       \
+    X(bytes_read)                                                                                  \
+    X(bytes_written)                                                                               \
+    X(cmd_get)                                                                                     \
+    X(cmd_set)                                                                                     \
+    X(evictions)                                                                                   \
+    X(get_hits)                                                                                    \
+    X(get_misses)                                                                                  \
+    X(limit_maxbytes)
+
 static void set_known_field(memcached_stat_st *st, const char *name, const char *value)
 {
 #define FIELD(f)                                                                                   \
@@ -26,25 +48,7 @@ static void set_known_field(memcached_stat_st *st, const char *name, const char 
         st->f = (__typeof__(st->f))to_ull(value);                                                  \
         return;                                                                                    \
     }
-    FIELD(connection_structures)
-    FIELD(curr_connections)
-    FIELD(curr_items)
-    FIELD(pid)
-    FIELD(pointer_size)
-    FIELD(threads)
-    FIELD(time)
-    FIELD(total_connections)
-    FIELD(total_items)
-    FIELD(uptime)
-    FIELD(bytes)
-    FIELD(bytes_read)
-    FIELD(bytes_written)
-    FIELD(cmd_get)
-    FIELD(cmd_set)
-    FIELD(evictions)
-    FIELD(get_hits)
-    FIELD(get_misses)
-    FIELD(limit_maxbytes)
+    NUMERIC_FIELDS(FIELD)
 #undef FIELD
     if (strcmp(name, "version") == 0) {
         snprintf(st->version, sizeof(st->version), "%s", value);
@@ -127,25 +131,7 @@ static bool known_field_text(const memcached_stat_st *st, const char *name, char
 #define FIELD(f)                                                                                   \
     if (strcmp(name, #f) == 0)                                                                     \
         return snprintf(out, size, "%llu", (unsigned long long)st->f) > 0;
-    FIELD(connection_structures)
-    FIELD(curr_connections)
-    FIELD(curr_items)
-    FIELD(pid)
-    FIELD(pointer_size)
-    FIELD(threads)
-    FIELD(time)
-    FIELD(total_connections)
-    FIELD(total_items)
-    FIELD(uptime)
-    FIELD(bytes)
-    FIELD(bytes_read)
-    FIELD(bytes_written)
-    FIELD(cmd_get)
-    FIELD(cmd_set)
-    FIELD(evictions)
-    FIELD(get_hits)
-    FIELD(get_misses)
-    FIELD(limit_maxbytes)
+    NUMERIC_FIELDS(FIELD)
 #undef FIELD
     if (strcmp(name, "version") == 0)
         return snprintf(out, size, "%s", st->version) >= 0;
