@@ -463,9 +463,11 @@ enum store_result item_invalidate(const char *key, size_t nkey, bool has_cas, ui
         if (set_exptime)
             item_time_store(&it->exptime, exptime);
         restamp_cas(it);
-        *new_cas = reported_cas(it);
+        uint64_t now_cas = reported_cas(it);
+        if (new_cas)
+            *new_cas = now_cas;
         if (recas)
-            recas(key, nkey, old_cas, *new_cas);
+            recas(key, nkey, old_cas, now_cas);
     }
     assoc_unlock(hv);
     return res;

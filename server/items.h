@@ -168,7 +168,7 @@ enum arith_result item_arith(const char *key, size_t nkey, bool incr, uint64_t d
  * and with set_exptime a new expiry, in place, as memcached marks an item
  * stale: value, access time, fetched bit and LRU place stay, and nothing
  * counts as a store. recas (may be NULL) is called as described above.
- * STORE_STORED (*new_cas set), STORE_NOT_FOUND or STORE_EXISTS. */
+ * STORE_STORED (*new_cas set unless NULL), STORE_NOT_FOUND or STORE_EXISTS. */
 enum store_result item_invalidate(const char *key, size_t nkey, bool has_cas, uint64_t cas,
                                   bool set_exptime, rel_time_t exptime, uint64_t *new_cas,
                                   item_recas_fn recas);

@@ -778,8 +778,7 @@ static void ms_value_done(struct conn *c, const char *trailer, size_t trailer_le
  * TTL, and marks it stale with no win token sent yet. */
 static enum store_result invalidate(const char *key, size_t nkey, const struct meta_flags *of)
 {
-    uint64_t new_cas = 0;
-    return item_invalidate(key, nkey, of->has_cas, of->req_cas, of->new_ttl, of->exptime, &new_cas,
+    return item_invalidate(key, nkey, of->has_cas, of->req_cas, of->new_ttl, of->exptime, NULL,
                            meta_marks_make_stale);
 }
 

@@ -140,6 +140,21 @@ memcached_return_t memcached_stat_execute(memcached_st *memc, const char *args,
     return lmr_client_result(c, rc, NULL);
 }
 
+/* One "stats ARGS" request to one server, its replies into sink, and that
+ * server's own answer. */
+static memcached_return_t stats_of(memcached_instance_st *srv, const char *args,
+                                   struct lmr_stat_sink *sink)
+{
+    struct lmr_op_args a = {.stat_args = args, .stats = sink};
+    memcached_request_st req;
+    lmr_request_init(&req);
+    memcached_return_t rc = lmr_op_issue_to(srv, &req, LMR_OP_STATS, &a, false);
+    if (rc == MEMCACHED_SUCCESS)
+        rc = lmr_io_wait(srv->client, &req);
+    lmr_request_release(&req);
+    return rc;
+}
+
 memcached_return_t memcached_stat_servername(memcached_stat_st *memc_stat, char *args,
                                              const char *hostname, in_port_t port)
 {
@@ -151,17 +166,11 @@ memcached_return_t memcached_stat_servername(memcached_stat_st *memc_stat, char 
         return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
     memcached_return_t rc = memcached_server_add(one, hostname, port);
     if (rc == MEMCACHED_SUCCESS) {
-        struct lmr_client *c = lmr_client_of(one);
         /* this one server's own answer (memcached_stat would fold a
          * failure into SOME_ERRORS) */
-        struct lmr_stat_sink sink = {.stat = memc_stat, .server = c->servers[0]};
-        struct lmr_op_args a = {.stat_args = args, .stats = &sink};
-        memcached_request_st req;
-        lmr_request_init(&req);
-        rc = lmr_op_issue_to(c->servers[0], &req, LMR_OP_STATS, &a, false);
-        if (rc == MEMCACHED_SUCCESS)
-            rc = lmr_io_wait(c, &req);
-        lmr_request_release(&req);
+        memcached_instance_st *srv = lmr_client_of(one)->servers[0];
+        struct lmr_stat_sink sink = {.stat = memc_stat, .server = srv};
+        rc = stats_of(srv, args, &sink);
     }
     /* the fields stay; the pair list would outlive the handle it names */
     lmr_stat_pairs_free(memc_stat);
@@ -184,7 +193,6 @@ memcached_return_t memcached_dump(memcached_st *ptr, memcached_dump_fn *callback
     if (c->behaviors.binary_protocol)
         return lmr_client_result(c, MEMCACHED_NOT_SUPPORTED,
                                  "memcached_dump needs the text protocol");
-    memcached_request_st req;
     bool callback_failed = false;
     for (unsigned cls = 0; cls < DUMP_CLASSES; cls++) {
         char args[32];
@@ -196,12 +204,7 @@ memcached_return_t memcached_dump(memcached_st *ptr, memcached_dump_fn *callback
                                          .dump = callback,
                                          .dump_count = number_of_callbacks,
                                          .root = ptr};
-            struct lmr_op_args a = {.stat_args = args, .stats = &sink};
-            lmr_request_init(&req);
-            memcached_return_t rc = lmr_op_issue_to(c->servers[i], &req, LMR_OP_STATS, &a, false);
-            if (rc == MEMCACHED_SUCCESS)
-                rc = lmr_io_wait(c, &req);
-            lmr_request_release(&req);
+            memcached_return_t rc = stats_of(c->servers[i], args, &sink);
             if (rc != MEMCACHED_SUCCESS) /* a server that refuses dumps (-X), or is gone */
                 return lmr_client_result(c, rc, memcached_server_error(c->servers[i]));
             callback_failed |= sink.rc != MEMCACHED_SUCCESS;

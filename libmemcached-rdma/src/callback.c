@@ -56,10 +56,8 @@ memcached_return_t memcached_callback_set(memcached_st *ptr, const memcached_cal
         FN_FROM_DATA(c->on_get_miss, data);
         return MEMCACHED_SUCCESS;
     case MEMCACHED_CALLBACK_DELETE_TRIGGER:
-        /* the trigger needs each delete's reply */
-        if (data != NULL && (c->behaviors.buffer_requests || c->behaviors.noreply))
-            return lmr_client_result(c, MEMCACHED_INVALID_ARGUMENTS,
-                                     "a delete trigger needs replies: no buffering, no noreply");
+        if (data != NULL && lmr_client_check_replies_for_trigger(c) != MEMCACHED_SUCCESS)
+            return MEMCACHED_INVALID_ARGUMENTS;
         FN_FROM_DATA(c->on_delete, data);
         return MEMCACHED_SUCCESS;
     default:

@@ -429,3 +429,11 @@ void memcached_error_print(const memcached_st *ptr)
 {
     fprintf(stderr, "%s\n", memcached_last_error_message(ptr));
 }
+
+memcached_return_t lmr_client_check_replies_for_trigger(struct lmr_client *c)
+{
+    if (c->behaviors.buffer_requests || c->behaviors.noreply)
+        return lmr_client_result(c, MEMCACHED_INVALID_ARGUMENTS,
+                                 "a delete trigger needs replies: no buffering, no noreply");
+    return MEMCACHED_SUCCESS;
+}

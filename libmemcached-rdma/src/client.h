@@ -90,6 +90,9 @@ void lmr_behaviors_defaults(struct lmr_behaviors *b);
 /* Records the outcome of an API call and returns rc. */
 memcached_return_t lmr_client_result(struct lmr_client *c, memcached_return_t rc,
                                      const char *message);
+/* A delete trigger needs each delete's reply: INVALID_ARGUMENTS (recorded)
+ * while buffering or NOREPLY is on, SUCCESS otherwise. */
+memcached_return_t lmr_client_check_replies_for_trigger(struct lmr_client *c);
 /* Validates a key for the active protocol. */
 memcached_return_t lmr_client_check_key(const struct lmr_client *c, const char *key,
                                         size_t key_length);

@@ -27,9 +27,8 @@ memcached_return_t memcached_delete_by_key(memcached_st *ptr, const char *group_
         return lmr_client_result(lmr_client_of(ptr), MEMCACHED_INVALID_ARGUMENTS,
                                  "delete with an expiration is not supported");
     struct lmr_client *c = lmr_client_of(ptr);
-    if (c->on_delete != NULL && (c->behaviors.buffer_requests || c->behaviors.noreply))
-        return lmr_client_result(c, MEMCACHED_INVALID_ARGUMENTS,
-                                 "a delete trigger needs replies: no buffering, no noreply");
+    if (c->on_delete != NULL && lmr_client_check_replies_for_trigger(c) != MEMCACHED_SUCCESS)
+        return MEMCACHED_INVALID_ARGUMENTS;
     struct lmr_op_args args = {.key = key, .key_length = key_length};
     memcached_return_t rc = run(ptr, LMR_OP_DELETE, group_key, group_key_length, &args, NULL);
     if (rc == MEMCACHED_SUCCESS && c->on_delete != NULL)
