@@ -853,7 +853,10 @@ static void test_more_calls(const struct test_server *s)
     is_rc(memcached_set(fresh, "mc-a", 4, "1", 1, 0, 0), MEMCACHED_SUCCESS, "a set");
     ok(memcached_query_id(fresh) > queries, "query_id grows with a query");
     ok(memcached_server_srcport(inst) > 0, "server_srcport: the connection's local port");
-    ok(memcached_error(fresh) != NULL, "memcached_error gives a message");
+    memcached_mget(fresh, NULL, NULL, 0); /* fails: no keys */
+    const char *said = memcached_error(fresh);
+    ok(said != NULL && said[0] != '\0' && strcmp(said, memcached_last_error_message(fresh)) == 0,
+       "memcached_error gives the last error's message (%s)", said ? said : "NULL");
 
     const char *keys[] = {"mc-a", "mc-b"};
     size_t lens[] = {4, 4};
