@@ -9,7 +9,7 @@
 
 #include "ohb_clock.h"
 
-static size_t parse_size(const char *name, const char *text)
+size_t ohb_parse_size(const char *name, const char *text)
 {
     char *end;
     unsigned long long v = strtoull(text, &end, 10);
@@ -88,22 +88,22 @@ void ohb_parse_options(int argc, char **argv, int extras, const char *usage,
             opts->api = optarg;
             break;
         case OPT_MIN:
-            opts->min_size = parse_size("min-size", optarg);
+            opts->min_size = ohb_parse_size("min-size", optarg);
             break;
         case OPT_MAX:
-            opts->max_size = parse_size("max-size", optarg);
+            opts->max_size = ohb_parse_size("max-size", optarg);
             break;
         case OPT_ITER:
-            opts->iterations = (unsigned)parse_size("iterations", optarg);
+            opts->iterations = (unsigned)ohb_parse_size("iterations", optarg);
             break;
         case OPT_WARMUP:
-            opts->warmup = (unsigned)parse_size("warmup", optarg);
+            opts->warmup = (unsigned)ohb_parse_size("warmup", optarg);
             warmup_given = true;
             break;
         case OPT_WINDOW:
             if (!(extras & OHB_EXTRA_API))
                 goto usage;
-            opts->window = (unsigned)parse_size("window", optarg);
+            opts->window = (unsigned)ohb_parse_size("window", optarg);
             break;
         case OPT_MAXTIME:
             opts->max_seconds = strtod(optarg, NULL);
@@ -155,18 +155,6 @@ memcached_st *ohb_connect(const char *servers)
     if (rc != MEMCACHED_SUCCESS)
         ohb_fail(memc, "memcached_server_push", rc);
     return memc;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double ohb_median(double *samples, unsigned n)
-{
-    qsort(samples, n, sizeof(*samples), cmp_double);
-    return samples[n / 2];
 }
 
 char *ohb_value_new(size_t size)

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "ohb_clock.h"
+#include "ohb_stats.h"
 
 struct ohb_options {
     const char *servers; /* libmemcached config string or host:port list */
@@ -37,8 +38,9 @@ void ohb_parse_options(int argc, char **argv, int extras, const char *usage,
 /* A memcached_st for opts->servers; exits with a message on failure. */
 memcached_st *ohb_connect(const char *servers);
 
-/* The median of n samples (sorts them in place). */
-double ohb_median(double *samples, unsigned n);
+/* A count or size with an optional k or m suffix (binary); exits with status 2
+ * naming --name when text is not one. */
+size_t ohb_parse_size(const char *name, const char *text);
 
 /* A buffer of size bytes (at least 1) with a recognisable pattern; free() it. */
 char *ohb_value_new(size_t size);
