@@ -1,0 +1,390 @@
+/* benchmarks/ohb_ycsb.c: the YCSB core workloads A (50% read, 50% update),
+ * B (95/5), C (read only), D (95% read of the latest records, 5% insert) and
+ * F (50% read, 50% read-modify-write) against any libmemcached
+ * configuration. Each workload has a load phase (every record inserted) and
+ * a run phase (--operations operations from --threads client threads, each
+ * with its own connection); it prints throughput and per-operation latency
+ * percentiles as an OSU-style table. Defaults are YCSB's: 1000 records of 10
+ * fields of 100 bytes, 1000 operations, keys "user" followed by the FNV-1a
+ * hash of the record number, and the scrambled zipfian request
+ * distribution (constant 0.99; D: the latest-biased zipfian). A record is
+ * stored as one value holding all its fields; an update writes the whole
+ * record again with fresh field contents (memcached has no field update).
+ * Public libmemcached API only, built against both libraries. */
+#include "ohb_common.h"
+#include "ohb_zipfian.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: ohb_ycsb [--servers=CONFIG] [--workload=a,b,c,d,f] [--records=N]\n"
+    "                [--operations=N] [--fields=N] [--field-length=N] [--threads=N]\n"
+    "                [--csv=FILE]\n"
+    "  CONFIG: a libmemcached configuration string or a host:port list.\n"
+    "  Defaults as YCSB's: 1000 records, 1000 operations, 10 fields of 100 bytes.\n";
+
+enum op { OP_READ, OP_UPDATE, OP_INSERT, OP_RMW, OP_COUNT };
+static const char *const op_names[OP_COUNT] = {"READ", "UPDATE", "INSERT", "READ-MODIFY-WRITE"};
+
+struct workload {
+    char name;
+    double read, update, insert, rmw; /* proportions, summing to 1 */
+    bool latest;                      /* D: reads favour the newest records */
+    const char *description;
+};
+
+static const struct workload workloads[] = {
+    {'a', 0.5, 0.5, 0, 0, false, "50% read, 50% update, scrambled zipfian (0.99)"},
+    {'b', 0.95, 0.05, 0, 0, false, "95% read, 5% update, scrambled zipfian (0.99)"},
+    {'c', 1, 0, 0, 0, false, "100% read, scrambled zipfian (0.99)"},
+    {'d', 0.95, 0, 0.05, 0, true, "95% read, 5% insert, latest (zipfian 0.99)"},
+    {'f', 0.5, 0, 0, 0.5, false, "50% read, 50% read-modify-write, scrambled zipfian (0.99)"},
+};
+
+struct ycsb_options {
+    const char *servers;
+    const char *workloads;
+    uint64_t records, operations;
+    unsigned fields, field_length, threads;
+    const char *csv;
+};
+
+/* What all client threads of one phase share. */
+struct phase {
+    const struct ycsb_options *o;
+    const struct workload *w;
+    size_t record_size;
+    atomic_uint_fast64_t next_insert; /* record numbers handed to inserts */
+    atomic_uint_fast64_t present;     /* records inserted and acknowledged */
+    pthread_barrier_t start;
+};
+
+struct client {
+    pthread_t thread;
+    struct phase *phase;
+    unsigned index;
+    uint64_t operations;
+    bool load;
+    uint64_t rng;
+    struct ohb_samples latency[OP_COUNT];
+    uint64_t misses[OP_COUNT];
+    char *record;
+    memcached_st *memc;
+};
+
+static uint64_t next_random(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static double uniform(uint64_t *state)
+{
+    return (double)(next_random(state) >> 11) * 0x1p-53;
+}
+
+static size_t key_of(char *key, size_t cap, uint64_t record)
+{
+    return (size_t)snprintf(key, cap, "user%llu", (unsigned long long)ohb_fnv64(record));
+}
+
+/* Fills c->record with fields "fieldN=" and field_length bytes each. */
+static void fill_record(struct client *c)
+{
+    const struct ycsb_options *o = c->phase->o;
+    char *p = c->record;
+    for (unsigned f = 0; f < o->fields; f++) {
+        p += sprintf(p, "field%u=", f);
+        for (unsigned i = 0; i < o->field_length; i++)
+            *p++ = (char)(' ' + next_random(&c->rng) % 95);
+    }
+}
+
+static bool do_read(struct client *c, const char *key, size_t key_len)
+{
+    size_t len = 0;
+    uint32_t flags = 0;
+    memcached_return_t rc;
+    char *got = memcached_get(c->memc, key, key_len, &len, &flags, &rc);
+    if (rc == MEMCACHED_NOTFOUND)
+        return false;
+    if (got == NULL || rc != MEMCACHED_SUCCESS)
+        ohb_fail(c->memc, "memcached_get", rc);
+    if (len != c->phase->record_size) {
+        fprintf(stderr, "read %.*s: %zu bytes, expected %zu\n", (int)key_len, key, len,
+                c->phase->record_size);
+        exit(1);
+    }
+    free(got);
+    return true;
+}
+
+static void do_write(struct client *c, const char *key, size_t key_len)
+{
+    fill_record(c);
+    memcached_return_t rc =
+        memcached_set(c->memc, key, key_len, c->record, c->phase->record_size, 0, 0);
+    if (rc != MEMCACHED_SUCCESS)
+        ohb_fail(c->memc, "memcached_set", rc);
+}
+
+static void record_op(struct client *c, enum op op, double start_us, bool hit)
+{
+    ohb_samples_add(&c->latency[op], ohb_now_us() - start_us);
+    if (!hit)
+        c->misses[op]++;
+}
+
+static void run_load(struct client *c)
+{
+    const struct ycsb_options *o = c->phase->o;
+    char key[64];
+    for (uint64_t r = c->index; r < o->records; r += o->threads) {
+        size_t key_len = key_of(key, sizeof(key), r);
+        double t0 = ohb_now_us();
+        do_write(c, key, key_len);
+        record_op(c, OP_INSERT, t0, true);
+    }
+}
+
+static void run_transactions(struct client *c)
+{
+    struct phase *ph = c->phase;
+    const struct workload *w = ph->w;
+    uint64_t expected_new = (uint64_t)((double)ph->o->operations * w->insert * 2.0);
+    struct ohb_zipfian chooser, latest;
+    ohb_zipfian_init_scrambled(&chooser, 0, ph->o->records + expected_new);
+    ohb_zipfian_init(&latest, ph->o->records);
+    char key[64];
+    for (uint64_t i = 0; i < c->operations; i++) {
+        uint64_t present = atomic_load(&ph->present), record;
+        if (w->latest) { /* YCSB's skewed-latest: the newest minus a zipfian distance */
+            uint64_t newest = present - 1;
+            uint64_t back = newest ? ohb_zipfian_next(&latest, newest, uniform(&c->rng)) : 0;
+            record = back > newest ? 0 : newest - back;
+        } else {
+            do /* keys not inserted yet are drawn again, as YCSB does */
+                record = ohb_zipfian_next_scrambled(&chooser, uniform(&c->rng));
+            while (record >= present);
+        }
+        double pick = uniform(&c->rng), t0 = ohb_now_us();
+        if (pick < w->read) {
+            size_t key_len = key_of(key, sizeof(key), record);
+            record_op(c, OP_READ, t0, do_read(c, key, key_len));
+        } else if (pick < w->read + w->update) {
+            size_t key_len = key_of(key, sizeof(key), record);
+            do_write(c, key, key_len);
+            record_op(c, OP_UPDATE, t0, true);
+        } else if (pick < w->read + w->update + w->insert) {
+            size_t key_len = key_of(key, sizeof(key), atomic_fetch_add(&ph->next_insert, 1));
+            do_write(c, key, key_len);
+            atomic_fetch_add(&ph->present, 1);
+            record_op(c, OP_INSERT, t0, true);
+        } else {
+            size_t key_len = key_of(key, sizeof(key), record);
+            bool hit = do_read(c, key, key_len);
+            record_op(c, OP_READ, t0, hit);
+            double t1 = ohb_now_us();
+            do_write(c, key, key_len);
+            record_op(c, OP_UPDATE, t1, true);
+            record_op(c, OP_RMW, t0, hit);
+        }
+    }
+}
+
+static void *client_main(void *arg)
+{
+    struct client *c = arg;
+    /* connect before the clock starts (a miss is fine) */
+    char key[64];
+    size_t key_len = key_of(key, sizeof(key), 0);
+    do_read(c, key, key_len);
+    pthread_barrier_wait(&c->phase->start);
+    if (c->load)
+        run_load(c);
+    else
+        run_transactions(c);
+    return NULL;
+}
+
+static void print_row(const char *phase, const char *name, struct ohb_samples *s, uint64_t count,
+                      uint64_t misses, double seconds, char workload, FILE *csv)
+{
+    ohb_samples_sort(s);
+    double rate = (double)count / seconds, avg = ohb_samples_mean(s),
+           p50 = ohb_samples_percentile(s, 50), p95 = ohb_samples_percentile(s, 95),
+           p99 = ohb_samples_percentile(s, 99), p999 = ohb_samples_percentile(s, 99.9);
+    printf("%-6s %-18s %9llu %7llu %11.0f %9.2f %9.2f %9.2f %9.2f %10.2f\n", phase, name,
+           (unsigned long long)count, (unsigned long long)misses, rate, avg, p50, p95, p99, p999);
+    if (csv)
+        fprintf(csv, "%c,%s,%s,%llu,%llu,%.0f,%.3f,%.3f,%.3f,%.3f,%.3f\n", workload, phase, name,
+                (unsigned long long)count, (unsigned long long)misses, rate, avg, p50, p95, p99,
+                p999);
+}
+
+/* Runs one phase with o->threads clients and prints its rows. */
+static void run_phase(struct phase *ph, bool load, FILE *csv)
+{
+    const struct ycsb_options *o = ph->o;
+    struct client *clients = calloc(o->threads, sizeof(*clients));
+    if (clients == NULL || pthread_barrier_init(&ph->start, NULL, o->threads + 1) != 0) {
+        fprintf(stderr, "cannot set up %u clients\n", o->threads);
+        exit(1);
+    }
+    for (unsigned i = 0; i < o->threads; i++) {
+        struct client *c = &clients[i];
+        *c = (struct client){.phase = ph,
+                             .index = i,
+                             .load = load,
+                             .operations =
+                                 o->operations / o->threads + (i < o->operations % o->threads),
+                             .rng = 0x9E3779B97F4A7C15ULL * (i + 1) + (uint64_t)ph->w->name,
+                             .record = malloc(ph->record_size + 32),
+                             .memc = ohb_connect(o->servers)};
+        if (c->record == NULL || pthread_create(&c->thread, NULL, client_main, c) != 0) {
+            fprintf(stderr, "cannot start client thread %u\n", i);
+            exit(1);
+        }
+    }
+    pthread_barrier_wait(&ph->start);
+    double begin = ohb_now_us();
+    struct ohb_samples merged[OP_COUNT] = {{0}};
+    uint64_t misses[OP_COUNT] = {0};
+    for (unsigned i = 0; i < o->threads; i++) {
+        pthread_join(clients[i].thread, NULL);
+        for (int op = 0; op < OP_COUNT; op++) {
+            ohb_samples_merge(&merged[op], &clients[i].latency[op]);
+            misses[op] += clients[i].misses[op];
+        }
+    }
+    double seconds = (ohb_now_us() - begin) / 1e6;
+    const char *phase = load ? "load" : "run";
+    uint64_t total = 0, total_misses = 0;
+    for (int op = 0; op < OP_COUNT; op++) {
+        if (merged[op].count == 0)
+            continue;
+        print_row(phase, op_names[op], &merged[op], merged[op].count, misses[op], seconds,
+                  ph->w->name, csv);
+        total += merged[op].count;
+        total_misses += misses[op];
+    }
+    /* a read-modify-write is one operation, but its read and update have rows too */
+    total -= 2 * merged[OP_RMW].count;
+    total_misses -= misses[OP_RMW];
+    printf("%-6s %-18s %9llu %7llu %11.0f\n", phase, "TOTAL", (unsigned long long)total,
+           (unsigned long long)total_misses, (double)total / seconds);
+    if (csv)
+        fprintf(csv, "%c,%s,TOTAL,%llu,%llu,%.0f,,,,,\n", ph->w->name, phase,
+                (unsigned long long)total, (unsigned long long)total_misses,
+                (double)total / seconds);
+    fflush(stdout);
+    for (int op = OP_COUNT; op-- > 0;)
+        ohb_samples_free(&merged[op]);
+    for (unsigned i = o->threads; i-- > 0;) {
+        for (int op = OP_COUNT; op-- > 0;)
+            ohb_samples_free(&clients[i].latency[op]);
+        memcached_free(clients[i].memc);
+        free(clients[i].record);
+    }
+    pthread_barrier_destroy(&ph->start);
+    free(clients);
+}
+
+static void parse(int argc, char **argv, struct ycsb_options *o)
+{
+    *o = (struct ycsb_options){.servers = "127.0.0.1:11211",
+                               .workloads = "a,b,c,d,f",
+                               .records = 1000,
+                               .operations = 1000,
+                               .fields = 10,
+                               .field_length = 100,
+                               .threads = 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = strchr(a, '=');
+        v = v ? v + 1 : "";
+        if (strncmp(a, "--servers=", 10) == 0)
+            o->servers = v;
+        else if (strncmp(a, "--workload=", 11) == 0)
+            o->workloads = v;
+        else if (strncmp(a, "--records=", 10) == 0)
+            o->records = ohb_parse_size("records", v);
+        else if (strncmp(a, "--operations=", 13) == 0)
+            o->operations = ohb_parse_size("operations", v);
+        else if (strncmp(a, "--fields=", 9) == 0)
+            o->fields = (unsigned)ohb_parse_size("fields", v);
+        else if (strncmp(a, "--field-length=", 15) == 0)
+            o->field_length = (unsigned)ohb_parse_size("field-length", v);
+        else if (strncmp(a, "--threads=", 10) == 0)
+            o->threads = (unsigned)ohb_parse_size("threads", v);
+        else if (strncmp(a, "--csv=", 6) == 0)
+            o->csv = v;
+        else if (strcmp(a, "--help") == 0) {
+            fputs(usage, stdout);
+            exit(0);
+        } else
+            goto usage;
+    }
+    if (o->records == 0 || o->operations == 0 || o->fields == 0 || o->fields > 1000 ||
+        o->threads == 0 || o->threads > 1024 || o->field_length > 1 << 20)
+        goto usage;
+    for (const char *p = o->workloads; *p; p++)
+        if (*p != ',' && strchr("abcdf", *p) == NULL) {
+            fprintf(stderr, "ohb_ycsb: unknown workload '%c' (a, b, c, d, f)\n", *p);
+            exit(2);
+        }
+    ohb_clock_calibrate();
+    return;
+usage:
+    fputs(usage, stderr);
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    struct ycsb_options o;
+    parse(argc, argv, &o);
+    FILE *csv = NULL;
+    if (o.csv && (csv = fopen(o.csv, "w")) == NULL) {
+        perror(o.csv);
+        return 1;
+    }
+    if (csv)
+        fprintf(csv, "workload,phase,operation,count,misses,ops_per_sec,avg_us,p50_us,p95_us,"
+                     "p99_us,p999_us\n");
+    size_t record_size = 0;
+    for (unsigned f = 0; f < o.fields; f++)
+        record_size += (size_t)snprintf(NULL, 0, "field%u=", f) + o.field_length;
+
+    for (const char *p = o.workloads; *p; p++) {
+        if (*p == ',')
+            continue;
+        const struct workload *w = &workloads[0];
+        while (w->name != *p)
+            w++;
+        struct phase ph = {.o = &o, .w = w, .record_size = record_size};
+        atomic_init(&ph.next_insert, o.records);
+        atomic_init(&ph.present, o.records);
+        printf("# OHB YCSB Workload %c\n", w->name - 'a' + 'A');
+        printf("# %s; servers: %s\n", w->description, o.servers);
+        printf("# Records: %llu  Fields: %u x %u B (%zu B a record)  Operations: %llu  Threads: "
+               "%u  Clock: %s\n",
+               (unsigned long long)o.records, o.fields, o.field_length, record_size,
+               (unsigned long long)o.operations, o.threads, ohb_clock_name());
+        printf("# %-4s %-18s %9s %7s %11s %9s %9s %9s %9s %10s\n", "Phase", "Operation", "Count",
+               "Misses", "Ops/s", "Avg(us)", "p50(us)", "p95(us)", "p99(us)", "p99.9(us)");
+        run_phase(&ph, true, csv);
+        run_phase(&ph, false, csv);
+        printf("\n");
+    }
+    if (csv)
+        fclose(csv);
+    return 0;
+}
