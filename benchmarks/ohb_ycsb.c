@@ -59,7 +59,8 @@ struct phase {
     const struct workload *w;
     size_t record_size;
     atomic_uint_fast64_t next_insert; /* record numbers handed to inserts */
-    atomic_uint_fast64_t present;     /* records inserted and acknowledged */
+    atomic_uint_fast64_t present;     /* records 0 .. present-1 are all stored */
+    atomic_uchar *acked;              /* run-phase inserts done, by record - records */
     pthread_barrier_t start;
 };
 
@@ -155,6 +156,17 @@ static void run_load(struct client *c)
     }
 }
 
+/* Marks an insert done and moves `present` past every record stored without
+ * a gap, so reads never pick a record whose insert is still in flight. */
+static void acknowledge(struct phase *ph, uint64_t record)
+{
+    atomic_store(&ph->acked[record - ph->o->records], 1);
+    uint_fast64_t p = atomic_load(&ph->present);
+    while (p - ph->o->records < ph->o->operations && atomic_load(&ph->acked[p - ph->o->records]))
+        if (atomic_compare_exchange_weak(&ph->present, &p, p + 1))
+            p++;
+}
+
 static void run_transactions(struct client *c)
 {
     struct phase *ph = c->phase;
@@ -184,9 +196,10 @@ static void run_transactions(struct client *c)
             do_write(c, key, key_len);
             record_op(c, OP_UPDATE, t0, true);
         } else if (pick < w->read + w->update + w->insert) {
-            size_t key_len = key_of(key, sizeof(key), atomic_fetch_add(&ph->next_insert, 1));
+            uint64_t inserted = atomic_fetch_add(&ph->next_insert, 1);
+            size_t key_len = key_of(key, sizeof(key), inserted);
             do_write(c, key, key_len);
-            atomic_fetch_add(&ph->present, 1);
+            acknowledge(ph, inserted);
             record_op(c, OP_INSERT, t0, true);
         } else {
             size_t key_len = key_of(key, sizeof(key), record);
@@ -369,7 +382,15 @@ int main(int argc, char **argv)
         const struct workload *w = &workloads[0];
         while (w->name != *p)
             w++;
-        struct phase ph = {.o = &o, .w = w, .record_size = record_size};
+        struct phase ph = {.o = &o,
+                           .w = w,
+                           .record_size = record_size,
+                           .acked = calloc(o.operations, sizeof(*ph.acked))};
+        if (ph.acked == NULL) {
+            fprintf(stderr, "out of memory for %llu operations\n",
+                    (unsigned long long)o.operations);
+            return 1;
+        }
         atomic_init(&ph.next_insert, o.records);
         atomic_init(&ph.present, o.records);
         printf("# OHB YCSB Workload %c\n", w->name - 'a' + 'A');
@@ -383,6 +404,7 @@ int main(int argc, char **argv)
         run_phase(&ph, true, csv);
         run_phase(&ph, false, csv);
         printf("\n");
+        free(ph.acked);
     }
     if (csv)
         fclose(csv);
