@@ -8,7 +8,10 @@
  *
  * Counting: every handshake that fails (a plain-text client, a wrong CA, a
  * missing client certificate, garbage or a connection cut mid-handshake)
- * adds one to ssl_handshake_errors and closes only that connection.
+ * adds one to ssl_handshake_errors and closes only that connection; a
+ * client that closes before sending a byte (a port probe) is not counted.
+ * memcached counts only failures it sees in its first SSL_accept call on
+ * the listener thread, which usually comes before the client's first byte.
  */
 #include "net_tls.h"
 
@@ -208,7 +211,10 @@ static ssize_t blocked_or_failed(struct conn *c, int rc, bool reading)
     int saved = errno;
     ssl_error_text(why, sizeof(why));
     ERR_clear_error();
-    if (!t->handshake_done) {
+    if (!t->handshake_done && BIO_number_read(SSL_get_rbio(t->ssl)) == 0) {
+        /* a port probe: connected and closed without a byte */
+        log_msg(LOG_CMDS, "<%d closed before the TLS handshake", c->fd);
+    } else if (!t->handshake_done) {
         __atomic_add_fetch(&handshake_errors, 1, __ATOMIC_RELAXED);
         log_msg(LOG_WARN, "<%d TLS handshake failed: %s", c->fd,
                 why[0] ? why : (err == SSL_ERROR_SYSCALL && saved ? strerror(saved) : "closed"));
