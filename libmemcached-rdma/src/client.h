@@ -74,6 +74,10 @@ struct lmr_client {
     memcached_trigger_key_fn on_get_miss;      /* a memcached_get miss: read-through */
     memcached_trigger_delete_key_fn on_delete; /* after a delete that deleted */
     void *user_data;
+    /* SASL (sasl.c): the callbacks new connections authenticate with, and
+     * the credentials behind them when memcached_set_sasl_auth_data made them */
+    const sasl_callback_t *sasl_callbacks;
+    struct lmr_sasl_auth *sasl_auth;
     char namespace_prefix[MEMCACHED_MAX_NAMESPACE]; /* MEMCACHED_CALLBACK_PREFIX_KEY */
     size_t namespace_length;
     uint32_t next_opaque;                     /* binary protocol request ids */
