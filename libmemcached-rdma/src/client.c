@@ -192,7 +192,9 @@ memcached_return_t lmr_client_add_server(struct lmr_client *c, const char *hostn
     memcached_instance_st *srv = calloc(1, sizeof(*srv));
     if (srv == NULL)
         return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
-    if ((type == MEMCACHED_CONNECTION_TCP || type == MEMCACHED_CONNECTION_RDMA) && port == 0)
+    if ((type == MEMCACHED_CONNECTION_TCP || type == MEMCACHED_CONNECTION_RDMA ||
+         type == MEMCACHED_CONNECTION_TLS) &&
+        port == 0)
         port = MEMCACHED_DEFAULT_PORT;
     if (type == MEMCACHED_CONNECTION_RDMA)
         c->behaviors.binary_protocol = true; /* RDMA servers speak binary only */
