@@ -2,12 +2,13 @@
  * with -Z (t/libmc/tls.t makes the certificates in $TLS_TEST_DIR). Each case
  * runs in a child process with its own LIBMEMCACHED_TLS_* settings, as the
  * library reads them once per process:
- *   tls trusted       the server is verified against the test CA: text and
+ *   trusted           the server is verified against the test CA: text and
  *                     binary protocols, a 1 MB value, a 100-key mget,
  *                     --SERVER=tls://..., memcached_server_type, a plain
- *                     server named with tls:// fails instead of hanging
- *   tls untrusted     the CA does not match: every call fails, none hangs
- *   tls client-cert   a server requiring client certificates
+ *                     server named with tls:// fails instead of hanging,
+ *                     SASL over TLS (when tls.t set SASL_CONF_PATH)
+ *   untrusted         the CA does not match: every call fails, none hangs
+ *   client-cert       a server requiring client certificates
  *                     (ssl_verify_mode=2) accepts ours */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,7 @@
 
 static char server_args_buf[4][512];
 
-static bool start_tls_server(struct test_server *s, bool require_client_cert)
+static bool start_tls_server(struct test_server *s, bool require_client_cert, bool sasl)
 {
     const char *dir = getenv("TLS_TEST_DIR");
     if (dir == NULL)
@@ -31,9 +32,14 @@ static bool start_tls_server(struct test_server *s, bool require_client_cert)
              "ssl_chain_cert=%s/server_crt.pem,ssl_key=%s/server_key.pem", dir, dir);
     snprintf(server_args_buf[1], sizeof(server_args_buf[1]),
              "ssl_verify_mode=2,ssl_ca_cert=%s/ca.pem", dir);
-    const char *args[] = {"-Z", "-o", server_args_buf[0], "-o", server_args_buf[1], NULL};
-    if (!require_client_cert)
-        args[3] = NULL;
+    const char *args[] = {"-Z", "-o", server_args_buf[0], NULL, NULL, NULL, NULL};
+    int n = 3;
+    if (require_client_cert) {
+        args[n++] = "-o";
+        args[n++] = server_args_buf[1];
+    }
+    if (sasl)
+        args[n++] = "-S";
     return test_server_start_args(s, false, args);
 }
 
@@ -71,7 +77,7 @@ static void storage_round(memcached_st *memc, const char *what)
 static void trusted(void)
 {
     struct test_server srv, plain;
-    if (!start_tls_server(&srv, false)) {
+    if (!start_tls_server(&srv, false, false)) {
         ok(0, "start the server with -Z");
         return;
     }
@@ -128,6 +134,21 @@ static void trusted(void)
     }
     test_server_stop(&srv, false);
 
+    /* SASL over TLS (t/libmc/tls.t made the user database, when it could) */
+    if (getenv("SASL_CONF_PATH") != NULL && start_tls_server(&srv, false, true)) {
+        memc = tls_client(srv.port, true);
+        is_rc(memcached_set_sasl_auth_data(memc, "alice", "secret"), MEMCACHED_SUCCESS,
+              "SASL credentials for a TLS server");
+        storage_round(memc, "SASL over TLS");
+        memcached_free(memc);
+        memc = tls_client(srv.port, true);
+        memcached_set_sasl_auth_data(memc, "alice", "wrong");
+        is_rc(memcached_set(memc, "k", 1, "v", 1, 0, 0), MEMCACHED_AUTH_FAILURE,
+              "a wrong password over TLS: AUTH_FAILURE");
+        memcached_free(memc);
+        test_server_stop(&srv, false);
+    }
+
     if (test_server_start(&plain, false)) {
         memc = tls_client(plain.port, false);
         memcached_return_t rc = memcached_set(memc, "k", 1, "v", 1, 0, 0);
@@ -141,7 +162,7 @@ static void trusted(void)
 static void untrusted(void)
 {
     struct test_server srv;
-    if (!start_tls_server(&srv, false)) {
+    if (!start_tls_server(&srv, false, false)) {
         ok(0, "start the server with -Z");
         return;
     }
@@ -156,7 +177,7 @@ static void untrusted(void)
 static void client_cert(void)
 {
     struct test_server srv;
-    if (!start_tls_server(&srv, true)) {
+    if (!start_tls_server(&srv, true, false)) {
         ok(0, "start the server with -Z -o ssl_verify_mode=2");
         return;
     }

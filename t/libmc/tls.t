@@ -28,4 +28,12 @@ cert ca "/CN=test CA" &&
 cert server "/CN=localhost" ca "DNS:localhost,IP:127.0.0.1" &&
 cert client "/CN=client" ca "DNS:client" &&
 cert other_ca "/CN=unrelated CA" || { echo "1..0 # SKIP openssl could not make certificates"; exit 0; }
+# a SASL user database too, for SASL over TLS (skipped without saslpasswd2)
+saslpasswd=$(command -v saslpasswd2 || echo /usr/sbin/saslpasswd2)
+if [ -x "$saslpasswd" ] &&
+   printf 'mech_list: plain cram-md5\nsasldb_path: %s/sasldb\n' "$dir" > "$dir/memcached.conf" &&
+   echo secret | "$saslpasswd" -f "$dir/sasldb" -a memcached -c -p alice; then
+    SASL_CONF_PATH=$dir
+    export SASL_CONF_PATH
+fi
 TLS_TEST_DIR=$dir "$prog"
