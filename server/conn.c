@@ -18,6 +18,7 @@
 #include <sys/uio.h>
 
 #include "items.h"
+#include "sasl.h"
 #include "log.h"
 #include "settings.h"
 #include "stats.h"
@@ -796,6 +797,7 @@ static void conn_free(struct conn *c)
         resp_free(c, r);
     }
     event_free(c->resume_ev);
+    sasl_session_free(c->sasl);
     c->rlen = 0;
     release_idle_rbuf(c);
     free(c);

@@ -48,6 +48,7 @@
 typedef struct item item;
 struct worker;
 struct event;
+struct sasl_session;
 
 enum conn_state {
     CONN_PARSE,   /* reading and handling requests */
@@ -122,8 +123,9 @@ struct conn {
     bool close_now;                      /* close at the end of this event */
     enum conn_close_reason close_reason; /* for watch connevents */
     bool yield_pending;
-    bool watching;      /* a "watch" log stream (watch.c) */
-    bool authenticated; /* -Y: the connection sent valid credentials */
+    bool watching;             /* a "watch" log stream (watch.c) */
+    bool authenticated;        /* -Y or -S: the connection sent valid credentials */
+    struct sasl_session *sasl; /* -S: the binary engine's SASL exchange (sasl.h) */
     rel_time_t last_cmd_time;
     char listen_addr[64]; /* for "stats conns" */
     char peer_addr[96];

@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "net_tls.h"
+#include "sasl.h"
 #include "clock.h"
 #include "conn.h"
 #include "items.h"
@@ -211,11 +213,17 @@ int main(int argc, char **argv)
         log_msg(LOG_ALWAYS, "%s", auth_err);
         goto out_settings;
     }
-    if (raise_fd_limit() != 0 || drop_privileges() != 0)
+    if (net_tls_init() != 0) {
+        status = 64; /* EX_USAGE, as memcached when TLS cannot start */
         goto out_auth;
+    }
+    if (settings.sasl && sasl_setup() != 0)
+        goto out_tls;
+    if (raise_fd_limit() != 0 || drop_privileges() != 0)
+        goto out_sasl;
     if (settings.daemonize && daemonize() != 0) {
         log_msg(LOG_ALWAYS, "failed to daemon() in order to daemonize");
-        goto out_auth;
+        goto out_sasl;
     }
     if (settings.lock_memory && mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
         log_msg(LOG_ALWAYS, "warning: -k invalid, mlockall() failed: %s", strerror(errno));
@@ -315,6 +323,11 @@ out_storage:
 out_pid:
     if (pid_written)
         unlink(settings.pid_file);
+out_sasl:
+    if (settings.sasl)
+        sasl_teardown();
+out_tls:
+    net_tls_shutdown();
 out_auth:
     auth_free();
 out_settings:

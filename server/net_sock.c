@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "net_tls.h"
 #include "portfile.h"
 #include "settings.h"
 #include "stats.h"
@@ -32,19 +33,15 @@
 static const char too_many_conns[] = "ERROR Too many open connections\r\n";
 
 /* ---- per-connection transport state ------------------------------------------------- */
-struct sock_state {
-    struct event *ev;
-    short interest; /* EV_READ / EV_WRITE currently registered */
-    bool is_unix;
-};
-
 static void sock_event_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
-    conn_on_ready(arg, (what & EV_READ) != 0, (what & EV_WRITE) != 0);
+    struct conn *c = arg;
+    struct sock_state *s = c->tp_data;
+    s->on_ready(c, (what & EV_READ) != 0, (what & EV_WRITE) != 0);
 }
 
-static int sock_attach(struct conn *c, struct event_base *base)
+int net_sock_attach(struct conn *c, struct event_base *base)
 {
     struct sock_state *s = c->tp_data;
     s->ev = event_new(base, c->fd, EV_READ | EV_PERSIST, sock_event_cb, c);
@@ -68,7 +65,7 @@ static ssize_t sock_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
     return sendmsg(c->fd, &msg, MSG_NOSIGNAL);
 }
 
-static void sock_want(struct conn *c, bool readable, bool writable)
+void net_sock_want(struct conn *c, bool readable, bool writable)
 {
     struct sock_state *s = c->tp_data;
     short interest = (short)((readable ? EV_READ : 0) | (writable ? EV_WRITE : 0));
@@ -84,7 +81,7 @@ static void sock_want(struct conn *c, bool readable, bool writable)
         log_msg(LOG_WARN, "<%d event_add failed", c->fd);
 }
 
-static void sock_close(struct conn *c)
+void net_sock_close(struct conn *c)
 {
     struct sock_state *s = c->tp_data;
     if (s) {
@@ -120,7 +117,7 @@ static void format_sockaddr(const struct sockaddr *sa, bool is_unix, const char 
     }
 }
 
-static void sock_describe(struct conn *c, char *buf, size_t len)
+void net_sock_describe(struct conn *c, char *buf, size_t len)
 {
     struct sock_state *s = c->tp_data;
     struct sockaddr_storage ss;
@@ -138,22 +135,22 @@ static void sock_describe(struct conn *c, char *buf, size_t len)
 
 const struct transport_ops net_unix_transport = {
     .name = "unix",
-    .attach = sock_attach,
+    .attach = net_sock_attach,
     .recv = sock_recv,
     .sendv = sock_sendv,
-    .want = sock_want,
-    .close = sock_close,
-    .describe = sock_describe,
+    .want = net_sock_want,
+    .close = net_sock_close,
+    .describe = net_sock_describe,
 };
 
 const struct transport_ops net_sock_transport = {
     .name = "tcp",
-    .attach = sock_attach,
+    .attach = net_sock_attach,
     .recv = sock_recv,
     .sendv = sock_sendv,
-    .want = sock_want,
-    .close = sock_close,
-    .describe = sock_describe,
+    .want = net_sock_want,
+    .close = net_sock_close,
+    .describe = net_sock_describe,
 };
 
 /* ---- listeners ------------------------------------------------------------------------ */
@@ -161,6 +158,7 @@ struct listener {
     struct listener *next;
     int fd;
     bool is_unix;
+    bool tls; /* -Z, unless the -l entry said notls: */
     struct event *ev;
     char addr[96];
 };
@@ -172,6 +170,7 @@ static struct event *reenable_ev; /* accept paused (EMFILE or -c without maxconn
 struct handoff {
     int fd;
     bool is_unix;
+    bool tls;
     char listen_addr[96];
 };
 
@@ -200,22 +199,26 @@ static void adopt_connection(struct worker *w, void *arg)
         free(h);
         return;
     }
-    struct sock_state *s = calloc(1, sizeof(*s));
+    struct sock_state *s = h->tls ? net_tls_state_new(fd) : calloc(1, sizeof(*s));
     if (!s) {
+        log_msg(LOG_WARN, "<%d out of memory for a new connection, closing", fd);
         close(fd);
         stats_conn_closed();
         free(h);
         return;
     }
+    if (!h->tls)
+        s->on_ready = conn_on_ready;
     s->is_unix = h->is_unix;
-    /* on failure conn_new has closed the endpoint through sock_close */
-    struct conn tmp;
-    const struct transport_ops *tp = h->is_unix ? &net_unix_transport : &net_sock_transport;
+    const struct transport_ops *tp = h->tls       ? &net_tls_transport
+                                     : h->is_unix ? &net_unix_transport
+                                                  : &net_sock_transport;
     if (!conn_new(w, tp, fd, s, engine_for_new_conn(), h->listen_addr)) {
+        struct conn tmp; /* conn_new leaves the endpoint to us on failure */
         memset(&tmp, 0, sizeof(tmp));
         tmp.fd = fd;
         tmp.tp_data = s;
-        sock_close(&tmp);
+        tp->close(&tmp);
     }
     free(h);
 }
@@ -293,6 +296,7 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
         }
         h->fd = fd;
         h->is_unix = l->is_unix;
+        h->tls = l->tls;
         memcpy(h->listen_addr, l->addr, sizeof(h->listen_addr));
         stats_conn_opened();
         if (worker_call(workers_next(), adopt_connection, h) != 0) {
@@ -303,13 +307,14 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
     }
 }
 
-static int add_listener(struct event_base *base, int fd, bool is_unix, const char *addr)
+static int add_listener(struct event_base *base, int fd, bool is_unix, bool tls, const char *addr)
 {
     struct listener *l = calloc(1, sizeof(*l));
     if (!l)
         return -1;
     l->fd = fd;
     l->is_unix = is_unix;
+    l->tls = tls;
     snprintf(l->addr, sizeof(l->addr), "%s", addr);
     l->ev = event_new(base, fd, EV_READ | EV_PERSIST, accept_cb, l);
     if (!l->ev || event_add(l->ev, NULL) != 0) {
@@ -336,8 +341,21 @@ static void note_port(FILE *portfile, const struct sockaddr *sa)
         fprintf(portfile, "TCP INET6: %u\n", ntohs(((const struct sockaddr_in6 *)sa)->sin6_port));
 }
 
+const char *net_sock_strip_notls(const char *spec, bool *notls)
+{
+    *notls = strncmp(spec, "notls:", 6) == 0;
+    return *notls ? spec + 6 : spec;
+}
+
 static int open_tcp(struct event_base *base, const char *spec, FILE *portfile)
 {
+    bool notls;
+    spec = net_sock_strip_notls(spec, &notls);
+    if (notls && !settings.tls.enabled) {
+        log_msg(LOG_ALWAYS, "'notls' option is valid only when SSL is enabled");
+        return -1;
+    }
+    bool tls = settings.tls.enabled && !notls;
     char host[256];
     char port[16];
     snprintf(port, sizeof(port), "%d", settings.port == -1 ? 0 : settings.port); /* -1: any */
@@ -403,12 +421,12 @@ static int open_tcp(struct event_base *base, const char *spec, FILE *portfile)
         getsockname(fd, (struct sockaddr *)&ss, &sl);
         format_sockaddr((struct sockaddr *)&ss, false, NULL, addr, sizeof(addr));
         note_port(portfile, (struct sockaddr *)&ss);
-        if (add_listener(base, fd, false, addr) != 0) {
+        if (add_listener(base, fd, false, tls, addr) != 0) {
             close(fd);
             freeaddrinfo(ai);
             return -1;
         }
-        log_msg(LOG_WARN, "listening on %s", addr);
+        log_msg(LOG_WARN, "listening on %s%s", addr, tls ? " (TLS)" : "");
         bound++;
     }
     freeaddrinfo(ai);
@@ -449,7 +467,7 @@ static int open_unix(struct event_base *base)
     }
     char addr[96];
     format_sockaddr(NULL, true, path, addr, sizeof(addr));
-    if (add_listener(base, fd, true, addr) != 0) {
+    if (add_listener(base, fd, true, false, addr) != 0) {
         close(fd);
         unlink(path);
         return -1;

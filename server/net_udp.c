@@ -48,6 +48,7 @@
 #include "conn.h"
 #include "items.h"
 #include "log.h"
+#include "net_sock.h"
 #include "portfile.h"
 #include "settings.h"
 #include "stats.h"
@@ -472,6 +473,8 @@ static int open_one(const struct addrinfo *p, FILE *portfile)
  * "[v6]" or "[v6]:port". */
 static int open_spec(const char *spec, FILE *portfile)
 {
+    bool notls; /* TLS is for TCP; UDP listens on the address all the same */
+    spec = net_sock_strip_notls(spec, &notls);
     char host[256];
     const char *h = spec;
     size_t hlen = strlen(spec);

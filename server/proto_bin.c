@@ -32,6 +32,7 @@
 #include "items.h"
 #include "log.h"
 #include "meta_marks.h"
+#include "sasl.h"
 #include "mcr/binary_wire.h"
 #include "settings.h"
 #include "stats.h"
@@ -54,7 +55,11 @@ struct bin_request {
     struct bin_reply rc;
     const unsigned char *extras;
     const char *key;
+    const char *value; /* SASL AUTH / STEP only: the whole body is in */
 };
+
+/* memcached reads SASL data into an item; larger data gets its ENOMEM. */
+#define SASL_DATA_MAX 8192
 
 /* ---- replies ------------------------------------------------------------------------ */
 static const char *status_text(uint16_t status)
@@ -561,6 +566,90 @@ static void process_stat(struct conn *c, const struct bin_request *req)
     stats_send(c, &st);
 }
 
+/* ---- SASL (-S) ---------------------------------------------------------------------------- */
+/* Before authenticating, a -S connection may only list mechanisms,
+ * authenticate and ask the version; anything else gets AUTH_ERROR and the
+ * connection closes, as in memcached. */
+static bool sasl_allows(const struct conn *c, uint8_t opcode)
+{
+    if (!settings.sasl || c->authenticated)
+        return true;
+    return opcode == MCR_BIN_OP_SASL_LIST_MECHS || opcode == MCR_BIN_OP_SASL_AUTH ||
+           opcode == MCR_BIN_OP_SASL_STEP || opcode == MCR_BIN_OP_VERSION;
+}
+
+/* memcached starts every SASL command by dropping the connection's
+ * authentication and creating its exchange once. */
+static struct sasl_session *sasl_restart(struct conn *c)
+{
+    c->authenticated = false;
+    if (!c->sasl)
+        c->sasl = sasl_session_new();
+    return c->sasl;
+}
+
+static void process_sasl_list_mechs(struct conn *c, const struct bin_request *req)
+{
+    const char *mechs = NULL;
+    unsigned len = 0;
+    if (!sasl_session_mechs(sasl_restart(c), &mechs, &len)) {
+        reply_error(c, &req->rc, MCR_BIN_STATUS_AUTH_ERROR, NULL);
+        return;
+    }
+    reply_ok(c, &req->rc, mechs, len, 0);
+}
+
+static void process_sasl_auth(struct conn *c, const struct bin_request *req)
+{
+    size_t vlen = (size_t)req->h.bodylen - req->h.keylen;
+    if (req->h.keylen > SASL_MECH_NAME_MAX) {
+        reply_error(c, &req->rc, MCR_BIN_STATUS_EINVAL, NULL);
+        conn_swallow(c, vlen);
+        return;
+    }
+    if (!req->value) { /* more data than memcached's item would hold */
+        reply_error(c, &req->rc, MCR_BIN_STATUS_ENOMEM, NULL);
+        conn_swallow(c, vlen);
+        return;
+    }
+    char mech[SASL_MECH_NAME_MAX + 1];
+    memcpy(mech, req->key, req->h.keylen);
+    mech[req->h.keylen] = '\0';
+    struct sasl_session *s = sasl_restart(c);
+    const char *out = NULL;
+    unsigned outlen = 0;
+    enum sasl_step_result res =
+        req->cmd == MCR_BIN_OP_SASL_AUTH
+            ? sasl_session_start(s, mech, req->value, (unsigned)vlen, &out, &outlen)
+            : sasl_session_step(s, req->value, (unsigned)vlen, &out, &outlen);
+    struct worker_stats *ws = &c->worker->stats;
+    switch (res) {
+    case SASL_STEP_OK:
+        c->authenticated = true;
+        STAT_INCR(ws, auth_cmds);
+        reply_ok(c, &req->rc, "Authenticated", strlen("Authenticated"), 0);
+        break;
+    case SASL_STEP_CONTINUE: {
+        struct resp *r = reply_start(c, &req->rc, MCR_BIN_STATUS_AUTH_CONTINUE, 0, 0, outlen, 0);
+        if (r && outlen > 0 && !resp_add_head(r, out, outlen)) {
+            char *copy = malloc(outlen);
+            if (copy) {
+                memcpy(copy, out, outlen);
+                resp_set_heap(r, copy, outlen);
+            } else {
+                conn_set_close_after_write(c); /* the header promised a body */
+            }
+        }
+        break;
+    }
+    case SASL_STEP_FAILED:
+        STAT_INCR(ws, auth_cmds);
+        STAT_INCR(ws, auth_errors);
+        reply_error(c, &req->rc, MCR_BIN_STATUS_AUTH_ERROR, NULL);
+        break;
+    }
+}
+
 /* ---- the rest --------------------------------------------------------------------------- */
 static void process_flush(struct conn *c, const struct bin_request *req)
 {
@@ -582,6 +671,11 @@ static void dispatch(struct conn *c, struct bin_request *req)
 
     if (keylen + extlen > bodylen) {
         reply_error(c, &req->rc, MCR_BIN_STATUS_UNKNOWN_COMMAND, NULL);
+        conn_set_close_after_write(c);
+        return;
+    }
+    if (!sasl_allows(c, h->opcode)) {
+        reply_error(c, &req->rc, MCR_BIN_STATUS_AUTH_ERROR, NULL);
         conn_set_close_after_write(c);
         return;
     }
@@ -688,8 +782,12 @@ static void dispatch(struct conn *c, struct bin_request *req)
     case MCR_BIN_OP_SASL_LIST_MECHS:
     case MCR_BIN_OP_SASL_AUTH:
     case MCR_BIN_OP_SASL_STEP:
-        /* SASL is refused at start-up: as memcached without -S */
-        unknown_command(c, req, bodylen - keylen);
+        if (!settings.sasl) /* as memcached without -S */
+            unknown_command(c, req, bodylen - keylen);
+        else if (req->cmd == MCR_BIN_OP_SASL_LIST_MECHS)
+            process_sasl_list_mechs(c, req);
+        else
+            process_sasl_auth(c, req);
         break;
     }
 }
@@ -715,7 +813,18 @@ static enum proto_status bin_process(struct conn *c)
     req.rc.opaque = req.h.opaque;
     req.extras = data + MCR_BIN_HEADER_LEN;
     req.key = (const char *)req.extras + req.h.extlen;
-    /* extras and key stay readable until the next receive */
+    req.value = NULL;
+    /* SASL data is small: wait for all of it, it is handled in one piece */
+    if (settings.sasl &&
+        (req.h.opcode == MCR_BIN_OP_SASL_AUTH || req.h.opcode == MCR_BIN_OP_SASL_STEP) &&
+        req.h.extlen == 0 && req.h.keylen > 0 && req.h.keylen <= SASL_MECH_NAME_MAX &&
+        req.h.bodylen >= req.h.keylen && req.h.bodylen - req.h.keylen <= SASL_DATA_MAX) {
+        if (avail < MCR_BIN_HEADER_LEN + (size_t)req.h.bodylen)
+            return PROTO_NEED_MORE;
+        req.value = req.key + req.h.keylen;
+        head = MCR_BIN_HEADER_LEN + (size_t)req.h.bodylen;
+    }
+    /* extras, key and value stay readable until the next receive */
     conn_consume(c, head);
     dispatch(c, &req);
     return PROTO_DONE;

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "auth.h"
+#include "net_tls.h"
 #include "items.h"
 #include "log.h"
 #include "meta_marks.h"
@@ -864,6 +865,20 @@ static void process_stats(struct conn *c, struct token *tokens, size_t ntokens)
         }                                                                                          \
     } while (0)
 
+/* memcached's "refresh_certs": reload the TLS certificates for new
+ * connections; the error text is the TLS layer's. */
+static void process_refresh_certs(struct conn *c, struct token *tokens, size_t ntokens)
+{
+    bool noreply = set_noreply_maybe(tokens, ntokens);
+    char err[1024];
+    if (net_tls_refresh_certs(err, sizeof(err))) {
+        out_string(c, noreply, "OK");
+        return;
+    }
+    err[strcspn(err, "\r\n")] = '\0';
+    out_string(c, noreply, err);
+}
+
 static enum proto_status dispatch(struct conn *c, char *line, size_t len)
 {
     struct token tokens[MAX_TOKENS];
@@ -951,6 +966,8 @@ static enum proto_status dispatch(struct conn *c, char *line, size_t len)
         process_lru(c, tokens, ntokens);
     } else if (strcmp(cmd, "lru_crawler") == 0) {
         process_lru_crawler(c, tokens, ntokens);
+    } else if (strcmp(cmd, "refresh_certs") == 0) {
+        process_refresh_certs(c, tokens, ntokens);
     } else if (strcmp(cmd, "cache_memlimit") == 0) {
         WANT_TOKENS_OR(ntokens, 3, 4);
         process_memlimit(c, tokens, ntokens);

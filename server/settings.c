@@ -3,12 +3,13 @@
  *
  * Every flag memcached 1.6.18 documents is accepted with the same meaning.
  * Flags and -o suboptions this server implements act; the ones it knows but
- * does not implement print a one-line warning and are ignored; features
- * whose silent absence would be unsafe (SASL, ASCII auth, TLS) fail
- * start-up instead. Anything unknown fails start-up with a clear message.
+ * does not implement print a one-line warning and are ignored. The ssl_*
+ * suboptions are parsed by settings_tls.c. Anything unknown fails start-up with a clear message.
  * Parsing only: no sockets, threads or storage here.
  */
 #include "settings.h"
+
+#include "settings_tls.h"
 
 #include "config.h"
 
@@ -92,6 +93,7 @@ void settings_init(struct settings *s)
     s->worker_logbuf_size = 64 * 1024;
     s->lru_crawler_tocrawl = -1;
     s->prefix_delimiter = ':';
+    settings_tls_init(&s->tls);
 }
 
 void settings_free(struct settings *s)
@@ -102,6 +104,7 @@ void settings_free(struct settings *s)
     free(s->socketpath);
     free(s->rdma_listen);
     free(s->auth_file);
+    settings_tls_free(&s->tls);
     s->pid_file = s->username = s->inter = s->socketpath = s->rdma_listen = s->auth_file = NULL;
 }
 
@@ -190,7 +193,8 @@ struct parse_state {
     const char *slab_sizes; /* -o slab_sizes, checked once all flags are in */
     bool slab_sizes_given;  /* by slab_sizes itself (see worker_logbuf_size) */
     char *slab_sizes_copy;
-    int napi_ids; /* -N */
+    int napi_ids;        /* -N */
+    bool protocol_given; /* -B */
 };
 
 /* memcached's checks of -o slab_sizes; the sizes go to s->slab_sizes. */
@@ -241,6 +245,8 @@ static void print_usage(FILE *out)
             "-A, --enable-shutdown     enable ascii \"shutdown\" command\n"
             "-l, --listen=<addr>       interface to listen on (default: 127.0.0.1;\n"
             "                          memcached's default is every interface: -l 0.0.0.0)\n"
+            "                          if TLS/SSL is enabled, 'notls' prefix can be used to\n"
+            "                          disable for specific listeners (-l notls:<ip>:<port>)\n"
             "-d, --daemon              run as a daemon\n"
             "-r, --enable-coredumps    maximize core file limit\n"
             "-u, --user=<user>         assume identity of <username> (only when run as root)\n"
@@ -271,6 +277,8 @@ static void print_usage(FILE *out)
             "-X, --disable-dumping     disable stats cachedump and lru_crawler metadump\n"
             "-W, --disable-watch       disable watch commands (live logging)\n"
             "-Y, --auth-file=<file>    ASCII protocol authentication; lines user:pass\n"
+            "-S, --enable-sasl         turn on Sasl authentication (binary protocol)\n"
+            "-Z, --enable-ssl          enable TLS/SSL\n"
             "-o, --extended            comma separated list of extended options\n"
             "   - maxconns_fast, no_maxconns_fast: reject new connections over -c at once\n"
             "   - hashpower:           initial hash table size as a power of two\n"
@@ -289,6 +297,22 @@ static void print_usage(FILE *out)
             "   - rdma_eager_max:      RDMA message buffer size in bytes (default: 8192)\n"
             "   - rdma_poll:           RDMA completions: event, spin or adaptive (default: event)\n"
             "   - tail_repair_time:    accepted\n"
+            "   - ssl_chain_cert:      certificate chain file in PEM format\n"
+            "   - ssl_key:             private key, if not part of the -ssl_chain_cert\n"
+            "   - ssl_keyformat:       private key format (PEM, DER or ENGINE) (default: PEM)\n"
+            "   - ssl_verify_mode:     peer certificate verification mode, default is 0(None).\n"
+            "                          valid values are 0(None), 1(Request), 2(Require)\n"
+            "                          or 3(Once)\n"
+            "   - ssl_ciphers:         specify cipher list to be used\n"
+            "   - ssl_ca_cert:         PEM format file of acceptable client CA's\n"
+            "   - ssl_wbuf_size:       size in kilobytes of per-connection SSL output buffer\n"
+            "                          (default: 16)\n"
+            "   - ssl_session_cache:   enable server-side SSL session cache, to support session\n"
+            "                          resumption\n"
+            "   - ssl_kernel_tls:      enable kernel TLS offload\n"
+            "   - ssl_min_version:     minimum protocol version to accept (default: tlsv1.2)\n"
+            "                          valid values are 0(tlsv1.0), 1(tlsv1.1), 2(tlsv1.2),\n"
+            "                          or 3(tlsv1.3).\n"
             "   other memcached 1.6 options are accepted with a warning and ignored\n",
             PACKAGE_VERSION, COMPAT_VERSION);
 }
@@ -331,16 +355,6 @@ static const struct ignored_suboption {
     {"ext_max_frag", V_DOUBLE},
     {"ext_drop_unread", V_NONE},
     {"slab_automove_freeratio", V_DOUBLE},
-    {"ssl_chain_cert", V_ANY},
-    {"ssl_key", V_ANY},
-    {"ssl_keyformat", V_ULONG},
-    {"ssl_verify_mode", V_ULONG},
-    {"ssl_ciphers", V_ANY},
-    {"ssl_ca_cert", V_ANY},
-    {"ssl_wbuf_size", V_ULONG},
-    {"ssl_session_cache", V_NONE},
-    {"ssl_kernel_tls", V_NONE},
-    {"ssl_min_version", V_ULONG},
     {NULL, V_NONE},
 };
 
@@ -390,6 +404,9 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
         *value++ = '\0';
     long v;
     unsigned long uv = 0;
+    enum tls_suboption_result tls = settings_tls_suboption(&s->tls, opt, value, errout);
+    if (tls != TLS_SUBOPT_NOT_MINE)
+        return tls == TLS_SUBOPT_OK;
 
 #define NEED_VALUE()                                                                               \
     do {                                                                                           \
@@ -615,11 +632,6 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
                 fprintf(errout, "could not parse argument to %s\n", opt);
                 return false;
             }
-            if ((strcmp(opt, "ssl_verify_mode") == 0 || strcmp(opt, "ssl_min_version") == 0) &&
-                uv > 3) {
-                fprintf(errout, "Invalid %s. Use help to see valid options.\n", opt);
-                return false;
-            }
             fprintf(errout, "warning: -o %s is not supported by memcached-rdma; ignored\n", opt);
             return true;
         }
@@ -806,6 +818,22 @@ static bool check_combination(struct settings *s, struct parse_state *ps, long l
         fprintf(errout, "temporary_ttl requires lru_maintainer to be enabled\n");
         return false;
     }
+    if (s->sasl) { /* binary SASL only, as memcached */
+        if (!ps->protocol_given) {
+            s->binding_protocol = PROTOCOL_BINARY;
+        } else if (s->binding_protocol != PROTOCOL_BINARY) {
+            fprintf(errout, "ERROR: You cannot allow the ASCII protocol while using SASL.\n");
+            return false;
+        }
+        if (s->udpport) {
+            fprintf(errout, "ERROR: Cannot enable UDP while using binary SASL authentication.\n");
+            return false;
+        }
+    }
+    if (s->tls.enabled && s->port == 0) {
+        fprintf(errout, "ERROR: You cannot enable SSL without a TCP port.\n");
+        return false;
+    }
     if (ps->napi_ids > s->num_threads) {
         fprintf(errout, "Number of napi_ids(%d) cannot be greater than number of threads(%d)\n",
                 ps->napi_ids, s->num_threads);
@@ -976,6 +1004,7 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             s->backlog = lenient_int(optarg); /* handed to listen() as is, as memcached */
             break;
         case 'B':
+            ps->protocol_given = true;
             if (strcmp(optarg, "auto") == 0) {
                 s->binding_protocol = PROTOCOL_AUTO;
             } else if (strcmp(optarg, "binary") == 0) {
@@ -994,8 +1023,8 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             item_size = item_size_arg(optarg);
             break;
         case 'S':
-            fprintf(errout, "This server is not built with SASL support.\n");
-            return SETTINGS_EXIT_FAILED;
+            s->sasl = true;
+            break;
         case 'F':
             s->flush_enabled = false;
             break;
@@ -1010,8 +1039,8 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
                 return SETTINGS_EXIT_FAILED;
             break;
         case 'Z':
-            fprintf(errout, "This server is not built with TLS support.\n");
-            return SETTINGS_EXIT_BAD; /* memcached: 64 when TLS cannot start */
+            s->tls.enabled = true;
+            break;
         case 'e':
             fprintf(errout, "warning: -e (memory file) is not supported; ignored\n");
             break;

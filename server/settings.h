@@ -14,6 +14,22 @@
 
 enum binding_protocol { PROTOCOL_AUTO, PROTOCOL_ASCII, PROTOCOL_BINARY };
 
+/* TLS as memcached 1.6.18 takes it; the values are OpenSSL's, so that
+ * "stats settings" reports the numbers memcached reports. */
+struct tls_settings {
+    bool enabled;       /* -Z */
+    char *chain_cert;   /* ssl_chain_cert, PEM */
+    char *key;          /* ssl_key */
+    int keyformat;      /* ssl_keyformat: SSL_FILETYPE_PEM (1) or ASN1 (2) */
+    int verify_mode;    /* ssl_verify_mode 0..3 as SSL_VERIFY_* flags */
+    char *ciphers;      /* ssl_ciphers; NULL: OpenSSL's default */
+    char *ca_cert;      /* ssl_ca_cert: PEM file of acceptable client CAs */
+    unsigned wbuf_size; /* ssl_wbuf_size, bytes (given in kilobytes) */
+    bool session_cache; /* ssl_session_cache */
+    bool kernel_tls;    /* ssl_kernel_tls */
+    int min_version;    /* ssl_min_version as TLS1_x_VERSION */
+};
+
 /* memcached takes at most 62 sizes in -o slab_sizes (the largest class,
  * slab_chunk_max, is added after them). */
 #define SETTINGS_SLAB_SIZES_MAX 62
@@ -37,6 +53,8 @@ struct settings {
     bool watch_enabled;                     /* cleared by -W */
     unsigned idle_timeout;                  /* -o idle_timeout, seconds; 0 = never */
     char *auth_file;                        /* -Y: ASCII authentication credentials */
+    bool sasl;                              /* -S: binary SASL authentication (sasl.c) */
+    struct tls_settings tls;                /* -Z and -o ssl_* (settings_tls.c) */
     char *rdma_listen;       /* -o rdma_listen=ADDR:PORT (repeatable), space separated */
     unsigned rdma_eager_max; /* -o rdma_eager_max: RDMA message buffer, bytes; 8192 */
     int rdma_poll;           /* -o rdma_poll: 0 event, 1 spin, 2 adaptive */

@@ -23,6 +23,7 @@
 #include "conn.h"
 #include "log.h"
 #include "net_sock.h"
+#include "net_tls.h"
 #include "settings.h"
 #include "thread.h"
 #include "watch.h"
@@ -261,6 +262,7 @@ void stats_report_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "log_watcher_sent", sent);
     emit_u64(emit, ctx, "log_watchers", watchers);
 #undef D
+    net_tls_stats(emit, ctx);
     if (stats_general_extra)
         stats_general_extra(emit, ctx);
     rest_of_storage_stats(&ss, emit, ctx);
@@ -294,7 +296,7 @@ void stats_report_settings(stat_emit_fn emit, void *ctx)
     place_storage_stat(&ss, "cas_enabled", emit, ctx);
     emit_i64(emit, ctx, "tcp_backlog", settings.backlog);
     emit(ctx, "binding_protocol", settings_protocol_name(settings.binding_protocol));
-    emit(ctx, "auth_enabled_sasl", "no");
+    emit(ctx, "auth_enabled_sasl", settings.sasl ? "yes" : "no");
     emit(ctx, "auth_enabled_ascii", settings.auth_file ? "yes" : "no");
     place_storage_stat(&ss, "item_size_max", emit, ctx);
     emit(ctx, "maxconns_fast", settings.maxconns_fast ? "yes" : "no");
@@ -336,6 +338,7 @@ void stats_report_settings(stat_emit_fn emit, void *ctx)
     /* -N and -e are accepted and ignored (memcached's when not given) */
     emit(ctx, "num_napi_ids", "(null)");
     emit(ctx, "memory_file", "(null)");
+    net_tls_settings_stats(emit, ctx);
 }
 
 /* "stats conns": one group per connection, by file descriptor. */

@@ -49,7 +49,7 @@ static bool refused(enum settings_action a)
 int main(void)
 {
     struct settings s;
-    printf("1..45\n");
+    printf("1..48\n");
 
     ok(parse(&s, ARGS("-v")) == SETTINGS_RUN && s.port == 11211 && s.maxconns == 1024 &&
            s.num_threads == 4 && s.maxbytes == 64u << 20 && s.item_size_max == 1u << 20 &&
@@ -162,8 +162,31 @@ int main(void)
        "out-of-range and non-numeric values fail");
     settings_free(&s);
 
-    ok(refused(parse(&s, ARGS("-S"))) && strstr(err_text, "SASL"),
-       "-S (SASL) refuses to start rather than run unauthenticated");
+    ok(parse(&s, ARGS("-S")) == SETTINGS_RUN && s.sasl && s.binding_protocol == PROTOCOL_BINARY,
+       "-S turns SASL on and the protocol to binary, as memcached");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-S", "-B", "auto")) == SETTINGS_EXIT_BAD && strstr(err_text, "ASCII") &&
+           parse(&s, ARGS("-S", "-B", "ascii")) == SETTINGS_EXIT_BAD &&
+           parse(&s, ARGS("-S", "-U", "11211")) == SETTINGS_EXIT_BAD &&
+           strstr(err_text, "Cannot enable UDP") &&
+           parse(&s, ARGS("-S", "-B", "binary")) == SETTINGS_RUN,
+       "-S refuses the ASCII protocol and UDP (exit 64), as memcached");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-Z", "-o", "ssl_chain_cert=/c.pem,ssl_key=/k.pem,ssl_verify_mode=2", "-o",
+                      "ssl_min_version=3,ssl_wbuf_size=64,ssl_session_cache")) == SETTINGS_RUN &&
+           s.tls.enabled && strcmp(s.tls.chain_cert, "/c.pem") == 0 &&
+           strcmp(s.tls.key, "/k.pem") == 0 && s.tls.verify_mode == 3 &&
+           s.tls.min_version == 0x304 && s.tls.wbuf_size == 65536 && s.tls.session_cache,
+       "-Z and -o ssl_* are read as memcached reads them");
+    settings_free(&s);
+    ok(parse(&s, ARGS("-o", "ssl_verify_mode=4")) == SETTINGS_EXIT_FAILED &&
+           strstr(err_text, "Invalid ssl_verify_mode") &&
+           parse(&s, ARGS("-o", "ssl_min_version=x")) == SETTINGS_EXIT_FAILED &&
+           parse(&s, ARGS("-o", "ssl_key")) == SETTINGS_EXIT_FAILED &&
+           strstr(err_text, "Missing ssl_key argument") &&
+           parse(&s, ARGS("-Z", "-p", "0")) == SETTINGS_EXIT_BAD &&
+           strstr(err_text, "without a TCP port"),
+       "bad ssl_* values and -Z without TCP are refused with memcached's lines");
     settings_free(&s);
 
     ok(parse(&s, ARGS("-Y", "/etc/mc-auth")) == SETTINGS_RUN && s.auth_file &&

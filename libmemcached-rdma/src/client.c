@@ -10,6 +10,7 @@
 
 #include "io.h"
 #include "placement.h"
+#include "sasl.h"
 
 void lmr_behaviors_defaults(struct lmr_behaviors *b)
 {
@@ -191,7 +192,9 @@ memcached_return_t lmr_client_add_server(struct lmr_client *c, const char *hostn
     memcached_instance_st *srv = calloc(1, sizeof(*srv));
     if (srv == NULL)
         return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
-    if ((type == MEMCACHED_CONNECTION_TCP || type == MEMCACHED_CONNECTION_RDMA) && port == 0)
+    if ((type == MEMCACHED_CONNECTION_TCP || type == MEMCACHED_CONNECTION_RDMA ||
+         type == MEMCACHED_CONNECTION_TLS) &&
+        port == 0)
         port = MEMCACHED_DEFAULT_PORT;
     if (type == MEMCACHED_CONNECTION_RDMA)
         c->behaviors.binary_protocol = true; /* RDMA servers speak binary only */
@@ -288,6 +291,7 @@ void memcached_free(memcached_st *ptr)
             c->on_cleanup(ptr);
         memcached_servers_reset(ptr);
         lmr_fetch_clear(&c->fetch);
+        lmr_sasl_release(c);
         free(c);
         ptr->impl = NULL;
     }
@@ -333,6 +337,10 @@ memcached_st *memcached_clone(memcached_st *clone, const memcached_st *source)
     c->on_delete = src->on_delete;
     memcpy(c->namespace_prefix, src->namespace_prefix, sizeof(c->namespace_prefix));
     c->namespace_length = src->namespace_length;
+    if (lmr_sasl_copy(copy, source) != MEMCACHED_SUCCESS) {
+        memcached_free(copy);
+        return NULL;
+    }
     for (uint32_t i = 0; i < src->server_count; i++) {
         const memcached_instance_st *s = src->servers[i];
         if (lmr_client_add_server(c, s->hostname, s->port, s->weight, s->type) !=

@@ -74,6 +74,10 @@ struct lmr_client {
     memcached_trigger_key_fn on_get_miss;      /* a memcached_get miss: read-through */
     memcached_trigger_delete_key_fn on_delete; /* after a delete that deleted */
     void *user_data;
+    /* SASL (sasl.c): the callbacks new connections authenticate with, and
+     * the credentials behind them when memcached_set_sasl_auth_data made them */
+    const sasl_callback_t *sasl_callbacks;
+    struct lmr_sasl_auth *sasl_auth;
     char namespace_prefix[MEMCACHED_MAX_NAMESPACE]; /* MEMCACHED_CALLBACK_PREFIX_KEY */
     size_t namespace_length;
     uint32_t next_opaque;                     /* binary protocol request ids */
@@ -128,6 +132,26 @@ memcached_return_t lmr_client_add_server(struct lmr_client *c, const char *hostn
 
 /* A host name or address as a configuration string or server list gives
  * it: not empty, no blank, control character or ',' (a list separator). */
+/* A server entry's scheme: "rdma://" or "tls://" is removed from spec (of
+ * *len bytes, NUL-ended; *len shrinks) and names the connection type;
+ * without one, TCP. */
+static inline memcached_connection_t lmr_scheme_of(char *spec, size_t *len)
+{
+    static const struct {
+        const char *prefix;
+        memcached_connection_t type;
+    } schemes[] = {{"rdma://", MEMCACHED_CONNECTION_RDMA}, {"tls://", MEMCACHED_CONNECTION_TLS}};
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+        size_t n = strlen(schemes[i].prefix);
+        if (strncmp(spec, schemes[i].prefix, n) == 0) {
+            memmove(spec, spec + n, *len - n + 1);
+            *len -= n;
+            return schemes[i].type;
+        }
+    }
+    return MEMCACHED_CONNECTION_TCP;
+}
+
 static inline bool lmr_host_name_ok(const char *host)
 {
     if (host[0] == '\0')

@@ -96,9 +96,8 @@ static memcached_return_t add_server_spec(memcached_st *memc, char *spec, bool s
     if (socket)
         return memcached_server_add_unix_socket_with_weight(memc, spec, weight);
     in_port_t port = MEMCACHED_DEFAULT_PORT;
-    bool rdma = strncmp(spec, "rdma://", 7) == 0;
-    if (rdma)
-        spec += 7;
+    size_t spec_len = strlen(spec);
+    memcached_connection_t type = lmr_scheme_of(spec, &spec_len);
     char *host = spec;
     char *colon = NULL;
     if (spec[0] == '[') { /* [IPv6 address][:port], nothing else after ']' */
@@ -122,13 +121,13 @@ static memcached_return_t add_server_spec(memcached_st *memc, char *spec, bool s
     }
     if (!lmr_host_name_ok(host) || host[0] == '/') /* a path is for --SOCKET */
         return MEMCACHED_PARSE_ERROR;
-    if (rdma) { /* rdma://host:port: through a one-entry server list */
+    if (type != MEMCACHED_CONNECTION_TCP) { /* rdma:// or tls://: a one-entry server list */
         memcached_return_t rc;
         memcached_server_list_st one =
             memcached_server_list_append_with_weight(NULL, host, port, weight, &rc);
         if (one == NULL)
             return rc;
-        one[0].type = MEMCACHED_CONNECTION_RDMA;
+        one[0].type = type;
         rc = memcached_server_push(memc, one);
         memcached_server_list_free(one);
         return rc;

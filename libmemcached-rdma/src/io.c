@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sasl.h"
 #include "proto.h"
 
 #define LMR_IOV_BATCH 256
@@ -203,6 +204,17 @@ void lmr_io_fail_server(memcached_instance_st *srv, memcached_return_t rc, const
         note_failure(srv, timed_out);
 }
 
+/* A connection whose SASL exchange failed: closed, and the server noted as
+ * failing with the exchange's code. */
+static void fail_authentication(memcached_instance_st *srv, memcached_return_t rc)
+{
+    lmr_io_close(srv);
+    snprintf(srv->error_message, sizeof(srv->error_message), "%.120s:%u: SASL: %.100s",
+             srv->hostname, (unsigned)srv->port, memcached_strerror(NULL, rc));
+    srv->error_rc = rc;
+    srv->client->last_disconnected = srv;
+}
+
 static memcached_return_t ensure_connected(memcached_instance_st *srv)
 {
     if (srv->conn.ops != NULL)
@@ -250,6 +262,13 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
     }
     srv->next_retry = 0;
     reset_receive(srv);
+    if (lmr_sasl_wanted(srv->client)) {
+        rc = lmr_sasl_authenticate(srv);
+        if (rc != MEMCACHED_SUCCESS) {
+            fail_authentication(srv, rc);
+            return rc;
+        }
+    }
     return MEMCACHED_SUCCESS;
 }
 
@@ -498,6 +517,13 @@ static bool finish_connecting(memcached_instance_st *srv)
         rc = srv->conn.ops->finish_open(&srv->conn, &sys_errno);
     if (rc == MEMCACHED_SUCCESS) {
         srv->connecting = false;
+        if (lmr_sasl_wanted(srv->client)) {
+            rc = lmr_sasl_authenticate(srv);
+            if (rc != MEMCACHED_SUCCESS) {
+                lmr_io_fail_server(srv, rc, "SASL authentication failed");
+                return false;
+            }
+        }
         return true;
     }
     if (rc == MEMCACHED_IN_PROGRESS && now_ms() < srv->connect_deadline_ms)

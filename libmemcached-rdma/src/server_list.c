@@ -130,11 +130,9 @@ memcached_server_list_st memcached_servers_parse(const char *server_strings)
         memcpy(item, p, len);
         item[len] = '\0';
         p += len;
-        bool rdma = strncmp(item, "rdma://", 7) == 0;
-        if (rdma)
-            memmove(item, item + 7, len - 7 + 1);
+        memcached_connection_t type = lmr_scheme_of(item, &len);
         if (!parse_one(item, host, sizeof(host), &port, &weight) ||
-            (rdma && host[0] == '/')) { /* a socket path has no rdma:// */
+            (type != MEMCACHED_CONNECTION_TCP && host[0] == '/')) { /* a path has no scheme */
             memcached_server_list_free(list);
             return NULL;
         }
@@ -146,8 +144,8 @@ memcached_server_list_st memcached_servers_parse(const char *server_strings)
             return NULL;
         }
         list = grown;
-        if (rdma)
-            list[memcached_server_list_count(list) - 1].type = MEMCACHED_CONNECTION_RDMA;
+        if (type != MEMCACHED_CONNECTION_TCP)
+            list[memcached_server_list_count(list) - 1].type = type;
     }
     return list;
 }

@@ -1,7 +1,7 @@
 /* transport.c: what is common to the transports: which one reaches a
  * server of a given kind, and reading a transport's numeric settings from
- * the environment. The transports themselves live in transport_sock.c and
- * transport_rdma.c. */
+ * the environment. The transports themselves live in transport_sock.c,
+ * transport_tls.c and transport_rdma.c. */
 #include "transport.h"
 
 #include "config.h"
@@ -15,6 +15,8 @@ const struct lmr_transport_ops *lmr_transport_for(memcached_connection_t type)
     case MEMCACHED_CONNECTION_TCP:
     case MEMCACHED_CONNECTION_UNIX_SOCKET:
         return &lmr_transport_socket;
+    case MEMCACHED_CONNECTION_TLS:
+        return &lmr_transport_tls;
 #ifdef HAVE_RDMA
     case MEMCACHED_CONNECTION_RDMA:
         return &lmr_transport_rdma;

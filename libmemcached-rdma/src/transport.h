@@ -110,6 +110,7 @@ struct lmr_conn {
     const struct lmr_transport_ops *ops; /* NULL while closed */
     int fd;
     void *transport_state; /* for transports that need more than an fd */
+    void *tls;             /* TLS over the socket transport (transport_tls.c) */
     unsigned spin_us;      /* poll_input budget before sleeping (0: none) */
     /* peer_shares_cpu's last answer, for the CPU it was found on, and how
      * many more waits may reuse it before it is asked again; reused only
@@ -121,6 +122,7 @@ struct lmr_conn {
 };
 
 extern const struct lmr_transport_ops lmr_transport_socket;
+extern const struct lmr_transport_ops lmr_transport_tls; /* TLS over TCP */
 
 /* A transport setting from the environment: the number in env_name,
  * 0 .. max; default_value when unset or not such a number. */

@@ -29,6 +29,7 @@
 #                                    status 0, no sanitizer report in its log.
 #                                    Servers still running at exit (also on
 #                                    die, SIGINT, SIGTERM, SIGHUP) are killed.
+#   (the mc_* helpers also take IO::Socket::SSL sockets: see MCTLS.pm)
 #   mc_send($s, $bytes)              write all bytes; false if the peer has
 #                                    closed, dies on other errors (SIGPIPE
 #                                    is ignored so a closing server cannot
@@ -306,7 +307,8 @@ sub _read_until {
         return substr($$buf, 0, $len, '') if defined $len;
         my $left = $deadline - time;
         last if $left <= 0;
-        next unless $sel->can_read($left < 0.5 ? $left : 0.5);
+        # a TLS socket may hold decrypted bytes the descriptor no longer signals
+        next unless _pending($s) || $sel->can_read($left < 0.5 ? $left : 0.5);
         my $n = sysread($s, my $chunk, 65536);
         last unless $n;    # EOF or reset
         $$buf .= $chunk;
@@ -314,6 +316,11 @@ sub _read_until {
     my $all = $$buf;
     $$buf = '';
     return $all;
+}
+
+sub _pending {
+    my $s = shift;
+    return $s->can('pending') && $s->pending;
 }
 
 sub mc_line {
@@ -366,7 +373,7 @@ sub mc_silent {
     my $buf = _buf($s);
     return 0 if length $$buf;
     my $sel = IO::Select->new($s);
-    return 1 unless $sel->can_read($wait // 0.2);
+    return 1 unless _pending($s) || $sel->can_read($wait // 0.2);
     my $n = sysread($s, my $chunk, 65536);
     return 0 if !defined $n || $n == 0;    # EOF or error is not silence
     $$buf .= $chunk;

@@ -54,7 +54,7 @@ static bool can_connect(const struct test_server *s)
     return rc == 0;
 }
 
-static bool start_once(struct test_server *s, bool unix_socket)
+static bool start_once(struct test_server *s, bool unix_socket, const char *const *extra)
 {
     const char *binary = getenv("MC_SERVER");
     if (binary == NULL || binary[0] == '\0')
@@ -75,7 +75,7 @@ static bool start_once(struct test_server *s, bool unix_socket)
     if (pid < 0)
         return false;
     if (pid == 0) {
-        const char *argv[16];
+        const char *argv[32];
         int n = 0;
         argv[n++] = binary;
         if (unix_socket) {
@@ -95,6 +95,8 @@ static bool start_once(struct test_server *s, bool unix_socket)
             argv[n++] = "-u";
             argv[n++] = "root";
         }
+        for (; extra != NULL && *extra != NULL && n < 31; extra++)
+            argv[n++] = *extra;
         argv[n] = NULL;
         execv(binary, (char *const *)argv);
         _exit(127);
@@ -116,13 +118,18 @@ static bool start_once(struct test_server *s, bool unix_socket)
 
 bool test_server_start(struct test_server *s, bool unix_socket)
 {
+    return test_server_start_args(s, unix_socket, NULL);
+}
+
+bool test_server_start_args(struct test_server *s, bool unix_socket, const char *const *extra)
+{
     static bool seeded;
     if (!seeded) {
         srandom((unsigned)(time(NULL) ^ getpid()));
         seeded = true;
     }
     for (int attempt = 0; attempt < 5; attempt++)
-        if (start_once(s, unix_socket))
+        if (start_once(s, unix_socket, extra))
             return true;
     return false;
 }

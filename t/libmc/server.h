@@ -17,6 +17,8 @@ struct test_server {
 /* Starts a server on 127.0.0.1 at a free port (or on a Unix socket when
  * unix_socket is true) and waits until it accepts connections. */
 bool test_server_start(struct test_server *s, bool unix_socket);
+/* The same with more server arguments (NULL-terminated), e.g. "-S". */
+bool test_server_start_args(struct test_server *s, bool unix_socket, const char *const *extra);
 /* SIGTERM (or SIGKILL when hard) and reap. */
 void test_server_stop(struct test_server *s, bool hard);
 void test_server_pause(struct test_server *s);  /* SIGSTOP */

@@ -269,6 +269,29 @@ memcached_return_t memcached_callback_set(memcached_st *ptr, const memcached_cal
 void *memcached_callback_get(memcached_st *ptr, const memcached_callback_t flag,
                              memcached_return_t *error);
 
+/* ---- SASL (binary protocol; Cyrus SASL) ------------------------------------- */
+/* As in libmemcached, sasl_callback_t comes from <sasl/sasl.h> when it is
+ * installed and stands for void otherwise. */
+#if defined(__has_include)
+#if __has_include(<sasl/sasl.h>)
+#include <sasl/sasl.h>
+#define LIBMEMCACHED_RDMA_HAVE_SASL_H 1
+#endif
+#endif
+#ifndef LIBMEMCACHED_RDMA_HAVE_SASL_H
+#define sasl_callback_t void
+#endif
+/* Every new connection authenticates with these Cyrus SASL callbacks
+ * (owned by the caller; NULL: no authentication). */
+void memcached_set_sasl_callbacks(memcached_st *ptr, const sasl_callback_t *callbacks);
+sasl_callback_t *memcached_get_sasl_callbacks(memcached_st *ptr);
+/* Authenticates new connections as username/password (copied); turns the
+ * binary protocol on, as SASL needs it. */
+memcached_return_t memcached_set_sasl_auth_data(memcached_st *ptr, const char *username,
+                                                const char *password);
+/* Forgets what memcached_set_sasl_auth_data stored. */
+memcached_return_t memcached_destroy_sasl_auth_data(memcached_st *ptr);
+
 /* ---- errors and strings ----------------------------------------------------- */
 const char *memcached_strerror(const memcached_st *ptr, memcached_return_t rc);
 const char *memcached_last_error_message(const memcached_st *ptr);
