@@ -6,11 +6,14 @@
  *
  * Concurrency: every operation on a key holds that key's striped item lock
  * (assoc.h) while it looks at or changes the key's items, so there is no
- * global lock on the get path. LRU locks are taken inside item locks and
- * only when a list changes: an item read again is moved to its LRU head at
- * most once per BUMP_INTERVAL seconds. Eviction walks an LRU tail with the
- * LRU lock held and only *tries* item locks, keeping the lock order item ->
- * LRU -> slab deadlock-free. An item with outside references is never
+ * global lock on the get path. Each class has four LRU lists (HOT, WARM,
+ * COLD, TEMP; lru.h); a read never takes a list lock in segmented mode (it
+ * sets flag bits, and an active COLD item is queued for the LRU
+ * maintainer), and in flat mode moves an item to its list head at most
+ * once per BUMP_INTERVAL seconds. Tail pulls (eviction, the maintainer's
+ * moves) hold one list lock and only *tries* item locks, keeping the lock
+ * order item -> LRU list -> slab deadlock-free; no code holds two list
+ * locks at once. An item with outside references is never
  * evicted; a referenced item that gets deleted or replaced stays intact
  * until its last reference is released.
  *
@@ -25,10 +28,11 @@
 #include "assoc.h"
 #include "crawler.h"
 #include "lru.h"
+#include "lru_maintainer.h"
 #include "slabs.h"
 #include "storage_internal.h"
 
-#define BUMP_INTERVAL 60 /* seconds between LRU moves of one item */
+#define BUMP_INTERVAL 60 /* flat mode: seconds between LRU moves of one item */
 #define EVICT_TRIES 10   /* tail pulls before an allocation gives up */
 #define TAIL_SEARCH 5    /* items examined per tail pull */
 #define ARITH_MAX_DIGITS 20
@@ -216,37 +220,91 @@ static void stamp_linked(struct item *it)
     __atomic_fetch_or(&it->it_flags, ITEM_LINKED, __ATOMIC_RELEASE);
 }
 
+/* ---- LRU segments ------------------------------------------------------------ */
+static bool lru_is_segmented(void)
+{
+    return __atomic_load_n(&storage_rt.lru_segmented, __ATOMIC_RELAXED);
+}
+
+/* The list holding a linked item (its item lock held: the segment is
+ * stable). */
+static struct lru_list *item_list(const struct item *it)
+{
+    return lru_of(item_lru_class(it), item_segment(it));
+}
+
+/* With l's lock held: it enters at l's head / leaves l, counted. */
+static void list_add(struct lru_list *l, struct item *it)
+{
+    lru_push_head(l, it);
+    l->n.curr_items++;
+    l->n.bytes += item_ntotal(it);
+}
+
+static void list_del(struct lru_list *l, struct item *it)
+{
+    lru_remove(l, it);
+    l->n.curr_items--;
+    l->n.bytes -= item_ntotal(it);
+}
+
+/* Puts an item that is in no list at the head of segment seg's list (its
+ * item lock held). */
+static struct lru_list *relink_to(struct item *it, enum lru_segment seg)
+{
+    struct lru_list *l = lru_of(item_lru_class(it), seg);
+    item_set_segment(it, seg);
+    lru_lock(l);
+    list_add(l, it);
+    lru_unlock(l);
+    return l;
+}
+
+/* The segment a newly stored item enters, as memcached chooses it: TEMP
+ * for a TTL of at most temporary_ttl (when on), else HOT, or COLD when the
+ * LRU is flat. */
+static enum lru_segment entry_segment(const struct item *it)
+{
+    if (__atomic_load_n(&storage_rt.temp_lru, __ATOMIC_RELAXED)) {
+        rel_time_t exp = item_time_load(&it->exptime);
+        unsigned ttl = (unsigned)__atomic_load_n(&storage_rt.temporary_ttl, __ATOMIC_RELAXED);
+        if (exp != 0 && exp - clock_now() <= ttl) /* unsigned, as memcached's */
+            return LRU_TEMP;
+    }
+    return lru_is_segmented() ? LRU_HOT : LRU_COLD;
+}
+
+/* A newly linked item enters its LRU (item lock held). */
+static void enter_lru(struct item *it)
+{
+    struct lru_list *l = lru_of(item_lru_class(it), entry_segment(it));
+    item_set_segment(it, (unsigned)(l - lru_of(item_lru_class(it), LRU_HOT)));
+    lru_lock(l);
+    list_add(l, it);
+    l->n.total_items++;
+    lru_unlock(l);
+}
+
 static void link_item(struct item *it, uint64_t hv)
 {
     stamp_linked(it);
     assoc_insert(it, hv);
     item_ref(it);
-    unsigned cls = item_lru_class(it);
-    struct lru_list *l = lru_of(cls);
-    size_t ntotal = item_ntotal(it);
-    lru_lock(cls);
-    lru_push_head(l, it);
-    l->n.curr_items++;
-    l->n.total_items++;
-    l->n.bytes += ntotal;
-    lru_unlock(cls);
-    tstat_size_change(it->cas, ntotal, true);
+    enter_lru(it);
+    tstat_size_change(it->cas, item_ntotal(it), true);
 }
 
 static void unlink_common(struct item *it, struct lru_list *l, uint64_t hv)
 {
     item_flags_clear(it, ITEM_LINKED);
     assoc_delete(it->data, it->nkey, hv);
-    lru_remove(l, it);
-    size_t ntotal = item_ntotal(it);
-    l->n.curr_items--;
-    l->n.bytes -= ntotal;
-    tstat_size_change(it->cas, ntotal, false);
+    list_del(l, it);
+    tstat_size_change(it->cas, item_ntotal(it), false);
 }
 
-void item_unlink_lru_locked(struct item *it, unsigned cls, uint64_t hv)
+void item_unlink_lru_locked(struct item *it, struct lru_list *l, uint64_t hv)
 {
-    unlink_common(it, lru_of(cls), hv);
+    unlink_common(it, l, hv);
     item_release(it);
 }
 
@@ -255,36 +313,32 @@ static void unlink_item(struct item *it, uint64_t hv)
 {
     if (!(item_flags_load(it) & ITEM_LINKED))
         return;
-    unsigned cls = item_lru_class(it);
-    lru_lock(cls);
-    unlink_common(it, lru_of(cls), hv);
-    lru_unlock(cls);
+    struct lru_list *l = item_list(it);
+    lru_lock(l);
+    unlink_common(it, l, hv);
+    lru_unlock(l);
     item_release(it);
 }
 
-/* With the item lock held. When both items live in one LRU, the new one
- * takes the old one's place in its hash chain and the LRU changes under
- * one lock hold; otherwise (or if the old one is not in the table) it is an
- * unlink and a link. */
+/* With the item lock held. The new item takes the old one's place in its
+ * hash chain, so no lookup ever misses the key; the old one leaves its
+ * list and the new one enters HOT (or TEMP, or COLD when flat). If the old
+ * one is not in the table it is an unlink and a link. */
 static void replace_item(struct item *old, struct item *new_it, uint64_t hv)
 {
-    unsigned cls = item_lru_class(new_it);
-    if ((item_flags_load(old) & ITEM_LINKED) && item_lru_class(old) == cls) {
-        size_t old_total = item_ntotal(old), new_total = item_ntotal(new_it);
+    if (item_flags_load(old) & ITEM_LINKED) {
+        size_t old_total = item_ntotal(old);
         stamp_linked(new_it);
         if (assoc_replace(old, new_it, hv)) {
             item_ref(new_it);
-            struct lru_list *l = lru_of(cls);
-            lru_lock(cls);
+            struct lru_list *l = item_list(old);
+            lru_lock(l);
             item_flags_clear(old, ITEM_LINKED);
-            lru_remove(l, old);
-            lru_push_head(l, new_it);
-            l->n.total_items++;
-            l->n.bytes += new_total;
-            l->n.bytes -= old_total;
-            lru_unlock(cls);
+            list_del(l, old);
+            lru_unlock(l);
+            enter_lru(new_it);
             tstat_size_change(old->cas, old_total, false);
-            tstat_size_change(new_it->cas, new_total, true);
+            tstat_size_change(new_it->cas, item_ntotal(new_it), true);
             item_release(old);
             return;
         }
@@ -294,27 +348,43 @@ static void replace_item(struct item *old, struct item *new_it, uint64_t hv)
     link_item(new_it, hv);
 }
 
-/* Moves a read item to its LRU head if it has not moved for a while. */
-static void bump_item(struct item *it, rel_time_t now)
+/* memcached's do_item_update, item lock held: segmented, the item's time
+ * is refreshed and an active COLD item moves to WARM; flat, the item moves
+ * to its list's head when it has not moved for BUMP_INTERVAL seconds. */
+static void update_item(struct item *it, rel_time_t now)
 {
-    if (item_time_load(&it->time) + BUMP_INTERVAL >= now) {
-        if (!(item_flags_load(it) & ITEM_ACTIVE))
-            item_flags_set(it, ITEM_ACTIVE);
+    if (!(item_flags_load(it) & ITEM_LINKED))
+        return;
+    struct lru_list *l = item_list(it);
+    if (lru_is_segmented()) {
+        item_time_store(&it->time, now);
+        if (item_segment(it) != LRU_COLD || !(item_flags_load(it) & ITEM_ACTIVE))
+            return;
+        item_flags_clear(it, ITEM_ACTIVE);
+        lru_lock(l);
+        list_del(l, it);
+        lru_unlock(l);
+        struct lru_list *warm = relink_to(it, LRU_WARM);
+        lru_lock(warm);
+        warm->n.moves_to_warm++;
+        lru_unlock(warm);
         return;
     }
-    unsigned cls = item_lru_class(it);
-    if (!lru_trylock(cls)) {
-        tstat_incr(TC_BUMPS_DROPPED);
-        if (!(item_flags_load(it) & ITEM_ACTIVE))
-            item_flags_set(it, ITEM_ACTIVE);
+    if (item_time_load(&it->time) + BUMP_INTERVAL >= now)
         return;
-    }
-    struct lru_list *l = lru_of(cls);
+    lru_lock(l);
     lru_remove(l, it);
     lru_push_head(l, it);
     item_time_store(&it->time, now);
-    lru_unlock(cls);
-    item_flags_clear(it, ITEM_ACTIVE);
+    lru_unlock(l);
+}
+
+void item_bump_apply(struct item *it, uint64_t hv)
+{
+    assoc_lock(hv);
+    update_item(it, clock_now());
+    assoc_unlock(hv);
+    item_release(it);
 }
 
 /* ---- lookups ------------------------------------------------------------------ */
@@ -363,22 +433,57 @@ void items_forget_prior(void)
     prior.it = NULL;
 }
 
-/* Marks a read, as memcached's do_item_bump: fetched bit, LRU bump. */
-static void mark_fetched(struct item *it)
+/* Marks a read, as memcached's do_item_bump (item lock held). Segmented:
+ * the first read sets FETCHED, the next ACTIVE; an item becoming active
+ * in HOT or WARM only gets its time refreshed, one in COLD is queued for
+ * the maintainer to move to WARM (no LRU lock here). Flat: FETCHED and
+ * update_item(). */
+static void mark_fetched(struct item *it, uint64_t hv)
 {
-    if (!(item_flags_load(it) & ITEM_FETCHED))
+    uint8_t f = item_flags_load(it);
+    if (!lru_is_segmented()) {
+        if (!(f & ITEM_FETCHED))
+            item_flags_set(it, ITEM_FETCHED);
+        update_item(it, clock_now());
+        return;
+    }
+    if (f & ITEM_ACTIVE)
+        return;
+    if (!(f & ITEM_FETCHED)) {
         item_flags_set(it, ITEM_FETCHED);
-    bump_item(it, clock_now());
+        return;
+    }
+    item_flags_set(it, ITEM_ACTIVE);
+    if (item_segment(it) != LRU_COLD) {
+        item_time_store(&it->time, clock_now());
+        return;
+    }
+    item_ref(it); /* the queue's reference, dropped by item_bump_apply() */
+    if (!lru_bump_enqueue(it, hv)) {
+        item_flags_clear(it, ITEM_ACTIVE);
+        item_release(it);
+        tstat_incr(TC_BUMPS_DROPPED);
+    }
 }
 
 /* A caller's lookup: remembers the state before it, then marks the read. */
-static void note_fetch(struct item *it)
+static void note_fetch(struct item *it, uint64_t hv)
 {
     prior.it = it;
     prior.cas = it->cas;
     prior.time = item_time_load(&it->time);
     prior.fetched = (item_flags_load(it) & ITEM_FETCHED) != 0;
-    mark_fetched(it);
+    mark_fetched(it, hv);
+}
+
+/* A hit, per class; a get hit (as memcached, not a touch) also per
+ * segment, for hits_to_hot/warm/cold/temp. */
+static void count_hit(const struct item *it, enum class_counter which)
+{
+    unsigned cls = item_lru_class(it);
+    tstat_class_incr(cls, which);
+    if (which == CC_GET_HITS)
+        tstat_class_incr(cls, (enum class_counter)(CC_HITS_TO_HOT + item_segment(it)));
 }
 
 item *item_get(const char *key, size_t nkey)
@@ -388,8 +493,8 @@ item *item_get(const char *key, size_t nkey)
     struct item *it = find_live(key, nkey, hv);
     if (it) {
         item_ref(it);
-        note_fetch(it);
-        tstat_class_incr(item_lru_class(it), CC_GET_HITS);
+        count_hit(it, CC_GET_HITS);
+        note_fetch(it, hv);
     }
     assoc_unlock(hv);
     return it;
@@ -415,9 +520,9 @@ item *item_get_touch(const char *key, size_t nkey, rel_time_t exptime)
     if (it) {
         item_ref(it);
         item_time_store(&it->exptime, exptime);
-        note_fetch(it);
         /* memcached counts a get-and-touch hit as a touch hit only. */
-        tstat_class_incr(item_lru_class(it), CC_TOUCH_HITS);
+        count_hit(it, CC_TOUCH_HITS);
+        note_fetch(it, hv);
     }
     assoc_unlock(hv);
     return it;
@@ -430,8 +535,8 @@ bool item_touch(const char *key, size_t nkey, rel_time_t exptime)
     struct item *it = find_live(key, nkey, hv);
     if (it) {
         item_time_store(&it->exptime, exptime);
-        mark_fetched(it); /* memcached's touch fetches the item */
-        tstat_class_incr(item_lru_class(it), CC_TOUCH_HITS);
+        count_hit(it, CC_TOUCH_HITS);
+        mark_fetched(it, hv); /* memcached's touch fetches the item */
     }
     assoc_unlock(hv);
     return it != NULL;
@@ -485,75 +590,137 @@ bool item_set_exptime(const char *key, size_t nkey, rel_time_t exptime)
 }
 
 /* ---- allocation -------------------------------------------------------------- */
-enum pull_result { PULL_NOTHING, PULL_MOVED, PULL_UNLINKED };
-
-/* Frees one item from the tail of class cls: an expired or flushed one, or
- * (when evictions are on) the least recently used one nobody references.
- * With second_chance, an item read since it last moved (ITEM_ACTIVE) is
- * not evicted but moved to the head, as memcached keeps items that are
- * being read: PULL_MOVED says only such moves happened. */
-static enum pull_result pull_tail(unsigned cls, bool second_chance)
+/* A tail item leaves list l for another segment: counted, out of l (both
+ * locks held by the caller). */
+static void leave_for(struct lru_list *l, struct item *it, uint64_t *counter)
 {
-    struct lru_list *l = lru_of(cls);
+    (*counter)++;
+    list_del(l, it);
+}
+
+int item_pull_tail(unsigned cls, enum lru_segment seg, uint64_t total_bytes, unsigned flags,
+                   rel_time_t max_age)
+{
+    struct lru_list *l = lru_of(cls, seg);
     rel_time_t now = clock_now();
-    enum pull_result result = PULL_NOTHING;
-    int budget = TAIL_SEARCH;
-    lru_lock(cls);
-    for (struct item *it = l->tail; it && budget > 0;) {
-        struct item *prev = it->prev;
-        if (item_is_marker(it)) {
-            it = prev;
+    unsigned pct = 0;
+    if (seg == LRU_HOT || seg == LRU_WARM)
+        lru_maintainer_shares(seg, &pct);
+    uint64_t limit = total_bytes * pct / 100;
+    struct item *moving = NULL;
+    uint64_t moving_hv = 0;
+    enum lru_segment to = seg;
+    int removed = 0, budget = TAIL_SEARCH;
+    lru_lock(l);
+    for (struct item *it = l->tail, *prev; it && budget > 0; it = prev) {
+        prev = it->prev;
+        if (item_is_marker(it))
             continue;
-        }
         budget--;
         uint64_t hv = assoc_hash(it->data, it->nkey);
-        if (!assoc_trylock(hv)) {
-            it = prev;
+        if (!assoc_trylock(hv))
             continue;
-        }
         if (__atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) > 1) {
             l->n.lrutail_reflocked++;
             assoc_unlock(hv);
-            it = prev;
             continue;
         }
         uint8_t f = item_flags_load(it);
-        if (item_is_dead(it, now)) {
+        if (item_is_dead(it, now)) { /* reclaimed from any segment; keep looking */
             l->n.reclaimed++;
             if (!(f & ITEM_FETCHED))
                 l->n.expired_unfetched++;
-        } else if (storage_rt.cfg.evict_to_free && second_chance && (f & ITEM_ACTIVE)) {
-            lru_remove(l, it);
-            lru_push_head(l, it);
-            item_time_store(&it->time, now);
-            item_flags_clear(it, ITEM_ACTIVE);
-            l->n.moves_within_lru++;
-            result = PULL_MOVED;
+            item_unlink_lru_locked(it, l, hv);
             assoc_unlock(hv);
-            it = prev;
-            continue;
-        } else if (storage_rt.cfg.evict_to_free) {
-            l->n.evicted++;
-            l->n.evicted_time = now - item_time_load(&it->time);
-            if (item_time_load(&it->exptime) != 0)
-                l->n.evicted_nonzero++;
-            if (!(f & ITEM_FETCHED))
-                l->n.evicted_unfetched++;
-            if (f & ITEM_ACTIVE)
-                l->n.evicted_active++;
-            report_eviction(it, cls, now);
-        } else {
-            assoc_unlock(hv);
-            it = prev;
+            removed++;
             continue;
         }
-        item_unlink_lru_locked(it, cls, hv);
+        bool go_on = false;
+        rel_time_t t = item_time_load(&it->time);
+        switch (seg) {
+        case LRU_HOT:
+        case LRU_WARM:
+            if (f & ITEM_ACTIVE) {
+                item_flags_clear(it, ITEM_ACTIVE);
+                removed++;
+                if (seg == LRU_WARM) { /* stays in WARM, at the head */
+                    l->n.moves_within_lru++;
+                    lru_remove(l, it);
+                    lru_push_head(l, it);
+                    go_on = true;
+                } else {
+                    leave_for(l, it, &l->n.moves_to_warm);
+                    moving = it;
+                    to = LRU_WARM;
+                }
+            } else if (l->n.bytes > limit || (t < now && now - t > max_age)) {
+                leave_for(l, it, &l->n.moves_to_cold);
+                moving = it;
+                to = LRU_COLD;
+                removed++;
+            }
+            break;
+        case LRU_COLD:
+            if (flags & PULL_EVICT) {
+                if (!storage_rt.cfg.evict_to_free)
+                    break;
+                l->n.evicted++;
+                l->n.evicted_time = now - t;
+                if (item_time_load(&it->exptime) != 0)
+                    l->n.evicted_nonzero++;
+                if (!(f & ITEM_FETCHED))
+                    l->n.evicted_unfetched++;
+                if (f & ITEM_ACTIVE)
+                    l->n.evicted_active++;
+                report_eviction(it, cls, now);
+                item_unlink_lru_locked(it, l, hv);
+                removed++;
+            } else if ((f & ITEM_ACTIVE) && lru_is_segmented()) {
+                item_flags_clear(it, ITEM_ACTIVE);
+                leave_for(l, it, &l->n.moves_to_warm);
+                moving = it;
+                to = LRU_WARM;
+                removed++;
+            }
+            break;
+        default: /* TEMP: only reclaims */
+            break;
+        }
+        if (moving) { /* keeps its item lock until relinked */
+            moving_hv = hv;
+            break;
+        }
         assoc_unlock(hv);
-        result = PULL_UNLINKED;
-        break;
+        if (!go_on)
+            break;
     }
-    lru_unlock(cls);
-    return result;
+    lru_unlock(l);
+    if (moving) {
+        relink_to(moving, to);
+        assoc_unlock(moving_hv);
+    }
+    return removed;
+}
+
+unsigned storage_cold_select(unsigned cls, unsigned max, item **out)
+{
+    if (cls == 0 || cls > storage_rt.largest_class)
+        return 0;
+    struct lru_list *l = lru_of(cls, LRU_COLD);
+    unsigned n = 0;
+    lru_lock(l);
+    for (struct item *it = l->tail; it && n < max; it = it->prev) {
+        if (item_is_marker(it))
+            continue;
+        uint64_t hv = assoc_hash(it->data, it->nkey);
+        if (!assoc_trylock(hv))
+            continue;
+        if (__atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 1 && item_ref_if_live(it))
+            out[n++] = it;
+        assoc_unlock(hv);
+    }
+    lru_unlock(l);
+    return n;
 }
 
 /* ---- slab mover hooks ---------------------------------------------------- */
@@ -571,11 +738,11 @@ struct item *item_take_for_move(void *chunk, enum move_take *how)
     struct item *taken = NULL;
     if ((item_flags_load(it) & ITEM_LINKED) &&
         __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 1) {
-        unsigned cls = item_lru_class(it);
-        if (lru_trylock(cls)) {
+        struct lru_list *l = item_list(it);
+        if (lru_trylock(l)) {
             *how = item_is_dead(it, clock_now()) ? MOVE_DEAD : MOVE_LIVE;
-            unlink_common(it, lru_of(cls), hv);
-            lru_unlock(cls);
+            unlink_common(it, l, hv);
+            lru_unlock(l);
             __atomic_store_n(&it->refcount, 0, __ATOMIC_RELEASE);
             taken = it;
         }
@@ -621,7 +788,10 @@ static void *borrow_chunk(unsigned cls, bool value, unsigned *got)
 }
 
 /* A chunk of class cls (or, see borrow_chunk(), of a larger class: *got
- * receives the class), evicting from cls's LRU when needed. */
+ * receives the class), making room in cls's LRU when needed as memcached
+ * does: flat, reclaim at COLD's tail, then evict there; segmented, evict
+ * at COLD's tail and, when COLD has nothing to give, push HOT's tail down
+ * to COLD and try again. */
 static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
 {
     *got = cls;
@@ -631,23 +801,34 @@ static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
     p = borrow_chunk(cls, value, got);
     if (p)
         return p;
-    for (int tries = 0; tries < EVICT_TRIES; tries++) {
-        /* The last tries evict even recently read items, so that an
-         * allocation succeeds when every tail item is being read. */
-        enum pull_result r = pull_tail(cls, tries < EVICT_TRIES / 2);
-        if (r == PULL_UNLINKED) {
-            lru_lock(cls);
-            lru_of(cls)->n.direct_reclaims++;
-            lru_unlock(cls);
+    struct lru_list *cold = lru_of(cls, LRU_COLD);
+    for (int tries = 0; tries < EVICT_TRIES && !p; tries++) {
+        bool segmented = lru_is_segmented();
+        if (!segmented && item_pull_tail(cls, LRU_COLD, 0, 0, 0) > 0) {
+            p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
+            if (p)
+                break;
+        }
+        if (item_pull_tail(cls, LRU_COLD, 0, PULL_EVICT, 0) > 0) {
+            lru_lock(cold);
+            cold->n.direct_reclaims++;
+            lru_unlock(cold);
+        } else if (!segmented || (item_pull_tail(cls, LRU_HOT, 0, 0, 0) == 0 &&
+                                  item_pull_tail(cls, LRU_WARM, 0, 0, 0) == 0)) {
+            /* Nothing left to free or move. (memcached leaves WARM to its
+             * maintainer; pulling it here only matters when the thread
+             * has not caught up, and turns an out-of-memory into an
+             * eviction.) */
+            p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
+            break;
         }
         p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
-        if (p || r == PULL_NOTHING)
-            break;
     }
     if (!p) {
-        lru_lock(cls);
-        lru_of(cls)->n.outofmemory++;
-        lru_unlock(cls);
+        struct lru_list *hot = lru_of(cls, LRU_HOT); /* memcached counts it in HOT */
+        lru_lock(hot);
+        hot->n.outofmemory++;
+        lru_unlock(hot);
     }
     return p;
 }
@@ -885,7 +1066,7 @@ enum store_result item_store(item *it, enum store_op op, uint64_t cas, uint64_t 
         break;
     case STORE_ADD:
         if (old) {
-            bump_item(old, clock_now()); /* memcached refreshes it in the LRU */
+            update_item(old, clock_now()); /* memcached refreshes it in the LRU */
             res = STORE_NOT_STORED;
         } else {
             link_item(it, hv);
