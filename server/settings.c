@@ -433,8 +433,9 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
             s->slab_chunk_max = s->slab_page_size;
         s->slab_automove = 0;
         s->maxconns_fast = false;
-        s->lru_segmented = false; /* the maintainer still runs, as memcached's */
+        s->lru_segmented = false;
         s->lru_crawler = false;
+        s->lru_maintainer = false;
     } else if (strcmp(opt, "inline_ascii_resp") == 0 || strcmp(opt, "no_inline_ascii_resp") == 0) {
         /* no effect in memcached 1.6 either */
     } else if (strcmp(opt, "lru_maintainer") == 0) {
