@@ -1954,8 +1954,12 @@ static void *smoke_worker(void *arg)
 static void test_threads(void)
 {
     struct storage_config cfg = default_config();
-    cfg.maxbytes = 8 * MIB;  /* small enough to evict under load */
-    cfg.hashpower_init = 10; /* grows while the workers run */
+    cfg.maxbytes = 8 * MIB;    /* small enough to evict under load */
+    cfg.hashpower_init = 10;   /* grows while the workers run */
+    cfg.lru_maintainer = true; /* the segmented LRU, juggled meanwhile */
+    cfg.lru_segmented = true;
+    cfg.temp_lru = true; /* the 2 s TTLs go to TEMP */
+    cfg.temporary_ttl = 61;
     start(&cfg);
     ok(storage_start_threads() == 0, "background threads start");
     pthread_t th[SMOKE_THREADS];
