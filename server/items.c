@@ -277,8 +277,9 @@ static enum lru_segment entry_segment(const struct item *it)
 /* A newly linked item enters its LRU (item lock held). */
 static void enter_lru(struct item *it)
 {
-    struct lru_list *l = lru_of(item_lru_class(it), entry_segment(it));
-    item_set_segment(it, (unsigned)(l - lru_of(item_lru_class(it), LRU_HOT)));
+    enum lru_segment seg = entry_segment(it);
+    struct lru_list *l = lru_of(item_lru_class(it), seg);
+    item_set_segment(it, seg);
     lru_lock(l);
     list_add(l, it);
     l->n.total_items++;

@@ -122,8 +122,14 @@ bool lru_bumps_drain(void)
 {
     struct bump_entry batch[BUMP_BATCH];
     bool any = false;
+    /* Queues are only ever added at the head (and freed at shutdown, with
+     * the thread stopped), so the list is walked from a snapshot without
+     * queues_lock: a worker may take that lock while holding an item
+     * lock, which item_bump_apply() takes. */
     pthread_mutex_lock(&queues_lock);
-    for (struct bump_queue *q = queues; q; q = q->next) {
+    struct bump_queue *first = queues;
+    pthread_mutex_unlock(&queues_lock);
+    for (struct bump_queue *q = first; q; q = q->next) {
         unsigned n;
         while ((n = take_batch(q, batch)) > 0) {
             any = true;
@@ -131,7 +137,6 @@ bool lru_bumps_drain(void)
                 item_bump_apply(batch[i].it, batch[i].hv);
         }
     }
-    pthread_mutex_unlock(&queues_lock);
     return any;
 }
 
