@@ -74,6 +74,20 @@ ok(wait_for(sub { mc_stats($s, 'items')->{"items:$cls:moves_to_warm"} > 0 }, 5),
 ok(mc_stats($s, 'items')->{"items:$cls:number_warm"} >= 1, 'WARM holds it');
 ok(mc_stats($s)->{moves_to_warm} >= 1, 'stats totals moves_to_warm');
 
+# ---- the access time follows memcached's bumps --------------------------------
+# The first fetch only marks an item fetched; the next makes it active and
+# moves its access time (a COLD item's through the maintainer's queue).
+mc_is($s, "set idle 0 0 1\r\nx\r\n", "STORED\r\n", 'set idle');
+sleep 2.2;
+my @l;
+for (1 .. 3) {
+    mc_send($s, "mg idle l\r\n");
+    push @l, mc_line($s) =~ /^HD l(\d+)\r\n\z/ ? $1 : -1;
+}
+ok(!grep({ $_ < 1 || $_ > 4 } @l), "three fetches report the idle time before them (@l)");
+ok(wait_for(sub { mc_send($s, "mg idle l\r\n"); mc_line($s) eq "HD l0\r\n" }, 3),
+   'the second fetch moved the access time');
+
 # ---- lru tune ------------------------------------------------------------------
 mc_is($s, "lru tune 10 30 0.1 1.5\r\n", "OK\r\n", 'lru tune');
 $set = mc_stats($s, 'settings');
