@@ -158,6 +158,17 @@ void storage_walk_items(unsigned cls, unsigned limit, storage_item_fn fn, void *
     free(marker);
 }
 
+void storage_walk_cold_items(unsigned cls, storage_item_fn fn, void *ctx)
+{
+    struct item *marker = calloc(1, sizeof(*marker));
+    if (!marker)
+        return;
+    unsigned left = 0;
+    if (cls >= 1 && cls <= storage_rt.largest_class)
+        dump_list(lru_of(cls, LRU_COLD), marker, &left, false, fn, ctx);
+    free(marker);
+}
+
 /* Crawls every class (all = true) or only those due by the schedule. */
 static void crawl(bool all)
 {

@@ -255,6 +255,9 @@ unsigned item_slab_class(const item *it);
  * fn may block; it must not keep the handle. */
 typedef void (*storage_item_fn)(void *ctx, const item *it);
 void storage_walk_items(unsigned cls, unsigned limit, storage_item_fn fn, void *ctx);
+/* The same over class cls's COLD list only ("stats cachedump", which
+ * memcached answers from COLD; with a flat LRU that is every item). */
+void storage_walk_cold_items(unsigned cls, storage_item_fn fn, void *ctx);
 
 /* ---- stats -------------------------------------------------------------- */
 /* Storage stats are named here once; callers format them. `emit` gets a

@@ -580,7 +580,7 @@ static void process_cachedump(struct conn *c, struct token *tokens, size_t ntoke
             out_string(c, false, "SERVER_ERROR out of memory writing stats");
             return;
         }
-        storage_walk_items(id, 0, cachedump_line, &d);
+        storage_walk_cold_items(id, cachedump_line, &d);
     }
     for (size_t i = 0; i < d.ring_count; i++) {
         size_t at = (d.ring_next + d.ring_cap - 1 - i) % d.ring_cap;

@@ -123,6 +123,10 @@ $set = mc_stats($s, 'settings');
 is("$set->{temp_lru} $set->{temporary_ttl}", 'yes 100', 'temp_lru yes, temporary_ttl 100');
 mc_is($s, "set short 0 50 1000\r\n$val\r\n", "STORED\r\n", 'set with a 50 s TTL');
 is(mc_stats($s, 'items')->{"items:$cls:number_temp"}, 1, 'a short TTL enters TEMP');
+mc_send($s, "stats cachedump $cls 0\r\n");
+my $dump = mc_until($s, "END\r\n");
+ok($dump =~ /^ITEM k1 /m && $dump !~ /^ITEM short /m,
+   'stats cachedump lists the COLD items, not the TEMP one');
 mc_is($s, "get short\r\n", "VALUE short 0 1000\r\n$val\r\nEND\r\n", 'get short');
 is(mc_stats($s, 'items')->{"items:$cls:hits_to_temp"}, 1, 'hits_to_temp counts it');
 mc_is($s, "lru temp_ttl x\r\n", "ERROR\r\n", 'lru temp_ttl: not a number');
