@@ -939,6 +939,53 @@ static long long class_stat(size_t chunk_size, const char *name)
 /* With memory at its limit, a full class borrows spare chunks of a larger
  * class (at most twice its size) that already holds a page, before it
  * evicts. */
+/* The flash tier's seam: the oldest COLD items, referenced, nothing moved;
+ * items others hold are skipped. */
+static void test_cold_select(void)
+{
+    struct storage_config cfg = default_config(); /* flat: every item in COLD */
+    start(&cfg);
+    store("cs:a", "1", STORE_SET);
+    store("cs:b", "2", STORE_SET);
+    store("cs:c", "3", STORE_SET);
+    item *got[4] = {NULL};
+    unsigned cls = 0;
+    item *probe = item_peek("cs:a", 4);
+    if (probe) {
+        cls = item_class(probe);
+        item_release(probe);
+    }
+    unsigned n = storage_cold_select(cls, 2, got);
+    ok(n == 2 && memcmp(item_key(got[0]), "cs:a", 4) == 0 &&
+           memcmp(item_key(got[1]), "cs:b", 4) == 0,
+       "storage_cold_select: the two oldest COLD items, oldest first");
+    for (unsigned i = 0; i < n; i++)
+        item_release(got[i]);
+    item *held = item_peek("cs:a", 4);
+    n = storage_cold_select(cls, 4, got);
+    ok(n == 2 && memcmp(item_key(got[0]), "cs:b", 4) == 0, "an item someone holds is skipped (%u)",
+       n);
+    for (unsigned i = 0; i < n; i++)
+        item_release(got[i]);
+    if (held)
+        item_release(held);
+    ok(storage_cold_select(0, 4, got) == 0 && storage_cold_select(200, 4, got) == 0,
+       "no class, no items");
+    ok(has_value("cs:a", "1") && has_value("cs:b", "2") && has_value("cs:c", "3"),
+       "nothing was moved or lost");
+    storage_shutdown();
+
+    cfg.lru_segmented = true; /* new items in HOT: none in COLD yet */
+    start(&cfg);
+    store("cs:h", "1", STORE_SET);
+    probe = item_peek("cs:h", 4);
+    cls = probe ? item_class(probe) : 0;
+    if (probe)
+        item_release(probe);
+    ok(cls && storage_cold_select(cls, 4, got) == 0, "segmented: a new item is in HOT, not COLD");
+    storage_shutdown();
+}
+
 static void test_borrow(void)
 {
     struct storage_config cfg = default_config();
@@ -2023,6 +2070,7 @@ int main(void)
     test_expiry_and_touch();
     test_flush();
     test_eviction();
+    test_cold_select();
     test_borrow();
     test_page_reuse();
     test_region_observer();
