@@ -356,12 +356,12 @@ static void update_item(struct item *it, rel_time_t now)
 {
     if (!(item_flags_load(it) & ITEM_LINKED))
         return;
-    struct lru_list *l = item_list(it);
     if (lru_is_segmented()) {
         item_time_store(&it->time, now);
         if (item_segment(it) != LRU_COLD || !(item_flags_load(it) & ITEM_ACTIVE))
             return;
         item_flags_clear(it, ITEM_ACTIVE);
+        struct lru_list *l = item_list(it);
         lru_lock(l);
         list_del(l, it);
         lru_unlock(l);
@@ -373,6 +373,7 @@ static void update_item(struct item *it, rel_time_t now)
     }
     if (item_time_load(&it->time) + BUMP_INTERVAL >= now)
         return;
+    struct lru_list *l = item_list(it);
     lru_lock(l);
     lru_remove(l, it);
     lru_push_head(l, it);
@@ -477,16 +478,6 @@ static void note_fetch(struct item *it, uint64_t hv)
     mark_fetched(it, hv);
 }
 
-/* A hit, per class; a get hit (as memcached, not a touch) also per
- * segment, for hits_to_hot/warm/cold/temp. */
-static void count_hit(const struct item *it, enum class_counter which)
-{
-    unsigned cls = item_lru_class(it);
-    tstat_class_incr(cls, which);
-    if (which == CC_GET_HITS)
-        tstat_class_incr(cls, (enum class_counter)(CC_HITS_TO_HOT + item_segment(it)));
-}
-
 item *item_get(const char *key, size_t nkey)
 {
     uint64_t hv = assoc_hash(key, nkey);
@@ -494,7 +485,9 @@ item *item_get(const char *key, size_t nkey)
     struct item *it = find_live(key, nkey, hv);
     if (it) {
         item_ref(it);
-        count_hit(it, CC_GET_HITS);
+        /* as memcached, a get hit (not a touch) is also counted by the
+         * segment holding the item (hits_to_hot, ...) */
+        tstat_get_hit(item_lru_class(it), item_segment(it));
         note_fetch(it, hv);
     }
     assoc_unlock(hv);
@@ -522,7 +515,7 @@ item *item_get_touch(const char *key, size_t nkey, rel_time_t exptime)
         item_ref(it);
         item_time_store(&it->exptime, exptime);
         /* memcached counts a get-and-touch hit as a touch hit only. */
-        count_hit(it, CC_TOUCH_HITS);
+        tstat_class_incr(item_lru_class(it), CC_TOUCH_HITS);
         note_fetch(it, hv);
     }
     assoc_unlock(hv);
@@ -536,7 +529,7 @@ bool item_touch(const char *key, size_t nkey, rel_time_t exptime)
     struct item *it = find_live(key, nkey, hv);
     if (it) {
         item_time_store(&it->exptime, exptime);
-        count_hit(it, CC_TOUCH_HITS);
+        tstat_class_incr(item_lru_class(it), CC_TOUCH_HITS);
         mark_fetched(it, hv); /* memcached's touch fetches the item */
     }
     assoc_unlock(hv);

@@ -87,6 +87,8 @@ enum class_counter {
 };
 enum thread_counter { TC_GET_EXPIRED, TC_GET_FLUSHED, TC_BUMPS_DROPPED, TC_COUNT };
 void tstat_class_incr(unsigned cls, enum class_counter which);
+/* A get hit: CC_GET_HITS and the hits_to_* counter of segment seg. */
+void tstat_get_hit(unsigned cls, unsigned seg);
 void tstat_incr(enum thread_counter which);
 void tstats_init(void);
 /* Item size histogram ("stats sizes"): called when an item with unique

@@ -104,6 +104,15 @@ void tstat_class_incr(unsigned cls, enum class_counter which)
         bump_counter(&t->per_class[cls][which]);
 }
 
+void tstat_get_hit(unsigned cls, unsigned seg)
+{
+    struct thread_stats *t = mine();
+    if (t && cls < SLAB_CLASSES_MAX) {
+        bump_counter(&t->per_class[cls][CC_GET_HITS]);
+        bump_counter(&t->per_class[cls][CC_HITS_TO_HOT + seg]);
+    }
+}
+
 void tstat_incr(enum thread_counter which)
 {
     struct thread_stats *t = mine();
