@@ -1,6 +1,7 @@
 /*
  * item_layout.h: the in-memory layout of an item, shared by the storage
- * engine's files only (items.c, lru.c, assoc.c, crawler.c, storage_stats.c).
+ * engine's files only (items.c, item_lru.c, lru.c, lru_maintainer.c,
+ * assoc.c, crawler.c, storage_stats.c).
  * Nothing outside the engine includes it; callers see opaque handles.
  *
  * Layout of one item (header 50 bytes, then the variable part):

@@ -28,13 +28,10 @@
 #include "assoc.h"
 #include "crawler.h"
 #include "lru.h"
-#include "lru_maintainer.h"
 #include "slabs.h"
 #include "storage_internal.h"
 
-#define BUMP_INTERVAL 60 /* flat mode: seconds between LRU moves of one item */
-#define EVICT_TRIES 10   /* tail pulls before an allocation gives up */
-#define TAIL_SEARCH 5    /* items examined per tail pull */
+#define EVICT_TRIES 10 /* tail pulls before an allocation gives up */
 #define ARITH_MAX_DIGITS 20
 
 /* memcached's own item overhead, used only so that the -I limit rejects
@@ -80,7 +77,7 @@ static unsigned item_chunk_class(const struct item *it)
 }
 
 /* The item's size as the "bytes" stat counts it. */
-static size_t item_ntotal(const struct item *it)
+size_t item_ntotal(const struct item *it)
 {
     if (item_flags_load(it) & ITEM_CHUNKED)
         return header_alloc_size(it) + it->nbytes;
@@ -110,7 +107,7 @@ void storage_on_eviction(void (*fn)(const struct item_eviction *ev))
 }
 
 /* Tells the observer, if any, about it (its locks held). */
-static void report_eviction(const struct item *it, unsigned cls, rel_time_t now)
+void item_report_eviction(const struct item *it, unsigned cls, rel_time_t now)
 {
     void (*fn)(const struct item_eviction *) = atomic_load(&eviction_observer);
     if (!fn)
@@ -151,7 +148,7 @@ static void item_free(struct item *it)
     slabs_free(it, header_cls);
 }
 
-static void item_ref(struct item *it)
+void item_ref(struct item *it)
 {
     __atomic_add_fetch(&it->refcount, 1, __ATOMIC_RELAXED);
 }
@@ -220,78 +217,12 @@ static void stamp_linked(struct item *it)
     __atomic_fetch_or(&it->it_flags, ITEM_LINKED, __ATOMIC_RELEASE);
 }
 
-/* ---- LRU segments ------------------------------------------------------------ */
-static bool lru_is_segmented(void)
-{
-    return __atomic_load_n(&storage_rt.lru_segmented, __ATOMIC_RELAXED);
-}
-
-/* The list holding a linked item (its item lock held: the segment is
- * stable). */
-static struct lru_list *item_list(const struct item *it)
-{
-    return lru_of(item_lru_class(it), item_segment(it));
-}
-
-/* With l's lock held: it enters at l's head / leaves l, counted. */
-static void list_add(struct lru_list *l, struct item *it)
-{
-    lru_push_head(l, it);
-    l->n.curr_items++;
-    l->n.bytes += item_ntotal(it);
-}
-
-static void list_del(struct lru_list *l, struct item *it)
-{
-    lru_remove(l, it);
-    l->n.curr_items--;
-    l->n.bytes -= item_ntotal(it);
-}
-
-/* Puts an item that is in no list at the head of segment seg's list (its
- * item lock held). */
-static struct lru_list *relink_to(struct item *it, enum lru_segment seg)
-{
-    struct lru_list *l = lru_of(item_lru_class(it), seg);
-    item_set_segment(it, seg);
-    lru_lock(l);
-    list_add(l, it);
-    lru_unlock(l);
-    return l;
-}
-
-/* The segment a newly stored item enters, as memcached chooses it: TEMP
- * for a TTL of at most temporary_ttl (when on), else HOT, or COLD when the
- * LRU is flat. */
-static enum lru_segment entry_segment(const struct item *it)
-{
-    if (__atomic_load_n(&storage_rt.temp_lru, __ATOMIC_RELAXED)) {
-        rel_time_t exp = item_time_load(&it->exptime);
-        unsigned ttl = (unsigned)__atomic_load_n(&storage_rt.temporary_ttl, __ATOMIC_RELAXED);
-        if (exp != 0 && exp - clock_now() <= ttl) /* unsigned, as memcached's */
-            return LRU_TEMP;
-    }
-    return lru_is_segmented() ? LRU_HOT : LRU_COLD;
-}
-
-/* A newly linked item enters its LRU (item lock held). */
-static void enter_lru(struct item *it)
-{
-    enum lru_segment seg = entry_segment(it);
-    struct lru_list *l = lru_of(item_lru_class(it), seg);
-    item_set_segment(it, seg);
-    lru_lock(l);
-    list_add(l, it);
-    l->n.total_items++;
-    lru_unlock(l);
-}
-
 static void link_item(struct item *it, uint64_t hv)
 {
     stamp_linked(it);
     assoc_insert(it, hv);
     item_ref(it);
-    enter_lru(it);
+    item_enter_lru(it);
     tstat_size_change(it->cas, item_ntotal(it), true);
 }
 
@@ -299,7 +230,7 @@ static void unlink_common(struct item *it, struct lru_list *l, uint64_t hv)
 {
     item_flags_clear(it, ITEM_LINKED);
     assoc_delete(it->data, it->nkey, hv);
-    list_del(l, it);
+    item_list_del(l, it);
     tstat_size_change(it->cas, item_ntotal(it), false);
 }
 
@@ -335,9 +266,9 @@ static void replace_item(struct item *old, struct item *new_it, uint64_t hv)
             struct lru_list *l = item_list(old);
             lru_lock(l);
             item_flags_clear(old, ITEM_LINKED);
-            list_del(l, old);
+            item_list_del(l, old);
             lru_unlock(l);
-            enter_lru(new_it);
+            item_enter_lru(new_it);
             tstat_size_change(old->cas, old_total, false);
             tstat_size_change(new_it->cas, item_ntotal(new_it), true);
             item_release(old);
@@ -347,46 +278,6 @@ static void replace_item(struct item *old, struct item *new_it, uint64_t hv)
     }
     unlink_item(old, hv);
     link_item(new_it, hv);
-}
-
-/* memcached's do_item_update, item lock held: segmented, the item's time
- * is refreshed and an active COLD item moves to WARM; flat, the item moves
- * to its list's head when it has not moved for BUMP_INTERVAL seconds. */
-static void update_item(struct item *it, rel_time_t now)
-{
-    if (!(item_flags_load(it) & ITEM_LINKED))
-        return;
-    if (lru_is_segmented()) {
-        item_time_store(&it->time, now);
-        if (item_segment(it) != LRU_COLD || !(item_flags_load(it) & ITEM_ACTIVE))
-            return;
-        item_flags_clear(it, ITEM_ACTIVE);
-        struct lru_list *l = item_list(it);
-        lru_lock(l);
-        list_del(l, it);
-        lru_unlock(l);
-        struct lru_list *warm = relink_to(it, LRU_WARM);
-        lru_lock(warm);
-        warm->n.moves_to_warm++;
-        lru_unlock(warm);
-        return;
-    }
-    if (item_time_load(&it->time) + BUMP_INTERVAL >= now)
-        return;
-    struct lru_list *l = item_list(it);
-    lru_lock(l);
-    lru_remove(l, it);
-    lru_push_head(l, it);
-    item_time_store(&it->time, now);
-    lru_unlock(l);
-}
-
-void item_bump_apply(struct item *it, uint64_t hv)
-{
-    assoc_lock(hv);
-    update_item(it, clock_now());
-    assoc_unlock(hv);
-    item_release(it);
 }
 
 /* ---- lookups ------------------------------------------------------------------ */
@@ -435,39 +326,6 @@ void items_forget_prior(void)
     prior.it = NULL;
 }
 
-/* Marks a read, as memcached's do_item_bump (item lock held). Segmented:
- * the first read sets FETCHED, the next ACTIVE; an item becoming active
- * in HOT or WARM only gets its time refreshed, one in COLD is queued for
- * the maintainer to move to WARM (no LRU lock here). Flat: FETCHED and
- * update_item(). */
-static void mark_fetched(struct item *it, uint64_t hv)
-{
-    uint8_t f = item_flags_load(it);
-    if (!lru_is_segmented()) {
-        if (!(f & ITEM_FETCHED))
-            item_flags_set(it, ITEM_FETCHED);
-        update_item(it, clock_now());
-        return;
-    }
-    if (f & ITEM_ACTIVE)
-        return;
-    if (!(f & ITEM_FETCHED)) {
-        item_flags_set(it, ITEM_FETCHED);
-        return;
-    }
-    item_flags_set(it, ITEM_ACTIVE);
-    if (item_segment(it) != LRU_COLD) {
-        item_time_store(&it->time, clock_now());
-        return;
-    }
-    item_ref(it); /* the queue's reference, dropped by item_bump_apply() */
-    if (!lru_bump_enqueue(it, hv)) {
-        item_flags_clear(it, ITEM_ACTIVE);
-        item_release(it);
-        tstat_incr(TC_BUMPS_DROPPED);
-    }
-}
-
 /* A caller's lookup: remembers the state before it, then marks the read. */
 static void note_fetch(struct item *it, uint64_t hv)
 {
@@ -475,7 +333,7 @@ static void note_fetch(struct item *it, uint64_t hv)
     prior.cas = it->cas;
     prior.time = item_time_load(&it->time);
     prior.fetched = (item_flags_load(it) & ITEM_FETCHED) != 0;
-    mark_fetched(it, hv);
+    item_mark_fetched(it, hv);
 }
 
 item *item_get(const char *key, size_t nkey)
@@ -530,7 +388,7 @@ bool item_touch(const char *key, size_t nkey, rel_time_t exptime)
     if (it) {
         item_time_store(&it->exptime, exptime);
         tstat_class_incr(item_lru_class(it), CC_TOUCH_HITS);
-        mark_fetched(it, hv); /* memcached's touch fetches the item */
+        item_mark_fetched(it, hv); /* memcached's touch fetches the item */
     }
     assoc_unlock(hv);
     return it != NULL;
@@ -584,139 +442,6 @@ bool item_set_exptime(const char *key, size_t nkey, rel_time_t exptime)
 }
 
 /* ---- allocation -------------------------------------------------------------- */
-/* A tail item leaves list l for another segment: counted, out of l (both
- * locks held by the caller). */
-static void leave_for(struct lru_list *l, struct item *it, uint64_t *counter)
-{
-    (*counter)++;
-    list_del(l, it);
-}
-
-int item_pull_tail(unsigned cls, enum lru_segment seg, uint64_t total_bytes, unsigned flags,
-                   rel_time_t max_age)
-{
-    struct lru_list *l = lru_of(cls, seg);
-    rel_time_t now = clock_now();
-    unsigned pct = 0;
-    if (seg == LRU_HOT || seg == LRU_WARM)
-        lru_maintainer_shares(seg, &pct);
-    uint64_t limit = total_bytes * pct / 100;
-    struct item *moving = NULL;
-    uint64_t moving_hv = 0;
-    enum lru_segment to = seg;
-    int removed = 0, budget = TAIL_SEARCH;
-    lru_lock(l);
-    for (struct item *it = l->tail, *prev; it && budget > 0; it = prev) {
-        prev = it->prev;
-        if (item_is_marker(it))
-            continue;
-        budget--;
-        uint64_t hv = assoc_hash(it->data, it->nkey);
-        if (!assoc_trylock(hv))
-            continue;
-        if (__atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) > 1) {
-            l->n.lrutail_reflocked++;
-            assoc_unlock(hv);
-            continue;
-        }
-        uint8_t f = item_flags_load(it);
-        if (item_is_dead(it, now)) { /* reclaimed from any segment; keep looking */
-            l->n.reclaimed++;
-            if (!(f & ITEM_FETCHED))
-                l->n.expired_unfetched++;
-            item_unlink_lru_locked(it, l, hv);
-            assoc_unlock(hv);
-            removed++;
-            continue;
-        }
-        bool go_on = false;
-        rel_time_t t = item_time_load(&it->time);
-        switch (seg) {
-        case LRU_HOT:
-        case LRU_WARM:
-            if (f & ITEM_ACTIVE) {
-                item_flags_clear(it, ITEM_ACTIVE);
-                removed++;
-                if (seg == LRU_WARM) { /* stays in WARM, at the head */
-                    l->n.moves_within_lru++;
-                    lru_remove(l, it);
-                    lru_push_head(l, it);
-                    go_on = true;
-                } else {
-                    leave_for(l, it, &l->n.moves_to_warm);
-                    moving = it;
-                    to = LRU_WARM;
-                }
-            } else if (l->n.bytes > limit || (t < now && now - t > max_age)) {
-                leave_for(l, it, &l->n.moves_to_cold);
-                moving = it;
-                to = LRU_COLD;
-                removed++;
-            }
-            break;
-        case LRU_COLD:
-            if (flags & PULL_EVICT) {
-                if (!storage_rt.cfg.evict_to_free)
-                    break;
-                l->n.evicted++;
-                l->n.evicted_time = now - t;
-                if (item_time_load(&it->exptime) != 0)
-                    l->n.evicted_nonzero++;
-                if (!(f & ITEM_FETCHED))
-                    l->n.evicted_unfetched++;
-                if (f & ITEM_ACTIVE)
-                    l->n.evicted_active++;
-                report_eviction(it, cls, now);
-                item_unlink_lru_locked(it, l, hv);
-                removed++;
-            } else if ((f & ITEM_ACTIVE) && lru_is_segmented()) {
-                item_flags_clear(it, ITEM_ACTIVE);
-                leave_for(l, it, &l->n.moves_to_warm);
-                moving = it;
-                to = LRU_WARM;
-                removed++;
-            }
-            break;
-        default: /* TEMP: only reclaims */
-            break;
-        }
-        if (moving) { /* keeps its item lock until relinked */
-            moving_hv = hv;
-            break;
-        }
-        assoc_unlock(hv);
-        if (!go_on)
-            break;
-    }
-    lru_unlock(l);
-    if (moving) {
-        relink_to(moving, to);
-        assoc_unlock(moving_hv);
-    }
-    return removed;
-}
-
-unsigned storage_cold_select(unsigned cls, unsigned max, item **out)
-{
-    if (cls == 0 || cls > storage_rt.largest_class)
-        return 0;
-    struct lru_list *l = lru_of(cls, LRU_COLD);
-    unsigned n = 0;
-    lru_lock(l);
-    for (struct item *it = l->tail; it && n < max; it = it->prev) {
-        if (item_is_marker(it))
-            continue;
-        uint64_t hv = assoc_hash(it->data, it->nkey);
-        if (!assoc_trylock(hv))
-            continue;
-        if (__atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 1 && item_ref_if_live(it))
-            out[n++] = it;
-        assoc_unlock(hv);
-    }
-    lru_unlock(l);
-    return n;
-}
-
 /* ---- slab mover hooks ---------------------------------------------------- */
 struct item *item_take_for_move(void *chunk, enum move_take *how)
 {
@@ -1060,7 +785,7 @@ enum store_result item_store(item *it, enum store_op op, uint64_t cas, uint64_t 
         break;
     case STORE_ADD:
         if (old) {
-            update_item(old, clock_now()); /* memcached refreshes it in the LRU */
+            item_update(old, clock_now()); /* memcached refreshes it in the LRU */
             res = STORE_NOT_STORED;
         } else {
             link_item(it, hv);

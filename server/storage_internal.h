@@ -37,6 +37,28 @@ bool item_is_dead(const struct item *it, rel_time_t now);
 /* Unlinks a linked item; the caller holds its item lock and the lock of
  * l, the list holding it. May free the item. */
 void item_unlink_lru_locked(struct item *it, struct lru_list *l, uint64_t hv);
+/* The item's size as the "bytes" stat counts it. */
+size_t item_ntotal(const struct item *it);
+/* One more reference (the item's lock held, or a reference already held). */
+void item_ref(struct item *it);
+/* Tells the eviction observer, if any, about it (its locks held). */
+void item_report_eviction(const struct item *it, unsigned cls, rel_time_t now);
+
+/* ---- item_lru.c ------------------------------------------------------------ */
+/* Whether new items enter HOT (segmented) or COLD (flat). */
+bool lru_is_segmented(void);
+/* The list holding a linked item (its item lock held: the segment is
+ * stable). */
+struct lru_list *item_list(const struct item *it);
+/* With l's lock held: it enters at l's head / leaves l, counted. */
+void item_list_add(struct lru_list *l, struct item *it);
+void item_list_del(struct lru_list *l, struct item *it);
+/* A newly linked item enters HOT, TEMP or (flat) COLD (item lock held). */
+void item_enter_lru(struct item *it);
+/* memcached's do_item_update (item lock held). */
+void item_update(struct item *it, rel_time_t now);
+/* Marks a read, as memcached's do_item_bump (item lock held). */
+void item_mark_fetched(struct item *it, uint64_t hv);
 /* Looks at up to 5 items at the tail of one list of class cls, as
  * memcached's lru_pull_tail: dead items are reclaimed from any segment;
  * HOT and WARM tails move on (active ones to WARM, others to COLD) while
