@@ -225,7 +225,7 @@ void storage_crawl_soon(void);
  * that state or the thread could not start. */
 int storage_crawler_enable(bool on);
 /* "lru_crawler sleep <us>" (pause between batches, at most 1000000) and
- * "lru_crawler tocrawl <n>" (items examined per class per pass, 0 = all). */
+ * "lru_crawler tocrawl <n>" (items examined per LRU list per pass, 0 = all). */
 int storage_crawler_set_sleep(unsigned usec);
 void storage_crawler_set_tocrawl(unsigned items);
 /* The segmented LRU at run time, as memcached's "lru" command: "lru tune"

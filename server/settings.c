@@ -292,7 +292,7 @@ static void print_usage(FILE *out)
             "                          to classes that evict (default: 1)\n"
             "   - track_sizes:         keep the \"stats sizes\" histogram from the start\n"
             "   - lru_crawler_sleep:   microseconds between crawler batches\n"
-            "   - lru_crawler_tocrawl: items examined per class per pass (0: all)\n"
+            "   - lru_crawler_tocrawl: items examined per LRU per pass (0: all)\n"
             "   - idle_timeout:        close connections idle this many seconds (default: 0)\n"
             "   - rdma_listen:         serve RDMA (RC) on ADDR:PORT; repeatable\n"
             "   - rdma_eager_max:      RDMA message buffer size in bytes (default: 8192)\n"

@@ -20,7 +20,7 @@ struct storage_runtime {
     unsigned largest_class;
     unsigned lock_power;
     unsigned crawler_sleep_us;   /* pause between crawl batches */
-    unsigned crawler_tocrawl;    /* items per class per pass, 0 = all */
+    unsigned crawler_tocrawl;    /* items per LRU list per pass, 0 = all */
     unsigned crawler_interval_s; /* between background passes */
     /* Segmented LRU switches, read with __atomic loads: "lru mode" and
      * "lru temp_ttl" change them at run time. */
