@@ -60,8 +60,8 @@ struct lru_class_stats {
     struct lru_counters sum;            /* evicted_time: COLD's */
     uint64_t items[LRU_SEGMENTS];       /* curr_items per segment */
     uint64_t bytes[LRU_SEGMENTS];       /* bytes per segment */
-    rel_time_t tail_time[LRU_SEGMENTS]; /* 0: the segment is empty */
-    bool has_tail[LRU_SEGMENTS];
+    rel_time_t tail_time[LRU_SEGMENTS]; /* of its tail item, when it has */
+    bool has_tail[LRU_SEGMENTS];        /* one */
 };
 
 void lru_init(void);
