@@ -1,7 +1,8 @@
 /*
  * crawler.c: walks the LRUs and reclaims dead (expired or flushed) items.
  *
- * A pass over one class puts a marker item (one with no key) at the tail
+ * A pass over one class walks each of its segment lists (HOT, WARM, COLD,
+ * TEMP) in turn. A walk of one list puts a marker item (one with no key) at the tail
  * and moves it one step towards the head at a time, examining the item it
  * passes. The marker keeps the crawler's place while the LRU lock is given
  * up between batches, so workers are never blocked for long; other LRU
@@ -44,14 +45,14 @@ static bool running;
 static bool stopping;
 static bool all_requested; /* crawl every class at the next wake */
 
-/* One pass over class cls; returns items checked and reclaimed. */
-static void crawl_class(unsigned cls, struct item *marker, uint64_t *checked, uint64_t *reclaimed)
+/* One pass over list l; adds the items checked and reclaimed. */
+static void crawl_list(struct lru_list *l, struct item *marker, uint64_t *checked,
+                       uint64_t *reclaimed)
 {
-    struct lru_list *l = lru_of(cls);
-    *checked = *reclaimed = 0;
-    lru_lock(cls);
+    uint64_t start = *checked;
+    lru_lock(l);
     if (!l->tail) {
-        lru_unlock(cls);
+        lru_unlock(l);
         return;
     }
     /* Marker goes after the tail. */
@@ -64,7 +65,7 @@ static void crawl_class(unsigned cls, struct item *marker, uint64_t *checked, ui
     unsigned limit = __atomic_load_n(&storage_rt.crawler_tocrawl, __ATOMIC_RELAXED);
     for (;;) {
         struct item *it = marker->prev;
-        if (!it || (limit && *checked >= limit))
+        if (!it || (limit && *checked - start >= limit))
             break;
         lru_remove(l, marker);
         lru_insert_before(l, it, marker);
@@ -77,32 +78,40 @@ static void crawl_class(unsigned cls, struct item *marker, uint64_t *checked, ui
             if (item_is_dead(it, clock_now())) {
                 l->n.crawler_reclaimed++;
                 (*reclaimed)++;
-                item_unlink_lru_locked(it, cls, hv);
+                item_unlink_lru_locked(it, l, hv);
             }
             assoc_unlock(hv);
         }
         if (++batch == CRAWL_BATCH) {
             batch = 0;
-            lru_unlock(cls);
+            lru_unlock(l);
             unsigned pause = __atomic_load_n(&storage_rt.crawler_sleep_us, __ATOMIC_RELAXED);
             if (pause)
                 usleep(pause);
-            lru_lock(cls);
+            lru_lock(l);
         }
     }
     lru_remove(l, marker);
-    lru_unlock(cls);
+    lru_unlock(l);
 }
 
-/* Walks class cls from the tail, calling fn on up to *budget live items
- * (budget 0 = no limit), each referenced and with no lock held. */
-static void dump_class(unsigned cls, struct item *marker, unsigned *left, bool limited,
-                       storage_item_fn fn, void *ctx)
+/* One pass over class cls (every segment); returns items checked and
+ * reclaimed. */
+static void crawl_class(unsigned cls, struct item *marker, uint64_t *checked, uint64_t *reclaimed)
 {
-    struct lru_list *l = lru_of(cls);
-    lru_lock(cls);
+    *checked = *reclaimed = 0;
+    for (unsigned seg = 0; seg < LRU_SEGMENTS; seg++)
+        crawl_list(lru_of(cls, seg), marker, checked, reclaimed);
+}
+
+/* Walks list l from the tail, calling fn on up to *left live items
+ * (unless !limited), each referenced and with no lock held. */
+static void dump_list(struct lru_list *l, struct item *marker, unsigned *left, bool limited,
+                      storage_item_fn fn, void *ctx)
+{
+    lru_lock(l);
     if (!l->tail) {
-        lru_unlock(cls);
+        lru_unlock(l);
         return;
     }
     marker->next = NULL;
@@ -124,16 +133,16 @@ static void dump_class(unsigned cls, struct item *marker, unsigned *left, bool l
         assoc_unlock(hv);
         if (!held)
             continue;
-        lru_unlock(cls);
+        lru_unlock(l);
         items_forget_prior();
         fn(ctx, held);
         item_release(held);
         if (limited)
             (*left)--;
-        lru_lock(cls);
+        lru_lock(l);
     }
     lru_remove(l, marker);
-    lru_unlock(cls);
+    lru_unlock(l);
 }
 
 void storage_walk_items(unsigned cls, unsigned limit, storage_item_fn fn, void *ctx)
@@ -144,7 +153,19 @@ void storage_walk_items(unsigned cls, unsigned limit, storage_item_fn fn, void *
     unsigned left = limit;
     for (unsigned c = 1; c <= storage_rt.largest_class; c++)
         if (cls == 0 || c == cls)
-            dump_class(c, marker, &left, limit != 0, fn, ctx);
+            for (unsigned seg = 0; seg < LRU_SEGMENTS; seg++)
+                dump_list(lru_of(c, seg), marker, &left, limit != 0, fn, ctx);
+    free(marker);
+}
+
+void storage_walk_cold_items(unsigned cls, storage_item_fn fn, void *ctx)
+{
+    struct item *marker = calloc(1, sizeof(*marker));
+    if (!marker)
+        return;
+    unsigned left = 0;
+    if (cls >= 1 && cls <= storage_rt.largest_class)
+        dump_list(lru_of(cls, LRU_COLD), marker, &left, false, fn, ctx);
     free(marker);
 }
 

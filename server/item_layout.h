@@ -1,6 +1,7 @@
 /*
  * item_layout.h: the in-memory layout of an item, shared by the storage
- * engine's files only (items.c, lru.c, assoc.c, crawler.c, storage_stats.c).
+ * engine's files only (items.c, item_lru.c, lru.c, lru_maintainer.c,
+ * assoc.c, crawler.c, storage_stats.c).
  * Nothing outside the engine includes it; callers see opaque handles.
  *
  * Layout of one item (header 50 bytes, then the variable part):
@@ -13,7 +14,7 @@
  *   exptime         0 = never
  *   nbytes          value length (no "\r\n")
  *   refcount        1 for being linked + 1 per caller handle
- *   it_flags, nkey
+ *   it_flags, nkey  it_flags' top two bits: the item's LRU segment
  *   data[]          key (not NUL-terminated), client flags (4 bytes, only
  *                   when non-zero), then either the value (small items) or,
  *                   for chunked items, a tail-class byte and, 8-aligned, the
@@ -48,14 +49,17 @@ struct item {
 #define ITEM_HEADER_SIZE offsetof(struct item, data)
 
 enum {
-    ITEM_LINKED = 1,     /* in the hash table and its LRU */
-    ITEM_FETCHED = 2,    /* read (get, gat, touch) at least once */
-    ITEM_BORROWED = 4,   /* in a chunk of a larger class than its size
-                            needs; that class id is the byte right after
-                            the item's bytes (item_chunk_class()) */
-    ITEM_ACTIVE = 8,     /* read since its last LRU bump */
-    ITEM_CHUNKED = 16,   /* value lives in separate slab chunks */
-    ITEM_HAS_FLAGS = 32, /* 4 bytes of client flags follow the key */
+    ITEM_LINKED = 1,        /* in the hash table and its LRU */
+    ITEM_FETCHED = 2,       /* read (get, gat, touch) at least once */
+    ITEM_BORROWED = 4,      /* in a chunk of a larger class than its size
+                               needs; that class id is the byte right after
+                               the item's bytes (item_chunk_class()) */
+    ITEM_ACTIVE = 8,        /* segmented LRU: read again after its first
+                               read; kept in (or moved to) WARM */
+    ITEM_CHUNKED = 16,      /* value lives in separate slab chunks */
+    ITEM_HAS_FLAGS = 32,    /* 4 bytes of client flags follow the key */
+    ITEM_SEGMENT_SHIFT = 6, /* bits 6-7: the LRU segment (enum lru_segment) */
+    ITEM_SEGMENT_MASK = 3 << ITEM_SEGMENT_SHIFT,
 };
 
 /* The crawler's marker has no key; every real item has one. */
@@ -77,6 +81,20 @@ static inline void item_flags_set(struct item *it, uint8_t bits)
 static inline void item_flags_clear(struct item *it, uint8_t bits)
 {
     __atomic_fetch_and(&it->it_flags, (uint8_t)~bits, __ATOMIC_RELAXED);
+}
+
+/* The segment whose list holds a linked item. It only changes under the
+ * item's lock (and the lists' locks), so a holder of the item lock reads a
+ * stable value. */
+static inline unsigned item_segment(const struct item *it)
+{
+    return (item_flags_load(it) & ITEM_SEGMENT_MASK) >> ITEM_SEGMENT_SHIFT;
+}
+
+static inline void item_set_segment(struct item *it, unsigned seg)
+{
+    item_flags_clear(it, ITEM_SEGMENT_MASK);
+    item_flags_set(it, (uint8_t)(seg << ITEM_SEGMENT_SHIFT));
 }
 
 static inline size_t item_flags_size(const struct item *it)

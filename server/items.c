@@ -6,11 +6,14 @@
  *
  * Concurrency: every operation on a key holds that key's striped item lock
  * (assoc.h) while it looks at or changes the key's items, so there is no
- * global lock on the get path. LRU locks are taken inside item locks and
- * only when a list changes: an item read again is moved to its LRU head at
- * most once per BUMP_INTERVAL seconds. Eviction walks an LRU tail with the
- * LRU lock held and only *tries* item locks, keeping the lock order item ->
- * LRU -> slab deadlock-free. An item with outside references is never
+ * global lock on the get path. Each class has four LRU lists (HOT, WARM,
+ * COLD, TEMP; lru.h); a read never takes a list lock in segmented mode (it
+ * sets flag bits, and an active COLD item is queued for the LRU
+ * maintainer), and in flat mode moves an item to its list head at most
+ * once per BUMP_INTERVAL seconds. Tail pulls (eviction, the maintainer's
+ * moves) hold one list lock and only *tries* item locks, keeping the lock
+ * order item -> LRU list -> slab deadlock-free; no code holds two list
+ * locks at once. An item with outside references is never
  * evicted; a referenced item that gets deleted or replaced stays intact
  * until its last reference is released.
  *
@@ -28,9 +31,7 @@
 #include "slabs.h"
 #include "storage_internal.h"
 
-#define BUMP_INTERVAL 60 /* seconds between LRU moves of one item */
-#define EVICT_TRIES 10   /* tail pulls before an allocation gives up */
-#define TAIL_SEARCH 5    /* items examined per tail pull */
+#define EVICT_TRIES 10 /* tail pulls before an allocation gives up */
 #define ARITH_MAX_DIGITS 20
 
 /* memcached's own item overhead, used only so that the -I limit rejects
@@ -76,7 +77,7 @@ static unsigned item_chunk_class(const struct item *it)
 }
 
 /* The item's size as the "bytes" stat counts it. */
-static size_t item_ntotal(const struct item *it)
+size_t item_ntotal(const struct item *it)
 {
     if (item_flags_load(it) & ITEM_CHUNKED)
         return header_alloc_size(it) + it->nbytes;
@@ -106,7 +107,7 @@ void storage_on_eviction(void (*fn)(const struct item_eviction *ev))
 }
 
 /* Tells the observer, if any, about it (its locks held). */
-static void report_eviction(const struct item *it, unsigned cls, rel_time_t now)
+void item_report_eviction(const struct item *it, unsigned cls, rel_time_t now)
 {
     void (*fn)(const struct item_eviction *) = atomic_load(&eviction_observer);
     if (!fn)
@@ -147,7 +148,7 @@ static void item_free(struct item *it)
     slabs_free(it, header_cls);
 }
 
-static void item_ref(struct item *it)
+void item_ref(struct item *it)
 {
     __atomic_add_fetch(&it->refcount, 1, __ATOMIC_RELAXED);
 }
@@ -221,32 +222,21 @@ static void link_item(struct item *it, uint64_t hv)
     stamp_linked(it);
     assoc_insert(it, hv);
     item_ref(it);
-    unsigned cls = item_lru_class(it);
-    struct lru_list *l = lru_of(cls);
-    size_t ntotal = item_ntotal(it);
-    lru_lock(cls);
-    lru_push_head(l, it);
-    l->n.curr_items++;
-    l->n.total_items++;
-    l->n.bytes += ntotal;
-    lru_unlock(cls);
-    tstat_size_change(it->cas, ntotal, true);
+    item_enter_lru(it);
+    tstat_size_change(it->cas, item_ntotal(it), true);
 }
 
 static void unlink_common(struct item *it, struct lru_list *l, uint64_t hv)
 {
     item_flags_clear(it, ITEM_LINKED);
     assoc_delete(it->data, it->nkey, hv);
-    lru_remove(l, it);
-    size_t ntotal = item_ntotal(it);
-    l->n.curr_items--;
-    l->n.bytes -= ntotal;
-    tstat_size_change(it->cas, ntotal, false);
+    item_list_del(l, it);
+    tstat_size_change(it->cas, item_ntotal(it), false);
 }
 
-void item_unlink_lru_locked(struct item *it, unsigned cls, uint64_t hv)
+void item_unlink_lru_locked(struct item *it, struct lru_list *l, uint64_t hv)
 {
-    unlink_common(it, lru_of(cls), hv);
+    unlink_common(it, l, hv);
     item_release(it);
 }
 
@@ -255,36 +245,32 @@ static void unlink_item(struct item *it, uint64_t hv)
 {
     if (!(item_flags_load(it) & ITEM_LINKED))
         return;
-    unsigned cls = item_lru_class(it);
-    lru_lock(cls);
-    unlink_common(it, lru_of(cls), hv);
-    lru_unlock(cls);
+    struct lru_list *l = item_list(it);
+    lru_lock(l);
+    unlink_common(it, l, hv);
+    lru_unlock(l);
     item_release(it);
 }
 
-/* With the item lock held. When both items live in one LRU, the new one
- * takes the old one's place in its hash chain and the LRU changes under
- * one lock hold; otherwise (or if the old one is not in the table) it is an
- * unlink and a link. */
+/* With the item lock held. The new item takes the old one's place in its
+ * hash chain, so no lookup ever misses the key; the old one leaves its
+ * list and the new one enters HOT (or TEMP, or COLD when flat). If the old
+ * one is not in the table it is an unlink and a link. */
 static void replace_item(struct item *old, struct item *new_it, uint64_t hv)
 {
-    unsigned cls = item_lru_class(new_it);
-    if ((item_flags_load(old) & ITEM_LINKED) && item_lru_class(old) == cls) {
-        size_t old_total = item_ntotal(old), new_total = item_ntotal(new_it);
+    if (item_flags_load(old) & ITEM_LINKED) {
+        size_t old_total = item_ntotal(old);
         stamp_linked(new_it);
         if (assoc_replace(old, new_it, hv)) {
             item_ref(new_it);
-            struct lru_list *l = lru_of(cls);
-            lru_lock(cls);
+            struct lru_list *l = item_list(old);
+            lru_lock(l);
             item_flags_clear(old, ITEM_LINKED);
-            lru_remove(l, old);
-            lru_push_head(l, new_it);
-            l->n.total_items++;
-            l->n.bytes += new_total;
-            l->n.bytes -= old_total;
-            lru_unlock(cls);
+            item_list_del(l, old);
+            lru_unlock(l);
+            item_enter_lru(new_it);
             tstat_size_change(old->cas, old_total, false);
-            tstat_size_change(new_it->cas, new_total, true);
+            tstat_size_change(new_it->cas, item_ntotal(new_it), true);
             item_release(old);
             return;
         }
@@ -292,29 +278,6 @@ static void replace_item(struct item *old, struct item *new_it, uint64_t hv)
     }
     unlink_item(old, hv);
     link_item(new_it, hv);
-}
-
-/* Moves a read item to its LRU head if it has not moved for a while. */
-static void bump_item(struct item *it, rel_time_t now)
-{
-    if (item_time_load(&it->time) + BUMP_INTERVAL >= now) {
-        if (!(item_flags_load(it) & ITEM_ACTIVE))
-            item_flags_set(it, ITEM_ACTIVE);
-        return;
-    }
-    unsigned cls = item_lru_class(it);
-    if (!lru_trylock(cls)) {
-        tstat_incr(TC_BUMPS_DROPPED);
-        if (!(item_flags_load(it) & ITEM_ACTIVE))
-            item_flags_set(it, ITEM_ACTIVE);
-        return;
-    }
-    struct lru_list *l = lru_of(cls);
-    lru_remove(l, it);
-    lru_push_head(l, it);
-    item_time_store(&it->time, now);
-    lru_unlock(cls);
-    item_flags_clear(it, ITEM_ACTIVE);
 }
 
 /* ---- lookups ------------------------------------------------------------------ */
@@ -363,22 +326,14 @@ void items_forget_prior(void)
     prior.it = NULL;
 }
 
-/* Marks a read, as memcached's do_item_bump: fetched bit, LRU bump. */
-static void mark_fetched(struct item *it)
-{
-    if (!(item_flags_load(it) & ITEM_FETCHED))
-        item_flags_set(it, ITEM_FETCHED);
-    bump_item(it, clock_now());
-}
-
 /* A caller's lookup: remembers the state before it, then marks the read. */
-static void note_fetch(struct item *it)
+static void note_fetch(struct item *it, uint64_t hv)
 {
     prior.it = it;
     prior.cas = it->cas;
     prior.time = item_time_load(&it->time);
     prior.fetched = (item_flags_load(it) & ITEM_FETCHED) != 0;
-    mark_fetched(it);
+    item_mark_fetched(it, hv);
 }
 
 item *item_get(const char *key, size_t nkey)
@@ -388,8 +343,10 @@ item *item_get(const char *key, size_t nkey)
     struct item *it = find_live(key, nkey, hv);
     if (it) {
         item_ref(it);
-        note_fetch(it);
-        tstat_class_incr(item_lru_class(it), CC_GET_HITS);
+        /* as memcached, a get hit (not a touch) is also counted by the
+         * segment holding the item (hits_to_hot, ...) */
+        tstat_get_hit(item_lru_class(it), item_segment(it));
+        note_fetch(it, hv);
     }
     assoc_unlock(hv);
     return it;
@@ -415,9 +372,9 @@ item *item_get_touch(const char *key, size_t nkey, rel_time_t exptime)
     if (it) {
         item_ref(it);
         item_time_store(&it->exptime, exptime);
-        note_fetch(it);
         /* memcached counts a get-and-touch hit as a touch hit only. */
         tstat_class_incr(item_lru_class(it), CC_TOUCH_HITS);
+        note_fetch(it, hv);
     }
     assoc_unlock(hv);
     return it;
@@ -430,8 +387,8 @@ bool item_touch(const char *key, size_t nkey, rel_time_t exptime)
     struct item *it = find_live(key, nkey, hv);
     if (it) {
         item_time_store(&it->exptime, exptime);
-        mark_fetched(it); /* memcached's touch fetches the item */
         tstat_class_incr(item_lru_class(it), CC_TOUCH_HITS);
+        item_mark_fetched(it, hv); /* memcached's touch fetches the item */
     }
     assoc_unlock(hv);
     return it != NULL;
@@ -485,77 +442,6 @@ bool item_set_exptime(const char *key, size_t nkey, rel_time_t exptime)
 }
 
 /* ---- allocation -------------------------------------------------------------- */
-enum pull_result { PULL_NOTHING, PULL_MOVED, PULL_UNLINKED };
-
-/* Frees one item from the tail of class cls: an expired or flushed one, or
- * (when evictions are on) the least recently used one nobody references.
- * With second_chance, an item read since it last moved (ITEM_ACTIVE) is
- * not evicted but moved to the head, as memcached keeps items that are
- * being read: PULL_MOVED says only such moves happened. */
-static enum pull_result pull_tail(unsigned cls, bool second_chance)
-{
-    struct lru_list *l = lru_of(cls);
-    rel_time_t now = clock_now();
-    enum pull_result result = PULL_NOTHING;
-    int budget = TAIL_SEARCH;
-    lru_lock(cls);
-    for (struct item *it = l->tail; it && budget > 0;) {
-        struct item *prev = it->prev;
-        if (item_is_marker(it)) {
-            it = prev;
-            continue;
-        }
-        budget--;
-        uint64_t hv = assoc_hash(it->data, it->nkey);
-        if (!assoc_trylock(hv)) {
-            it = prev;
-            continue;
-        }
-        if (__atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) > 1) {
-            l->n.lrutail_reflocked++;
-            assoc_unlock(hv);
-            it = prev;
-            continue;
-        }
-        uint8_t f = item_flags_load(it);
-        if (item_is_dead(it, now)) {
-            l->n.reclaimed++;
-            if (!(f & ITEM_FETCHED))
-                l->n.expired_unfetched++;
-        } else if (storage_rt.cfg.evict_to_free && second_chance && (f & ITEM_ACTIVE)) {
-            lru_remove(l, it);
-            lru_push_head(l, it);
-            item_time_store(&it->time, now);
-            item_flags_clear(it, ITEM_ACTIVE);
-            l->n.moves_within_lru++;
-            result = PULL_MOVED;
-            assoc_unlock(hv);
-            it = prev;
-            continue;
-        } else if (storage_rt.cfg.evict_to_free) {
-            l->n.evicted++;
-            l->n.evicted_time = now - item_time_load(&it->time);
-            if (item_time_load(&it->exptime) != 0)
-                l->n.evicted_nonzero++;
-            if (!(f & ITEM_FETCHED))
-                l->n.evicted_unfetched++;
-            if (f & ITEM_ACTIVE)
-                l->n.evicted_active++;
-            report_eviction(it, cls, now);
-        } else {
-            assoc_unlock(hv);
-            it = prev;
-            continue;
-        }
-        item_unlink_lru_locked(it, cls, hv);
-        assoc_unlock(hv);
-        result = PULL_UNLINKED;
-        break;
-    }
-    lru_unlock(cls);
-    return result;
-}
-
 /* ---- slab mover hooks ---------------------------------------------------- */
 struct item *item_take_for_move(void *chunk, enum move_take *how)
 {
@@ -571,11 +457,11 @@ struct item *item_take_for_move(void *chunk, enum move_take *how)
     struct item *taken = NULL;
     if ((item_flags_load(it) & ITEM_LINKED) &&
         __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 1) {
-        unsigned cls = item_lru_class(it);
-        if (lru_trylock(cls)) {
+        struct lru_list *l = item_list(it);
+        if (lru_trylock(l)) {
             *how = item_is_dead(it, clock_now()) ? MOVE_DEAD : MOVE_LIVE;
-            unlink_common(it, lru_of(cls), hv);
-            lru_unlock(cls);
+            unlink_common(it, l, hv);
+            lru_unlock(l);
             __atomic_store_n(&it->refcount, 0, __ATOMIC_RELEASE);
             taken = it;
         }
@@ -621,7 +507,10 @@ static void *borrow_chunk(unsigned cls, bool value, unsigned *got)
 }
 
 /* A chunk of class cls (or, see borrow_chunk(), of a larger class: *got
- * receives the class), evicting from cls's LRU when needed. */
+ * receives the class), making room in cls's LRU when needed as memcached
+ * does: flat, reclaim at COLD's tail, then evict there; segmented, evict
+ * at COLD's tail and, when COLD has nothing to give, push HOT's tail down
+ * to COLD and try again. */
 static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
 {
     *got = cls;
@@ -631,23 +520,34 @@ static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
     p = borrow_chunk(cls, value, got);
     if (p)
         return p;
-    for (int tries = 0; tries < EVICT_TRIES; tries++) {
-        /* The last tries evict even recently read items, so that an
-         * allocation succeeds when every tail item is being read. */
-        enum pull_result r = pull_tail(cls, tries < EVICT_TRIES / 2);
-        if (r == PULL_UNLINKED) {
-            lru_lock(cls);
-            lru_of(cls)->n.direct_reclaims++;
-            lru_unlock(cls);
+    struct lru_list *cold = lru_of(cls, LRU_COLD);
+    for (int tries = 0; tries < EVICT_TRIES && !p; tries++) {
+        bool segmented = lru_is_segmented();
+        if (!segmented && item_pull_tail(cls, LRU_COLD, 0, 0, 0) > 0) {
+            p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
+            if (p)
+                break;
+        }
+        if (item_pull_tail(cls, LRU_COLD, 0, PULL_EVICT, 0) > 0) {
+            lru_lock(cold);
+            cold->n.direct_reclaims++;
+            lru_unlock(cold);
+        } else if (!segmented || (item_pull_tail(cls, LRU_HOT, 0, 0, 0) == 0 &&
+                                  item_pull_tail(cls, LRU_WARM, 0, 0, 0) == 0)) {
+            /* Nothing left to free or move. (memcached leaves WARM to its
+             * maintainer; pulling it here only matters when the thread
+             * has not caught up, and turns an out-of-memory into an
+             * eviction.) */
+            p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
+            break;
         }
         p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
-        if (p || r == PULL_NOTHING)
-            break;
     }
     if (!p) {
-        lru_lock(cls);
-        lru_of(cls)->n.outofmemory++;
-        lru_unlock(cls);
+        struct lru_list *hot = lru_of(cls, LRU_HOT); /* memcached counts it in HOT */
+        lru_lock(hot);
+        hot->n.outofmemory++;
+        lru_unlock(hot);
     }
     return p;
 }
@@ -885,7 +785,7 @@ enum store_result item_store(item *it, enum store_op op, uint64_t cas, uint64_t 
         break;
     case STORE_ADD:
         if (old) {
-            bump_item(old, clock_now()); /* memcached refreshes it in the LRU */
+            item_update(old, clock_now()); /* memcached refreshes it in the LRU */
             res = STORE_NOT_STORED;
         } else {
             link_item(it, hv);

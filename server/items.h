@@ -53,6 +53,15 @@ struct storage_config {
     bool slab_automove_off;     /* -o slab_automove=0: never move pages between
                                    classes (the default moves them, as
                                    memcached's slab_automove=1 does) */
+    /* memcached's segmented LRU (doc/storage.md): */
+    bool lru_maintainer;    /* run the LRU maintainer thread */
+    bool lru_segmented;     /* HOT/WARM/COLD; false: one flat list (COLD) */
+    unsigned hot_lru_pct;   /* HOT's share of a class's bytes; 0: 20 */
+    unsigned warm_lru_pct;  /* WARM's share; 0: 40 */
+    double hot_max_factor;  /* HOT tail age limit x COLD tail age; 0: 0.2 */
+    double warm_max_factor; /* WARM's; 0: 2.0 */
+    bool temp_lru;          /* -o temporary_ttl: short TTLs go to TEMP */
+    int temporary_ttl;      /* TTLs up to this go to TEMP */
 };
 
 /* An item the engine evicts, as "watch evictions" reports it. */
@@ -216,9 +225,26 @@ void storage_crawl_soon(void);
  * that state or the thread could not start. */
 int storage_crawler_enable(bool on);
 /* "lru_crawler sleep <us>" (pause between batches, at most 1000000) and
- * "lru_crawler tocrawl <n>" (items examined per class per pass, 0 = all). */
+ * "lru_crawler tocrawl <n>" (items examined per LRU list per pass, 0 = all). */
 int storage_crawler_set_sleep(unsigned usec);
 void storage_crawler_set_tocrawl(unsigned items);
+/* The segmented LRU at run time, as memcached's "lru" command: "lru tune"
+ * (HOT and WARM shares in percent of a class's bytes, their tail age
+ * limits as factors of COLD's tail age), "lru mode" (segmented or flat:
+ * flat drains HOT and WARM into COLD) and "lru temp_ttl" (< 0: TEMP off).
+ * mode and temp_ttl need the maintainer thread: -1 without it. */
+void storage_lru_tune(unsigned hot_pct, unsigned warm_pct, double hot_factor, double warm_factor);
+int storage_lru_set_segmented(bool on);
+int storage_lru_set_temp_ttl(int ttl);
+/* Whether the LRU maintainer thread runs ("lru_maintainer_thread"). */
+bool storage_lru_maintainer_running(void);
+
+/* ---- flash tier seam ------------------------------------------------------ */
+/* Up to max live items from the tail of class cls's COLD list, oldest
+ * first, each referenced (the caller releases them); items others hold
+ * are skipped and nothing is moved. A writer copying values elsewhere
+ * re-checks an item's CAS under its key lock before replacing it. */
+unsigned storage_cold_select(unsigned cls, unsigned max, item **out);
 
 /* ---- walking items ------------------------------------------------------ */
 /* The slab class whose LRU holds the item ("cls=" of metadump). */
@@ -229,6 +255,9 @@ unsigned item_slab_class(const item *it);
  * fn may block; it must not keep the handle. */
 typedef void (*storage_item_fn)(void *ctx, const item *it);
 void storage_walk_items(unsigned cls, unsigned limit, storage_item_fn fn, void *ctx);
+/* The same over class cls's COLD list only ("stats cachedump", which
+ * memcached answers from COLD; with a flat LRU that is every item). */
+void storage_walk_cold_items(unsigned cls, storage_item_fn fn, void *ctx);
 
 /* ---- stats -------------------------------------------------------------- */
 /* Storage stats are named here once; callers format them. `emit` gets a

@@ -1,7 +1,7 @@
 /*
- * lru.c: per-class LRU lists and counters (see lru.h). Pure list and
- * counter bookkeeping; it never locks items, frees memory or decides what
- * to evict.
+ * lru.c: the per-class, per-segment LRU lists and their counters (see
+ * lru.h). Pure list and counter bookkeeping; it never locks items, frees
+ * memory or decides what to move or evict.
  */
 #include "lru.h"
 
@@ -9,41 +9,45 @@
 
 #include "item_layout.h"
 
-static struct lru_list lists[SLAB_CLASSES_MAX];
+static struct lru_list lists[SLAB_CLASSES_MAX][LRU_SEGMENTS];
 
 void lru_init(void)
 {
     for (unsigned c = 0; c < SLAB_CLASSES_MAX; c++) {
-        pthread_mutex_init(&lists[c].lock, NULL);
-        lists[c].head = lists[c].tail = NULL;
-        memset(&lists[c].n, 0, sizeof(lists[c].n));
+        for (unsigned s = 0; s < LRU_SEGMENTS; s++) {
+            struct lru_list *l = &lists[c][s];
+            pthread_mutex_init(&l->lock, NULL);
+            l->head = l->tail = NULL;
+            memset(&l->n, 0, sizeof(l->n));
+        }
     }
 }
 
 void lru_shutdown(void)
 {
     for (unsigned c = SLAB_CLASSES_MAX; c-- > 0;)
-        pthread_mutex_destroy(&lists[c].lock);
+        for (unsigned s = LRU_SEGMENTS; s-- > 0;)
+            pthread_mutex_destroy(&lists[c][s].lock);
 }
 
-struct lru_list *lru_of(unsigned cls)
+struct lru_list *lru_of(unsigned cls, enum lru_segment seg)
 {
-    return &lists[cls];
+    return &lists[cls][seg];
 }
 
-void lru_lock(unsigned cls)
+void lru_lock(struct lru_list *l)
 {
-    pthread_mutex_lock(&lists[cls].lock);
+    pthread_mutex_lock(&l->lock);
 }
 
-bool lru_trylock(unsigned cls)
+bool lru_trylock(struct lru_list *l)
 {
-    return pthread_mutex_trylock(&lists[cls].lock) == 0;
+    return pthread_mutex_trylock(&l->lock) == 0;
 }
 
-void lru_unlock(unsigned cls)
+void lru_unlock(struct lru_list *l)
 {
-    pthread_mutex_unlock(&lists[cls].lock);
+    pthread_mutex_unlock(&l->lock);
 }
 
 void lru_push_head(struct lru_list *l, struct item *it)
@@ -81,30 +85,75 @@ void lru_insert_before(struct lru_list *l, struct item *before, struct item *it)
     before->prev = it;
 }
 
-void lru_counters_get(unsigned cls, struct lru_counters *out, rel_time_t *tail_time)
+struct item *lru_tail_item(const struct lru_list *l)
 {
-    struct lru_list *l = &lists[cls];
-    pthread_mutex_lock(&l->lock);
-    *out = l->n;
-    *tail_time = 0;
-    for (struct item *it = l->tail; it; it = it->prev) {
-        if (!item_is_marker(it)) {
-            *tail_time = item_time_load(&it->time);
-            break;
+    for (struct item *it = l->tail; it; it = it->prev)
+        if (!item_is_marker(it))
+            return it;
+    return NULL;
+}
+
+static void add_counters(struct lru_counters *to, const struct lru_counters *n)
+{
+    to->curr_items += n->curr_items;
+    to->bytes += n->bytes;
+    to->total_items += n->total_items;
+    to->evicted += n->evicted;
+    to->evicted_nonzero += n->evicted_nonzero;
+    to->evicted_unfetched += n->evicted_unfetched;
+    to->evicted_active += n->evicted_active;
+    to->reclaimed += n->reclaimed;
+    to->expired_unfetched += n->expired_unfetched;
+    to->outofmemory += n->outofmemory;
+    to->crawler_reclaimed += n->crawler_reclaimed;
+    to->crawler_items_checked += n->crawler_items_checked;
+    to->lrutail_reflocked += n->lrutail_reflocked;
+    to->moves_to_cold += n->moves_to_cold;
+    to->moves_to_warm += n->moves_to_warm;
+    to->moves_within_lru += n->moves_within_lru;
+    to->direct_reclaims += n->direct_reclaims;
+}
+
+void lru_class_stats_get(unsigned cls, struct lru_class_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (unsigned s = 0; s < LRU_SEGMENTS; s++) {
+        struct lru_list *l = &lists[cls][s];
+        pthread_mutex_lock(&l->lock);
+        add_counters(&out->sum, &l->n);
+        if (s == LRU_COLD)
+            out->sum.evicted_time = l->n.evicted_time;
+        out->items[s] = l->n.curr_items;
+        out->bytes[s] = l->n.bytes;
+        struct item *tail = lru_tail_item(l);
+        if (tail) {
+            out->tail_time[s] = item_time_load(&tail->time);
+            out->has_tail[s] = true;
         }
+        pthread_mutex_unlock(&l->lock);
     }
-    pthread_mutex_unlock(&l->lock);
+}
+
+rel_time_t lru_class_age(const struct lru_class_stats *st, rel_time_t now)
+{
+    rel_time_t oldest = now;
+    for (unsigned s = 0; s < LRU_SEGMENTS; s++)
+        if (st->has_tail[s] && st->tail_time[s] < oldest)
+            oldest = st->tail_time[s];
+    return now - oldest;
 }
 
 void lru_counters_reset(void)
 {
     for (unsigned c = 0; c < SLAB_CLASSES_MAX; c++) {
-        struct lru_list *l = &lists[c];
-        pthread_mutex_lock(&l->lock);
-        uint64_t curr = l->n.curr_items, bytes = l->n.bytes;
-        memset(&l->n, 0, sizeof(l->n));
-        l->n.curr_items = curr;
-        l->n.bytes = bytes;
-        pthread_mutex_unlock(&l->lock);
+        for (unsigned s = 0; s < LRU_SEGMENTS; s++) {
+            struct lru_list *l = &lists[c][s];
+            pthread_mutex_lock(&l->lock);
+            uint64_t curr = l->n.curr_items, bytes = l->n.bytes;
+            memset(&l->n, 0, sizeof(l->n));
+            l->n.curr_items = curr;
+            l->n.bytes = bytes;
+            pthread_mutex_unlock(&l->lock);
+        }
     }
 }

@@ -1,10 +1,12 @@
 /*
- * lru.h: one LRU list per slab class, with that class's item counters.
- * The list is doubly linked through the items' next/prev (head = most
- * recently stored or bumped). Each class has its own mutex; callers that
- * walk or change a list hold it. Eviction and reclaim policy lives in
- * items.c and crawler.c; this file only keeps the lists and the numbers.
- * Lock order: item lock, then LRU lock, then slab lock.
+ * lru.h: the LRU lists of each slab class, one per segment (HOT, WARM,
+ * COLD, TEMP), with each list's item counters. A list is doubly linked
+ * through the items' next/prev (head = most recently linked or moved).
+ * Every list has its own mutex; callers that walk or change a list hold
+ * it, and never hold two list locks at once. Which segment an item enters
+ * and when it moves is decided in items.c and lru_maintainer.c; this file
+ * only keeps the lists and the numbers.
+ * Lock order: item lock, then one LRU list lock, then slab lock.
  */
 #ifndef MCR_LRU_H
 #define MCR_LRU_H
@@ -18,8 +20,12 @@
 
 struct item;
 
-/* Counters kept per class under the class's LRU lock. The "reset" ones
- * are zeroed by "stats reset"; curr_items and bytes are not. */
+/* memcached's segments. A flat LRU (lru_segmented off) keeps everything
+ * in COLD, as memcached's flat mode does. */
+enum lru_segment { LRU_HOT, LRU_WARM, LRU_COLD, LRU_TEMP, LRU_SEGMENTS };
+
+/* Counters kept per list under the list's lock. The "reset" ones are
+ * zeroed by "stats reset"; curr_items and bytes are not. */
 struct lru_counters {
     uint64_t curr_items;
     uint64_t bytes; /* sum of linked items' sizes (the "bytes" stat) */
@@ -36,7 +42,9 @@ struct lru_counters {
     uint64_t crawler_reclaimed;
     uint64_t crawler_items_checked;
     uint64_t lrutail_reflocked;
-    uint64_t moves_within_lru; /* read items given a second chance */
+    uint64_t moves_to_cold;    /* HOT or WARM tail -> COLD */
+    uint64_t moves_to_warm;    /* active HOT tail or active COLD item -> WARM */
+    uint64_t moves_within_lru; /* active WARM tail -> WARM head */
     uint64_t direct_reclaims;
 };
 
@@ -47,23 +55,37 @@ struct lru_list {
     struct lru_counters n;
 };
 
+/* One class's lists summed, and what each segment holds. */
+struct lru_class_stats {
+    struct lru_counters sum;            /* evicted_time: COLD's */
+    uint64_t items[LRU_SEGMENTS];       /* curr_items per segment */
+    uint64_t bytes[LRU_SEGMENTS];       /* bytes per segment */
+    rel_time_t tail_time[LRU_SEGMENTS]; /* of its tail item, when it has */
+    bool has_tail[LRU_SEGMENTS];        /* one */
+};
+
 void lru_init(void);
 void lru_shutdown(void);
 
-struct lru_list *lru_of(unsigned cls);
-void lru_lock(unsigned cls);
-bool lru_trylock(unsigned cls);
-void lru_unlock(unsigned cls);
+struct lru_list *lru_of(unsigned cls, enum lru_segment seg);
+void lru_lock(struct lru_list *l);
+bool lru_trylock(struct lru_list *l);
+void lru_unlock(struct lru_list *l);
 
-/* With the class's LRU lock held: */
+/* With the list's lock held: */
 void lru_push_head(struct lru_list *l, struct item *it);
 void lru_remove(struct lru_list *l, struct item *it);
 /* Puts it just before `before` (towards the head); used by the crawler to
  * step its marker. */
 void lru_insert_before(struct lru_list *l, struct item *before, struct item *it);
+/* The last real (non-marker) item, or NULL. */
+struct item *lru_tail_item(const struct lru_list *l);
 
-/* Copies one class's counters (takes the lock). */
-void lru_counters_get(unsigned cls, struct lru_counters *out, rel_time_t *tail_time);
+/* Copies one class's counters (takes each list's lock in turn). */
+void lru_class_stats_get(unsigned cls, struct lru_class_stats *out);
+/* Seconds since the class's least recently used item (over all segments)
+ * was stored or bumped; 0 when it holds none. */
+rel_time_t lru_class_age(const struct lru_class_stats *st, rel_time_t now);
 void lru_counters_reset(void);
 
 #endif

@@ -176,6 +176,14 @@ static void storage_config_from_settings(struct storage_config *cfg)
     cfg->lru_crawler = settings.lru_crawler;
     cfg->worker_threads = (unsigned)settings.num_threads;
     cfg->slab_automove_off = settings.slab_automove == 0;
+    cfg->lru_maintainer = settings.lru_maintainer;
+    cfg->lru_segmented = settings.lru_segmented;
+    cfg->hot_lru_pct = settings.hot_lru_pct;
+    cfg->warm_lru_pct = settings.warm_lru_pct;
+    cfg->hot_max_factor = settings.hot_max_factor;
+    cfg->warm_max_factor = settings.warm_max_factor;
+    cfg->temp_lru = settings.temp_lru;
+    cfg->temporary_ttl = settings.temporary_ttl;
 }
 
 int main(int argc, char **argv)

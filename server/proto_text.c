@@ -581,7 +581,7 @@ static void process_cachedump(struct conn *c, struct token *tokens, size_t ntoke
             out_string(c, false, "SERVER_ERROR out of memory writing stats");
             return;
         }
-        storage_walk_items(id, 0, cachedump_line, &d);
+        storage_walk_cold_items(id, cachedump_line, &d);
     }
     for (size_t i = 0; i < d.ring_count; i++) {
         size_t at = (d.ring_next + d.ring_cap - 1 - i) % d.ring_cap;
@@ -720,9 +720,9 @@ static void process_slabs(struct conn *c, struct token *tokens, size_t ntokens)
     out_string(c, false, "ERROR");
 }
 
-/* "lru tune", "lru mode" and "lru temp_ttl" are checked as memcached checks
- * them and their values reported in "stats settings", but the LRU here is
- * one flat list per class: they change nothing else. */
+/* "lru tune", "lru mode" and "lru temp_ttl", checked and answered as
+ * memcached does (mode and temp_ttl only while the LRU maintainer runs),
+ * applied to the engine and reported in "stats settings". */
 static void process_lru(struct conn *c, struct token *tokens, size_t ntokens)
 {
     bool noreply = ntokens > 2 && set_noreply_maybe(tokens, ntokens);
@@ -745,11 +745,13 @@ static void process_lru(struct conn *c, struct token *tokens, size_t ntokens)
             settings.hot_max_factor = hot_factor;
             settings.warm_max_factor = warm_factor;
             settings_unlock();
+            storage_lru_tune(pct_hot, pct_warm, hot_factor, warm_factor);
             out_string(c, noreply, "OK");
         }
         return;
     }
-    if (ntokens >= 4 && strcmp(tokens[1].value, "mode") == 0) {
+    bool maintainer = storage_lru_maintainer_running();
+    if (ntokens >= 4 && strcmp(tokens[1].value, "mode") == 0 && maintainer) {
         bool flat = strcmp(tokens[2].value, "flat") == 0;
         if (!flat && strcmp(tokens[2].value, "segmented") != 0) {
             out_string(c, noreply, "ERROR");
@@ -757,12 +759,13 @@ static void process_lru(struct conn *c, struct token *tokens, size_t ntokens)
         }
         settings_lock();
         settings.lru_segmented = !flat;
+        storage_lru_set_segmented(!flat);
         settings_unlock();
         out_string(c, noreply, "OK");
         return;
     }
     int32_t ttl;
-    if (ntokens >= 4 && strcmp(tokens[1].value, "temp_ttl") == 0) {
+    if (ntokens >= 4 && strcmp(tokens[1].value, "temp_ttl") == 0 && maintainer) {
         if (!num_parse_i32(tokens[2].value, &ttl)) {
             out_string(c, noreply, "ERROR");
             return;
@@ -771,6 +774,7 @@ static void process_lru(struct conn *c, struct token *tokens, size_t ntokens)
         settings.temp_lru = ttl >= 0;
         if (ttl >= 0)
             settings.temporary_ttl = ttl;
+        storage_lru_set_temp_ttl(ttl);
         settings_unlock();
         out_string(c, noreply, "OK");
         return;

@@ -88,7 +88,8 @@ void settings_init(struct settings *s)
     s->hot_max_factor = 0.2;
     s->warm_max_factor = 2.0;
     s->temporary_ttl = 61;
-    s->lru_segmented = true; /* memcached's default, as reported */
+    s->lru_segmented = true;
+    s->lru_maintainer = true;
     s->watcher_logbuf_size = 256 * 1024;
     s->worker_logbuf_size = 64 * 1024;
     s->lru_crawler_tocrawl = -1;
@@ -188,7 +189,6 @@ static long long item_size_arg(const char *text)
 /* State of one settings_parse() that memcached checks once all flags are in. */
 struct parse_state {
     bool chunk_max_given;   /* -o slab_chunk_max */
-    bool lru_maintainer;    /* memcached's default: on */
     bool temp_lru;          /* -o temporary_ttl */
     const char *slab_sizes; /* -o slab_sizes, checked once all flags are in */
     bool slab_sizes_given;  /* by slab_sizes itself (see worker_logbuf_size) */
@@ -287,11 +287,20 @@ static void print_usage(FILE *out)
             "   - slab_sizes:          dash-separated chunk sizes of the classes below\n"
             "                          slab_chunk_max, e.g. 96-200-400 (default: grow by -f)\n"
             "   - lru_crawler, no_lru_crawler: background expiry crawler (default: on)\n"
+            "   - lru_maintainer, no_lru_maintainer: segmented LRU (HOT/WARM/COLD) and its\n"
+            "                          background thread (default: on; off: one flat LRU)\n"
+            "   - hot_lru_pct:         percent of a class's memory HOT may hold (default: 20)\n"
+            "   - warm_lru_pct:        percent of a class's memory WARM may hold (default: 40)\n"
+            "   - hot_max_factor:      HOT items idle longer than COLD's age x this move on\n"
+            "                          (default: 0.20)\n"
+            "   - warm_max_factor:     the same for WARM (default: 2.00)\n"
+            "   - temporary_ttl:       items with TTLs up to this go to a TEMP LRU and are\n"
+            "                          never evicted (needs lru_maintainer; default: off, 61)\n"
             "   - slab_automove:       0 keeps slab pages in their class, 1 or 2 moves them\n"
             "                          to classes that evict (default: 1)\n"
             "   - track_sizes:         keep the \"stats sizes\" histogram from the start\n"
             "   - lru_crawler_sleep:   microseconds between crawler batches\n"
-            "   - lru_crawler_tocrawl: items examined per class per pass (0: all)\n"
+            "   - lru_crawler_tocrawl: items examined per LRU per pass (0: all)\n"
             "   - idle_timeout:        close connections idle this many seconds (default: 0)\n"
             "   - rdma_listen:         serve RDMA (RC) on ADDR:PORT; repeatable\n"
             "   - rdma_eager_max:      RDMA message buffer size in bytes (default: 8192)\n"
@@ -452,15 +461,15 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
         s->maxconns_fast = false;
         s->lru_segmented = false;
         s->lru_crawler = false;
-        ps->lru_maintainer = false;
+        s->lru_maintainer = false;
     } else if (strcmp(opt, "inline_ascii_resp") == 0 || strcmp(opt, "no_inline_ascii_resp") == 0) {
         /* no effect in memcached 1.6 either */
     } else if (strcmp(opt, "lru_maintainer") == 0) {
-        ps->lru_maintainer = true;
+        s->lru_maintainer = true;
         s->lru_segmented = true;
     } else if (strcmp(opt, "no_lru_maintainer") == 0) {
-        ps->lru_maintainer = false;
-        fprintf(errout, "warning: -o no_lru_maintainer is accepted and has no effect here\n");
+        s->lru_maintainer = false;
+        s->lru_segmented = false;
     } else if (strcmp(opt, "hash_algorithm") == 0) {
         NEED_VALUE();
         if (strcmp(value, "jenkins") != 0 && strcmp(value, "murmur3") != 0 &&
@@ -494,7 +503,9 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
         } else {
             s->warm_max_factor = d;
         }
-        fprintf(errout, "warning: -o %s is accepted and reported but has no effect here\n", opt);
+        if (opt[0] == 's')
+            fprintf(errout, "warning: -o %s is accepted and reported but has no effect here\n",
+                    opt);
     } else if (strcmp(opt, "hot_lru_pct") == 0 || strcmp(opt, "warm_lru_pct") == 0) {
         NEED_VALUE();
         v = lenient_int(value);
@@ -506,13 +517,11 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
             s->hot_lru_pct = (unsigned)v;
         else
             s->warm_lru_pct = (unsigned)v;
-        fprintf(errout, "warning: -o %s is accepted and reported but has no effect here\n", opt);
     } else if (strcmp(opt, "temporary_ttl") == 0) {
         NEED_VALUE();
         s->temporary_ttl = lenient_int(value);
         s->temp_lru = true;
         ps->temp_lru = true;
-        fprintf(errout, "warning: -o %s is accepted and reported but has no effect here\n", opt);
     } else if (strcmp(opt, "slab_automove_window") == 0 ||
                strcmp(opt, "watcher_logbuf_size") == 0 || strcmp(opt, "worker_logbuf_size") == 0) {
         NEED_VALUE();
@@ -814,7 +823,7 @@ static bool check_combination(struct settings *s, struct parse_state *ps, long l
         fprintf(errout, "hot_lru_pct + warm_lru_pct cannot be more than 80%% combined\n");
         return false;
     }
-    if (ps->temp_lru && !ps->lru_maintainer) {
+    if (ps->temp_lru && !s->lru_maintainer) {
         fprintf(errout, "temporary_ttl requires lru_maintainer to be enabled\n");
         return false;
     }
@@ -1092,7 +1101,7 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
 enum settings_action settings_parse(struct settings *s, int argc, char **argv, FILE *out,
                                     FILE *errout)
 {
-    struct parse_state ps = {.lru_maintainer = true};
+    struct parse_state ps = {0};
     enum settings_action a = parse_args(s, &ps, argc, argv, out, errout);
     free(ps.slab_sizes_copy);
     return a;

@@ -88,16 +88,19 @@ struct settings {
     int slab_automove;         /* -o slab_automove=0|1|2; 0 keeps pages in their class */
     bool track_sizes;          /* -o track_sizes: "stats sizes" histogram from the start */
 
-    /* memcached tunables this server accepts and reports ("stats
-     * settings") without acting on them: its LRU is not segmented and it
-     * has no log watchers. Changed at run time by "lru tune" and "slabs
-     * automove ratio" under settings_lock. */
+    /* memcached's segmented LRU (-o lru_maintainer / no_lru_maintainer,
+     * hot_lru_pct, warm_lru_pct, hot_max_factor, warm_max_factor,
+     * temporary_ttl), and tunables accepted and reported ("stats
+     * settings") without acting on them (automove ratio and window, log
+     * buffer sizes). Changed at run time by "lru tune|mode|temp_ttl" and
+     * "slabs automove ratio" under settings_lock. */
     double slab_automove_ratio;
     unsigned slab_automove_window;
     unsigned hot_lru_pct, warm_lru_pct;
     double hot_max_factor, warm_max_factor;
     int temporary_ttl;
     bool lru_segmented, temp_lru;
+    bool lru_maintainer; /* run the LRU maintainer thread (memcached's default) */
     unsigned watcher_logbuf_size, worker_logbuf_size; /* bytes */
 
     /* stats */

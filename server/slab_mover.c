@@ -121,14 +121,13 @@ static unsigned oldest_class(unsigned except)
     unsigned best = 0;
     rel_time_t best_age = 0;
     for (unsigned c = 1; c <= storage_rt.largest_class; c++) {
-        struct lru_counters n;
-        rel_time_t tail;
+        struct lru_class_stats st;
         struct slabs_class_stats sc;
         slabs_class_stats(c, &sc);
         if (c == except || sc.total_pages < 2)
             continue;
-        lru_counters_get(c, &n, &tail);
-        rel_time_t age = n.curr_items && tail <= now ? now - tail : 0;
+        lru_class_stats_get(c, &st);
+        rel_time_t age = lru_class_age(&st, now);
         if (!best || age > best_age) {
             best = c;
             best_age = age;
@@ -217,10 +216,9 @@ bool slab_mover_run_once(void)
     rel_time_t age[SLAB_CLASSES_MAX] = {0};
     size_t pages[SLAB_CLASSES_MAX] = {0};
     for (unsigned c = 1; c <= storage_rt.largest_class; c++) {
-        struct lru_counters n;
-        rel_time_t tail;
-        lru_counters_get(c, &n, &tail);
-        uint64_t pressure = n.evicted + n.outofmemory;
+        struct lru_class_stats st;
+        lru_class_stats_get(c, &st);
+        uint64_t pressure = st.sum.evicted + st.sum.outofmemory;
         /* "stats reset" may have zeroed the counters. */
         uint64_t delta = pressure >= last_pressure[c] ? pressure - last_pressure[c] : pressure;
         last_pressure[c] = pressure;
@@ -228,7 +226,7 @@ bool slab_mover_run_once(void)
             dst_pressure = delta;
             dst = c;
         }
-        age[c] = n.curr_items && tail <= now ? now - tail : 0;
+        age[c] = lru_class_age(&st, now);
         struct slabs_class_stats sc;
         slabs_class_stats(c, &sc);
         pages[c] = sc.total_pages;

@@ -317,7 +317,7 @@ void stats_report_settings(stat_emit_fn emit, void *ctx)
     emit(ctx, "flush_enabled", settings.flush_enabled ? "yes" : "no");
     emit(ctx, "dump_enabled", settings.dump_enabled ? "yes" : "no");
     place_storage_stat(&ss, "hash_algorithm", emit, ctx);
-    emit(ctx, "lru_maintainer_thread", "no"); /* the LRU is not segmented here */
+    emit(ctx, "lru_maintainer_thread", storage_lru_maintainer_running() ? "yes" : "no");
     emit(ctx, "lru_segmented", tun.lru_segmented ? "yes" : "no");
     emit_u64(emit, ctx, "hot_lru_pct", tun.hot_lru_pct);
     emit_u64(emit, ctx, "warm_lru_pct", tun.warm_lru_pct);

@@ -1,9 +1,9 @@
 /*
  * storage.c: the storage engine's start-up and shut-down (storage_init,
  * storage_start_threads, storage_shutdown) and run-time settings
- * (cache_memlimit, the crawler's switches). Fills defaults the way memcached does, sizes the item
- * lock table from the worker count, and brings the parts up in order and
- * down in reverse. Owns no data structure itself.
+ * (cache_memlimit, the crawler's switches, the segmented LRU's tunables). Fills defaults the way
+ * memcached does, sizes the item lock table from the worker count, and brings the parts up in order
+ * and down in reverse. Owns no data structure itself.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -12,6 +12,7 @@
 #include "assoc.h"
 #include "crawler.h"
 #include "lru.h"
+#include "lru_maintainer.h"
 #include "slab_mover.h"
 #include "slabs.h"
 #include "storage_internal.h"
@@ -20,6 +21,7 @@
 #define ITEM_SIZE_MAX_UPPER (1024 * 1024 * 1024)
 #define CRAWLER_SLEEP_US 100
 #define CRAWLER_INTERVAL_S 5
+#define MEMCACHED_ITEM_HEADER 48
 
 struct storage_runtime storage_rt;
 static bool threads_started;
@@ -51,6 +53,18 @@ int storage_init(const struct storage_config *given, char *errbuf, size_t errlen
         cfg.slab_chunk_max = cfg.slab_page_size / 2;
     if (cfg.worker_threads == 0)
         cfg.worker_threads = 4;
+    if (cfg.hot_lru_pct == 0)
+        cfg.hot_lru_pct = 20;
+    if (cfg.warm_lru_pct == 0)
+        cfg.warm_lru_pct = 40;
+    if (cfg.hot_max_factor <= 0)
+        cfg.hot_max_factor = 0.2;
+    if (cfg.warm_max_factor <= 0)
+        cfg.warm_max_factor = 2.0;
+    if (cfg.hot_lru_pct + cfg.warm_lru_pct > 80) {
+        snprintf(errbuf, errlen, "hot_lru_pct + warm_lru_pct cannot be more than 80%%");
+        return -1;
+    }
     if (cfg.item_size_max < ITEM_SIZE_MAX_LOWER || cfg.item_size_max > ITEM_SIZE_MAX_UPPER) {
         snprintf(errbuf, errlen, "item_size_max must be between 1 KiB and 1 GiB");
         return -1;
@@ -65,12 +79,20 @@ int storage_init(const struct storage_config *given, char *errbuf, size_t errlen
     storage_rt.lock_power = lock_power_for(cfg.worker_threads);
     storage_rt.crawler_sleep_us = CRAWLER_SLEEP_US;
     storage_rt.crawler_interval_s = CRAWLER_INTERVAL_S;
+    storage_rt.lru_segmented = cfg.lru_segmented;
+    storage_rt.temp_lru = cfg.temp_lru;
+    storage_rt.temporary_ttl = cfg.temporary_ttl;
+    lru_maintainer_tune(cfg.hot_lru_pct, cfg.warm_lru_pct, cfg.hot_max_factor, cfg.warm_max_factor);
+    lru_maintainer_stats_reset();
 
     struct slabs_config sc = {
         .mem_limit = cfg.maxbytes,
         .factor = cfg.factor,
         .min_chunk = cfg.chunk_size,
-        .header_size = ITEM_HEADER_SIZE,
+        /* memcached's 48-byte item header: the classes (and their ids,
+         * which stats and tests name) are memcached's; our items are
+         * smaller, so each fits the class memcached would use or one below */
+        .header_size = MEMCACHED_ITEM_HEADER,
         .page_size = cfg.slab_page_size,
         .chunk_max = cfg.slab_chunk_max,
         .sizes = cfg.slab_sizes,
@@ -104,6 +126,13 @@ int storage_start_threads(void)
         return -1;
     }
     if (slab_mover_start() != 0) {
+        if (storage_rt.cfg.lru_crawler)
+            crawler_stop();
+        assoc_stop_thread();
+        return -1;
+    }
+    if (storage_rt.cfg.lru_maintainer && lru_maintainer_start() != 0) {
+        slab_mover_stop();
         if (storage_rt.cfg.lru_crawler)
             crawler_stop();
         assoc_stop_thread();
@@ -143,12 +172,14 @@ void storage_crawler_set_tocrawl(unsigned items)
 void storage_shutdown(void)
 {
     if (threads_started) {
+        lru_maintainer_stop();
         slab_mover_stop();
         if (storage_rt.cfg.lru_crawler)
             crawler_stop();
         assoc_stop_thread();
         threads_started = false;
     }
+    lru_bumps_shutdown();
     tstats_shutdown();
     /* Item memory lives in slab pages, unmapped below as a whole. */
     assoc_shutdown(NULL);
@@ -191,4 +222,32 @@ void storage_crawl_soon(void)
 {
     if (!crawler_request_all())
         crawler_run_once();
+}
+
+void storage_lru_tune(unsigned hot_pct, unsigned warm_pct, double hot_factor, double warm_factor)
+{
+    lru_maintainer_tune(hot_pct, warm_pct, hot_factor, warm_factor);
+}
+
+int storage_lru_set_segmented(bool on)
+{
+    if (!lru_maintainer_running())
+        return -1;
+    __atomic_store_n(&storage_rt.lru_segmented, on, __ATOMIC_RELAXED);
+    return 0;
+}
+
+int storage_lru_set_temp_ttl(int ttl)
+{
+    if (!lru_maintainer_running())
+        return -1;
+    if (ttl >= 0)
+        __atomic_store_n(&storage_rt.temporary_ttl, ttl, __ATOMIC_RELAXED);
+    __atomic_store_n(&storage_rt.temp_lru, ttl >= 0, __ATOMIC_RELAXED);
+    return 0;
+}
+
+bool storage_lru_maintainer_running(void)
+{
+    return lru_maintainer_running();
 }

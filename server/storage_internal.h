@@ -11,6 +11,7 @@
 
 #include "item_layout.h"
 #include "items.h"
+#include "lru.h"
 
 /* Effective settings (defaults filled in) and derived sizes. */
 struct storage_runtime {
@@ -19,8 +20,13 @@ struct storage_runtime {
     unsigned largest_class;
     unsigned lock_power;
     unsigned crawler_sleep_us;   /* pause between crawl batches */
-    unsigned crawler_tocrawl;    /* items per class per pass, 0 = all */
+    unsigned crawler_tocrawl;    /* items per LRU list per pass, 0 = all */
     unsigned crawler_interval_s; /* between background passes */
+    /* Segmented LRU switches, read with __atomic loads: "lru mode" and
+     * "lru temp_ttl" change them at run time. */
+    bool lru_segmented;
+    bool temp_lru;
+    int temporary_ttl;
 };
 extern struct storage_runtime storage_rt;
 
@@ -28,9 +34,44 @@ extern struct storage_runtime storage_rt;
 void items_init(void);
 /* Expired or flushed at `now` (item lock held, or item referenced). */
 bool item_is_dead(const struct item *it, rel_time_t now);
-/* Unlinks a linked item; the caller holds its item lock and the LRU lock
- * of class cls (the item's LRU class). May free the item. */
-void item_unlink_lru_locked(struct item *it, unsigned cls, uint64_t hv);
+/* Unlinks a linked item; the caller holds its item lock and the lock of
+ * l, the list holding it. May free the item. */
+void item_unlink_lru_locked(struct item *it, struct lru_list *l, uint64_t hv);
+/* The item's size as the "bytes" stat counts it. */
+size_t item_ntotal(const struct item *it);
+/* One more reference (the item's lock held, or a reference already held). */
+void item_ref(struct item *it);
+/* Tells the eviction observer, if any, about it (its locks held). */
+void item_report_eviction(const struct item *it, unsigned cls, rel_time_t now);
+
+/* ---- item_lru.c ------------------------------------------------------------ */
+/* Whether new items enter HOT (segmented) or COLD (flat). */
+bool lru_is_segmented(void);
+/* The list holding a linked item (its item lock held: the segment is
+ * stable). */
+struct lru_list *item_list(const struct item *it);
+/* With l's lock held: it enters at l's head / leaves l, counted. */
+void item_list_add(struct lru_list *l, struct item *it);
+void item_list_del(struct lru_list *l, struct item *it);
+/* A newly linked item enters HOT, TEMP or (flat) COLD (item lock held). */
+void item_enter_lru(struct item *it);
+/* memcached's do_item_update (item lock held). */
+void item_update(struct item *it, rel_time_t now);
+/* Marks a read, as memcached's do_item_bump (item lock held). */
+void item_mark_fetched(struct item *it, uint64_t hv);
+/* Looks at up to 5 items at the tail of one list of class cls, as
+ * memcached's lru_pull_tail: dead items are reclaimed from any segment;
+ * HOT and WARM tails move on (active ones to WARM, others to COLD) while
+ * the segment holds more than its share of total_bytes or its tail is
+ * older than max_age; COLD's tail is evicted with PULL_EVICT, otherwise
+ * moved to WARM when active. Returns how many items were reclaimed,
+ * evicted or moved. */
+enum { PULL_EVICT = 1 };
+int item_pull_tail(unsigned cls, enum lru_segment seg, uint64_t total_bytes, unsigned flags,
+                   rel_time_t max_age);
+/* For the LRU maintainer: applies a queued read of an active COLD item
+ * (moves it to WARM) and drops the queue's reference. */
+void item_bump_apply(struct item *it, uint64_t hv);
 void items_set_oldest_live(rel_time_t when);
 /* Handles this thread is given from now on (item walks) report the item
  * as it is, not as it was before this thread's latest lookup. */
@@ -60,10 +101,16 @@ enum class_counter {
     CC_CAS_HITS,
     CC_CAS_BADVAL,
     CC_TOUCH_HITS,
+    CC_HITS_TO_HOT,  /* get hits by the segment holding the item, */
+    CC_HITS_TO_WARM, /* in enum lru_segment's order */
+    CC_HITS_TO_COLD,
+    CC_HITS_TO_TEMP,
     CC_COUNT
 };
 enum thread_counter { TC_GET_EXPIRED, TC_GET_FLUSHED, TC_BUMPS_DROPPED, TC_COUNT };
 void tstat_class_incr(unsigned cls, enum class_counter which);
+/* A get hit: CC_GET_HITS and the hits_to_* counter of segment seg. */
+void tstat_get_hit(unsigned cls, unsigned seg);
 void tstat_incr(enum thread_counter which);
 void tstats_init(void);
 /* Item size histogram ("stats sizes"): called when an item with unique

@@ -17,8 +17,9 @@
 #include <string.h>
 
 #include "assoc.h"
-#include "lru.h"
 #include "crawler.h"
+#include "lru.h"
+#include "lru_maintainer.h"
 #include "slab_mover.h"
 #include "slabs.h"
 #include "storage_internal.h"
@@ -103,6 +104,15 @@ void tstat_class_incr(unsigned cls, enum class_counter which)
         bump_counter(&t->per_class[cls][which]);
 }
 
+void tstat_get_hit(unsigned cls, unsigned seg)
+{
+    struct thread_stats *t = mine();
+    if (t && cls < SLAB_CLASSES_MAX) {
+        bump_counter(&t->per_class[cls][CC_GET_HITS]);
+        bump_counter(&t->per_class[cls][CC_HITS_TO_HOT + seg]);
+    }
+}
+
 void tstat_incr(enum thread_counter which)
 {
     struct thread_stats *t = mine();
@@ -145,6 +155,7 @@ void storage_stats_reset(void)
     sum_raw(&baseline);
     pthread_mutex_unlock(&registry_lock);
     lru_counters_reset();
+    lru_maintainer_stats_reset();
     slab_mover_reset();
 }
 
@@ -167,25 +178,29 @@ static void emit_class_u64(stat_emit_fn emit, void *ctx, const char *prefix, uns
 /* ---- stats --------------------------------------------------------------------- */
 void storage_stats_general(stat_emit_fn emit, void *ctx)
 {
-    struct lru_counters total, c;
+    struct lru_counters total;
     memset(&total, 0, sizeof(total));
     for (unsigned cls = 1; cls <= storage_rt.largest_class; cls++) {
-        rel_time_t tail_time;
-        lru_counters_get(cls, &c, &tail_time);
-        total.curr_items += c.curr_items;
-        total.bytes += c.bytes;
-        total.total_items += c.total_items;
-        total.evicted += c.evicted;
-        total.reclaimed += c.reclaimed;
-        total.expired_unfetched += c.expired_unfetched;
-        total.evicted_unfetched += c.evicted_unfetched;
-        total.evicted_active += c.evicted_active;
-        total.crawler_reclaimed += c.crawler_reclaimed;
-        total.crawler_items_checked += c.crawler_items_checked;
-        total.lrutail_reflocked += c.lrutail_reflocked;
-        total.moves_within_lru += c.moves_within_lru;
-        total.direct_reclaims += c.direct_reclaims;
+        struct lru_class_stats st;
+        lru_class_stats_get(cls, &st);
+        const struct lru_counters *c = &st.sum;
+        total.curr_items += c->curr_items;
+        total.bytes += c->bytes;
+        total.total_items += c->total_items;
+        total.evicted += c->evicted;
+        total.reclaimed += c->reclaimed;
+        total.expired_unfetched += c->expired_unfetched;
+        total.evicted_unfetched += c->evicted_unfetched;
+        total.evicted_active += c->evicted_active;
+        total.crawler_reclaimed += c->crawler_reclaimed;
+        total.crawler_items_checked += c->crawler_items_checked;
+        total.lrutail_reflocked += c->lrutail_reflocked;
+        total.moves_to_cold += c->moves_to_cold;
+        total.moves_to_warm += c->moves_to_warm;
+        total.moves_within_lru += c->moves_within_lru;
+        total.direct_reclaims += c->direct_reclaims;
     }
+    bool maintainer = lru_maintainer_running();
     struct stats_sums *s = sum_since_reset();
     struct slabs_global_stats sg;
     slabs_global_stats(&sg);
@@ -198,8 +213,9 @@ void storage_stats_general(stat_emit_fn emit, void *ctx)
     bool crawler_running;
     crawler_stats(&crawler_starts, &crawler_running);
 
-    /* memcached 1.6's names and order; a flat LRU has no hot/warm moves and
-     * there is no LRU maintainer thread, no item rescue in page moves. */
+    /* memcached 1.6's names and order; as memcached, the segmented LRU's
+     * figures only while its maintainer thread runs; no item rescue in
+     * page moves. */
     emit_u64(emit, ctx, "get_expired", s ? s->global[TC_GET_EXPIRED] : 0);
     emit_u64(emit, ctx, "get_flushed", s ? s->global[TC_GET_FLUSHED] : 0);
     emit_u64(emit, ctx, "limit_maxbytes", sg.mem_limit);
@@ -216,7 +232,8 @@ void storage_stats_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "slabs_moved", ms.pages_moved);
     emit_u64(emit, ctx, "lru_crawler_running", crawler_running ? 1 : 0);
     emit_u64(emit, ctx, "lru_crawler_starts", crawler_starts);
-    emit_u64(emit, ctx, "lru_maintainer_juggles", 0);
+    if (maintainer)
+        emit_u64(emit, ctx, "lru_maintainer_juggles", lru_maintainer_juggles());
     emit_u64(emit, ctx, "malloc_fails", sg.malloc_fails);
     emit_u64(emit, ctx, "bytes", total.bytes);
     emit_u64(emit, ctx, "curr_items", total.curr_items);
@@ -224,17 +241,20 @@ void storage_stats_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "slab_global_page_pool", sg.pool_pages);
     emit_u64(emit, ctx, "expired_unfetched", total.expired_unfetched);
     emit_u64(emit, ctx, "evicted_unfetched", total.evicted_unfetched);
-    emit_u64(emit, ctx, "evicted_active", total.evicted_active);
+    if (maintainer)
+        emit_u64(emit, ctx, "evicted_active", total.evicted_active);
     emit_u64(emit, ctx, "evictions", total.evicted);
     emit_u64(emit, ctx, "reclaimed", total.reclaimed);
     emit_u64(emit, ctx, "crawler_reclaimed", total.crawler_reclaimed);
     emit_u64(emit, ctx, "crawler_items_checked", total.crawler_items_checked);
     emit_u64(emit, ctx, "lrutail_reflocked", total.lrutail_reflocked);
-    emit_u64(emit, ctx, "moves_to_cold", 0);
-    emit_u64(emit, ctx, "moves_to_warm", 0);
-    emit_u64(emit, ctx, "moves_within_lru", total.moves_within_lru);
-    emit_u64(emit, ctx, "direct_reclaims", total.direct_reclaims);
-    emit_u64(emit, ctx, "lru_bumps_dropped", s ? s->global[TC_BUMPS_DROPPED] : 0);
+    if (maintainer) {
+        emit_u64(emit, ctx, "moves_to_cold", total.moves_to_cold);
+        emit_u64(emit, ctx, "moves_to_warm", total.moves_to_warm);
+        emit_u64(emit, ctx, "moves_within_lru", total.moves_within_lru);
+        emit_u64(emit, ctx, "direct_reclaims", total.direct_reclaims);
+        emit_u64(emit, ctx, "lru_bumps_dropped", s ? s->global[TC_BUMPS_DROPPED] : 0);
+    }
     free(s);
 }
 
@@ -272,24 +292,30 @@ void storage_stats_items(stat_emit_fn emit, void *ctx)
 {
     rel_time_t now = clock_now();
     struct stats_sums *s = sum_since_reset();
+    bool maintainer = lru_maintainer_running();
+    bool temp = __atomic_load_n(&storage_rt.temp_lru, __ATOMIC_RELAXED);
     for (unsigned cls = 1; cls <= storage_rt.largest_class; cls++) {
-        struct lru_counters c;
-        rel_time_t tail_time;
-        lru_counters_get(cls, &c, &tail_time);
+        struct lru_class_stats st;
+        lru_class_stats_get(cls, &st);
+        const struct lru_counters c = st.sum;
         if (c.curr_items == 0) /* memcached lists classes holding items */
             continue;
         const char *p = "items:";
-        uint64_t hits = s ? s->per_class[cls][CC_GET_HITS] : 0;
-        rel_time_t age = c.curr_items && tail_time <= now ? now - tail_time : 0;
-        /* One flat LRU per class: memcached's flat mode keeps every item
-         * in its COLD LRU, so the hot and warm figures are zero. */
+        rel_time_t seg_age[LRU_SEGMENTS];
+        for (unsigned seg = 0; seg < LRU_SEGMENTS; seg++)
+            seg_age[seg] =
+                st.has_tail[seg] && st.tail_time[seg] <= now ? now - st.tail_time[seg] : 0;
         emit_class_u64(emit, ctx, p, cls, "number", c.curr_items);
-        emit_class_u64(emit, ctx, p, cls, "number_hot", 0);
-        emit_class_u64(emit, ctx, p, cls, "number_warm", 0);
-        emit_class_u64(emit, ctx, p, cls, "number_cold", c.curr_items);
-        emit_class_u64(emit, ctx, p, cls, "age_hot", 0);
-        emit_class_u64(emit, ctx, p, cls, "age_warm", 0);
-        emit_class_u64(emit, ctx, p, cls, "age", age);
+        if (maintainer) {
+            emit_class_u64(emit, ctx, p, cls, "number_hot", st.items[LRU_HOT]);
+            emit_class_u64(emit, ctx, p, cls, "number_warm", st.items[LRU_WARM]);
+            emit_class_u64(emit, ctx, p, cls, "number_cold", st.items[LRU_COLD]);
+            if (temp)
+                emit_class_u64(emit, ctx, p, cls, "number_temp", st.items[LRU_TEMP]);
+            emit_class_u64(emit, ctx, p, cls, "age_hot", seg_age[LRU_HOT]);
+            emit_class_u64(emit, ctx, p, cls, "age_warm", seg_age[LRU_WARM]);
+        }
+        emit_class_u64(emit, ctx, p, cls, "age", seg_age[LRU_COLD]);
         emit_class_u64(emit, ctx, p, cls, "mem_requested", c.bytes);
         emit_class_u64(emit, ctx, p, cls, "evicted", c.evicted);
         emit_class_u64(emit, ctx, p, cls, "evicted_nonzero", c.evicted_nonzero);
@@ -299,25 +325,29 @@ void storage_stats_items(stat_emit_fn emit, void *ctx)
         emit_class_u64(emit, ctx, p, cls, "reclaimed", c.reclaimed);
         emit_class_u64(emit, ctx, p, cls, "expired_unfetched", c.expired_unfetched);
         emit_class_u64(emit, ctx, p, cls, "evicted_unfetched", c.evicted_unfetched);
-        emit_class_u64(emit, ctx, p, cls, "evicted_active", c.evicted_active);
+        if (maintainer)
+            emit_class_u64(emit, ctx, p, cls, "evicted_active", c.evicted_active);
         emit_class_u64(emit, ctx, p, cls, "crawler_reclaimed", c.crawler_reclaimed);
         emit_class_u64(emit, ctx, p, cls, "crawler_items_checked", c.crawler_items_checked);
         emit_class_u64(emit, ctx, p, cls, "lrutail_reflocked", c.lrutail_reflocked);
-        emit_class_u64(emit, ctx, p, cls, "moves_to_cold", 0);
-        emit_class_u64(emit, ctx, p, cls, "moves_to_warm", 0);
+        if (!maintainer)
+            continue;
+        emit_class_u64(emit, ctx, p, cls, "moves_to_cold", c.moves_to_cold);
+        emit_class_u64(emit, ctx, p, cls, "moves_to_warm", c.moves_to_warm);
         emit_class_u64(emit, ctx, p, cls, "moves_within_lru", c.moves_within_lru);
         emit_class_u64(emit, ctx, p, cls, "direct_reclaims", c.direct_reclaims);
-        emit_class_u64(emit, ctx, p, cls, "hits_to_hot", 0);
-        emit_class_u64(emit, ctx, p, cls, "hits_to_warm", 0);
-        emit_class_u64(emit, ctx, p, cls, "hits_to_cold", hits);
-        emit_class_u64(emit, ctx, p, cls, "hits_to_temp", 0);
+        static const char *const hits_to[LRU_SEGMENTS] = {"hits_to_hot", "hits_to_warm",
+                                                          "hits_to_cold", "hits_to_temp"};
+        for (unsigned seg = 0; seg < LRU_SEGMENTS; seg++)
+            emit_class_u64(emit, ctx, p, cls, hits_to[seg],
+                           s ? s->per_class[cls][CC_HITS_TO_HOT + seg] : 0);
     }
     free(s);
 }
 
 void storage_stats_slabs(stat_emit_fn emit, void *ctx)
 {
-    static const char *const hit_names[CC_COUNT] = {
+    static const char *const hit_names[CC_HITS_TO_HOT] = {
         [CC_GET_HITS] = "get_hits",       [CC_CMD_SET] = "cmd_set",
         [CC_DELETE_HITS] = "delete_hits", [CC_INCR_HITS] = "incr_hits",
         [CC_DECR_HITS] = "decr_hits",     [CC_CAS_HITS] = "cas_hits",
@@ -338,7 +368,7 @@ void storage_stats_slabs(stat_emit_fn emit, void *ctx)
         emit_class_u64(emit, ctx, "", cls, "used_chunks", sc.used_chunks);
         emit_class_u64(emit, ctx, "", cls, "free_chunks", sc.free_chunks);
         emit_class_u64(emit, ctx, "", cls, "free_chunks_end", sc.free_chunks_end);
-        for (unsigned k = 0; k < CC_COUNT; k++)
+        for (unsigned k = 0; k < CC_HITS_TO_HOT; k++)
             emit_class_u64(emit, ctx, "", cls, hit_names[k], s ? s->per_class[cls][k] : 0);
     }
     struct slabs_global_stats sg;

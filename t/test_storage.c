@@ -822,7 +822,14 @@ static void test_eviction(void)
         item_release(it);
     ok(malloced() <= 4 * MIB + 64 * MIB, "memory stays near the limit");
 
-    /* An item read all along is not evicted; one never read is. */
+    /* Segmented LRU with its maintainer: an item read all along stays
+     * (HOT -> WARM, kept in WARM while read); one never read is evicted. */
+    storage_shutdown();
+    cfg.lru_maintainer = true;
+    cfg.lru_segmented = true;
+    start(&cfg);
+    ok(storage_start_threads() == 0 && storage_lru_maintainer_running(),
+       "the LRU maintainer thread runs");
     store_full("hot", val, sizeof(val), 0, 0, STORE_SET, 0, NULL, NULL);
     store_full("cold", val, sizeof(val), 0, 0, STORE_SET, 0, NULL, NULL);
     int hot_hits = 0, rounds = 0;
@@ -836,7 +843,12 @@ static void test_eviction(void)
     ok(hot_hits == rounds, "a key read between every 200 sets is never evicted (%d of %d)",
        hot_hits, rounds);
     ok(!exists("cold"), "a key never read is evicted");
-    ok(general_stat("moves_within_lru") > 0, "moves_within_lru counts the second chances");
+    ok(general_stat("moves_to_cold") > 0 && general_stat("moves_to_warm") > 0,
+       "moves_to_cold and moves_to_warm count the moves (%llu, %llu)",
+       general_stat("moves_to_cold"), general_stat("moves_to_warm"));
+    ok(general_stat("lru_maintainer_juggles") > 0, "the maintainer juggles");
+    cfg.lru_maintainer = false;
+    cfg.lru_segmented = false;
 
     /* A referenced item survives eviction pressure untouched. */
     store_full("pinned", val, sizeof(val), 0, 0, STORE_SET, 0, NULL, NULL);
@@ -927,6 +939,53 @@ static long long class_stat(size_t chunk_size, const char *name)
 /* With memory at its limit, a full class borrows spare chunks of a larger
  * class (at most twice its size) that already holds a page, before it
  * evicts. */
+/* The flash tier's seam: the oldest COLD items, referenced, nothing moved;
+ * items others hold are skipped. */
+static void test_cold_select(void)
+{
+    struct storage_config cfg = default_config(); /* flat: every item in COLD */
+    start(&cfg);
+    store("cs:a", "1", STORE_SET);
+    store("cs:b", "2", STORE_SET);
+    store("cs:c", "3", STORE_SET);
+    item *got[4] = {NULL};
+    unsigned cls = 0;
+    item *probe = item_peek("cs:a", 4);
+    if (probe) {
+        cls = item_class(probe);
+        item_release(probe);
+    }
+    unsigned n = storage_cold_select(cls, 2, got);
+    ok(n == 2 && memcmp(item_key(got[0]), "cs:a", 4) == 0 &&
+           memcmp(item_key(got[1]), "cs:b", 4) == 0,
+       "storage_cold_select: the two oldest COLD items, oldest first");
+    for (unsigned i = 0; i < n; i++)
+        item_release(got[i]);
+    item *held = item_peek("cs:a", 4);
+    n = storage_cold_select(cls, 4, got);
+    ok(n == 2 && memcmp(item_key(got[0]), "cs:b", 4) == 0, "an item someone holds is skipped (%u)",
+       n);
+    for (unsigned i = 0; i < n; i++)
+        item_release(got[i]);
+    if (held)
+        item_release(held);
+    ok(storage_cold_select(0, 4, got) == 0 && storage_cold_select(200, 4, got) == 0,
+       "no class, no items");
+    ok(has_value("cs:a", "1") && has_value("cs:b", "2") && has_value("cs:c", "3"),
+       "nothing was moved or lost");
+    storage_shutdown();
+
+    cfg.lru_segmented = true; /* new items in HOT: none in COLD yet */
+    start(&cfg);
+    store("cs:h", "1", STORE_SET);
+    probe = item_peek("cs:h", 4);
+    cls = probe ? item_class(probe) : 0;
+    if (probe)
+        item_release(probe);
+    ok(cls && storage_cold_select(cls, 4, got) == 0, "segmented: a new item is in HOT, not COLD");
+    storage_shutdown();
+}
+
 static void test_borrow(void)
 {
     struct storage_config cfg = default_config();
@@ -934,20 +993,20 @@ static void test_borrow(void)
     start(&cfg);
     char key[32], val[1300];
     fill_pattern(val, sizeof(val), 4);
-    /* 1000-byte values with 6..8-byte keys: 1096-byte chunks (956 a page);
-     * a 1300-byte value opens the 1376-byte class (762 a page). */
+    /* 1000-byte values with 6..8-byte keys: 1184-byte chunks (885 a page);
+     * a 1300-byte value opens the 1480-byte class (708 a page). */
     store_full("opener", val, 1300, 0, 0, STORE_SET, 0, NULL, NULL);
     store_full("filler", val, 1000, 0, 0, STORE_SET, 0, NULL, NULL);
-    int n = 956 + 300, failed = 0;
+    int n = 885 + 300, failed = 0;
     for (int i = 0; i < n; i++) {
         snprintf(key, sizeof(key), "b:%d", i);
         failed += store_full(key, val, 1000, 0, 0, STORE_SET, 0, NULL, NULL) != STORE_STORED;
     }
     ok(failed == 0 && general_stat("evictions") == 0,
        "a full class borrows a larger class's spare chunks instead of evicting");
-    ok(class_stat(1096, "used_chunks") == 956 && class_stat(1376, "used_chunks") == 302,
+    ok(class_stat(1184, "used_chunks") == 885 && class_stat(1480, "used_chunks") == 302,
        "the borrowed chunks count in the lending class (%lld, %lld)",
-       class_stat(1096, "used_chunks"), class_stat(1376, "used_chunks"));
+       class_stat(1184, "used_chunks"), class_stat(1480, "used_chunks"));
     ok(malloced() == 2 * MIB, "no page taken for it (%llu)", malloced());
     int intact = 0;
     for (int i = 0; i < n; i++) {
@@ -965,7 +1024,7 @@ static void test_borrow(void)
         snprintf(key, sizeof(key), "b:%d", i);
         item_delete(key, strlen(key), 0);
     }
-    ok(class_stat(1376, "used_chunks") == 2 && class_stat(1096, "used_chunks") == 956,
+    ok(class_stat(1480, "used_chunks") == 2 && class_stat(1184, "used_chunks") == 885,
        "deleting them gives the chunks back to the class they came from");
     /* Once the lender is full too, the class evicts its own oldest. */
     for (int i = 0; i < 3 * n; i++) {
@@ -976,8 +1035,8 @@ static void test_borrow(void)
     ok(failed == 0 && general_stat("evictions") > 0 && has_value("b:0", NULL) && exists(key) &&
            malloced() == 2 * MIB,
        "with no spare chunk left the class evicts, within the limit");
-    ok(class_stat(1376, "used_chunks") == 762, "the lender's page is all in use (%lld)",
-       class_stat(1376, "used_chunks"));
+    ok(class_stat(1480, "used_chunks") == 708, "the lender's page is all in use (%lld)",
+       class_stat(1480, "used_chunks"));
     storage_shutdown();
 
     /* With -M, borrowing stores what would otherwise be out of memory. */
@@ -985,7 +1044,7 @@ static void test_borrow(void)
     start(&cfg);
     store_full("opener", val, 1300, 0, 0, STORE_SET, 0, NULL, NULL);
     failed = 0;
-    for (int i = 0; i < 956 + 761; i++) {
+    for (int i = 0; i < 885 + 707; i++) {
         snprintf(key, sizeof(key), "m:%d", i);
         failed += store_full(key, val, 1000, 0, 0, STORE_SET, 0, NULL, NULL) != STORE_STORED;
     }
@@ -1451,7 +1510,10 @@ static void test_references(void)
 static void test_stats(void)
 {
     struct storage_config cfg = default_config();
+    cfg.lru_maintainer = true; /* memcached's default; its stats need it */
+    cfg.lru_segmented = true;
     start(&cfg);
+    storage_start_threads();
     store("s", "v", STORE_SET);
     item *it = item_get("s", 1);
     if (it)
@@ -1569,9 +1631,11 @@ static void test_stats(void)
         }
     }
     ok(all, "stats items has memcached 1.6's fields, in its order");
-    ok(stat_get(&l, "items:1:hits_to_cold") &&
-           strcmp(stat_get(&l, "items:1:hits_to_cold"), "1") == 0,
-       "hits_to_cold counts the hit (a flat LRU is all cold)");
+    ok(stat_get(&l, "items:1:hits_to_hot") && stat_get(&l, "items:1:hits_to_cold") &&
+           atoi(stat_get(&l, "items:1:hits_to_hot")) + atoi(stat_get(&l, "items:1:hits_to_cold")) ==
+               1,
+       "hits_to_hot or hits_to_cold counts the hit (new items enter HOT, the maintainer moves "
+       "them on)");
 
     l.n = 0;
     storage_stats_slabs(collect, &l);
@@ -1614,9 +1678,11 @@ static void test_stats(void)
        "stats reset clears per-class hits");
 
     /* Memory per small item is below memcached's: a 14-byte key and a
-     * 32-byte value, with and without client flags, fit the smallest class,
-     * smaller than the 120-byte chunk memcached 1.6 uses for them. */
+     * 32-byte value fit the smallest class (96 bytes), smaller than the
+     * 120-byte chunk memcached 1.6 uses for them. */
     storage_shutdown();
+    cfg.lru_maintainer = false;
+    cfg.lru_segmented = false;
     start(&cfg);
     char key[32], val[33];
     fill_pattern(val, 32, 9);
@@ -1624,7 +1690,7 @@ static void test_stats(void)
     int n = 1000;
     for (int i = 0; i < n; i++) {
         snprintf(key, sizeof(key), "key:%010d", i);
-        store_full(key, val, 32, (uint32_t)(i & 1) * 16, 0, STORE_SET, 0, NULL, NULL);
+        store_full(key, val, 32, 0, 0, STORE_SET, 0, NULL, NULL);
     }
     unsigned long long bytes = general_stat("bytes");
     unsigned long long memcached_bytes = (48 + 8 + 14 + 1 + 32 + 2) * (unsigned long long)n;
@@ -1935,8 +2001,12 @@ static void *smoke_worker(void *arg)
 static void test_threads(void)
 {
     struct storage_config cfg = default_config();
-    cfg.maxbytes = 8 * MIB;  /* small enough to evict under load */
-    cfg.hashpower_init = 10; /* grows while the workers run */
+    cfg.maxbytes = 8 * MIB;    /* small enough to evict under load */
+    cfg.hashpower_init = 10;   /* grows while the workers run */
+    cfg.lru_maintainer = true; /* the segmented LRU, juggled meanwhile */
+    cfg.lru_segmented = true;
+    cfg.temp_lru = true; /* the 2 s TTLs go to TEMP */
+    cfg.temporary_ttl = 61;
     start(&cfg);
     ok(storage_start_threads() == 0, "background threads start");
     pthread_t th[SMOKE_THREADS];
@@ -2000,6 +2070,7 @@ int main(void)
     test_expiry_and_touch();
     test_flush();
     test_eviction();
+    test_cold_select();
     test_borrow();
     test_page_reuse();
     test_region_observer();
