@@ -8,6 +8,7 @@
 
 #include "io.h"
 #include "ops.h"
+#include "resilience.h"
 
 #define LMR_MGET_CHUNK 100
 
@@ -158,6 +159,11 @@ memcached_return_t memcached_mget_by_key(memcached_st *ptr, const char *group_ke
         if (rc != MEMCACHED_SUCCESS)
             return lmr_client_result(c, rc, NULL);
     }
+    if (lmr_resilience_active(c))
+        return lmr_client_result(
+            c,
+            lmr_resilience_mget(c, group_key, group_key_length, keys, key_length, number_of_keys),
+            NULL);
 
     uint32_t *where = malloc(number_of_keys * sizeof(*where));
     bool *issued = calloc(number_of_keys, sizeof(*issued));

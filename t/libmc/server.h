@@ -17,6 +17,8 @@ struct test_server {
 /* Starts a server on 127.0.0.1 at a free port (or on a Unix socket when
  * unix_socket is true) and waits until it accepts connections. */
 bool test_server_start(struct test_server *s, bool unix_socket);
+/* Starts a stopped server again, empty, on its old port or socket path. */
+bool test_server_restart(struct test_server *s);
 /* SIGTERM (or SIGKILL when hard) and reap. */
 void test_server_stop(struct test_server *s, bool hard);
 void test_server_pause(struct test_server *s);  /* SIGSTOP */
