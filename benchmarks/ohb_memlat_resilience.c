@@ -103,6 +103,8 @@ static bool server_start(int i)
         argv[n++] = "512";
         argv[n++] = "-t";
         argv[n++] = "1";
+        argv[n++] = "-I"; /* 1 MiB values whole, with their key and header */
+        argv[n++] = "2m";
         if (geteuid() == 0) {
             argv[n++] = "-u";
             argv[n++] = "root";
@@ -164,9 +166,6 @@ static memcached_st *client(enum scheme scheme)
     return memc;
 }
 
-static bool server_start(int i);
-static void server_kill(int i);
-
 /* Every server killed and started again, empty. */
 static void restart_all(void)
 {
@@ -191,20 +190,22 @@ static bool stored(memcached_return_t rc)
     return rc == MEMCACHED_SUCCESS || rc == MEMCACHED_SOME_ERRORS;
 }
 
-/* Mean microseconds of one blocking set (get: false) of size bytes, on a
- * key named by tag and size. */
-static double blocking(memcached_st *memc, const char *tag, bool set, const char *value,
-                       size_t size)
+/* The median microseconds of blocking sets (get: false) of size bytes on
+ * key, over up to `iterations` operations or max_seconds (the median: the
+ * machine is shared, and a stall of someone else's should not count). */
+static double timed(memcached_st *memc, const char *key, size_t key_length, bool set,
+                    const char *value, size_t size)
 {
-    char key[64];
-    size_t key_length = (size_t)snprintf(key, sizeof(key), "res:%s:%zu", tag, size);
-    memcached_return_t rc = memcached_set(memc, key, key_length, value, size, 0, 0);
-    if (!stored(rc))
-        ohb_fail(memc, "memcached_set", rc);
-    memcached_wait_all(memc);
-    double start = ohb_now_us(), deadline = start + max_seconds * 1e6;
+    static double *samples;
+    if (samples == NULL && (samples = malloc(iterations * sizeof(*samples))) == NULL) {
+        fprintf(stderr, "out of memory for %u timings\n", iterations);
+        exit(1);
+    }
+    double deadline = ohb_now_us() + max_seconds * 1e6;
     unsigned done = 0;
     while (done < iterations && (done < 3 || ohb_now_us() < deadline)) {
+        double start = ohb_now_us();
+        memcached_return_t rc;
         if (set) {
             rc = memcached_set(memc, key, key_length, value, size, 0, 0);
             if (!stored(rc))
@@ -216,11 +217,25 @@ static double blocking(memcached_st *memc, const char *tag, bool set, const char
                 ohb_fail(memc, "memcached_get", rc);
             free(got);
         }
-        done++;
+        samples[done++] = ohb_now_us() - start;
     }
-    double per = (ohb_now_us() - start) / done;
+    return ohb_median(samples, done);
+}
+
+/* Blocking sets (get: false) of size bytes on a key named by tag and size,
+ * which is stored first. */
+static double blocking(memcached_st *memc, const char *tag, bool set, const char *value,
+                       size_t size)
+{
+    char key[64];
+    size_t key_length = (size_t)snprintf(key, sizeof(key), "res:%s:%zu", tag, size);
+    memcached_return_t rc = memcached_set(memc, key, key_length, value, size, 0, 0);
+    if (!stored(rc))
+        ohb_fail(memc, "memcached_set", rc);
+    memcached_wait_all(memc);
+    double median = timed(memc, key, key_length, set, value, size);
     memcached_wait_all(memc); /* async copies settle outside the timing of gets */
-    return per;
+    return median;
 }
 
 /* Mean microseconds per operation with WINDOW isets (or igets) in flight. */
@@ -456,17 +471,26 @@ static void parse(int argc, char **argv)
     }
 }
 
+/* At any exit, also ohb_fail's: the servers go with the program. */
+static void kill_servers(void)
+{
+    for (int i = SERVERS; i > 0; i--)
+        server_kill(i - 1);
+    if (over_unix)
+        for (int i = 0; i < SERVERS; i++)
+            unlink(servers[i].path);
+}
+
 int main(int argc, char **argv)
 {
     parse(argc, argv);
+    atexit(kill_servers);
     signal(SIGPIPE, SIG_IGN);
     for (size_t size = min_size; size <= max_size && size_count < MAX_SIZES; size *= 2)
         sizes[size_count++] = size;
     for (int i = 0; i < SERVERS; i++) {
         if (!server_start(i)) {
             fprintf(stderr, "could not start %s\n", server_binary);
-            for (int j = 0; j <= i; j++)
-                server_kill(j);
             return 1;
         }
     }
@@ -496,8 +520,8 @@ int main(int argc, char **argv)
         memcached_free(memc);
         flush_all();
     }
-    print_latency("Set latency, blocking (us)", "set", set_block, RS, SYNC_REP);
-    print_latency("Get latency, blocking (us)", "get", get_block, RS, ASYNC_REP);
+    print_latency("Set latency, blocking (median us)", "set", set_block, RS, SYNC_REP);
+    print_latency("Get latency, blocking (median us)", "get", get_block, RS, ASYNC_REP);
     print_latency("Set, window of 64 (us per operation)", "set_window64", set_window, RS, SYNC_REP);
     print_latency("Get, window of 64 (us per operation)", "get_window64", get_window, RS,
                   ASYNC_REP);
@@ -526,22 +550,10 @@ int main(int argc, char **argv)
                 char key[64];
                 size_t key_length =
                     (size_t)snprintf(key, sizeof(key), "res:%s:%zu", tags[k], sizes[z]);
-                memcached_return_t rc;
-                double start = ohb_now_us();
-                unsigned done = 0;
-                while (done < iterations &&
-                       (done < 3 || ohb_now_us() - start < max_seconds * 1e6)) {
-                    size_t length;
-                    char *got = memcached_get(readers[k], key, key_length, &length, NULL, &rc);
-                    if (got == NULL || length != sizes[z])
-                        ohb_fail(readers[k], "degraded memcached_get", rc);
-                    free(got);
-                    done++;
-                }
-                degraded[k][killed][z] = (ohb_now_us() - start) / done;
+                degraded[k][killed][z] = timed(readers[k], key, key_length, false, value, sizes[z]);
             }
     }
-    printf("\n# Degraded get latency, blocking (us), servers killed with SIGKILL\n");
+    printf("\n# Degraded get latency, blocking (median us), servers killed with SIGKILL\n");
     printf("# %-10s %9s %9s %9s %9s %9s %9s %9s\n", "Size", "RS-0", "RS-1", "RS-2", "Async-0",
            "Async-1", "Async-2", "RS-2/A-2");
     for (unsigned z = 0; z < size_count; z++) {
@@ -559,11 +571,6 @@ int main(int argc, char **argv)
         memcached_free(readers[k]);
     free(into);
     free(value);
-    for (int i = SERVERS; i > 0; i--)
-        server_kill(i - 1);
-    if (over_unix)
-        for (int i = 0; i < SERVERS; i++)
-            unlink(servers[i].path);
     if (csv != NULL)
         fclose(csv);
     return 0;

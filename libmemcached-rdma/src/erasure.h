@@ -3,7 +3,7 @@
  * chunk_size bytes, the last ones shorter or empty) and M parity chunks of
  * chunk_size bytes (Reed-Solomon over GF(2^8), Vandermonde matrix, through
  * jerasure and gf-complete). Every chunk is stored as an item whose value is
- * a 32-byte header followed by its payload (doc/erasure-coding.md):
+ * a 32-byte header followed by its payload (doc/resilience.md):
  *
  *   0  magic "RSc1"        16  stamp (u64, little-endian): one per write
  *   4  version (1)         24  flags (u32): the value's item flags

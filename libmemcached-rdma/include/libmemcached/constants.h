@@ -39,7 +39,7 @@
 #define MEMCACHED_REPLICATION_ASYNC(copies) ((uint64_t)(copies) | MEMCACHED_REPLICATION_ASYNC_FLAG)
 #define MEMCACHED_ERASURE_CODING(data_chunks, parity_chunks)                                       \
     (((uint64_t)(data_chunks) << 8) | (uint64_t)(parity_chunks))
-#define MEMCACHED_DEFAULT_ERASURE_CODING_THRESHOLD 4096
+#define MEMCACHED_DEFAULT_ERASURE_CODING_THRESHOLD 1024
 
 enum memcached_return_t {
     MEMCACHED_SUCCESS,                          /* 0 */
