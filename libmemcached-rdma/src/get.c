@@ -72,8 +72,9 @@ char *memcached_get_by_key(memcached_st *ptr, const char *group_key, size_t grou
     memcached_return_t rc =
         lmr_op_blocking(ptr, &req, LMR_OP_GET, group_key, group_key_length, &args);
 
-    /* with replicas, a miss or a failed primary falls back to the copies */
-    uint32_t replicas = c->behaviors.number_of_replicas;
+    /* with replicas, a miss or a failed primary falls back to the copies
+     * (not under REPLICATION or ERASURE_CODING, which read their own) */
+    uint32_t replicas = lmr_resilience_active(c) ? 0 : c->behaviors.number_of_replicas;
     if (rc != MEMCACHED_SUCCESS && rc != MEMCACHED_BAD_KEY_PROVIDED && replicas > 0 &&
         c->server_count > 1) {
         const char *gk = group_key ? group_key : key;

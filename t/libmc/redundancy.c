@@ -340,6 +340,11 @@ static void lying_chunks(bool binary)
     ok(got == NULL && rc == MEMCACHED_NOTFOUND, "three lying chunks: NOTFOUND, no value (%s)",
        memcached_strerror(NULL, rc));
     free(got);
+    /* NUMBER_OF_REPLICAS must not read a raw chunk from another server */
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_NUMBER_OF_REPLICAS, 1);
+    got = memcached_get(memc, "liar", 4, NULL, NULL, &rc);
+    ok(got == NULL && rc == MEMCACHED_NOTFOUND, "with NUMBER_OF_REPLICAS too: NOTFOUND, no value");
+    free(got);
     free(altered);
     for (int i = 0; i < SERVERS; i++)
         free(chunk[i]);
