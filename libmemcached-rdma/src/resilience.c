@@ -88,11 +88,27 @@ char *lmr_resilience_value_destination(memcached_request_st *parent, size_t leng
     return parent->lib_buffer;
 }
 
+/* Before an async write completes, its copies still sending from the
+ * caller's value take a copy of it (over RDMA they copied when issued, as
+ * the server may read the value from the client's memory later). False
+ * on ENOMEM: the write then completes with all its copies. */
+static bool own_values(struct lmr_group *g)
+{
+    for (uint32_t i = 1; i < g->child_count; i++) {
+        memcached_request_st *copy = g->children[i];
+        if (copy->state == LMR_STATE_QUEUED && copy->body_length > 0 && copy->body_copy == NULL &&
+            copy->sent < lmr_request_wire_length(copy) && !lmr_request_copy_body(copy))
+            return false;
+    }
+    return true;
+}
+
 static void replicated_write_step(struct lmr_group *g)
 {
     struct replicated_write *w = (struct replicated_write *)g;
     const memcached_request_st *primary = g->children[0];
-    if (w->async && primary->state == LMR_STATE_DONE && primary->rc == MEMCACHED_SUCCESS) {
+    if (w->async && primary->state == LMR_STATE_DONE && primary->rc == MEMCACHED_SUCCESS &&
+        own_values(g)) {
         lmr_group_finish(g, MEMCACHED_SUCCESS);
         return;
     }
@@ -179,10 +195,13 @@ static memcached_return_t replicated_issue(struct lmr_client *c, memcached_reque
     w->g.count_failures = true;
     for (uint32_t i = 0; i < copies; i++) {
         struct lmr_op_args copy = *args;
-        /* an asynchronous copy may outlive the call: it owns its value */
-        if (w->async && i > 0)
+        /* an asynchronous copy may outlive the call: over RDMA it owns its
+         * value from the start, elsewhere from when the call completes if
+         * it is still sending then (own_values) */
+        memcached_instance_st *srv = c->servers[servers[i]];
+        if (w->async && i > 0 && srv->type == MEMCACHED_CONNECTION_RDMA)
             copy.copy_value = true;
-        lmr_group_issue(&w->g, i, c->servers[servers[i]], kind, &copy);
+        lmr_group_issue(&w->g, i, srv, kind, &copy);
     }
     return MEMCACHED_SUCCESS;
 }

@@ -484,6 +484,45 @@ static void nonblocking_parents(bool binary)
         memcached_free(plain);
     }
     ok(copies == 3, "three exact copies, none from the reused buffer (%d)", copies);
+
+    /* the same with copies that cannot have been sent when the call
+     * returns: small socket buffers and every server but the primary
+     * stopped; the copies take the value before the call completes */
+    enum { BIG = 900000 };
+    char *big = malloc(BIG), *big_expect = malloc(BIG);
+    fill(big_expect, BIG, 11);
+    memcpy(big, big_expect, BIG);
+    memcached_behavior_set(async, MEMCACHED_BEHAVIOR_SOCKET_SEND_SIZE, 8192);
+    memcached_return_t rc;
+    const memcached_instance_st *primary = memcached_server_by_key(async, "async-big", 9, &rc);
+    int stopped[SERVERS], stopped_count = 0;
+    for (int i = 0; i < SERVERS; i++) {
+        bool is_primary = servers[i].port != 0
+                              ? memcached_server_port(primary) == servers[i].port
+                              : strcmp(memcached_server_name(primary), servers[i].socket_path) == 0;
+        if (!is_primary) {
+            test_server_pause(&servers[i]);
+            stopped[stopped_count++] = i;
+        }
+    }
+    is_rc(memcached_iset(async, "async-big", 9, big, BIG, 0, 0, reqs[2]), MEMCACHED_SUCCESS,
+          "async iset of 900000 bytes, copies' servers stopped");
+    is_rc(memcached_wait(async, reqs[2]), MEMCACHED_SUCCESS, "completes with the primary stored");
+    memset(big, 'Y', BIG);
+    for (int i = 0; i < stopped_count; i++)
+        test_server_resume(&servers[stopped[i]]);
+    memcached_wait_all(async);
+    copies = 0;
+    for (int i = 0; i < SERVERS; i++) {
+        memcached_st *plain = plain_client(i);
+        char *got = memcached_get(plain, "async-big", 9, &length, NULL, &rc);
+        copies += rc == MEMCACHED_SUCCESS && length == BIG && memcmp(got, big_expect, BIG) == 0;
+        free(got);
+        memcached_free(plain);
+    }
+    ok(copies == 3, "three exact copies of the value as it was when issued (%d)", copies);
+    free(big_expect);
+    free(big);
     memcached_free(async);
 
     for (int i = WINDOW; i > 0; i--) {
