@@ -329,6 +329,8 @@ void memcached_free(memcached_st *ptr)
             c->on_cleanup(ptr);
         memcached_servers_reset(ptr);
         lmr_fetch_clear(&c->fetch);
+        for (uint32_t i = c->spare_count; i > 0; i--)
+            free(c->spare_buffers[i - 1]);
         free(c->ec_matrix);
         free(c);
         ptr->impl = NULL;

@@ -98,6 +98,12 @@ struct lmr_client {
     int *ec_matrix;
     uint32_t ec_matrix_k, ec_matrix_m;
     uint64_t stamp_next;
+    /* value buffers of freed child requests, for the next children (a
+     * coded get's chunks would otherwise take fresh memory every time) */
+#define LMR_SPARE_BUFFERS 16
+    char *spare_buffers[LMR_SPARE_BUFFERS];
+    size_t spare_capacities[LMR_SPARE_BUFFERS];
+    uint32_t spare_count;
 
     memcached_return_t last_rc;
     int last_errno;

@@ -22,14 +22,21 @@ bool lmr_group_is_failure(memcached_return_t rc)
 
 static void group_free(struct lmr_group *g)
 {
+    struct lmr_client *c = g->client;
     if (g->ops->release != NULL)
         g->ops->release(g);
     for (uint32_t i = g->child_count; i > 0; i--) {
         memcached_request_st *child = g->children[i - 1];
-        if (child != NULL) {
-            lmr_request_release(child);
-            free(child);
+        if (child == NULL)
+            continue;
+        if (child->lib_buffer != NULL && c->spare_count < LMR_SPARE_BUFFERS) {
+            c->spare_buffers[c->spare_count] = child->lib_buffer;
+            c->spare_capacities[c->spare_count++] = child->lib_capacity;
+            child->lib_buffer = NULL;
+            child->lib_capacity = 0;
         }
+        lmr_request_release(child);
+        free(child);
     }
     free(g->children);
     free(g);
@@ -57,6 +64,10 @@ struct lmr_group *lmr_group_create(struct lmr_client *c, memcached_request_st *p
             return NULL;
         }
         child->head = child->head_inline;
+        if (c->spare_count > 0) { /* prepare keeps it */
+            child->lib_buffer = c->spare_buffers[--c->spare_count];
+            child->lib_capacity = c->spare_capacities[c->spare_count];
+        }
         lmr_request_prepare(child, c, LMR_OP_GET);
         child->group = g;
         child->child_index = i;

@@ -256,16 +256,32 @@ static void deliver(struct coded_read *r, uint32_t first)
         lmr_group_finish(g, MEMCACHED_SUCCESS);
         return;
     }
-    char *work = malloc((size_t)n * chunk_size);
+    /* good chunks of full length are decoded from where they arrived
+     * (library buffers: 16-byte aligned, as gf-complete wants); erased
+     * and short ones get a slot of their own */
+    char *slots[LMR_EC_MAX_CHUNKS];
+    bool in_place[LMR_EC_MAX_CHUNKS];
+    size_t own_slots = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        in_place[i] = r->status[i] == CHUNK_GOOD && same_write(&r->headers[i], h) &&
+                      lmr_ec_payload_length(&r->headers[i]) == chunk_size &&
+                      ((uintptr_t)payload_of(r, i) & 15) == 0;
+        own_slots += !in_place[i];
+    }
+    char *work = aligned_alloc(16, own_slots * chunk_size);
     if (work == NULL) {
         lmr_group_finish(g, MEMCACHED_MEMORY_ALLOCATION_FAILURE);
         return;
     }
-    char *slots[LMR_EC_MAX_CHUNKS];
     int erasures[LMR_EC_MAX_CHUNKS + 1];
     int erased = 0;
+    size_t next_slot = 0;
     for (uint32_t i = 0; i < n; i++) {
-        slots[i] = work + (size_t)i * chunk_size;
+        if (in_place[i]) {
+            slots[i] = (char *)payload_of(r, i);
+            continue;
+        }
+        slots[i] = work + next_slot++ * chunk_size;
         if (r->status[i] == CHUNK_GOOD && same_write(&r->headers[i], h)) {
             size_t payload = lmr_ec_payload_length(&r->headers[i]);
             memcpy(slots[i], payload_of(r, i), payload);
