@@ -181,9 +181,7 @@ static memcached_return_t replicated_issue(struct lmr_client *c, memcached_reque
         r->args.key = r->key;
         if (kind == LMR_OP_EXIST)
             r->args.sink = LMR_SINK_LIBRARY;
-        for (uint32_t i = 0; i < copies; i++) /* a copy reads into the parent's sink */
-            r->g.children[i]->sink = r->args.sink;
-        r->g.ops->step(&r->g); /* asks the first copy */
+        r->g.ops->step(&r->g); /* asks the first copy, into the parent's sink */
         return MEMCACHED_SUCCESS;
     }
     struct replicated_write *w = (struct replicated_write *)lmr_group_create(

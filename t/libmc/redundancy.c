@@ -533,6 +533,38 @@ static void nonblocking_parents(bool binary)
     free(expect);
 }
 
+/* The other key calls on copies: exist, mget, delete, touch, and what is
+ * refused. */
+static void replicated_calls(bool binary)
+{
+    memcached_st *memc = client(MEMCACHED_REPLICATION_SYNC(3), 0, binary);
+    is_rc(memcached_set(memc, "copied", 6, "value", 5, 0, 7), MEMCACHED_SUCCESS, "replicated set");
+    is_rc(memcached_exist(memc, "copied", 6), MEMCACHED_SUCCESS, "replicated exist");
+    is_rc(memcached_touch(memc, "copied", 6, 100), MEMCACHED_SUCCESS, "replicated touch");
+    const char *keys[] = {"copied", "absent"};
+    size_t lengths[] = {6, 6};
+    is_rc(memcached_mget(memc, keys, lengths, 2), MEMCACHED_SUCCESS, "replicated mget");
+    size_t length = 0;
+    uint32_t flags = 0;
+    memcached_return_t rc;
+    char key[MEMCACHED_MAX_KEY];
+    size_t key_length;
+    char *got = memcached_fetch(memc, key, &key_length, &length, &flags, &rc);
+    ok(got != NULL && length == 5 && flags == 7 && memcmp(got, "value", 5) == 0,
+       "mget fetches the copy with its flags");
+    free(got);
+    got = memcached_fetch(memc, key, &key_length, &length, &flags, &rc);
+    ok(got == NULL, "and nothing for the absent key");
+    uint64_t number;
+    is_rc(memcached_increment(memc, "copied", 6, 1, &number), MEMCACHED_NOT_SUPPORTED,
+          "replicated incr refused");
+    is_rc(memcached_append(memc, "copied", 6, "x", 1, 0, 0), MEMCACHED_NOT_SUPPORTED,
+          "replicated append refused");
+    is_rc(memcached_delete(memc, "copied", 6, 0), MEMCACHED_SUCCESS, "replicated delete");
+    is_rc(memcached_exist(memc, "copied", 6), MEMCACHED_NOTFOUND, "gone from every copy");
+    memcached_free(memc);
+}
+
 /* Failures of copies are counted; synchronous writes say SOME_ERRORS. */
 static void failure_counts(bool binary)
 {
@@ -627,6 +659,7 @@ static void run(bool unix_sockets, bool binary)
         concurrent_writers(binary);
     }
     nonblocking_parents(binary);
+    replicated_calls(binary);
     failure_counts(binary);
     stop_servers();
 }
