@@ -3,6 +3,7 @@
 
 #include "erasure.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #ifdef HAVE_JERASURE
@@ -138,8 +139,18 @@ bool lmr_ec_header_read(const char *chunk, size_t chunk_length, struct lmr_ec_he
 }
 
 #ifdef HAVE_JERASURE
+/* jerasure builds its GF(2^8) tables on first use into global memory
+ * without a lock: build them once, here, for every thread */
+static pthread_once_t field_once = PTHREAD_ONCE_INIT;
+
+static void field_init(void)
+{
+    galois_init_default_field(EC_WORD_BITS);
+}
+
 int *lmr_ec_matrix(uint32_t k, uint32_t m)
 {
+    pthread_once(&field_once, field_init);
     return reed_sol_vandermonde_coding_matrix((int)k, (int)m, EC_WORD_BITS);
 }
 
