@@ -6,6 +6,7 @@
 #include <libmemcached/memcached.h>
 
 #include "client.h"
+#include "erasure.h"
 #include "io.h"
 
 static memcached_return_t set_distribution(struct lmr_client *c,
@@ -193,6 +194,36 @@ memcached_return_t memcached_behavior_set(memcached_st *ptr, const memcached_beh
             return MEMCACHED_INVALID_ARGUMENTS;
         b->request_window = (uint32_t)data;
         break;
+    case MEMCACHED_BEHAVIOR_REPLICATION: {
+        uint64_t copies = data & ~(uint64_t)MEMCACHED_REPLICATION_ASYNC_FLAG;
+        if (copies > LMR_EC_MAX_CHUNKS || (copies > 1 && b->ec_data_chunks > 0))
+            return MEMCACHED_INVALID_ARGUMENTS; /* one scheme at a time */
+        b->replication_copies = copies > 1 ? (uint32_t)copies : 0;
+        b->replication_async = (data & MEMCACHED_REPLICATION_ASYNC_FLAG) != 0;
+        break;
+    }
+    case MEMCACHED_BEHAVIOR_ERASURE_CODING: {
+        uint64_t k = data >> 8, m = data & 0xff;
+        if (data == 0) {
+            b->ec_data_chunks = b->ec_parity_chunks = 0;
+            break;
+        }
+        if (!lmr_ec_available())
+            return MEMCACHED_NOT_SUPPORTED;
+        if (k < 2 || m < 1 || k + m > LMR_EC_MAX_CHUNKS || b->replication_copies > 1)
+            return MEMCACHED_INVALID_ARGUMENTS;
+        b->ec_data_chunks = (uint32_t)k;
+        b->ec_parity_chunks = (uint32_t)m;
+        break;
+    }
+    case MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD:
+        b->ec_threshold = data;
+        break;
+    case MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES:
+        if (data != 0)
+            return MEMCACHED_INVALID_ARGUMENTS;
+        c->resilience_failures = 0;
+        break;
     default:
         return MEMCACHED_INVALID_ARGUMENTS;
     }
@@ -277,6 +308,15 @@ uint64_t memcached_behavior_get(memcached_st *ptr, const memcached_behavior_t fl
         return b->server_timeout_limit;
     case MEMCACHED_BEHAVIOR_REQUEST_WINDOW:
         return b->request_window;
+    case MEMCACHED_BEHAVIOR_REPLICATION:
+        return b->replication_copies |
+               (b->replication_async ? (uint64_t)MEMCACHED_REPLICATION_ASYNC_FLAG : 0);
+    case MEMCACHED_BEHAVIOR_ERASURE_CODING:
+        return MEMCACHED_ERASURE_CODING(b->ec_data_chunks, b->ec_parity_chunks);
+    case MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD:
+        return b->ec_threshold;
+    case MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES:
+        return c->resilience_failures;
     default:
         return 0;
     }

@@ -25,6 +25,7 @@ void lmr_behaviors_defaults(struct lmr_behaviors *b)
     b->server_failure_limit = MEMCACHED_SERVER_FAILURE_LIMIT;
     b->server_timeout_limit = MEMCACHED_SERVER_TIMEOUT_LIMIT;
     b->request_window = MEMCACHED_DEFAULT_REQUEST_WINDOW;
+    b->ec_threshold = MEMCACHED_DEFAULT_ERASURE_CODING_THRESHOLD;
     b->io_msg_watermark = 500; /* libmemcached's defaults; no meaning here */
     b->io_bytes_watermark = 65 * 1024;
 }
@@ -62,8 +63,30 @@ memcached_return_t lmr_client_check_key(const struct lmr_client *c, const char *
     return MEMCACHED_SUCCESS;
 }
 
+/* The servers as the placement sees them, ejected ones too when
+ * with_ejected; map (if not NULL) gets each entry's server index. */
+static uint32_t placement_list(const struct lmr_client *c, bool with_ejected,
+                               struct lmr_placement_server *list, uint32_t *map)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < c->server_count; i++) {
+        const memcached_instance_st *srv = c->servers[i];
+        if (srv->ejected && !with_ejected)
+            continue;
+        list[n].hostname = srv->hostname;
+        list[n].port = srv->port;
+        list[n].weight = srv->weight;
+        if (map != NULL)
+            map[n] = i;
+        n++;
+    }
+    return n;
+}
+
 memcached_return_t lmr_client_rebuild_placement(struct lmr_client *c)
 {
+    lmr_placement_free(c->full_placement);
+    c->full_placement = NULL;
     lmr_placement_free(c->placement);
     c->placement = NULL;
     free(c->placement_map);
@@ -79,17 +102,6 @@ memcached_return_t lmr_client_rebuild_placement(struct lmr_client *c)
         c->placement_dirty = true;
         return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
     }
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < c->server_count; i++) {
-        memcached_instance_st *srv = c->servers[i];
-        if (srv->ejected)
-            continue;
-        list[n].hostname = srv->hostname;
-        list[n].port = srv->port;
-        list[n].weight = srv->weight;
-        c->placement_map[n] = i;
-        n++;
-    }
     struct lmr_placement_config cfg = {
         .distribution = (int)c->behaviors.distribution,
         .key_hash = (enum lmr_hash_alg)c->behaviors.key_hash,
@@ -97,16 +109,19 @@ memcached_return_t lmr_client_rebuild_placement(struct lmr_client *c)
         .ketama_hash = (enum lmr_hash_alg)c->behaviors.ketama_hash,
         .ketama_weighted = c->behaviors.ketama_weighted,
     };
+    /* every server, for resilience (a dead server is an erasure there) */
+    uint32_t all = placement_list(c, true, list, NULL);
+    c->full_placement = lmr_placement_build(&cfg, list, all);
+    /* the live servers, for the placement libmemcached would use */
+    uint32_t n = placement_list(c, false, list, c->placement_map);
     c->placement_count = n;
-    if (n > 0) {
+    if (n > 0 && c->full_placement != NULL)
         c->placement = lmr_placement_build(&cfg, list, n);
-        if (c->placement == NULL) {
-            free(list);
-            c->placement_dirty = true;
-            return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
-        }
-    }
     free(list);
+    if (c->full_placement == NULL || (n > 0 && c->placement == NULL)) {
+        c->placement_dirty = true;
+        return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    }
     return MEMCACHED_SUCCESS;
 }
 
@@ -134,29 +149,53 @@ static void revive_servers(struct lmr_client *c)
     }
 }
 
-uint32_t lmr_client_pick_index(struct lmr_client *c, const char *key, size_t key_length)
+/* The bytes placement hashes for key: with HASH_WITH_PREFIX_KEY, the
+ * namespace and the key (in full, which must hold MEMCACHED_MAX_NAMESPACE +
+ * MEMCACHED_MAX_KEY bytes). */
+static const char *placement_key(const struct lmr_client *c, const char *key, size_t *key_length,
+                                 char *full)
+{
+    if (!c->behaviors.hash_with_prefix_key || c->namespace_length == 0 ||
+        *key_length >= MEMCACHED_MAX_KEY)
+        return key;
+    memcpy(full, c->namespace_prefix, c->namespace_length);
+    memcpy(full + c->namespace_length, key, *key_length);
+    *key_length += c->namespace_length;
+    return full;
+}
+
+static bool placement_ready(struct lmr_client *c)
 {
     revive_servers(c);
     if (c->placement_dirty || (c->placement == NULL && c->server_count > 0))
         if (lmr_client_rebuild_placement(c) != MEMCACHED_SUCCESS)
-            return UINT32_MAX;
-    if (c->placement_count == 0)
+            return false;
+    return true;
+}
+
+uint32_t lmr_client_pick_index(struct lmr_client *c, const char *key, size_t key_length)
+{
+    if (!placement_ready(c) || c->placement_count == 0)
         return UINT32_MAX;
     if (c->placement_count == 1)
         return c->placement_map[0];
-    uint32_t p;
-    if (c->behaviors.hash_with_prefix_key && c->namespace_length > 0 &&
-        key_length < MEMCACHED_MAX_KEY) {
-        char full[MEMCACHED_MAX_NAMESPACE + MEMCACHED_MAX_KEY];
-        memcpy(full, c->namespace_prefix, c->namespace_length);
-        memcpy(full + c->namespace_length, key, key_length);
-        p = lmr_placement_pick(c->placement, full, c->namespace_length + key_length);
-    } else {
-        p = lmr_placement_pick(c->placement, key, key_length);
-    }
+    char full[MEMCACHED_MAX_NAMESPACE + MEMCACHED_MAX_KEY];
+    const char *hashed = placement_key(c, key, &key_length, full);
+    uint32_t p = lmr_placement_pick(c->placement, hashed, key_length);
     if (p >= c->placement_count)
         return UINT32_MAX;
     return c->placement_map[p];
+}
+
+bool lmr_client_pick_servers(struct lmr_client *c, const char *key, size_t key_length, uint32_t n,
+                             uint32_t *out)
+{
+    if (!placement_ready(c) || c->full_placement == NULL || n > c->server_count)
+        return false;
+    char full[MEMCACHED_MAX_NAMESPACE + MEMCACHED_MAX_KEY];
+    const char *hashed = placement_key(c, key, &key_length, full);
+    lmr_placement_pick_distinct(c->full_placement, hashed, key_length, n, out);
+    return true;
 }
 
 memcached_instance_st *lmr_client_pick(struct lmr_client *c, const char *key, size_t key_length,
@@ -275,6 +314,8 @@ void memcached_servers_reset(memcached_st *ptr)
     c->servers = NULL;
     c->server_count = 0;
     c->last_disconnected = NULL;
+    lmr_placement_free(c->full_placement);
+    c->full_placement = NULL;
     lmr_placement_free(c->placement);
     c->placement = NULL;
     free(c->placement_map);
@@ -291,6 +332,9 @@ void memcached_free(memcached_st *ptr)
             c->on_cleanup(ptr);
         memcached_servers_reset(ptr);
         lmr_fetch_clear(&c->fetch);
+        for (uint32_t i = c->spare_count; i > 0; i--)
+            free(c->spare_buffers[i - 1]);
+        free(c->ec_matrix);
         lmr_sasl_release(c);
         free(c);
         ptr->impl = NULL;

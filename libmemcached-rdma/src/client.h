@@ -48,6 +48,14 @@ struct lmr_behaviors {
     uint64_t io_bytes_watermark;
     uint64_t io_key_prefetch;
     uint32_t request_window;
+    /* resilience (resilience.h): REPLICATION copies (0: off) and mode,
+     * ERASURE_CODING data and parity chunks (0: off), and the value size
+     * below which erasure coding replicates instead */
+    uint32_t replication_copies;
+    bool replication_async;
+    uint32_t ec_data_chunks;
+    uint32_t ec_parity_chunks;
+    uint64_t ec_threshold;
 };
 
 struct lmr_client {
@@ -63,6 +71,9 @@ struct lmr_client {
     memcached_hash_t point_hash;
     uint32_t *placement_map; /* placement index -> server index */
     uint32_t placement_count;
+    /* every server, ejected or not: resilience places N servers per key
+     * on it, so a dead server is an erasure rather than a remap */
+    struct lmr_placement *full_placement;
 
     struct lmr_behaviors behaviors;
     struct lmr_fetch_queue fetch;
@@ -82,6 +93,21 @@ struct lmr_client {
     size_t namespace_length;
     uint32_t next_opaque;                     /* binary protocol request ids */
     memcached_instance_st *last_disconnected; /* the last server that failed */
+
+    /* resilience: parents whose children completed (group.h), copies and
+     * chunks that failed (MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES), the
+     * erasure code's matrix for ec_matrix_k/m (erasure.h), write stamps */
+    struct lmr_group *pending_groups;
+    uint64_t resilience_failures;
+    int *ec_matrix;
+    uint32_t ec_matrix_k, ec_matrix_m;
+    uint64_t stamp_next;
+    /* value buffers of freed child requests, for the next children (a
+     * coded get's chunks would otherwise take fresh memory every time) */
+#define LMR_SPARE_BUFFERS 16
+    char *spare_buffers[LMR_SPARE_BUFFERS];
+    size_t spare_capacities[LMR_SPARE_BUFFERS];
+    uint32_t spare_count;
 
     memcached_return_t last_rc;
     int last_errno;
@@ -106,6 +132,11 @@ memcached_instance_st *lmr_client_pick(struct lmr_client *c, const char *key, si
                                        memcached_return_t *rc);
 /* Index of the server that holds key, or UINT32_MAX; rebuilds placement. */
 uint32_t lmr_client_pick_index(struct lmr_client *c, const char *key, size_t key_length);
+/* The first n distinct servers for key among all servers, ejected or not
+ * (resilience: a dead server is an erasure, keys never move). False on
+ * ENOMEM or fewer servers than n. */
+bool lmr_client_pick_servers(struct lmr_client *c, const char *key, size_t key_length, uint32_t n,
+                             uint32_t *out);
 memcached_return_t lmr_client_rebuild_placement(struct lmr_client *c);
 /* The ketama distributions (libmemcached's memcached_is_consistent_distribution). */
 static inline bool lmr_distribution_is_consistent(memcached_server_distribution_t d)

@@ -47,6 +47,7 @@ static const struct flag_option number_options[] = {
     {"SOCKET-SEND-SIZE", MEMCACHED_BEHAVIOR_SOCKET_SEND_SIZE},
     {"DEAD-TIMEOUT", MEMCACHED_BEHAVIOR_DEAD_TIMEOUT},
     {"TCP-KEEPIDLE", MEMCACHED_BEHAVIOR_TCP_KEEPIDLE},
+    {"ERASURE-CODING-THRESHOLD", MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD},
 };
 
 static const struct {
@@ -216,6 +217,27 @@ static memcached_return_t apply_option(memcached_st *memc, char *opt, bool *has_
             rc = memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_KETAMA_HASH, h);
         }
         return rc;
+    }
+    if (strcmp(name, "REPLICATION") == 0) { /* sync:F or async:F */
+        uint64_t copies;
+        bool async = value != NULL && strncasecmp(value, "async:", 6) == 0;
+        if (value == NULL || (!async && strncasecmp(value, "sync:", 5) != 0) ||
+            !parse_number(value + (async ? 6 : 5), &copies) || copies < 2)
+            return MEMCACHED_PARSE_ERROR;
+        return memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_REPLICATION,
+                                      async ? MEMCACHED_REPLICATION_ASYNC(copies)
+                                            : MEMCACHED_REPLICATION_SYNC(copies));
+    }
+    if (strcmp(name, "ERASURE-CODING") == 0) { /* K,M */
+        char *comma = value != NULL ? strchr(value, ',') : NULL;
+        uint64_t k, m;
+        if (comma == NULL)
+            return MEMCACHED_PARSE_ERROR;
+        *comma = '\0';
+        if (!parse_number(value, &k) || !parse_number(comma + 1, &m) || k > 255 || m > 255)
+            return MEMCACHED_PARSE_ERROR;
+        return memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING,
+                                      MEMCACHED_ERASURE_CODING(k, m));
     }
     snprintf(err, errlen, "unknown option --%s", name);
     return MEMCACHED_PARSE_ERROR;

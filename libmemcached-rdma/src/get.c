@@ -8,6 +8,7 @@
 
 #include "io.h"
 #include "ops.h"
+#include "resilience.h"
 
 #define LMR_MGET_CHUNK 100
 
@@ -71,8 +72,9 @@ char *memcached_get_by_key(memcached_st *ptr, const char *group_key, size_t grou
     memcached_return_t rc =
         lmr_op_blocking(ptr, &req, LMR_OP_GET, group_key, group_key_length, &args);
 
-    /* with replicas, a miss or a failed primary falls back to the copies */
-    uint32_t replicas = c->behaviors.number_of_replicas;
+    /* with replicas, a miss or a failed primary falls back to the copies
+     * (not under REPLICATION or ERASURE_CODING, which read their own) */
+    uint32_t replicas = lmr_resilience_active(c) ? 0 : c->behaviors.number_of_replicas;
     if (rc != MEMCACHED_SUCCESS && rc != MEMCACHED_BAD_KEY_PROVIDED && replicas > 0 &&
         c->server_count > 1) {
         const char *gk = group_key ? group_key : key;
@@ -158,6 +160,11 @@ memcached_return_t memcached_mget_by_key(memcached_st *ptr, const char *group_ke
         if (rc != MEMCACHED_SUCCESS)
             return lmr_client_result(c, rc, NULL);
     }
+    if (lmr_resilience_active(c))
+        return lmr_client_result(
+            c,
+            lmr_resilience_mget(c, group_key, group_key_length, keys, key_length, number_of_keys),
+            NULL);
 
     uint32_t *where = malloc(number_of_keys * sizeof(*where));
     bool *issued = calloc(number_of_keys, sizeof(*issued));

@@ -18,8 +18,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "sasl.h"
+#include "group.h"
 #include "proto.h"
+#include "sasl.h"
 
 #define LMR_IOV_BATCH 256
 #define LMR_RBUF_MIN 16384
@@ -94,6 +95,10 @@ static void complete(memcached_instance_st *srv, memcached_request_st *req, memc
     req->state = LMR_STATE_DONE;
     if (req->kind == LMR_OP_MGET && req->client->fetch.pending_requests > 0)
         req->client->fetch.pending_requests--;
+    if (req->group != NULL) { /* a child: its group decides, later */
+        lmr_group_child_done(req);
+        return;
+    }
     if (req->detached) {
         lmr_request_release(req);
         free(req);
@@ -554,6 +559,7 @@ void lmr_io_poll_once(struct lmr_client *c)
     for (uint32_t i = 0; i < c->server_count; i++)
         if (c->servers[i]->queued > 0)
             pump(c->servers[i], true);
+    lmr_group_run_pending(c); /* parents whose children completed */
 }
 
 void lmr_io_poll_events(struct lmr_client *c)
@@ -747,7 +753,7 @@ static bool all_done(struct lmr_client *c, const void *arg)
     for (uint32_t i = 0; i < c->server_count; i++)
         if (c->servers[i]->queued > 0)
             return false;
-    return true;
+    return c->pending_groups == NULL;
 }
 
 memcached_return_t lmr_io_wait_all(struct lmr_client *c)

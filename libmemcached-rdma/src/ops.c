@@ -6,6 +6,7 @@
 
 #include "io.h"
 #include "proto.h"
+#include "resilience.h"
 
 /* Encodes with the namespace in front of every key (the wire form). */
 static memcached_return_t encode_with_namespace(struct lmr_client *c, memcached_request_st *req,
@@ -57,9 +58,19 @@ memcached_return_t lmr_op_issue_to(memcached_instance_st *srv, memcached_request
     req->user_buffer = args->user_buffer;
     req->user_capacity = args->user_capacity;
     req->stats = args->stats;
+    struct lmr_op_args whole = *args; /* with a prefix, the length covers both */
+    size_t prefix = kind == LMR_OP_STORE ? args->value_prefix_length : 0;
+    whole.value_length += prefix;
     memcached_return_t rc = c->namespace_length > 0 && kind != LMR_OP_STATS
-                                ? encode_with_namespace(c, req, args, noreply)
-                                : lmr_proto_of(c)->encode(req, args, noreply);
+                                ? encode_with_namespace(c, req, &whole, noreply)
+                                : lmr_proto_of(c)->encode(req, &whole, noreply);
+    if (rc == MEMCACHED_SUCCESS && prefix > 0) {
+        /* the encoder framed prefix + value with the value as body: the
+         * prefix goes at the end of the head, the body is the value alone */
+        req->body_length -= prefix;
+        if (!lmr_request_append_head(req, args->value_prefix, prefix))
+            rc = MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    }
     if (rc == MEMCACHED_SUCCESS && (req->detached || args->copy_value) &&
         !lmr_request_copy_body(req))
         rc = MEMCACHED_MEMORY_ALLOCATION_FAILURE;
@@ -100,6 +111,8 @@ memcached_return_t lmr_op_issue(struct lmr_client *c, memcached_request_st *req,
         group_key = args->key;
         group_key_length = args->key_length;
     }
+    if (lmr_resilience_covers(c, kind))
+        return lmr_resilience_issue(c, req, kind, group_key, group_key_length, args);
     memcached_instance_st *srv = lmr_client_pick(c, group_key, group_key_length, &rc);
     if (srv == NULL)
         return fail_early(req, rc);
@@ -144,8 +157,9 @@ memcached_return_t lmr_op_blocking(memcached_st *ptr, memcached_request_st *req,
     c->query_id++;
     /* NOREPLY also quiets incr/decr (libmemcached's answer: SUCCESS, the
      * value unknown); BUFFER_REQUESTS and replicas are for writes only */
-    bool noreply = b->noreply && (writes(kind) || kind == LMR_OP_ARITH);
-    bool buffered = b->buffer_requests && writes(kind);
+    bool resilient = lmr_resilience_covers(c, kind);
+    bool noreply = b->noreply && (writes(kind) || kind == LMR_OP_ARITH) && !resilient;
+    bool buffered = b->buffer_requests && writes(kind) && !resilient;
     memcached_return_t rc;
     if (buffered) {
         memcached_request_st *detached = lmr_request_new_detached(c, kind);
@@ -159,16 +173,17 @@ memcached_return_t lmr_op_blocking(memcached_st *ptr, memcached_request_st *req,
         if (rc == MEMCACHED_SUCCESS)
             rc = lmr_io_wait(c, req);
     }
-    if (writes(kind) && (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_BUFFERED))
+    if (writes(kind) && !resilient && (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_BUFFERED))
         issue_replicas(c, group_key ? group_key : args->key,
                        group_key ? group_key_length : args->key_length, kind, args);
-    if (rc == MEMCACHED_SUCCESS && (noreply || (writes(kind) && b->number_of_replicas > 0)))
+    if (rc == MEMCACHED_SUCCESS &&
+        (noreply || (writes(kind) && (b->number_of_replicas > 0 || resilient))))
         lmr_io_push_all(c); /* requests without replies: on their way before the call returns */
     if (noreply && b->binary_protocol)
         lmr_io_note_quiet(c);
     const char *why = NULL;
     if (rc != MEMCACHED_SUCCESS && rc != MEMCACHED_BUFFERED && rc != MEMCACHED_NOTFOUND &&
-        rc != MEMCACHED_BAD_KEY_PROVIDED && rc != MEMCACHED_NO_SERVERS) {
+        rc != MEMCACHED_BAD_KEY_PROVIDED && rc != MEMCACHED_NO_SERVERS && !resilient) {
         uint32_t i = lmr_client_pick_index(c, group_key ? group_key : args->key,
                                            group_key ? group_key_length : args->key_length);
         if (i != UINT32_MAX)

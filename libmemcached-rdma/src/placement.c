@@ -185,10 +185,9 @@ struct lmr_placement *lmr_placement_build(const struct lmr_placement_config *cfg
     return p;
 }
 
-static uint32_t continuum_lookup(const struct lmr_placement *p, uint32_t hash)
+/* Index of the first point at or after hash (wrapping). */
+static uint32_t continuum_position(const struct lmr_placement *p, uint32_t hash)
 {
-    if (p->point_count == 0)
-        return 0;
     /* first point whose value is >= hash */
     uint32_t lo = 0, hi = p->point_count;
     while (lo < hi) {
@@ -198,9 +197,14 @@ static uint32_t continuum_lookup(const struct lmr_placement *p, uint32_t hash)
         else
             hi = mid;
     }
-    if (lo == p->point_count)
-        lo = 0;
-    return p->points[lo].server;
+    return lo == p->point_count ? 0 : lo;
+}
+
+static uint32_t continuum_lookup(const struct lmr_placement *p, uint32_t hash)
+{
+    if (p->point_count == 0)
+        return 0;
+    return p->points[continuum_position(p, hash)].server;
 }
 
 uint32_t lmr_placement_pick(const struct lmr_placement *p, const char *key, size_t len)
@@ -215,6 +219,39 @@ uint32_t lmr_placement_pick(const struct lmr_placement *p, const char *key, size
     if (p->distribution == DIST_VIRTUAL_BUCKET)
         return hash & (p->server_count - 1); /* libmemcached without a bucket table */
     return hash % p->server_count;
+}
+
+void lmr_placement_pick_distinct(const struct lmr_placement *p, const char *key, size_t len,
+                                 uint32_t n, uint32_t *out)
+{
+    uint32_t count = p->server_count;
+    if (n > count)
+        n = count;
+    if (n == 0)
+        return;
+    uint32_t hash = count > 1 ? lmr_hash(p->key_hash, key, len) : 0;
+    uint32_t found = 0;
+    if (p->consistent && p->point_count > 0) {
+        uint32_t at = continuum_position(p, hash);
+        for (uint32_t step = 0; step < p->point_count && found < n; step++) {
+            uint32_t server = p->points[(at + step) % p->point_count].server;
+            bool seen = false;
+            for (uint32_t i = 0; i < found && !seen; i++)
+                seen = out[i] == server;
+            if (!seen)
+                out[found++] = server;
+        }
+    }
+    /* modula, or servers without points on the continuum (weight 0) */
+    uint32_t start = count > 1 ? hash % count : 0;
+    for (uint32_t step = 0; step < count && found < n; step++) {
+        uint32_t server = (start + step) % count;
+        bool seen = false;
+        for (uint32_t i = 0; i < found && !seen; i++)
+            seen = out[i] == server;
+        if (!seen)
+            out[found++] = server;
+    }
 }
 
 void lmr_placement_free(struct lmr_placement *p)

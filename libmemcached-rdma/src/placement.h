@@ -45,6 +45,13 @@ struct lmr_placement *lmr_placement_build(const struct lmr_placement_config *cfg
 /* Index in [0,n) of the server that owns key[0..len) (0 when n is 0). */
 uint32_t lmr_placement_pick(const struct lmr_placement *p, const char *key, size_t len);
 
+/* The first n distinct servers for key (n <= server count) into out[0..n):
+ * the owner, then the servers of the next continuum points (consistent
+ * distributions) or the next indices (modula, and in place of RANDOM and
+ * virtual buckets, whose owner is not a function of the key). */
+void lmr_placement_pick_distinct(const struct lmr_placement *p, const char *key, size_t len,
+                                 uint32_t n, uint32_t *out);
+
 void lmr_placement_free(struct lmr_placement *p);
 
 #endif

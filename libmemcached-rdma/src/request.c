@@ -30,12 +30,16 @@ void lmr_request_prepare(memcached_request_st *req, struct lmr_client *client,
     char *lib_buffer = req->lib_buffer;
     size_t lib_capacity = req->lib_capacity;
     bool detached = req->detached;
+    struct lmr_group *group = req->group;
+    uint32_t child_index = req->child_index;
     release_head(req);
     free(req->body_copy);
     lmr_request_init(req);
     req->lib_buffer = lib_buffer;
     req->lib_capacity = lib_capacity;
     req->detached = detached;
+    req->group = group;
+    req->child_index = child_index;
     req->head = req->head_inline;
     req->client = client;
     req->kind = kind;
@@ -88,5 +92,25 @@ bool lmr_request_copy_body(memcached_request_st *req)
     memcpy(copy, req->body, req->body_length);
     req->body_copy = copy;
     req->body = copy;
+    return true;
+}
+
+bool lmr_request_append_head(memcached_request_st *req, const char *bytes, size_t length)
+{
+    size_t need = req->head_length + length;
+    if (req->head == req->head_inline && need > LMR_HEAD_INLINE) {
+        char *big = malloc(need);
+        if (big == NULL)
+            return false;
+        memcpy(big, req->head, req->head_length);
+        req->head = big;
+    } else if (req->head != req->head_inline) {
+        char *big = realloc(req->head, need);
+        if (big == NULL)
+            return false;
+        req->head = big;
+    }
+    memcpy(req->head + req->head_length, bytes, length);
+    req->head_length = need;
     return true;
 }

@@ -65,9 +65,14 @@ struct lmr_op_args {
     struct lmr_stat_sink *stats; /* STATS: where pairs go */
     bool copy_value;             /* STORE: copy the value before sending (bset) */
     bool want_cas; /* GET: the CAS even without SUPPORT_CAS (text: "gets", not "get") */
+    /* STORE: bytes stored in front of the value (a chunk header), sent from
+     * the request's head so that the value itself stays zero-copy */
+    const char *value_prefix;
+    size_t value_prefix_length;
 };
 
 struct lmr_stat_sink; /* stats.c */
+struct lmr_group;     /* group.h */
 
 struct memcached_request_st {
     struct lmr_client *client;
@@ -106,6 +111,11 @@ struct memcached_request_st {
     uint64_t number; /* ARITH result */
     struct lmr_stat_sink *stats;
 
+    /* a parent request: its group of children (group.h) while in progress;
+     * a child: the group it belongs to and its place there */
+    struct lmr_group *group;
+    uint32_t child_index;
+
     /* last: resetting a request clears everything before it, not this
      * (a head is written before it is read) */
     char head_inline[LMR_HEAD_INLINE];
@@ -124,6 +134,8 @@ void lmr_request_release(memcached_request_st *req);
 memcached_request_st *lmr_request_new_detached(struct lmr_client *client, enum lmr_op_kind kind);
 /* Makes sure the head buffer holds `need` bytes; false on ENOMEM. */
 bool lmr_request_reserve_head(memcached_request_st *req, size_t need);
+/* Appends bytes to the head (growing it as needed); false on ENOMEM. */
+bool lmr_request_append_head(memcached_request_st *req, const char *bytes, size_t length);
 /* Makes the body an owned copy of itself; false on ENOMEM. */
 bool lmr_request_copy_body(memcached_request_st *req);
 

@@ -54,18 +54,26 @@ static bool can_connect(const struct test_server *s)
     return rc == 0;
 }
 
-static bool start_once(struct test_server *s, bool unix_socket, const char *const *extra)
+/* Starts the server on s's port or socket path when `again`, else on new
+ * ones, with the extra arguments (NULL-terminated, or NULL). */
+static bool start_once(struct test_server *s, bool unix_socket, bool again,
+                       const char *const *extra)
 {
     const char *binary = getenv("MC_SERVER");
     if (binary == NULL || binary[0] == '\0')
         binary = "/usr/bin/memcached";
     char port_text[16];
-    memset(s, 0, sizeof(*s));
-    if (unix_socket) {
+    if (again) { /* the same port or path */
+        s->pid = 0;
+        if (unix_socket)
+            unlink(s->socket_path);
+    } else if (unix_socket) {
+        memset(s, 0, sizeof(*s));
         snprintf(s->socket_path, sizeof(s->socket_path), "/tmp/lmr-test-%d-%ld.sock", (int)getpid(),
                  (long)random());
         unlink(s->socket_path);
     } else {
+        memset(s, 0, sizeof(*s));
         s->port = test_unused_port();
         if (s->port == 0)
             return false;
@@ -129,9 +137,14 @@ bool test_server_start_args(struct test_server *s, bool unix_socket, const char 
         seeded = true;
     }
     for (int attempt = 0; attempt < 5; attempt++)
-        if (start_once(s, unix_socket, extra))
+        if (start_once(s, unix_socket, false, extra))
             return true;
     return false;
+}
+
+bool test_server_restart(struct test_server *s)
+{
+    return start_once(s, s->port == 0, true, NULL);
 }
 
 void test_server_stop(struct test_server *s, bool hard)

@@ -19,6 +19,8 @@ struct test_server {
 bool test_server_start(struct test_server *s, bool unix_socket);
 /* The same with more server arguments (NULL-terminated), e.g. "-S". */
 bool test_server_start_args(struct test_server *s, bool unix_socket, const char *const *extra);
+/* Starts a stopped server again, empty, on its old port or socket path. */
+bool test_server_restart(struct test_server *s);
 /* SIGTERM (or SIGKILL when hard) and reap. */
 void test_server_stop(struct test_server *s, bool hard);
 void test_server_pause(struct test_server *s);  /* SIGSTOP */

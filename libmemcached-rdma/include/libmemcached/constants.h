@@ -33,6 +33,13 @@
 
 /* Default cap on requests in flight per server (non-blocking API). */
 #define MEMCACHED_DEFAULT_REQUEST_WINDOW 1024
+/* Values of MEMCACHED_BEHAVIOR_REPLICATION and _ERASURE_CODING. */
+#define MEMCACHED_REPLICATION_ASYNC_FLAG 0x10000u
+#define MEMCACHED_REPLICATION_SYNC(copies) ((uint64_t)(copies))
+#define MEMCACHED_REPLICATION_ASYNC(copies) ((uint64_t)(copies) | MEMCACHED_REPLICATION_ASYNC_FLAG)
+#define MEMCACHED_ERASURE_CODING(data_chunks, parity_chunks)                                       \
+    (((uint64_t)(data_chunks) << 8) | (uint64_t)(parity_chunks))
+#define MEMCACHED_DEFAULT_ERASURE_CODING_THRESHOLD 1024
 
 enum memcached_return_t {
     MEMCACHED_SUCCESS,                          /* 0 */
@@ -131,7 +138,16 @@ enum memcached_behavior_t {
     MEMCACHED_BEHAVIOR_SERVER_TIMEOUT_LIMIT,   /* 37 */
     MEMCACHED_BEHAVIOR_MAX,                    /* 38 */
     /* libmemcached-rdma additions, numbered far from the shared range: */
-    MEMCACHED_BEHAVIOR_REQUEST_WINDOW = 1000 /* cap on requests in flight per server */
+    MEMCACHED_BEHAVIOR_REQUEST_WINDOW = 1000, /* cap on requests in flight per server */
+    /* F copies of every value (2..32; 0 or 1: off), or'ed with
+     * MEMCACHED_REPLICATION_ASYNC_FLAG for asynchronous copies */
+    MEMCACHED_BEHAVIOR_REPLICATION = 1001,
+    /* Reed-Solomon: MEMCACHED_ERASURE_CODING(K, M) (0: off) */
+    MEMCACHED_BEHAVIOR_ERASURE_CODING = 1002,
+    /* values shorter than this many bytes are replicated, not coded */
+    MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD = 1003,
+    /* copies and chunks that could not be written (get; set 0 to reset) */
+    MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES = 1004
 };
 typedef enum memcached_behavior_t memcached_behavior_t;
 

@@ -1,0 +1,577 @@
+/* benchmarks/ohb_memlat_resilience.c: the cost of resilience in
+ * libmemcached-rdma. It starts five servers of its own (--server-binary,
+ * on loopback TCP or, with --unix, Unix sockets) and, for value sizes
+ * doubling from --min-size to --max-size, times blocking sets and gets and
+ * non-blocking ones (a window of 64 isets or igets, time per operation)
+ * under four schemes: none, synchronous replication with 3 copies,
+ * asynchronous replication with 3 copies and RS(3,2) erasure coding; then
+ * gets with one and two servers killed (SIGKILL); memory efficiency (the
+ * servers' `bytes` summed over what the program stored); and the time of
+ * encoding and of decoding with two chunks lost, per size, next to the set
+ * latency. Tables with ratios; --csv writes every number. */
+#include "ohb_common.h"
+
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../libmemcached-rdma/src/erasure.h"
+
+#define SERVERS 5
+#define WINDOW 64
+#define MAX_SIZES 32
+
+static const char usage[] =
+    "usage: ohb_memlat_resilience [--server-binary=PATH] [--unix] [--min-size=N] [--max-size=N]\n"
+    "                             [--iterations=N] [--max-time=SECONDS] [--csv=FILE]\n"
+    "                             [--ec-threshold=BYTES]\n"
+    "  Starts five servers (PATH, default /usr/bin/memcached) and measures set/get latency\n"
+    "  for none, Sync-Rep=3, Async-Rep=3 and RS(3,2), blocking and with a window of 64,\n"
+    "  degraded gets, memory efficiency and coding time. Sizes accept k and m suffixes.\n";
+
+enum scheme { NONE, SYNC_REP, ASYNC_REP, RS, SCHEMES };
+static const char *scheme_names[SCHEMES] = {"none", "Sync-Rep=3", "Async-Rep=3", "RS(3,2)"};
+static const char *csv_names[SCHEMES] = {"none", "sync-rep-3", "async-rep-3", "rs-3-2"};
+
+struct server {
+    pid_t pid;
+    unsigned port;
+    char path[108];
+};
+
+static struct server servers[SERVERS];
+static const char *server_binary = "/usr/bin/memcached";
+static bool over_unix;
+static size_t min_size = 1024, max_size = 1048576;
+static unsigned iterations = 200;
+static double max_seconds = 0.3;
+static FILE *csv;
+static long long ec_threshold = -1; /* -1: the library's default */
+
+static unsigned free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sin);
+    unsigned port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sin, &len) == 0)
+        port = ntohs(sin.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* Starts server i (again, on the same port or path, when it ran before). */
+static bool server_start(int i)
+{
+    struct server *s = &servers[i];
+    if (over_unix && s->path[0] == '\0')
+        snprintf(s->path, sizeof(s->path), "/tmp/ohb-res-%d-%d.sock", (int)getpid(), i);
+    if (!over_unix && s->port == 0)
+        s->port = free_port();
+    if (over_unix)
+        unlink(s->path);
+    char port[16];
+    snprintf(port, sizeof(port), "%u", s->port);
+    s->pid = fork();
+    if (s->pid < 0)
+        return false;
+    if (s->pid == 0) {
+        const char *argv[16];
+        int n = 0;
+        argv[n++] = server_binary;
+        if (over_unix) {
+            argv[n++] = "-s";
+            argv[n++] = s->path;
+        } else {
+            argv[n++] = "-p";
+            argv[n++] = port;
+            argv[n++] = "-l";
+            argv[n++] = "127.0.0.1";
+        }
+        argv[n++] = "-U";
+        argv[n++] = "0";
+        argv[n++] = "-m";
+        argv[n++] = "512";
+        argv[n++] = "-t";
+        argv[n++] = "1";
+        argv[n++] = "-I"; /* 1 MiB values whole, with their key and header */
+        argv[n++] = "2m";
+        if (geteuid() == 0) {
+            argv[n++] = "-u";
+            argv[n++] = "root";
+        }
+        argv[n] = NULL;
+        execv(server_binary, (char *const *)argv);
+        _exit(127);
+    }
+    for (int tries = 0; tries < 500; tries++) { /* up to 5 s */
+        memcached_st *probe = memcached_create(NULL);
+        if (over_unix)
+            memcached_server_add_unix_socket(probe, s->path);
+        else
+            memcached_server_add(probe, "127.0.0.1", (in_port_t)s->port);
+        memcached_return_t rc = memcached_version(probe);
+        memcached_free(probe);
+        if (rc == MEMCACHED_SUCCESS)
+            return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+static void server_kill(int i)
+{
+    if (servers[i].pid > 0) {
+        kill(servers[i].pid, SIGKILL);
+        waitpid(servers[i].pid, NULL, 0);
+        servers[i].pid = 0;
+    }
+}
+
+static memcached_st *client(enum scheme scheme)
+{
+    memcached_st *memc = memcached_create(NULL);
+    for (int i = 0; i < SERVERS; i++) {
+        if (over_unix)
+            memcached_server_add_unix_socket(memc, servers[i].path);
+        else
+            memcached_server_add(memc, "127.0.0.1", (in_port_t)servers[i].port);
+    }
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, 1);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_TCP_NODELAY, 1);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, 3600);
+    if (scheme == SYNC_REP)
+        memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_REPLICATION, MEMCACHED_REPLICATION_SYNC(3));
+    if (scheme == ASYNC_REP)
+        memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_REPLICATION,
+                               MEMCACHED_REPLICATION_ASYNC(3));
+    if (scheme == RS) {
+        memcached_return_t rc = memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING,
+                                                       MEMCACHED_ERASURE_CODING(3, 2));
+        if (rc != MEMCACHED_SUCCESS)
+            ohb_fail(memc, "ERASURE_CODING", rc);
+        if (ec_threshold >= 0)
+            memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD,
+                                   (uint64_t)ec_threshold);
+    }
+    return memc;
+}
+
+/* Every server killed and started again, empty. */
+static void restart_all(void)
+{
+    for (int i = 0; i < SERVERS; i++) {
+        server_kill(i);
+        if (!server_start(i)) {
+            fprintf(stderr, "could not restart %s\n", server_binary);
+            exit(1);
+        }
+    }
+}
+
+static void flush_all(void)
+{
+    memcached_st *memc = client(NONE);
+    memcached_flush(memc, 0);
+    memcached_free(memc);
+}
+
+static bool stored(memcached_return_t rc)
+{
+    return rc == MEMCACHED_SUCCESS || rc == MEMCACHED_SOME_ERRORS;
+}
+
+/* The median microseconds of blocking sets (get: false) of size bytes on
+ * key, over up to `iterations` operations or max_seconds (the median: the
+ * machine is shared, and a stall of someone else's should not count). */
+static double timed(memcached_st *memc, const char *key, size_t key_length, bool set,
+                    const char *value, size_t size)
+{
+    static double *samples;
+    if (samples == NULL && (samples = malloc(iterations * sizeof(*samples))) == NULL) {
+        fprintf(stderr, "out of memory for %u timings\n", iterations);
+        exit(1);
+    }
+    double deadline = ohb_now_us() + max_seconds * 1e6;
+    unsigned done = 0;
+    while (done < iterations && (done < 3 || ohb_now_us() < deadline)) {
+        double start = ohb_now_us();
+        memcached_return_t rc;
+        if (set) {
+            rc = memcached_set(memc, key, key_length, value, size, 0, 0);
+            if (!stored(rc))
+                ohb_fail(memc, "memcached_set", rc);
+        } else {
+            size_t length;
+            char *got = memcached_get(memc, key, key_length, &length, NULL, &rc);
+            if (got == NULL || length != size)
+                ohb_fail(memc, "memcached_get", rc);
+            free(got);
+        }
+        samples[done++] = ohb_now_us() - start;
+    }
+    return ohb_median(samples, done);
+}
+
+/* Blocking sets (get: false) of size bytes on a key named by tag and size,
+ * which is stored first. */
+static double blocking(memcached_st *memc, const char *tag, bool set, const char *value,
+                       size_t size)
+{
+    char key[64];
+    size_t key_length = (size_t)snprintf(key, sizeof(key), "res:%s:%zu", tag, size);
+    memcached_return_t rc = memcached_set(memc, key, key_length, value, size, 0, 0);
+    if (!stored(rc))
+        ohb_fail(memc, "memcached_set", rc);
+    memcached_wait_all(memc);
+    double median = timed(memc, key, key_length, set, value, size);
+    memcached_wait_all(memc); /* async copies settle outside the timing of gets */
+    return median;
+}
+
+/* Mean microseconds per operation with WINDOW isets (or igets) in flight. */
+static double windowed(memcached_st *memc, bool set, const char *value, size_t size, char *into,
+                       memcached_request_st **reqs)
+{
+    char keys[WINDOW][64];
+    size_t lengths[WINDOW];
+    for (int i = 0; i < WINDOW; i++) {
+        lengths[i] = (size_t)snprintf(keys[i], sizeof(keys[i]), "resnb:%zu:%d", size, i);
+        memcached_return_t rc = memcached_set(memc, keys[i], lengths[i], value, size, 0, 0);
+        if (!stored(rc))
+            ohb_fail(memc, "memcached_set", rc);
+    }
+    memcached_wait_all(memc);
+    double start = ohb_now_us(), deadline = start + max_seconds * 1e6;
+    unsigned rounds = 0;
+    while (rounds < 2 || (rounds * WINDOW < iterations && ohb_now_us() < deadline)) {
+        for (int i = 0; i < WINDOW; i++) {
+            memcached_return_t rc =
+                set ? memcached_iset(memc, keys[i], lengths[i], value, size, 0, 0, reqs[i])
+                    : memcached_iget(memc, keys[i], lengths[i], into + (size_t)i * size, size,
+                                     reqs[i]);
+            if (rc != MEMCACHED_SUCCESS)
+                ohb_fail(memc, set ? "memcached_iset" : "memcached_iget", rc);
+        }
+        for (int i = 0; i < WINDOW; i++) {
+            memcached_return_t rc = memcached_wait(memc, reqs[i]);
+            if (!stored(rc))
+                ohb_fail(memc, "memcached_wait", rc);
+        }
+        rounds++;
+    }
+    double per = (ohb_now_us() - start) / (rounds * WINDOW);
+    memcached_wait_all(memc);
+    return per;
+}
+
+static void csv_row(const char *section, enum scheme scheme, size_t size, double value)
+{
+    if (csv != NULL)
+        fprintf(csv, "%s,%s,%zu,%.3f\n", section, csv_names[scheme], size, value);
+}
+
+static size_t sizes[MAX_SIZES];
+static unsigned size_count;
+
+/* latency[scheme][size] for one measurement, printed with ratios */
+static void print_latency(const char *title, const char *section, double latency[][MAX_SIZES],
+                          enum scheme ratio_of, enum scheme ratio_to)
+{
+    printf("\n# %s\n# %-10s", title, "Size");
+    for (int s = 0; s < SCHEMES; s++)
+        printf(" %13s", scheme_names[s]);
+    printf(" %9s\n", ratio_of == RS && ratio_to == SYNC_REP ? "RS/Sync" : "RS/Async");
+    for (unsigned z = 0; z < size_count; z++) {
+        printf("%-12zu", sizes[z]);
+        for (int s = 0; s < SCHEMES; s++) {
+            printf(" %13.2f", latency[s][z]);
+            csv_row(section, (enum scheme)s, sizes[z], latency[s][z]);
+        }
+        printf(" %9.2f\n", latency[ratio_of][z] / latency[ratio_to][z]);
+    }
+}
+
+static uint64_t servers_bytes(void)
+{
+    uint64_t total = 0;
+    for (int i = 0; i < SERVERS; i++) {
+        memcached_st *memc = memcached_create(NULL);
+        if (over_unix)
+            memcached_server_add_unix_socket(memc, servers[i].path);
+        else
+            memcached_server_add(memc, "127.0.0.1", (in_port_t)servers[i].port);
+        memcached_return_t rc;
+        memcached_stat_st *stats = memcached_stat(memc, NULL, &rc);
+        if (stats != NULL)
+            total += stats[0].bytes;
+        memcached_stat_free(memc, stats);
+        memcached_free(memc);
+    }
+    return total;
+}
+
+/* The servers' bytes over the bytes stored, for 16 values of each size. */
+static void memory_efficiency(void)
+{
+    enum { VALUES = 16 };
+    const enum scheme measured[] = {NONE, SYNC_REP, RS};
+    printf("\n# Memory efficiency: sum of `bytes` over the servers / bytes stored (%d values)\n",
+           VALUES);
+    printf("# %-10s %13s %13s %13s\n", "Size", "none", "Rep=3", "RS(3,2)");
+    char *value = ohb_value_new(max_size);
+    static double ratio[3][MAX_SIZES];
+    for (int s = 0; s < 3; s++) {
+        restart_all(); /* empty servers: nothing flushed still counts */
+        memcached_st *memc = client(measured[s]);
+        for (unsigned z = 0; z < size_count; z++) {
+            uint64_t before = servers_bytes();
+            for (int v = 0; v < VALUES; v++) {
+                char key[64];
+                size_t key_length = (size_t)snprintf(key, sizeof(key), "mem:%zu:%d", sizes[z], v);
+                memcached_return_t rc = memcached_set(memc, key, key_length, value, sizes[z], 0, 0);
+                if (!stored(rc))
+                    ohb_fail(memc, "memcached_set", rc);
+            }
+            ratio[s][z] = (double)(servers_bytes() - before) / ((double)sizes[z] * VALUES);
+            csv_row("memory", measured[s], sizes[z], ratio[s][z]);
+        }
+        memcached_free(memc);
+    }
+    for (unsigned z = 0; z < size_count; z++)
+        printf("%-12zu %13.2f %13.2f %13.2f\n", sizes[z], ratio[0][z], ratio[1][z], ratio[2][z]);
+    free(value);
+    restart_all();
+}
+
+/* Encoding and decoding (two data chunks lost) alone, per size. */
+static void coding_time(double set_latency[][MAX_SIZES])
+{
+    printf("\n# Coding time, RS(3,2): encode, decode with 2 data chunks lost, and the set\n");
+    printf("# %-10s %13s %13s %13s %9s\n", "Size", "Encode(us)", "Decode(us)", "RS set(us)",
+           "Enc/Set");
+    int *matrix = lmr_ec_matrix(3, 2);
+    char *value = ohb_value_new(max_size);
+    for (unsigned z = 0; z < size_count; z++) {
+        size_t chunk = lmr_ec_chunk_size(sizes[z], 3);
+        char *work = aligned_alloc(16, 5 * chunk);
+        char *slots[5];
+        for (int i = 0; i < 5; i++)
+            slots[i] = work + (size_t)i * chunk;
+        memset(work, 0, 3 * chunk);
+        memcpy(work, value, sizes[z]);
+        unsigned rounds = 0;
+        double start = ohb_now_us();
+        while (rounds < 3 || (rounds < iterations && ohb_now_us() - start < max_seconds * 1e6)) {
+            lmr_ec_encode(3, 2, matrix, slots, slots + 3, chunk);
+            rounds++;
+        }
+        double encode = (ohb_now_us() - start) / rounds;
+        rounds = 0;
+        start = ohb_now_us();
+        while (rounds < 3 || (rounds < iterations && ohb_now_us() - start < max_seconds * 1e6)) {
+            int erasures[] = {0, 1, -1};
+            if (!lmr_ec_decode(3, 2, matrix, erasures, slots, slots + 3, chunk)) {
+                fprintf(stderr, "decode failed\n");
+                exit(1);
+            }
+            rounds++;
+        }
+        double decode = (ohb_now_us() - start) / rounds;
+        if (memcmp(work, value, sizes[z]) != 0) {
+            fprintf(stderr, "decode gave other bytes at size %zu\n", sizes[z]);
+            exit(1);
+        }
+        printf("%-12zu %13.2f %13.2f %13.2f %9.2f\n", sizes[z], encode, decode, set_latency[RS][z],
+               encode / set_latency[RS][z]);
+        csv_row("encode", RS, sizes[z], encode);
+        csv_row("decode", RS, sizes[z], decode);
+        free(work);
+    }
+    free(value);
+    free(matrix);
+}
+
+static void parse(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"server-binary", required_argument, NULL, 'b'},
+        {"unix", no_argument, NULL, 'u'},
+        {"min-size", required_argument, NULL, 'n'},
+        {"max-size", required_argument, NULL, 'x'},
+        {"iterations", required_argument, NULL, 'i'},
+        {"max-time", required_argument, NULL, 't'},
+        {"csv", required_argument, NULL, 'c'},
+        {"ec-threshold", required_argument, NULL, 'e'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int opt;
+    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        char *end = NULL;
+        switch (opt) {
+        case 'b':
+            server_binary = optarg;
+            break;
+        case 'u':
+            over_unix = true;
+            break;
+        case 'n':
+        case 'x': {
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (*end == 'k' || *end == 'K')
+                v <<= 10, end++;
+            else if (*end == 'm' || *end == 'M')
+                v <<= 20, end++;
+            if (*end != '\0' || v == 0) {
+                fputs(usage, stderr);
+                exit(2);
+            }
+            *(opt == 'n' ? &min_size : &max_size) = (size_t)v;
+            break;
+        }
+        case 'i':
+            iterations = (unsigned)strtoul(optarg, &end, 10);
+            break;
+        case 't':
+            max_seconds = strtod(optarg, &end);
+            break;
+        case 'e':
+            ec_threshold = strtoll(optarg, &end, 10);
+            break;
+        case 'c':
+            csv = fopen(optarg, "w");
+            if (csv == NULL) {
+                perror(optarg);
+                exit(1);
+            }
+            fprintf(csv, "section,scheme,size,value\n");
+            break;
+        default:
+            fputs(usage, stderr);
+            exit(opt == 'h' ? 0 : 2);
+        }
+        if (end != NULL && *end != '\0') {
+            fputs(usage, stderr);
+            exit(2);
+        }
+    }
+    if (min_size > max_size || iterations == 0 || max_seconds <= 0) {
+        fputs(usage, stderr);
+        exit(2);
+    }
+}
+
+/* At any exit, also ohb_fail's: the servers go with the program. */
+static void kill_servers(void)
+{
+    for (int i = SERVERS; i > 0; i--)
+        server_kill(i - 1);
+    if (over_unix)
+        for (int i = 0; i < SERVERS; i++)
+            unlink(servers[i].path);
+}
+
+int main(int argc, char **argv)
+{
+    parse(argc, argv);
+    atexit(kill_servers);
+    signal(SIGPIPE, SIG_IGN);
+    for (size_t size = min_size; size <= max_size && size_count < MAX_SIZES; size *= 2)
+        sizes[size_count++] = size;
+    for (int i = 0; i < SERVERS; i++) {
+        if (!server_start(i)) {
+            fprintf(stderr, "could not start %s\n", server_binary);
+            return 1;
+        }
+    }
+    printf("# OHB Memcached Resilience Test\n");
+    printf("# Servers: 5 x %s over %s, binary protocol  Iterations: <= %u or %.2f s per size"
+           "  Clock: %s\n",
+           server_binary, over_unix ? "Unix sockets" : "TCP", iterations, max_seconds,
+           ohb_clock_name());
+
+    static double set_block[SCHEMES][MAX_SIZES], get_block[SCHEMES][MAX_SIZES];
+    static double set_window[SCHEMES][MAX_SIZES], get_window[SCHEMES][MAX_SIZES];
+    char *value = ohb_value_new(max_size);
+    char *into = malloc((size_t)WINDOW * max_size);
+    for (int s = 0; s < SCHEMES; s++) {
+        memcached_st *memc = client((enum scheme)s);
+        memcached_request_st *reqs[WINDOW];
+        for (int i = 0; i < WINDOW; i++)
+            reqs[i] = memcached_request_create(memc);
+        for (unsigned z = 0; z < size_count; z++) {
+            set_block[s][z] = blocking(memc, "run", true, value, sizes[z]);
+            get_block[s][z] = blocking(memc, "run", false, value, sizes[z]);
+            set_window[s][z] = windowed(memc, true, value, sizes[z], into, reqs);
+            get_window[s][z] = windowed(memc, false, value, sizes[z], into, reqs);
+        }
+        for (int i = WINDOW; i > 0; i--)
+            memcached_request_free(reqs[i - 1]);
+        memcached_free(memc);
+        flush_all();
+    }
+    print_latency("Set latency, blocking (median us)", "set", set_block, RS, SYNC_REP);
+    print_latency("Get latency, blocking (median us)", "get", get_block, RS, ASYNC_REP);
+    print_latency("Set, window of 64 (us per operation)", "set_window64", set_window, RS, SYNC_REP);
+    print_latency("Get, window of 64 (us per operation)", "get_window64", get_window, RS,
+                  ASYNC_REP);
+    fflush(stdout);
+
+    memory_efficiency();
+    coding_time(set_block);
+    fflush(stdout);
+
+    /* degraded gets: values written with all servers up, then one and two
+     * servers killed (each key's copies and chunks include some of them) */
+    static double degraded[2][3][MAX_SIZES]; /* [RS, Async-Rep][killed][size] */
+    const enum scheme kept[2] = {RS, ASYNC_REP};
+    const char *tags[2] = {"rs", "async"};
+    memcached_st *readers[2];
+    for (int k = 0; k < 2; k++) {
+        readers[k] = client(kept[k]);
+        for (unsigned z = 0; z < size_count; z++)
+            degraded[k][0][z] = blocking(readers[k], tags[k], false, value, sizes[z]);
+    }
+    for (int killed = 1; killed <= 2; killed++) {
+        server_kill(killed - 1);
+        for (int k = 0; k < 2; k++)
+            for (unsigned z = 0; z < size_count; z++) {
+                /* the value was stored with every server up: read it only */
+                char key[64];
+                size_t key_length =
+                    (size_t)snprintf(key, sizeof(key), "res:%s:%zu", tags[k], sizes[z]);
+                degraded[k][killed][z] = timed(readers[k], key, key_length, false, value, sizes[z]);
+            }
+    }
+    printf("\n# Degraded get latency, blocking (median us), servers killed with SIGKILL\n");
+    printf("# %-10s %9s %9s %9s %9s %9s %9s %9s\n", "Size", "RS-0", "RS-1", "RS-2", "Async-0",
+           "Async-1", "Async-2", "RS-2/A-2");
+    for (unsigned z = 0; z < size_count; z++) {
+        printf("%-12zu", sizes[z]);
+        for (int k = 0; k < 2; k++)
+            for (int killed = 0; killed < 3; killed++) {
+                printf(" %9.2f", degraded[k][killed][z]);
+                char section[32];
+                snprintf(section, sizeof(section), "get_degraded%d", killed);
+                csv_row(section, kept[k], sizes[z], degraded[k][killed][z]);
+            }
+        printf(" %9.2f\n", degraded[0][2][z] / degraded[1][2][z]);
+    }
+    for (int k = 1; k >= 0; k--)
+        memcached_free(readers[k]);
+    free(into);
+    free(value);
+    if (csv != NULL)
+        fclose(csv);
+    return 0;
+}

@@ -1,0 +1,191 @@
+/* erasure.c: the erasure code and chunk headers (see erasure.h). */
+#include "config.h"
+
+#include "erasure.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#ifdef HAVE_JERASURE
+#include <jerasure.h>
+#include <jerasure/reed_sol.h>
+#endif
+
+#define EC_WORD_BITS 8
+static const char ec_magic[4] = {'R', 'S', 'c', '1'};
+enum { EC_VERSION = 1 };
+
+bool lmr_ec_available(void)
+{
+#ifdef HAVE_JERASURE
+    return true;
+#else
+    return false;
+#endif
+}
+
+size_t lmr_ec_chunk_size(uint64_t value_length, uint32_t k)
+{
+    uint64_t per = (value_length + k - 1) / k;
+    per = (per + 15) & ~(uint64_t)15;
+    return per < 16 ? 16 : (size_t)per;
+}
+
+size_t lmr_ec_payload_length(const struct lmr_ec_header *h)
+{
+    if (h->k == 1)
+        return (size_t)h->value_length;
+    size_t cs = lmr_ec_chunk_size(h->value_length, h->k);
+    if (h->index >= h->k)
+        return cs;
+    uint64_t start = (uint64_t)h->index * cs;
+    if (start >= h->value_length)
+        return 0;
+    uint64_t left = h->value_length - start;
+    return left < cs ? (size_t)left : cs;
+}
+
+static void put_u32(char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (char)(v >> (8 * i));
+}
+
+static void put_u64(char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (char)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const char *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = v << 8 | (unsigned char)p[i];
+    return v;
+}
+
+static uint64_t get_u64(const char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | (unsigned char)p[i];
+    return v;
+}
+
+/* A Fletcher-style sum over 64-bit words (two running sums, so the order
+ * of words counts), fast enough to run over every chunk: it tells a chunk
+ * from bytes someone else stored under its key, it is not cryptographic. */
+static uint32_t checksum(const char *header, const char *payload, size_t length)
+{
+    uint64_t a = 0x9e3779b97f4a7c15u, b = length;
+    uint64_t word;
+    for (size_t i = 0; i + 8 <= 28; i += 8) {
+        memcpy(&word, header + i, 8);
+        a += word;
+        b += a;
+    }
+    a += get_u32(header + 24);
+    b += a;
+    size_t i = 0;
+    for (; i + 8 <= length; i += 8) {
+        memcpy(&word, payload + i, 8);
+        a += word;
+        b += a;
+    }
+    if (i < length) {
+        word = 0;
+        memcpy(&word, payload + i, length - i);
+        a += word;
+        b += a;
+    }
+    uint64_t mixed = (a ^ (b * 0xff51afd7ed558ccdu)) * 0xc4ceb9fe1a85ec53u;
+    return (uint32_t)(mixed ^ mixed >> 32);
+}
+
+void lmr_ec_header_write(char out[LMR_EC_HEADER_LENGTH], const struct lmr_ec_header *h,
+                         const char *payload, size_t payload_length)
+{
+    memcpy(out, ec_magic, 4);
+    out[4] = EC_VERSION;
+    out[5] = (char)h->index;
+    out[6] = (char)h->k;
+    out[7] = (char)h->m;
+    put_u64(out + 8, h->value_length);
+    put_u64(out + 16, h->stamp);
+    put_u32(out + 24, h->flags);
+    put_u32(out + 28, checksum(out, payload, payload_length));
+}
+
+bool lmr_ec_header_read(const char *chunk, size_t chunk_length, struct lmr_ec_header *h)
+{
+    if (chunk == NULL || chunk_length < LMR_EC_HEADER_LENGTH || memcmp(chunk, ec_magic, 4) != 0 ||
+        chunk[4] != EC_VERSION)
+        return false;
+    h->index = (unsigned char)chunk[5];
+    h->k = (unsigned char)chunk[6];
+    h->m = (unsigned char)chunk[7];
+    h->value_length = get_u64(chunk + 8);
+    h->stamp = get_u64(chunk + 16);
+    h->flags = get_u32(chunk + 24);
+    if (h->k == 0 || h->m == 0 || h->k + h->m > LMR_EC_MAX_CHUNKS)
+        return false;
+    if (h->k == 1 ? h->index > h->m : h->index >= h->k + h->m)
+        return false;
+    size_t payload = chunk_length - LMR_EC_HEADER_LENGTH;
+    if (h->value_length > (uint64_t)SIZE_MAX / 2 || payload != lmr_ec_payload_length(h))
+        return false;
+    return get_u32(chunk + 28) == checksum(chunk, chunk + LMR_EC_HEADER_LENGTH, payload);
+}
+
+#ifdef HAVE_JERASURE
+/* jerasure builds its GF(2^8) tables on first use into global memory
+ * without a lock: build them once, here, for every thread */
+static pthread_once_t field_once = PTHREAD_ONCE_INIT;
+
+static void field_init(void)
+{
+    galois_init_default_field(EC_WORD_BITS);
+}
+
+int *lmr_ec_matrix(uint32_t k, uint32_t m)
+{
+    pthread_once(&field_once, field_init);
+    return reed_sol_vandermonde_coding_matrix((int)k, (int)m, EC_WORD_BITS);
+}
+
+void lmr_ec_encode(uint32_t k, uint32_t m, const int *matrix, char **data, char **coding,
+                   size_t chunk_size)
+{
+    jerasure_matrix_encode((int)k, (int)m, EC_WORD_BITS, (int *)matrix, data, coding,
+                           (int)chunk_size);
+}
+
+bool lmr_ec_decode(uint32_t k, uint32_t m, const int *matrix, int *erasures, char **data,
+                   char **coding, size_t chunk_size)
+{
+    /* the Vandermonde matrix's first row is all ones (row_k_ones = 1) */
+    return jerasure_matrix_decode((int)k, (int)m, EC_WORD_BITS, (int *)matrix, 1, erasures, data,
+                                  coding, (int)chunk_size) == 0;
+}
+#else
+int *lmr_ec_matrix(uint32_t k, uint32_t m)
+{
+    (void)k;
+    (void)m;
+    return NULL;
+}
+
+void lmr_ec_encode(uint32_t k, uint32_t m, const int *matrix, char **data, char **coding,
+                   size_t chunk_size)
+{
+    (void)k, (void)m, (void)matrix, (void)data, (void)coding, (void)chunk_size;
+}
+
+bool lmr_ec_decode(uint32_t k, uint32_t m, const int *matrix, int *erasures, char **data,
+                   char **coding, size_t chunk_size)
+{
+    (void)k, (void)m, (void)matrix, (void)erasures, (void)data, (void)coding, (void)chunk_size;
+    return false;
+}
+#endif

@@ -1,0 +1,140 @@
+/* group.c: parent requests and their children (see group.h). */
+#include "group.h"
+
+#include <stdlib.h>
+
+#include "ops.h"
+
+bool lmr_group_is_failure(memcached_return_t rc)
+{
+    switch (rc) {
+    case MEMCACHED_SUCCESS:
+    case MEMCACHED_NOTFOUND:
+    case MEMCACHED_NOTSTORED:
+    case MEMCACHED_DATA_EXISTS:
+    case MEMCACHED_E2BIG:
+    case MEMCACHED_END:
+        return false;
+    default:
+        return true;
+    }
+}
+
+static void group_free(struct lmr_group *g)
+{
+    struct lmr_client *c = g->client;
+    if (g->ops->release != NULL)
+        g->ops->release(g);
+    for (uint32_t i = g->child_count; i > 0; i--) {
+        memcached_request_st *child = g->children[i - 1];
+        if (child == NULL)
+            continue;
+        if (child->lib_buffer != NULL && c->spare_count < LMR_SPARE_BUFFERS) {
+            c->spare_buffers[c->spare_count] = child->lib_buffer;
+            c->spare_capacities[c->spare_count++] = child->lib_capacity;
+            child->lib_buffer = NULL;
+            child->lib_capacity = 0;
+        }
+        lmr_request_release(child);
+        free(child);
+    }
+    free(g->children);
+    free(g);
+}
+
+struct lmr_group *lmr_group_create(struct lmr_client *c, memcached_request_st *parent,
+                                   const struct lmr_group_ops *ops, size_t size,
+                                   uint32_t child_count)
+{
+    struct lmr_group *g = calloc(1, size);
+    if (g == NULL)
+        return NULL;
+    g->client = c;
+    g->ops = ops;
+    g->children = calloc(child_count, sizeof(*g->children));
+    if (g->children == NULL) {
+        free(g);
+        return NULL;
+    }
+    g->child_count = child_count;
+    for (uint32_t i = 0; i < child_count; i++) {
+        memcached_request_st *child = calloc(1, sizeof(*child));
+        if (child == NULL) {
+            group_free(g);
+            return NULL;
+        }
+        child->head = child->head_inline;
+        if (c->spare_count > 0) { /* prepare keeps it */
+            child->lib_buffer = c->spare_buffers[--c->spare_count];
+            child->lib_capacity = c->spare_capacities[c->spare_count];
+        }
+        lmr_request_prepare(child, c, LMR_OP_GET);
+        child->group = g;
+        child->child_index = i;
+        g->children[i] = child;
+    }
+    g->parent = parent;
+    parent->group = g;
+    parent->state = LMR_STATE_QUEUED;
+    parent->rc = MEMCACHED_IN_PROGRESS;
+    return g;
+}
+
+static void mark_pending(struct lmr_group *g)
+{
+    if (g->pending)
+        return;
+    g->pending = true;
+    g->next_pending = g->client->pending_groups;
+    g->client->pending_groups = g;
+}
+
+void lmr_group_issue(struct lmr_group *g, uint32_t i, memcached_instance_st *srv,
+                     enum lmr_op_kind kind, const struct lmr_op_args *args)
+{
+    memcached_request_st *child = g->children[i];
+    g->outstanding++;
+    /* a failure code means it was never queued (a request that was queued
+     * and failed completed through the engine, which told the group) */
+    if (lmr_op_issue_to(srv, child, kind, args, false) != MEMCACHED_SUCCESS)
+        lmr_group_child_done(child);
+}
+
+void lmr_group_finish(struct lmr_group *g, memcached_return_t rc)
+{
+    memcached_request_st *parent = g->parent;
+    if (parent == NULL)
+        return;
+    parent->rc = rc;
+    parent->state = LMR_STATE_DONE;
+    parent->group = NULL;
+    g->parent = NULL;
+}
+
+void lmr_group_child_done(memcached_request_st *child)
+{
+    struct lmr_group *g = child->group;
+    g->outstanding--;
+    if (g->count_failures && lmr_group_is_failure(child->rc))
+        g->client->resilience_failures++;
+    if (g->parent != NULL) {
+        mark_pending(g);
+        return;
+    }
+    if (g->outstanding == 0 && !g->pending)
+        group_free(g); /* the last straggler */
+}
+
+void lmr_group_run_pending(struct lmr_client *c)
+{
+    while (c->pending_groups != NULL) {
+        struct lmr_group *g = c->pending_groups;
+        c->pending_groups = g->next_pending;
+        g->pending = false;
+        g->next_pending = NULL;
+        if (g->parent != NULL)
+            g->ops->step(g);
+        if (g->parent == NULL && g->outstanding == 0 && !g->pending)
+            group_free(g);
+    }
+}

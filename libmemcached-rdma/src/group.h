@@ -1,0 +1,61 @@
+/* group.h: parent requests that fan out to child requests on several
+ * servers. A parent is an ordinary memcached_request_st the caller holds;
+ * its group owns the children (heap requests queued on servers like any
+ * other). The engine calls lmr_group_child_done when a child completes and
+ * the group's step runs later, outside any reply parser, from the poll loop
+ * (lmr_group_run_pending): it may issue more children and decides when the
+ * parent completes. A child still in flight when its parent completed (a
+ * straggler) only ever touches library memory and is reaped when it
+ * completes; the group is freed with its last child. */
+#ifndef LMR_GROUP_H
+#define LMR_GROUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "client.h"
+#include "request.h"
+
+struct lmr_group;
+
+struct lmr_group_ops {
+    /* Children completed since the last step: look at them, issue more, or
+     * complete the parent with lmr_group_finish. */
+    void (*step)(struct lmr_group *g);
+    /* Frees what the policy owns (not the group or its children). */
+    void (*release)(struct lmr_group *g);
+};
+
+struct lmr_group {
+    struct lmr_client *client;
+    const struct lmr_group_ops *ops;
+    memcached_request_st *parent; /* NULL once the parent completed */
+    memcached_request_st **children;
+    uint32_t child_count;
+    uint32_t outstanding; /* children issued and not completed */
+    bool count_failures;  /* children's server failures count in the client */
+    bool pending;         /* on the client's list of groups to step */
+    struct lmr_group *next_pending;
+};
+
+/* Allocates a group of `size` bytes (a policy struct whose first member is
+ * the group) with child_count children, ties it to parent and puts parent
+ * in progress. NULL on ENOMEM. */
+struct lmr_group *lmr_group_create(struct lmr_client *c, memcached_request_st *parent,
+                                   const struct lmr_group_ops *ops, size_t size,
+                                   uint32_t child_count);
+/* Issues child i to srv; a child that fails at once is noted as completed. */
+void lmr_group_issue(struct lmr_group *g, uint32_t i, memcached_instance_st *srv,
+                     enum lmr_op_kind kind, const struct lmr_op_args *args);
+/* Completes the parent with rc; the group lives on until its last child
+ * completes. The step must not touch the group after this. */
+void lmr_group_finish(struct lmr_group *g, memcached_return_t rc);
+/* The engine: a child completed (from io.c's completion). */
+void lmr_group_child_done(memcached_request_st *child);
+/* Runs the steps of groups whose children completed (from the poll loop). */
+void lmr_group_run_pending(struct lmr_client *c);
+/* A code that says the server did not answer (as opposed to an answer such
+ * as NOTFOUND or NOTSTORED). */
+bool lmr_group_is_failure(memcached_return_t rc);
+
+#endif

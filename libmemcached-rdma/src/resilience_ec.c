@@ -1,0 +1,410 @@
+/* resilience_ec.c: erasure-coded key operations (see resilience.h and
+ * erasure.h). A set cuts the value into K data chunks sent at once from the
+ * caller's memory, encodes the M parity chunks while those are on their
+ * way, then sends the parity; values below the threshold go whole to M + 1
+ * servers instead. A get asks for the K data chunks in parallel and, when
+ * one is missing, malformed or from another write, for the parity too; it
+ * completes with the first write that K matching chunks (one, for a whole
+ * copy) agree on. Delete and touch go to all K + M servers. */
+#include "resilience.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "erasure.h"
+
+enum chunk_status { CHUNK_NOT_ASKED, CHUNK_ASKED, CHUNK_GOOD, CHUNK_BAD };
+
+struct coded_write {
+    struct lmr_group g;
+    uint32_t quorum; /* chunks a readable value needs */
+    char headers[LMR_EC_MAX_CHUNKS][LMR_EC_HEADER_LENGTH];
+    char *scratch; /* parity, padded data chunks, the value's copy (bset) */
+};
+
+struct coded_read {
+    struct lmr_group g;
+    uint32_t k, m;
+    uint32_t servers[LMR_EC_MAX_CHUNKS];
+    uint8_t status[LMR_EC_MAX_CHUNKS];
+    struct lmr_ec_header headers[LMR_EC_MAX_CHUNKS];
+    memcached_return_t failure; /* the first server failure */
+    struct lmr_op_args args;
+    char key[MEMCACHED_MAX_KEY];
+};
+
+/* Whole-operation results of delete and touch, and of writes. */
+struct coded_all {
+    struct lmr_group g;
+    uint32_t quorum;
+    enum lmr_op_kind kind;
+};
+
+static memcached_return_t done_with(memcached_request_st *req, memcached_return_t rc)
+{
+    req->rc = rc;
+    req->state = LMR_STATE_DONE;
+    return rc;
+}
+
+static uint64_t next_stamp(struct lmr_client *c)
+{
+    while (c->stamp_next == 0) /* a random start: stamps of two clients differ */
+        if (getrandom(&c->stamp_next, sizeof(c->stamp_next), 0) != sizeof(c->stamp_next))
+            c->stamp_next = (uint64_t)(uintptr_t)c ^ 0x5bd1e995u;
+    return c->stamp_next++;
+}
+
+static const int *coding_matrix(struct lmr_client *c, uint32_t k, uint32_t m)
+{
+    if (c->ec_matrix == NULL || c->ec_matrix_k != k || c->ec_matrix_m != m) {
+        free(c->ec_matrix);
+        c->ec_matrix = lmr_ec_matrix(k, m);
+        c->ec_matrix_k = k;
+        c->ec_matrix_m = m;
+    }
+    return c->ec_matrix;
+}
+
+/* ---- writes ---- */
+
+static void coded_write_step(struct lmr_group *g)
+{
+    struct coded_write *w = (struct coded_write *)g;
+    if (g->outstanding == 0)
+        lmr_group_finish(g, lmr_resilience_combine(g, w->quorum, LMR_OP_STORE));
+}
+
+static void coded_write_release(struct lmr_group *g)
+{
+    free(((struct coded_write *)g)->scratch);
+}
+
+static const struct lmr_group_ops coded_write_ops = {
+    .step = coded_write_step,
+    .release = coded_write_release,
+};
+
+static void issue_chunk(struct coded_write *w, uint32_t i, memcached_instance_st *srv,
+                        const struct lmr_op_args *args, const struct lmr_ec_header *h,
+                        const char *payload, size_t payload_length)
+{
+    lmr_ec_header_write(w->headers[i], h, payload, payload_length);
+    struct lmr_op_args chunk = *args;
+    chunk.value = payload;
+    chunk.value_length = payload_length;
+    chunk.value_prefix = w->headers[i];
+    chunk.value_prefix_length = LMR_EC_HEADER_LENGTH;
+    chunk.copy_value = false; /* the payload is the caller's or the group's */
+    lmr_group_issue(&w->g, i, srv, LMR_OP_STORE, &chunk);
+}
+
+static memcached_return_t coded_store(struct lmr_client *c, memcached_request_st *req,
+                                      const uint32_t *servers, const struct lmr_op_args *args)
+{
+    uint32_t k = c->behaviors.ec_data_chunks, m = c->behaviors.ec_parity_chunks;
+    size_t length = args->value_length;
+    bool whole = length < c->behaviors.ec_threshold;
+    const int *matrix = whole ? NULL : coding_matrix(c, k, m);
+    if (!whole && matrix == NULL)
+        return done_with(req, MEMCACHED_MEMORY_ALLOCATION_FAILURE);
+    uint32_t count = whole ? m + 1 : k + m;
+    size_t chunk_size = whole ? 0 : lmr_ec_chunk_size(length, k);
+    size_t copy_at = (size_t)m * chunk_size + (size_t)k * chunk_size;
+    /* 16 spare bytes: parity and padded chunks start at the value's
+     * address modulo 16, as gf-complete wants */
+    char *scratch = malloc(copy_at + (args->copy_value ? length : 0) + 16);
+    struct coded_write *w =
+        scratch == NULL
+            ? NULL
+            : (struct coded_write *)lmr_group_create(c, req, &coded_write_ops, sizeof(*w), count);
+    if (w == NULL) {
+        free(scratch);
+        return done_with(req, MEMCACHED_MEMORY_ALLOCATION_FAILURE);
+    }
+    w->scratch = scratch;
+    w->g.count_failures = true;
+    w->quorum = whole ? 1 : k;
+    const char *value = args->value;
+    char *base = scratch;                 /* where parity and padded chunks go */
+    if (args->copy_value && length > 0) { /* bset: the caller may reuse its buffer */
+        memcpy(base + copy_at, value, length);
+        value = base + copy_at;
+    } else {
+        base += ((uintptr_t)value - (uintptr_t)scratch) & 15;
+    }
+    struct lmr_ec_header h = {
+        .k = whole ? 1 : k,
+        .m = m,
+        .value_length = length,
+        .stamp = next_stamp(c),
+        .flags = args->flags,
+    };
+    if (whole) {
+        for (uint32_t i = 0; i < count; i++) {
+            h.index = i;
+            issue_chunk(w, i, c->servers[servers[i]], args, &h, value, length);
+        }
+        return MEMCACHED_SUCCESS;
+    }
+    /* data chunks go out first, straight from the value; a chunk shorter
+     * than chunk_size is coded from a zero-padded copy */
+    char *data[LMR_EC_MAX_CHUNKS], *coding[LMR_EC_MAX_CHUNKS];
+    char *padded = base + (size_t)m * chunk_size;
+    for (uint32_t i = 0; i < k; i++) {
+        h.index = i;
+        size_t payload = lmr_ec_payload_length(&h);
+        const char *start = payload > 0 ? value + (size_t)i * chunk_size : value;
+        if (payload == chunk_size) {
+            data[i] = (char *)start;
+        } else {
+            data[i] = padded + (size_t)i * chunk_size;
+            if (payload > 0)
+                memcpy(data[i], start, payload);
+            memset(data[i] + payload, 0, chunk_size - payload);
+        }
+        issue_chunk(w, i, c->servers[servers[i]], args, &h, start, payload);
+    }
+    for (uint32_t j = 0; j < m; j++)
+        coding[j] = base + (size_t)j * chunk_size;
+    lmr_ec_encode(k, m, matrix, data, coding, chunk_size);
+    for (uint32_t j = 0; j < m; j++) {
+        h.index = k + j;
+        issue_chunk(w, k + j, c->servers[servers[k + j]], args, &h, coding[j], chunk_size);
+    }
+    return MEMCACHED_SUCCESS;
+}
+
+/* ---- delete, touch ---- */
+
+static void coded_all_step(struct lmr_group *g)
+{
+    struct coded_all *a = (struct coded_all *)g;
+    if (g->outstanding == 0)
+        lmr_group_finish(g, lmr_resilience_combine(g, a->quorum, a->kind));
+}
+
+static const struct lmr_group_ops coded_all_ops = {.step = coded_all_step};
+
+static memcached_return_t coded_everywhere(struct lmr_client *c, memcached_request_st *req,
+                                           enum lmr_op_kind kind, const uint32_t *servers,
+                                           const struct lmr_op_args *args)
+{
+    uint32_t count = c->behaviors.ec_data_chunks + c->behaviors.ec_parity_chunks;
+    struct coded_all *a =
+        (struct coded_all *)lmr_group_create(c, req, &coded_all_ops, sizeof(*a), count);
+    if (a == NULL)
+        return done_with(req, MEMCACHED_MEMORY_ALLOCATION_FAILURE);
+    a->g.count_failures = true;
+    a->quorum = 1;
+    a->kind = kind;
+    for (uint32_t i = 0; i < count; i++)
+        lmr_group_issue(&a->g, i, c->servers[servers[i]], kind, args);
+    return MEMCACHED_SUCCESS;
+}
+
+/* ---- reads ---- */
+
+static bool same_write(const struct lmr_ec_header *a, const struct lmr_ec_header *b)
+{
+    return a->stamp == b->stamp && a->k == b->k && a->value_length == b->value_length &&
+           a->flags == b->flags;
+}
+
+static const char *payload_of(const struct coded_read *r, uint32_t i)
+{
+    return r->g.children[i]->lib_buffer + LMR_EC_HEADER_LENGTH;
+}
+
+/* Completes the parent with the value of the write chunk `first` belongs
+ * to, which has enough good chunks. */
+static void deliver(struct coded_read *r, uint32_t first)
+{
+    struct lmr_group *g = &r->g;
+    memcached_request_st *parent = g->parent;
+    const struct lmr_ec_header *h = &r->headers[first];
+    if (parent->kind == LMR_OP_EXIST) {
+        lmr_group_finish(g, MEMCACHED_SUCCESS);
+        return;
+    }
+    size_t length = (size_t)h->value_length;
+    memcached_return_t rc;
+    char *dest = lmr_resilience_value_destination(parent, length, &rc);
+    parent->flags = h->flags;
+    parent->cas = 0;
+    if (dest == NULL) {
+        lmr_group_finish(g, rc);
+        return;
+    }
+    if (h->k == 1) {
+        memcpy(dest, payload_of(r, first), length);
+        lmr_group_finish(g, MEMCACHED_SUCCESS);
+        return;
+    }
+    uint32_t n = r->k + r->m;
+    size_t chunk_size = lmr_ec_chunk_size(length, r->k);
+    bool have_data = true;
+    for (uint32_t i = 0; i < r->k; i++)
+        have_data = have_data && r->status[i] == CHUNK_GOOD && same_write(&r->headers[i], h);
+    if (have_data) {
+        for (uint32_t i = 0; i < r->k; i++) {
+            size_t payload = lmr_ec_payload_length(&r->headers[i]);
+            if (payload > 0)
+                memcpy(dest + (size_t)i * chunk_size, payload_of(r, i), payload);
+        }
+        lmr_group_finish(g, MEMCACHED_SUCCESS);
+        return;
+    }
+    /* good chunks of full length are decoded from where they arrived
+     * (library buffers: 16-byte aligned, as gf-complete wants); erased
+     * and short ones get a slot of their own */
+    char *slots[LMR_EC_MAX_CHUNKS];
+    bool in_place[LMR_EC_MAX_CHUNKS];
+    size_t own_slots = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        in_place[i] = r->status[i] == CHUNK_GOOD && same_write(&r->headers[i], h) &&
+                      lmr_ec_payload_length(&r->headers[i]) == chunk_size &&
+                      ((uintptr_t)payload_of(r, i) & 15) == 0;
+        own_slots += !in_place[i];
+    }
+    char *work = aligned_alloc(16, own_slots * chunk_size);
+    if (work == NULL) {
+        lmr_group_finish(g, MEMCACHED_MEMORY_ALLOCATION_FAILURE);
+        return;
+    }
+    int erasures[LMR_EC_MAX_CHUNKS + 1];
+    int erased = 0;
+    size_t next_slot = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (in_place[i]) {
+            slots[i] = (char *)payload_of(r, i);
+            continue;
+        }
+        slots[i] = work + next_slot++ * chunk_size;
+        if (r->status[i] == CHUNK_GOOD && same_write(&r->headers[i], h)) {
+            size_t payload = lmr_ec_payload_length(&r->headers[i]);
+            memcpy(slots[i], payload_of(r, i), payload);
+            memset(slots[i] + payload, 0, chunk_size - payload);
+        } else {
+            erasures[erased++] = (int)i;
+        }
+    }
+    erasures[erased] = -1;
+    const int *matrix = coding_matrix(g->client, r->k, r->m);
+    rc = MEMCACHED_FAILURE;
+    if (matrix != NULL &&
+        lmr_ec_decode(r->k, r->m, matrix, erasures, slots, slots + r->k, chunk_size)) {
+        for (uint32_t i = 0; i < r->k; i++) {
+            size_t at = (size_t)i * chunk_size;
+            if (at < length)
+                memcpy(dest + at, slots[i], length - at < chunk_size ? length - at : chunk_size);
+        }
+        rc = MEMCACHED_SUCCESS;
+    }
+    free(work);
+    lmr_group_finish(g, rc);
+}
+
+/* Looks at chunks that arrived; true if it asked for more. */
+static bool classify_and_ask(struct coded_read *r)
+{
+    struct lmr_group *g = &r->g;
+    uint32_t n = r->k + r->m;
+    bool trouble = false;
+    uint64_t stamp = 0;
+    bool stamp_seen = false;
+    for (uint32_t i = 0; i < n; i++) {
+        memcached_request_st *child = g->children[i];
+        if (r->status[i] == CHUNK_ASKED && child->state == LMR_STATE_DONE) {
+            struct lmr_ec_header *h = &r->headers[i];
+            bool good = child->rc == MEMCACHED_SUCCESS &&
+                        lmr_ec_header_read(child->lib_buffer, child->value_length, h) &&
+                        h->index == i && h->m == r->m && (h->k == r->k || h->k == 1);
+            r->status[i] = good ? CHUNK_GOOD : CHUNK_BAD;
+            if (lmr_group_is_failure(child->rc) && r->failure == MEMCACHED_SUCCESS)
+                r->failure = child->rc;
+        }
+        if (r->status[i] == CHUNK_BAD)
+            trouble = true;
+        if (r->status[i] == CHUNK_GOOD) {
+            trouble = trouble || (stamp_seen && r->headers[i].stamp != stamp);
+            stamp = r->headers[i].stamp;
+            stamp_seen = true;
+        }
+    }
+    if (!trouble)
+        return false;
+    bool asked = false;
+    for (uint32_t i = 0; i < n; i++) {
+        if (r->status[i] != CHUNK_NOT_ASKED)
+            continue;
+        r->status[i] = CHUNK_ASKED;
+        lmr_group_issue(g, i, g->client->servers[r->servers[i]], LMR_OP_GET, &r->args);
+        asked = true;
+    }
+    return asked;
+}
+
+static void coded_read_step(struct lmr_group *g)
+{
+    struct coded_read *r = (struct coded_read *)g;
+    uint32_t n = r->k + r->m;
+    for (;;) {
+        bool asked = classify_and_ask(r);
+        for (uint32_t i = 0; i < n; i++) {
+            if (r->status[i] != CHUNK_GOOD)
+                continue;
+            uint32_t agreeing = 0;
+            for (uint32_t j = 0; j < n; j++)
+                agreeing +=
+                    r->status[j] == CHUNK_GOOD && same_write(&r->headers[j], &r->headers[i]);
+            if (agreeing >= r->headers[i].k) {
+                deliver(r, i);
+                return;
+            }
+        }
+        if (!asked)
+            break;
+    }
+    if (g->outstanding == 0) /* everything asked and answered: not enough */
+        lmr_group_finish(g, r->failure != MEMCACHED_SUCCESS ? r->failure : MEMCACHED_NOTFOUND);
+}
+
+static const struct lmr_group_ops coded_read_ops = {.step = coded_read_step};
+
+static memcached_return_t coded_read(struct lmr_client *c, memcached_request_st *req,
+                                     const uint32_t *servers, const struct lmr_op_args *args)
+{
+    uint32_t k = c->behaviors.ec_data_chunks, m = c->behaviors.ec_parity_chunks;
+    struct coded_read *r =
+        (struct coded_read *)lmr_group_create(c, req, &coded_read_ops, sizeof(*r), k + m);
+    if (r == NULL)
+        return done_with(req, MEMCACHED_MEMORY_ALLOCATION_FAILURE);
+    r->k = k;
+    r->m = m;
+    memcpy(r->servers, servers, (k + m) * sizeof(*servers));
+    memcpy(r->key, args->key, args->key_length);
+    r->args = (struct lmr_op_args){
+        .key = r->key, .key_length = args->key_length, .sink = LMR_SINK_LIBRARY};
+    for (uint32_t i = 0; i < k; i++) {
+        r->status[i] = CHUNK_ASKED;
+        lmr_group_issue(&r->g, i, c->servers[servers[i]], LMR_OP_GET, &r->args);
+    }
+    return MEMCACHED_SUCCESS;
+}
+
+memcached_return_t lmr_ec_issue(struct lmr_client *c, memcached_request_st *req,
+                                enum lmr_op_kind kind, const uint32_t *servers,
+                                const struct lmr_op_args *args)
+{
+    switch (kind) {
+    case LMR_OP_STORE:
+        return coded_store(c, req, servers, args);
+    case LMR_OP_GET:
+    case LMR_OP_EXIST:
+        return coded_read(c, req, servers, args);
+    default:
+        return coded_everywhere(c, req, kind, servers, args);
+    }
+}

@@ -1,0 +1,694 @@
+/* t/libmc/redundancy.c: REPLICATION and ERASURE_CODING against real servers
+ * ($MC_SERVER) killed with SIGKILL, over TCP and Unix sockets: RS(3,2) on
+ * five servers keeps every value byte-exact with any two servers dead and
+ * after they come back empty, fails clearly with three dead, never decodes
+ * chunks that lie about their header or mixes two writers' chunks;
+ * synchronous and asynchronous replication with three copies lose nothing
+ * with any two servers dead; the non-blocking calls work on parent
+ * requests; configuration strings and behaviors. */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libmemcached/memcached.h>
+
+#include "server.h"
+#include "tap.h"
+
+#define SERVERS 5
+#define VALUES 7
+
+static const size_t sizes[VALUES] = {0, 10, 100, 4095, 5000, 100000, 1048576 + 3};
+
+static struct test_server servers[SERVERS];
+static bool over_unix;
+/* Values above the servers' item size limit (1 MiB) are stored only when
+ * coded (in chunks of a third); copies skip them. */
+static size_t largest = SIZE_MAX;
+
+static void fill(char *buf, size_t length, unsigned seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < length; i++) {
+        x = x * 1103515245u + 12345u;
+        buf[i] = (char)(x >> 16);
+    }
+}
+
+static bool start_servers(void)
+{
+    for (int i = 0; i < SERVERS; i++)
+        if (!test_server_start(&servers[i], over_unix))
+            return false;
+    return true;
+}
+
+static void stop_servers(void)
+{
+    for (int i = SERVERS; i > 0; i--)
+        test_server_stop(&servers[i - 1], false);
+}
+
+static void add_server(memcached_st *memc, const struct test_server *s)
+{
+    if (s->port == 0)
+        memcached_server_add_unix_socket(memc, s->socket_path);
+    else
+        memcached_server_add(memc, "127.0.0.1", (in_port_t)s->port);
+}
+
+static memcached_st *client(uint64_t replication, uint64_t coding, bool binary)
+{
+    memcached_st *memc = memcached_create(NULL);
+    for (int i = 0; i < SERVERS; i++)
+        add_server(memc, &servers[i]);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, binary);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 3000);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, 0);
+    if (replication != 0)
+        memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_REPLICATION, replication);
+    if (coding != 0)
+        memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING, coding);
+    return memc;
+}
+
+/* A client of one server alone, without any scheme. */
+static memcached_st *plain_client(int i)
+{
+    memcached_st *memc = memcached_create(NULL);
+    add_server(memc, &servers[i]);
+    return memc;
+}
+
+static char *values[VALUES];
+
+static void make_values(unsigned seed)
+{
+    for (int v = 0; v < VALUES; v++) {
+        free(values[v]);
+        values[v] = malloc(sizes[v] + 1);
+        fill(values[v], sizes[v], seed + (unsigned)v);
+    }
+}
+
+static void key_of(char *key, size_t size, const char *prefix, int v)
+{
+    snprintf(key, size, "%s-%d", prefix, v);
+}
+
+static int write_all(memcached_st *memc, const char *prefix)
+{
+    int stored = 0;
+    for (int v = 0; v < VALUES; v++) {
+        if (sizes[v] > largest) {
+            stored++;
+            continue;
+        }
+        char key[64];
+        key_of(key, sizeof(key), prefix, v);
+        stored += memcached_set(memc, key, strlen(key), values[v], sizes[v], 0, (uint32_t)v) ==
+                  MEMCACHED_SUCCESS;
+    }
+    return stored;
+}
+
+/* Values read back byte-exact (with their flags). */
+static int read_all(memcached_st *memc, const char *prefix)
+{
+    int exact = 0;
+    for (int v = 0; v < VALUES; v++) {
+        if (sizes[v] > largest) {
+            exact++;
+            continue;
+        }
+        char key[64];
+        key_of(key, sizeof(key), prefix, v);
+        size_t length;
+        uint32_t flags;
+        memcached_return_t rc;
+        char *got = memcached_get(memc, key, strlen(key), &length, &flags, &rc);
+        if (rc == MEMCACHED_SUCCESS && length == sizes[v] && flags == (uint32_t)v &&
+            memcmp(got, values[v], length) == 0)
+            exact++;
+        else
+            tap_diag("%s: rc %s, length %zu of %zu", key, memcached_strerror(NULL, rc),
+                     rc == MEMCACHED_SUCCESS ? length : 0, sizes[v]);
+        free(got);
+    }
+    return exact;
+}
+
+/* Every pair of servers killed, values read, the pair restarted empty and
+ * read again. */
+static void survive_pairs(uint64_t replication, uint64_t coding, bool binary, const char *what)
+{
+    int pairs = 0, exact_dead = 0, exact_back = 0;
+    largest = coding != 0 ? SIZE_MAX : 1000000;
+    for (int a = 0; a < SERVERS; a++) {
+        for (int b = a + 1; b < SERVERS; b++) {
+            memcached_st *memc = client(replication, coding, binary);
+            make_values((unsigned)(a * 10 + b));
+            char prefix[32];
+            snprintf(prefix, sizeof(prefix), "pair%d%d", a, b);
+            int stored = write_all(memc, prefix);
+            memcached_wait_all(memc);
+            test_server_stop(&servers[a], true);
+            test_server_stop(&servers[b], true);
+            exact_dead += read_all(memc, prefix) == VALUES && stored == VALUES;
+            bool restarted = test_server_restart(&servers[a]) && test_server_restart(&servers[b]);
+            exact_back += restarted && read_all(memc, prefix) == VALUES;
+            memcached_free(memc);
+            pairs++;
+        }
+    }
+    ok(exact_dead == pairs,
+       "%s: any 2 of 5 servers killed: every value byte-exact (%d of %d pairs)", what, exact_dead,
+       pairs);
+    ok(exact_back == pairs, "%s: killed servers restarted empty: every value byte-exact (%d of %d)",
+       what, exact_back, pairs);
+}
+
+/* Three servers killed: coded values fail with a server error, never a
+ * wrong value; small (replicated) values are either exact or an error. */
+static void three_dead(bool binary)
+{
+    memcached_st *memc = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
+    make_values(77);
+    write_all(memc, "three");
+    for (int i = 0; i < 3; i++)
+        test_server_stop(&servers[i], true);
+    int wrong = 0, failed_coded = 0, coded = 0;
+    for (int v = 0; v < VALUES; v++) {
+        char key[64];
+        key_of(key, sizeof(key), "three", v);
+        size_t length;
+        uint32_t flags;
+        memcached_return_t rc;
+        char *got = memcached_get(memc, key, strlen(key), &length, &flags, &rc);
+        if (rc == MEMCACHED_SUCCESS && (length != sizes[v] || memcmp(got, values[v], length) != 0))
+            wrong++;
+        if (sizes[v] >= MEMCACHED_DEFAULT_ERASURE_CODING_THRESHOLD) {
+            coded++;
+            failed_coded += rc != MEMCACHED_SUCCESS && rc != MEMCACHED_NOTFOUND;
+        }
+        free(got);
+    }
+    ok(wrong == 0, "3 of 5 killed: no wrong value");
+    ok(failed_coded == coded, "3 of 5 killed: every coded value fails with a server error (%d/%d)",
+       failed_coded, coded);
+    for (int i = 0; i < 3; i++)
+        test_server_restart(&servers[i]);
+    memcached_free(memc);
+}
+
+/* The chunks are items of their own, with the header the format names. */
+static void chunks_on_servers(bool binary)
+{
+    memcached_st *memc = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
+    char *value = malloc(300000);
+    fill(value, 300000, 5);
+    is_rc(memcached_set(memc, "layout", 6, value, 300000, 0, 0), MEMCACHED_SUCCESS,
+          "coded set of 300000 bytes");
+    size_t total = 0;
+    int with_header = 0;
+    for (int i = 0; i < SERVERS; i++) {
+        memcached_st *plain = plain_client(i);
+        size_t length = 0;
+        memcached_return_t rc;
+        char *chunk = memcached_get(plain, "layout", 6, &length, NULL, &rc);
+        if (rc == MEMCACHED_SUCCESS && length >= 32 && memcmp(chunk, "RSc1", 4) == 0)
+            with_header++;
+        total += length;
+        free(chunk);
+        memcached_free(plain);
+    }
+    ok(with_header == SERVERS, "one chunk item with a header on each of the 5 servers");
+    ok(total == 5 * (32 + 100000), "chunks hold 5/3 of the value plus headers (%zu bytes)", total);
+    is_rc(memcached_delete(memc, "layout", 6, 0), MEMCACHED_SUCCESS, "coded delete");
+    int gone = 0;
+    for (int i = 0; i < SERVERS; i++) {
+        memcached_st *plain = plain_client(i);
+        memcached_return_t rc;
+        char *chunk = memcached_get(plain, "layout", 6, NULL, NULL, &rc);
+        gone += rc == MEMCACHED_NOTFOUND;
+        free(chunk);
+        memcached_free(plain);
+    }
+    ok(gone == SERVERS, "delete removes every chunk");
+    memcached_return_t rc;
+    char *none = memcached_get(memc, "layout", 6, NULL, NULL, &rc);
+    is_rc(rc, MEMCACHED_NOTFOUND, "coded get after delete: NOTFOUND");
+    free(none);
+
+    /* unsupported operations are refused, not half-done */
+    uint64_t number;
+    is_rc(memcached_append(memc, "layout", 6, "x", 1, 0, 0), MEMCACHED_NOT_SUPPORTED, "append");
+    is_rc(memcached_prepend(memc, "layout", 6, "x", 1, 0, 0), MEMCACHED_NOT_SUPPORTED, "prepend");
+    is_rc(memcached_cas(memc, "layout", 6, "x", 1, 0, 0, 1), MEMCACHED_NOT_SUPPORTED, "cas");
+    is_rc(memcached_increment(memc, "layout", 6, 1, &number), MEMCACHED_NOT_SUPPORTED, "incr");
+    is_rc(memcached_decrement(memc, "layout", 6, 1, &number), MEMCACHED_NOT_SUPPORTED, "decr");
+
+    /* touch and exist go through every chunk */
+    is_rc(memcached_set(memc, "layout", 6, value, 300000, 0, 0), MEMCACHED_SUCCESS, "set again");
+    is_rc(memcached_touch(memc, "layout", 6, 100), MEMCACHED_SUCCESS, "coded touch");
+    is_rc(memcached_exist(memc, "layout", 6), MEMCACHED_SUCCESS, "coded exist");
+    is_rc(memcached_add(memc, "layout", 6, "x", 1, 0, 0),
+          binary ? MEMCACHED_DATA_EXISTS : MEMCACHED_NOTSTORED, "coded add of an existing key");
+
+    /* mget fetches whole values */
+    const char *keys[] = {"layout", "nothing-here"};
+    size_t lengths[] = {6, 12};
+    is_rc(memcached_mget(memc, keys, lengths, 2), MEMCACHED_SUCCESS, "coded mget");
+    size_t length = 0;
+    char key[MEMCACHED_MAX_KEY];
+    size_t key_length;
+    char *got = memcached_fetch(memc, key, &key_length, &length, NULL, &rc);
+    ok(got != NULL && length == 300000 && memcmp(got, value, length) == 0 && key_length == 6,
+       "mget: the coded value, whole");
+    free(got);
+    got = memcached_fetch(memc, key, &key_length, &length, NULL, &rc);
+    ok(got == NULL, "mget: the missing key is not fetched");
+    free(value);
+    memcached_free(memc);
+}
+
+/* Bytes stored under a chunk's key by a plain client are never decoded. */
+static void lying_chunks(bool binary)
+{
+    memcached_st *memc = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
+    size_t size = 90000;
+    char *value = malloc(size);
+    fill(value, size, 9);
+    memcached_set(memc, "liar", 4, value, size, 0, 3);
+    /* which server holds which chunk: read each one's header */
+    char *chunk[SERVERS] = {0};
+    size_t chunk_length[SERVERS] = {0};
+    int index_at[SERVERS];
+    for (int i = 0; i < SERVERS; i++) {
+        memcached_st *plain = plain_client(i);
+        memcached_return_t rc;
+        chunk[i] = memcached_get(plain, "liar", 4, &chunk_length[i], NULL, &rc);
+        index_at[i] = chunk[i] != NULL && chunk_length[i] >= 32 ? (unsigned char)chunk[i][5] : -1;
+        memcached_free(plain);
+    }
+    int data0 = -1, data1 = -1, data2 = -1;
+    for (int i = 0; i < SERVERS; i++) {
+        data0 = index_at[i] == 0 ? i : data0;
+        data1 = index_at[i] == 1 ? i : data1;
+        data2 = index_at[i] == 2 ? i : data2;
+    }
+    if (!ok(data0 >= 0 && data1 >= 0 && data2 >= 0, "data chunks found on their servers"))
+        return;
+    memcached_st *p0 = plain_client(data0), *p1 = plain_client(data1), *p2 = plain_client(data2);
+    struct {
+        const char *what;
+        const char *bytes;
+        size_t length;
+    } lies[3];
+    char *altered = malloc(chunk_length[data0]);
+    memcpy(altered, chunk[data0], chunk_length[data0]);
+    altered[100] ^= 1; /* the payload changed, the header kept */
+    lies[0].what = "garbage";
+    lies[0].bytes = "hello, I am not a chunk";
+    lies[0].length = 23;
+    lies[1].what = "another chunk's header and payload";
+    lies[1].bytes = chunk[data1];
+    lies[1].length = chunk_length[data1];
+    lies[2].what = "a true header with a changed payload";
+    lies[2].bytes = altered;
+    lies[2].length = chunk_length[data0];
+    for (int l = 0; l < 3; l++) {
+        memcached_set(p0, "liar", 4, lies[l].bytes, lies[l].length, 0, 0);
+        size_t length;
+        uint32_t flags;
+        memcached_return_t rc;
+        char *got = memcached_get(memc, "liar", 4, &length, &flags, &rc);
+        ok(rc == MEMCACHED_SUCCESS && length == size && flags == 3 && memcmp(got, value, size) == 0,
+           "data chunk 0 replaced by %s: decoded from the others, byte-exact", lies[l].what);
+        free(got);
+    }
+    /* three liars: not enough true chunks, and nothing decoded */
+    memcached_set(p1, "liar", 4, "nope", 4, 0, 0);
+    memcached_set(p2, "liar", 4, altered, chunk_length[data0], 0, 0);
+    memcached_return_t rc;
+    char *got = memcached_get(memc, "liar", 4, NULL, NULL, &rc);
+    ok(got == NULL && rc == MEMCACHED_NOTFOUND, "three lying chunks: NOTFOUND, no value (%s)",
+       memcached_strerror(NULL, rc));
+    free(got);
+    /* NUMBER_OF_REPLICAS must not read a raw chunk from another server */
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_NUMBER_OF_REPLICAS, 1);
+    got = memcached_get(memc, "liar", 4, NULL, NULL, &rc);
+    ok(got == NULL && rc == MEMCACHED_NOTFOUND, "with NUMBER_OF_REPLICAS too: NOTFOUND, no value");
+    free(got);
+    free(altered);
+    for (int i = 0; i < SERVERS; i++)
+        free(chunk[i]);
+    memcached_free(p2);
+    memcached_free(p1);
+    memcached_free(p0);
+    free(value);
+    memcached_free(memc);
+}
+
+/* Writers of one key in other processes while servers die: every read is
+ * one writer's whole value. Values are one 8-byte word repeated. */
+static void concurrent_writers(bool binary)
+{
+    enum { WRITERS = 2, WRITES = 150, SIZE = 60000 };
+    pid_t writers[WRITERS];
+    for (int w = 0; w < WRITERS; w++) {
+        writers[w] = fork();
+        if (writers[w] == 0) {
+            memcached_st *memc = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
+            uint64_t *value = malloc(SIZE);
+            for (int n = 0; n < WRITES; n++) {
+                uint64_t word = (uint64_t)(w + 1) << 32 | (uint64_t)n;
+                for (size_t i = 0; i < SIZE / 8; i++)
+                    value[i] = word;
+                memcached_set(memc, "race", 4, (const char *)value, SIZE, 0, 0);
+            }
+            free(value);
+            memcached_free(memc);
+            _exit(0);
+        }
+    }
+    memcached_st *memc = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
+    int reads = 0, whole = 0, mixed = 0;
+    for (int n = 0; n < 200; n++) {
+        if (n == 40)
+            test_server_stop(&servers[1], true);
+        if (n == 80)
+            test_server_stop(&servers[3], true);
+        size_t length;
+        memcached_return_t rc;
+        char *got = memcached_get(memc, "race", 4, &length, NULL, &rc);
+        if (rc == MEMCACHED_SUCCESS) {
+            reads++;
+            bool same = length == SIZE;
+            for (size_t i = 8; same && i < length; i += 8)
+                same = memcmp(got, got + i, 8) == 0;
+            whole += same;
+            mixed += !same;
+        }
+        free(got);
+        usleep(1000);
+    }
+    for (int w = 0; w < WRITERS; w++) {
+        int status;
+        waitpid(writers[w], &status, 0);
+    }
+    ok(mixed == 0 && reads > 0,
+       "concurrent writers, 2 servers killed: %d reads, %d whole, %d mixed", reads, whole, mixed);
+    test_server_restart(&servers[1]);
+    test_server_restart(&servers[3]);
+    memcached_free(memc);
+}
+
+/* The non-blocking calls on parent requests, and async copies that outlive
+ * the call: they own their value. */
+static void nonblocking_parents(bool binary)
+{
+    enum { WINDOW = 64, SIZE = 20000 };
+    memcached_st *memc = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
+    memcached_request_st *reqs[WINDOW];
+    char *buffers[WINDOW];
+    char *expect = malloc(SIZE);
+    for (int i = 0; i < WINDOW; i++) {
+        reqs[i] = memcached_request_create(memc);
+        buffers[i] = malloc(SIZE);
+        fill(buffers[i], SIZE, 100 + (unsigned)i);
+    }
+    char key[64];
+    int issued = 0;
+    for (int i = 0; i < WINDOW; i++) {
+        snprintf(key, sizeof(key), "nb-%d", i);
+        issued += memcached_iset(memc, key, strlen(key), buffers[i], SIZE, 0, 0, reqs[i]) ==
+                  MEMCACHED_SUCCESS;
+    }
+    int stored = 0;
+    for (int i = 0; i < WINDOW; i++)
+        stored += memcached_wait(memc, reqs[i]) == MEMCACHED_SUCCESS;
+    ok(issued == WINDOW && stored == WINDOW, "64 coded isets in flight: all stored");
+    char *into = malloc((size_t)WINDOW * SIZE);
+    for (int i = 0; i < WINDOW; i++) {
+        snprintf(key, sizeof(key), "nb-%d", i);
+        memcached_iget(memc, key, strlen(key), into + (size_t)i * SIZE, SIZE, reqs[i]);
+    }
+    int exact = 0, polled = 0;
+    for (int i = 0; i < WINDOW; i++) {
+        while (memcached_test(memc, reqs[i]) == MEMCACHED_IN_PROGRESS)
+            polled++;
+        size_t length;
+        const char *got = memcached_request_value(reqs[i], &length);
+        exact += memcached_request_return(reqs[i]) == MEMCACHED_SUCCESS && length == SIZE &&
+                 got == into + (size_t)i * SIZE && memcmp(got, buffers[i], SIZE) == 0;
+    }
+    ok(exact == WINDOW, "64 coded igets completed by memcached_test: byte-exact in place");
+    memcached_bget(memc, "nb-1", 4, reqs[0]);
+    size_t length;
+    ok(memcached_wait(memc, reqs[0]) == MEMCACHED_SUCCESS &&
+           memcmp(memcached_request_value(reqs[0], &length), buffers[1], SIZE) == 0 &&
+           length == SIZE,
+       "coded bget");
+    char small[16];
+    memcached_iget(memc, "nb-2", 4, small, sizeof(small), reqs[0]);
+    is_rc(memcached_wait(memc, reqs[0]), MEMCACHED_E2BIG, "coded iget into a small buffer: E2BIG");
+    memcached_request_value(reqs[0], &length);
+    ok(length == SIZE, "E2BIG reports the full length");
+    memcached_free(memc);
+
+    /* async copies: the call returns at the first copy; the caller's buffer
+     * is reused at once and the other copies still store the original */
+    memcached_st *async = client(MEMCACHED_REPLICATION_ASYNC(3), 0, binary);
+    fill(expect, SIZE, 7);
+    memcpy(buffers[0], expect, SIZE);
+    is_rc(memcached_iset(async, "async-own", 9, buffers[0], SIZE, 0, 0, reqs[1]), MEMCACHED_SUCCESS,
+          "async iset issued");
+    is_rc(memcached_wait(async, reqs[1]), MEMCACHED_SUCCESS, "async iset: primary stored");
+    memset(buffers[0], 'X', SIZE); /* the caller's buffer is its own again */
+    memcached_request_free(reqs[1]);
+    reqs[1] = NULL;
+    is_rc(memcached_wait_all(async), MEMCACHED_SUCCESS, "wait_all settles the other copies");
+    int copies = 0;
+    for (int i = 0; i < SERVERS; i++) {
+        memcached_st *plain = plain_client(i);
+        memcached_return_t rc;
+        char *got = memcached_get(plain, "async-own", 9, &length, NULL, &rc);
+        copies += rc == MEMCACHED_SUCCESS && length == SIZE && memcmp(got, expect, SIZE) == 0;
+        free(got);
+        memcached_free(plain);
+    }
+    ok(copies == 3, "three exact copies, none from the reused buffer (%d)", copies);
+
+    /* the same with copies that cannot have been sent when the call
+     * returns: small socket buffers and every server but the primary
+     * stopped; the copies take the value before the call completes */
+    enum { BIG = 900000 };
+    char *big = malloc(BIG), *big_expect = malloc(BIG);
+    fill(big_expect, BIG, 11);
+    memcpy(big, big_expect, BIG);
+    memcached_behavior_set(async, MEMCACHED_BEHAVIOR_SOCKET_SEND_SIZE, 8192);
+    memcached_return_t rc;
+    const memcached_instance_st *primary = memcached_server_by_key(async, "async-big", 9, &rc);
+    int stopped[SERVERS], stopped_count = 0;
+    for (int i = 0; i < SERVERS; i++) {
+        bool is_primary = servers[i].port != 0
+                              ? memcached_server_port(primary) == servers[i].port
+                              : strcmp(memcached_server_name(primary), servers[i].socket_path) == 0;
+        if (!is_primary) {
+            test_server_pause(&servers[i]);
+            stopped[stopped_count++] = i;
+        }
+    }
+    is_rc(memcached_iset(async, "async-big", 9, big, BIG, 0, 0, reqs[2]), MEMCACHED_SUCCESS,
+          "async iset of 900000 bytes, copies' servers stopped");
+    is_rc(memcached_wait(async, reqs[2]), MEMCACHED_SUCCESS, "completes with the primary stored");
+    memset(big, 'Y', BIG);
+    for (int i = 0; i < stopped_count; i++)
+        test_server_resume(&servers[stopped[i]]);
+    memcached_wait_all(async);
+    copies = 0;
+    for (int i = 0; i < SERVERS; i++) {
+        memcached_st *plain = plain_client(i);
+        char *got = memcached_get(plain, "async-big", 9, &length, NULL, &rc);
+        copies += rc == MEMCACHED_SUCCESS && length == BIG && memcmp(got, big_expect, BIG) == 0;
+        free(got);
+        memcached_free(plain);
+    }
+    ok(copies == 3, "three exact copies of the value as it was when issued (%d)", copies);
+    free(big_expect);
+    free(big);
+    memcached_free(async);
+
+    for (int i = WINDOW; i > 0; i--) {
+        memcached_request_free(reqs[i - 1]);
+        free(buffers[i - 1]);
+    }
+    free(into);
+    free(expect);
+}
+
+/* The other key calls on copies: exist, mget, delete, touch, and what is
+ * refused. */
+static void replicated_calls(bool binary)
+{
+    memcached_st *memc = client(MEMCACHED_REPLICATION_SYNC(3), 0, binary);
+    is_rc(memcached_set(memc, "copied", 6, "value", 5, 0, 7), MEMCACHED_SUCCESS, "replicated set");
+    is_rc(memcached_exist(memc, "copied", 6), MEMCACHED_SUCCESS, "replicated exist");
+    is_rc(memcached_touch(memc, "copied", 6, 100), MEMCACHED_SUCCESS, "replicated touch");
+    const char *keys[] = {"copied", "absent"};
+    size_t lengths[] = {6, 6};
+    is_rc(memcached_mget(memc, keys, lengths, 2), MEMCACHED_SUCCESS, "replicated mget");
+    size_t length = 0;
+    uint32_t flags = 0;
+    memcached_return_t rc;
+    char key[MEMCACHED_MAX_KEY];
+    size_t key_length;
+    char *got = memcached_fetch(memc, key, &key_length, &length, &flags, &rc);
+    ok(got != NULL && length == 5 && flags == 7 && memcmp(got, "value", 5) == 0,
+       "mget fetches the copy with its flags");
+    free(got);
+    got = memcached_fetch(memc, key, &key_length, &length, &flags, &rc);
+    ok(got == NULL, "and nothing for the absent key");
+    uint64_t number;
+    is_rc(memcached_increment(memc, "copied", 6, 1, &number), MEMCACHED_NOT_SUPPORTED,
+          "replicated incr refused");
+    is_rc(memcached_append(memc, "copied", 6, "x", 1, 0, 0), MEMCACHED_NOT_SUPPORTED,
+          "replicated append refused");
+    is_rc(memcached_delete(memc, "copied", 6, 0), MEMCACHED_SUCCESS, "replicated delete");
+    is_rc(memcached_exist(memc, "copied", 6), MEMCACHED_NOTFOUND, "gone from every copy");
+    memcached_free(memc);
+}
+
+/* Failures of copies are counted; synchronous writes say SOME_ERRORS. */
+static void failure_counts(bool binary)
+{
+    memcached_st *sync = client(MEMCACHED_REPLICATION_SYNC(3), 0, binary);
+    memcached_st *async = client(MEMCACHED_REPLICATION_ASYNC(3), 0, binary);
+    memcached_st *coded = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
+    test_server_stop(&servers[0], true);
+    int sync_some = 0, async_ok = 0, coded_some = 0;
+    char key[32];
+    static char coded_value[9000];
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof(key), "count-%d", i);
+        sync_some += memcached_set(sync, key, strlen(key), "v", 1, 0, 0) != MEMCACHED_SUCCESS;
+        async_ok += memcached_set(async, key, strlen(key), "v", 1, 0, 0) == MEMCACHED_SUCCESS;
+        coded_some += memcached_set(coded, key, strlen(key), coded_value, 9000, 0, 0) ==
+                      MEMCACHED_SOME_ERRORS;
+    }
+    memcached_wait_all(async);
+    uint64_t sync_failures = memcached_behavior_get(sync, MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES);
+    uint64_t async_failures = memcached_behavior_get(async, MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES);
+    ok(sync_some > 0 && (uint64_t)sync_some == sync_failures,
+       "sync, one server dead: %d writes not on all copies, %llu failures counted", sync_some,
+       (unsigned long long)sync_failures);
+    ok(async_failures == sync_failures,
+       "async: the same failures counted after wait_all (%llu), %d of 20 sets SUCCESS",
+       (unsigned long long)async_failures, async_ok);
+    ok(coded_some == 20, "coded sets with a server dead: SOME_ERRORS (%d of 20)", coded_some);
+    is_rc(memcached_behavior_set(sync, MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES, 0),
+          MEMCACHED_SUCCESS, "failure count reset");
+    ok(memcached_behavior_get(sync, MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES) == 0, "count is 0");
+    test_server_restart(&servers[0]);
+    memcached_free(coded);
+    memcached_free(async);
+    memcached_free(sync);
+}
+
+static void configuration(void)
+{
+    char text[512];
+    snprintf(text, sizeof(text), "--SERVER=127.0.0.1:%u --SERVER=127.0.0.1:%u --ERASURE-CODING=3,2",
+             servers[0].port ? servers[0].port : 1, servers[1].port ? servers[1].port : 2);
+    memcached_st *memc = memcached(text, strlen(text));
+    ok(memc != NULL && memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING) ==
+                           MEMCACHED_ERASURE_CODING(3, 2),
+       "--ERASURE-CODING=3,2");
+    is_rc(memcached_set(memc, "k", 1, "v", 1, 0, 0), MEMCACHED_INVALID_ARGUMENTS,
+          "coding over fewer servers than K+M is refused");
+    memcached_free(memc);
+    memc = memcached("--SERVER=a --REPLICATION=async:3", 32);
+    ok(memc != NULL && memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_REPLICATION) ==
+                           MEMCACHED_REPLICATION_ASYNC(3),
+       "--REPLICATION=async:3");
+    is_rc(memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING,
+                                 MEMCACHED_ERASURE_CODING(3, 2)),
+          MEMCACHED_INVALID_ARGUMENTS, "one scheme at a time");
+    memcached_free(memc);
+    memc = memcached("--SERVER=a --REPLICATION=sync:2 --ERASURE-CODING-THRESHOLD=100", 62);
+    ok(memc != NULL &&
+           memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_REPLICATION) ==
+               MEMCACHED_REPLICATION_SYNC(2) &&
+           memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD) == 100,
+       "--REPLICATION=sync:2 --ERASURE-CODING-THRESHOLD=100");
+    memcached_free(memc);
+    const char *bad[] = {"--REPLICATION=sync",    "--REPLICATION=both:3",  "--REPLICATION=sync:1",
+                         "--REPLICATION=async:x", "--ERASURE-CODING=3",    "--ERASURE-CODING=1,2",
+                         "--ERASURE-CODING=3,0",  "--ERASURE-CODING=30,5", "--ERASURE-CODING=3,2,1",
+                         "--ERASURE-CODING"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char err[256];
+        ok(libmemcached_check_configuration(bad[i], strlen(bad[i]), err, sizeof(err)) !=
+               MEMCACHED_SUCCESS,
+           "malformed %s refused", bad[i]);
+    }
+}
+
+/* Whether the library was built with erasure coding (jerasure). */
+static bool coding_built(void)
+{
+    memcached_st *memc = memcached_create(NULL);
+    memcached_return_t rc = memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING,
+                                                   MEMCACHED_ERASURE_CODING(3, 2));
+    memcached_free(memc);
+    return rc != MEMCACHED_NOT_SUPPORTED;
+}
+
+static void run(bool unix_sockets, bool binary)
+{
+    over_unix = unix_sockets;
+    const char *how = unix_sockets ? "unix" : "tcp";
+    tap_diag("over %s, %s protocol", how, binary ? "binary" : "text");
+    if (!ok(start_servers(), "%s: five servers", how))
+        return;
+    if (!coding_built()) { /* replication only */
+        tap_diag("erasure coding not built (no jerasure): its checks are skipped");
+        survive_pairs(MEMCACHED_REPLICATION_SYNC(3), 0, binary, "sync replication F=3");
+        survive_pairs(MEMCACHED_REPLICATION_ASYNC(3), 0, binary, "async replication F=3");
+        replicated_calls(binary);
+        stop_servers();
+        return;
+    }
+    if (!unix_sockets && !binary)
+        configuration();
+    chunks_on_servers(binary);
+    survive_pairs(0, MEMCACHED_ERASURE_CODING(3, 2), binary, "RS(3,2)");
+    three_dead(binary);
+    lying_chunks(binary);
+    if (!binary) {
+        survive_pairs(MEMCACHED_REPLICATION_SYNC(3), 0, binary, "sync replication F=3");
+        survive_pairs(MEMCACHED_REPLICATION_ASYNC(3), 0, binary, "async replication F=3");
+        concurrent_writers(binary);
+    }
+    nonblocking_parents(binary);
+    replicated_calls(binary);
+    failure_counts(binary);
+    stop_servers();
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    run(false, false);
+    run(false, true);
+    run(true, false);
+    for (int v = 0; v < VALUES; v++)
+        free(values[v]);
+    return done_testing();
+}
