@@ -10,25 +10,32 @@
  * buffers busy) are kept here and go out on the next call, so send never
  * reports EAGAIN (the descriptor below can only signal input).
  *
- * Large replies: a 1 MiB buffer registered for remote write only (the one
- * memory of ours the server may touch) is advertised with RNDV_WRITE; the
- * server RDMA-WRITEs up to that much of the reply stream into it and sends
- * RNDV_DONE with the byte count and the stream bytes that come before the
- * written ones (a reply's header); both join the input and the buffer
- * is advertised again. An RNDV_DONE that does not match closes the
- * connection.
+ * What the server may reach: only the region of the transfer advertised,
+ * and only until that transfer ends (transport_rdma_grant.h: a memory
+ * window bound for it and invalidated at its end, or a registration made
+ * for it and dropped at its end). Nothing of ours is registered with remote
+ * access otherwise.
+ *
+ * Large replies: a 1 MiB landing buffer is opened for remote write and
+ * advertised with RNDV_WRITE; the server RDMA-WRITEs up to that much of the
+ * reply stream into it and sends RNDV_DONE with the byte count and the
+ * stream bytes that come before the written ones (a reply's header); the
+ * buffer is closed, both join the input, and the buffer is opened and
+ * advertised again (under a new rkey). An RNDV_DONE that does not match
+ * closes the connection.
  *
  * Values straight into a caller's buffer: for a GET into a caller's buffer
- * (iget) larger than one message's payload, the buffer is registered for
- * remote write (on the fly, or through a registration cache when
- * LIBMEMCACHED_RDMA_REGCACHE asks for one) and advertised with RNDV_WRITE
- * and MCR_RDMA_F_VALUE under the request's opaque, on the message that
- * carries the request (push_iov). When the server writes
+ * (iget) larger than one message's payload, the buffer is opened for
+ * remote write (its window's registration made on the fly, or kept in a
+ * registration cache when LIBMEMCACHED_RDMA_REGCACHE asks for one) and
+ * advertised with RNDV_WRITE and MCR_RDMA_F_VALUE under the request's
+ * opaque, on the message that carries the request (push_iov). When the server writes
  * the value there, its RNDV_DONE (same flag, same opaque) inserts a
  * segment into the input that refers to the caller's buffer instead of
  * holding bytes; recv into that very buffer returns it without a copy
- * (into anywhere else, it copies). The registration goes when the request
- * completes.
+ * (into anywhere else, it copies). When the request completes the buffer
+ * is closed, and the call returns only once the server can no longer
+ * reach it.
  *
  * The descriptor the pipeline polls is an epoll set over the context's
  * descriptor (completions, connection events) and an eventfd that this file
@@ -54,6 +61,7 @@
 #include "rdma/iov_cut.h"
 #include "rdma/mr.h"
 #include "rdma/rc.h"
+#include "transport_rdma_grant.h"
 
 /* Bytes kept for later beyond which send waits for the endpoint. */
 #define RDMA_OUT_HIGH (8u * 1024 * 1024)
@@ -76,20 +84,26 @@
 #define RDMA_VALUE_MAX (64u * 1024 * 1024)
 #define RDMA_VALUE_BUFS 64
 /* LIBMEMCACHED_RDMA_REGCACHE (0 .. RDMA_REGCACHE_MAX, default 0):
- * registrations of caller buffers kept for reuse. Only for programs that
- * never free a buffer they passed to iget while the connection is open
- * (a cached registration keeps the memory it was made for, not what a
- * later allocation maps at the same address). */
+ * registrations of caller buffers kept for reuse (with memory windows only:
+ * they have no remote access). Only for programs that never free a buffer
+ * they passed to iget while the connection is open (a cached registration
+ * keeps the memory it was made for, not what a later allocation maps at
+ * the same address). */
 #define RDMA_REGCACHE_MAX 4096
+/* How long closing an iget buffer may wait for its window's invalidation
+ * before the connection is ended instead (its QP then takes no remote
+ * access). */
+#define RDMA_CLOSE_GRANT_MS 1000
 
 /* A caller's buffer advertised for one GET's value. */
 struct value_buf {
     uint32_t opaque;
     char *buf;
     uint32_t len;
-    struct ibv_mr *mr;
-    bool advertised; /* told to the server (it rides on the next request message) */
-    bool written;    /* the server wrote the value into it */
+    struct ibv_mr *mr; /* with windows: the registration its window lies in */
+    unsigned grant;    /* its value_grants slot */
+    bool advertised;   /* told to the server (it rides on the next request message) */
+    bool written;      /* the server wrote the value into it */
 };
 
 /* Input bytes that lie in a caller's buffer, not in `in`: the stream's
@@ -116,25 +130,34 @@ struct rdma_stream {
     unsigned seg_first, nsegs;
     struct value_buf vbufs[RDMA_VALUE_BUFS];
     unsigned nvbufs;
+    struct lmr_grant value_grants[RDMA_VALUE_BUFS];
+    bool value_grant_taken[RDMA_VALUE_BUFS];
     struct mcr_rdma_regcache *regcache;
+    /* memory windows (else registrations per transfer) */
+    bool windows;
     char *out; /* accepted, not yet handed to the endpoint */
     size_t out_off, out_len, out_cap;
-    /* Rendezvous for replies: a buffer registered for remote write only,
-     * advertised with RNDV_WRITE (land_id); the server RDMA-WRITEs reply
-     * bytes into it and sends RNDV_DONE with their count, then the buffer
-     * is copied into the input and advertised again. */
+    /* Rendezvous for replies: a buffer opened for remote write only
+     * (land_grant), advertised with RNDV_WRITE (land_id); the server
+     * RDMA-WRITEs reply bytes into it and sends RNDV_DONE with their count,
+     * then the buffer is closed, copied into the input and, once closed,
+     * opened and advertised again. land_reg: with windows, its registration
+     * (no remote access). */
     char *land;
     struct mcr_rdma_region land_reg;
+    struct lmr_grant land_grant;
     uint32_t land_id;
     bool land_out, land_need;
-    /* Rendezvous for requests: a buffer registered for remote read only;
-     * request bytes beyond one message are copied into it and advertised
-     * with RNDV_READ (src_id), the request's head riding on that message;
-     * the server pulls them with an RDMA READ and ends the region with
-     * READ_DONE (on its reply, or alone), after which the buffer may be
-     * reused. */
+    /* Rendezvous for requests: request bytes beyond one message are copied
+     * into this buffer, opened for remote read (exactly those bytes:
+     * src_grant) and advertised with RNDV_READ (src_id), the request's head
+     * riding on that message; the server pulls them with an RDMA READ and
+     * ends the region with READ_DONE (on its reply, or alone), which closes
+     * it; once closed the buffer may be reused. src_reg: with windows, its
+     * registration (no remote access). */
     char *src;
     struct mcr_rdma_region src_reg;
+    struct lmr_grant src_grant;
     uint32_t src_id;
     bool src_busy;
     /* A push that waited a whole timeout for credits and got none: later
@@ -189,6 +212,7 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
             return;
         }
         s->src_busy = false;
+        lmr_grant_close(&s->src_grant, ep);
         if (msg->payload_len == 0)
             return;
         plain = true;
@@ -229,11 +253,12 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
     if (msg->type == MCR_RDMA_MSG_EAGER && msg->flags == MCR_RDMA_F_RNDV_DONE) {
         /* the server wrote the next n bytes of the stream into our buffer */
         if (!s->land_out || msg->request_id != s->land_id || msg->payload_len < 4 || n == 0 ||
-            n > s->land_reg.len ||
+            n > RDMA_LAND_SIZE ||
             !reserve(&s->in, &s->in_off, s->in_len, &s->in_cap, (size_t)head_len + n)) {
             mcr_rdma_ep_abort(ep);
             return;
         }
+        lmr_grant_close(&s->land_grant, ep); /* the transfer is over */
         memcpy(s->in + s->in_off + s->in_len, head, head_len);
         memcpy(s->in + s->in_off + s->in_len + head_len, s->land, n);
         s->in_len += head_len + n;
@@ -258,12 +283,25 @@ static bool input_waiting(const struct rdma_stream *s)
     return s->in_len > 0 || s->nsegs > 0;
 }
 
+/* Window operations only (this side starts no RDMA READ or WRITE): a bind
+ * (no cookie) or a grant's invalidation. A failed one has failed the
+ * connection, whose QP takes no remote access any more. */
 static void on_rdma_done(struct mcr_rdma_ep *ep, void *cookie, int status, void *user)
 {
     (void)ep;
-    (void)cookie;
     (void)status;
-    (void)user; /* no RDMA READ/WRITE is started by this side */
+    (void)user;
+    if (cookie != NULL)
+        lmr_grant_closed(cookie);
+}
+
+/* The connection is gone: its windows and registrations with it. */
+static void drop_grants(struct rdma_stream *s)
+{
+    lmr_grant_drop(&s->land_grant);
+    lmr_grant_drop(&s->src_grant);
+    for (unsigned i = 0; i < RDMA_VALUE_BUFS; i++)
+        lmr_grant_drop(&s->value_grants[i]);
 }
 
 static void on_closed(struct mcr_rdma_ep *ep, int reason, const char *why, void *user)
@@ -274,6 +312,7 @@ static void on_closed(struct mcr_rdma_ep *ep, int reason, const char *why, void 
     struct rdma_stream *s = user;
     s->closed = true;
     s->ep = NULL;
+    drop_grants(s); /* before the QP they are bound to goes */
 }
 
 static const struct mcr_rdma_ep_callbacks stream_callbacks = {
@@ -284,13 +323,30 @@ static const struct mcr_rdma_ep_callbacks stream_callbacks = {
 };
 
 /* ---- sending ------------------------------------------------------------------------------ */
-/* The RNDV_WRITE that advertises the landing buffer again. */
-static struct mcr_rdma_send land_ad(const struct rdma_stream *s, struct mcr_rdma_rndv *r)
+/* The landing buffer may be advertised again: its last transfer is over
+ * and its rkey closed. */
+static bool land_ready(const struct rdma_stream *s)
 {
+    return s->land_need && !s->land_grant.closing;
+}
+
+/* The RNDV_WRITE that advertises the landing buffer again, the buffer
+ * opened for it (once: a message that could not go keeps its rkey for the
+ * next try). 0 or a negative errno. */
+static int land_ad(struct rdma_stream *s, struct mcr_rdma_rndv *r, struct mcr_rdma_send *m)
+{
+    if (!s->land_grant.open) {
+        int rc = lmr_grant_open(&s->land_grant, s->ep, mcr_rdma_ctx_pd(s->ctx),
+                                s->windows ? s->land_reg.mr : NULL, s->land, RDMA_LAND_SIZE,
+                                MCR_RDMA_ACCESS_REMOTE_WRITE);
+        if (rc != 0)
+            return rc;
+    }
     *r = (struct mcr_rdma_rndv){
-        .addr = (uintptr_t)s->land, .rkey = s->land_reg.mr->rkey, .len = (uint32_t)s->land_reg.len};
-    return (struct mcr_rdma_send){
+        .addr = (uintptr_t)s->land, .rkey = s->land_grant.rkey, .len = RDMA_LAND_SIZE};
+    *m = (struct mcr_rdma_send){
         .type = MCR_RDMA_MSG_RNDV_WRITE, .request_id = s->land_id + 1, .advertise = r};
+    return 0;
 }
 
 /* The landing buffer's advertisement went out. */
@@ -301,14 +357,32 @@ static void land_advertised(struct rdma_stream *s)
     s->land_out = true;
 }
 
-/* The RNDV_WRITE that advertises a caller's buffer for one value. */
-static struct mcr_rdma_send value_ad(const struct value_buf *vb, struct mcr_rdma_rndv *r)
+/* The landing buffer cannot be opened (no registration possible): large
+ * replies come in eager messages from now on. */
+static void land_give_up(struct rdma_stream *s)
 {
-    *r = (struct mcr_rdma_rndv){.addr = (uintptr_t)vb->buf, .rkey = vb->mr->rkey, .len = vb->len};
-    return (struct mcr_rdma_send){.type = MCR_RDMA_MSG_RNDV_WRITE,
-                                  .flags = MCR_RDMA_F_VALUE,
-                                  .request_id = vb->opaque,
-                                  .advertise = r};
+    s->land_need = false;
+}
+
+/* The RNDV_WRITE that advertises a caller's buffer for one value, the
+ * buffer opened for it (once, as the landing buffer's). 0 or a negative
+ * errno. */
+static int value_ad(struct rdma_stream *s, struct value_buf *vb, struct mcr_rdma_rndv *r,
+                    struct mcr_rdma_send *m)
+{
+    struct lmr_grant *g = &s->value_grants[vb->grant];
+    if (!g->open) {
+        int rc = lmr_grant_open(g, s->ep, mcr_rdma_ctx_pd(s->ctx), vb->mr, vb->buf, vb->len,
+                                MCR_RDMA_ACCESS_REMOTE_WRITE);
+        if (rc != 0)
+            return rc;
+    }
+    *r = (struct mcr_rdma_rndv){.addr = (uintptr_t)vb->buf, .rkey = g->rkey, .len = vb->len};
+    *m = (struct mcr_rdma_send){.type = MCR_RDMA_MSG_RNDV_WRITE,
+                                .flags = MCR_RDMA_F_VALUE,
+                                .request_id = vb->opaque,
+                                .advertise = r};
+    return 0;
 }
 
 /* The value buffer whose advertisement may ride on the next message:
@@ -328,8 +402,10 @@ static struct value_buf *value_ad_to_carry(struct rdma_stream *s)
 
 /* Advertises, in messages of their own, the value buffers not yet
  * advertised, except `carried` (it rides on the next request message).
- * 1: done; 0: no send buffer free (retried with the next push); -1: the
- * connection failed. */
+ * A buffer that cannot be opened is not advertised: its value comes in
+ * the stream. 1: done; 0: no send buffer free (retried with the next
+ * push); -1: the connection failed. Each window's bind and the message
+ * that advertises it go to the device together (one doorbell). */
 static int send_value_ads(struct rdma_stream *s, const struct value_buf *carried)
 {
     for (unsigned i = 0; i < s->nvbufs; i++) {
@@ -337,11 +413,17 @@ static int send_value_ads(struct rdma_stream *s, const struct value_buf *carried
         if (vb->advertised || vb == carried)
             continue;
         struct mcr_rdma_rndv r;
-        struct mcr_rdma_send m = value_ad(vb, &r);
-        int rc = mcr_rdma_ep_send(s->ep, &m);
+        struct mcr_rdma_send m;
+        mcr_rdma_ctx_batch_begin(s->ctx);
+        int rc = value_ad(s, vb, &r, &m);
+        if (rc == 0)
+            rc = mcr_rdma_ep_send(s->ep, &m);
+        else
+            vb->advertised = true; /* never told: the value comes in the stream */
+        mcr_rdma_ctx_batch_end(s->ctx);
         if (rc == -EAGAIN)
             return 0;
-        if (rc != 0)
+        if (rc != 0 && !vb->advertised)
             return -1;
         vb->advertised = true;
     }
@@ -350,21 +432,32 @@ static int send_value_ads(struct rdma_stream *s, const struct value_buf *carried
 
 /* Sends one eager message of iov's bytes (at most the endpoint's eager
  * payload). A landing buffer to advertise again, or else the value buffer
- * `carried` (when not advertised yet), rides on it. 0, -EAGAIN (no send
- * buffer or credit) or another error. */
+ * `carried` (when not advertised yet), rides on it, its bind in the same
+ * doorbell. 0, -EAGAIN (no send buffer or credit) or another error. */
 static int send_eager(struct rdma_stream *s, const struct iovec *iov, int iovcnt,
                       struct value_buf *carried)
 {
-    struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_EAGER, .iov = iov, .iovcnt = iovcnt};
+    struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_EAGER};
     struct mcr_rdma_rndv region;
-    bool with_land = s->land_need;
+    bool with_land = land_ready(s);
     bool with_value = !with_land && carried != NULL && !carried->advertised;
-    if (with_land || with_value) {
-        m = with_land ? land_ad(s, &region) : value_ad(carried, &region);
-        m.iov = iov;
-        m.iovcnt = iovcnt;
+    bool batch = with_land || with_value;
+    if (batch)
+        mcr_rdma_ctx_batch_begin(s->ctx);
+    if (with_land && land_ad(s, &region, &m) != 0) {
+        land_give_up(s);
+        with_land = false;
+        m = (struct mcr_rdma_send){.type = MCR_RDMA_MSG_EAGER};
+    } else if (with_value && value_ad(s, carried, &region, &m) != 0) {
+        carried->advertised = true; /* never told: the value comes in the stream */
+        with_value = false;
+        m = (struct mcr_rdma_send){.type = MCR_RDMA_MSG_EAGER};
     }
+    m.iov = iov;
+    m.iovcnt = iovcnt;
     int rc = mcr_rdma_ep_send(s->ep, &m);
+    if (batch)
+        mcr_rdma_ctx_batch_end(s->ctx);
     if (rc != 0)
         return rc;
     if (with_land)
@@ -384,7 +477,7 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
     /* value buffers first (they must reach the server before their
      * requests): one rides on the first message unless the landing
      * buffer does, the others go on their own */
-    struct value_buf *carried = s->land_need ? NULL : value_ad_to_carry(s);
+    struct value_buf *carried = land_ready(s) ? NULL : value_ad_to_carry(s);
     int ads = send_value_ads(s, carried);
     if (ads <= 0)
         return ads;
@@ -412,12 +505,12 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
                 return -1; /* nothing to carry it: on its own */
             return (ssize_t)taken;
         }
-        if (msg_len == max_payload && s->src_reg.mr != NULL) {
+        if (msg_len == max_payload && s->src != NULL) {
             size_t rest = 0;
             for (int k = pos.index; k < iovcnt; k++)
                 rest += iov[k].iov_len - (k == pos.index ? pos.offset : 0);
             if (rest > max_payload) {
-                if (s->src_busy)
+                if (s->src_busy || !lmr_grant_idle(&s->src_grant))
                     return (ssize_t)taken; /* kept until the server pulled the last one */
                 if (carried != NULL && !carried->advertised) {
                     ads = send_value_ads(s, NULL); /* an RNDV_READ cannot carry it */
@@ -450,7 +543,7 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
                     koff = pos.offset;
                 }
                 rest -= head;
-                size_t want = rest < s->src_reg.len ? rest : s->src_reg.len;
+                size_t want = rest < RDMA_LAND_SIZE ? rest : RDMA_LAND_SIZE;
                 size_t got = 0;
                 while (got < want) {
                     size_t avail = iov[k].iov_len - koff;
@@ -463,14 +556,31 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
                         koff = 0;
                     }
                 }
+                /* exactly these bytes open for the server to read, the
+                 * bind and the RNDV_READ in one doorbell */
+                mcr_rdma_ctx_batch_begin(s->ctx);
+                int rc = lmr_grant_open(&s->src_grant, s->ep, mcr_rdma_ctx_pd(s->ctx),
+                                        s->windows ? s->src_reg.mr : NULL, s->src, (uint32_t)got,
+                                        MCR_RDMA_ACCESS_REMOTE_READ);
+                if (rc != 0) {
+                    mcr_rdma_ctx_batch_end(s->ctx);
+                    if (s->windows)
+                        return -1; /* the bind failed: the connection fails */
+                    free(s->src);  /* no registration possible: eager from now on */
+                    s->src = NULL;
+                    continue;
+                }
                 struct mcr_rdma_rndv r = {
-                    .addr = (uintptr_t)s->src, .rkey = s->src_reg.mr->rkey, .len = (uint32_t)got};
+                    .addr = (uintptr_t)s->src, .rkey = s->src_grant.rkey, .len = (uint32_t)got};
                 struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_RNDV_READ,
                                           .request_id = s->src_id + 1,
                                           .iov = head_iov,
                                           .iovcnt = nhead,
                                           .advertise = &r};
-                int rc = mcr_rdma_ep_send(s->ep, &m);
+                rc = mcr_rdma_ep_send(s->ep, &m);
+                if (rc != 0)
+                    lmr_grant_close(&s->src_grant, s->ep); /* not advertised after all */
+                mcr_rdma_ctx_batch_end(s->ctx);
                 if (rc == -EAGAIN)
                     return (ssize_t)taken;
                 if (rc != 0)
@@ -529,11 +639,19 @@ static void sync_signal(struct rdma_stream *s)
  * freed the buffer. */
 static void advertise(struct rdma_stream *s)
 {
-    if (!s->land_need || s->ep == NULL || s->closed)
+    if (!land_ready(s) || s->ep == NULL || s->closed)
         return;
     struct mcr_rdma_rndv r;
-    struct mcr_rdma_send m = land_ad(s, &r);
-    int rc = mcr_rdma_ep_send(s->ep, &m);
+    struct mcr_rdma_send m;
+    mcr_rdma_ctx_batch_begin(s->ctx);
+    int rc = land_ad(s, &r, &m);
+    if (rc != 0) {
+        mcr_rdma_ctx_batch_end(s->ctx);
+        land_give_up(s);
+        return;
+    }
+    rc = mcr_rdma_ep_send(s->ep, &m);
+    mcr_rdma_ctx_batch_end(s->ctx);
     if (rc == 0) {
         land_advertised(s);
     } else if (rc != -EAGAIN) {
@@ -569,13 +687,15 @@ static void stream_free(struct rdma_stream *s)
         while (!s->closed && now_ms() < deadline)
             mcr_rdma_ctx_progress(s->ctx, 10);
     }
+    drop_grants(s); /* windows before the registrations they lie in */
+    for (unsigned i = 0; i < s->nvbufs; i++)
+        if (s->vbufs[i].mr != NULL)
+            mcr_rdma_regcache_put(s->regcache, s->vbufs[i].mr);
+    mcr_rdma_regcache_destroy(s->regcache);
     mcr_rdma_region_deregister(&s->land_reg); /* before its protection domain */
     free(s->land);
     mcr_rdma_region_deregister(&s->src_reg);
     free(s->src);
-    for (unsigned i = 0; i < s->nvbufs; i++)
-        mcr_rdma_regcache_put(s->regcache, s->vbufs[i].mr);
-    mcr_rdma_regcache_destroy(s->regcache);
     if (s->ctx != NULL)
         mcr_rdma_ctx_destroy(s->ctx);
     if (s->evfd >= 0)
@@ -640,18 +760,32 @@ static memcached_return_t rdma_open(struct lmr_conn *conn, const struct lmr_endp
         stream_free(s);
         return *sys_errno == ETIMEDOUT ? MEMCACHED_TIMEOUT : MEMCACHED_CONNECTION_FAILURE;
     }
-    /* without a landing buffer, replies simply stay eager */
+    /* Memory windows where the device binds them (unless
+     * LIBMEMCACHED_RDMA_MEMORY_WINDOWS=0): the buffers are registered once
+     * without remote access and a window opens them per transfer; otherwise
+     * each transfer registers its region and drops it at its end. Without a
+     * landing buffer, replies simply stay eager; without a request buffer,
+     * requests do. */
+    s->windows = mcr_rdma_ctx_has_windows(s->ctx) &&
+                 lmr_env_unsigned("LIBMEMCACHED_RDMA_MEMORY_WINDOWS", 1, 1) == 1;
     s->land = aligned_alloc(4096, RDMA_LAND_SIZE);
-    if (s->land != NULL &&
+    if (s->land != NULL && s->windows &&
         mcr_rdma_region_register(mcr_rdma_ctx_pd(s->ctx), s->land, RDMA_LAND_SIZE,
-                                 MCR_RDMA_ACCESS_REMOTE_WRITE, &s->land_reg) == 0) {
+                                 MCR_RDMA_ACCESS_WINDOW, &s->land_reg) != 0) {
+        free(s->land);
+        s->land = NULL;
+    }
+    if (s->land != NULL) {
         s->land_need = true;
         advertise(s);
     }
     s->src = aligned_alloc(4096, RDMA_LAND_SIZE);
-    if (s->src != NULL)
+    if (s->src != NULL && s->windows &&
         mcr_rdma_region_register(mcr_rdma_ctx_pd(s->ctx), s->src, RDMA_LAND_SIZE,
-                                 MCR_RDMA_ACCESS_REMOTE_READ, &s->src_reg);
+                                 MCR_RDMA_ACCESS_WINDOW, &s->src_reg) != 0) {
+        free(s->src);
+        s->src = NULL;
+    }
     /* without it, values simply come in the stream */
     s->regcache = mcr_rdma_regcache_create(
         mcr_rdma_ctx_pd(s->ctx),
@@ -874,12 +1008,48 @@ static bool rdma_offer_value_buffer(struct lmr_conn *conn, uint32_t opaque, char
     for (unsigned i = 0; i < s->nvbufs; i++)
         if (buf < s->vbufs[i].buf + s->vbufs[i].len && s->vbufs[i].buf < buf + adv)
             return false;
-    struct ibv_mr *mr = mcr_rdma_regcache_get(s->regcache, buf, adv, MCR_RDMA_ACCESS_REMOTE_WRITE);
-    if (mr == NULL)
+    unsigned slot = 0;
+    while (slot < RDMA_VALUE_BUFS &&
+           (s->value_grant_taken[slot] || !lmr_grant_idle(&s->value_grants[slot])))
+        slot++;
+    if (slot == RDMA_VALUE_BUFS)
         return false;
-    /* advertised with the request's bytes (push_iov) */
-    s->vbufs[s->nvbufs++] = (struct value_buf){.opaque = opaque, .buf = buf, .len = adv, .mr = mr};
+    /* with windows, the registration its window will lie in (no remote
+     * access: it may be cached); without, the grant registers it */
+    struct ibv_mr *mr = NULL;
+    if (s->windows &&
+        (mr = mcr_rdma_regcache_get(s->regcache, buf, adv, MCR_RDMA_ACCESS_WINDOW)) == NULL)
+        return false;
+    /* opened and advertised with the request's bytes (push_iov) */
+    s->value_grant_taken[slot] = true;
+    s->vbufs[s->nvbufs++] =
+        (struct value_buf){.opaque = opaque, .buf = buf, .len = adv, .mr = mr, .grant = slot};
     return true;
+}
+
+/* Closes a caller's buffer and returns once the server can no longer reach
+ * it: a window's invalidation completed (polled for; on rxe it is there at
+ * the first poll), or the connection is ended, whose QP then takes no
+ * remote access. */
+static void close_value_grant(struct rdma_stream *s, struct lmr_grant *g)
+{
+    lmr_grant_close(g, s->closed ? NULL : s->ep);
+    int64_t deadline = 0;
+    for (unsigned round = 0; g->closing && !s->closed; round++) {
+        if (round < 4096) {
+            mcr_rdma_ctx_poll(s->ctx);
+            continue;
+        }
+        if (deadline == 0)
+            deadline = now_ms() + RDMA_CLOSE_GRANT_MS;
+        if (now_ms() >= deadline) {
+            mcr_rdma_ep_abort(s->ep);
+            lmr_grant_drop(g); /* the window goes now, not with the connection */
+            return;
+        }
+        mcr_rdma_ctx_progress(s->ctx, 1);
+    }
+    sync_signal(s); /* messages may have come meanwhile */
 }
 
 /* True when input not yet read was written for request `opaque`, whose
@@ -909,7 +1079,10 @@ static void rdma_release_value_buffer(struct lmr_conn *conn, uint32_t opaque)
             if (s->ep != NULL && !s->closed)
                 mcr_rdma_ep_abort(s->ep);
         }
-        mcr_rdma_regcache_put(s->regcache, s->vbufs[i].mr);
+        close_value_grant(s, &s->value_grants[s->vbufs[i].grant]);
+        s->value_grant_taken[s->vbufs[i].grant] = false;
+        if (s->vbufs[i].mr != NULL)
+            mcr_rdma_regcache_put(s->regcache, s->vbufs[i].mr);
         s->vbufs[i] = s->vbufs[--s->nvbufs];
         return;
     }
