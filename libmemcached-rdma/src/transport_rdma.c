@@ -35,7 +35,7 @@
  * holding bytes; recv into that very buffer returns it without a copy
  * (into anywhere else, it copies). When the request completes the buffer
  * is closed, and the call returns only once the server can no longer
- * reach it.
+ * reach it. The value buffers' side of this is in transport_rdma_value.c.
  *
  * The descriptor the pipeline polls is an epoll set over the context's
  * descriptor (completions, connection events) and an eventfd that this file
@@ -61,7 +61,7 @@
 #include "rdma/iov_cut.h"
 #include "rdma/mr.h"
 #include "rdma/rc.h"
-#include "transport_rdma_grant.h"
+#include "transport_rdma_stream.h"
 
 /* Bytes kept for later beyond which send waits for the endpoint. */
 #define RDMA_OUT_HIGH (8u * 1024 * 1024)
@@ -72,17 +72,8 @@
 #define RDMA_EVENT_CHECK_POLLS 64
 /* The most request bytes sent ahead of a large value on its RNDV_READ. */
 #define RDMA_HEAD_MAX 1024
-/* The landing buffer advertised to the server for large replies. */
-#define RDMA_LAND_SIZE (1024u * 1024)
 /* Default reply polling budget before sleeping (LIBMEMCACHED_RDMA_SPIN_US). */
 #define RDMA_SPIN_US_DEFAULT 200
-/* Caller buffers for values: ones smaller than one message's payload are
- * not offered (their values come in one message anyway), larger ones are
- * advertised for their first RDMA_VALUE_MAX bytes (the substrate's
- * rendezvous limit); at most RDMA_VALUE_BUFS are outstanding (the server
- * keeps as many). */
-#define RDMA_VALUE_MAX (64u * 1024 * 1024)
-#define RDMA_VALUE_BUFS 64
 /* LIBMEMCACHED_RDMA_REGCACHE (0 .. RDMA_REGCACHE_MAX, default 0):
  * registrations of caller buffers kept for reuse (with memory windows only:
  * they have no remote access). Only for programs that never free a buffer
@@ -90,84 +81,7 @@
  * keeps the memory it was made for, not what a later allocation maps at
  * the same address). */
 #define RDMA_REGCACHE_MAX 4096
-/* How long closing an iget buffer may wait for its window's invalidation
- * before the connection is ended instead (its QP then takes no remote
- * access). */
-#define RDMA_CLOSE_GRANT_MS 1000
-
-/* A caller's buffer advertised for one GET's value. */
-struct value_buf {
-    uint32_t opaque;
-    char *buf;
-    uint32_t len;
-    struct ibv_mr *mr; /* with windows: the registration its window lies in */
-    unsigned grant;    /* its value_grants slot */
-    bool advertised;   /* told to the server (it rides on the next request message) */
-    bool written;      /* the server wrote the value into it */
-};
-
-/* Input bytes that lie in a caller's buffer, not in `in`: the stream's
- * bytes [at, at+len) are at ptr, written for the request `opaque`. */
-struct value_seg {
-    uint64_t at;
-    const char *ptr;
-    size_t len;
-    uint32_t opaque;
-};
-
-struct rdma_stream {
-    struct mcr_rdma_ctx *ctx;
-    struct mcr_rdma_ep *ep; /* NULL once the substrate freed it */
-    int epfd, evfd;
-    bool signaled, connected, closed;
-    unsigned event_polls; /* rdma_poll_events calls */
-    char *in;             /* received, not yet read: in[in_off, in_off+in_len) */
-    size_t in_off, in_len, in_cap;
-    /* Stream offsets: bytes received so far and read so far, counting
-     * those of value segments (which `in` does not hold). */
-    uint64_t in_received, in_read;
-    struct value_seg segs[RDMA_VALUE_BUFS]; /* a ring, oldest at seg_first */
-    unsigned seg_first, nsegs;
-    struct value_buf vbufs[RDMA_VALUE_BUFS];
-    unsigned nvbufs;
-    struct lmr_grant value_grants[RDMA_VALUE_BUFS];
-    bool value_grant_taken[RDMA_VALUE_BUFS];
-    struct mcr_rdma_regcache *regcache;
-    /* memory windows (else registrations per transfer) */
-    bool windows;
-    char *out; /* accepted, not yet handed to the endpoint */
-    size_t out_off, out_len, out_cap;
-    /* Rendezvous for replies: a buffer opened for remote write only
-     * (land_grant), advertised with RNDV_WRITE (land_id); the server
-     * RDMA-WRITEs reply bytes into it and sends RNDV_DONE with their count,
-     * then the buffer is closed, copied into the input and, once closed,
-     * opened and advertised again. land_reg: with windows, its registration
-     * (no remote access). */
-    char *land;
-    struct mcr_rdma_region land_reg;
-    struct lmr_grant land_grant;
-    uint32_t land_id;
-    bool land_out, land_need;
-    /* Rendezvous for requests: request bytes beyond one message are copied
-     * into this buffer, opened for remote read (exactly those bytes:
-     * src_grant) and advertised with RNDV_READ (src_id), the request's head
-     * riding on that message; the server pulls them with an RDMA READ and
-     * ends the region with READ_DONE (on its reply, or alone), which closes
-     * it; once closed the buffer may be reused. src_reg: with windows, its
-     * registration (no remote access). */
-    char *src;
-    struct mcr_rdma_region src_reg;
-    struct lmr_grant src_grant;
-    uint32_t src_id;
-    bool src_busy;
-    /* A push that waited a whole timeout for credits and got none: later
-     * pushes do not wait again until messages move again (stall_moved:
-     * the endpoint's messages sent and received at the stall). */
-    bool push_stalled;
-    uint64_t stall_moved;
-};
-
-static int64_t now_ms(void)
+int64_t lmr_rdma_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -364,72 +278,6 @@ static void land_give_up(struct rdma_stream *s)
     s->land_need = false;
 }
 
-/* The RNDV_WRITE that advertises a caller's buffer for one value, the
- * buffer opened for it (once, as the landing buffer's). 0 or a negative
- * errno. */
-static int value_ad(struct rdma_stream *s, struct value_buf *vb, struct mcr_rdma_rndv *r,
-                    struct mcr_rdma_send *m)
-{
-    struct lmr_grant *g = &s->value_grants[vb->grant];
-    if (!g->open) {
-        int rc = lmr_grant_open(g, s->ep, mcr_rdma_ctx_pd(s->ctx), vb->mr, vb->buf, vb->len,
-                                MCR_RDMA_ACCESS_REMOTE_WRITE);
-        if (rc != 0)
-            return rc;
-    }
-    *r = (struct mcr_rdma_rndv){.addr = (uintptr_t)vb->buf, .rkey = g->rkey, .len = vb->len};
-    *m = (struct mcr_rdma_send){.type = MCR_RDMA_MSG_RNDV_WRITE,
-                                .flags = MCR_RDMA_F_VALUE,
-                                .request_id = vb->opaque,
-                                .advertise = r};
-    return 0;
-}
-
-/* The value buffer whose advertisement may ride on the next message:
- * the one not yet advertised, when it is the only one. */
-static struct value_buf *value_ad_to_carry(struct rdma_stream *s)
-{
-    struct value_buf *found = NULL;
-    for (unsigned i = 0; i < s->nvbufs; i++) {
-        if (s->vbufs[i].advertised)
-            continue;
-        if (found != NULL)
-            return NULL;
-        found = &s->vbufs[i];
-    }
-    return found;
-}
-
-/* Advertises, in messages of their own, the value buffers not yet
- * advertised, except `carried` (it rides on the next request message).
- * A buffer that cannot be opened is not advertised: its value comes in
- * the stream. 1: done; 0: no send buffer free (retried with the next
- * push); -1: the connection failed. Each window's bind and the message
- * that advertises it go to the device together (one doorbell). */
-static int send_value_ads(struct rdma_stream *s, const struct value_buf *carried)
-{
-    for (unsigned i = 0; i < s->nvbufs; i++) {
-        struct value_buf *vb = &s->vbufs[i];
-        if (vb->advertised || vb == carried)
-            continue;
-        struct mcr_rdma_rndv r;
-        struct mcr_rdma_send m;
-        mcr_rdma_ctx_batch_begin(s->ctx);
-        int rc = value_ad(s, vb, &r, &m);
-        if (rc == 0)
-            rc = mcr_rdma_ep_send(s->ep, &m);
-        else
-            vb->advertised = true; /* never told: the value comes in the stream */
-        mcr_rdma_ctx_batch_end(s->ctx);
-        if (rc == -EAGAIN)
-            return 0;
-        if (rc != 0 && !vb->advertised)
-            return -1;
-        vb->advertised = true;
-    }
-    return 1;
-}
-
 /* Sends one eager message of iov's bytes (at most the endpoint's eager
  * payload). A landing buffer to advertise again, or else the value buffer
  * `carried` (when not advertised yet), rides on it, its bind in the same
@@ -448,7 +296,7 @@ static int send_eager(struct rdma_stream *s, const struct iovec *iov, int iovcnt
         land_give_up(s);
         with_land = false;
         m = (struct mcr_rdma_send){.type = MCR_RDMA_MSG_EAGER};
-    } else if (with_value && value_ad(s, carried, &region, &m) != 0) {
+    } else if (with_value && lmr_rdma_value_ad(s, carried, &region, &m) != 0) {
         carried->advertised = true; /* never told: the value comes in the stream */
         with_value = false;
         m = (struct mcr_rdma_send){.type = MCR_RDMA_MSG_EAGER};
@@ -477,8 +325,8 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
     /* value buffers first (they must reach the server before their
      * requests): one rides on the first message unless the landing
      * buffer does, the others go on their own */
-    struct value_buf *carried = land_ready(s) ? NULL : value_ad_to_carry(s);
-    int ads = send_value_ads(s, carried);
+    struct value_buf *carried = land_ready(s) ? NULL : lmr_rdma_value_ad_to_carry(s);
+    int ads = lmr_rdma_send_value_ads(s, carried);
     if (ads <= 0)
         return ads;
     size_t max_payload = mcr_rdma_ep_max_eager_payload(s->ep);
@@ -501,7 +349,7 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
         struct mcr_rdma_iov_pos next = pos;
         size_t msg_len = mcr_rdma_iov_cut(iov, iovcnt, &next, max_payload, msg_iov, &n);
         if (msg_len == 0) {
-            if (carried != NULL && !carried->advertised && send_value_ads(s, NULL) < 0)
+            if (carried != NULL && !carried->advertised && lmr_rdma_send_value_ads(s, NULL) < 0)
                 return -1; /* nothing to carry it: on its own */
             return (ssize_t)taken;
         }
@@ -513,7 +361,7 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
                 if (s->src_busy || !lmr_grant_idle(&s->src_grant))
                     return (ssize_t)taken; /* kept until the server pulled the last one */
                 if (carried != NULL && !carried->advertised) {
-                    ads = send_value_ads(s, NULL); /* an RNDV_READ cannot carry it */
+                    ads = lmr_rdma_send_value_ads(s, NULL); /* an RNDV_READ cannot carry it */
                     if (ads <= 0)
                         return ads < 0 ? -1 : (ssize_t)taken;
                 }
@@ -618,8 +466,7 @@ static bool flush_out(struct rdma_stream *s)
     return true;
 }
 
-/* The eventfd is readable exactly while input waits or the stream ended. */
-static void sync_signal(struct rdma_stream *s)
+void lmr_rdma_sync_signal(struct rdma_stream *s)
 {
     bool want = input_waiting(s) || s->closed;
     uint64_t v = 1;
@@ -674,7 +521,7 @@ static void progress(struct rdma_stream *s, int timeout_ms)
         mcr_rdma_ep_abort(s->ep);
     if (timeout_ms >= 0) {
         advertise(s);
-        sync_signal(s);
+        lmr_rdma_sync_signal(s);
     }
 }
 
@@ -683,8 +530,8 @@ static void stream_free(struct rdma_stream *s)
 {
     if (s->ep != NULL && !s->closed) {
         mcr_rdma_ep_abort(s->ep);
-        int64_t deadline = now_ms() + RDMA_CLOSE_WAIT_MS;
-        while (!s->closed && now_ms() < deadline)
+        int64_t deadline = lmr_rdma_now_ms() + RDMA_CLOSE_WAIT_MS;
+        while (!s->closed && lmr_rdma_now_ms() < deadline)
             mcr_rdma_ctx_progress(s->ctx, 10);
     }
     drop_grants(s); /* windows before the registrations they lie in */
@@ -752,8 +599,8 @@ static memcached_return_t rdma_open(struct lmr_conn *conn, const struct lmr_endp
         stream_free(s);
         return MEMCACHED_CONNECTION_FAILURE;
     }
-    int64_t deadline = now_ms() + timeout;
-    while (!s->connected && !s->closed && now_ms() < deadline)
+    int64_t deadline = lmr_rdma_now_ms() + timeout;
+    while (!s->connected && !s->closed && lmr_rdma_now_ms() < deadline)
         mcr_rdma_ctx_progress(s->ctx, 10);
     if (!s->connected || s->closed) {
         *sys_errno = s->closed ? ECONNREFUSED : ETIMEDOUT;
@@ -841,8 +688,8 @@ static ssize_t rdma_send(struct lmr_conn *conn, const struct iovec *iov, int iov
     if (s->out_len > 0)
         progress(s, -1);              /* sends what waited if room came back */
     if (s->out_len > RDMA_OUT_HIGH) { /* the clock only then: in some guests it is a system call */
-        int64_t deadline = now_ms() + RDMA_OUT_WAIT_MS;
-        while (s->out_len > RDMA_OUT_HIGH && !s->closed && now_ms() < deadline)
+        int64_t deadline = lmr_rdma_now_ms() + RDMA_OUT_WAIT_MS;
+        while (s->out_len > RDMA_OUT_HIGH && !s->closed && lmr_rdma_now_ms() < deadline)
             progress(s, 10);
     }
     if (s->closed || s->out_len > RDMA_OUT_HIGH) {
@@ -878,7 +725,7 @@ static ssize_t rdma_recv(struct lmr_conn *conn, void *buf, size_t len)
             s->seg_first = (s->seg_first + 1) % RDMA_VALUE_BUFS;
             s->nsegs--;
         }
-        sync_signal(s);
+        lmr_rdma_sync_signal(s);
         return (ssize_t)n;
     }
     size_t n = len < s->in_len ? len : s->in_len;
@@ -890,7 +737,7 @@ static ssize_t rdma_recv(struct lmr_conn *conn, void *buf, size_t len)
     s->in_len -= n;
     if (s->in_len == 0)
         s->in_off = 0;
-    sync_signal(s);
+    lmr_rdma_sync_signal(s);
     return (ssize_t)n;
 }
 
@@ -959,13 +806,13 @@ static void rdma_push(struct lmr_conn *conn, int64_t *deadline_ms, int timeout_m
             return;
     }
     if (*deadline_ms < 0)
-        *deadline_ms = now_ms() + timeout_ms;
-    else if (now_ms() >= *deadline_ms)
+        *deadline_ms = lmr_rdma_now_ms() + timeout_ms;
+    else if (lmr_rdma_now_ms() >= *deadline_ms)
         return; /* another server took the whole wait: not a stall of this one */
     s->push_stalled = false;
     do
         progress(s, 10);
-    while (held_back(s, &st) && now_ms() < *deadline_ms);
+    while (held_back(s, &st) && lmr_rdma_now_ms() < *deadline_ms);
     if (held_back(s, &st)) {
         s->push_stalled = true;
         s->stall_moved = st.msgs_sent + st.msgs_received;
@@ -975,8 +822,8 @@ static void rdma_push(struct lmr_conn *conn, int64_t *deadline_ms, int timeout_m
 static void rdma_drain(struct lmr_conn *conn, int timeout_ms)
 {
     struct rdma_stream *s = conn->transport_state;
-    int64_t deadline = now_ms() + timeout_ms;
-    while (s->ep != NULL && !s->closed && !sent_all(s) && now_ms() < deadline)
+    int64_t deadline = lmr_rdma_now_ms() + timeout_ms;
+    while (s->ep != NULL && !s->closed && !sent_all(s) && lmr_rdma_now_ms() < deadline)
         progress(s, 1);
 }
 
@@ -993,98 +840,6 @@ static void rdma_poll_events(struct lmr_conn *conn)
     } else {
         progress(s, -1);
         advertise(s);
-    }
-}
-
-static bool rdma_offer_value_buffer(struct lmr_conn *conn, uint32_t opaque, char *buf, size_t len)
-{
-    struct rdma_stream *s = conn->transport_state;
-    if (s->regcache == NULL || s->nvbufs == RDMA_VALUE_BUFS || s->ep == NULL || s->closed ||
-        len < mcr_rdma_ep_max_eager_payload(s->ep))
-        return false;
-    uint32_t adv = len < RDMA_VALUE_MAX ? (uint32_t)len : RDMA_VALUE_MAX;
-    /* a buffer that overlaps one still offered gets its value the usual
-     * way: written in place, it could overwrite a value not read yet */
-    for (unsigned i = 0; i < s->nvbufs; i++)
-        if (buf < s->vbufs[i].buf + s->vbufs[i].len && s->vbufs[i].buf < buf + adv)
-            return false;
-    unsigned slot = 0;
-    while (slot < RDMA_VALUE_BUFS &&
-           (s->value_grant_taken[slot] || !lmr_grant_idle(&s->value_grants[slot])))
-        slot++;
-    if (slot == RDMA_VALUE_BUFS)
-        return false;
-    /* with windows, the registration its window will lie in (no remote
-     * access: it may be cached); without, the grant registers it */
-    struct ibv_mr *mr = NULL;
-    if (s->windows &&
-        (mr = mcr_rdma_regcache_get(s->regcache, buf, adv, MCR_RDMA_ACCESS_WINDOW)) == NULL)
-        return false;
-    /* opened and advertised with the request's bytes (push_iov) */
-    s->value_grant_taken[slot] = true;
-    s->vbufs[s->nvbufs++] =
-        (struct value_buf){.opaque = opaque, .buf = buf, .len = adv, .mr = mr, .grant = slot};
-    return true;
-}
-
-/* Closes a caller's buffer and returns once the server can no longer reach
- * it: a window's invalidation completed (polled for; on rxe it is there at
- * the first poll), or the connection is ended, whose QP then takes no
- * remote access. */
-static void close_value_grant(struct rdma_stream *s, struct lmr_grant *g)
-{
-    lmr_grant_close(g, s->closed ? NULL : s->ep);
-    int64_t deadline = 0;
-    for (unsigned round = 0; g->closing && !s->closed; round++) {
-        if (round < 4096) {
-            mcr_rdma_ctx_poll(s->ctx);
-            continue;
-        }
-        if (deadline == 0)
-            deadline = now_ms() + RDMA_CLOSE_GRANT_MS;
-        if (now_ms() >= deadline) {
-            mcr_rdma_ep_abort(s->ep);
-            lmr_grant_drop(g); /* the window goes now, not with the connection */
-            return;
-        }
-        mcr_rdma_ctx_progress(s->ctx, 1);
-    }
-    sync_signal(s); /* messages may have come meanwhile */
-}
-
-/* True when input not yet read was written for request `opaque`, whose
- * reply is complete: the server said it wrote more of that request's
- * buffer than the reply used. */
-static bool unread_input_of(const struct rdma_stream *s, uint32_t opaque)
-{
-    for (unsigned k = 0; k < s->nsegs; k++) {
-        const struct value_seg *seg = &s->segs[(s->seg_first + k) % RDMA_VALUE_BUFS];
-        if (seg->len > 0 && seg->opaque == opaque)
-            return true;
-    }
-    return false;
-}
-
-static void rdma_release_value_buffer(struct lmr_conn *conn, uint32_t opaque)
-{
-    struct rdma_stream *s = conn->transport_state;
-    for (unsigned i = 0; i < s->nvbufs; i++) {
-        if (s->vbufs[i].opaque != opaque)
-            continue;
-        if (unread_input_of(s, opaque)) {
-            /* the caller may free the buffer now: none of the stream may
-             * be read from it any more, so the stream ends here */
-            s->nsegs = 0;
-            s->in_len = 0;
-            if (s->ep != NULL && !s->closed)
-                mcr_rdma_ep_abort(s->ep);
-        }
-        close_value_grant(s, &s->value_grants[s->vbufs[i].grant]);
-        s->value_grant_taken[s->vbufs[i].grant] = false;
-        if (s->vbufs[i].mr != NULL)
-            mcr_rdma_regcache_put(s->regcache, s->vbufs[i].mr);
-        s->vbufs[i] = s->vbufs[--s->nvbufs];
-        return;
     }
 }
 
@@ -1107,8 +862,8 @@ const struct lmr_transport_ops lmr_transport_rdma = {
     .close = rdma_close,
     .poll_input = rdma_poll_input,
     .prepare_sleep = rdma_prepare_sleep,
-    .offer_value_buffer = rdma_offer_value_buffer,
-    .release_value_buffer = rdma_release_value_buffer,
+    .offer_value_buffer = lmr_rdma_offer_value_buffer,
+    .release_value_buffer = lmr_rdma_release_value_buffer,
     .poll_events = rdma_poll_events,
     .drain = rdma_drain,
     .push = rdma_push,
