@@ -320,6 +320,12 @@ static int send_eager(struct rdma_stream *s, const struct iovec *iov, int iovcnt
  * bytes taken, or -1 when the connection failed. */
 static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovcnt)
 {
+    /* a buffer whose last transfer just ended is usually closed by now
+     * (on rxe its invalidation completes within its post): one poll, no
+     * system call, lets its next advertisement ride on these bytes, and a
+     * large request use the request buffer now rather than at a later call */
+    if (s->land_grant.closing || s->src_grant.closing)
+        mcr_rdma_ctx_poll(s->ctx);
     if (s->ep == NULL || s->closed)
         return -1;
     /* value buffers first (they must reach the server before their
