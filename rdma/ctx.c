@@ -279,6 +279,7 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
         goto fail_errno;
     }
     ctx->max_msg_size = pattr.max_msg_sz;
+    ctx->windows = (dattr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0;
     int rd = dattr.max_qp_rd_atom < dattr.max_qp_init_rd_atom ? dattr.max_qp_rd_atom
                                                               : dattr.max_qp_init_rd_atom;
     ctx->rd_atomic = (uint8_t)(rd > 16 ? 16 : rd < 1 ? 1 : rd);
@@ -418,6 +419,11 @@ int mcr_rdma_ctx_fd(const struct mcr_rdma_ctx *ctx)
 struct ibv_pd *mcr_rdma_ctx_pd(const struct mcr_rdma_ctx *ctx)
 {
     return ctx->pd;
+}
+
+bool mcr_rdma_ctx_has_windows(const struct mcr_rdma_ctx *ctx)
+{
+    return ctx->windows;
 }
 
 const char *mcr_rdma_ctx_device_name(const struct mcr_rdma_ctx *ctx)

@@ -105,6 +105,9 @@ void mcr_rdma_ctx_batch_begin(struct mcr_rdma_ctx *ctx);
 void mcr_rdma_ctx_batch_end(struct mcr_rdma_ctx *ctx);
 
 struct ibv_pd *mcr_rdma_ctx_pd(const struct mcr_rdma_ctx *ctx);
+/* The device binds type 2 memory windows (IBV_DEVICE_MEM_WINDOW_TYPE_2B):
+ * the endpoints' bind_window and invalidate_window work. */
+bool mcr_rdma_ctx_has_windows(const struct mcr_rdma_ctx *ctx);
 const char *mcr_rdma_ctx_device_name(const struct mcr_rdma_ctx *ctx);
 const struct mcr_rdma_ctx_opts *mcr_rdma_ctx_options(const struct mcr_rdma_ctx *ctx);
 

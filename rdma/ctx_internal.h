@@ -33,7 +33,15 @@
  * the path from a request to its reply, on both sides. */
 #define MCR_RDMA_REPOST_MAX 16
 
-enum mcr_rdma_op_kind { MCR_RDMA_OP_SEND, MCR_RDMA_OP_READ, MCR_RDMA_OP_WRITE };
+/* BIND and INVALIDATE open and close a memory window (endpoint.h); they
+ * count among an endpoint's RDMA operations. */
+enum mcr_rdma_op_kind {
+    MCR_RDMA_OP_SEND,
+    MCR_RDMA_OP_READ,
+    MCR_RDMA_OP_WRITE,
+    MCR_RDMA_OP_BIND,
+    MCR_RDMA_OP_INVALIDATE
+};
 
 /* One send-queue work request, posted or waiting in an endpoint's queue. */
 struct mcr_rdma_ep_impl;
@@ -48,12 +56,16 @@ struct mcr_rdma_op {
     bool is_credit_msg;
     bool raw;           /* bytes sent as given: credits not patched in */
     bool counted_stall; /* already counted in credit_stalls */
-    /* READ / WRITE */
+    /* READ / WRITE (BIND: local and len are the window's range, rkey its
+     * new key; INVALIDATE: rkey the key to end) */
     uint64_t remote_addr;
     uint32_t rkey;
     void *local;
     uint32_t lkey;
     void *cookie;
+    struct ibv_mw *mw; /* BIND */
+    struct ibv_mr *mr; /* BIND: the registration the window lies in */
+    int mw_access;     /* BIND: IBV_ACCESS_REMOTE_* */
 };
 
 /* What the context calls in an endpoint implementation. */
@@ -136,6 +148,7 @@ struct mcr_rdma_ctx {
     struct mcr_rdma_ep_link *endpoints; /* all, list head */
     struct mcr_rdma_listener_link *listeners;
     uint32_t max_msg_size;
+    bool windows;      /* the device binds type 2 memory windows */
     uint8_t rd_atomic; /* outstanding RDMA READs per QP, both directions */
     bool reap_pending; /* some endpoint is closing */
     bool destroying;   /* mcr_rdma_ctx_destroy runs: no callbacks, no new work */

@@ -7,7 +7,8 @@
  * passed validation; payload pointers are valid only during the callback.
  * Everything runs on the thread that drives the endpoint's context
  * (mcr_rdma_ctx_progress or the fd handlers); nothing here is thread-safe.
- * This header must not expose verbs objects other than ibv_mr for buffers.
+ * This header must not expose verbs objects other than ibv_mr for buffers
+ * and ibv_mw for memory windows.
  */
 #ifndef MCR_RDMA_ENDPOINT_H
 #define MCR_RDMA_ENDPOINT_H
@@ -110,6 +111,20 @@ struct mcr_rdma_ep_ops {
                      void *local, struct ibv_mr *local_mr, uint32_t len, void *cookie);
     int (*rdma_write)(struct mcr_rdma_ep *ep, const struct mcr_rdma_rndv *remote, uint32_t offset,
                       const void *local, struct ibv_mr *local_mr, uint32_t len, void *cookie);
+    /* Memory windows (type 2, where mcr_rdma_ctx_has_windows): bind_window
+     * opens `mw` over [addr, addr+len) of `mr` (registered with
+     * MCR_RDMA_ACCESS_WINDOW, which gives no remote access of its own) to
+     * this endpoint's peer only, with `access` (MCR_RDMA_ACCESS_REMOTE_*),
+     * under a new rkey (*rkey). It reaches the device in order with the
+     * sends, so a message sent after it may advertise the rkey.
+     * invalidate_window ends the rkey: once its on_rdma_done(cookie) came,
+     * the peer reaches nothing through it (with an error status the
+     * connection failed, and its QP takes no remote access any more either).
+     * A window is bound again only after its invalidation completed. Both
+     * report through on_rdma_done like READ and WRITE. */
+    int (*bind_window)(struct mcr_rdma_ep *ep, struct ibv_mw *mw, struct ibv_mr *mr, void *addr,
+                       uint32_t len, unsigned access, uint32_t *rkey, void *cookie);
+    int (*invalidate_window)(struct mcr_rdma_ep *ep, uint32_t rkey, void *cookie);
     /* Starts closing; on_closed follows from the context's progress. What
      * was sent before goes first (the endpoint lingers, taking no new
      * sends, for a bounded time). */
@@ -170,6 +185,16 @@ static inline int mcr_rdma_ep_rdma_write(struct mcr_rdma_ep *ep, const struct mc
                                          struct ibv_mr *local_mr, uint32_t len, void *cookie)
 {
     return ep->ops->rdma_write(ep, remote, offset, local, local_mr, len, cookie);
+}
+static inline int mcr_rdma_ep_bind_window(struct mcr_rdma_ep *ep, struct ibv_mw *mw,
+                                          struct ibv_mr *mr, void *addr, uint32_t len,
+                                          unsigned access, uint32_t *rkey, void *cookie)
+{
+    return ep->ops->bind_window(ep, mw, mr, addr, len, access, rkey, cookie);
+}
+static inline int mcr_rdma_ep_invalidate_window(struct mcr_rdma_ep *ep, uint32_t rkey, void *cookie)
+{
+    return ep->ops->invalidate_window(ep, rkey, cookie);
 }
 static inline void mcr_rdma_ep_close(struct mcr_rdma_ep *ep)
 {

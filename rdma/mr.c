@@ -7,14 +7,35 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int verbs_access(unsigned access)
+#define REMOTE_ACCESS (MCR_RDMA_ACCESS_REMOTE_READ | MCR_RDMA_ACCESS_REMOTE_WRITE)
+
+int mcr_rdma_window_access(unsigned access)
 {
-    int flags = IBV_ACCESS_LOCAL_WRITE;
+    int flags = 0;
     if (access & MCR_RDMA_ACCESS_REMOTE_READ)
         flags |= IBV_ACCESS_REMOTE_READ;
     if (access & MCR_RDMA_ACCESS_REMOTE_WRITE)
         flags |= IBV_ACCESS_REMOTE_WRITE;
     return flags;
+}
+
+static int verbs_access(unsigned access)
+{
+    int flags = IBV_ACCESS_LOCAL_WRITE | mcr_rdma_window_access(access);
+    if (access & MCR_RDMA_ACCESS_WINDOW)
+        flags |= IBV_ACCESS_MW_BIND;
+    return flags;
+}
+
+struct ibv_mw *mcr_rdma_window_alloc(struct ibv_pd *pd)
+{
+    return ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+}
+
+void mcr_rdma_window_free(struct ibv_mw *mw)
+{
+    if (mw != NULL)
+        ibv_dealloc_mw(mw);
 }
 
 int mcr_rdma_region_register(struct ibv_pd *pd, void *addr, size_t len, unsigned access,
@@ -91,8 +112,8 @@ struct ibv_mr *mcr_rdma_regcache_get(struct mcr_rdma_regcache *cache, void *addr
         errno = EINVAL;
         return NULL;
     }
-    if (cache->max_entries == 0) {
-        cache->stats.misses++;
+    if (cache->max_entries == 0 || (access & REMOTE_ACCESS)) {
+        cache->stats.misses++; /* never kept: see mr.h */
         return ibv_reg_mr(cache->pd, addr, len, verbs_access(access));
     }
     struct regcache_entry *victim = NULL;
@@ -137,16 +158,13 @@ struct ibv_mr *mcr_rdma_regcache_get(struct mcr_rdma_regcache *cache, void *addr
 
 void mcr_rdma_regcache_put(struct mcr_rdma_regcache *cache, struct ibv_mr *mr)
 {
-    if (cache->max_entries == 0) {
-        ibv_dereg_mr(mr);
-        return;
-    }
     for (unsigned i = 0; i < cache->max_entries; i++) {
         if (cache->entries[i].mr == mr && cache->entries[i].refs > 0) {
             cache->entries[i].refs--;
             return;
         }
     }
+    ibv_dereg_mr(mr); /* not kept (remote access, or no cache) */
 }
 
 unsigned mcr_rdma_regcache_invalidate(struct mcr_rdma_regcache *cache, void *addr, size_t len)

@@ -14,6 +14,7 @@
  * credit accounting below before anything else looks at it; a peer that
  * breaks a rule is disconnected (only that endpoint).
  */
+#include "rdma/mr.h"
 #include "rdma/rc_internal.h"
 #include "rdma/wire.h"
 
@@ -109,6 +110,21 @@ static void build_wr(struct rc_ep *rc, struct mcr_rdma_op *op, struct ibv_send_w
         wr->opcode = IBV_WR_SEND;
         if (op->len <= rc->max_inline)
             wr->send_flags |= IBV_SEND_INLINE; /* the device copies it now: no memory lookup */
+    } else if (op->kind == MCR_RDMA_OP_BIND) {
+        wr->num_sge = 0;
+        wr->opcode = IBV_WR_BIND_MW;
+        wr->bind_mw.mw = op->mw;
+        wr->bind_mw.rkey = op->rkey;
+        wr->bind_mw.bind_info = (struct ibv_mw_bind_info){.mr = op->mr,
+                                                          .addr = (uintptr_t)op->local,
+                                                          .length = op->len,
+                                                          .mw_access_flags = op->mw_access};
+        rc->rdma_posted++;
+    } else if (op->kind == MCR_RDMA_OP_INVALIDATE) {
+        wr->num_sge = 0;
+        wr->opcode = IBV_WR_LOCAL_INV;
+        wr->invalidate_rkey = op->rkey;
+        rc->rdma_posted++;
     } else {
         *sge = (struct ibv_sge){.addr = (uintptr_t)op->local, .length = op->len, .lkey = op->lkey};
         wr->opcode = op->kind == MCR_RDMA_OP_READ ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
@@ -116,6 +132,14 @@ static void build_wr(struct rc_ep *rc, struct mcr_rdma_op *op, struct ibv_send_w
         wr->wr.rdma.rkey = op->rkey;
         rc->rdma_posted++;
     }
+}
+
+/* A posted bind: the window's key is the new one from now on (the device
+ * took the old one from the window when the bind was posted). */
+static void bind_posted(struct mcr_rdma_op *op)
+{
+    if (op->kind == MCR_RDMA_OP_BIND)
+        op->mw->rkey = op->rkey;
 }
 
 void rc_post_batch(struct mcr_rdma_ep *ep)
@@ -141,6 +165,8 @@ void rc_post_batch(struct mcr_rdma_ep *ep)
     struct mcr_rdma_ctx *ctx = ep->ctx;
     ctx->stats.doorbells++;
     ctx->stats.work_requests += posted;
+    for (uint32_t i = 0; i < posted; i++)
+        bind_posted((struct mcr_rdma_op *)(uintptr_t)rc->batch_wr[i].wr_id);
     if (err == 0)
         return;
     /* the endpoint closes before the refused operations are given back: their
@@ -198,6 +224,7 @@ static void post_op(struct rc_ep *rc, struct mcr_rdma_op *op)
     }
     ctx->stats.work_requests++;
     rc->sq_outstanding++;
+    bind_posted(op);
 }
 
 static void send_credit_msg(struct rc_ep *rc)
@@ -589,6 +616,56 @@ static int rc_rdma_write(struct mcr_rdma_ep *ep, const struct mcr_rdma_rndv *rem
     return rc_rdma(ep, MCR_RDMA_OP_WRITE, remote, offset, local, local_mr, len, cookie);
 }
 
+/* Queues a window operation like an RDMA READ or WRITE (in order with the
+ * sends, at most MCR_RDMA_OPS_PER_EP posted). */
+static int queue_window_op(struct rc_ep *rc, const struct mcr_rdma_op *proto)
+{
+    if (rc->state != RC_ESTABLISHED || rc->lingering || rc->peer_left)
+        return -ENOTCONN;
+    struct mcr_rdma_op *op = malloc(sizeof(*op));
+    if (op == NULL)
+        return -ENOMEM;
+    *op = *proto;
+    rc->rdma_outstanding++;
+    enqueue(rc, op);
+    rc_pump(rc);
+    return 0;
+}
+
+static int rc_bind_window(struct mcr_rdma_ep *ep, struct ibv_mw *mw, struct ibv_mr *mr, void *addr,
+                          uint32_t len, unsigned access, uint32_t *rkey, void *cookie)
+{
+    uintptr_t lo = (uintptr_t)addr, mr_lo = (uintptr_t)(mr ? mr->addr : NULL);
+    if (mw == NULL || mr == NULL || len == 0 || mr->pd != ep->ctx->pd || mw->pd != ep->ctx->pd ||
+        lo < mr_lo || lo - mr_lo > mr->length || len > mr->length - (lo - mr_lo) ||
+        mcr_rdma_window_access(access) == 0)
+        return -EINVAL;
+    uint32_t key = ibv_inc_rkey(mw->rkey);
+    int err = queue_window_op(rc_from_ep(ep),
+                              &(struct mcr_rdma_op){.kind = MCR_RDMA_OP_BIND,
+                                                    .ep = ep,
+                                                    .impl = &mcr_rdma_rc_impl,
+                                                    .len = len,
+                                                    .rkey = key,
+                                                    .local = addr,
+                                                    .cookie = cookie,
+                                                    .mw = mw,
+                                                    .mr = mr,
+                                                    .mw_access = mcr_rdma_window_access(access)});
+    if (err == 0)
+        *rkey = key;
+    return err;
+}
+
+static int rc_invalidate_window(struct mcr_rdma_ep *ep, uint32_t rkey, void *cookie)
+{
+    return queue_window_op(rc_from_ep(ep), &(struct mcr_rdma_op){.kind = MCR_RDMA_OP_INVALIDATE,
+                                                                 .ep = ep,
+                                                                 .impl = &mcr_rdma_rc_impl,
+                                                                 .rkey = rkey,
+                                                                 .cookie = cookie});
+}
+
 static void rc_stats(const struct mcr_rdma_ep *ep, struct mcr_rdma_ep_stats *out)
 {
     const struct rc_ep *rc = (const struct rc_ep *)ep;
@@ -603,6 +680,8 @@ const struct mcr_rdma_ep_ops mcr_rdma_rc_ops = {
     .send = rc_send,
     .rdma_read = rc_rdma_read,
     .rdma_write = rc_rdma_write,
+    .bind_window = rc_bind_window,
+    .invalidate_window = rc_invalidate_window,
     .close = rc_close,
     .abort = rc_abort,
     .pause = rc_pause,

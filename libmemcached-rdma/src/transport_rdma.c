@@ -10,25 +10,32 @@
  * buffers busy) are kept here and go out on the next call, so send never
  * reports EAGAIN (the descriptor below can only signal input).
  *
- * Large replies: a 1 MiB buffer registered for remote write only (the one
- * memory of ours the server may touch) is advertised with RNDV_WRITE; the
- * server RDMA-WRITEs up to that much of the reply stream into it and sends
- * RNDV_DONE with the byte count and the stream bytes that come before the
- * written ones (a reply's header); both join the input and the buffer
- * is advertised again. An RNDV_DONE that does not match closes the
- * connection.
+ * What the server may reach: only the region of the transfer advertised,
+ * and only until that transfer ends (transport_rdma_grant.h: a memory
+ * window bound for it and invalidated at its end, or a registration made
+ * for it and dropped at its end). Nothing of ours is registered with remote
+ * access otherwise.
+ *
+ * Large replies: a 1 MiB landing buffer is opened for remote write and
+ * advertised with RNDV_WRITE; the server RDMA-WRITEs up to that much of the
+ * reply stream into it and sends RNDV_DONE with the byte count and the
+ * stream bytes that come before the written ones (a reply's header); the
+ * buffer is closed, both join the input, and the buffer is opened and
+ * advertised again (under a new rkey). An RNDV_DONE that does not match
+ * closes the connection.
  *
  * Values straight into a caller's buffer: for a GET into a caller's buffer
- * (iget) larger than one message's payload, the buffer is registered for
- * remote write (on the fly, or through a registration cache when
- * LIBMEMCACHED_RDMA_REGCACHE asks for one) and advertised with RNDV_WRITE
- * and MCR_RDMA_F_VALUE under the request's opaque, on the message that
- * carries the request (push_iov). When the server writes
+ * (iget) larger than one message's payload, the buffer is opened for
+ * remote write (its window's registration made on the fly, or kept in a
+ * registration cache when LIBMEMCACHED_RDMA_REGCACHE asks for one) and
+ * advertised with RNDV_WRITE and MCR_RDMA_F_VALUE under the request's
+ * opaque, on the message that carries the request (push_iov). When the server writes
  * the value there, its RNDV_DONE (same flag, same opaque) inserts a
  * segment into the input that refers to the caller's buffer instead of
  * holding bytes; recv into that very buffer returns it without a copy
- * (into anywhere else, it copies). The registration goes when the request
- * completes.
+ * (into anywhere else, it copies). When the request completes the buffer
+ * is closed, and the call returns only once the server can no longer
+ * reach it. The value buffers' side of this is in transport_rdma_value.c.
  *
  * The descriptor the pipeline polls is an epoll set over the context's
  * descriptor (completions, connection events) and an eventfd that this file
@@ -54,6 +61,7 @@
 #include "rdma/iov_cut.h"
 #include "rdma/mr.h"
 #include "rdma/rc.h"
+#include "transport_rdma_stream.h"
 
 /* Bytes kept for later beyond which send waits for the endpoint. */
 #define RDMA_OUT_HIGH (8u * 1024 * 1024)
@@ -64,87 +72,16 @@
 #define RDMA_EVENT_CHECK_POLLS 64
 /* The most request bytes sent ahead of a large value on its RNDV_READ. */
 #define RDMA_HEAD_MAX 1024
-/* The landing buffer advertised to the server for large replies. */
-#define RDMA_LAND_SIZE (1024u * 1024)
 /* Default reply polling budget before sleeping (LIBMEMCACHED_RDMA_SPIN_US). */
 #define RDMA_SPIN_US_DEFAULT 200
-/* Caller buffers for values: ones smaller than one message's payload are
- * not offered (their values come in one message anyway), larger ones are
- * advertised for their first RDMA_VALUE_MAX bytes (the substrate's
- * rendezvous limit); at most RDMA_VALUE_BUFS are outstanding (the server
- * keeps as many). */
-#define RDMA_VALUE_MAX (64u * 1024 * 1024)
-#define RDMA_VALUE_BUFS 64
 /* LIBMEMCACHED_RDMA_REGCACHE (0 .. RDMA_REGCACHE_MAX, default 0):
- * registrations of caller buffers kept for reuse. Only for programs that
- * never free a buffer they passed to iget while the connection is open
- * (a cached registration keeps the memory it was made for, not what a
- * later allocation maps at the same address). */
+ * registrations of caller buffers kept for reuse (with memory windows only:
+ * they have no remote access). Only for programs that never free a buffer
+ * they passed to iget while the connection is open (a cached registration
+ * keeps the memory it was made for, not what a later allocation maps at
+ * the same address). */
 #define RDMA_REGCACHE_MAX 4096
-
-/* A caller's buffer advertised for one GET's value. */
-struct value_buf {
-    uint32_t opaque;
-    char *buf;
-    uint32_t len;
-    struct ibv_mr *mr;
-    bool advertised; /* told to the server (it rides on the next request message) */
-    bool written;    /* the server wrote the value into it */
-};
-
-/* Input bytes that lie in a caller's buffer, not in `in`: the stream's
- * bytes [at, at+len) are at ptr, written for the request `opaque`. */
-struct value_seg {
-    uint64_t at;
-    const char *ptr;
-    size_t len;
-    uint32_t opaque;
-};
-
-struct rdma_stream {
-    struct mcr_rdma_ctx *ctx;
-    struct mcr_rdma_ep *ep; /* NULL once the substrate freed it */
-    int epfd, evfd;
-    bool signaled, connected, closed;
-    unsigned event_polls; /* rdma_poll_events calls */
-    char *in;             /* received, not yet read: in[in_off, in_off+in_len) */
-    size_t in_off, in_len, in_cap;
-    /* Stream offsets: bytes received so far and read so far, counting
-     * those of value segments (which `in` does not hold). */
-    uint64_t in_received, in_read;
-    struct value_seg segs[RDMA_VALUE_BUFS]; /* a ring, oldest at seg_first */
-    unsigned seg_first, nsegs;
-    struct value_buf vbufs[RDMA_VALUE_BUFS];
-    unsigned nvbufs;
-    struct mcr_rdma_regcache *regcache;
-    char *out; /* accepted, not yet handed to the endpoint */
-    size_t out_off, out_len, out_cap;
-    /* Rendezvous for replies: a buffer registered for remote write only,
-     * advertised with RNDV_WRITE (land_id); the server RDMA-WRITEs reply
-     * bytes into it and sends RNDV_DONE with their count, then the buffer
-     * is copied into the input and advertised again. */
-    char *land;
-    struct mcr_rdma_region land_reg;
-    uint32_t land_id;
-    bool land_out, land_need;
-    /* Rendezvous for requests: a buffer registered for remote read only;
-     * request bytes beyond one message are copied into it and advertised
-     * with RNDV_READ (src_id), the request's head riding on that message;
-     * the server pulls them with an RDMA READ and ends the region with
-     * READ_DONE (on its reply, or alone), after which the buffer may be
-     * reused. */
-    char *src;
-    struct mcr_rdma_region src_reg;
-    uint32_t src_id;
-    bool src_busy;
-    /* A push that waited a whole timeout for credits and got none: later
-     * pushes do not wait again until messages move again (stall_moved:
-     * the endpoint's messages sent and received at the stall). */
-    bool push_stalled;
-    uint64_t stall_moved;
-};
-
-static int64_t now_ms(void)
+int64_t lmr_rdma_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -189,6 +126,7 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
             return;
         }
         s->src_busy = false;
+        lmr_grant_close(&s->src_grant, ep);
         if (msg->payload_len == 0)
             return;
         plain = true;
@@ -229,11 +167,12 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
     if (msg->type == MCR_RDMA_MSG_EAGER && msg->flags == MCR_RDMA_F_RNDV_DONE) {
         /* the server wrote the next n bytes of the stream into our buffer */
         if (!s->land_out || msg->request_id != s->land_id || msg->payload_len < 4 || n == 0 ||
-            n > s->land_reg.len ||
+            n > RDMA_LAND_SIZE ||
             !reserve(&s->in, &s->in_off, s->in_len, &s->in_cap, (size_t)head_len + n)) {
             mcr_rdma_ep_abort(ep);
             return;
         }
+        lmr_grant_close(&s->land_grant, ep); /* the transfer is over */
         memcpy(s->in + s->in_off + s->in_len, head, head_len);
         memcpy(s->in + s->in_off + s->in_len + head_len, s->land, n);
         s->in_len += head_len + n;
@@ -258,12 +197,25 @@ static bool input_waiting(const struct rdma_stream *s)
     return s->in_len > 0 || s->nsegs > 0;
 }
 
+/* Window operations only (this side starts no RDMA READ or WRITE): a bind
+ * (no cookie) or a grant's invalidation. A failed one has failed the
+ * connection, whose QP takes no remote access any more. */
 static void on_rdma_done(struct mcr_rdma_ep *ep, void *cookie, int status, void *user)
 {
     (void)ep;
-    (void)cookie;
     (void)status;
-    (void)user; /* no RDMA READ/WRITE is started by this side */
+    (void)user;
+    if (cookie != NULL)
+        lmr_grant_closed(cookie);
+}
+
+/* The connection is gone: its windows and registrations with it. */
+static void drop_grants(struct rdma_stream *s)
+{
+    lmr_grant_drop(&s->land_grant);
+    lmr_grant_drop(&s->src_grant);
+    for (unsigned i = 0; i < RDMA_VALUE_BUFS; i++)
+        lmr_grant_drop(&s->value_grants[i]);
 }
 
 static void on_closed(struct mcr_rdma_ep *ep, int reason, const char *why, void *user)
@@ -274,6 +226,7 @@ static void on_closed(struct mcr_rdma_ep *ep, int reason, const char *why, void 
     struct rdma_stream *s = user;
     s->closed = true;
     s->ep = NULL;
+    drop_grants(s); /* before the QP they are bound to goes */
 }
 
 static const struct mcr_rdma_ep_callbacks stream_callbacks = {
@@ -284,13 +237,30 @@ static const struct mcr_rdma_ep_callbacks stream_callbacks = {
 };
 
 /* ---- sending ------------------------------------------------------------------------------ */
-/* The RNDV_WRITE that advertises the landing buffer again. */
-static struct mcr_rdma_send land_ad(const struct rdma_stream *s, struct mcr_rdma_rndv *r)
+/* The landing buffer may be advertised again: its last transfer is over
+ * and its rkey closed. */
+static bool land_ready(const struct rdma_stream *s)
 {
+    return s->land_need && !s->land_grant.closing;
+}
+
+/* The RNDV_WRITE that advertises the landing buffer again, the buffer
+ * opened for it (once: a message that could not go keeps its rkey for the
+ * next try). 0 or a negative errno. */
+static int land_ad(struct rdma_stream *s, struct mcr_rdma_rndv *r, struct mcr_rdma_send *m)
+{
+    if (!s->land_grant.open) {
+        int rc = lmr_grant_open(&s->land_grant, s->ep, mcr_rdma_ctx_pd(s->ctx),
+                                s->windows ? s->land_reg.mr : NULL, s->land, RDMA_LAND_SIZE,
+                                MCR_RDMA_ACCESS_REMOTE_WRITE);
+        if (rc != 0)
+            return rc;
+    }
     *r = (struct mcr_rdma_rndv){
-        .addr = (uintptr_t)s->land, .rkey = s->land_reg.mr->rkey, .len = (uint32_t)s->land_reg.len};
-    return (struct mcr_rdma_send){
+        .addr = (uintptr_t)s->land, .rkey = s->land_grant.rkey, .len = RDMA_LAND_SIZE};
+    *m = (struct mcr_rdma_send){
         .type = MCR_RDMA_MSG_RNDV_WRITE, .request_id = s->land_id + 1, .advertise = r};
+    return 0;
 }
 
 /* The landing buffer's advertisement went out. */
@@ -301,70 +271,41 @@ static void land_advertised(struct rdma_stream *s)
     s->land_out = true;
 }
 
-/* The RNDV_WRITE that advertises a caller's buffer for one value. */
-static struct mcr_rdma_send value_ad(const struct value_buf *vb, struct mcr_rdma_rndv *r)
+/* The landing buffer cannot be opened (no registration possible): large
+ * replies come in eager messages from now on. */
+static void land_give_up(struct rdma_stream *s)
 {
-    *r = (struct mcr_rdma_rndv){.addr = (uintptr_t)vb->buf, .rkey = vb->mr->rkey, .len = vb->len};
-    return (struct mcr_rdma_send){.type = MCR_RDMA_MSG_RNDV_WRITE,
-                                  .flags = MCR_RDMA_F_VALUE,
-                                  .request_id = vb->opaque,
-                                  .advertise = r};
-}
-
-/* The value buffer whose advertisement may ride on the next message:
- * the one not yet advertised, when it is the only one. */
-static struct value_buf *value_ad_to_carry(struct rdma_stream *s)
-{
-    struct value_buf *found = NULL;
-    for (unsigned i = 0; i < s->nvbufs; i++) {
-        if (s->vbufs[i].advertised)
-            continue;
-        if (found != NULL)
-            return NULL;
-        found = &s->vbufs[i];
-    }
-    return found;
-}
-
-/* Advertises, in messages of their own, the value buffers not yet
- * advertised, except `carried` (it rides on the next request message).
- * 1: done; 0: no send buffer free (retried with the next push); -1: the
- * connection failed. */
-static int send_value_ads(struct rdma_stream *s, const struct value_buf *carried)
-{
-    for (unsigned i = 0; i < s->nvbufs; i++) {
-        struct value_buf *vb = &s->vbufs[i];
-        if (vb->advertised || vb == carried)
-            continue;
-        struct mcr_rdma_rndv r;
-        struct mcr_rdma_send m = value_ad(vb, &r);
-        int rc = mcr_rdma_ep_send(s->ep, &m);
-        if (rc == -EAGAIN)
-            return 0;
-        if (rc != 0)
-            return -1;
-        vb->advertised = true;
-    }
-    return 1;
+    s->land_need = false;
 }
 
 /* Sends one eager message of iov's bytes (at most the endpoint's eager
  * payload). A landing buffer to advertise again, or else the value buffer
- * `carried` (when not advertised yet), rides on it. 0, -EAGAIN (no send
- * buffer or credit) or another error. */
+ * `carried` (when not advertised yet), rides on it, its bind in the same
+ * doorbell. 0, -EAGAIN (no send buffer or credit) or another error. */
 static int send_eager(struct rdma_stream *s, const struct iovec *iov, int iovcnt,
                       struct value_buf *carried)
 {
-    struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_EAGER, .iov = iov, .iovcnt = iovcnt};
+    struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_EAGER};
     struct mcr_rdma_rndv region;
-    bool with_land = s->land_need;
+    bool with_land = land_ready(s);
     bool with_value = !with_land && carried != NULL && !carried->advertised;
-    if (with_land || with_value) {
-        m = with_land ? land_ad(s, &region) : value_ad(carried, &region);
-        m.iov = iov;
-        m.iovcnt = iovcnt;
+    bool batch = with_land || with_value;
+    if (batch)
+        mcr_rdma_ctx_batch_begin(s->ctx);
+    if (with_land && land_ad(s, &region, &m) != 0) {
+        land_give_up(s);
+        with_land = false;
+        m = (struct mcr_rdma_send){.type = MCR_RDMA_MSG_EAGER};
+    } else if (with_value && lmr_rdma_value_ad(s, carried, &region, &m) != 0) {
+        carried->advertised = true; /* never told: the value comes in the stream */
+        with_value = false;
+        m = (struct mcr_rdma_send){.type = MCR_RDMA_MSG_EAGER};
     }
+    m.iov = iov;
+    m.iovcnt = iovcnt;
     int rc = mcr_rdma_ep_send(s->ep, &m);
+    if (batch)
+        mcr_rdma_ctx_batch_end(s->ctx);
     if (rc != 0)
         return rc;
     if (with_land)
@@ -379,13 +320,19 @@ static int send_eager(struct rdma_stream *s, const struct iovec *iov, int iovcnt
  * bytes taken, or -1 when the connection failed. */
 static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovcnt)
 {
+    /* a buffer whose last transfer just ended is usually closed by now
+     * (on rxe its invalidation completes within its post): one poll, no
+     * system call, lets its next advertisement ride on these bytes, and a
+     * large request use the request buffer now rather than at a later call */
+    if (s->land_grant.closing || s->src_grant.closing)
+        mcr_rdma_ctx_poll(s->ctx);
     if (s->ep == NULL || s->closed)
         return -1;
     /* value buffers first (they must reach the server before their
      * requests): one rides on the first message unless the landing
      * buffer does, the others go on their own */
-    struct value_buf *carried = s->land_need ? NULL : value_ad_to_carry(s);
-    int ads = send_value_ads(s, carried);
+    struct value_buf *carried = land_ready(s) ? NULL : lmr_rdma_value_ad_to_carry(s);
+    int ads = lmr_rdma_send_value_ads(s, carried);
     if (ads <= 0)
         return ads;
     size_t max_payload = mcr_rdma_ep_max_eager_payload(s->ep);
@@ -408,19 +355,19 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
         struct mcr_rdma_iov_pos next = pos;
         size_t msg_len = mcr_rdma_iov_cut(iov, iovcnt, &next, max_payload, msg_iov, &n);
         if (msg_len == 0) {
-            if (carried != NULL && !carried->advertised && send_value_ads(s, NULL) < 0)
+            if (carried != NULL && !carried->advertised && lmr_rdma_send_value_ads(s, NULL) < 0)
                 return -1; /* nothing to carry it: on its own */
             return (ssize_t)taken;
         }
-        if (msg_len == max_payload && s->src_reg.mr != NULL) {
+        if (msg_len == max_payload && s->src != NULL) {
             size_t rest = 0;
             for (int k = pos.index; k < iovcnt; k++)
                 rest += iov[k].iov_len - (k == pos.index ? pos.offset : 0);
             if (rest > max_payload) {
-                if (s->src_busy)
+                if (s->src_busy || !lmr_grant_idle(&s->src_grant))
                     return (ssize_t)taken; /* kept until the server pulled the last one */
                 if (carried != NULL && !carried->advertised) {
-                    ads = send_value_ads(s, NULL); /* an RNDV_READ cannot carry it */
+                    ads = lmr_rdma_send_value_ads(s, NULL); /* an RNDV_READ cannot carry it */
                     if (ads <= 0)
                         return ads < 0 ? -1 : (ssize_t)taken;
                 }
@@ -450,7 +397,7 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
                     koff = pos.offset;
                 }
                 rest -= head;
-                size_t want = rest < s->src_reg.len ? rest : s->src_reg.len;
+                size_t want = rest < RDMA_LAND_SIZE ? rest : RDMA_LAND_SIZE;
                 size_t got = 0;
                 while (got < want) {
                     size_t avail = iov[k].iov_len - koff;
@@ -463,14 +410,31 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
                         koff = 0;
                     }
                 }
+                /* exactly these bytes open for the server to read, the
+                 * bind and the RNDV_READ in one doorbell */
+                mcr_rdma_ctx_batch_begin(s->ctx);
+                int rc = lmr_grant_open(&s->src_grant, s->ep, mcr_rdma_ctx_pd(s->ctx),
+                                        s->windows ? s->src_reg.mr : NULL, s->src, (uint32_t)got,
+                                        MCR_RDMA_ACCESS_REMOTE_READ);
+                if (rc != 0) {
+                    mcr_rdma_ctx_batch_end(s->ctx);
+                    if (s->windows)
+                        return -1; /* the bind failed: the connection fails */
+                    free(s->src);  /* no registration possible: eager from now on */
+                    s->src = NULL;
+                    continue;
+                }
                 struct mcr_rdma_rndv r = {
-                    .addr = (uintptr_t)s->src, .rkey = s->src_reg.mr->rkey, .len = (uint32_t)got};
+                    .addr = (uintptr_t)s->src, .rkey = s->src_grant.rkey, .len = (uint32_t)got};
                 struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_RNDV_READ,
                                           .request_id = s->src_id + 1,
                                           .iov = head_iov,
                                           .iovcnt = nhead,
                                           .advertise = &r};
-                int rc = mcr_rdma_ep_send(s->ep, &m);
+                rc = mcr_rdma_ep_send(s->ep, &m);
+                if (rc != 0)
+                    lmr_grant_close(&s->src_grant, s->ep); /* not advertised after all */
+                mcr_rdma_ctx_batch_end(s->ctx);
                 if (rc == -EAGAIN)
                     return (ssize_t)taken;
                 if (rc != 0)
@@ -508,8 +472,7 @@ static bool flush_out(struct rdma_stream *s)
     return true;
 }
 
-/* The eventfd is readable exactly while input waits or the stream ended. */
-static void sync_signal(struct rdma_stream *s)
+void lmr_rdma_sync_signal(struct rdma_stream *s)
 {
     bool want = input_waiting(s) || s->closed;
     uint64_t v = 1;
@@ -529,11 +492,19 @@ static void sync_signal(struct rdma_stream *s)
  * freed the buffer. */
 static void advertise(struct rdma_stream *s)
 {
-    if (!s->land_need || s->ep == NULL || s->closed)
+    if (!land_ready(s) || s->ep == NULL || s->closed)
         return;
     struct mcr_rdma_rndv r;
-    struct mcr_rdma_send m = land_ad(s, &r);
-    int rc = mcr_rdma_ep_send(s->ep, &m);
+    struct mcr_rdma_send m;
+    mcr_rdma_ctx_batch_begin(s->ctx);
+    int rc = land_ad(s, &r, &m);
+    if (rc != 0) {
+        mcr_rdma_ctx_batch_end(s->ctx);
+        land_give_up(s);
+        return;
+    }
+    rc = mcr_rdma_ep_send(s->ep, &m);
+    mcr_rdma_ctx_batch_end(s->ctx);
     if (rc == 0) {
         land_advertised(s);
     } else if (rc != -EAGAIN) {
@@ -556,7 +527,7 @@ static void progress(struct rdma_stream *s, int timeout_ms)
         mcr_rdma_ep_abort(s->ep);
     if (timeout_ms >= 0) {
         advertise(s);
-        sync_signal(s);
+        lmr_rdma_sync_signal(s);
     }
 }
 
@@ -565,17 +536,19 @@ static void stream_free(struct rdma_stream *s)
 {
     if (s->ep != NULL && !s->closed) {
         mcr_rdma_ep_abort(s->ep);
-        int64_t deadline = now_ms() + RDMA_CLOSE_WAIT_MS;
-        while (!s->closed && now_ms() < deadline)
+        int64_t deadline = lmr_rdma_now_ms() + RDMA_CLOSE_WAIT_MS;
+        while (!s->closed && lmr_rdma_now_ms() < deadline)
             mcr_rdma_ctx_progress(s->ctx, 10);
     }
+    drop_grants(s); /* windows before the registrations they lie in */
+    for (unsigned i = 0; i < s->nvbufs; i++)
+        if (s->vbufs[i].mr != NULL)
+            mcr_rdma_regcache_put(s->regcache, s->vbufs[i].mr);
+    mcr_rdma_regcache_destroy(s->regcache);
     mcr_rdma_region_deregister(&s->land_reg); /* before its protection domain */
     free(s->land);
     mcr_rdma_region_deregister(&s->src_reg);
     free(s->src);
-    for (unsigned i = 0; i < s->nvbufs; i++)
-        mcr_rdma_regcache_put(s->regcache, s->vbufs[i].mr);
-    mcr_rdma_regcache_destroy(s->regcache);
     if (s->ctx != NULL)
         mcr_rdma_ctx_destroy(s->ctx);
     if (s->evfd >= 0)
@@ -632,26 +605,40 @@ static memcached_return_t rdma_open(struct lmr_conn *conn, const struct lmr_endp
         stream_free(s);
         return MEMCACHED_CONNECTION_FAILURE;
     }
-    int64_t deadline = now_ms() + timeout;
-    while (!s->connected && !s->closed && now_ms() < deadline)
+    int64_t deadline = lmr_rdma_now_ms() + timeout;
+    while (!s->connected && !s->closed && lmr_rdma_now_ms() < deadline)
         mcr_rdma_ctx_progress(s->ctx, 10);
     if (!s->connected || s->closed) {
         *sys_errno = s->closed ? ECONNREFUSED : ETIMEDOUT;
         stream_free(s);
         return *sys_errno == ETIMEDOUT ? MEMCACHED_TIMEOUT : MEMCACHED_CONNECTION_FAILURE;
     }
-    /* without a landing buffer, replies simply stay eager */
+    /* Memory windows where the device binds them (unless
+     * LIBMEMCACHED_RDMA_MEMORY_WINDOWS=0): the buffers are registered once
+     * without remote access and a window opens them per transfer; otherwise
+     * each transfer registers its region and drops it at its end. Without a
+     * landing buffer, replies simply stay eager; without a request buffer,
+     * requests do. */
+    s->windows = mcr_rdma_ctx_has_windows(s->ctx) &&
+                 lmr_env_unsigned("LIBMEMCACHED_RDMA_MEMORY_WINDOWS", 1, 1) == 1;
     s->land = aligned_alloc(4096, RDMA_LAND_SIZE);
-    if (s->land != NULL &&
+    if (s->land != NULL && s->windows &&
         mcr_rdma_region_register(mcr_rdma_ctx_pd(s->ctx), s->land, RDMA_LAND_SIZE,
-                                 MCR_RDMA_ACCESS_REMOTE_WRITE, &s->land_reg) == 0) {
+                                 MCR_RDMA_ACCESS_WINDOW, &s->land_reg) != 0) {
+        free(s->land);
+        s->land = NULL;
+    }
+    if (s->land != NULL) {
         s->land_need = true;
         advertise(s);
     }
     s->src = aligned_alloc(4096, RDMA_LAND_SIZE);
-    if (s->src != NULL)
+    if (s->src != NULL && s->windows &&
         mcr_rdma_region_register(mcr_rdma_ctx_pd(s->ctx), s->src, RDMA_LAND_SIZE,
-                                 MCR_RDMA_ACCESS_REMOTE_READ, &s->src_reg);
+                                 MCR_RDMA_ACCESS_WINDOW, &s->src_reg) != 0) {
+        free(s->src);
+        s->src = NULL;
+    }
     /* without it, values simply come in the stream */
     s->regcache = mcr_rdma_regcache_create(
         mcr_rdma_ctx_pd(s->ctx),
@@ -707,8 +694,8 @@ static ssize_t rdma_send(struct lmr_conn *conn, const struct iovec *iov, int iov
     if (s->out_len > 0)
         progress(s, -1);              /* sends what waited if room came back */
     if (s->out_len > RDMA_OUT_HIGH) { /* the clock only then: in some guests it is a system call */
-        int64_t deadline = now_ms() + RDMA_OUT_WAIT_MS;
-        while (s->out_len > RDMA_OUT_HIGH && !s->closed && now_ms() < deadline)
+        int64_t deadline = lmr_rdma_now_ms() + RDMA_OUT_WAIT_MS;
+        while (s->out_len > RDMA_OUT_HIGH && !s->closed && lmr_rdma_now_ms() < deadline)
             progress(s, 10);
     }
     if (s->closed || s->out_len > RDMA_OUT_HIGH) {
@@ -744,7 +731,7 @@ static ssize_t rdma_recv(struct lmr_conn *conn, void *buf, size_t len)
             s->seg_first = (s->seg_first + 1) % RDMA_VALUE_BUFS;
             s->nsegs--;
         }
-        sync_signal(s);
+        lmr_rdma_sync_signal(s);
         return (ssize_t)n;
     }
     size_t n = len < s->in_len ? len : s->in_len;
@@ -756,7 +743,7 @@ static ssize_t rdma_recv(struct lmr_conn *conn, void *buf, size_t len)
     s->in_len -= n;
     if (s->in_len == 0)
         s->in_off = 0;
-    sync_signal(s);
+    lmr_rdma_sync_signal(s);
     return (ssize_t)n;
 }
 
@@ -825,13 +812,13 @@ static void rdma_push(struct lmr_conn *conn, int64_t *deadline_ms, int timeout_m
             return;
     }
     if (*deadline_ms < 0)
-        *deadline_ms = now_ms() + timeout_ms;
-    else if (now_ms() >= *deadline_ms)
+        *deadline_ms = lmr_rdma_now_ms() + timeout_ms;
+    else if (lmr_rdma_now_ms() >= *deadline_ms)
         return; /* another server took the whole wait: not a stall of this one */
     s->push_stalled = false;
     do
         progress(s, 10);
-    while (held_back(s, &st) && now_ms() < *deadline_ms);
+    while (held_back(s, &st) && lmr_rdma_now_ms() < *deadline_ms);
     if (held_back(s, &st)) {
         s->push_stalled = true;
         s->stall_moved = st.msgs_sent + st.msgs_received;
@@ -841,8 +828,8 @@ static void rdma_push(struct lmr_conn *conn, int64_t *deadline_ms, int timeout_m
 static void rdma_drain(struct lmr_conn *conn, int timeout_ms)
 {
     struct rdma_stream *s = conn->transport_state;
-    int64_t deadline = now_ms() + timeout_ms;
-    while (s->ep != NULL && !s->closed && !sent_all(s) && now_ms() < deadline)
+    int64_t deadline = lmr_rdma_now_ms() + timeout_ms;
+    while (s->ep != NULL && !s->closed && !sent_all(s) && lmr_rdma_now_ms() < deadline)
         progress(s, 1);
 }
 
@@ -859,59 +846,6 @@ static void rdma_poll_events(struct lmr_conn *conn)
     } else {
         progress(s, -1);
         advertise(s);
-    }
-}
-
-static bool rdma_offer_value_buffer(struct lmr_conn *conn, uint32_t opaque, char *buf, size_t len)
-{
-    struct rdma_stream *s = conn->transport_state;
-    if (s->regcache == NULL || s->nvbufs == RDMA_VALUE_BUFS || s->ep == NULL || s->closed ||
-        len < mcr_rdma_ep_max_eager_payload(s->ep))
-        return false;
-    uint32_t adv = len < RDMA_VALUE_MAX ? (uint32_t)len : RDMA_VALUE_MAX;
-    /* a buffer that overlaps one still offered gets its value the usual
-     * way: written in place, it could overwrite a value not read yet */
-    for (unsigned i = 0; i < s->nvbufs; i++)
-        if (buf < s->vbufs[i].buf + s->vbufs[i].len && s->vbufs[i].buf < buf + adv)
-            return false;
-    struct ibv_mr *mr = mcr_rdma_regcache_get(s->regcache, buf, adv, MCR_RDMA_ACCESS_REMOTE_WRITE);
-    if (mr == NULL)
-        return false;
-    /* advertised with the request's bytes (push_iov) */
-    s->vbufs[s->nvbufs++] = (struct value_buf){.opaque = opaque, .buf = buf, .len = adv, .mr = mr};
-    return true;
-}
-
-/* True when input not yet read was written for request `opaque`, whose
- * reply is complete: the server said it wrote more of that request's
- * buffer than the reply used. */
-static bool unread_input_of(const struct rdma_stream *s, uint32_t opaque)
-{
-    for (unsigned k = 0; k < s->nsegs; k++) {
-        const struct value_seg *seg = &s->segs[(s->seg_first + k) % RDMA_VALUE_BUFS];
-        if (seg->len > 0 && seg->opaque == opaque)
-            return true;
-    }
-    return false;
-}
-
-static void rdma_release_value_buffer(struct lmr_conn *conn, uint32_t opaque)
-{
-    struct rdma_stream *s = conn->transport_state;
-    for (unsigned i = 0; i < s->nvbufs; i++) {
-        if (s->vbufs[i].opaque != opaque)
-            continue;
-        if (unread_input_of(s, opaque)) {
-            /* the caller may free the buffer now: none of the stream may
-             * be read from it any more, so the stream ends here */
-            s->nsegs = 0;
-            s->in_len = 0;
-            if (s->ep != NULL && !s->closed)
-                mcr_rdma_ep_abort(s->ep);
-        }
-        mcr_rdma_regcache_put(s->regcache, s->vbufs[i].mr);
-        s->vbufs[i] = s->vbufs[--s->nvbufs];
-        return;
     }
 }
 
@@ -934,8 +868,8 @@ const struct lmr_transport_ops lmr_transport_rdma = {
     .close = rdma_close,
     .poll_input = rdma_poll_input,
     .prepare_sleep = rdma_prepare_sleep,
-    .offer_value_buffer = rdma_offer_value_buffer,
-    .release_value_buffer = rdma_release_value_buffer,
+    .offer_value_buffer = lmr_rdma_offer_value_buffer,
+    .release_value_buffer = lmr_rdma_release_value_buffer,
     .poll_events = rdma_poll_events,
     .drain = rdma_drain,
     .push = rdma_push,

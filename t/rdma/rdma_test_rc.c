@@ -241,16 +241,28 @@ static void test_rendezvous(struct test_client *c, struct mcr_rdma_regcache *cac
     tap_ok(srv.range_checks_ok == 8 && srv.errors == 0,
            "accesses beyond the advertised region refused (%d of 8), no server errors (%d)",
            srv.range_checks_ok, srv.errors);
-    /* The cache returns the same registration for a buffer used again. */
+    /* The cache returns the same registration for a buffer used again,
+     * and never keeps one with remote access. */
     unsigned char *buf = aligned_alloc(4096, 65536);
-    struct ibv_mr *a = mcr_rdma_regcache_get(cache, buf, 65536, MCR_RDMA_ACCESS_REMOTE_READ);
+    struct ibv_mr *a = mcr_rdma_regcache_get(cache, buf, 65536, MCR_RDMA_ACCESS_WINDOW);
     mcr_rdma_regcache_put(cache, a);
-    struct ibv_mr *b = mcr_rdma_regcache_get(cache, buf + 100, 1000, MCR_RDMA_ACCESS_REMOTE_READ);
+    struct ibv_mr *b = mcr_rdma_regcache_get(cache, buf + 100, 1000, MCR_RDMA_ACCESS_WINDOW);
     mcr_rdma_regcache_put(cache, b);
+    struct ibv_mr *l = mcr_rdma_regcache_get(cache, buf, 65536, MCR_RDMA_ACCESS_LOCAL);
+    mcr_rdma_regcache_put(cache, l);
+    struct mcr_rdma_regcache_stats before, after;
+    mcr_rdma_regcache_stats(cache, &before);
     struct ibv_mr *w = mcr_rdma_regcache_get(cache, buf, 65536, MCR_RDMA_ACCESS_REMOTE_WRITE);
-    mcr_rdma_regcache_put(cache, w);
-    tap_ok(a != NULL && a == b && w != NULL && w != a,
-           "registration cache: hit for a covered range, new registration for other access");
+    bool w_remote = w != NULL && w->rkey != 0;
+    if (w != NULL)
+        mcr_rdma_regcache_put(cache, w);
+    mcr_rdma_regcache_stats(cache, &after);
+    tap_ok(a != NULL && a == b && l == a,
+           "registration cache: hit for a covered range and for less access");
+    tap_ok(w_remote && after.entries == before.entries && after.misses == before.misses + 1,
+           "registration cache: a registration with remote access is made for its use and not "
+           "kept (entries %u -> %u)",
+           before.entries, after.entries);
     mcr_rdma_regcache_invalidate(cache, buf, 65536);
     free(buf);
 }
