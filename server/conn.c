@@ -27,6 +27,7 @@
 #define RBUF_LIMIT (64 * 1024 * 1024) /* one request line may not exceed this */
 #define DIRECT_READ_MIN 4096          /* values this large bypass the read buffer */
 #define RESP_QUEUE_LIMIT 4096         /* stop parsing while this many replies wait */
+#define STREAM_REFILLS_PER_EVENT 16   /* chunks of a streamed reply per event, then yield */
 
 const struct proto_engine *conn_text_engine;
 const struct proto_engine *conn_binary_engine;
@@ -146,6 +147,31 @@ void resp_set_tail(struct resp *r, const char *text, size_t len)
     r->tail_len = (uint32_t)len;
 }
 
+/* Writes the next chunk of a streamed reply into its buffer. */
+static void resp_stream_refill(struct resp *r)
+{
+    r->sent = 0;
+    r->head_len = 0;
+    r->heap_len = r->stream->fill(r->stream_ctx, r->heap, RESP_STREAM_CHUNK, &r->stream_done);
+}
+
+bool resp_set_stream(struct resp *r, const struct resp_stream *ops, void *ctx)
+{
+    char *chunk = malloc(RESP_STREAM_CHUNK);
+    if (!chunk) {
+        ops->free(ctx);
+        return false;
+    }
+    resp_set_heap(r, chunk, 0);
+    r->stream = ops;
+    r->stream_ctx = ctx;
+    r->stream_done = false;
+    do
+        resp_stream_refill(r);
+    while (r->heap_len == 0 && !r->stream_done);
+    return true;
+}
+
 bool conn_out_string(struct conn *c, const char *str)
 {
     struct resp *r = conn_resp_add(c);
@@ -183,6 +209,8 @@ static void resp_free(struct conn *c, struct resp *r)
     if (r->it)
         conn_item_release(c, r->it);
     free(r->heap);
+    if (r->stream)
+        r->stream->free(r->stream_ctx);
     worker_resp_put(c->worker, r);
 }
 
@@ -507,11 +535,26 @@ static bool resp_gather(const struct resp *r, struct iovec *iov, int *niov)
     return iov_push(iov, niov, r->tail, r->tail_len, &skip);
 }
 
+/* A streamed reply whose chunk is written: true when it holds its next
+ * chunk (false: it is complete and can be freed). */
+static bool resp_stream_next(struct resp *r)
+{
+    while (r->stream && !r->stream_done) {
+        resp_stream_refill(r);
+        if (r->heap_len > 0)
+            return true;
+    }
+    return false;
+}
+
 /* Writes ready responses in order. Returns false when the connection
- * failed and must close. */
+ * failed and must close. A streamed reply is refilled as its chunks are
+ * written, up to STREAM_REFILLS_PER_EVENT times, then the connection
+ * yields to the worker's other connections. */
 static bool conn_flush(struct conn *c)
 {
     struct worker *w = c->worker;
+    unsigned refills = 0;
     c->write_blocked = false;
     while (c->resp_head && !c->resp_head->parked) {
         int niov = 0;
@@ -520,6 +563,8 @@ static bool conn_flush(struct conn *c)
                 break;
             if (c->tp->datagram)
                 break; /* each response is its own message */
+            if (r->stream && !r->stream_done)
+                break; /* later replies follow its last chunk */
         }
         if (niov == 0) { /* empty responses (e.g. nothing to say) */
             struct resp *r = c->resp_head;
@@ -554,6 +599,13 @@ static bool conn_flush(struct conn *c)
                 break;
             }
             left -= remaining;
+            if (resp_stream_next(r)) {
+                if (++refills >= STREAM_REFILLS_PER_EVENT) {
+                    schedule_resume(c); /* let the worker's other connections run */
+                    return true;
+                }
+                break;
+            }
             c->resp_head = r->next;
             if (!c->resp_head)
                 c->resp_tail = NULL;

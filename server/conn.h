@@ -59,8 +59,25 @@ enum conn_state {
 /* Longest inline header: "VALUE " key(250) flags length cas, with room. */
 #define RESP_HEAD_MAX 320
 
+/* A reply produced as the client reads it (lru_crawler metadump, stats
+ * cachedump): the connection holds one chunk of it at a time and asks for
+ * the next once the chunk is written. */
+struct resp_stream {
+    /* Writes the next bytes of the reply (whole lines) into buf, at most
+     * room; sets *done once the reply is complete (its last bytes included). */
+    size_t (*fill)(void *ctx, char *buf, size_t room, bool *done);
+    /* Frees ctx, whether the reply was complete or not. */
+    void (*free)(void *ctx);
+};
+
+/* Bytes of a streamed reply held per connection. */
+#define RESP_STREAM_CHUNK (64 * 1024)
+
 struct resp {
     struct resp *next;
+    const struct resp_stream *stream; /* set: heap holds the current chunk */
+    void *stream_ctx;
+    bool stream_done;
     item *it;         /* value to send after head/heap; released after write */
     char *heap;       /* malloc'd text sent after head, freed after write */
     const char *tail; /* static text sent last */
@@ -184,6 +201,9 @@ void resp_set_heap(struct resp *r, char *text, size_t len);
 /* Attaches an item (takes over the caller's reference) and its trailer. */
 void resp_set_item(struct resp *r, item *it, bool crlf);
 void resp_set_tail(struct resp *r, const char *text, size_t len);
+/* Makes r (otherwise empty) a streamed reply and fills its first chunk;
+ * false when out of memory (ctx is freed either way on failure). */
+bool resp_set_stream(struct resp *r, const struct resp_stream *ops, void *ctx);
 /* Convenience: a response holding str + "\r\n". false when out of memory. */
 bool conn_out_string(struct conn *c, const char *str);
 /* The last response queued, to drop later ones with conn_resp_truncate. */

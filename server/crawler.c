@@ -6,8 +6,9 @@
  * passes. The marker keeps the crawler's place while the LRU lock is given
  * up between batches, so workers are never blocked for long; other LRU
  * walkers skip markers. Item locks are only tried (the LRU lock is held),
- * never waited for. The same walk hands live items to storage_walk_items()
- * callers (metadump), with no lock held during each call. This file does
+ * never waited for. The same marker walk, resumable (storage_walk_*: the
+ * marker stays in the list between steps), hands live items to metadump and
+ * cachedump, with no lock held during each call. This file does
  * not allocate or evict.
  */
 #include "crawler.h"
@@ -15,6 +16,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -94,58 +96,141 @@ static void crawl_class(unsigned cls, struct item *marker, uint64_t *checked, ui
     lru_unlock(cls);
 }
 
-/* Walks class cls from the tail, calling fn on up to *budget live items
- * (budget 0 = no limit), each referenced and with no lock held. */
-static void dump_class(unsigned cls, struct item *marker, unsigned *left, bool limited,
-                       storage_item_fn fn, void *ctx)
+/* ---- resumable item walks (metadump, cachedump) -------------------------------- */
+struct storage_walk {
+    struct item *marker; /* linked in class cls's LRU while a class is under way */
+    bool classes[SLAB_CLASSES_MAX];
+    unsigned cls; /* class being walked (linked) or last walked */
+    bool linked;
+    bool newest_first;
+    bool done;
+};
+
+struct storage_walk *storage_walk_open(const bool *classes, unsigned nclasses, bool newest_first)
 {
-    struct lru_list *l = lru_of(cls);
-    lru_lock(cls);
-    if (!l->tail) {
-        lru_unlock(cls);
-        return;
+    struct storage_walk *w = calloc(1, sizeof(*w));
+    if (!w)
+        return NULL;
+    w->marker = calloc(1, sizeof(*w->marker));
+    if (!w->marker) {
+        free(w);
+        return NULL;
     }
-    marker->next = NULL;
-    marker->prev = l->tail;
-    l->tail->next = marker;
-    l->tail = marker;
-    for (;;) {
-        struct item *it = marker->prev;
-        if (!it || (limited && *left == 0))
+    for (unsigned c = 1; c < SLAB_CLASSES_MAX && c < nclasses; c++)
+        w->classes[c] = classes[0] || classes[c];
+    w->newest_first = newest_first;
+    return w;
+}
+
+/* Links the marker at the start of the next selected class that holds
+ * items; false when no class is left. */
+static bool walk_enter_next_class(struct storage_walk *w)
+{
+    for (unsigned c = w->cls + 1; c <= storage_rt.largest_class && c < SLAB_CLASSES_MAX; c++) {
+        w->cls = c;
+        if (!w->classes[c])
+            continue;
+        struct lru_list *l = lru_of(c);
+        lru_lock(c);
+        if (!l->head) {
+            lru_unlock(c);
+            continue;
+        }
+        if (w->newest_first) {
+            lru_insert_before(l, l->head, w->marker);
+        } else {
+            w->marker->next = NULL;
+            w->marker->prev = l->tail;
+            l->tail->next = w->marker;
+            l->tail = w->marker;
+        }
+        w->linked = true;
+        lru_unlock(c);
+        return true;
+    }
+    return false;
+}
+
+/* With class cls's LRU lock held: moves the marker past the next item and
+ * returns that item (NULL at the end of the list). */
+static struct item *walk_advance(struct storage_walk *w, struct lru_list *l)
+{
+    struct item *it = w->newest_first ? w->marker->next : w->marker->prev;
+    if (!it)
+        return NULL;
+    lru_remove(l, w->marker);
+    if (w->newest_first)
+        lru_insert_after(l, it, w->marker);
+    else
+        lru_insert_before(l, it, w->marker);
+    return it;
+}
+
+unsigned storage_walk_step(struct storage_walk *w, unsigned max, storage_item_fn fn, void *ctx)
+{
+    unsigned visited = 0;
+    while (!w->done && visited < max) {
+        if (!w->linked && !walk_enter_next_class(w)) {
+            w->done = true;
             break;
-        lru_remove(l, marker);
-        lru_insert_before(l, it, marker);
-        if (item_is_marker(it))
+        }
+        struct lru_list *l = lru_of(w->cls);
+        lru_lock(w->cls);
+        struct item *held = NULL;
+        struct item *it;
+        while (!held && (it = walk_advance(w, l)) != NULL) {
+            if (item_is_marker(it))
+                continue;
+            uint64_t hv = assoc_hash(it->data, it->nkey);
+            if (!assoc_trylock(hv))
+                continue;
+            held = item_ref_if_live(it);
+            assoc_unlock(hv);
+        }
+        if (!held) { /* the class is done */
+            lru_remove(l, w->marker);
+            w->linked = false;
+            lru_unlock(w->cls);
             continue;
-        uint64_t hv = assoc_hash(it->data, it->nkey);
-        if (!assoc_trylock(hv))
-            continue;
-        struct item *held = item_ref_if_live(it);
-        assoc_unlock(hv);
-        if (!held)
-            continue;
-        lru_unlock(cls);
+        }
+        lru_unlock(w->cls);
         items_forget_prior();
         fn(ctx, held);
         item_release(held);
-        if (limited)
-            (*left)--;
-        lru_lock(cls);
+        visited++;
     }
-    lru_remove(l, marker);
-    lru_unlock(cls);
+    return visited;
+}
+
+bool storage_walk_done(const struct storage_walk *w)
+{
+    return w->done;
+}
+
+void storage_walk_close(struct storage_walk *w)
+{
+    if (!w)
+        return;
+    if (w->linked) {
+        lru_lock(w->cls);
+        lru_remove(lru_of(w->cls), w->marker);
+        lru_unlock(w->cls);
+    }
+    free(w->marker);
+    free(w);
 }
 
 void storage_walk_items(unsigned cls, unsigned limit, storage_item_fn fn, void *ctx)
 {
-    struct item *marker = calloc(1, sizeof(*marker));
-    if (!marker)
+    bool classes[SLAB_CLASSES_MAX] = {false};
+    if (cls >= SLAB_CLASSES_MAX)
         return;
-    unsigned left = limit;
-    for (unsigned c = 1; c <= storage_rt.largest_class; c++)
-        if (cls == 0 || c == cls)
-            dump_class(c, marker, &left, limit != 0, fn, ctx);
-    free(marker);
+    classes[cls] = true; /* 0: every class */
+    struct storage_walk *w = storage_walk_open(classes, SLAB_CLASSES_MAX, false);
+    if (!w)
+        return;
+    storage_walk_step(w, limit ? limit : UINT_MAX, fn, ctx);
+    storage_walk_close(w);
 }
 
 /* Crawls every class (all = true) or only those due by the schedule. */

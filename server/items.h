@@ -229,6 +229,19 @@ unsigned item_slab_class(const item *it);
  * fn may block; it must not keep the handle. */
 typedef void (*storage_item_fn)(void *ctx, const item *it);
 void storage_walk_items(unsigned cls, unsigned limit, storage_item_fn fn, void *ctx);
+/* The same walk, a few items at a time, for replies streamed as the client
+ * reads: classes[0] selects every class, classes[c] class c (nclasses
+ * entries). Between steps the walk holds no item and no lock, only a
+ * marker in the LRU being walked. newest_first walks each class from its
+ * head instead of its tail. NULL when out of memory. */
+struct storage_walk;
+struct storage_walk *storage_walk_open(const bool *classes, unsigned nclasses, bool newest_first);
+/* Calls fn on up to max more live items; returns how many. */
+unsigned storage_walk_step(struct storage_walk *w, unsigned max, storage_item_fn fn, void *ctx);
+/* Whether every selected class has been walked. */
+bool storage_walk_done(const struct storage_walk *w);
+/* Ends the walk (finished or not) and frees it; NULL is ignored. */
+void storage_walk_close(struct storage_walk *w);
 
 /* ---- stats -------------------------------------------------------------- */
 /* Storage stats are named here once; callers format them. `emit` gets a

@@ -81,6 +81,17 @@ void lru_insert_before(struct lru_list *l, struct item *before, struct item *it)
     before->prev = it;
 }
 
+void lru_insert_after(struct lru_list *l, struct item *after, struct item *it)
+{
+    it->prev = after;
+    it->next = after->next;
+    if (after->next)
+        after->next->prev = it;
+    else
+        l->tail = it;
+    after->next = it;
+}
+
 void lru_counters_get(unsigned cls, struct lru_counters *out, rel_time_t *tail_time)
 {
     struct lru_list *l = &lists[cls];

@@ -61,6 +61,8 @@ void lru_remove(struct lru_list *l, struct item *it);
 /* Puts it just before `before` (towards the head); used by the crawler to
  * step its marker. */
 void lru_insert_before(struct lru_list *l, struct item *before, struct item *it);
+/* Puts it just after `after` (towards the tail). */
+void lru_insert_after(struct lru_list *l, struct item *after, struct item *it);
 
 /* Copies one class's counters (takes the lock). */
 void lru_counters_get(unsigned cls, struct lru_counters *out, rel_time_t *tail_time);

@@ -456,35 +456,118 @@ static bool valid_class_list(const char *list)
     return true;
 }
 
-/* ---- item dumps --------------------------------------------------------------------- */
-struct dump_text {
-    struct growbuf t;
+/* ---- item dumps ----------------------------------------------------------------------
+ * lru_crawler metadump and stats cachedump are streamed: each reply walks
+ * the LRUs a chunk at a time as the client reads (conn.h, resp_stream), so
+ * a client that does not read holds one chunk and a marker, whatever the
+ * number of items. */
+#define DUMP_LINE_MAX 1024                    /* longest metadump or cachedump line */
+#define CACHEDUMP_MAX_BYTES (2 * 1024 * 1024) /* memcached's cap on a cachedump */
+
+struct dump_stream {
+    struct storage_walk *walk;
     time_t started;
-    /* cachedump: the newest `limit` lines of one class, kept in a ring */
-    char **ring;
-    size_t ring_cap, ring_count, ring_next;
+    bool cachedump;
+    uint32_t lines_left; /* cachedump: the limit (0: none) */
+    size_t bytes_total;  /* cachedump: bytes so far, against CACHEDUMP_MAX_BYTES */
+    bool capped;         /* cachedump: limit or cap reached */
+    char *out;           /* the chunk being filled */
+    size_t len;
 };
 
 static void metadump_line(void *ctx, const item *it)
 {
-    struct dump_text *d = ctx;
-    char k[KEY_MAX_LENGTH * 3 + 1], line[1024];
+    struct dump_stream *d = ctx;
+    char k[KEY_MAX_LENGTH * 3 + 1];
     rel_time_t exp = item_exptime(it);
     long long exp_abs = exp == 0 ? -1 : (long long)d->started + exp;
-    int n = snprintf(
-        line, sizeof(line), "key=%s exp=%lld la=%llu cas=%llu fetch=%s cls=%u size=%zu\n",
-        watch_key(k, sizeof(k), item_key(it), item_nkey(it)), exp_abs,
-        (unsigned long long)d->started + item_last_access(it), (unsigned long long)item_cas(it),
-        item_was_fetched(it) ? "yes" : "no", item_slab_class(it), item_memcached_size(it));
+    int n = snprintf(d->out + d->len, DUMP_LINE_MAX,
+                     "key=%s exp=%lld la=%llu cas=%llu fetch=%s cls=%u size=%zu\n",
+                     watch_key(k, sizeof(k), item_key(it), item_nkey(it)), exp_abs,
+                     (unsigned long long)d->started + item_last_access(it),
+                     (unsigned long long)item_cas(it), item_was_fetched(it) ? "yes" : "no",
+                     item_slab_class(it), item_memcached_size(it));
     if (n > 0)
-        growbuf_append(&d->t, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+        d->len += (size_t)n < DUMP_LINE_MAX ? (size_t)n : DUMP_LINE_MAX - 1;
 }
 
-/* memcached's class ids are 1..63; the list is "all" or "1,2,...". */
+static void cachedump_line(void *ctx, const item *it)
+{
+    struct dump_stream *d = ctx;
+    if (d->capped)
+        return;
+    char line[KEY_MAX_LENGTH + 64];
+    rel_time_t exp = item_exptime(it);
+    int n = snprintf(line, sizeof(line), "ITEM %.*s [%zu b; %llu s]\r\n", (int)item_nkey(it),
+                     item_key(it), item_nbytes(it),
+                     exp == 0 ? 0ULL : (unsigned long long)d->started + exp);
+    if (n <= 0)
+        return;
+    if (d->bytes_total + (size_t)n + 5 > CACHEDUMP_MAX_BYTES) {
+        d->capped = true;
+        return;
+    }
+    memcpy(d->out + d->len, line, (size_t)n);
+    d->len += (size_t)n;
+    d->bytes_total += (size_t)n;
+    if (d->lines_left > 0 && --d->lines_left == 0)
+        d->capped = true;
+}
+
+static size_t dump_fill(void *ctx, char *buf, size_t room, bool *done)
+{
+    struct dump_stream *d = ctx;
+    d->out = buf;
+    d->len = 0;
+    storage_item_fn line = d->cachedump ? cachedump_line : metadump_line;
+    /* each step leaves room for a whole line per item and the final END */
+    while (!d->capped && !storage_walk_done(d->walk) && room - d->len >= DUMP_LINE_MAX + 5)
+        storage_walk_step(d->walk, (unsigned)((room - d->len - 5) / DUMP_LINE_MAX), line, d);
+    *done = d->capped || storage_walk_done(d->walk);
+    if (*done) {
+        memcpy(buf + d->len, "END\r\n", 5);
+        d->len += 5;
+    }
+    return d->len;
+}
+
+static void dump_free(void *ctx)
+{
+    struct dump_stream *d = ctx;
+    storage_walk_close(d->walk);
+    free(d);
+}
+
+static const struct resp_stream dump_stream_ops = {.fill = dump_fill, .free = dump_free};
+
+/* Queues a streamed dump of the classes selected (classes[0]: all). */
+static void send_dump(struct conn *c, const bool classes[64], bool newest_first, bool cachedump,
+                      uint32_t limit)
+{
+    struct dump_stream *d = calloc(1, sizeof(*d));
+    if (d)
+        d->walk = storage_walk_open(classes, 64, newest_first);
+    struct resp *r = d && d->walk ? conn_resp_add(c) : NULL;
+    if (!r) {
+        if (d)
+            storage_walk_close(d->walk);
+        free(d);
+        out_string(c, false, "SERVER_ERROR out of memory writing stats");
+        return;
+    }
+    d->started = clock_process_started();
+    d->cachedump = cachedump;
+    d->lines_left = limit;
+    if (!resp_set_stream(r, &dump_stream_ops, d))
+        log_msg(LOG_WARN, "<%d out of memory streaming a dump", c->fd);
+}
+
+/* memcached's class ids are 1..63; the list is "all", "hash" (every item,
+ * here in the same order as "all") or "1,2,...". */
 static bool parse_class_list(const char *list, bool classes[64])
 {
     memset(classes, 0, 64 * sizeof(bool));
-    if (strcmp(list, "all") == 0) {
+    if (strcmp(list, "all") == 0 || strcmp(list, "hash") == 0) {
         classes[0] = true;
         return true;
     }
@@ -505,49 +588,23 @@ static bool parse_class_list(const char *list, bool classes[64])
     return true;
 }
 
-static void process_metadump(struct conn *c, const char *list)
+static enum proto_status datagram_stream_refused(struct conn *c, const char *what);
+
+static enum proto_status process_metadump(struct conn *c, const char *list)
 {
     bool classes[64];
     if (!settings.dump_enabled) {
         out_string(c, false, "ERROR metadump not allowed");
-        return;
+        return PROTO_DONE;
     }
     if (!parse_class_list(list, classes)) {
         out_string(c, false, "BADCLASS invalid class id");
-        return;
+        return PROTO_DONE;
     }
-    struct dump_text d;
-    memset(&d, 0, sizeof(d));
-    d.started = clock_process_started();
-    for (unsigned cls = 0; cls < 64; cls++)
-        if (classes[cls])
-            storage_walk_items(cls, 0, metadump_line, &d); /* 0: every class */
-    send_stats_text(c, &d.t);
-}
-
-#define CACHEDUMP_MAX_BYTES (2 * 1024 * 1024) /* memcached's cap */
-
-static void cachedump_line(void *ctx, const item *it)
-{
-    struct dump_text *d = ctx;
-    char line[KEY_MAX_LENGTH + 64];
-    rel_time_t exp = item_exptime(it);
-    int n = snprintf(line, sizeof(line), "ITEM %.*s [%zu b; %llu s]\r\n", (int)item_nkey(it),
-                     item_key(it), item_nbytes(it),
-                     exp == 0 ? 0ULL : (unsigned long long)d->started + exp);
-    if (n <= 0)
-        return;
-    char *copy = strdup(line);
-    if (!copy)
-        return;
-    /* walked oldest first: the ring keeps the newest ring_cap lines */
-    if (d->ring_count == d->ring_cap) {
-        free(d->ring[d->ring_next]);
-    } else {
-        d->ring_count++;
-    }
-    d->ring[d->ring_next] = copy;
-    d->ring_next = (d->ring_next + 1) % d->ring_cap;
+    if (c->tp->datagram)
+        return datagram_stream_refused(c, "lru_crawler metadump");
+    send_dump(c, classes, false, false, 0);
+    return PROTO_DONE;
 }
 
 static void process_cachedump(struct conn *c, struct token *tokens, size_t ntokens)
@@ -569,43 +626,43 @@ static void process_cachedump(struct conn *c, struct token *tokens, size_t ntoke
         out_string(c, false, "CLIENT_ERROR Illegal slab id");
         return;
     }
-    struct dump_text d;
-    memset(&d, 0, sizeof(d));
-    d.started = clock_process_started();
-    /* at most what fits memcached's 2 MB reply, newest first */
-    d.ring_cap = limit == 0 || limit > CACHEDUMP_MAX_BYTES / 16 ? CACHEDUMP_MAX_BYTES / 16 : limit;
-    if (id != 0) {
-        d.ring = calloc(d.ring_cap, sizeof(*d.ring));
-        if (!d.ring) {
-            out_string(c, false, "SERVER_ERROR out of memory writing stats");
-            return;
-        }
-        storage_walk_items(id, 0, cachedump_line, &d);
+    if (id == 0) {
+        out_string(c, false, "END");
+        return;
     }
-    for (size_t i = 0; i < d.ring_count; i++) {
-        size_t at = (d.ring_next + d.ring_cap - 1 - i) % d.ring_cap;
-        size_t len = strlen(d.ring[at]);
-        if (d.t.len + len + 5 <= CACHEDUMP_MAX_BYTES)
-            growbuf_append(&d.t, d.ring[at], len);
-        free(d.ring[at]);
-    }
-    free(d.ring);
-    send_stats_text(c, &d.t);
+    /* the newest items first, at most `limit` lines (0: no limit) and what
+     * fits memcached's 2 MB reply */
+    bool classes[64] = {false};
+    classes[id] = true;
+    send_dump(c, classes, true, true, limit);
 }
 
-static void process_lru_crawler(struct conn *c, struct token *tokens, size_t ntokens)
+/* A command that streams or turns the connection into a stream (watch,
+ * metadump) and was accepted, over a datagram transport (UDP): memcached
+ * answers nothing and drops the rest of the message, and so does this
+ * engine. A datagram reply to a forgeable source address must not grow
+ * with the cache (a reflection amplifier), and a shared UDP endpoint must
+ * never become a log stream. PROTO_CLOSE over a datagram transport only
+ * ends the message (conn.c). */
+static enum proto_status datagram_stream_refused(struct conn *c, const char *what)
+{
+    log_msg(LOG_CMDS, "<%d %s is not served over UDP: no reply", c->fd, what);
+    return PROTO_CLOSE;
+}
+
+static enum proto_status process_lru_crawler(struct conn *c, struct token *tokens, size_t ntokens)
 {
     const char *sub = tokens[1].value;
     uint32_t n;
     if (ntokens == 4 && strcmp(sub, "crawl") == 0) {
         if (!valid_class_list(tokens[2].value)) {
             out_string(c, false, "BADCLASS invalid class id");
-            return;
+            return PROTO_DONE;
         }
         storage_crawl_soon();
         out_string(c, false, "OK");
     } else if (ntokens == 4 && strcmp(sub, "metadump") == 0) {
-        process_metadump(c, tokens[2].value);
+        return process_metadump(c, tokens[2].value);
     } else if (ntokens == 3 && strcmp(sub, "enable") == 0) {
         out_string(c, false,
                    storage_crawler_enable(true) == 0 ? "OK"
@@ -632,13 +689,14 @@ static void process_lru_crawler(struct conn *c, struct token *tokens, size_t nto
     } else {
         out_string(c, false, "ERROR");
     }
+    return PROTO_DONE;
 }
 
-static void process_watch(struct conn *c, struct token *tokens, size_t ntokens)
+static enum proto_status process_watch(struct conn *c, struct token *tokens, size_t ntokens)
 {
     if (!settings.watch_enabled) {
         out_string(c, false, "CLIENT_ERROR watch commands not allowed");
-        return;
+        return PROTO_DONE;
     }
     unsigned kinds = 0;
     if (ntokens > 2) {
@@ -646,18 +704,21 @@ static void process_watch(struct conn *c, struct token *tokens, size_t ntokens)
             int kind = watch_parse_kind(tokens[i].value);
             if (kind < 0) {
                 out_string(c, false, "ERROR");
-                return;
+                return PROTO_DONE;
             }
             kinds |= (unsigned)kind;
         }
     } else {
         kinds = WATCH_FETCHERS;
     }
+    if (c->tp->datagram)
+        return datagram_stream_refused(c, "watch");
     if (!watch_start(c, kinds)) {
         out_string(c, false, "WATCHER_TOO_MANY log watcher limit reached");
-        return;
+        return PROTO_DONE;
     }
     out_string(c, false, "OK");
+    return PROTO_DONE;
 }
 
 static void process_slabs(struct conn *c, struct token *tokens, size_t ntokens)
@@ -944,13 +1005,13 @@ static enum proto_status dispatch(struct conn *c, char *line, size_t len)
         WANT_TOKENS_OR(ntokens, 3, 4);
         process_verbosity(c, tokens, ntokens);
     } else if (strcmp(cmd, "watch") == 0) {
-        process_watch(c, tokens, ntokens);
+        return process_watch(c, tokens, ntokens);
     } else if (strcmp(cmd, "slabs") == 0) {
         process_slabs(c, tokens, ntokens);
     } else if (strcmp(cmd, "lru") == 0) {
         process_lru(c, tokens, ntokens);
     } else if (strcmp(cmd, "lru_crawler") == 0) {
-        process_lru_crawler(c, tokens, ntokens);
+        return process_lru_crawler(c, tokens, ntokens);
     } else if (strcmp(cmd, "cache_memlimit") == 0) {
         WANT_TOKENS_OR(ntokens, 3, 4);
         process_memlimit(c, tokens, ntokens);

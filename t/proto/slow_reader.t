@@ -1,0 +1,163 @@
+#!/usr/bin/python3
+# t/proto/slow_reader.t: a client that asks for a large reply and does not
+# read it costs the server bounded memory, and gets every byte once it
+# reads. With 300,000 small items: "lru_crawler metadump all" (about 24 MB
+# of text), "stats cachedump" (memcached's 2 MB cap) and a multi-get of
+# 40 values of 512 KB (20 MB, written from item memory) are each asked for
+# by a client with a small receive buffer that then does not read for 10 s
+# (the metadump) or 5 s (the others).
+# Meanwhile the server's VmRSS may grow by at most RSS_SLACK_KIB and
+# another client's round trips go on; then the whole reply is read and
+# checked line by line.
+import os
+import socket
+import time
+
+from mctest import TAP, start_server, target
+
+ITEMS = 300000
+SLEEP = 10.0
+RSS_SLACK_KIB = 4 * 1024  # "a few MiB": one reply chunk, allocator slack
+BIG_VALUES, BIG_SIZE = 40, 512 * 1024
+
+t = TAP()
+srv = start_server(t, "-m", "256", "-t", "2", "-I", "1m")
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return -1
+
+
+def fill(conn):
+    """ITEMS keys k0000000.. with 1-byte values, pipelined with noreply."""
+    batch = []
+    for i in range(ITEMS):
+        batch.append(b"set k%07d 0 0 1 noreply\r\nx\r\n" % i)
+        if len(batch) == 5000:
+            conn.send(b"".join(batch))
+            batch = []
+    conn.send(b"".join(batch) + b"version\r\n")
+    return conn.line(timeout=60).startswith(b"VERSION")
+
+
+def slow_client():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", srv.port))
+    return s
+
+
+def read_until(s, marker, limit_bytes, timeout=60):
+    """Everything up to and including marker at the end of the stream."""
+    s.settimeout(timeout)
+    chunks, total = [], 0
+    tail = b""
+    while total <= limit_bytes:
+        data = s.recv(1 << 20)
+        if not data:
+            break
+        chunks.append(data)
+        total += len(data)
+        tail = (tail + data)[-len(marker):]
+        if tail == marker:
+            break
+    return b"".join(chunks)
+
+
+def stall_and_watch(name, s, request, secs):
+    """Sends request on s, does not read for secs seconds; meanwhile
+    measures the server's RSS growth and another client's round trips."""
+    other = srv.connect()
+    before = rss_kib(srv.pid)
+    s.sendall(request)
+    peak, worst_rtt, trips = before, 0.0, 0
+    end = time.time() + secs
+    while time.time() < end:
+        t0 = time.time()
+        other.send(b"get k0000042\r\n")
+        ok = other.until(b"END\r\n", timeout=5) == b"VALUE k0000042 0 1\r\nx\r\nEND\r\n"
+        rtt = time.time() - t0
+        if ok:
+            trips += 1
+            worst_rtt = max(worst_rtt, rtt)
+        peak = max(peak, rss_kib(srv.pid))
+        time.sleep(0.1)
+    other.close()
+    grew = peak - before
+    t.diag("%s: RSS %d KiB before, %d KiB peak while stalled (+%d KiB); %d round trips, "
+           "slowest %.3f s" % (name, before, peak, grew, trips, worst_rtt))
+    t.ok(grew <= RSS_SLACK_KIB, "%s: RSS grew by %d KiB (at most %d) while the client did not read"
+         % (name, grew, RSS_SLACK_KIB))
+    t.ok(trips >= secs / 0.5 and worst_rtt < 2.0,
+         "%s: another client was served meanwhile (%d round trips)" % (name, trips))
+
+
+c = srv.connect(timeout=60)
+t.ok(fill(c), "%d small items stored" % ITEMS)
+t.diag("server RSS after the fill: %d KiB" % rss_kib(srv.pid))
+
+# lru_crawler metadump all
+s = slow_client()
+stall_and_watch("metadump", s, b"lru_crawler metadump all\r\n", SLEEP)
+dump = read_until(s, b"END\r\n", 200 << 20)
+s.close()
+lines = dump.split(b"\n")
+t.is_(lines[-1], b"", "metadump: ends with a newline")
+t.is_(lines[-2], b"END\r", "metadump: ends with END")
+keys = [ln.split(b" ", 1)[0] for ln in lines[:-2]]
+expected = set(b"key=k%07d" % i for i in range(ITEMS))
+t.is_(len(set(keys)), len(keys), "metadump: no key twice")
+t.ok(set(keys) <= expected, "metadump: only stored keys")
+if target() == "memcached":
+    # memcached's crawler skips items it finds busy (about 1 in 3000 here)
+    t.ok(len(keys) >= ITEMS * 0.99, "metadump: %d of %d keys (memcached skips busy items)"
+         % (len(keys), ITEMS))
+else:
+    t.is_(len(keys), ITEMS, "metadump: every key, once")
+t.ok(all(b" exp=-1 " in ln and ln.endswith(b" size=" + ln.rsplit(b"size=", 1)[1])
+         for ln in lines[:1000]), "metadump: lines have memcached's fields")
+
+# stats cachedump of the class holding the items
+c.send(b"stats items\r\n")
+items = c.until(b"END\r\n").decode()
+cls = max((int(l.split(":")[1]), int(l.split()[2])) for l in items.splitlines()
+          if l.startswith("STAT items:") and ":number " in l)
+cls = [int(l.split(":")[1]) for l in items.splitlines()
+       if l.startswith("STAT items:") and l.endswith(":number %d" % cls[1])][0]
+s = slow_client()
+stall_and_watch("cachedump", s, b"stats cachedump %d 0\r\n" % cls, SLEEP / 2)
+dump = read_until(s, b"END\r\n", 4 << 20)
+s.close()
+lines = dump.split(b"\r\n")
+t.is_(lines[-2:], [b"END", b""], "cachedump: ends with END")
+t.ok(all(ln.startswith(b"ITEM k") and ln.endswith(b" b; 0 s]") for ln in lines[:-2]),
+     "cachedump: ITEM lines")
+t.ok(len(dump) <= 2 * 1024 * 1024 and len(lines) - 2 > 50000,
+     "cachedump: %d lines, %d bytes: within memcached's 2 MB cap" % (len(lines) - 2, len(dump)))
+t.is_(len(set(lines[:-2])), len(lines) - 2, "cachedump: no key twice")
+
+# a multi-get of large values
+value = bytes((i * 31) % 251 for i in range(BIG_SIZE))
+for i in range(BIG_VALUES):
+    c.send(b"set big%d 0 0 %d\r\n" % (i, BIG_SIZE) + value + b"\r\n")
+    if c.line() != b"STORED\r\n":
+        break
+else:
+    i = BIG_VALUES
+t.is_(i, BIG_VALUES, "%d values of %d bytes stored" % (BIG_VALUES, BIG_SIZE))
+s = slow_client()
+keys = b" ".join(b"big%d" % i for i in range(BIG_VALUES))
+stall_and_watch("multi-get", s, b"get " + keys + b"\r\n", SLEEP / 2)
+reply = read_until(s, b"END\r\n", 2 * BIG_VALUES * BIG_SIZE)
+s.close()
+expect = b"".join(b"VALUE big%d 0 %d\r\n" % (i, BIG_SIZE) + value + b"\r\n"
+                  for i in range(BIG_VALUES)) + b"END\r\n"
+t.ok(reply == expect, "multi-get: all %d bytes arrive once the client reads" % len(expect))
+
+c.close()
+srv.stop()
+t.done()
