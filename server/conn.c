@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "growbuf.h"
 #include "items.h"
 #include "log.h"
 #include "settings.h"
@@ -155,8 +156,33 @@ static void resp_stream_refill(struct resp *r)
     r->heap_len = r->stream->fill(r->stream_ctx, r->heap, RESP_STREAM_CHUNK, &r->stream_done);
 }
 
-bool resp_set_stream(struct resp *r, const struct resp_stream *ops, void *ctx)
+/* Datagram transports send each response as one message: the whole reply
+ * is produced at once (as memcached builds it), chunk after chunk. */
+static bool resp_stream_whole(struct resp *r, const struct resp_stream *ops, void *ctx)
 {
+    struct growbuf text = {NULL, 0, 0, false};
+    bool done = false;
+    char *room;
+    while (!done && (room = growbuf_reserve(&text, RESP_STREAM_CHUNK)) != NULL)
+        text.len += ops->fill(ctx, room, RESP_STREAM_CHUNK, &done);
+    ops->free(ctx);
+    if (text.oom) {
+        free(text.buf);
+        return false;
+    }
+    resp_set_heap(r, text.buf, text.len);
+    return true;
+}
+
+bool conn_resp_add_stream(struct conn *c, const struct resp_stream *ops, void *ctx)
+{
+    struct resp *r = conn_resp_add(c);
+    if (!r) {
+        ops->free(ctx);
+        return false;
+    }
+    if (c->tp->datagram)
+        return resp_stream_whole(r, ops, ctx);
     char *chunk = malloc(RESP_STREAM_CHUNK);
     if (!chunk) {
         ops->free(ctx);

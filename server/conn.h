@@ -201,9 +201,12 @@ void resp_set_heap(struct resp *r, char *text, size_t len);
 /* Attaches an item (takes over the caller's reference) and its trailer. */
 void resp_set_item(struct resp *r, item *it, bool crlf);
 void resp_set_tail(struct resp *r, const char *text, size_t len);
-/* Makes r (otherwise empty) a streamed reply and fills its first chunk;
- * false when out of memory (ctx is freed either way on failure). */
-bool resp_set_stream(struct resp *r, const struct resp_stream *ops, void *ctx);
+/* Queues a streamed reply and fills its first chunk: the connection holds
+ * one RESP_STREAM_CHUNK of it at a time and refills it as the client reads.
+ * Over a datagram transport the whole reply is produced now and sent as
+ * one message. ctx is freed through ops once done with (also on failure:
+ * false when out of memory, nothing queued or an empty response queued). */
+bool conn_resp_add_stream(struct conn *c, const struct resp_stream *ops, void *ctx);
 /* Convenience: a response holding str + "\r\n". false when out of memory. */
 bool conn_out_string(struct conn *c, const char *str);
 /* The last response queued, to drop later ones with conn_resp_truncate. */

@@ -540,26 +540,29 @@ static void dump_free(void *ctx)
 
 static const struct resp_stream dump_stream_ops = {.fill = dump_fill, .free = dump_free};
 
+/* Queues a streamed reply (conn.h); ctx is freed through ops. */
+static void send_stream(struct conn *c, const struct resp_stream *ops, void *ctx)
+{
+    if (!ctx || !conn_resp_add_stream(c, ops, ctx))
+        out_string(c, false, "SERVER_ERROR out of memory writing stats");
+}
+
 /* Queues a streamed dump of the classes selected (classes[0]: all). */
 static void send_dump(struct conn *c, const bool classes[64], bool newest_first, bool cachedump,
                       uint32_t limit)
 {
     struct dump_stream *d = calloc(1, sizeof(*d));
-    if (d)
+    if (d) {
         d->walk = storage_walk_open(classes, 64, newest_first);
-    struct resp *r = d && d->walk ? conn_resp_add(c) : NULL;
-    if (!r) {
-        if (d)
-            storage_walk_close(d->walk);
-        free(d);
-        out_string(c, false, "SERVER_ERROR out of memory writing stats");
-        return;
+        d->started = clock_process_started();
+        d->cachedump = cachedump;
+        d->lines_left = limit;
     }
-    d->started = clock_process_started();
-    d->cachedump = cachedump;
-    d->lines_left = limit;
-    if (!resp_set_stream(r, &dump_stream_ops, d))
-        log_msg(LOG_WARN, "<%d out of memory streaming a dump", c->fd);
+    if (d && !d->walk) {
+        free(d);
+        d = NULL;
+    }
+    send_stream(c, &dump_stream_ops, d);
 }
 
 /* memcached's class ids are 1..63; the list is "all", "hash" (every item,
@@ -587,6 +590,52 @@ static bool parse_class_list(const char *list, bool classes[64])
     }
     return true;
 }
+
+/* "stats conns" and "stats detail dump", streamed like the dumps */
+struct chunk_out {
+    char *buf;
+    size_t len, room;
+};
+
+static void emit_chunk_line(void *ctx, const char *name, const char *value)
+{
+    struct chunk_out *o = ctx;
+    size_t nl = strlen(name), vl = strlen(value);
+    if (o->room - o->len < nl + vl + 8)
+        return; /* cannot happen within the group bound; never overflow */
+    o->len += (size_t)snprintf(o->buf + o->len, o->room - o->len, "STAT %s %s\r\n", name, value);
+}
+
+struct conns_stream {
+    int after; /* last fd reported */
+};
+
+static size_t conns_fill(void *ctx, char *buf, size_t room, bool *done)
+{
+    struct conns_stream *cs = ctx;
+    struct chunk_out o = {buf, 0, room - 5};
+    size_t max = (room - 5) / STATS_CONN_GROUP_MAX;
+    *done = stats_report_conns_from(&cs->after, max, emit_chunk_line, &o) < max;
+    if (*done) {
+        memcpy(buf + o.len, "END\r\n", 5);
+        o.len += 5;
+    }
+    return o.len;
+}
+
+static const struct resp_stream conns_stream_ops = {.fill = conns_fill, .free = free};
+
+static size_t detail_fill(void *ctx, char *buf, size_t room, bool *done)
+{
+    return stats_detail_dump_fill(ctx, buf, room, done);
+}
+
+static void detail_free(void *ctx)
+{
+    stats_detail_dump_close(ctx);
+}
+
+static const struct resp_stream detail_stream_ops = {.fill = detail_fill, .free = detail_free};
 
 static enum proto_status datagram_stream_refused(struct conn *c, const char *what);
 
@@ -872,6 +921,17 @@ static void process_stats(struct conn *c, struct token *tokens, size_t ntokens)
         out_string(c, false, "RESET");
         return;
     }
+    if (strcmp(sub, "detail") == 0 && ntokens >= 4 && strcmp(tokens[2].value, "dump") == 0) {
+        send_stream(c, &detail_stream_ops, stats_detail_dump_open());
+        return;
+    }
+    if (strcmp(sub, "conns") == 0) {
+        struct conns_stream *cs = calloc(1, sizeof(*cs));
+        if (cs)
+            cs->after = -1;
+        send_stream(c, &conns_stream_ops, cs);
+        return;
+    }
     if (strcmp(sub, "detail") == 0) {
         size_t len;
         char *reply = stats_detail_reply(ntokens >= 4 ? tokens[2].value : "", &len);
@@ -886,8 +946,6 @@ static void process_stats(struct conn *c, struct token *tokens, size_t ntokens)
     }
     if (strcmp(sub, "settings") == 0)
         stats_report_settings(emit_stat_line, &t);
-    else if (strcmp(sub, "conns") == 0)
-        stats_report_conns(emit_stat_line, &t);
     else if (strcmp(sub, "items") == 0)
         storage_stats_items(emit_stat_line, &t);
     else if (strcmp(sub, "slabs") == 0)

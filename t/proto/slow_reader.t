@@ -5,7 +5,8 @@
 # of text), "stats cachedump" (memcached's 2 MB cap) and a multi-get of
 # 40 values of 512 KB (20 MB, written from item memory) are each asked for
 # by a client with a small receive buffer that then does not read for 10 s
-# (the metadump) or 5 s (the others).
+# (the metadump) or a few seconds (the others); "stats detail dump" with
+# 200,000 prefixes and "stats conns" with 300 connections likewise.
 # Meanwhile the server's VmRSS may grow by at most RSS_SLACK_KIB and
 # another client's round trips go on; then the whole reply is read and
 # checked line by line.
@@ -68,32 +69,35 @@ def read_until(s, marker, limit_bytes, timeout=60):
     return b"".join(chunks)
 
 
-def stall_and_watch(name, s, request, secs):
+def stall_and_watch(name, s, request, secs, bounded=True):
     """Sends request on s, does not read for secs seconds; meanwhile
     measures the server's RSS growth and another client's round trips."""
     other = srv.connect()
     before = rss_kib(srv.pid)
     s.sendall(request)
-    peak, worst_rtt, trips = before, 0.0, 0
+    peak, worst_rtt, trips, wrong = before, 0.0, 0, 0
     end = time.time() + secs
     while time.time() < end:
         t0 = time.time()
         other.send(b"get k0000042\r\n")
-        ok = other.until(b"END\r\n", timeout=5) == b"VALUE k0000042 0 1\r\nx\r\nEND\r\n"
-        rtt = time.time() - t0
-        if ok:
+        if other.until(b"END\r\n", timeout=10) == b"VALUE k0000042 0 1\r\nx\r\nEND\r\n":
             trips += 1
-            worst_rtt = max(worst_rtt, rtt)
+            worst_rtt = max(worst_rtt, time.time() - t0)
+        else:
+            wrong += 1
         peak = max(peak, rss_kib(srv.pid))
         time.sleep(0.1)
     other.close()
     grew = peak - before
     t.diag("%s: RSS %d KiB before, %d KiB peak while stalled (+%d KiB); %d round trips, "
            "slowest %.3f s" % (name, before, peak, grew, trips, worst_rtt))
-    t.ok(grew <= RSS_SLACK_KIB, "%s: RSS grew by %d KiB (at most %d) while the client did not read"
-         % (name, grew, RSS_SLACK_KIB))
-    t.ok(trips >= secs / 0.5 and worst_rtt < 2.0,
-         "%s: another client was served meanwhile (%d round trips)" % (name, trips))
+    if bounded:
+        t.ok(grew <= RSS_SLACK_KIB,
+             "%s: RSS grew by %d KiB (at most %d) while the client did not read"
+             % (name, grew, RSS_SLACK_KIB))
+    # a liveness check, not a speed claim: the host may be loaded
+    t.ok(trips >= 2 and wrong == 0,
+         "%s: another client was served meanwhile (%d round trips, none failed)" % (name, trips))
 
 
 c = srv.connect(timeout=60)
@@ -129,7 +133,7 @@ cls = max((int(l.split(":")[1]), int(l.split()[2])) for l in items.splitlines()
 cls = [int(l.split(":")[1]) for l in items.splitlines()
        if l.startswith("STAT items:") and l.endswith(":number %d" % cls[1])][0]
 s = slow_client()
-stall_and_watch("cachedump", s, b"stats cachedump %d 0\r\n" % cls, SLEEP / 2)
+stall_and_watch("cachedump", s, b"stats cachedump %d 0\r\n" % cls, SLEEP / 3)
 dump = read_until(s, b"END\r\n", 4 << 20)
 s.close()
 lines = dump.split(b"\r\n")
@@ -151,12 +155,50 @@ else:
 t.is_(i, BIG_VALUES, "%d values of %d bytes stored" % (BIG_VALUES, BIG_SIZE))
 s = slow_client()
 keys = b" ".join(b"big%d" % i for i in range(BIG_VALUES))
-stall_and_watch("multi-get", s, b"get " + keys + b"\r\n", SLEEP / 2)
+stall_and_watch("multi-get", s, b"get " + keys + b"\r\n", SLEEP / 3)
 reply = read_until(s, b"END\r\n", 2 * BIG_VALUES * BIG_SIZE)
 s.close()
 expect = b"".join(b"VALUE big%d 0 %d\r\n" % (i, BIG_SIZE) + value + b"\r\n"
                   for i in range(BIG_VALUES)) + b"END\r\n"
 t.ok(reply == expect, "multi-get: all %d bytes arrive once the client reads" % len(expect))
+
+# stats detail dump with many prefixes (the table itself is memcached's too;
+# memcached builds the reply whole, so its bound is not asserted there)
+PREFIXES = 200000
+c.send(b"stats detail on\r\n")
+t.is_(c.line(), b"OK\r\n", "stats detail on")
+for start in range(0, PREFIXES, 20000):
+    c.send(b"".join(b"get " + b" ".join(b"p%07d:x" % i for i in range(j, j + 100)) + b"\r\n"
+                    for j in range(start, start + 20000, 100)))
+    for _ in range(200):
+        c.until(b"END\r\n", timeout=30)
+c.send(b"stats detail off\r\n")
+t.is_(c.line(), b"OK\r\n", "%d prefixes recorded, stats detail off" % PREFIXES)
+s = slow_client()
+stall_and_watch("detail dump", s, b"stats detail dump\r\n", SLEEP / 3,
+                bounded=target() != "memcached")
+dump = read_until(s, b"END\r\n", 64 << 20)
+s.close()
+lines = dump.split(b"\r\n")
+t.is_(lines[-2:], [b"END", b""], "detail dump: ends with END")
+prefixes = set(ln.split(b" ")[1] for ln in lines[:-2] if ln.startswith(b"PREFIX "))
+t.is_(len(lines) - 2, PREFIXES, "detail dump: one line per prefix")
+t.ok(prefixes == set(b"p%07d" % i for i in range(PREFIXES)), "detail dump: every prefix once")
+
+# stats conns with a few hundred connections (several chunks of reply)
+extra = [srv.connect() for _ in range(300)]
+s = slow_client()
+stall_and_watch("stats conns", s, b"stats conns\r\n", SLEEP / 5)
+reply = read_until(s, b"END\r\n", 4 << 20)
+s.close()
+fds = []
+for ln in reply.split(b"\r\n"):
+    if ln.startswith(b"STAT ") and b":addr " in ln:
+        fds.append(int(ln.split(b" ")[1].split(b":")[0]))
+t.ok(reply.endswith(b"END\r\n") and len(fds) >= 300, "stats conns: %d connections listed" % len(fds))
+t.is_(fds, sorted(set(fds)), "stats conns: by fd, each once")
+for e in extra:
+    e.close()
 
 c.close()
 srv.stop()
