@@ -198,6 +198,18 @@ bool conn_resp_add_stream(struct conn *c, const struct resp_stream *ops, void *c
     return true;
 }
 
+bool conn_resp_add_resume(struct conn *c, const struct resp_stream *ops, void *ctx)
+{
+    struct resp *r = conn_resp_add(c);
+    if (!r) {
+        ops->free(ctx);
+        return false;
+    }
+    r->stream = ops;
+    r->stream_ctx = ctx;
+    return true;
+}
+
 bool conn_out_string(struct conn *c, const char *str)
 {
     struct resp *r = conn_resp_add(c);
@@ -561,6 +573,34 @@ static bool resp_gather(const struct resp *r, struct iovec *iov, int *niov)
     return iov_push(iov, niov, r->tail, r->tail_len, &skip);
 }
 
+static bool resp_resumable(const struct resp *r)
+{
+    return r->stream && r->stream->resume;
+}
+
+/* The head response is resumable and nothing is left before it: replaces
+ * it by the responses its resume queues. */
+static void resp_resume_head(struct conn *c)
+{
+    struct resp *r = c->resp_head;
+    struct resp *later = r->next, *later_tail = c->resp_tail;
+    r->next = NULL;
+    c->resp_tail = r; /* what resume queues goes right after r */
+    const struct resp_stream *ops = r->stream;
+    void *ctx = r->stream_ctx;
+    r->stream = NULL; /* resume takes over ctx */
+    r->stream_ctx = NULL;
+    ops->resume(c, ctx);
+    c->resp_tail->next = later;
+    if (later)
+        c->resp_tail = later_tail;
+    c->resp_head = r->next;
+    if (!c->resp_head)
+        c->resp_tail = NULL;
+    c->nresp--;
+    resp_free(c, r);
+}
+
 /* A streamed reply whose chunk is written: true when it holds its next
  * chunk (false: it is complete and can be freed). */
 static bool resp_stream_next(struct resp *r)
@@ -583,8 +623,16 @@ static bool conn_flush(struct conn *c)
     unsigned refills = 0;
     c->write_blocked = false;
     while (c->resp_head && !c->resp_head->parked) {
+        if (resp_resumable(c->resp_head)) {
+            if (refills++ >= STREAM_REFILLS_PER_EVENT) {
+                schedule_resume(c); /* let the worker's other connections run */
+                return true;
+            }
+            resp_resume_head(c);
+            continue;
+        }
         int niov = 0;
-        for (struct resp *r = c->resp_head; r && !r->parked; r = r->next) {
+        for (struct resp *r = c->resp_head; r && !r->parked && !resp_resumable(r); r = r->next) {
             if (!resp_gather(r, w->iov, &niov))
                 break;
             if (c->tp->datagram)
@@ -617,7 +665,7 @@ static bool conn_flush(struct conn *c)
         }
         STAT_ADD(&w->stats, bytes_written, (uint64_t)n);
         size_t left = (size_t)n;
-        while (c->resp_head && !c->resp_head->parked) {
+        while (c->resp_head && !c->resp_head->parked && !resp_resumable(c->resp_head)) {
             struct resp *r = c->resp_head;
             size_t remaining = resp_size(r) - r->sent;
             if (left < remaining) {

@@ -14,6 +14,7 @@
 #include "crawler.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <limits.h>
@@ -26,8 +27,9 @@
 #include "lru.h"
 #include "storage_internal.h"
 
-#define CRAWL_BATCH 256  /* items examined per LRU lock hold */
-#define INTERVAL_MAX 600 /* seconds between passes over a class, at most */
+#define CRAWL_BATCH 256       /* items examined per LRU lock hold */
+#define INTERVAL_MAX 600      /* seconds between passes over a class, at most */
+#define WALK_BUSY_RETRIES 100 /* an item walk skips an item whose lock stays busy */
 
 /* Background schedule per class: a class whose last pass found nothing to
  * reclaim is visited half as often next time (up to INTERVAL_MAX); one
@@ -166,9 +168,20 @@ static struct item *walk_advance(struct storage_walk *w, struct lru_list *l)
     return it;
 }
 
+/* With the LRU lock held: puts the marker back in front of it, the item it
+ * was just moved past. */
+static void walk_retreat(struct storage_walk *w, struct lru_list *l, struct item *it)
+{
+    lru_remove(l, w->marker);
+    if (w->newest_first)
+        lru_insert_before(l, it, w->marker);
+    else
+        lru_insert_after(l, it, w->marker);
+}
+
 unsigned storage_walk_step(struct storage_walk *w, unsigned max, storage_item_fn fn, void *ctx)
 {
-    unsigned visited = 0;
+    unsigned visited = 0, busy = 0;
     while (!w->done && visited < max) {
         if (!w->linked && !walk_enter_next_class(w)) {
             w->done = true;
@@ -182,10 +195,24 @@ unsigned storage_walk_step(struct storage_walk *w, unsigned max, storage_item_fn
             if (item_is_marker(it))
                 continue;
             uint64_t hv = assoc_hash(it->data, it->nkey);
-            if (!assoc_trylock(hv))
+            if (!assoc_trylock(hv)) {
+                /* the item's lock is busy (the LRU lock comes after it, so
+                 * no waiting here): try it again shortly, a few times */
+                if (busy++ < WALK_BUSY_RETRIES) {
+                    walk_retreat(w, l, it);
+                    break;
+                }
+                busy = 0; /* skipped */
                 continue;
+            }
+            busy = 0;
             held = item_ref_if_live(it);
             assoc_unlock(hv);
+        }
+        if (!held && it) { /* an item was busy: let its holder finish */
+            lru_unlock(w->cls);
+            sched_yield();
+            continue;
         }
         if (!held) { /* the class is done */
             lru_remove(l, w->marker);

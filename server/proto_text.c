@@ -89,44 +89,115 @@ static void send_stats_text(struct conn *c, struct growbuf *t)
     resp_set_heap(r, t->buf, t->len);
 }
 
-/* ---- retrieval --------------------------------------------------------------------- */
-static void process_get(struct conn *c, struct token *tokens, bool return_cas, bool touch)
+/* ---- retrieval ---------------------------------------------------------------------
+ * A multi-get queues at most GET_BATCH hits at a time: the keys after them
+ * wait in a resumable response (conn.h) until the replies before it are
+ * written, so a client that asks for many keys and does not read holds one
+ * batch of responses (the values themselves are written from item memory). */
+#define GET_BATCH 64
+
+struct get_opts {
+    bool return_cas, touch;
+    rel_time_t exptime;
+};
+
+/* The keys of a multi-get not yet looked up. */
+struct get_rest {
+    struct get_opts o;
+    size_t len;
+    char keys[]; /* len bytes, NUL-terminated, space-separated */
+};
+
+static void get_rest_resume(struct conn *c, void *ctx);
+static const struct resp_stream get_rest_ops = {.resume = get_rest_resume, .free = free};
+
+/* Whether a key from key_token on is longer than memcached allows (a
+ * multi-get with one is answered with an error only). */
+static bool get_rest_too_long(const struct token *key_token)
+{
+    const struct token *t;
+    for (t = key_token; t->length != 0; t++)
+        if (t->length > KEY_MAX_LENGTH)
+            return true;
+    size_t run = 0;
+    for (const char *p = t->value; p && *p; p++) {
+        run = *p == ' ' ? 0 : run + 1;
+        if (run > KEY_MAX_LENGTH)
+            return true;
+    }
+    return false;
+}
+
+/* Copies the keys from key_token on (the rest of a tokenizer pass, then
+ * the unsplit remainder of the line) into a get_rest. */
+static struct get_rest *get_rest_new(const struct token *key_token, const struct get_opts *o)
+{
+    size_t len = 0;
+    const struct token *t;
+    for (t = key_token; t->length != 0; t++)
+        len += t->length + 1;
+    if (t->value)
+        len += strlen(t->value);
+    struct get_rest *g = malloc(sizeof(*g) + len + 1);
+    if (!g)
+        return NULL;
+    g->o = *o;
+    char *p = g->keys;
+    for (t = key_token; t->length != 0; t++) {
+        memcpy(p, t->value, t->length);
+        p += t->length;
+        *p++ = ' ';
+    }
+    if (t->value) {
+        size_t n = strlen(t->value);
+        memcpy(p, t->value, n);
+        p += n;
+    }
+    *p = '\0';
+    g->len = (size_t)(p - g->keys);
+    return g;
+}
+
+/* Looks up the keys from key_token on (tokens: the array to re-tokenize the
+ * rest of the line into), queueing a reply per hit and END after the last,
+ * or, after GET_BATCH hits, a resumable response for the rest. */
+static void get_keys(struct conn *c, struct token *key_token, struct token *tokens,
+                     const struct get_opts *o)
 {
     struct worker_stats *ws = &c->worker->stats;
-    struct token *key_token = &tokens[1];
-    rel_time_t exptime = 0;
     struct resp *mark = conn_resp_mark(c);
     struct resp *last = NULL;
     bool fail_length = false, fail_memory = false;
-
-    if (touch) {
-        int32_t exptime_int;
-        if (!num_parse_i32(tokens[1].value, &exptime_int)) {
-            out_string(c, false, "CLIENT_ERROR invalid exptime argument");
-            return;
-        }
-        key_token++;
-        exptime = clock_exptime(exptime_int);
-    }
+    unsigned hits = 0;
 
     for (;;) {
         for (; key_token->length != 0; key_token++) {
+            if (hits == GET_BATCH) {
+                if (get_rest_too_long(key_token)) {
+                    fail_length = true;
+                    goto stop;
+                }
+                struct get_rest *g = get_rest_new(key_token, o);
+                if (!g || !conn_resp_add_resume(c, &get_rest_ops, g))
+                    fail_memory = true;
+                goto stop;
+            }
             const char *key = key_token->value;
             size_t nkey = key_token->length;
             if (nkey > KEY_MAX_LENGTH) {
                 fail_length = true;
                 goto stop;
             }
-            item *it = touch ? item_get_touch(key, nkey, exptime) : item_get(key, nkey);
+            item *it = o->touch ? item_get_touch(key, nkey, o->exptime) : item_get(key, nkey);
             if (stats_detail_on())
                 stats_detail_record_get(key, nkey, it != NULL);
             watch_item_get(key, nkey, it, c->fd);
-            if (touch) /* gat counts as a touch only, as memcached */
+            if (o->touch) /* gat counts as a touch only, as memcached */
                 STAT_INCR(ws, touch_cmds);
             else
                 STAT_INCR(ws, get_cmds);
             if (!it) {
-                if (touch)
+                if (o->touch)
                     STAT_INCR(ws, touch_misses);
                 else
                     STAT_INCR(ws, get_misses);
@@ -134,7 +205,7 @@ static void process_get(struct conn *c, struct token *tokens, bool return_cas, b
                     log_msg(LOG_CMDS, ">%d miss %.*s", c->fd, (int)nkey, key);
                 continue;
             }
-            if (touch)
+            if (o->touch)
                 STAT_INCR(ws, touch_hits);
             else
                 STAT_INCR(ws, get_hits);
@@ -153,7 +224,7 @@ static void process_get(struct conn *c, struct token *tokens, bool return_cas, b
             p += u64_to_text(item_flags(it), p);
             *p++ = ' ';
             p += u64_to_text(item_nbytes(it), p);
-            if (return_cas) {
+            if (o->return_cas) {
                 *p++ = ' ';
                 p += u64_to_text(item_cas(it), p);
             }
@@ -162,6 +233,7 @@ static void process_get(struct conn *c, struct token *tokens, bool return_cas, b
             r->head_len = (uint16_t)(p - r->head);
             resp_set_item(r, it, true);
             last = r;
+            hits++;
             if (log_enabled(LOG_CMDS))
                 log_msg(LOG_CMDS, ">%d sending key %.*s", c->fd, (int)nkey, key);
         }
@@ -171,20 +243,45 @@ static void process_get(struct conn *c, struct token *tokens, bool return_cas, b
         tokenize(key_token->value, strlen(key_token->value), tokens, MAX_TOKENS);
         key_token = tokens;
     }
-stop:
-    if (fail_length || fail_memory) {
-        conn_resp_truncate(c, mark);
-        out_string(c, false,
-                   fail_length ? "CLIENT_ERROR bad command line format"
-                               : "SERVER_ERROR out of memory writing get response");
-        return;
-    }
     if (log_enabled(LOG_CMDS))
         log_msg(LOG_CMDS, ">%d END", c->fd);
     if (!last)
         last = conn_resp_add(c);
     if (last)
         resp_set_tail(last, "END\r\n", 5);
+    return;
+stop:
+    if (fail_length || fail_memory) {
+        conn_resp_truncate(c, mark);
+        out_string(c, false,
+                   fail_length ? "CLIENT_ERROR bad command line format"
+                               : "SERVER_ERROR out of memory writing get response");
+    }
+}
+
+static void get_rest_resume(struct conn *c, void *ctx)
+{
+    struct get_rest *g = ctx;
+    struct token tokens[MAX_TOKENS];
+    tokenize(g->keys, g->len, tokens, MAX_TOKENS);
+    get_keys(c, tokens, tokens, &g->o);
+    free(g);
+}
+
+static void process_get(struct conn *c, struct token *tokens, bool return_cas, bool touch)
+{
+    struct get_opts o = {return_cas, touch, 0};
+    struct token *key_token = &tokens[1];
+    if (touch) {
+        int32_t exptime_int;
+        if (!num_parse_i32(tokens[1].value, &exptime_int)) {
+            out_string(c, false, "CLIENT_ERROR invalid exptime argument");
+            return;
+        }
+        key_token++;
+        o.exptime = clock_exptime(exptime_int);
+    }
+    get_keys(c, key_token, tokens, &o);
 }
 
 /* ---- storage ------------------------------------------------------------------------ */

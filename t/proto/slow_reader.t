@@ -6,7 +6,8 @@
 # 40 values of 512 KB (20 MB, written from item memory) are each asked for
 # by a client with a small receive buffer that then does not read for 10 s
 # (the metadump) or a few seconds (the others); "stats detail dump" with
-# 200,000 prefixes and "stats conns" with 300 connections likewise.
+# 200,000 prefixes, "stats conns" with 300 connections and a get of
+# 20,000 keys likewise.
 # Meanwhile the server's VmRSS may grow by at most RSS_SLACK_KIB and
 # another client's round trips go on; then the whole reply is read and
 # checked line by line.
@@ -162,6 +163,21 @@ expect = b"".join(b"VALUE big%d 0 %d\r\n" % (i, BIG_SIZE) + value + b"\r\n"
                   for i in range(BIG_VALUES)) + b"END\r\n"
 t.ok(reply == expect, "multi-get: all %d bytes arrive once the client reads" % len(expect))
 
+# a multi-get of many keys (each hit is a response; memcached holds them
+# all, about 1.2 KiB per hit, so its bound is not asserted there), then a
+# pipelined get that must follow the END
+MANY = 20000  # memcached answers at most 60,000 hits of one line
+s = slow_client()
+line = b"get" + b" k0000042" * MANY + b"\r\nget k0000007\r\n"
+stall_and_watch("multi-get of %d keys" % MANY, s, line, SLEEP / 3,
+                bounded=target() != "memcached")
+reply = read_until(s, b"VALUE k0000007 0 1\r\nx\r\nEND\r\n", 8 << 20)
+s.close()
+t.ok(reply == b"VALUE k0000042 0 1\r\nx\r\n" * MANY + b"END\r\n"
+     + b"VALUE k0000007 0 1\r\nx\r\nEND\r\n",
+     "multi-get of %d keys: every value, END, then the next request's reply (%d bytes)"
+     % (MANY, len(reply)))
+
 # stats detail dump with many prefixes (the table itself is memcached's too;
 # memcached builds the reply whole, so its bound is not asserted there)
 PREFIXES = 200000
@@ -195,7 +211,9 @@ fds = []
 for ln in reply.split(b"\r\n"):
     if ln.startswith(b"STAT ") and b":addr " in ln:
         fds.append(int(ln.split(b" ")[1].split(b":")[0]))
-t.ok(reply.endswith(b"END\r\n") and len(fds) >= 300, "stats conns: %d connections listed" % len(fds))
+# memcached lists only some of the connections it has (about 200 of 300)
+want = 300 if target() != "memcached" else 1
+t.ok(reply.endswith(b"END\r\n") and len(fds) >= want, "stats conns: %d connections listed" % len(fds))
 t.is_(fds, sorted(set(fds)), "stats conns: by fd, each once")
 for e in extra:
     e.close()
