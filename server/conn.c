@@ -747,6 +747,7 @@ static void conn_drive(struct conn *c)
 {
     int budget = settings.reqs_per_event;
     bool fail = false;
+    bool queue_full = false; /* parsing stopped at RESP_QUEUE_LIMIT replies */
 
     while (!fail && !c->close_now && !c->write_blocked) {
         enum read_result rr = READ_DATA;
@@ -766,7 +767,10 @@ static void conn_drive(struct conn *c)
                 set_state(c, CONN_PARSE);
                 continue;
             }
-        } else if (c->close_after_write || c->nresp >= RESP_QUEUE_LIMIT) {
+        } else if (c->close_after_write) {
+            break;
+        } else if (c->nresp >= RESP_QUEUE_LIMIT) {
+            queue_full = true;
             break;
         } else if (c->rlen > 0) {
             if (budget == 0) {
@@ -840,6 +844,10 @@ static void conn_drive(struct conn *c)
     }
     bool want_read = !c->write_blocked && !c->close_after_write && !c->close_now &&
                      c->nresp < RESP_QUEUE_LIMIT && !(c->tp->datagram && c->resp_head);
+    /* requests already read wait behind a full queue that has now drained:
+     * no readiness event will come for them */
+    if (queue_full && want_read && c->rlen > 0)
+        schedule_resume(c);
     c->tp->want(c, want_read, c->write_blocked);
 }
 

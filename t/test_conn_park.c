@@ -304,7 +304,7 @@ static void stream_free(void *ctx)
     free(ctx);
 }
 
-static const struct resp_stream line_stream_ops = {stream_fill, stream_free};
+static const struct resp_stream line_stream_ops = {.fill = stream_fill, .free = stream_free};
 
 static void add_stream(struct conn *c, int n)
 {
@@ -393,7 +393,7 @@ static void *completer_thread(void *arg)
 
 int main(void)
 {
-    printf("1..30\n");
+    printf("1..32\n");
     settings_init(&settings);
     if (worker_init(&w, 0) != 0) {
         printf("Bail out! worker_init failed\n");
@@ -531,7 +531,7 @@ int main(void)
     reset_io();
     closed = false;
     struct conn *st = conn_new(&w, &fake_tp, -1, NULL, &line_engine, "test");
-    char expect[1 << 15];
+    static char expect[1 << 16];
     snprintf(expect, sizeof(expect), "%sR1\r\n", stream_text(30));
     out_chunk = 7;
     alternate_eagain = true;
@@ -568,6 +568,25 @@ int main(void)
     pump(st);
     conn_close(st);
     ok(stream_frees == 1 && stream_fills == 1, "stream: closing mid-reply frees it");
+
+    /* 10. a peer that sends requests and does not read: at most 4096 queued */
+    reset_io();
+    st = conn_new(&w, &fake_tp, -1, NULL, &line_engine, "test");
+    out_chunk = 0;
+    char many[1 << 15], *mp = many;
+    for (int i = 0; i < 5000; i++)
+        mp += sprintf(mp, "R%d\n", i);
+    feed(many);
+    pump(st);
+    ok(st->nresp == 4096 && !want_read,
+       "a peer that does not read: 4096 replies queued, then no more reading");
+    out_chunk = 1 << 16;
+    pump(st);
+    mp = expect;
+    for (int i = 0; i < 5000; i++)
+        mp += sprintf(mp, "R%d\r\n", i);
+    ok(out_is(expect) && st->nresp == 0, "once it reads: all 5000 replies, in order");
+    conn_close(st);
 
     /* a datagram transport gets the whole streamed reply as one message */
     dg_in_count = dg_in_next = dg_out_count = 0;
