@@ -101,10 +101,11 @@ struct get_opts {
     rel_time_t exptime;
 };
 
-/* The keys of a multi-get not yet looked up. */
+/* The keys of a multi-get not yet looked up: copied once, then consumed
+ * from pos on, a batch at a time. */
 struct get_rest {
     struct get_opts o;
-    size_t len;
+    size_t pos, len;
     char keys[]; /* len bytes, NUL-terminated, space-separated */
 };
 
@@ -154,15 +155,28 @@ static struct get_rest *get_rest_new(const struct token *key_token, const struct
         p += n;
     }
     *p = '\0';
+    g->pos = 0;
     g->len = (size_t)(p - g->keys);
     return g;
 }
 
+/* Moves g's position to key_token, a token of g's text: the separators
+ * the tokenizer cut after the tokens still to look up are put back. */
+static void get_rest_advance(struct get_rest *g, const struct token *key_token)
+{
+    const struct token *t;
+    for (t = key_token; t->length != 0; t++)
+        if (t[1].length != 0 || t[1].value != NULL)
+            t->value[t->length] = ' ';
+    g->pos = (size_t)(key_token->value - g->keys);
+}
+
 /* Looks up the keys from key_token on (tokens: the array to re-tokenize the
  * rest of the line into), queueing a reply per hit and END after the last,
- * or, after GET_BATCH hits, a resumable response for the rest. */
+ * or, after GET_BATCH hits, a resumable response for the rest. g: the
+ * get_rest the keys come from (taken over), NULL for the request line. */
 static void get_keys(struct conn *c, struct token *key_token, struct token *tokens,
-                     const struct get_opts *o)
+                     const struct get_opts *o, struct get_rest *g)
 {
     struct worker_stats *ws = &c->worker->stats;
     struct resp *mark = conn_resp_mark(c);
@@ -173,13 +187,17 @@ static void get_keys(struct conn *c, struct token *key_token, struct token *toke
     for (;;) {
         for (; key_token->length != 0; key_token++) {
             if (hits == GET_BATCH) {
-                if (get_rest_too_long(key_token)) {
+                if (g) {
+                    get_rest_advance(g, key_token);
+                } else if (get_rest_too_long(key_token)) { /* the rest is checked once */
                     fail_length = true;
                     goto stop;
+                } else {
+                    g = get_rest_new(key_token, o);
                 }
-                struct get_rest *g = get_rest_new(key_token, o);
                 if (!g || !conn_resp_add_resume(c, &get_rest_ops, g))
                     fail_memory = true;
+                g = NULL; /* the resumable response owns it */
                 goto stop;
             }
             const char *key = key_token->value;
@@ -249,8 +267,10 @@ static void get_keys(struct conn *c, struct token *key_token, struct token *toke
         last = conn_resp_add(c);
     if (last)
         resp_set_tail(last, "END\r\n", 5);
+    free(g);
     return;
 stop:
+    free(g);
     if (fail_length || fail_memory) {
         conn_resp_truncate(c, mark);
         out_string(c, false,
@@ -263,9 +283,8 @@ static void get_rest_resume(struct conn *c, void *ctx)
 {
     struct get_rest *g = ctx;
     struct token tokens[MAX_TOKENS];
-    tokenize(g->keys, g->len, tokens, MAX_TOKENS);
-    get_keys(c, tokens, tokens, &g->o);
-    free(g);
+    tokenize(g->keys + g->pos, g->len - g->pos, tokens, MAX_TOKENS);
+    get_keys(c, tokens, tokens, &g->o, g);
 }
 
 static void process_get(struct conn *c, struct token *tokens, bool return_cas, bool touch)
@@ -281,7 +300,7 @@ static void process_get(struct conn *c, struct token *tokens, bool return_cas, b
         key_token++;
         o.exptime = clock_exptime(exptime_int);
     }
-    get_keys(c, key_token, tokens, &o);
+    get_keys(c, key_token, tokens, &o, NULL);
 }
 
 /* ---- storage ------------------------------------------------------------------------ */

@@ -178,6 +178,14 @@ t.ok(reply == b"VALUE k0000042 0 1\r\nx\r\n" * MANY + b"END\r\n"
      "multi-get of %d keys: every value, END, then the next request's reply (%d bytes)"
      % (MANY, len(reply)))
 
+# distinct keys, hits and misses mixed, across many batches and tokenizer
+# passes (extra spaces too): every hit in request order
+c.send(b"gets" + b"".join(b"  k%07d miss%d" % (i, i) for i in range(3000)) + b"\r\n")
+reply = c.until(b"END\r\n", timeout=30)
+got = [ln.split(b" ")[1] for ln in reply.split(b"\r\n") if ln.startswith(b"VALUE ")]
+t.ok(got == [b"k%07d" % i for i in range(3000)] and reply.count(b"END\r\n") == 1,
+     "gets of 3,000 hits and 3,000 misses: every hit in order, one END")
+
 # stats detail dump with many prefixes (the table itself is memcached's too;
 # memcached builds the reply whole, so its bound is not asserted there)
 PREFIXES = 200000
