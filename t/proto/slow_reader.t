@@ -5,7 +5,7 @@
 # of text), "stats cachedump" (memcached's 2 MB cap) and a multi-get of
 # 40 values of 512 KB (20 MB, written from item memory) are each asked for
 # by a client with a small receive buffer that then does not read for 10 s
-# (the metadump) or a few seconds (the others); "stats detail dump" with
+# (the metadump) or 2 s (the others); "stats detail dump" with
 # 200,000 prefixes, "stats conns" with 300 connections and a get of
 # 20,000 keys likewise.
 # Meanwhile the server's VmRSS may grow by at most RSS_SLACK_KIB and
@@ -18,7 +18,8 @@ import time
 from mctest import TAP, start_server, target
 
 ITEMS = 300000
-SLEEP = 10.0
+SLEEP = 10.0  # the metadump client
+OTHER_STALL = 2.0  # the other clients
 RSS_SLACK_KIB = 4 * 1024  # "a few MiB": one reply chunk, allocator slack
 BIG_VALUES, BIG_SIZE = 40, 512 * 1024
 
@@ -134,7 +135,7 @@ cls = max((int(l.split(":")[1]), int(l.split()[2])) for l in items.splitlines()
 cls = [int(l.split(":")[1]) for l in items.splitlines()
        if l.startswith("STAT items:") and l.endswith(":number %d" % cls[1])][0]
 s = slow_client()
-stall_and_watch("cachedump", s, b"stats cachedump %d 0\r\n" % cls, SLEEP / 3)
+stall_and_watch("cachedump", s, b"stats cachedump %d 0\r\n" % cls, OTHER_STALL)
 dump = read_until(s, b"END\r\n", 4 << 20)
 s.close()
 lines = dump.split(b"\r\n")
@@ -156,7 +157,7 @@ else:
 t.is_(i, BIG_VALUES, "%d values of %d bytes stored" % (BIG_VALUES, BIG_SIZE))
 s = slow_client()
 keys = b" ".join(b"big%d" % i for i in range(BIG_VALUES))
-stall_and_watch("multi-get", s, b"get " + keys + b"\r\n", SLEEP / 3)
+stall_and_watch("multi-get", s, b"get " + keys + b"\r\n", OTHER_STALL)
 reply = read_until(s, b"END\r\n", 2 * BIG_VALUES * BIG_SIZE)
 s.close()
 expect = b"".join(b"VALUE big%d 0 %d\r\n" % (i, BIG_SIZE) + value + b"\r\n"
@@ -169,7 +170,7 @@ t.ok(reply == expect, "multi-get: all %d bytes arrive once the client reads" % l
 MANY = 20000  # memcached answers at most 60,000 hits of one line
 s = slow_client()
 line = b"get" + b" k0000042" * MANY + b"\r\nget k0000007\r\n"
-stall_and_watch("multi-get of %d keys" % MANY, s, line, SLEEP / 3,
+stall_and_watch("multi-get of %d keys" % MANY, s, line, OTHER_STALL,
                 bounded=target() != "memcached")
 reply = read_until(s, b"VALUE k0000007 0 1\r\nx\r\nEND\r\n", 8 << 20)
 s.close()
@@ -199,7 +200,7 @@ for start in range(0, PREFIXES, 20000):
 c.send(b"stats detail off\r\n")
 t.is_(c.line(), b"OK\r\n", "%d prefixes recorded, stats detail off" % PREFIXES)
 s = slow_client()
-stall_and_watch("detail dump", s, b"stats detail dump\r\n", SLEEP / 3,
+stall_and_watch("detail dump", s, b"stats detail dump\r\n", OTHER_STALL,
                 bounded=target() != "memcached")
 dump = read_until(s, b"END\r\n", 64 << 20)
 s.close()
@@ -212,7 +213,7 @@ t.ok(prefixes == set(b"p%07d" % i for i in range(PREFIXES)), "detail dump: every
 # stats conns with a few hundred connections (several chunks of reply)
 extra = [srv.connect() for _ in range(300)]
 s = slow_client()
-stall_and_watch("stats conns", s, b"stats conns\r\n", SLEEP / 5)
+stall_and_watch("stats conns", s, b"stats conns\r\n", OTHER_STALL)
 reply = read_until(s, b"END\r\n", 4 << 20)
 s.close()
 fds = []
