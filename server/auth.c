@@ -1,11 +1,13 @@
 /*
- * auth.c: the credentials of -Y, read once at start-up, then only read
- * (workers check tokens concurrently without locks). A token is "user",
+ * auth.c: the credentials of -Y, read at start-up and again on SIGHUP
+ * (auth_reload: swapped in whole under a write lock; workers check tokens
+ * under the read lock, which only authentication requests take). A token is "user",
  * one or more spaces, "password"; the comparison does not stop at the
  * first differing byte.
  */
 #include "auth.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +17,15 @@ struct credential {
     char *password;
 };
 
-static struct credential *credentials;
-static size_t ncredentials;
+struct credential_set {
+    struct credential *v;
+    size_t n;
+};
+
+/* Written at start-up and by auth_reload() (SIGHUP, main thread); read by
+ * every worker's auth_check(). */
+static pthread_rwlock_t credentials_lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct credential_set credentials;
 static bool enabled;
 
 static bool same(const char *a, size_t alen, const char *b)
@@ -28,8 +37,22 @@ static bool same(const char *a, size_t alen, const char *b)
     return diff == 0;
 }
 
-int auth_load(const char *path, char *err, size_t errlen)
+static void set_free(struct credential_set *set)
 {
+    for (size_t i = set->n; i-- > 0;) {
+        free(set->v[i].password);
+        free(set->v[i].user);
+    }
+    free(set->v);
+    set->v = NULL;
+    set->n = 0;
+}
+
+/* Reads path into *set (empty on failure); 0, or -1 with a message. */
+static int set_read(const char *path, struct credential_set *set, char *err, size_t errlen)
+{
+    set->v = NULL;
+    set->n = 0;
     FILE *f = fopen(path, "r");
     if (!f) {
         snprintf(err, errlen, "cannot open the auth file %s", path);
@@ -48,31 +71,55 @@ int auth_load(const char *path, char *err, size_t errlen)
             break;
         }
         *colon = '\0';
-        struct credential *more = realloc(credentials, (ncredentials + 1) * sizeof(*more));
+        struct credential *more = realloc(set->v, (set->n + 1) * sizeof(*more));
         if (!more) {
             snprintf(err, errlen, "out of memory reading %s", path);
             rc = -1;
             break;
         }
-        credentials = more;
-        credentials[ncredentials].user = strdup(line);
-        credentials[ncredentials].password = strdup(colon + 1);
-        ncredentials++;
-        if (!credentials[ncredentials - 1].user || !credentials[ncredentials - 1].password) {
+        set->v = more;
+        set->v[set->n].user = strdup(line);
+        set->v[set->n].password = strdup(colon + 1);
+        set->n++;
+        if (!set->v[set->n - 1].user || !set->v[set->n - 1].password) {
             snprintf(err, errlen, "out of memory reading %s", path);
             rc = -1;
         }
     }
     fclose(f);
-    if (rc == 0 && ncredentials == 0) {
-        snprintf(err, errlen, "no user:password line in the auth file %s", path);
-        rc = -1;
-    }
     if (rc != 0)
-        auth_free();
-    else
-        enabled = true;
+        set_free(set);
     return rc;
+}
+
+int auth_load(const char *path, char *err, size_t errlen)
+{
+    struct credential_set set;
+    if (set_read(path, &set, err, errlen) != 0)
+        return -1;
+    if (set.n == 0) {
+        snprintf(err, errlen, "no user:password line in the auth file %s", path);
+        return -1;
+    }
+    pthread_rwlock_wrlock(&credentials_lock);
+    set_free(&credentials);
+    credentials = set;
+    enabled = true;
+    pthread_rwlock_unlock(&credentials_lock);
+    return 0;
+}
+
+int auth_reload(const char *path, char *err, size_t errlen)
+{
+    struct credential_set set;
+    if (set_read(path, &set, err, errlen) != 0)
+        return -1; /* the credentials loaded before stay */
+    pthread_rwlock_wrlock(&credentials_lock);
+    struct credential_set old = credentials;
+    credentials = set; /* an empty file: nobody authenticates, as memcached */
+    pthread_rwlock_unlock(&credentials_lock);
+    set_free(&old);
+    return 0;
 }
 
 bool auth_enabled(void)
@@ -93,22 +140,20 @@ enum auth_result auth_check(const char *token, size_t len)
     if (plen == 0)
         return AUTH_BAD_FORMAT;
     bool ok = false;
-    for (size_t i = 0; i < ncredentials; i++) {
+    pthread_rwlock_rdlock(&credentials_lock);
+    for (size_t i = 0; i < credentials.n; i++) {
         bool match =
-            same(token, ulen, credentials[i].user) & same(pass, plen, credentials[i].password);
+            same(token, ulen, credentials.v[i].user) & same(pass, plen, credentials.v[i].password);
         ok |= match;
     }
+    pthread_rwlock_unlock(&credentials_lock);
     return ok ? AUTH_OK : AUTH_FAILED;
 }
 
 void auth_free(void)
 {
-    for (size_t i = ncredentials; i-- > 0;) {
-        free(credentials[i].password);
-        free(credentials[i].user);
-    }
-    free(credentials);
-    credentials = NULL;
-    ncredentials = 0;
+    pthread_rwlock_wrlock(&credentials_lock);
+    set_free(&credentials);
     enabled = false;
+    pthread_rwlock_unlock(&credentials_lock);
 }

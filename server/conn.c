@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "growbuf.h"
 #include "items.h"
 #include "sasl.h"
 #include "log.h"
@@ -28,6 +29,7 @@
 #define RBUF_LIMIT (64 * 1024 * 1024) /* one request line may not exceed this */
 #define DIRECT_READ_MIN 4096          /* values this large bypass the read buffer */
 #define RESP_QUEUE_LIMIT 4096         /* stop parsing while this many replies wait */
+#define STREAM_REFILLS_PER_EVENT 16   /* chunks of a streamed reply per event, then yield */
 
 const struct proto_engine *conn_text_engine;
 const struct proto_engine *conn_binary_engine;
@@ -147,6 +149,68 @@ void resp_set_tail(struct resp *r, const char *text, size_t len)
     r->tail_len = (uint32_t)len;
 }
 
+/* Writes the next chunk of a streamed reply into its buffer. */
+static void resp_stream_refill(struct resp *r)
+{
+    r->sent = 0;
+    r->head_len = 0;
+    r->heap_len = r->stream->fill(r->stream_ctx, r->heap, RESP_STREAM_CHUNK, &r->stream_done);
+}
+
+/* Datagram transports send each response as one message: the whole reply
+ * is produced at once (as memcached builds it), chunk after chunk. */
+static bool resp_stream_whole(struct resp *r, const struct resp_stream *ops, void *ctx)
+{
+    struct growbuf text = {NULL, 0, 0, false};
+    bool done = false;
+    char *room;
+    while (!done && (room = growbuf_reserve(&text, RESP_STREAM_CHUNK)) != NULL)
+        text.len += ops->fill(ctx, room, RESP_STREAM_CHUNK, &done);
+    ops->free(ctx);
+    if (text.oom) {
+        free(text.buf);
+        return false;
+    }
+    resp_set_heap(r, text.buf, text.len);
+    return true;
+}
+
+bool conn_resp_add_stream(struct conn *c, const struct resp_stream *ops, void *ctx)
+{
+    struct resp *r = conn_resp_add(c);
+    if (!r) {
+        ops->free(ctx);
+        return false;
+    }
+    if (c->tp->datagram)
+        return resp_stream_whole(r, ops, ctx);
+    char *chunk = malloc(RESP_STREAM_CHUNK);
+    if (!chunk) {
+        ops->free(ctx);
+        return false;
+    }
+    resp_set_heap(r, chunk, 0);
+    r->stream = ops;
+    r->stream_ctx = ctx;
+    r->stream_done = false;
+    do
+        resp_stream_refill(r);
+    while (r->heap_len == 0 && !r->stream_done);
+    return true;
+}
+
+bool conn_resp_add_resume(struct conn *c, const struct resp_stream *ops, void *ctx)
+{
+    struct resp *r = conn_resp_add(c);
+    if (!r) {
+        ops->free(ctx);
+        return false;
+    }
+    r->stream = ops;
+    r->stream_ctx = ctx;
+    return true;
+}
+
 bool conn_out_string(struct conn *c, const char *str)
 {
     struct resp *r = conn_resp_add(c);
@@ -184,6 +248,8 @@ static void resp_free(struct conn *c, struct resp *r)
     if (r->it)
         conn_item_release(c, r->it);
     free(r->heap);
+    if (r->stream)
+        r->stream->free(r->stream_ctx);
     worker_resp_put(c->worker, r);
 }
 
@@ -508,19 +574,72 @@ static bool resp_gather(const struct resp *r, struct iovec *iov, int *niov)
     return iov_push(iov, niov, r->tail, r->tail_len, &skip);
 }
 
+static bool resp_resumable(const struct resp *r)
+{
+    return r->stream && r->stream->resume;
+}
+
+/* The head response is resumable and nothing is left before it: replaces
+ * it by the responses its resume queues. */
+static void resp_resume_head(struct conn *c)
+{
+    struct resp *r = c->resp_head;
+    struct resp *later = r->next, *later_tail = c->resp_tail;
+    r->next = NULL;
+    c->resp_tail = r; /* what resume queues goes right after r */
+    const struct resp_stream *ops = r->stream;
+    void *ctx = r->stream_ctx;
+    r->stream = NULL; /* resume takes over ctx */
+    r->stream_ctx = NULL;
+    ops->resume(c, ctx);
+    c->resp_tail->next = later;
+    if (later)
+        c->resp_tail = later_tail;
+    c->resp_head = r->next;
+    if (!c->resp_head)
+        c->resp_tail = NULL;
+    c->nresp--;
+    resp_free(c, r);
+}
+
+/* A streamed reply whose chunk is written: true when it holds its next
+ * chunk (false: it is complete and can be freed). */
+static bool resp_stream_next(struct resp *r)
+{
+    while (r->stream && !r->stream_done) {
+        resp_stream_refill(r);
+        if (r->heap_len > 0)
+            return true;
+    }
+    return false;
+}
+
 /* Writes ready responses in order. Returns false when the connection
- * failed and must close. */
+ * failed and must close. A streamed reply is refilled as its chunks are
+ * written, up to STREAM_REFILLS_PER_EVENT times, then the connection
+ * yields to the worker's other connections. */
 static bool conn_flush(struct conn *c)
 {
     struct worker *w = c->worker;
+    unsigned refills = 0;
     c->write_blocked = false;
     while (c->resp_head && !c->resp_head->parked) {
+        if (resp_resumable(c->resp_head)) {
+            if (refills++ >= STREAM_REFILLS_PER_EVENT) {
+                schedule_resume(c); /* let the worker's other connections run */
+                return true;
+            }
+            resp_resume_head(c);
+            continue;
+        }
         int niov = 0;
-        for (struct resp *r = c->resp_head; r && !r->parked; r = r->next) {
+        for (struct resp *r = c->resp_head; r && !r->parked && !resp_resumable(r); r = r->next) {
             if (!resp_gather(r, w->iov, &niov))
                 break;
             if (c->tp->datagram)
                 break; /* each response is its own message */
+            if (r->stream && !r->stream_done)
+                break; /* later replies follow its last chunk */
         }
         if (niov == 0) { /* empty responses (e.g. nothing to say) */
             struct resp *r = c->resp_head;
@@ -547,7 +666,7 @@ static bool conn_flush(struct conn *c)
         }
         STAT_ADD(&w->stats, bytes_written, (uint64_t)n);
         size_t left = (size_t)n;
-        while (c->resp_head && !c->resp_head->parked) {
+        while (c->resp_head && !c->resp_head->parked && !resp_resumable(c->resp_head)) {
             struct resp *r = c->resp_head;
             size_t remaining = resp_size(r) - r->sent;
             if (left < remaining) {
@@ -555,6 +674,13 @@ static bool conn_flush(struct conn *c)
                 break;
             }
             left -= remaining;
+            if (resp_stream_next(r)) {
+                if (++refills >= STREAM_REFILLS_PER_EVENT) {
+                    schedule_resume(c); /* let the worker's other connections run */
+                    return true;
+                }
+                break;
+            }
             c->resp_head = r->next;
             if (!c->resp_head)
                 c->resp_tail = NULL;
@@ -622,6 +748,7 @@ static void conn_drive(struct conn *c)
 {
     int budget = settings.reqs_per_event;
     bool fail = false;
+    bool queue_full = false; /* parsing stopped at RESP_QUEUE_LIMIT replies */
 
     while (!fail && !c->close_now && !c->write_blocked) {
         enum read_result rr = READ_DATA;
@@ -641,7 +768,10 @@ static void conn_drive(struct conn *c)
                 set_state(c, CONN_PARSE);
                 continue;
             }
-        } else if (c->close_after_write || c->nresp >= RESP_QUEUE_LIMIT) {
+        } else if (c->close_after_write) {
+            break;
+        } else if (c->nresp >= RESP_QUEUE_LIMIT) {
+            queue_full = true;
             break;
         } else if (c->rlen > 0) {
             if (budget == 0) {
@@ -715,6 +845,10 @@ static void conn_drive(struct conn *c)
     }
     bool want_read = !c->write_blocked && !c->close_after_write && !c->close_now &&
                      c->nresp < RESP_QUEUE_LIMIT && !(c->tp->datagram && c->resp_head);
+    /* requests already read wait behind a full queue that has now drained:
+     * no readiness event will come for them */
+    if (queue_full && want_read && c->rlen > 0)
+        schedule_resume(c);
     c->tp->want(c, want_read, c->write_blocked);
 }
 

@@ -60,8 +60,32 @@ enum conn_state {
 /* Longest inline header: "VALUE " key(250) flags length cas, with room. */
 #define RESP_HEAD_MAX 320
 
+/* A reply produced as the client reads it: either bytes, a chunk at a time
+ * (fill: lru_crawler metadump, stats cachedump, ...), or more responses
+ * (resume: the rest of a long multi-get, whose values are then written from
+ * item memory). The connection holds one chunk, or one batch of responses,
+ * and asks for the next once everything before it is written. */
+struct resp_stream {
+    /* Writes the next bytes of the reply (whole lines) into buf, at most
+     * room; sets *done once the reply is complete (its last bytes included). */
+    size_t (*fill)(void *ctx, char *buf, size_t room, bool *done);
+    /* Used instead of fill: queues the next responses of the reply with
+     * conn_resp_add (they take the stream's place in the queue, ahead of
+     * later requests' replies), possibly ending with another resumable
+     * response (conn_resp_add_resume) for the rest. Takes over ctx. */
+    void (*resume)(struct conn *c, void *ctx);
+    /* Frees ctx, whether the reply was complete or not. */
+    void (*free)(void *ctx);
+};
+
+/* Bytes of a streamed reply held per connection. */
+#define RESP_STREAM_CHUNK (64 * 1024)
+
 struct resp {
     struct resp *next;
+    const struct resp_stream *stream; /* set: heap holds the current chunk */
+    void *stream_ctx;
+    bool stream_done;
     item *it;         /* value to send after head/heap; released after write */
     char *heap;       /* malloc'd text sent after head, freed after write */
     const char *tail; /* static text sent last */
@@ -186,6 +210,15 @@ void resp_set_heap(struct resp *r, char *text, size_t len);
 /* Attaches an item (takes over the caller's reference) and its trailer. */
 void resp_set_item(struct resp *r, item *it, bool crlf);
 void resp_set_tail(struct resp *r, const char *text, size_t len);
+/* Queues a streamed reply and fills its first chunk: the connection holds
+ * one RESP_STREAM_CHUNK of it at a time and refills it as the client reads.
+ * Over a datagram transport the whole reply is produced now and sent as
+ * one message. ctx is freed through ops once done with (also on failure:
+ * false when out of memory, nothing queued or an empty response queued). */
+bool conn_resp_add_stream(struct conn *c, const struct resp_stream *ops, void *ctx);
+/* Queues a response whose ops->resume runs once every response before it
+ * is written. false when out of memory (ctx is then freed through ops). */
+bool conn_resp_add_resume(struct conn *c, const struct resp_stream *ops, void *ctx);
 /* Convenience: a response holding str + "\r\n". false when out of memory. */
 bool conn_out_string(struct conn *c, const char *str);
 /* The last response queued, to drop later ones with conn_resp_truncate. */

@@ -7,15 +7,18 @@
  * passes. The marker keeps the crawler's place while the LRU lock is given
  * up between batches, so workers are never blocked for long; other LRU
  * walkers skip markers. Item locks are only tried (the LRU lock is held),
- * never waited for. The same walk hands live items to storage_walk_items()
- * callers (metadump), with no lock held during each call. This file does
+ * never waited for. The same marker walk, resumable (storage_walk_*: the
+ * marker stays in the list between steps), hands live items to metadump and
+ * cachedump, with no lock held during each call. This file does
  * not allocate or evict.
  */
 #include "crawler.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -25,8 +28,9 @@
 #include "lru.h"
 #include "storage_internal.h"
 
-#define CRAWL_BATCH 256  /* items examined per LRU lock hold */
-#define INTERVAL_MAX 600 /* seconds between passes over a class, at most */
+#define CRAWL_BATCH 256       /* items examined per LRU lock hold */
+#define INTERVAL_MAX 600      /* seconds between passes over a class, at most */
+#define WALK_BUSY_RETRIES 100 /* an item walk skips an item whose lock stays busy */
 
 /* Background schedule per class: a class whose last pass found nothing to
  * reclaim is visited half as often next time (up to INTERVAL_MAX); one
@@ -104,69 +108,197 @@ static void crawl_class(unsigned cls, struct item *marker, uint64_t *checked, ui
         crawl_list(lru_of(cls, seg), marker, checked, reclaimed);
 }
 
-/* Walks list l from the tail, calling fn on up to *left live items
- * (unless !limited), each referenced and with no lock held. */
-static void dump_list(struct lru_list *l, struct item *marker, unsigned *left, bool limited,
-                      storage_item_fn fn, void *ctx)
+/* ---- resumable item walks (metadump, cachedump) -------------------------------- */
+/* A walk visits the lists of the selected classes one after another (each
+ * class's segments in order, or only its COLD list), keeping its place with
+ * a marker item linked in the list being walked. Items the LRU maintainer
+ * moves between segments meanwhile may be seen twice or not at all, as in
+ * memcached's own dumps. */
+struct storage_walk {
+    struct item *marker; /* linked in list `pos` while that list is under way */
+    bool classes[SLAB_CLASSES_MAX];
+    unsigned pos; /* class * LRU_SEGMENTS + segment being walked or last walked */
+    bool cold_only;
+    bool linked;
+    bool newest_first;
+    bool done;
+};
+
+static struct lru_list *walk_list(const struct storage_walk *w)
 {
-    lru_lock(l);
-    if (!l->tail) {
-        lru_unlock(l);
-        return;
+    return lru_of(w->pos / LRU_SEGMENTS, (enum lru_segment)(w->pos % LRU_SEGMENTS));
+}
+
+struct storage_walk *storage_walk_open(const bool *classes, unsigned nclasses, bool newest_first,
+                                       bool cold_only)
+{
+    struct storage_walk *w = calloc(1, sizeof(*w));
+    if (!w)
+        return NULL;
+    w->marker = calloc(1, sizeof(*w->marker));
+    if (!w->marker) {
+        free(w);
+        return NULL;
     }
-    marker->next = NULL;
-    marker->prev = l->tail;
-    l->tail->next = marker;
-    l->tail = marker;
-    for (;;) {
-        struct item *it = marker->prev;
-        if (!it || (limited && *left == 0))
+    for (unsigned c = 1; c < SLAB_CLASSES_MAX && c < nclasses; c++)
+        w->classes[c] = classes[0] || classes[c];
+    w->newest_first = newest_first;
+    w->cold_only = cold_only;
+    w->pos = LRU_SEGMENTS - 1; /* the last list of class 0: the next is class 1's first */
+    return w;
+}
+
+/* Links the marker at the start of the next selected list that holds
+ * items; false when no list is left. */
+static bool walk_enter_next_list(struct storage_walk *w)
+{
+    unsigned end = (storage_rt.largest_class + 1) * LRU_SEGMENTS;
+    if (end > SLAB_CLASSES_MAX * LRU_SEGMENTS)
+        end = SLAB_CLASSES_MAX * LRU_SEGMENTS;
+    for (unsigned p = w->pos + 1; p < end; p++) {
+        w->pos = p;
+        if (!w->classes[p / LRU_SEGMENTS] || (w->cold_only && p % LRU_SEGMENTS != LRU_COLD))
+            continue;
+        struct lru_list *l = walk_list(w);
+        lru_lock(l);
+        if (!l->head) {
+            lru_unlock(l);
+            continue;
+        }
+        if (w->newest_first) {
+            lru_insert_before(l, l->head, w->marker);
+        } else {
+            w->marker->next = NULL;
+            w->marker->prev = l->tail;
+            l->tail->next = w->marker;
+            l->tail = w->marker;
+        }
+        w->linked = true;
+        lru_unlock(l);
+        return true;
+    }
+    return false;
+}
+
+/* With list l's lock held: moves the marker past the next item and returns
+ * that item (NULL at the end of the list). */
+static struct item *walk_advance(struct storage_walk *w, struct lru_list *l)
+{
+    struct item *it = w->newest_first ? w->marker->next : w->marker->prev;
+    if (!it)
+        return NULL;
+    lru_remove(l, w->marker);
+    if (w->newest_first)
+        lru_insert_after(l, it, w->marker);
+    else
+        lru_insert_before(l, it, w->marker);
+    return it;
+}
+
+/* With the list's lock held: puts the marker back in front of it, the item
+ * it was just moved past. */
+static void walk_retreat(struct storage_walk *w, struct lru_list *l, struct item *it)
+{
+    lru_remove(l, w->marker);
+    if (w->newest_first)
+        lru_insert_before(l, it, w->marker);
+    else
+        lru_insert_after(l, it, w->marker);
+}
+
+unsigned storage_walk_step(struct storage_walk *w, unsigned max, storage_item_fn fn, void *ctx)
+{
+    unsigned visited = 0, busy = 0;
+    while (!w->done && visited < max) {
+        if (!w->linked && !walk_enter_next_list(w)) {
+            w->done = true;
             break;
-        lru_remove(l, marker);
-        lru_insert_before(l, it, marker);
-        if (item_is_marker(it))
+        }
+        struct lru_list *l = walk_list(w);
+        lru_lock(l);
+        struct item *held = NULL;
+        struct item *it;
+        while (!held && (it = walk_advance(w, l)) != NULL) {
+            if (item_is_marker(it))
+                continue;
+            uint64_t hv = assoc_hash(it->data, it->nkey);
+            if (!assoc_trylock(hv)) {
+                /* the item's lock is busy (the LRU lock comes after it, so
+                 * no waiting here): try it again shortly, a few times */
+                if (busy++ < WALK_BUSY_RETRIES) {
+                    walk_retreat(w, l, it);
+                    break;
+                }
+                busy = 0; /* skipped */
+                continue;
+            }
+            busy = 0;
+            held = item_ref_if_live(it);
+            assoc_unlock(hv);
+        }
+        if (!held && it) { /* an item was busy: let its holder finish */
+            lru_unlock(l);
+            sched_yield();
             continue;
-        uint64_t hv = assoc_hash(it->data, it->nkey);
-        if (!assoc_trylock(hv))
+        }
+        if (!held) { /* the list is done */
+            lru_remove(l, w->marker);
+            w->linked = false;
+            lru_unlock(l);
             continue;
-        struct item *held = item_ref_if_live(it);
-        assoc_unlock(hv);
-        if (!held)
-            continue;
+        }
         lru_unlock(l);
         items_forget_prior();
         fn(ctx, held);
         item_release(held);
-        if (limited)
-            (*left)--;
-        lru_lock(l);
+        visited++;
     }
-    lru_remove(l, marker);
-    lru_unlock(l);
+    return visited;
+}
+
+bool storage_walk_done(const struct storage_walk *w)
+{
+    return w->done;
+}
+
+void storage_walk_close(struct storage_walk *w)
+{
+    if (!w)
+        return;
+    if (w->linked) {
+        struct lru_list *l = walk_list(w);
+        lru_lock(l);
+        lru_remove(l, w->marker);
+        lru_unlock(l);
+    }
+    free(w->marker);
+    free(w);
 }
 
 void storage_walk_items(unsigned cls, unsigned limit, storage_item_fn fn, void *ctx)
 {
-    struct item *marker = calloc(1, sizeof(*marker));
-    if (!marker)
+    bool classes[SLAB_CLASSES_MAX] = {false};
+    if (cls >= SLAB_CLASSES_MAX)
         return;
-    unsigned left = limit;
-    for (unsigned c = 1; c <= storage_rt.largest_class; c++)
-        if (cls == 0 || c == cls)
-            for (unsigned seg = 0; seg < LRU_SEGMENTS; seg++)
-                dump_list(lru_of(c, seg), marker, &left, limit != 0, fn, ctx);
-    free(marker);
+    classes[cls] = true; /* 0: every class */
+    struct storage_walk *w = storage_walk_open(classes, SLAB_CLASSES_MAX, false, false);
+    if (!w)
+        return;
+    storage_walk_step(w, limit ? limit : UINT_MAX, fn, ctx);
+    storage_walk_close(w);
 }
 
 void storage_walk_cold_items(unsigned cls, storage_item_fn fn, void *ctx)
 {
-    struct item *marker = calloc(1, sizeof(*marker));
-    if (!marker)
+    bool classes[SLAB_CLASSES_MAX] = {false};
+    if (cls < 1 || cls >= SLAB_CLASSES_MAX)
         return;
-    unsigned left = 0;
-    if (cls >= 1 && cls <= storage_rt.largest_class)
-        dump_list(lru_of(cls, LRU_COLD), marker, &left, false, fn, ctx);
-    free(marker);
+    classes[cls] = true;
+    struct storage_walk *w = storage_walk_open(classes, SLAB_CLASSES_MAX, false, true);
+    if (!w)
+        return;
+    storage_walk_step(w, UINT_MAX, fn, ctx);
+    storage_walk_close(w);
 }
 
 /* Crawls every class (all = true) or only those due by the schedule. */

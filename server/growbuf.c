@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-void growbuf_append(struct growbuf *g, const void *data, size_t n)
+char *growbuf_reserve(struct growbuf *g, size_t n)
 {
     if (g->oom)
-        return;
+        return NULL;
     if (g->len + n > g->cap) {
         size_t cap = g->cap ? g->cap : 1024;
         while (cap < g->len + n)
@@ -17,11 +17,19 @@ void growbuf_append(struct growbuf *g, const void *data, size_t n)
         char *b = realloc(g->buf, cap);
         if (!b) {
             g->oom = true;
-            return;
+            return NULL;
         }
         g->buf = b;
         g->cap = cap;
     }
-    memcpy(g->buf + g->len, data, n);
+    return g->buf + g->len;
+}
+
+void growbuf_append(struct growbuf *g, const void *data, size_t n)
+{
+    char *at = growbuf_reserve(g, n);
+    if (!at)
+        return;
+    memcpy(at, data, n);
     g->len += n;
 }

@@ -16,5 +16,8 @@ struct growbuf {
 };
 
 void growbuf_append(struct growbuf *g, const void *data, size_t n);
+/* Room for n more bytes at buf + len (the caller writes there and adds
+ * what it wrote to len); NULL once out of memory. */
+char *growbuf_reserve(struct growbuf *g, size_t n);
 
 #endif

@@ -258,6 +258,21 @@ void storage_walk_items(unsigned cls, unsigned limit, storage_item_fn fn, void *
 /* The same over class cls's COLD list only ("stats cachedump", which
  * memcached answers from COLD; with a flat LRU that is every item). */
 void storage_walk_cold_items(unsigned cls, storage_item_fn fn, void *ctx);
+/* The same walk, a few items at a time, for replies streamed as the client
+ * reads: classes[0] selects every class, classes[c] class c (nclasses
+ * entries); cold_only walks only each class's COLD list. Between steps the
+ * walk holds no item and no lock, only a marker in the LRU list being
+ * walked. newest_first walks each list from its head instead of its tail.
+ * NULL when out of memory. */
+struct storage_walk;
+struct storage_walk *storage_walk_open(const bool *classes, unsigned nclasses, bool newest_first,
+                                       bool cold_only);
+/* Calls fn on up to max more live items; returns how many. */
+unsigned storage_walk_step(struct storage_walk *w, unsigned max, storage_item_fn fn, void *ctx);
+/* Whether every selected class has been walked. */
+bool storage_walk_done(const struct storage_walk *w);
+/* Ends the walk (finished or not) and frees it; NULL is ignored. */
+void storage_walk_close(struct storage_walk *w);
 
 /* ---- stats -------------------------------------------------------------- */
 /* Storage stats are named here once; callers format them. `emit` gets a

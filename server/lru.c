@@ -85,6 +85,17 @@ void lru_insert_before(struct lru_list *l, struct item *before, struct item *it)
     before->prev = it;
 }
 
+void lru_insert_after(struct lru_list *l, struct item *after, struct item *it)
+{
+    it->prev = after;
+    it->next = after->next;
+    if (after->next)
+        after->next->prev = it;
+    else
+        l->tail = it;
+    after->next = it;
+}
+
 struct item *lru_tail_item(const struct lru_list *l)
 {
     for (struct item *it = l->tail; it; it = it->prev)

@@ -80,6 +80,8 @@ void lru_remove(struct lru_list *l, struct item *it);
 void lru_insert_before(struct lru_list *l, struct item *before, struct item *it);
 /* The last real (non-marker) item, or NULL. */
 struct item *lru_tail_item(const struct lru_list *l);
+/* Puts it just after `after` (towards the tail). */
+void lru_insert_after(struct lru_list *l, struct item *after, struct item *it);
 
 /* Copies one class's counters (takes each list's lock in turn). */
 void lru_class_stats_get(unsigned cls, struct lru_class_stats *out);

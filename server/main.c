@@ -2,9 +2,9 @@
  * main.c: start-up and shutdown of memcached-rdma. Parses the command line,
  * prepares the process (limits, daemon, user, pid file), starts the storage
  * engine, the workers and the listeners, runs the listener thread's event
- * loop (accepts, the one-second clock, signals) and, on SIGTERM/SIGINT (or
- * "shutdown"), takes everything down in reverse order of creation. Owns no
- * protocol and no connection logic.
+ * loop (accepts, the one-second clock, signals; SIGHUP reloads the -Y
+ * auth file) and, on SIGTERM/SIGINT (or "shutdown"), takes everything down
+ * in reverse order of creation. Owns no protocol and no connection logic.
  */
 #include "config.h"
 
@@ -56,6 +56,23 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
     struct event_base *base = arg;
     log_msg(LOG_WARN, "Signal handled: %s.", strsignal((int)sig));
     event_base_loopbreak(base);
+}
+
+/* SIGHUP: memcached keeps running and reloads its -Y file. */
+static void sighup_cb(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    (void)arg;
+    if (!settings.auth_file) {
+        log_msg(LOG_WARN, "SIGHUP: nothing to reload");
+        return;
+    }
+    char err[256];
+    if (auth_reload(settings.auth_file, err, sizeof(err)) != 0)
+        log_msg(LOG_ALWAYS, "SIGHUP: %s; the credentials loaded before stay", err);
+    else
+        log_msg(LOG_WARN, "SIGHUP: auth file %s reloaded", settings.auth_file);
 }
 
 static int raise_fd_limit(void)
@@ -191,6 +208,7 @@ int main(int argc, char **argv)
     int status = EXIT_FAILURE;
     struct event_base *base = NULL;
     struct event *clock_ev = NULL, *sigint_ev = NULL, *sigterm_ev = NULL, *sigusr1_ev = NULL;
+    struct event *sighup_ev = NULL;
     bool pid_written = false, storage_up = false, workers_up = false;
 
     setvbuf(stderr, NULL, _IONBF, 0);
@@ -211,6 +229,7 @@ int main(int argc, char **argv)
     log_set_verbosity(settings.verbose);
 
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGHUP, SIG_IGN); /* until its event below reloads the auth file */
     if (settings.coredumps) {
         struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
         if (setrlimit(RLIMIT_CORE, &rl) != 0)
@@ -279,10 +298,12 @@ int main(int argc, char **argv)
     sigint_ev = evsignal_new(base, SIGINT, signal_cb, base);
     sigterm_ev = evsignal_new(base, SIGTERM, signal_cb, base);
     sigusr1_ev = evsignal_new(base, SIGUSR1, signal_cb, base);
+    sighup_ev = evsignal_new(base, SIGHUP, sighup_cb, NULL);
     struct timeval second = {1, 0};
-    if (!clock_ev || !sigint_ev || !sigterm_ev || !sigusr1_ev ||
+    if (!clock_ev || !sigint_ev || !sigterm_ev || !sigusr1_ev || !sighup_ev ||
         event_add(clock_ev, &second) != 0 || event_add(sigint_ev, NULL) != 0 ||
-        event_add(sigterm_ev, NULL) != 0 || event_add(sigusr1_ev, NULL) != 0) {
+        event_add(sigterm_ev, NULL) != 0 || event_add(sigusr1_ev, NULL) != 0 ||
+        event_add(sighup_ev, NULL) != 0) {
         log_msg(LOG_ALWAYS, "failed to set up the clock and signal events");
         goto out_events;
     }
@@ -305,6 +326,8 @@ int main(int argc, char **argv)
     status = EXIT_SUCCESS;
 
 out_events:
+    if (sighup_ev)
+        event_free(sighup_ev);
     if (sigusr1_ev)
         event_free(sigusr1_ev);
     if (sigterm_ev)

@@ -90,44 +90,133 @@ static void send_stats_text(struct conn *c, struct growbuf *t)
     resp_set_heap(r, t->buf, t->len);
 }
 
-/* ---- retrieval --------------------------------------------------------------------- */
-static void process_get(struct conn *c, struct token *tokens, bool return_cas, bool touch)
+/* ---- retrieval ---------------------------------------------------------------------
+ * A multi-get queues at most GET_BATCH hits at a time: the keys after them
+ * wait in a resumable response (conn.h) until the replies before it are
+ * written, so a client that asks for many keys and does not read holds one
+ * batch of responses (the values themselves are written from item memory). */
+#define GET_BATCH 64
+
+struct get_opts {
+    bool return_cas, touch;
+    rel_time_t exptime;
+};
+
+/* The keys of a multi-get not yet looked up: copied once, then consumed
+ * from pos on, a batch at a time. */
+struct get_rest {
+    struct get_opts o;
+    size_t pos, len;
+    char keys[]; /* len bytes, NUL-terminated, space-separated */
+};
+
+static void get_rest_resume(struct conn *c, void *ctx);
+static const struct resp_stream get_rest_ops = {.resume = get_rest_resume, .free = free};
+
+/* Whether a key from key_token on is longer than memcached allows (a
+ * multi-get with one is answered with an error only). */
+static bool get_rest_too_long(const struct token *key_token)
+{
+    const struct token *t;
+    for (t = key_token; t->length != 0; t++)
+        if (t->length > KEY_MAX_LENGTH)
+            return true;
+    size_t run = 0;
+    for (const char *p = t->value; p && *p; p++) {
+        run = *p == ' ' ? 0 : run + 1;
+        if (run > KEY_MAX_LENGTH)
+            return true;
+    }
+    return false;
+}
+
+/* Copies the keys from key_token on (the rest of a tokenizer pass, then
+ * the unsplit remainder of the line) into a get_rest. */
+static struct get_rest *get_rest_new(const struct token *key_token, const struct get_opts *o)
+{
+    size_t len = 0;
+    const struct token *t;
+    for (t = key_token; t->length != 0; t++)
+        len += t->length + 1;
+    if (t->value)
+        len += strlen(t->value);
+    struct get_rest *g = malloc(sizeof(*g) + len + 1);
+    if (!g)
+        return NULL;
+    g->o = *o;
+    char *p = g->keys;
+    for (t = key_token; t->length != 0; t++) {
+        memcpy(p, t->value, t->length);
+        p += t->length;
+        *p++ = ' ';
+    }
+    if (t->value) {
+        size_t n = strlen(t->value);
+        memcpy(p, t->value, n);
+        p += n;
+    }
+    *p = '\0';
+    g->pos = 0;
+    g->len = (size_t)(p - g->keys);
+    return g;
+}
+
+/* Moves g's position to key_token, a token of g's text: the separators
+ * the tokenizer cut after the tokens still to look up are put back. */
+static void get_rest_advance(struct get_rest *g, const struct token *key_token)
+{
+    const struct token *t;
+    for (t = key_token; t->length != 0; t++)
+        if (t[1].length != 0 || t[1].value != NULL)
+            t->value[t->length] = ' ';
+    g->pos = (size_t)(key_token->value - g->keys);
+}
+
+/* Looks up the keys from key_token on (tokens: the array to re-tokenize the
+ * rest of the line into), queueing a reply per hit and END after the last,
+ * or, after GET_BATCH hits, a resumable response for the rest. g: the
+ * get_rest the keys come from (taken over), NULL for the request line. */
+static void get_keys(struct conn *c, struct token *key_token, struct token *tokens,
+                     const struct get_opts *o, struct get_rest *g)
 {
     struct worker_stats *ws = &c->worker->stats;
-    struct token *key_token = &tokens[1];
-    rel_time_t exptime = 0;
     struct resp *mark = conn_resp_mark(c);
     struct resp *last = NULL;
     bool fail_length = false, fail_memory = false;
-
-    if (touch) {
-        int32_t exptime_int;
-        if (!num_parse_i32(tokens[1].value, &exptime_int)) {
-            out_string(c, false, "CLIENT_ERROR invalid exptime argument");
-            return;
-        }
-        key_token++;
-        exptime = clock_exptime(exptime_int);
-    }
+    unsigned hits = 0;
 
     for (;;) {
         for (; key_token->length != 0; key_token++) {
+            if (hits == GET_BATCH) {
+                if (g) {
+                    get_rest_advance(g, key_token);
+                } else if (get_rest_too_long(key_token)) { /* the rest is checked once */
+                    fail_length = true;
+                    goto stop;
+                } else {
+                    g = get_rest_new(key_token, o);
+                }
+                if (!g || !conn_resp_add_resume(c, &get_rest_ops, g))
+                    fail_memory = true;
+                g = NULL; /* the resumable response owns it */
+                goto stop;
+            }
             const char *key = key_token->value;
             size_t nkey = key_token->length;
             if (nkey > KEY_MAX_LENGTH) {
                 fail_length = true;
                 goto stop;
             }
-            item *it = touch ? item_get_touch(key, nkey, exptime) : item_get(key, nkey);
+            item *it = o->touch ? item_get_touch(key, nkey, o->exptime) : item_get(key, nkey);
             if (stats_detail_on())
                 stats_detail_record_get(key, nkey, it != NULL);
             watch_item_get(key, nkey, it, c->fd);
-            if (touch) /* gat counts as a touch only, as memcached */
+            if (o->touch) /* gat counts as a touch only, as memcached */
                 STAT_INCR(ws, touch_cmds);
             else
                 STAT_INCR(ws, get_cmds);
             if (!it) {
-                if (touch)
+                if (o->touch)
                     STAT_INCR(ws, touch_misses);
                 else
                     STAT_INCR(ws, get_misses);
@@ -135,7 +224,7 @@ static void process_get(struct conn *c, struct token *tokens, bool return_cas, b
                     log_msg(LOG_CMDS, ">%d miss %.*s", c->fd, (int)nkey, key);
                 continue;
             }
-            if (touch)
+            if (o->touch)
                 STAT_INCR(ws, touch_hits);
             else
                 STAT_INCR(ws, get_hits);
@@ -154,7 +243,7 @@ static void process_get(struct conn *c, struct token *tokens, bool return_cas, b
             p += u64_to_text(item_flags(it), p);
             *p++ = ' ';
             p += u64_to_text(item_nbytes(it), p);
-            if (return_cas) {
+            if (o->return_cas) {
                 *p++ = ' ';
                 p += u64_to_text(item_cas(it), p);
             }
@@ -163,6 +252,7 @@ static void process_get(struct conn *c, struct token *tokens, bool return_cas, b
             r->head_len = (uint16_t)(p - r->head);
             resp_set_item(r, it, true);
             last = r;
+            hits++;
             if (log_enabled(LOG_CMDS))
                 log_msg(LOG_CMDS, ">%d sending key %.*s", c->fd, (int)nkey, key);
         }
@@ -172,20 +262,46 @@ static void process_get(struct conn *c, struct token *tokens, bool return_cas, b
         tokenize(key_token->value, strlen(key_token->value), tokens, MAX_TOKENS);
         key_token = tokens;
     }
-stop:
-    if (fail_length || fail_memory) {
-        conn_resp_truncate(c, mark);
-        out_string(c, false,
-                   fail_length ? "CLIENT_ERROR bad command line format"
-                               : "SERVER_ERROR out of memory writing get response");
-        return;
-    }
     if (log_enabled(LOG_CMDS))
         log_msg(LOG_CMDS, ">%d END", c->fd);
     if (!last)
         last = conn_resp_add(c);
     if (last)
         resp_set_tail(last, "END\r\n", 5);
+    free(g);
+    return;
+stop:
+    free(g);
+    if (fail_length || fail_memory) {
+        conn_resp_truncate(c, mark);
+        out_string(c, false,
+                   fail_length ? "CLIENT_ERROR bad command line format"
+                               : "SERVER_ERROR out of memory writing get response");
+    }
+}
+
+static void get_rest_resume(struct conn *c, void *ctx)
+{
+    struct get_rest *g = ctx;
+    struct token tokens[MAX_TOKENS];
+    tokenize(g->keys + g->pos, g->len - g->pos, tokens, MAX_TOKENS);
+    get_keys(c, tokens, tokens, &g->o, g);
+}
+
+static void process_get(struct conn *c, struct token *tokens, bool return_cas, bool touch)
+{
+    struct get_opts o = {return_cas, touch, 0};
+    struct token *key_token = &tokens[1];
+    if (touch) {
+        int32_t exptime_int;
+        if (!num_parse_i32(tokens[1].value, &exptime_int)) {
+            out_string(c, false, "CLIENT_ERROR invalid exptime argument");
+            return;
+        }
+        key_token++;
+        o.exptime = clock_exptime(exptime_int);
+    }
+    get_keys(c, key_token, tokens, &o, NULL);
 }
 
 /* ---- storage ------------------------------------------------------------------------ */
@@ -457,35 +573,122 @@ static bool valid_class_list(const char *list)
     return true;
 }
 
-/* ---- item dumps --------------------------------------------------------------------- */
-struct dump_text {
-    struct growbuf t;
+/* ---- item dumps ----------------------------------------------------------------------
+ * lru_crawler metadump and stats cachedump are streamed: each reply walks
+ * the LRUs a chunk at a time as the client reads (conn.h, resp_stream), so
+ * a client that does not read holds one chunk and a marker, whatever the
+ * number of items. */
+#define DUMP_LINE_MAX 1024                    /* longest metadump or cachedump line */
+#define CACHEDUMP_MAX_BYTES (2 * 1024 * 1024) /* memcached's cap on a cachedump */
+
+struct dump_stream {
+    struct storage_walk *walk;
     time_t started;
-    /* cachedump: the newest `limit` lines of one class, kept in a ring */
-    char **ring;
-    size_t ring_cap, ring_count, ring_next;
+    bool cachedump;
+    uint32_t lines_left; /* cachedump: the limit (0: none) */
+    size_t bytes_total;  /* cachedump: bytes so far, against CACHEDUMP_MAX_BYTES */
+    bool capped;         /* cachedump: limit or cap reached */
+    char *out;           /* the chunk being filled */
+    size_t len;
 };
 
 static void metadump_line(void *ctx, const item *it)
 {
-    struct dump_text *d = ctx;
-    char k[KEY_MAX_LENGTH * 3 + 1], line[1024];
+    struct dump_stream *d = ctx;
+    char k[KEY_MAX_LENGTH * 3 + 1];
     rel_time_t exp = item_exptime(it);
     long long exp_abs = exp == 0 ? -1 : (long long)d->started + exp;
-    int n = snprintf(
-        line, sizeof(line), "key=%s exp=%lld la=%llu cas=%llu fetch=%s cls=%u size=%zu\n",
-        watch_key(k, sizeof(k), item_key(it), item_nkey(it)), exp_abs,
-        (unsigned long long)d->started + item_last_access(it), (unsigned long long)item_cas(it),
-        item_was_fetched(it) ? "yes" : "no", item_slab_class(it), item_memcached_size(it));
+    int n = snprintf(d->out + d->len, DUMP_LINE_MAX,
+                     "key=%s exp=%lld la=%llu cas=%llu fetch=%s cls=%u size=%zu\n",
+                     watch_key(k, sizeof(k), item_key(it), item_nkey(it)), exp_abs,
+                     (unsigned long long)d->started + item_last_access(it),
+                     (unsigned long long)item_cas(it), item_was_fetched(it) ? "yes" : "no",
+                     item_slab_class(it), item_memcached_size(it));
     if (n > 0)
-        growbuf_append(&d->t, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+        d->len += (size_t)n < DUMP_LINE_MAX ? (size_t)n : DUMP_LINE_MAX - 1;
 }
 
-/* memcached's class ids are 1..63; the list is "all" or "1,2,...". */
+static void cachedump_line(void *ctx, const item *it)
+{
+    struct dump_stream *d = ctx;
+    if (d->capped)
+        return;
+    char line[KEY_MAX_LENGTH + 64];
+    rel_time_t exp = item_exptime(it);
+    int n = snprintf(line, sizeof(line), "ITEM %.*s [%zu b; %llu s]\r\n", (int)item_nkey(it),
+                     item_key(it), item_nbytes(it),
+                     exp == 0 ? 0ULL : (unsigned long long)d->started + exp);
+    if (n <= 0)
+        return;
+    if (d->bytes_total + (size_t)n + 5 > CACHEDUMP_MAX_BYTES) {
+        d->capped = true;
+        return;
+    }
+    memcpy(d->out + d->len, line, (size_t)n);
+    d->len += (size_t)n;
+    d->bytes_total += (size_t)n;
+    if (d->lines_left > 0 && --d->lines_left == 0)
+        d->capped = true;
+}
+
+static size_t dump_fill(void *ctx, char *buf, size_t room, bool *done)
+{
+    struct dump_stream *d = ctx;
+    d->out = buf;
+    d->len = 0;
+    storage_item_fn line = d->cachedump ? cachedump_line : metadump_line;
+    /* each step leaves room for a whole line per item and the final END */
+    while (!d->capped && !storage_walk_done(d->walk) && room - d->len >= DUMP_LINE_MAX + 5)
+        storage_walk_step(d->walk, (unsigned)((room - d->len - 5) / DUMP_LINE_MAX), line, d);
+    *done = d->capped || storage_walk_done(d->walk);
+    if (*done) {
+        memcpy(buf + d->len, "END\r\n", 5);
+        d->len += 5;
+    }
+    return d->len;
+}
+
+static void dump_free(void *ctx)
+{
+    struct dump_stream *d = ctx;
+    storage_walk_close(d->walk);
+    free(d);
+}
+
+static const struct resp_stream dump_stream_ops = {.fill = dump_fill, .free = dump_free};
+
+/* Queues a streamed reply (conn.h); ctx is freed through ops. */
+static void send_stream(struct conn *c, const struct resp_stream *ops, void *ctx)
+{
+    if (!ctx || !conn_resp_add_stream(c, ops, ctx))
+        out_string(c, false, "SERVER_ERROR out of memory writing stats");
+}
+
+/* Queues a streamed dump of the classes selected (classes[0]: all). */
+static void send_dump(struct conn *c, const bool classes[64], bool newest_first, bool cachedump,
+                      uint32_t limit)
+{
+    struct dump_stream *d = calloc(1, sizeof(*d));
+    if (d) {
+        d->walk =
+            storage_walk_open(classes, 64, newest_first, cachedump); /* memcached dumps COLD */
+        d->started = clock_process_started();
+        d->cachedump = cachedump;
+        d->lines_left = limit;
+    }
+    if (d && !d->walk) {
+        free(d);
+        d = NULL;
+    }
+    send_stream(c, &dump_stream_ops, d);
+}
+
+/* memcached's class ids are 1..63; the list is "all", "hash" (every item,
+ * here in the same order as "all") or "1,2,...". */
 static bool parse_class_list(const char *list, bool classes[64])
 {
     memset(classes, 0, 64 * sizeof(bool));
-    if (strcmp(list, "all") == 0) {
+    if (strcmp(list, "all") == 0 || strcmp(list, "hash") == 0) {
         classes[0] = true;
         return true;
     }
@@ -506,49 +709,69 @@ static bool parse_class_list(const char *list, bool classes[64])
     return true;
 }
 
-static void process_metadump(struct conn *c, const char *list)
+/* "stats conns" and "stats detail dump", streamed like the dumps */
+struct chunk_out {
+    char *buf;
+    size_t len, room;
+};
+
+static void emit_chunk_line(void *ctx, const char *name, const char *value)
+{
+    struct chunk_out *o = ctx;
+    size_t nl = strlen(name), vl = strlen(value);
+    if (o->room - o->len < nl + vl + 8)
+        return; /* cannot happen within the group bound; never overflow */
+    o->len += (size_t)snprintf(o->buf + o->len, o->room - o->len, "STAT %s %s\r\n", name, value);
+}
+
+struct conns_stream {
+    int after; /* last fd reported */
+};
+
+static size_t conns_fill(void *ctx, char *buf, size_t room, bool *done)
+{
+    struct conns_stream *cs = ctx;
+    struct chunk_out o = {buf, 0, room - 5};
+    size_t max = (room - 5) / STATS_CONN_GROUP_MAX;
+    *done = stats_report_conns_from(&cs->after, max, emit_chunk_line, &o) < max;
+    if (*done) {
+        memcpy(buf + o.len, "END\r\n", 5);
+        o.len += 5;
+    }
+    return o.len;
+}
+
+static const struct resp_stream conns_stream_ops = {.fill = conns_fill, .free = free};
+
+static size_t detail_fill(void *ctx, char *buf, size_t room, bool *done)
+{
+    return stats_detail_dump_fill(ctx, buf, room, done);
+}
+
+static void detail_free(void *ctx)
+{
+    stats_detail_dump_close(ctx);
+}
+
+static const struct resp_stream detail_stream_ops = {.fill = detail_fill, .free = detail_free};
+
+static enum proto_status datagram_stream_refused(struct conn *c, const char *what);
+
+static enum proto_status process_metadump(struct conn *c, const char *list)
 {
     bool classes[64];
     if (!settings.dump_enabled) {
         out_string(c, false, "ERROR metadump not allowed");
-        return;
+        return PROTO_DONE;
     }
     if (!parse_class_list(list, classes)) {
         out_string(c, false, "BADCLASS invalid class id");
-        return;
+        return PROTO_DONE;
     }
-    struct dump_text d;
-    memset(&d, 0, sizeof(d));
-    d.started = clock_process_started();
-    for (unsigned cls = 0; cls < 64; cls++)
-        if (classes[cls])
-            storage_walk_items(cls, 0, metadump_line, &d); /* 0: every class */
-    send_stats_text(c, &d.t);
-}
-
-#define CACHEDUMP_MAX_BYTES (2 * 1024 * 1024) /* memcached's cap */
-
-static void cachedump_line(void *ctx, const item *it)
-{
-    struct dump_text *d = ctx;
-    char line[KEY_MAX_LENGTH + 64];
-    rel_time_t exp = item_exptime(it);
-    int n = snprintf(line, sizeof(line), "ITEM %.*s [%zu b; %llu s]\r\n", (int)item_nkey(it),
-                     item_key(it), item_nbytes(it),
-                     exp == 0 ? 0ULL : (unsigned long long)d->started + exp);
-    if (n <= 0)
-        return;
-    char *copy = strdup(line);
-    if (!copy)
-        return;
-    /* walked oldest first: the ring keeps the newest ring_cap lines */
-    if (d->ring_count == d->ring_cap) {
-        free(d->ring[d->ring_next]);
-    } else {
-        d->ring_count++;
-    }
-    d->ring[d->ring_next] = copy;
-    d->ring_next = (d->ring_next + 1) % d->ring_cap;
+    if (c->tp->datagram)
+        return datagram_stream_refused(c, "lru_crawler metadump");
+    send_dump(c, classes, false, false, 0);
+    return PROTO_DONE;
 }
 
 static void process_cachedump(struct conn *c, struct token *tokens, size_t ntokens)
@@ -570,43 +793,43 @@ static void process_cachedump(struct conn *c, struct token *tokens, size_t ntoke
         out_string(c, false, "CLIENT_ERROR Illegal slab id");
         return;
     }
-    struct dump_text d;
-    memset(&d, 0, sizeof(d));
-    d.started = clock_process_started();
-    /* at most what fits memcached's 2 MB reply, newest first */
-    d.ring_cap = limit == 0 || limit > CACHEDUMP_MAX_BYTES / 16 ? CACHEDUMP_MAX_BYTES / 16 : limit;
-    if (id != 0) {
-        d.ring = calloc(d.ring_cap, sizeof(*d.ring));
-        if (!d.ring) {
-            out_string(c, false, "SERVER_ERROR out of memory writing stats");
-            return;
-        }
-        storage_walk_cold_items(id, cachedump_line, &d);
+    if (id == 0) {
+        out_string(c, false, "END");
+        return;
     }
-    for (size_t i = 0; i < d.ring_count; i++) {
-        size_t at = (d.ring_next + d.ring_cap - 1 - i) % d.ring_cap;
-        size_t len = strlen(d.ring[at]);
-        if (d.t.len + len + 5 <= CACHEDUMP_MAX_BYTES)
-            growbuf_append(&d.t, d.ring[at], len);
-        free(d.ring[at]);
-    }
-    free(d.ring);
-    send_stats_text(c, &d.t);
+    /* the newest items first, at most `limit` lines (0: no limit) and what
+     * fits memcached's 2 MB reply */
+    bool classes[64] = {false};
+    classes[id] = true;
+    send_dump(c, classes, true, true, limit);
 }
 
-static void process_lru_crawler(struct conn *c, struct token *tokens, size_t ntokens)
+/* A command that streams or turns the connection into a stream (watch,
+ * metadump) and was accepted, over a datagram transport (UDP): memcached
+ * answers nothing and drops the rest of the message, and so does this
+ * engine. A datagram reply to a forgeable source address must not grow
+ * with the cache (a reflection amplifier), and a shared UDP endpoint must
+ * never become a log stream. PROTO_CLOSE over a datagram transport only
+ * ends the message (conn.c). */
+static enum proto_status datagram_stream_refused(struct conn *c, const char *what)
+{
+    log_msg(LOG_CMDS, "<%d %s is not served over UDP: no reply", c->fd, what);
+    return PROTO_CLOSE;
+}
+
+static enum proto_status process_lru_crawler(struct conn *c, struct token *tokens, size_t ntokens)
 {
     const char *sub = tokens[1].value;
     uint32_t n;
     if (ntokens == 4 && strcmp(sub, "crawl") == 0) {
         if (!valid_class_list(tokens[2].value)) {
             out_string(c, false, "BADCLASS invalid class id");
-            return;
+            return PROTO_DONE;
         }
         storage_crawl_soon();
         out_string(c, false, "OK");
     } else if (ntokens == 4 && strcmp(sub, "metadump") == 0) {
-        process_metadump(c, tokens[2].value);
+        return process_metadump(c, tokens[2].value);
     } else if (ntokens == 3 && strcmp(sub, "enable") == 0) {
         out_string(c, false,
                    storage_crawler_enable(true) == 0 ? "OK"
@@ -633,13 +856,14 @@ static void process_lru_crawler(struct conn *c, struct token *tokens, size_t nto
     } else {
         out_string(c, false, "ERROR");
     }
+    return PROTO_DONE;
 }
 
-static void process_watch(struct conn *c, struct token *tokens, size_t ntokens)
+static enum proto_status process_watch(struct conn *c, struct token *tokens, size_t ntokens)
 {
     if (!settings.watch_enabled) {
         out_string(c, false, "CLIENT_ERROR watch commands not allowed");
-        return;
+        return PROTO_DONE;
     }
     unsigned kinds = 0;
     if (ntokens > 2) {
@@ -647,18 +871,21 @@ static void process_watch(struct conn *c, struct token *tokens, size_t ntokens)
             int kind = watch_parse_kind(tokens[i].value);
             if (kind < 0) {
                 out_string(c, false, "ERROR");
-                return;
+                return PROTO_DONE;
             }
             kinds |= (unsigned)kind;
         }
     } else {
         kinds = WATCH_FETCHERS;
     }
+    if (c->tp->datagram)
+        return datagram_stream_refused(c, "watch");
     if (!watch_start(c, kinds)) {
         out_string(c, false, "WATCHER_TOO_MANY log watcher limit reached");
-        return;
+        return PROTO_DONE;
     }
     out_string(c, false, "OK");
+    return PROTO_DONE;
 }
 
 static void process_slabs(struct conn *c, struct token *tokens, size_t ntokens)
@@ -816,6 +1043,17 @@ static void process_stats(struct conn *c, struct token *tokens, size_t ntokens)
         out_string(c, false, "RESET");
         return;
     }
+    if (strcmp(sub, "detail") == 0 && ntokens >= 4 && strcmp(tokens[2].value, "dump") == 0) {
+        send_stream(c, &detail_stream_ops, stats_detail_dump_open());
+        return;
+    }
+    if (strcmp(sub, "conns") == 0) {
+        struct conns_stream *cs = calloc(1, sizeof(*cs));
+        if (cs)
+            cs->after = -1;
+        send_stream(c, &conns_stream_ops, cs);
+        return;
+    }
     if (strcmp(sub, "detail") == 0) {
         size_t len;
         char *reply = stats_detail_reply(ntokens >= 4 ? tokens[2].value : "", &len);
@@ -830,8 +1068,6 @@ static void process_stats(struct conn *c, struct token *tokens, size_t ntokens)
     }
     if (strcmp(sub, "settings") == 0)
         stats_report_settings(emit_stat_line, &t);
-    else if (strcmp(sub, "conns") == 0)
-        stats_report_conns(emit_stat_line, &t);
     else if (strcmp(sub, "items") == 0)
         storage_stats_items(emit_stat_line, &t);
     else if (strcmp(sub, "slabs") == 0)
@@ -963,13 +1199,13 @@ static enum proto_status dispatch(struct conn *c, char *line, size_t len)
         WANT_TOKENS_OR(ntokens, 3, 4);
         process_verbosity(c, tokens, ntokens);
     } else if (strcmp(cmd, "watch") == 0) {
-        process_watch(c, tokens, ntokens);
+        return process_watch(c, tokens, ntokens);
     } else if (strcmp(cmd, "slabs") == 0) {
         process_slabs(c, tokens, ntokens);
     } else if (strcmp(cmd, "lru") == 0) {
         process_lru(c, tokens, ntokens);
     } else if (strcmp(cmd, "lru_crawler") == 0) {
-        process_lru_crawler(c, tokens, ntokens);
+        return process_lru_crawler(c, tokens, ntokens);
     } else if (strcmp(cmd, "refresh_certs") == 0) {
         process_refresh_certs(c, tokens, ntokens);
     } else if (strcmp(cmd, "cache_memlimit") == 0) {

@@ -351,41 +351,54 @@ struct conn_line {
     bool has_listen;
 };
 
+/* The connections with fd above `after`, at most cap of them, the lowest
+ * fds kept. */
 struct conn_lines {
     struct conn_line *v;
     size_t n, cap;
+    int after;
+    size_t highest; /* index of the highest fd kept, once full */
 };
 
 static void collect_conn(void *arg, int fd, const char *addr, const char *listen_addr,
                          const char *state, unsigned secs)
 {
     struct conn_lines *cl = arg;
-    if (cl->n == cl->cap) {
-        size_t cap = cl->cap ? cl->cap * 2 : 64;
-        struct conn_line *v = realloc(cl->v, cap * sizeof(*v));
-        if (!v)
-            return;
-        cl->v = v;
-        cl->cap = cap;
+    if (fd <= cl->after)
+        return;
+    struct conn_line *l;
+    if (cl->n < cl->cap) {
+        l = &cl->v[cl->n++];
+    } else if (fd < cl->v[cl->highest].fd) {
+        l = &cl->v[cl->highest];
+    } else {
+        return;
     }
-    struct conn_line *l = &cl->v[cl->n++];
     l->fd = fd;
     snprintf(l->addr, sizeof(l->addr), "%s", addr);
     l->has_listen = listen_addr != NULL && listen_addr[0] != '\0';
     snprintf(l->listen_addr, sizeof(l->listen_addr), "%s", l->has_listen ? listen_addr : "");
     snprintf(l->state, sizeof(l->state), "%s", state);
     l->secs = secs;
+    if (cl->n == cl->cap) {
+        cl->highest = 0;
+        for (size_t i = 1; i < cl->n; i++)
+            if (cl->v[i].fd > cl->v[cl->highest].fd)
+                cl->highest = i;
+    }
 }
-
 static int by_fd(const void *a, const void *b)
 {
     const struct conn_line *x = a, *y = b;
     return (x->fd > y->fd) - (x->fd < y->fd);
 }
 
-void stats_report_conns(stat_emit_fn emit, void *ctx)
+size_t stats_report_conns_from(int *after, size_t max, stat_emit_fn emit, void *ctx)
 {
-    struct conn_lines cl = {NULL, 0, 0};
+    struct conn_lines cl = {NULL, 0, max, *after, 0};
+    cl.v = malloc(max * sizeof(*cl.v));
+    if (!cl.v)
+        return 0;
     listeners_visit(collect_conn, &cl);
     conns_visit(collect_conn, &cl);
     qsort(cl.v, cl.n, sizeof(*cl.v), by_fd);
@@ -403,6 +416,9 @@ void stats_report_conns(stat_emit_fn emit, void *ctx)
         snprintf(name, sizeof(name), "%d:secs_since_last_cmd", l->fd);
         snprintf(value, sizeof(value), "%u", l->secs);
         emit(ctx, name, value);
+        *after = l->fd;
     }
+    size_t n = cl.n;
     free(cl.v);
+    return n;
 }

@@ -80,8 +80,13 @@ void stats_report_general(stat_emit_fn emit, void *ctx);
 extern void (*stats_general_extra)(stat_emit_fn emit, void *ctx);
 /* "stats settings": ours and the storage engine's. */
 void stats_report_settings(stat_emit_fn emit, void *ctx);
-/* "stats conns". */
-void stats_report_conns(stat_emit_fn emit, void *ctx);
+/* "stats conns" a part at a time, by file descriptor: the groups of at
+ * most max connections (listeners included) whose fd is above *after;
+ * *after becomes the last fd reported. Returns how many were reported
+ * (0: none left, or out of memory). Each group is at most
+ * STATS_CONN_GROUP_MAX bytes of "STAT name value\r\n" lines. */
+#define STATS_CONN_GROUP_MAX 512
+size_t stats_report_conns_from(int *after, size_t max, stat_emit_fn emit, void *ctx);
 /* "stats reset": counters start again from zero. */
 void stats_reset(void);
 

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "growbuf.h"
+#include "items.h"
 #include "settings.h"
 
 #define PREFIX_BUCKETS 256
@@ -106,34 +108,78 @@ static char *copy_text(const char *text, size_t *len)
     return out;
 }
 
-/* "PREFIX <p> get <n> hit <n> set <n> del <n>\r\n" per prefix, "END\r\n". */
-static char *dump(size_t *len)
+/* "PREFIX <p> get <n> hit <n> set <n> del <n>\r\n" per prefix, "END\r\n".
+ * Entries are only added (at a bucket's head) until shutdown, so a cursor
+ * may keep a pointer to the next one between fills. */
+#define DETAIL_LINE_MAX (KEY_MAX_LENGTH + 128)
+
+struct stats_detail_cursor {
+    unsigned bucket;
+    struct prefix_stats *next; /* in bucket; NULL: start of bucket */
+    bool started_bucket;
+};
+
+struct stats_detail_cursor *stats_detail_dump_open(void)
+{
+    return calloc(1, sizeof(struct stats_detail_cursor));
+}
+
+size_t stats_detail_dump_fill(struct stats_detail_cursor *cur, char *buf, size_t room, bool *done)
 {
     static const char line_fmt[] =
         "PREFIX %s get %" PRIu64 " hit %" PRIu64 " set %" PRIu64 " del %" PRIu64 "\r\n";
-    pthread_mutex_lock(&detail_lock);
-    size_t cap = 6; /* "END\r\n" and the NUL */
-    for (unsigned b = 0; b < PREFIX_BUCKETS; b++) {
-        for (struct prefix_stats *ps = buckets[b]; ps; ps = ps->next)
-            cap += ps->nprefix + sizeof(line_fmt) + 4 * 20;
-    }
-    char *out = malloc(cap);
     size_t used = 0;
-    if (out) {
-        for (unsigned b = 0; b < PREFIX_BUCKETS; b++) {
-            for (struct prefix_stats *ps = buckets[b]; ps; ps = ps->next) {
-                int n = snprintf(out + used, cap - used, line_fmt, ps->prefix, ps->gets, ps->hits,
-                                 ps->sets, ps->deletes);
-                if (n > 0)
-                    used += (size_t)n;
-            }
+    *done = false;
+    pthread_mutex_lock(&detail_lock);
+    while (cur->bucket < PREFIX_BUCKETS && room - used >= DETAIL_LINE_MAX + 5) {
+        if (!cur->started_bucket) {
+            cur->next = buckets[cur->bucket];
+            cur->started_bucket = true;
         }
-        memcpy(out + used, "END\r\n", 6);
-        used += 5;
+        struct prefix_stats *ps = cur->next;
+        if (!ps) {
+            cur->bucket++;
+            cur->started_bucket = false;
+            continue;
+        }
+        int n = snprintf(buf + used, DETAIL_LINE_MAX, line_fmt, ps->prefix, ps->gets, ps->hits,
+                         ps->sets, ps->deletes);
+        if (n > 0 && (size_t)n < DETAIL_LINE_MAX)
+            used += (size_t)n;
+        cur->next = ps->next;
     }
     pthread_mutex_unlock(&detail_lock);
-    *len = used;
-    return out;
+    if (cur->bucket == PREFIX_BUCKETS && room - used >= 5) {
+        memcpy(buf + used, "END\r\n", 5);
+        used += 5;
+        *done = true;
+    }
+    return used;
+}
+
+void stats_detail_dump_close(struct stats_detail_cursor *cur)
+{
+    free(cur);
+}
+
+/* The whole dump in one buffer (the binary protocol's single packet). */
+static char *dump(size_t *len)
+{
+    struct stats_detail_cursor *cur = stats_detail_dump_open();
+    struct growbuf out = {NULL, 0, 0, !cur};
+    bool done = false;
+    char *room;
+    while (!done && (room = growbuf_reserve(&out, 64 * 1024)) != NULL)
+        out.len += stats_detail_dump_fill(cur, room, 64 * 1024 - 1, &done);
+    stats_detail_dump_close(cur);
+    if (out.oom) {
+        free(out.buf);
+        *len = 0;
+        return NULL;
+    }
+    out.buf[out.len] = '\0';
+    *len = out.len;
+    return out.buf;
 }
 
 char *stats_detail_reply(const char *arg, size_t *len)

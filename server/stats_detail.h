@@ -25,6 +25,16 @@ void stats_detail_record_delete(const char *key, size_t nkey);
  * otherwise. malloc'd, *len bytes; NULL when out of memory. */
 char *stats_detail_reply(const char *arg, size_t *len);
 
+/* "stats detail dump" a chunk at a time (text protocol, streamed as the
+ * client reads): fill writes whole PREFIX lines into buf (at most room
+ * bytes, room at least a few hundred) and, after the last, "END\r\n" and
+ * sets *done. Prefixes added meanwhile may be left out. open returns NULL
+ * when out of memory. */
+struct stats_detail_cursor;
+struct stats_detail_cursor *stats_detail_dump_open(void);
+size_t stats_detail_dump_fill(struct stats_detail_cursor *cur, char *buf, size_t room, bool *done);
+void stats_detail_dump_close(struct stats_detail_cursor *cur);
+
 /* Frees the prefix table (at shutdown, after the workers stopped). */
 void stats_detail_free(void);
 

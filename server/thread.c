@@ -110,6 +110,9 @@ struct resp *worker_resp_get(struct worker *w)
         STAT_INCR(&w->stats, response_obj_count);
     }
     r->next = NULL;
+    r->stream = NULL;
+    r->stream_ctx = NULL;
+    r->stream_done = false;
     r->it = NULL;
     r->heap = NULL;
     r->tail = NULL;

@@ -71,6 +71,8 @@ int watch_parse_kind(const char *word)
 
 bool watch_start(struct conn *c, unsigned kinds)
 {
+    if (c->tp->datagram)
+        return false; /* a shared UDP endpoint is never a log stream */
     pthread_mutex_lock(&watch_lock);
     if (nwatchers == WATCHERS_MAX) {
         pthread_mutex_unlock(&watch_lock);

@@ -36,8 +36,8 @@ static inline bool watch_wants(unsigned kind)
 /* Parses the kinds of a "watch" command ("" means fetchers); -1 when a
  * word is not a kind memcached knows. */
 int watch_parse_kind(const char *word);
-/* Makes c a watcher of kinds; false when the limit of watchers is reached
- * or memory is short. */
+/* Makes c a watcher of kinds; false when the limit of watchers is reached,
+ * memory is short, or c is a datagram (UDP) connection. */
 bool watch_start(struct conn *c, unsigned kinds);
 /* Forgets c (its connection is closing); safe for non-watchers. */
 void watch_stop(struct conn *c);

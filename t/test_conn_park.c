@@ -8,6 +8,8 @@
  *   P<n>      park a reply; the test completes it later, in any order
  *   V<n>      reply with a two-segment fake item (checks refs are released)
  *   S<len>    receive <len> value bytes plus "\r\n" into a fake item
+ *   T<n>      a streamed reply: lines "L0\n".."L<n-1>\n", then "END\r\n",
+ *             produced STREAM_LINES_PER_FILL lines per fill
  *   anything else: PROTO_CLOSE
  * A second part runs the same engine over a datagram transport (as UDP):
  * one request message per receive, one reply message per response.
@@ -219,6 +221,7 @@ static const struct transport_ops dgram_tp = {
 
 /* ---- a tiny line engine ---------------------------------------------------- */
 static struct resp *parked[64];
+static void add_stream(struct conn *c, int n);
 
 static enum proto_status line_process(struct conn *c)
 {
@@ -254,6 +257,9 @@ static enum proto_status line_process(struct conn *c)
     case 'S':
         conn_read_value(c, fake_item((size_t)n, NULL), (size_t)n, 2);
         break;
+    case 'T':
+        add_stream(c, n);
+        break;
     default:
         return PROTO_CLOSE;
     }
@@ -271,6 +277,52 @@ static void line_value_done(struct conn *c, const char *trailer, size_t len)
 }
 
 static const struct proto_engine line_engine = {"line", line_process, line_value_done};
+
+/* ---- a streamed reply ------------------------------------------------------ */
+#define STREAM_LINES_PER_FILL 3
+struct line_stream {
+    int next, count;
+};
+static int stream_fills, stream_frees;
+
+static size_t stream_fill(void *ctx, char *buf, size_t room, bool *done)
+{
+    struct line_stream *ls = ctx;
+    size_t used = 0;
+    stream_fills++;
+    for (int i = 0; i < STREAM_LINES_PER_FILL && ls->next < ls->count; i++)
+        used += (size_t)snprintf(buf + used, room - used, "L%d\n", ls->next++);
+    *done = ls->next == ls->count;
+    if (*done)
+        used += (size_t)snprintf(buf + used, room - used, "END\r\n");
+    return used;
+}
+
+static void stream_free(void *ctx)
+{
+    stream_frees++;
+    free(ctx);
+}
+
+static const struct resp_stream line_stream_ops = {.fill = stream_fill, .free = stream_free};
+
+static void add_stream(struct conn *c, int n)
+{
+    struct line_stream *ls = calloc(1, sizeof(*ls));
+    ls->count = n;
+    conn_resp_add_stream(c, &line_stream_ops, ls);
+}
+
+/* The text a T<n> request streams. */
+static const char *stream_text(int n)
+{
+    static char text[1 << 15];
+    size_t used = 0;
+    for (int i = 0; i < n; i++)
+        used += (size_t)snprintf(text + used, sizeof(text) - used, "L%d\n", i);
+    snprintf(text + used, sizeof(text) - used, "END\r\n");
+    return text;
+}
 
 /* ---- helpers -------------------------------------------------------------------- */
 static struct worker w;
@@ -341,7 +393,7 @@ static void *completer_thread(void *arg)
 
 int main(void)
 {
-    printf("1..23\n");
+    printf("1..32\n");
     settings_init(&settings);
     if (worker_init(&w, 0) != 0) {
         printf("Bail out! worker_init failed\n");
@@ -474,6 +526,77 @@ int main(void)
         ordered = ordered && dg_out_before_recv[i] == expect_before[i];
     ok(ordered, "datagram: every reply to a message is sent before the next message is read");
     conn_close(d);
+
+    /* 9. streamed replies: produced a chunk at a time as the peer reads */
+    reset_io();
+    closed = false;
+    struct conn *st = conn_new(&w, &fake_tp, -1, NULL, &line_engine, "test");
+    static char expect[1 << 16];
+    snprintf(expect, sizeof(expect), "%sR1\r\n", stream_text(30));
+    out_chunk = 7;
+    alternate_eagain = true;
+    feed("T30\nR1\n");
+    pump(st);
+    ok(out_is(expect), "stream: every line in order, then END, then the next reply (short writes, "
+                       "EAGAIN)");
+    ok(stream_frees == 1 && stream_fills == 10, "stream: 10 fills of 3 lines, freed once");
+
+    reset_io();
+    stream_fills = stream_frees = 0;
+    out_chunk = 0; /* the peer does not read */
+    feed("T3000\nR2\n");
+    for (int i = 0; i < 5; i++) {
+        conn_on_ready(st, true, true);
+        run_loop();
+    }
+    ok(stream_fills == 1 && out_len == 0, "stream: a peer that does not read gets one chunk made");
+    out_chunk = 1 << 16;
+    conn_on_ready(st, false, true);
+    ok(stream_fills <= 17 && out_len < strlen(stream_text(3000)),
+       "stream: at most 16 refills per event, then the connection yields");
+    for (int i = 0; i < 200 && stream_frees == 0; i++) {
+        conn_on_ready(st, false, true);
+        run_loop();
+    }
+    snprintf(expect, sizeof(expect), "%sR2\r\n", stream_text(3000));
+    ok(out_is(expect) && stream_frees == 1, "stream: the rest follows after yielding");
+
+    reset_io();
+    stream_fills = stream_frees = 0;
+    out_chunk = 0;
+    feed("T3000\n");
+    pump(st);
+    conn_close(st);
+    ok(stream_frees == 1 && stream_fills == 1, "stream: closing mid-reply frees it");
+
+    /* 10. a peer that sends requests and does not read: at most 4096 queued */
+    reset_io();
+    st = conn_new(&w, &fake_tp, -1, NULL, &line_engine, "test");
+    out_chunk = 0;
+    char many[1 << 15], *mp = many;
+    for (int i = 0; i < 5000; i++)
+        mp += sprintf(mp, "R%d\n", i);
+    feed(many);
+    pump(st);
+    ok(st->nresp == 4096 && !want_read,
+       "a peer that does not read: 4096 replies queued, then no more reading");
+    out_chunk = 1 << 16;
+    pump(st);
+    mp = expect;
+    for (int i = 0; i < 5000; i++)
+        mp += sprintf(mp, "R%d\r\n", i);
+    ok(out_is(expect) && st->nresp == 0, "once it reads: all 5000 replies, in order");
+    conn_close(st);
+
+    /* a datagram transport gets the whole streamed reply as one message */
+    dg_in_count = dg_in_next = dg_out_count = 0;
+    struct conn *ds = conn_new(&w, &dgram_tp, -1, NULL, &line_engine, "test");
+    dg_in[dg_in_count++] = "T7\n";
+    conn_on_ready(ds, true, false);
+    run_loop();
+    ok(dg_out_count == 1 && strcmp(dg_out[0], stream_text(7)) == 0 && stream_frees == 2,
+       "stream over a datagram transport: one message, all of it");
+    conn_close(ds);
 
     worker_destroy(&w);
     settings_free(&settings);

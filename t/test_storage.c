@@ -1368,6 +1368,42 @@ static void test_walk(void)
     storage_walk_items(0, 10, walk_fn, &lim);
     ok(lim.count == 10, "a walk limit of 10 visits 10 items");
     ok(strcmp(w.last, "walk:299") == 0, "the walk goes from oldest to newest (last %s)", w.last);
+
+    /* a resumable walk, one item per step, while the store changes */
+    bool all[SLAB_CLASSES_MAX] = {true};
+    struct storage_walk *sw = storage_walk_open(all, SLAB_CLASSES_MAX, false);
+    struct walk_seen step = {0, 0, ""};
+    unsigned got = storage_walk_step(sw, 1, walk_fn, &step);
+    ok(got == 1 && strcmp(step.last, "walk:100") == 0, "a step of one visits the oldest (%s)",
+       step.last);
+    item_delete("walk:150", 8, 0);     /* not yet visited: never seen */
+    store("walk:new", "v", STORE_SET); /* stored after the walk began: at the head */
+    storage_crawl_now();               /* the crawler passes the walk's marker */
+    struct walk_seen again = {0, 0, ""};
+    storage_walk_items(0, 0, walk_fn, &again); /* another walk meanwhile */
+    ok(again.count == 200, "a walk meanwhile sees the 200 live items (%d)", again.count);
+    while (!storage_walk_done(sw))
+        storage_walk_step(sw, 7, walk_fn, &step);
+    ok(step.count == 200 && step.bad == 0 && strcmp(step.last, "walk:new") == 0,
+       "the resumed walk visits each live item once (%d, last %s)", step.count, step.last);
+    storage_walk_close(sw);
+
+    struct storage_walk *nf = storage_walk_open(all, SLAB_CLASSES_MAX, true);
+    struct walk_seen newest = {0, 0, ""};
+    storage_walk_step(nf, 1, walk_fn, &newest);
+    ok(strcmp(newest.last, "walk:new") == 0, "newest_first starts at the head (%s)", newest.last);
+    storage_walk_step(nf, 5, walk_fn, &newest);
+    storage_walk_close(nf); /* closed mid-walk: its marker leaves the list */
+    struct walk_seen after = {0, 0, ""};
+    storage_walk_items(0, 0, walk_fn, &after);
+    ok(after.count == 200 && after.bad == 0,
+       "after a walk closed mid-way the list walks whole (%d)", after.count);
+    bool none[SLAB_CLASSES_MAX] = {false};
+    none[SLAB_CLASSES_MAX - 1] = true; /* a class holding nothing */
+    struct storage_walk *empty = storage_walk_open(none, SLAB_CLASSES_MAX, false);
+    ok(storage_walk_step(empty, 10, walk_fn, &after) == 0 && storage_walk_done(empty),
+       "a walk of an empty class ends at once");
+    storage_walk_close(empty);
     storage_shutdown();
 }
 

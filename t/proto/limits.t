@@ -195,6 +195,11 @@ sub rss_kb {
     mc_is($s, "get $k250\r\n", "VALUE $k250 0 1\r\nx\r\nEND\r\n", 'the 250-byte key is intact');
     mc_is($s, "get a $k251\r\n", "CLIENT_ERROR bad command line format\r\n",
         'a multi-get with one over-long key is CLIENT_ERROR');
+    my $many = join(' ', ("keep") x 300);
+    mc_is($s, "get $many $k251 keep\r\n", "CLIENT_ERROR bad command line format\r\n",
+        'a multi-get of 300 hits, then an over-long key: only CLIENT_ERROR');
+    mc_is($s, "get $many\r\n", ("VALUE keep 0 4\r\nkeep\r\n" x 300) . "END\r\n",
+        'a multi-get of 300 hits: 300 values, then END');
     mc_is($s, "delete $k251\r\n", "CLIENT_ERROR bad command line format\r\n", 'delete of a 251-byte key is CLIENT_ERROR');
     mc_is($s, "incr $k251 1\r\n", "CLIENT_ERROR bad command line format\r\n", 'incr of a 251-byte key is CLIENT_ERROR');
     mc_is($s, "touch $k251 1\r\n", "CLIENT_ERROR bad command line format\r\n", 'touch of a 251-byte key is CLIENT_ERROR');

@@ -4,7 +4,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "meta"))
-from mcconn import Conn, Udp, free_udp_port  # noqa: E402
+from mcconn import Conn, Udp, free_udp_port  # noqa: E402,F401 (Conn, Udp: for the suites)
 from mctest import start_server  # noqa: E402
 
 
