@@ -1371,7 +1371,7 @@ static void test_walk(void)
 
     /* a resumable walk, one item per step, while the store changes */
     bool all[SLAB_CLASSES_MAX] = {true};
-    struct storage_walk *sw = storage_walk_open(all, SLAB_CLASSES_MAX, false);
+    struct storage_walk *sw = storage_walk_open(all, SLAB_CLASSES_MAX, false, false);
     struct walk_seen step = {0, 0, ""};
     unsigned got = storage_walk_step(sw, 1, walk_fn, &step);
     ok(got == 1 && strcmp(step.last, "walk:100") == 0, "a step of one visits the oldest (%s)",
@@ -1388,7 +1388,7 @@ static void test_walk(void)
        "the resumed walk visits each live item once (%d, last %s)", step.count, step.last);
     storage_walk_close(sw);
 
-    struct storage_walk *nf = storage_walk_open(all, SLAB_CLASSES_MAX, true);
+    struct storage_walk *nf = storage_walk_open(all, SLAB_CLASSES_MAX, true, false);
     struct walk_seen newest = {0, 0, ""};
     storage_walk_step(nf, 1, walk_fn, &newest);
     ok(strcmp(newest.last, "walk:new") == 0, "newest_first starts at the head (%s)", newest.last);
@@ -1400,7 +1400,7 @@ static void test_walk(void)
        "after a walk closed mid-way the list walks whole (%d)", after.count);
     bool none[SLAB_CLASSES_MAX] = {false};
     none[SLAB_CLASSES_MAX - 1] = true; /* a class holding nothing */
-    struct storage_walk *empty = storage_walk_open(none, SLAB_CLASSES_MAX, false);
+    struct storage_walk *empty = storage_walk_open(none, SLAB_CLASSES_MAX, false, false);
     ok(storage_walk_step(empty, 10, walk_fn, &after) == 0 && storage_walk_done(empty),
        "a walk of an empty class ends at once");
     storage_walk_close(empty);
