@@ -124,6 +124,15 @@ struct storage_walk {
     bool done;
 };
 
+/* Walks whose marker is linked in one of a class's lists. */
+static atomic_uint walks_in_class[SLAB_CLASSES_MAX];
+
+bool storage_walk_in_class(unsigned cls)
+{
+    return cls < SLAB_CLASSES_MAX &&
+           atomic_load_explicit(&walks_in_class[cls], memory_order_relaxed);
+}
+
 static struct lru_list *walk_list(const struct storage_walk *w)
 {
     return lru_of(w->pos / LRU_SEGMENTS, (enum lru_segment)(w->pos % LRU_SEGMENTS));
@@ -174,6 +183,7 @@ static bool walk_enter_next_list(struct storage_walk *w)
             l->tail = w->marker;
         }
         w->linked = true;
+        atomic_fetch_add(&walks_in_class[p / LRU_SEGMENTS], 1);
         lru_unlock(l);
         return true;
     }
@@ -244,6 +254,7 @@ unsigned storage_walk_step(struct storage_walk *w, unsigned max, storage_item_fn
         if (!held) { /* the list is done */
             lru_remove(l, w->marker);
             w->linked = false;
+            atomic_fetch_sub(&walks_in_class[w->pos / LRU_SEGMENTS], 1);
             lru_unlock(l);
             continue;
         }
@@ -269,6 +280,7 @@ void storage_walk_close(struct storage_walk *w)
         struct lru_list *l = walk_list(w);
         lru_lock(l);
         lru_remove(l, w->marker);
+        atomic_fetch_sub(&walks_in_class[w->pos / LRU_SEGMENTS], 1);
         lru_unlock(l);
     }
     free(w->marker);

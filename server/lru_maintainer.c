@@ -7,7 +7,8 @@
  * are pulled while they are over their share or age (item_pull_tail), and
  * COLD's tail gives active items back to WARM. A class where nothing moved
  * is visited less often (its wait grows by an eighth, up to a second); one
- * where items moved more often. The thread sleeps for the shortest wait,
+ * where items moved more often; one an item walk is under way in is left
+ * alone (storage_walk_in_class). The thread sleeps for the shortest wait,
  * at most 1 ms while reads are queued, and at least 1 ms.
  *
  * Reads: a worker that reads an active COLD item pushes (item, hash) onto
@@ -176,6 +177,8 @@ static uint64_t list_bytes(unsigned cls, enum lru_segment seg, rel_time_t *age)
 static int juggle(unsigned cls)
 {
     int did = 0;
+    if (storage_walk_in_class(cls))
+        return 0; /* a dump is walking it: left as it is until the walk moves on */
     if (__atomic_load_n(&storage_rt.temp_lru, __ATOMIC_RELAXED)) {
         for (int i = 0; i < JUGGLE_PULLS && item_pull_tail(cls, LRU_TEMP, 0, 0, 0) > 0; i++)
             did++;

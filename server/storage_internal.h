@@ -69,6 +69,11 @@ void item_mark_fetched(struct item *it, uint64_t hv);
 enum { PULL_EVICT = 1 };
 int item_pull_tail(unsigned cls, enum lru_segment seg, uint64_t total_bytes, unsigned flags,
                    rel_time_t max_age);
+/* Whether an item walk (metadump, cachedump) is under way in one of class
+ * cls's lists: the LRU maintainer leaves such a class as it is meanwhile,
+ * so that a streamed dump lists each item once (items it moved between
+ * segments behind the walk's marker would be listed twice, or not at all). */
+bool storage_walk_in_class(unsigned cls);
 /* For the LRU maintainer: applies a queued read of an active COLD item
  * (moves it to WARM) and drops the queue's reference. */
 void item_bump_apply(struct item *it, uint64_t hv);

@@ -212,6 +212,11 @@ t.ok(prefixes == set(b"p%07d" % i for i in range(PREFIXES)), "detail dump: every
 
 # stats conns with a few hundred connections (several chunks of reply)
 extra = [srv.connect() for _ in range(300)]
+# connections are handed to the workers asynchronously: wait until the
+# server has taken all 300 (at most 10 s) before asking for the list
+deadline = time.monotonic() + 10
+while int(c.stats()["curr_connections"]) < 300 and time.monotonic() < deadline:
+    time.sleep(0.05)
 s = slow_client()
 stall_and_watch("stats conns", s, b"stats conns\r\n", OTHER_STALL)
 reply = read_until(s, b"END\r\n", 4 << 20)
