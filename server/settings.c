@@ -38,7 +38,7 @@ void settings_unlock(void)
 
 const char *settings_version(void)
 {
-    return COMPAT_VERSION "-rdma-" PACKAGE_VERSION;
+    return COMPAT_VERSION;
 }
 
 const char *settings_protocol_name(enum binding_protocol p)
@@ -78,6 +78,7 @@ void settings_init(struct settings *s)
     s->item_size_max = 1024 * 1024;
     s->slab_page_size = 1024 * 1024;
     s->lru_crawler = true;
+    s->lru_maintainer = true;
     s->lru_crawler_sleep = -1;
     s->slab_automove = 1;
     s->slab_automove_ratio = 0.8;
@@ -1065,6 +1066,7 @@ enum settings_action settings_parse(struct settings *s, int argc, char **argv, F
 {
     struct parse_state ps = {.lru_maintainer = true};
     enum settings_action a = parse_args(s, &ps, argc, argv, out, errout);
+    s->lru_maintainer = ps.lru_maintainer;
     free(ps.slab_sizes_copy);
     return a;
 }

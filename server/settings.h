@@ -64,6 +64,7 @@ struct settings {
     unsigned hashpower_init;                      /* -o hashpower */
     bool no_hashexpand;                           /* -o no_hashexpand: the table keeps its size */
     bool lru_crawler;                             /* -o lru_crawler / no_lru_crawler */
+    bool lru_maintainer;       /* -o lru_maintainer / no_lru_maintainer (which stats are shown) */
     long lru_crawler_sleep;    /* -o lru_crawler_sleep, microseconds; -1 = default */
     long lru_crawler_tocrawl;  /* -o lru_crawler_tocrawl; -1 = default */
     unsigned tail_repair_time; /* -o tail_repair_time (accepted, informative) */
