@@ -7,6 +7,7 @@
 
 #include <libmemcached/constants.h>
 #include <libmemcached/types.h>
+#include <libmemcached/deprecated_types.h>
 
 #ifdef __cplusplus
 extern "C" {
