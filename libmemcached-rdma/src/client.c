@@ -232,6 +232,7 @@ static struct lmr_client *client_new(memcached_st *root)
         return NULL;
     c->root = root;
     lmr_behaviors_defaults(&c->behaviors);
+    lmr_allocators_default(&c->allocators);
     c->point_hash = c->behaviors.key_hash;
     return c;
 }
@@ -327,6 +328,7 @@ memcached_st *memcached_clone(memcached_st *clone, const memcached_st *source)
     struct lmr_client *c = copy->impl;
     c->behaviors = src->behaviors;
     c->user_data = src->user_data;
+    c->allocators = src->allocators;
     c->on_clone = src->on_clone;
     c->on_cleanup = src->on_cleanup;
     c->on_get_miss = src->on_get_miss;

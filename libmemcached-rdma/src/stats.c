@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client.h"
+
 /* Every pair received, as "name\0value\0" strings. */
 struct lmr_stat_pairs {
     size_t count, capacity;
@@ -147,7 +149,6 @@ static bool known_field_text(const memcached_stat_st *st, const char *name, char
 char *memcached_stat_get_value(const memcached_st *ptr, memcached_stat_st *memc_stat,
                                const char *key, memcached_return_t *error)
 {
-    (void)ptr;
     memcached_return_t unused;
     if (error == NULL)
         error = &unused;
@@ -169,7 +170,7 @@ char *memcached_stat_get_value(const memcached_st *ptr, memcached_stat_st *memc_
         *error = MEMCACHED_INVALID_ARGUMENTS; /* a name the server did not send, as libmemcached */
         return NULL;
     }
-    char *copy = strdup(found);
+    char *copy = lmr_caller_buffer(ptr, strdup(found), strlen(found));
     *error = copy ? MEMCACHED_SUCCESS : MEMCACHED_MEMORY_ALLOCATION_FAILURE;
     return copy;
 }
@@ -212,7 +213,7 @@ char **memcached_stat_get_keys(memcached_st *ptr, memcached_stat_st *memc_stat,
         return NULL;
     }
     /* one block: the caller releases it with a single free() */
-    char **list = malloc(sizeof(stat_key_names));
+    char **list = lmr_caller_alloc(ptr, sizeof(stat_key_names));
     if (list == NULL) {
         *error = MEMCACHED_MEMORY_ALLOCATION_FAILURE;
         return NULL;

@@ -39,11 +39,10 @@ case "$soname" in
   *) echo "not ok 4 - versioned soname (got '$soname')" ;;
 esac
 # not done yet (doc/libmemcached-rdma.md): virtual buckets, SASL,
-# custom allocators, hashkit objects, encryption
+# hashkit objects, encryption
 not_yet="memcached_autoeject memcached_bucket_set memcached_destroy_sasl_auth_data
-memcached_get_hashkit memcached_get_memory_allocators memcached_get_memory_allocators_context
-memcached_get_sasl_callbacks memcached_set_encoding_key memcached_set_hashkit
-memcached_set_memory_allocators memcached_set_sasl_auth_data memcached_set_sasl_callbacks"
+memcached_get_hashkit memcached_get_sasl_callbacks memcached_set_encoding_key memcached_set_hashkit
+memcached_set_sasl_auth_data memcached_set_sasl_callbacks"
 ref=$(ldconfig -p 2>/dev/null | awk '/libmemcached\.so\.[0-9]/ {print $NF; exit}')
 if [ -z "$ref" ] || [ ! -e "$ref" ]; then
   echo "ok 5 # SKIP Debian's libmemcached not installed"

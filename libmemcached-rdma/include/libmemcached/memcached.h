@@ -22,6 +22,20 @@ void memcached_quit(memcached_st *ptr);
 memcached_return_t memcached_flush_buffers(memcached_st *ptr);
 void *memcached_get_user_data(const memcached_st *ptr);
 void *memcached_set_user_data(memcached_st *ptr, void *data);
+
+/* Allocators for the memory handed to the caller (the values of
+ * memcached_get and memcached_fetch, memcached_stat_get_value's string,
+ * memcached_stat_get_keys' list), which the caller then releases with the
+ * free function given. All four, or all NULL for the C library's. */
+memcached_return_t memcached_set_memory_allocators(memcached_st *ptr,
+                                                   memcached_malloc_fn mem_malloc,
+                                                   memcached_free_fn mem_free,
+                                                   memcached_realloc_fn mem_realloc,
+                                                   memcached_calloc_fn mem_calloc, void *context);
+void memcached_get_memory_allocators(const memcached_st *ptr, memcached_malloc_fn *mem_malloc,
+                                     memcached_free_fn *mem_free, memcached_realloc_fn *mem_realloc,
+                                     memcached_calloc_fn *mem_calloc);
+void *memcached_get_memory_allocators_context(const memcached_st *ptr);
 /* Back to a new handle's state: no servers, default behaviors, no
  * namespace or callbacks. */
 memcached_return_t memcached_reset(memcached_st *ptr);
