@@ -304,6 +304,18 @@ static void test_bad_keys(memcached_st *memc, bool binary)
     } else {
         is_rc(memcached_set(memc, "a b", 3, "v", 1, 0, 0), MEMCACHED_SUCCESS,
               "key with a space is fine in binary");
+        char *got = memcached_get(memc, "a b", 3, &len, &flags, &rc);
+        ok(got && len == 1 && got[0] == 'v', "... and reads back");
+        free(got);
+        is_rc(memcached_set(memc, "a\r\nb\t", 5, "w", 1, 0, 0), MEMCACHED_SUCCESS,
+              "key with control characters is fine in binary");
+        got = memcached_get(memc, "a\r\nb\t", 5, &len, &flags, &rc);
+        ok(got && len == 1 && got[0] == 'w', "... and reads back");
+        free(got);
+        /* gone again: a text-protocol dump would list it as raw bytes */
+        is_rc(memcached_delete(memc, "a\r\nb\t", 5, 0), MEMCACHED_SUCCESS, "... and deletes");
+        is_rc(memcached_delete(memc, "a b", 3, 0), MEMCACHED_SUCCESS,
+              "delete the key with a space");
     }
     is_rc(memcached_set(memc, "after-bad", 9, "v", 1, 0, 0), MEMCACHED_SUCCESS,
           "connection still usable after bad keys");
