@@ -33,11 +33,6 @@
 #define TAIL_SEARCH 5    /* items examined per tail pull */
 #define ARITH_MAX_DIGITS 20
 
-/* memcached's own item overhead, used only so that the -I limit rejects
- * exactly the items memcached rejects: 48-byte header, CAS, key + NUL,
- * "\r\n" after the value, flags when non-zero. */
-#define MEMCACHED_HEADER 48
-
 static atomic_uint_fast64_t cas_counter;
 static _Atomic rel_time_t oldest_live;  /* flush_all boundary, 0 = none */
 static atomic_uint_fast64_t oldest_cas; /* items with cas <= this are flushed */
@@ -486,14 +481,20 @@ bool item_set_exptime(const char *key, size_t nkey, rel_time_t exptime)
 
 /* ---- allocation -------------------------------------------------------------- */
 enum pull_result { PULL_NOTHING, PULL_MOVED, PULL_UNLINKED };
+enum pull_mode {
+    PULL_DEAD_ONLY,     /* only an expired or flushed item (counted as reclaimed) */
+    PULL_SECOND_CHANCE, /* or evict, but move recently read items to the head */
+    PULL_ANY,           /* or evict whatever nobody references */
+};
 
 /* Frees one item from the tail of class cls: an expired or flushed one, or
- * (when evictions are on) the least recently used one nobody references.
- * With second_chance, an item read since it last moved (ITEM_ACTIVE) is
- * not evicted but moved to the head, as memcached keeps items that are
- * being read: PULL_MOVED says only such moves happened. */
-static enum pull_result pull_tail(unsigned cls, bool second_chance)
+ * (when evictions are on and mode allows) the least recently used one nobody
+ * references. With PULL_SECOND_CHANCE, an item read since it last moved
+ * (ITEM_ACTIVE) is not evicted but moved to the head, as memcached keeps
+ * items that are being read: PULL_MOVED says only such moves happened. */
+static enum pull_result pull_tail(unsigned cls, enum pull_mode mode)
 {
+    bool second_chance = mode == PULL_SECOND_CHANCE;
     struct lru_list *l = lru_of(cls);
     rel_time_t now = clock_now();
     enum pull_result result = PULL_NOTHING;
@@ -522,6 +523,10 @@ static enum pull_result pull_tail(unsigned cls, bool second_chance)
             l->n.reclaimed++;
             if (!(f & ITEM_FETCHED))
                 l->n.expired_unfetched++;
+        } else if (mode == PULL_DEAD_ONLY) {
+            assoc_unlock(hv);
+            it = prev;
+            continue;
         } else if (storage_rt.cfg.evict_to_free && second_chance && (f & ITEM_ACTIVE)) {
             lru_remove(l, it);
             lru_push_head(l, it);
@@ -625,6 +630,9 @@ static void *borrow_chunk(unsigned cls, bool value, unsigned *got)
 static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
 {
     *got = cls;
+    /* as memcached does before each allocation: memory of an expired or
+     * flushed item at the LRU tail is used again first (stats "reclaimed") */
+    pull_tail(cls, PULL_DEAD_ONLY);
     void *p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
     if (p)
         return p;
@@ -634,7 +642,8 @@ static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
     for (int tries = 0; tries < EVICT_TRIES; tries++) {
         /* The last tries evict even recently read items, so that an
          * allocation succeeds when every tail item is being read. */
-        enum pull_result r = pull_tail(cls, tries < EVICT_TRIES / 2);
+        enum pull_result r =
+            pull_tail(cls, tries < EVICT_TRIES / 2 ? PULL_SECOND_CHANCE : PULL_ANY);
         if (r == PULL_UNLINKED) {
             lru_lock(cls);
             lru_of(cls)->n.direct_reclaims++;
@@ -654,7 +663,10 @@ static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
 
 static size_t memcached_item_size(size_t nkey, uint32_t flags, size_t nbytes)
 {
-    return MEMCACHED_HEADER + (storage_rt.cfg.use_cas ? 8 : 0) + nkey + 1 + nbytes + 2 +
+    /* memcached's own item overhead, used only so that the -I limit rejects
+     * exactly the items memcached rejects: its header, CAS, key + NUL,
+     * "\r\n" after the value, flags when non-zero */
+    return MEMCACHED_ITEM_HEADER_SIZE + (storage_rt.cfg.use_cas ? 8 : 0) + nkey + 1 + nbytes + 2 +
            (flags ? sizeof(uint32_t) : 0);
 }
 

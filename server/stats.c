@@ -24,6 +24,7 @@
 #include "log.h"
 #include "net_sock.h"
 #include "settings.h"
+#include "stats_detail.h"
 #include "thread.h"
 #include "watch.h"
 
@@ -105,6 +106,7 @@ void stats_reset(void)
     listen_disabled_baseline = __atomic_load_n(&listen_disabled_num, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&baseline_lock);
     storage_stats_reset();
+    stats_detail_clear();
 }
 
 static void emit_u64(stat_emit_fn emit, void *ctx, const char *name, uint64_t v)

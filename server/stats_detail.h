@@ -25,6 +25,8 @@ void stats_detail_record_delete(const char *key, size_t nkey);
  * otherwise. malloc'd, *len bytes; NULL when out of memory. */
 char *stats_detail_reply(const char *arg, size_t *len);
 
+/* Forgets every prefix ("stats reset", as memcached). */
+void stats_detail_clear(void);
 /* Frees the prefix table (at shutdown, after the workers stopped). */
 void stats_detail_free(void);
 

@@ -70,7 +70,9 @@ int storage_init(const struct storage_config *given, char *errbuf, size_t errlen
         .mem_limit = cfg.maxbytes,
         .factor = cfg.factor,
         .min_chunk = cfg.chunk_size,
-        .header_size = ITEM_HEADER_SIZE,
+        /* memcached's item header (48 bytes on 64-bit), not ours: the class
+         * sizes (and so the class ids clients and tools see) are memcached's */
+        .header_size = MEMCACHED_ITEM_HEADER_SIZE,
         .page_size = cfg.slab_page_size,
         .chunk_max = cfg.slab_chunk_max,
         .sizes = cfg.slab_sizes,
