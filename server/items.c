@@ -160,7 +160,8 @@ static bool item_is_flushed(const struct item *it, rel_time_t now)
     if (oldest == 0 || oldest > now)
         return false;
     return item_time_load(&it->time) <= oldest ||
-           it->cas <= atomic_load_explicit(&oldest_cas, memory_order_relaxed);
+           (storage_rt.cfg.use_cas &&
+            it->cas <= atomic_load_explicit(&oldest_cas, memory_order_relaxed));
 }
 
 static bool item_is_expired(const struct item *it, rel_time_t now)
@@ -188,8 +189,11 @@ void items_set_oldest_live(rel_time_t when)
 {
     rel_time_t now = clock_now();
     rel_time_t boundary = (when == 0 || when <= now) ? now : when;
-    rel_time_t oldest = boundary - 1;
-    if (oldest <= now)
+    /* as memcached: with CAS, items stored in the flush's own second are
+     * told apart by their CAS (older ones are flushed); under -C every item
+     * of that second counts as flushed, even one stored just after */
+    rel_time_t oldest = storage_rt.cfg.use_cas ? boundary - 1 : boundary;
+    if (storage_rt.cfg.use_cas && oldest <= now)
         atomic_store(&oldest_cas, atomic_load(&cas_counter));
     atomic_store(&oldest_live, oldest == 0 ? 1 : oldest);
 }
