@@ -133,6 +133,16 @@ static void revive_servers(struct lmr_client *c)
     }
 }
 
+void memcached_autoeject(memcached_st *ptr)
+{
+    struct lmr_client *c = lmr_client_of(ptr);
+    if (c == NULL)
+        return;
+    revive_servers(c);
+    if (c->placement_dirty)
+        lmr_client_rebuild_placement(c);
+}
+
 uint32_t lmr_client_pick_index(struct lmr_client *c, const char *key, size_t key_length)
 {
     revive_servers(c);

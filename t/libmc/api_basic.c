@@ -1249,6 +1249,18 @@ static void test_unreachable(void)
     memcached_free(m);
 }
 
+static void test_autoeject(const struct test_server *s)
+{
+    if (OURS) /* libmemcached dereferences NULL */
+        memcached_autoeject(NULL);
+    memcached_st *m = client_for(s, false);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_AUTO_EJECT_HOSTS, 1);
+    memcached_autoeject(m);
+    is_rc(memcached_set(m, "autoeject", 9, "v", 1, 0, 0), MEMCACHED_SUCCESS,
+          "memcached_autoeject keeps a live server in the placement");
+    memcached_free(m);
+}
+
 static void test_strings(void)
 {
     bool all = true;
@@ -1286,6 +1298,7 @@ int main(void)
     test_socket_timeouts(&tcp);
     test_callbacks(&tcp);
     test_memory_allocators(&tcp);
+    test_autoeject(&tcp);
     test_more_calls(&tcp);
     test_unreachable();
     test_strings();

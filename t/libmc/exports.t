@@ -40,7 +40,7 @@ case "$soname" in
 esac
 # not done yet (doc/libmemcached-rdma.md): virtual buckets, SASL,
 # hashkit objects, encryption
-not_yet="memcached_autoeject memcached_bucket_set memcached_destroy_sasl_auth_data
+not_yet="memcached_bucket_set memcached_destroy_sasl_auth_data
 memcached_get_hashkit memcached_get_sasl_callbacks memcached_set_encoding_key memcached_set_hashkit
 memcached_set_sasl_auth_data memcached_set_sasl_callbacks"
 ref=$(ldconfig -p 2>/dev/null | awk '/libmemcached\.so\.[0-9]/ {print $NF; exit}')

@@ -66,6 +66,10 @@ memcached_return_t memcached_server_add_udp(memcached_st *ptr, const char *hostn
 memcached_return_t memcached_server_add_udp_with_weight(memcached_st *ptr, const char *hostname,
                                                         in_port_t port, uint32_t weight);
 uint32_t memcached_server_count(const memcached_st *ptr);
+/* libmemcached 1.0's call: brings the key placement up to date now (ejected
+ * servers whose dead timeout has passed come back), which every call that
+ * places a key also does. */
+void memcached_autoeject(memcached_st *ptr);
 void memcached_servers_reset(memcached_st *ptr);
 const memcached_instance_st *memcached_server_instance_by_position(const memcached_st *ptr,
                                                                    uint32_t server_key);
