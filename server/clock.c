@@ -1,10 +1,12 @@
 /*
  * clock.c: the coarse server clock behind clock.h.
  *
- * Owns the process start time and the current rel_time_t, refreshed by
- * clock_tick() from a monotonic clock (so wall-clock jumps do not expire or
- * revive items), and the conversion of protocol exptimes. It does not run a
- * timer itself: the thread code calls clock_tick() once a second.
+ * Owns the process start time and the current rel_time_t. clock_now() reads
+ * a monotonic clock (so wall-clock jumps do not expire or revive items) on
+ * every call, counted from the monotonic instant at which the wall-clock
+ * second of start-up began: so the server's current second turns over with
+ * the wall clock's, and an absolute exptime fires on its second, not up to
+ * two seconds late (as a once-a-second tick at an arbitrary phase would).
  */
 #include "clock.h"
 
@@ -14,15 +16,22 @@
  * expired" and "now - 1" never underflows. */
 #define CLOCK_START_OFFSET 2
 
+/* A coarse monotonic clock is enough for whole seconds and costs a few
+ * nanoseconds (no system call); plain CLOCK_MONOTONIC where it is missing. */
+#ifdef CLOCK_MONOTONIC_COARSE
+#define CLOCK_SECONDS CLOCK_MONOTONIC_COARSE
+#else
+#define CLOCK_SECONDS CLOCK_MONOTONIC
+#endif
+
 static time_t process_started;       /* unix time that rel_time 0 stands for */
-static struct timespec mono_start;   /* monotonic time at clock_init() */
-static _Atomic rel_time_t now_rel;   /* what clock_now() returns */
+static struct timespec mono_start;   /* monotonic time of that second's start */
 static _Atomic rel_time_t test_skew; /* added by clock_advance_for_tests() */
 
 static rel_time_t elapsed_seconds(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_SECONDS, &ts);
     time_t secs = ts.tv_sec - mono_start.tv_sec;
     if (ts.tv_nsec < mono_start.tv_nsec)
         secs--;
@@ -31,21 +40,26 @@ static rel_time_t elapsed_seconds(void)
 
 void clock_init(void)
 {
-    clock_gettime(CLOCK_MONOTONIC, &mono_start);
-    process_started = time(NULL) - CLOCK_START_OFFSET;
+    struct timespec wall, mono;
+    clock_gettime(CLOCK_SECONDS, &mono);
+    clock_gettime(CLOCK_REALTIME, &wall);
+    /* mono_start = mono - wall.tv_nsec: the monotonic instant at which the
+     * current wall-clock second began. */
+    mono_start = mono;
+    if (mono_start.tv_nsec >= wall.tv_nsec) {
+        mono_start.tv_nsec -= wall.tv_nsec;
+    } else {
+        mono_start.tv_sec--;
+        mono_start.tv_nsec += 1000000000L - wall.tv_nsec;
+    }
+    process_started = wall.tv_sec - CLOCK_START_OFFSET;
     atomic_store(&test_skew, 0);
-    atomic_store(&now_rel, CLOCK_START_OFFSET);
-}
-
-void clock_tick(void)
-{
-    rel_time_t t = elapsed_seconds() + CLOCK_START_OFFSET + atomic_load(&test_skew);
-    atomic_store_explicit(&now_rel, t, memory_order_relaxed);
 }
 
 rel_time_t clock_now(void)
 {
-    return atomic_load_explicit(&now_rel, memory_order_relaxed);
+    return elapsed_seconds() + CLOCK_START_OFFSET +
+           atomic_load_explicit(&test_skew, memory_order_relaxed);
 }
 
 time_t clock_process_started(void)
@@ -76,5 +90,4 @@ rel_time_t clock_exptime(int64_t exptime)
 void clock_advance_for_tests(rel_time_t seconds)
 {
     atomic_fetch_add(&test_skew, seconds);
-    clock_tick();
 }

@@ -1,7 +1,7 @@
 /*
  * clock.h: the server's coarse clock. rel_time_t counts seconds since the
- * process started; one timer (owned by the worker/thread code) calls
- * clock_tick() every second so hot paths read the time without a syscall.
+ * process started, turning over with the wall clock's seconds; reading it
+ * costs no system call (a coarse monotonic clock through the vDSO).
  * Also converts protocol expiry times with memcached's rules.
  */
 #ifndef MCR_CLOCK_H
@@ -16,7 +16,6 @@ typedef uint32_t rel_time_t;
 #define REALTIME_MAXDELTA (60 * 60 * 24 * 30)
 
 void clock_init(void);      /* records the process start time */
-void clock_tick(void);      /* refreshes clock_now() */
 rel_time_t clock_now(void); /* seconds since start */
 time_t clock_process_started(void);
 time_t clock_unix_now(void); /* process start + clock_now() */

@@ -47,6 +47,9 @@ struct item {
 };
 
 #define ITEM_HEADER_SIZE offsetof(struct item, data)
+/* memcached 1.6's item header on a 64-bit build, the base of its slab class
+ * sizes (-n is added to it); ours is a little larger (ITEM_HEADER_SIZE). */
+#define MEMCACHED_ITEM_HEADER_SIZE 48
 
 enum {
     ITEM_LINKED = 1,        /* in the hash table and its LRU */

@@ -34,11 +34,6 @@
 #define EVICT_TRIES 10 /* tail pulls before an allocation gives up */
 #define ARITH_MAX_DIGITS 20
 
-/* memcached's own item overhead, used only so that the -I limit rejects
- * exactly the items memcached rejects: 48-byte header, CAS, key + NUL,
- * "\r\n" after the value, flags when non-zero. */
-#define MEMCACHED_HEADER 48
-
 static atomic_uint_fast64_t cas_counter;
 static _Atomic rel_time_t oldest_live;  /* flush_all boundary, 0 = none */
 static atomic_uint_fast64_t oldest_cas; /* items with cas <= this are flushed */
@@ -166,7 +161,8 @@ static bool item_is_flushed(const struct item *it, rel_time_t now)
     if (oldest == 0 || oldest > now)
         return false;
     return item_time_load(&it->time) <= oldest ||
-           it->cas <= atomic_load_explicit(&oldest_cas, memory_order_relaxed);
+           (storage_rt.cfg.use_cas &&
+            it->cas <= atomic_load_explicit(&oldest_cas, memory_order_relaxed));
 }
 
 static bool item_is_expired(const struct item *it, rel_time_t now)
@@ -194,8 +190,11 @@ void items_set_oldest_live(rel_time_t when)
 {
     rel_time_t now = clock_now();
     rel_time_t boundary = (when == 0 || when <= now) ? now : when;
-    rel_time_t oldest = boundary - 1;
-    if (oldest <= now)
+    /* as memcached: with CAS, items stored in the flush's own second are
+     * told apart by their CAS (older ones are flushed); under -C every item
+     * of that second counts as flushed, even one stored just after */
+    rel_time_t oldest = storage_rt.cfg.use_cas ? boundary - 1 : boundary;
+    if (storage_rt.cfg.use_cas && oldest <= now)
         atomic_store(&oldest_cas, atomic_load(&cas_counter));
     atomic_store(&oldest_live, oldest == 0 ? 1 : oldest);
 }
@@ -514,6 +513,11 @@ static void *borrow_chunk(unsigned cls, bool value, unsigned *got)
 static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
 {
     *got = cls;
+    /* flat, as memcached does before each allocation: memory of an expired
+     * or flushed item at COLD's tail is used again first (stats "reclaimed";
+     * segmented, the LRU maintainer reclaims tails) */
+    if (!lru_is_segmented())
+        item_pull_tail(cls, LRU_COLD, 0, 0, 0);
     void *p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
     if (p)
         return p;
@@ -554,7 +558,10 @@ static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
 
 static size_t memcached_item_size(size_t nkey, uint32_t flags, size_t nbytes)
 {
-    return MEMCACHED_HEADER + (storage_rt.cfg.use_cas ? 8 : 0) + nkey + 1 + nbytes + 2 +
+    /* memcached's own item overhead, used only so that the -I limit rejects
+     * exactly the items memcached rejects: its header, CAS, key + NUL,
+     * "\r\n" after the value, flags when non-zero */
+    return MEMCACHED_ITEM_HEADER_SIZE + (storage_rt.cfg.use_cas ? 8 : 0) + nkey + 1 + nbytes + 2 +
            (flags ? sizeof(uint32_t) : 0);
 }
 

@@ -2,9 +2,9 @@
  * main.c: start-up and shutdown of memcached-rdma. Parses the command line,
  * prepares the process (limits, daemon, user, pid file), starts the storage
  * engine, the workers and the listeners, runs the listener thread's event
- * loop (accepts, the one-second clock, signals; SIGHUP reloads the -Y
- * auth file) and, on SIGTERM/SIGINT (or "shutdown"), takes everything down
- * in reverse order of creation. Owns no protocol and no connection logic.
+ * loop (accepts, signals; SIGHUP reloads the -Y auth file) and, on
+ * SIGTERM/SIGINT (or "shutdown"), takes everything down in reverse order of
+ * creation. Owns no protocol and no connection logic.
  */
 #include "config.h"
 
@@ -41,14 +41,6 @@
 #include "stats_detail.h"
 #include "thread.h"
 #include "watch.h"
-
-static void clock_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-    clock_tick();
-}
 
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
 {
@@ -207,7 +199,7 @@ int main(int argc, char **argv)
 {
     int status = EXIT_FAILURE;
     struct event_base *base = NULL;
-    struct event *clock_ev = NULL, *sigint_ev = NULL, *sigterm_ev = NULL, *sigusr1_ev = NULL;
+    struct event *sigint_ev = NULL, *sigterm_ev = NULL, *sigusr1_ev = NULL;
     struct event *sighup_ev = NULL;
     bool pid_written = false, storage_up = false, workers_up = false;
 
@@ -294,17 +286,14 @@ int main(int argc, char **argv)
         storage_crawler_set_tocrawl((unsigned)settings.lru_crawler_tocrawl);
     /* signals first: a SIGTERM right after the port opens must stop the
      * server cleanly */
-    clock_ev = event_new(base, -1, EV_PERSIST, clock_cb, NULL);
     sigint_ev = evsignal_new(base, SIGINT, signal_cb, base);
     sigterm_ev = evsignal_new(base, SIGTERM, signal_cb, base);
     sigusr1_ev = evsignal_new(base, SIGUSR1, signal_cb, base);
     sighup_ev = evsignal_new(base, SIGHUP, sighup_cb, NULL);
-    struct timeval second = {1, 0};
-    if (!clock_ev || !sigint_ev || !sigterm_ev || !sigusr1_ev || !sighup_ev ||
-        event_add(clock_ev, &second) != 0 || event_add(sigint_ev, NULL) != 0 ||
+    if (!sigint_ev || !sigterm_ev || !sigusr1_ev || !sighup_ev || event_add(sigint_ev, NULL) != 0 ||
         event_add(sigterm_ev, NULL) != 0 || event_add(sigusr1_ev, NULL) != 0 ||
         event_add(sighup_ev, NULL) != 0) {
-        log_msg(LOG_ALWAYS, "failed to set up the clock and signal events");
+        log_msg(LOG_ALWAYS, "failed to set up the signal events");
         goto out_events;
     }
     if (listeners_open(base) != 0) {
@@ -334,8 +323,6 @@ out_events:
         event_free(sigterm_ev);
     if (sigint_ev)
         event_free(sigint_ev);
-    if (clock_ev)
-        event_free(clock_ev);
     listeners_close();
     net_rdma_close();
 out_workers:

@@ -485,23 +485,25 @@ int listeners_open(struct event_base *base)
     if (settings.socketpath)
         return open_unix(base);
 
-    if (settings.port == 0) {
-        log_msg(LOG_WARN, "TCP disabled (-p 0)"); /* as memcached: port 0 is off */
-        return 0;
-    }
-    const char *list = settings.inter ? settings.inter : "127.0.0.1";
-    if (!settings.inter)
-        log_msg(LOG_ALWAYS, "no -l given: listening on 127.0.0.1 only (memcached listens on "
-                            "every interface; use -l 0.0.0.0 for that)");
+    /* the port file exists even with nothing to list in it (memcached's) */
     struct portfile portfile;
     portfile_open(&portfile);
-    char *copy = strdup(list);
-    int rc = copy ? 0 : -1;
-    char *save = NULL;
-    for (char *spec = copy ? strtok_r(copy, ",; ", &save) : NULL; spec && rc == 0;
-         spec = strtok_r(NULL, ",; ", &save))
-        rc = open_tcp(base, spec, portfile.f);
-    free(copy);
+    int rc = 0;
+    if (settings.port == 0) {
+        log_msg(LOG_WARN, "TCP disabled (-p 0)"); /* as memcached: port 0 is off */
+    } else {
+        const char *list = settings.inter ? settings.inter : "127.0.0.1";
+        if (!settings.inter)
+            log_msg(LOG_ALWAYS, "no -l given: listening on 127.0.0.1 only (memcached listens on "
+                                "every interface; use -l 0.0.0.0 for that)");
+        char *copy = strdup(list);
+        rc = copy ? 0 : -1;
+        char *save = NULL;
+        for (char *spec = copy ? strtok_r(copy, ",; ", &save) : NULL; spec && rc == 0;
+             spec = strtok_r(NULL, ",; ", &save))
+            rc = open_tcp(base, spec, portfile.f);
+        free(copy);
+    }
     /* with UDP on, udp_open adds its lines, then renames */
     portfile_close(&portfile, settings.udpport == 0);
     return rc;

@@ -332,6 +332,7 @@ static void bin_value_done(struct conn *c, const char *trailer, size_t trailer_l
 
     STAT_INCR(ws, set_cmds);
     uint64_t new_cas = 0;
+    watch_store_lookup(it, c->fd);
     enum store_result res = item_store(it, op, req_cas, &new_cas);
     watch_item_store(it, res, op, c->fd);
     item_release(it);

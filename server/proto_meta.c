@@ -718,6 +718,7 @@ static void ms_value_done(struct conn *c, const char *trailer, size_t trailer_le
     }
     enum store_op op = (enum store_op)(c->value.op & MS_OP_MASK);
     uint64_t cas_out = 0;
+    watch_store_lookup(it, c->fd);
     enum store_result res = item_store(it, op, c->value.cas, &cas_out);
     if (res == STORE_EXISTS && (c->value.op & MS_STALE))
         res = store_stale(it, c->value.cas, &cas_out);

@@ -373,6 +373,7 @@ static void text_value_done(struct conn *c, const char *trailer, size_t trailer_
         item_release(it);
         return;
     }
+    watch_store_lookup(it, c->fd);
     enum store_result res = item_store(it, store_ops[op], c->value.cas, NULL);
     watch_item_store(it, res, store_ops[op], c->fd);
     item_release(it);

@@ -39,7 +39,7 @@ void settings_unlock(void)
 
 const char *settings_version(void)
 {
-    return COMPAT_VERSION "-rdma-" PACKAGE_VERSION;
+    return COMPAT_VERSION;
 }
 
 const char *settings_protocol_name(enum binding_protocol p)
@@ -195,6 +195,8 @@ struct parse_state {
     char *slab_sizes_copy;
     int napi_ids;        /* -N */
     bool protocol_given; /* -B */
+    bool tcp_port_given; /* -p */
+    bool udp_port_given; /* -U */
 };
 
 /* memcached's checks of -o slab_sizes; the sizes go to s->slab_sizes. */
@@ -815,6 +817,9 @@ static bool check_combination(struct settings *s, struct parse_state *ps, long l
         return false;
     if (!ps->slab_sizes_given)
         s->slab_sizes_count = 0;
+    /* as memcached: -U without -p listens for TCP on the UDP port too */
+    if (ps->udp_port_given && s->udpport != 0 && !ps->tcp_port_given)
+        s->port = s->udpport;
     if (s->port > 65535 || s->udpport > 65535) {
         fprintf(errout, "ERROR: Invalid port number %d.\n", s->port > 65535 ? s->port : s->udpport);
         return false;
@@ -890,9 +895,11 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             /* -1: any free port, as memcached; the range is checked once
              * every flag is read, and a negative port fails to listen */
             s->port = (int)lenient_int(optarg);
+            ps->tcp_port_given = true;
             break;
         case 'U':
             s->udpport = (int)lenient_int(optarg); /* as -p */
+            ps->udp_port_given = true;
             break;
         case 's':
             if (!replace_string(&s->socketpath, optarg, errout))

@@ -25,6 +25,7 @@
 #include "net_sock.h"
 #include "net_tls.h"
 #include "settings.h"
+#include "stats_detail.h"
 #include "thread.h"
 #include "watch.h"
 
@@ -106,6 +107,7 @@ void stats_reset(void)
     listen_disabled_baseline = __atomic_load_n(&listen_disabled_num, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&baseline_lock);
     storage_stats_reset();
+    stats_detail_clear();
 }
 
 static void emit_u64(stat_emit_fn emit, void *ctx, const char *name, uint64_t v)
@@ -170,6 +172,25 @@ static void rest_of_storage_stats(struct storage_stats *ss, stat_emit_fn emit, v
         if (!ss->v[i].used)
             emit(ctx, ss->v[i].name, ss->v[i].value);
     free(ss->v);
+}
+
+/* memcached leaves out the crawler's names under -o no_lru_crawler and the
+ * LRU maintainer's under -o no_lru_maintainer: so do we. */
+static void drop_stats_memcached_hides(struct storage_stats *ss)
+{
+    static const char *const crawler[] = {"lru_crawler_running", "lru_crawler_starts"};
+    static const char *const maintainer[] = {
+        "lru_maintainer_juggles", "evicted_active",  "moves_to_cold",    "moves_to_warm",
+        "moves_within_lru",       "direct_reclaims", "lru_bumps_dropped"};
+    for (size_t i = 0; i < ss->n; i++) {
+        for (size_t k = 0; !settings.lru_crawler && k < sizeof(crawler) / sizeof(*crawler); k++)
+            if (strcmp(ss->v[i].name, crawler[k]) == 0)
+                ss->v[i].used = true;
+        for (size_t k = 0; !settings.lru_maintainer && k < sizeof(maintainer) / sizeof(*maintainer);
+             k++)
+            if (strcmp(ss->v[i].name, maintainer[k]) == 0)
+                ss->v[i].used = true;
+    }
 }
 
 void (*stats_general_extra)(stat_emit_fn emit, void *ctx);
@@ -242,6 +263,8 @@ void stats_report_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "store_no_memory", D(store_no_memory));
     emit_u64(emit, ctx, "auth_cmds", D(auth_cmds));
     emit_u64(emit, ctx, "auth_errors", D(auth_errors));
+    if (settings.idle_timeout)
+        emit_u64(emit, ctx, "idle_kicks", D(idle_kicks));
     emit_u64(emit, ctx, "bytes_read", D(bytes_read));
     emit_u64(emit, ctx, "bytes_written", D(bytes_written));
     place_storage_stat(&ss, "limit_maxbytes", emit, ctx);
@@ -265,7 +288,11 @@ void stats_report_general(stat_emit_fn emit, void *ctx)
     net_tls_stats(emit, ctx);
     if (stats_general_extra)
         stats_general_extra(emit, ctx);
+    drop_stats_memcached_hides(&ss);
     rest_of_storage_stats(&ss, emit, ctx);
+    /* memcached's last two names; -N (NAPI ids) is not supported here */
+    emit_u64(emit, ctx, "unexpected_napi_ids", 0);
+    emit_u64(emit, ctx, "round_robin_fallback", 0);
 }
 
 void stats_report_settings(stat_emit_fn emit, void *ctx)
@@ -339,6 +366,9 @@ void stats_report_settings(stat_emit_fn emit, void *ctx)
     emit(ctx, "num_napi_ids", "(null)");
     emit(ctx, "memory_file", "(null)");
     net_tls_settings_stats(emit, ctx);
+    /* "version" says which memcached this server answers as (1.6.18, the
+     * form clients' version parsers expect); this line says what it is */
+    emit(ctx, "memcached_rdma_version", PACKAGE_VERSION);
 }
 
 /* "stats conns": one group per connection, by file descriptor. */

@@ -41,6 +41,7 @@
     X(bytes_read)                                                                                  \
     X(bytes_written)                                                                               \
     X(conn_yields)                                                                                 \
+    X(idle_kicks)                                                                                  \
     X(response_obj_oom)                                                                            \
     X(response_obj_count)                                                                          \
     X(read_buf_count)                                                                              \

@@ -199,6 +199,11 @@ char *stats_detail_reply(const char *arg, size_t *len)
 
 void stats_detail_free(void)
 {
+    stats_detail_clear();
+}
+
+void stats_detail_clear(void)
+{
     pthread_mutex_lock(&detail_lock);
     for (unsigned b = 0; b < PREFIX_BUCKETS; b++) {
         while (buckets[b]) {

@@ -35,6 +35,8 @@ struct stats_detail_cursor *stats_detail_dump_open(void);
 size_t stats_detail_dump_fill(struct stats_detail_cursor *cur, char *buf, size_t room, bool *done);
 void stats_detail_dump_close(struct stats_detail_cursor *cur);
 
+/* Forgets every prefix ("stats reset", as memcached). */
+void stats_detail_clear(void);
 /* Frees the prefix table (at shutdown, after the workers stopped). */
 void stats_detail_free(void);
 

@@ -21,7 +21,6 @@
 #define ITEM_SIZE_MAX_UPPER (1024 * 1024 * 1024)
 #define CRAWLER_SLEEP_US 100
 #define CRAWLER_INTERVAL_S 5
-#define MEMCACHED_ITEM_HEADER 48
 
 struct storage_runtime storage_rt;
 static bool threads_started;
@@ -89,10 +88,9 @@ int storage_init(const struct storage_config *given, char *errbuf, size_t errlen
         .mem_limit = cfg.maxbytes,
         .factor = cfg.factor,
         .min_chunk = cfg.chunk_size,
-        /* memcached's 48-byte item header: the classes (and their ids,
-         * which stats and tests name) are memcached's; our items are
-         * smaller, so each fits the class memcached would use or one below */
-        .header_size = MEMCACHED_ITEM_HEADER,
+        /* memcached's item header (48 bytes on 64-bit), not ours: the class
+         * sizes (and so the class ids clients and tools see) are memcached's */
+        .header_size = MEMCACHED_ITEM_HEADER_SIZE,
         .page_size = cfg.slab_page_size,
         .chunk_max = cfg.slab_chunk_max,
         .sizes = cfg.slab_sizes,

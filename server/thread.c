@@ -90,6 +90,7 @@ static void idle_cb(evutil_socket_t fd, short what, void *arg)
             now - c->last_cmd_time > settings.idle_timeout) {
             log_msg(LOG_CMDS, "<%d closing idle connection", c->fd);
             c->close_reason = CLOSE_IDLE_TIMEOUT;
+            STAT_INCR(&w->stats, idle_kicks);
             conn_close(c);
         }
         c = next;

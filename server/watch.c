@@ -214,7 +214,7 @@ const char *watch_key(char *buf, size_t len, const char *key, size_t nkey)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t o = 0;
-    for (size_t i = 0; i < nkey && o + 4 < len; i++) {
+    for (size_t i = 0; i < nkey && o + 4 <= len; i++) { /* 3 bytes and the NUL */
         unsigned char ch = (unsigned char)key[i];
         if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
             ch == '-' || ch == '.' || ch == '_' || ch == '~') {

@@ -64,6 +64,14 @@ static inline void watch_item_get(const char *key, size_t nkey, const item *it, 
     if (watch_wants(WATCH_FETCHERS))
         watch_log_item_get(key, nkey, it, cfd);
 }
+/* A store looks up the key's current item first: memcached logs that
+ * lookup as an item_get (found or not_found) before the item_store. */
+void watch_log_store_lookup(const item *it, int cfd);
+static inline void watch_store_lookup(const item *it, int cfd)
+{
+    if (watch_wants(WATCH_FETCHERS))
+        watch_log_store_lookup(it, cfd);
+}
 static inline void watch_item_store(const item *it, enum store_result res, enum store_op op,
                                     int cfd)
 {

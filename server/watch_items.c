@@ -18,6 +18,14 @@ void watch_log_item_get(const char *key, size_t nkey, const item *it, int cfd)
               it ? item_class(it) : 0, cfd, it ? item_nbytes(it) : 0);
 }
 
+void watch_log_store_lookup(const item *it, int cfd)
+{
+    item *old = item_peek(item_key(it), item_nkey(it));
+    watch_log_item_get(item_key(it), item_nkey(it), old, cfd);
+    if (old)
+        item_release(old);
+}
+
 void watch_log_item_store(const item *it, enum store_result res, enum store_op op, int cfd)
 {
     static const char *const cmds[] = {

@@ -173,6 +173,13 @@ static bool placement_ready(struct lmr_client *c)
     return true;
 }
 
+void memcached_autoeject(memcached_st *ptr)
+{
+    struct lmr_client *c = lmr_client_of(ptr);
+    if (c != NULL)
+        (void)placement_ready(c);
+}
+
 uint32_t lmr_client_pick_index(struct lmr_client *c, const char *key, size_t key_length)
 {
     if (!placement_ready(c) || c->placement_count == 0)
@@ -274,6 +281,7 @@ static struct lmr_client *client_new(memcached_st *root)
         return NULL;
     c->root = root;
     lmr_behaviors_defaults(&c->behaviors);
+    lmr_allocators_default(&c->allocators);
     c->point_hash = c->behaviors.key_hash;
     return c;
 }
@@ -375,6 +383,7 @@ memcached_st *memcached_clone(memcached_st *clone, const memcached_st *source)
     struct lmr_client *c = copy->impl;
     c->behaviors = src->behaviors;
     c->user_data = src->user_data;
+    c->allocators = src->allocators;
     c->on_clone = src->on_clone;
     c->on_cleanup = src->on_cleanup;
     c->on_get_miss = src->on_get_miss;

@@ -58,6 +58,24 @@ struct lmr_behaviors {
     uint64_t ec_threshold;
 };
 
+/* The allocators of memory handed to the caller (allocators.c). */
+struct lmr_allocators {
+    memcached_malloc_fn malloc_fn;
+    memcached_free_fn free_fn;
+    memcached_realloc_fn realloc_fn;
+    memcached_calloc_fn calloc_fn;
+    void *context;
+    bool custom; /* false: the C library's (the functions above wrap it) */
+};
+/* The C library's allocators, wrapped as libmemcached's function types. */
+void lmr_allocators_default(struct lmr_allocators *a);
+/* n bytes from ptr's malloc, for memory handed to the caller. */
+void *lmr_caller_alloc(const memcached_st *ptr, size_t n);
+/* Hands buf (from malloc, length bytes plus a terminating NUL) to the caller:
+ * buf itself under the C library's allocators, else a copy from the custom
+ * malloc (buf is freed). NULL if that allocation fails. */
+char *lmr_caller_buffer(const memcached_st *ptr, char *buf, size_t length);
+
 struct lmr_client {
     memcached_st *root;
     memcached_instance_st **servers;
@@ -89,6 +107,7 @@ struct lmr_client {
      * the credentials behind them when memcached_set_sasl_auth_data made them */
     const sasl_callback_t *sasl_callbacks;
     struct lmr_sasl_auth *sasl_auth;
+    struct lmr_allocators allocators;               /* memcached_set_memory_allocators */
     char namespace_prefix[MEMCACHED_MAX_NAMESPACE]; /* MEMCACHED_CALLBACK_PREFIX_KEY */
     size_t namespace_length;
     uint32_t next_opaque;                     /* binary protocol request ids */

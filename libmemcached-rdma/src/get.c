@@ -43,9 +43,11 @@ static char *read_through(memcached_st *ptr, struct lmr_client *c, const char *k
         if (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_BUFFERED) {
             set_outputs(value_length, flags, memcached_result_length(&filled),
                         memcached_result_flags(&filled));
+            size_t length = memcached_result_length(&filled);
             value = memcached_result_take_value(&filled);
             if (value == NULL) /* an empty value still yields a string */
                 value = calloc(1, 1);
+            value = lmr_caller_buffer(ptr, value, length);
             *error = value != NULL ? rc : MEMCACHED_MEMORY_ALLOCATION_FAILURE;
         }
     }
@@ -103,15 +105,16 @@ char *memcached_get_by_key(memcached_st *ptr, const char *group_key, size_t grou
         return NULL;
     }
     char *value = req.lib_buffer;
+    size_t length = req.value_length;
     set_outputs(value_length, flags, req.value_length, req.flags);
     req.lib_buffer = NULL;
     req.lib_capacity = 0;
     lmr_request_release(&req);
-    if (value == NULL) { /* an empty value still yields a string */
+    if (value == NULL) /* an empty value still yields a string */
         value = calloc(1, 1);
-        if (value == NULL)
-            *error = lmr_client_result(c, MEMCACHED_MEMORY_ALLOCATION_FAILURE, NULL);
-    }
+    value = lmr_caller_buffer(ptr, value, value ? length : 0);
+    if (value == NULL)
+        *error = lmr_client_result(c, MEMCACHED_MEMORY_ALLOCATION_FAILURE, NULL);
     return value;
 }
 
@@ -324,10 +327,11 @@ char *memcached_fetch(memcached_st *ptr, char *key, size_t *key_length, size_t *
     if (key_length != NULL)
         *key_length = f->key_length;
     set_outputs(value_length, flags, f->value_length, f->flags);
-    char *value = f->value;
+    char *value = lmr_caller_buffer(ptr, f->value, f->value_length);
     f->value = NULL;
     lmr_fetched_free(f);
-    *error = lmr_client_result(c, MEMCACHED_SUCCESS, NULL);
+    *error = lmr_client_result(
+        c, value != NULL ? MEMCACHED_SUCCESS : MEMCACHED_MEMORY_ALLOCATION_FAILURE, NULL);
     return value;
 }
 

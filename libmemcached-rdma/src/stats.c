@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client.h"
+
 /* Every pair received, as "name\0value\0" strings. */
 struct lmr_stat_pairs {
     size_t count, capacity;
@@ -147,7 +149,6 @@ static bool known_field_text(const memcached_stat_st *st, const char *name, char
 char *memcached_stat_get_value(const memcached_st *ptr, memcached_stat_st *memc_stat,
                                const char *key, memcached_return_t *error)
 {
-    (void)ptr;
     memcached_return_t unused;
     if (error == NULL)
         error = &unused;
@@ -169,37 +170,55 @@ char *memcached_stat_get_value(const memcached_st *ptr, memcached_stat_st *memc_
         *error = MEMCACHED_INVALID_ARGUMENTS; /* a name the server did not send, as libmemcached */
         return NULL;
     }
-    char *copy = strdup(found);
+    char *copy = lmr_caller_buffer(ptr, strdup(found), strlen(found));
     *error = copy ? MEMCACHED_SUCCESS : MEMCACHED_MEMORY_ALLOCATION_FAILURE;
     return copy;
 }
 
+/* libmemcached's fixed list: the names of memcached_stat_st's fields, the
+ * same whatever the server sent (memcached_stat_get_value reads any name). */
+static const char *const stat_key_names[] = {"pid",
+                                             "uptime",
+                                             "time",
+                                             "version",
+                                             "pointer_size",
+                                             "rusage_user",
+                                             "rusage_system",
+                                             "curr_items",
+                                             "total_items",
+                                             "bytes",
+                                             "curr_connections",
+                                             "total_connections",
+                                             "connection_structures",
+                                             "cmd_get",
+                                             "cmd_set",
+                                             "get_hits",
+                                             "get_misses",
+                                             "evictions",
+                                             "bytes_read",
+                                             "bytes_written",
+                                             "limit_maxbytes",
+                                             "threads",
+                                             NULL};
+
 char **memcached_stat_get_keys(memcached_st *ptr, memcached_stat_st *memc_stat,
                                memcached_return_t *error)
 {
-    (void)ptr;
+    (void)memc_stat;
     memcached_return_t unused;
     if (error == NULL)
         error = &unused;
-    const struct lmr_stat_pairs *p = memc_stat ? memc_stat->impl : NULL;
-    size_t count = p ? p->count : 0;
-    size_t bytes = (count + 1) * sizeof(char *);
-    for (size_t i = 0; i < count; i++)
-        bytes += strlen(p->pairs[i]) + 1;
+    if (ptr == NULL) {
+        *error = MEMCACHED_INVALID_ARGUMENTS;
+        return NULL;
+    }
     /* one block: the caller releases it with a single free() */
-    char **list = malloc(bytes);
+    char **list = lmr_caller_alloc(ptr, sizeof(stat_key_names));
     if (list == NULL) {
         *error = MEMCACHED_MEMORY_ALLOCATION_FAILURE;
         return NULL;
     }
-    char *text = (char *)(list + count + 1);
-    for (size_t i = 0; i < count; i++) {
-        size_t len = strlen(p->pairs[i]) + 1;
-        memcpy(text, p->pairs[i], len);
-        list[i] = text;
-        text += len;
-    }
-    list[count] = NULL;
+    memcpy(list, stat_key_names, sizeof(stat_key_names));
     *error = MEMCACHED_SUCCESS;
     return list;
 }

@@ -304,6 +304,18 @@ static void test_bad_keys(memcached_st *memc, bool binary)
     } else {
         is_rc(memcached_set(memc, "a b", 3, "v", 1, 0, 0), MEMCACHED_SUCCESS,
               "key with a space is fine in binary");
+        char *got = memcached_get(memc, "a b", 3, &len, &flags, &rc);
+        ok(got && len == 1 && got[0] == 'v', "... and reads back");
+        free(got);
+        is_rc(memcached_set(memc, "a\r\nb\t", 5, "w", 1, 0, 0), MEMCACHED_SUCCESS,
+              "key with control characters is fine in binary");
+        got = memcached_get(memc, "a\r\nb\t", 5, &len, &flags, &rc);
+        ok(got && len == 1 && got[0] == 'w', "... and reads back");
+        free(got);
+        /* gone again: a text-protocol dump would list it as raw bytes */
+        is_rc(memcached_delete(memc, "a\r\nb\t", 5, 0), MEMCACHED_SUCCESS, "... and deletes");
+        is_rc(memcached_delete(memc, "a b", 3, 0), MEMCACHED_SUCCESS,
+              "delete the key with a space");
     }
     is_rc(memcached_set(memc, "after-bad", 9, "v", 1, 0, 0), MEMCACHED_SUCCESS,
           "connection still usable after bad keys");
@@ -362,11 +374,40 @@ static void test_server_ops(memcached_st *memc)
     char *none = memcached_stat_get_value(memc, st, "no_such_stat", &rc);
     ok(none == NULL && rc == MEMCACHED_INVALID_ARGUMENTS,
        "stat_get_value of an unknown name: INVALID_ARGUMENTS");
+    /* libmemcached's fixed list of memcached_stat_st's names, whatever the
+     * server sent (memcached sends about 90 names) */
+    static const char *const fixed_keys[] = {"pid",
+                                             "uptime",
+                                             "time",
+                                             "version",
+                                             "pointer_size",
+                                             "rusage_user",
+                                             "rusage_system",
+                                             "curr_items",
+                                             "total_items",
+                                             "bytes",
+                                             "curr_connections",
+                                             "total_connections",
+                                             "connection_structures",
+                                             "cmd_get",
+                                             "cmd_set",
+                                             "get_hits",
+                                             "get_misses",
+                                             "evictions",
+                                             "bytes_read",
+                                             "bytes_written",
+                                             "limit_maxbytes",
+                                             "threads",
+                                             NULL};
     char **keys = memcached_stat_get_keys(memc, st, &rc);
-    int n = 0, has_version = 0;
-    for (char **k = keys; k && *k; k++, n++)
-        has_version |= strcmp(*k, "version") == 0;
-    ok(keys != NULL && n > 10 && has_version, "stat_get_keys lists the names (%d)", n);
+    int n = 0, same = keys != NULL && rc == MEMCACHED_SUCCESS;
+    for (char **k = keys; same && *k; k++, n++)
+        same = fixed_keys[n] != NULL && strcmp(*k, fixed_keys[n]) == 0;
+    ok(same && fixed_keys[n] == NULL, "stat_get_keys returns libmemcached's 22 names (%d)", n);
+    free(keys);
+    keys = memcached_stat_get_keys(memc, NULL, &rc);
+    ok(keys != NULL && keys[0] != NULL && strcmp(keys[0], "pid") == 0,
+       "stat_get_keys without a stat gives the same list");
     free(keys);
     memcached_stat_free(memc, st);
 
@@ -1052,6 +1093,148 @@ static void test_callbacks(const struct test_server *s)
     ok(cleanup_calls == 2, "... for the original too");
 }
 
+/* Counting allocators: every block they hand out is remembered, so the
+ * test can tell that memory the library returned came from them. */
+#define TRACKED_MAX 256
+static void *tracked[TRACKED_MAX];
+static int tracked_allocs, tracked_frees, foreign_frees;
+static const char alloc_context[] = "allocator context";
+
+static void *track(void *mem)
+{
+    for (int i = 0; mem && i < TRACKED_MAX; i++)
+        if (tracked[i] == NULL) {
+            tracked[i] = mem;
+            tracked_allocs++;
+            return mem;
+        }
+    return mem;
+}
+
+static bool untrack(void *mem)
+{
+    for (int i = 0; mem && i < TRACKED_MAX; i++)
+        if (tracked[i] == mem) {
+            tracked[i] = NULL;
+            return true;
+        }
+    return false;
+}
+
+static void *counting_malloc(const memcached_st *ptr, const size_t size, void *context)
+{
+    (void)ptr;
+    (void)context;
+    return track(malloc(size));
+}
+
+static void counting_free(const memcached_st *ptr, void *mem, void *context)
+{
+    (void)ptr;
+    (void)context;
+    if (mem == NULL)
+        return;
+    if (untrack(mem))
+        tracked_frees++;
+    else
+        foreign_frees++;
+    free(mem);
+}
+
+static void *counting_realloc(const memcached_st *ptr, void *mem, const size_t size, void *context)
+{
+    (void)ptr;
+    (void)context;
+    untrack(mem);
+    return track(realloc(mem, size));
+}
+
+static void *counting_calloc(const memcached_st *ptr, size_t nelem, const size_t elsize,
+                             void *context)
+{
+    (void)ptr;
+    (void)context;
+    return track(calloc(nelem, elsize));
+}
+
+static void test_memory_allocators(const struct test_server *s)
+{
+    memcached_st *memc = client_for(s, false);
+    memcached_malloc_fn m = NULL;
+    memcached_free_fn f = NULL;
+    memcached_realloc_fn r = NULL;
+    memcached_calloc_fn c = NULL;
+    memcached_get_memory_allocators(memc, &m, &f, &r, &c);
+    ok(m && f && r && c, "get_memory_allocators: the defaults are functions");
+    void *probe = m(memc, 16, NULL);
+    ok(probe != NULL, "the default malloc allocates");
+    f(memc, probe, NULL);
+    is_rc(memcached_set_memory_allocators(memc, counting_malloc, NULL, counting_realloc,
+                                          counting_calloc, NULL),
+          MEMCACHED_INVALID_ARGUMENTS, "set_memory_allocators with one of them NULL");
+    is_rc(memcached_set_memory_allocators(memc, counting_malloc, counting_free, counting_realloc,
+                                          counting_calloc, (void *)alloc_context),
+          MEMCACHED_SUCCESS, "set_memory_allocators");
+    memcached_get_memory_allocators(memc, &m, &f, &r, &c);
+    ok(m == counting_malloc && f == counting_free && r == counting_realloc && c == counting_calloc,
+       "get_memory_allocators returns them");
+    ok(memcached_get_memory_allocators_context(memc) == alloc_context,
+       "get_memory_allocators_context returns the context");
+
+    is_rc(memcached_set(memc, "alloc-key", 9, "allocated", 9, 0, 0), MEMCACHED_SUCCESS,
+          "set under custom allocators");
+    size_t len = 0;
+    uint32_t flags = 0;
+    memcached_return_t rc;
+    char *value = memcached_get(memc, "alloc-key", 9, &len, &flags, &rc);
+    ok(value && len == 9 && memcmp(value, "allocated", 9) == 0, "get under custom allocators");
+    ok(untrack(value), "the value memcached_get returns comes from the custom allocators");
+    free(value);
+
+    const char *keys[] = {"alloc-key"};
+    size_t lens[] = {9};
+    memcached_mget(memc, keys, lens, 1);
+    char key[MEMCACHED_MAX_KEY];
+    size_t key_len = 0;
+    value = memcached_fetch(memc, key, &key_len, &len, &flags, &rc);
+    ok(value && len == 9, "fetch under custom allocators");
+    ok(untrack(value), "the value memcached_fetch returns comes from the custom allocators");
+    free(value);
+    while ((value = memcached_fetch(memc, key, &key_len, &len, &flags, &rc)) != NULL)
+        free(value);
+
+    memcached_stat_st *st = memcached_stat(memc, NULL, &rc);
+    char *pid = st ? memcached_stat_get_value(memc, st, "pid", &rc) : NULL;
+    if (OURS) /* libmemcached's comes from the C library's malloc */
+        ok(pid && untrack(pid),
+           "memcached_stat_get_value's string comes from the custom allocators");
+    untrack(pid);
+    free(pid);
+    char **names = st ? memcached_stat_get_keys(memc, st, &rc) : NULL;
+    ok(names && untrack(names), "memcached_stat_get_keys' list comes from the custom allocators");
+    free(names);
+    memcached_stat_free(memc, st);
+
+    memcached_st *copy = memcached_clone(NULL, memc);
+    memcached_get_memory_allocators(copy, &m, &f, &r, &c);
+    ok(m == counting_malloc && memcached_get_memory_allocators_context(copy) == alloc_context,
+       "memcached_clone keeps the allocators");
+    memcached_free(copy);
+
+    is_rc(memcached_set_memory_allocators(memc, NULL, NULL, NULL, NULL, NULL), MEMCACHED_SUCCESS,
+          "set_memory_allocators with all NULL restores the defaults");
+    memcached_get_memory_allocators(memc, &m, &f, &r, &c);
+    ok(m != counting_malloc && m != NULL && memcached_get_memory_allocators_context(memc) == NULL,
+       "... which get_memory_allocators returns");
+    value = memcached_get(memc, "alloc-key", 9, &len, &flags, &rc);
+    ok(value && !untrack(value), "values come from the C library again");
+    free(value);
+    memcached_free(memc);
+    if (OURS) /* libmemcached's memcached_free gives it blocks allocated before */
+        ok(foreign_frees == 0, "the custom free was never given memory it did not allocate (%d)",
+           foreign_frees);
+}
+
 static void test_unreachable(void)
 {
     memcached_st *m = memcached_create(NULL);
@@ -1073,6 +1256,18 @@ static void test_unreachable(void)
     ok(memcached_server_error(gone) != NULL, "server_error describes it");
     memcached_reset_last_disconnected_server(m);
     ok(memcached_server_get_last_disconnect(m) == NULL, "reset_last_disconnected_server");
+    memcached_free(m);
+}
+
+static void test_autoeject(const struct test_server *s)
+{
+    if (OURS) /* libmemcached dereferences NULL */
+        memcached_autoeject(NULL);
+    memcached_st *m = client_for(s, false);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_AUTO_EJECT_HOSTS, 1);
+    memcached_autoeject(m);
+    is_rc(memcached_set(m, "autoeject", 9, "v", 1, 0, 0), MEMCACHED_SUCCESS,
+          "memcached_autoeject keeps a live server in the placement");
     memcached_free(m);
 }
 
@@ -1112,6 +1307,8 @@ int main(void)
     test_server_lists(&tcp);
     test_socket_timeouts(&tcp);
     test_callbacks(&tcp);
+    test_memory_allocators(&tcp);
+    test_autoeject(&tcp);
     test_more_calls(&tcp);
     test_unreachable();
     test_strings();

@@ -52,6 +52,8 @@ t.is_(dump(c), {"PREFIX a get 2 hit 1 set 2 del 1",
       "off: counts kept, nothing more recorded")
 t.is_(c.cmd("stats detail"), "CLIENT_ERROR usage: stats detail on|off|dump", "no argument")
 t.is_(c.cmd("stats detail maybe"), "CLIENT_ERROR usage: stats detail on|off|dump", "bad argument")
+t.is_(c.cmd("stats reset"), "RESET", "stats reset")
+t.is_(dump(c), set(), "stats reset forgets every prefix")
 c.close()
 srv.stop()
 

@@ -11,7 +11,8 @@ my $srv = start_server('-m', '64');
 my $s = $srv->connect;
 
 mc_send($s, "version\r\n");
-like(mc_line($s), qr/^VERSION \S+\r\n\z/, 'version answers VERSION <version>');
+like(mc_line($s), qr/^VERSION \d+\.\d+\.\d+\r\n\z/,
+    'version answers VERSION <major>.<minor>.<patch>, the form version parsers accept');
 
 mc_is($s, "verbosity 1\r\n", "OK\r\n", 'verbosity 1');
 mc_is($s, "verbosity 0\r\n", "OK\r\n", 'verbosity 0');

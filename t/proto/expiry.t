@@ -86,6 +86,37 @@ ok($st->{cmd_flush} >= 4, "cmd_flush counts flush_all ($st->{cmd_flush})");
 
 close $s;
 $srv->stop;
+
+# Under -C (no CAS to tell items of the flush's second apart) an item
+# stored in the same second as flush_all, even just after it, is flushed;
+# with CAS it is kept. Retried when a second boundary falls in between.
+for my $cas (0, 1) {
+    my $srv = start_server('-m', '64', $cas ? () : ('-C'));
+    my $c = $srv->connect;
+    my ($seen, $same_second);
+    for (1 .. 5) {
+        my $before = int(time);
+        mc_is($c, "flush_all\r\n", "OK\r\n", 'flush_all') if $_ == 1;
+        mc_send($c, "flush_all\r\n") if $_ > 1;
+        mc_line($c) if $_ > 1;
+        mc_send($c, "set f 0 0 1\r\nx\r\n");
+        mc_line($c);
+        mc_send($c, "get f\r\n");
+        $seen = mc_line($c) =~ /^VALUE/ ? 1 : 0;
+        if ($seen) { mc_line($c); mc_line($c) }
+        $same_second = int(time) == $before;
+        last if $same_second;
+    }
+    SKIP: {
+        skip 'a second boundary fell between flush_all and get five times', 1 unless $same_second;
+        if ($cas) {
+            ok($seen, 'with CAS: an item stored right after flush_all is kept');
+        } else {
+            ok(!$seen, '-C: an item stored in the same second as flush_all is flushed too');
+        }
+    }
+    $srv->stop;
+}
 done_testing;
 
 # Checks that items with a 2 s lifetime are still there, unless this host

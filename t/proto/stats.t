@@ -113,6 +113,11 @@ is($set->{num_threads}, 3, 'settings num_threads follows -t');
 is($set->{item_size_max}, 2 * 1024 * 1024, 'settings item_size_max follows -I 2m');
 is($set->{cas_enabled}, 'yes', 'settings cas_enabled');
 is($set->{evictions}, 'on', 'settings evictions on without -M');
+if (target() eq 'ours') {
+    # "version" answers memcached's version; this line says what we are
+    like($set->{memcached_rdma_version}, qr/^\d+\.\d+\.\d+$/,
+        'settings memcached_rdma_version (ours only)');
+}
 # protocol.txt's settings table, as memcached 1.6 reports it (idle_time is
 # idle_timeout there; drop_privileges only exists on some builds).
 ok(exists $set->{$_}, "settings has $_") for qw(maxbytes maxconns tcpport udpport inter

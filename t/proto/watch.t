@@ -59,6 +59,24 @@ my $s = $srv->connect;
         'mg: an item_get line, found, with its class and size');
     ok((grep { / type=item_get key=nosuchkey status=not_found clsid=0 cfd=\d+ size=0$/ } @lines),
         'get of a missing key: not_found, class 0, size 0');
+    # a store looks its key up first, and memcached logs that lookup
+    my ($wz) = grep { / key=wz / } @lines;
+    like($wz // '', qr/ type=item_get key=wz status=not_found clsid=0 cfd=\d+ size=0$/,
+        'set of a new key: an item_get not_found line before its item_store');
+    my @wt = grep { / key=wt / } @lines;
+    like($wt[2] // '', qr/ type=item_get key=wt status=found clsid=[1-9]\d* cfd=\d+ size=1$/,
+        'add over an existing key: an item_get found line first') or diag(join "\n", @wt);
+    close $w;
+}
+
+# the longest key, URI-encoded: 250 '#' are 750 characters
+{
+    my $w = $srv->connect;
+    mc_is($w, "watch mutations\r\n", "OK\r\n", 'watch mutations');
+    my $key = '#' x 250;
+    mc_is($s, "set $key 0 0 1\r\nx\r\n", "STORED\r\n", 'set a 250-byte key');
+    my $line = mc_line($w, 5);
+    like($line, qr/ key=(?:%23){250} /, 'the whole key is logged, every byte encoded');
     close $w;
 }
 

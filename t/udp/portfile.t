@@ -3,6 +3,7 @@
 # system (-p -1 -U -1), as memcached 1.6.18 writes it: "TCP INET: <port>"
 # then "UDP INET: <port>" lines, the file appearing complete (written as
 # <name>.lck, then renamed); with -p 0 only the UDP line. Both ports serve.
+# -U without -p: TCP listens on the UDP port, as in memcached.
 import os
 import re
 import subprocess
@@ -12,7 +13,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "meta"))
 from mcconn import Conn, Udp  # noqa: E402
-from mctest import TAP  # noqa: E402
+from mctest import TAP, free_port  # noqa: E402
 
 t = TAP()
 binary = os.environ.get("MC_SERVER", "/usr/bin/memcached")
@@ -20,7 +21,8 @@ tmpdir = tempfile.mkdtemp(prefix="mcport-")
 
 
 def run(name, *args):
-    """Starts the server with a port file; returns (process, file lines)."""
+    """Starts the server with a port file; returns (process, file lines),
+    the lines None when no file appeared."""
     portfile = os.path.join(tmpdir, name)
     env = dict(os.environ, MEMCACHED_PORT_FILENAME=portfile)
     cmd = [binary, "-l", "127.0.0.1", "-m", "64"] + list(args)
@@ -31,7 +33,7 @@ def run(name, *args):
     deadline = time.time() + 10
     while time.time() < deadline and proc.poll() is None and not os.path.exists(portfile):
         time.sleep(0.02)
-    lines = []
+    lines = None
     if os.path.exists(portfile):
         with open(portfile) as f:
             lines = f.read().splitlines()
@@ -50,6 +52,7 @@ def stop(proc):
 
 proc, lines = run("both", "-p", "-1", "-U", "-1")
 try:
+    lines = lines or []
     t.is_(len(lines), 2, "-p -1 -U -1: two lines in the port file")
     tcp = re.fullmatch(r"TCP INET: (\d+)", lines[0]) if lines else None
     udp = re.fullmatch(r"UDP INET: (\d+)", lines[1]) if len(lines) > 1 else None
@@ -72,6 +75,7 @@ finally:
 
 proc, lines = run("udponly", "-p", "0", "-U", "-1")
 try:
+    lines = lines or []
     t.is_(len(lines), 1, "-p 0 -U -1: one line")
     udp = re.fullmatch(r"UDP INET: (\d+)", lines[0]) if lines else None
     t.ok(udp is not None and int(udp.group(1)) > 0, "it is UDP INET: <port> (got %r)" % lines)
@@ -82,6 +86,41 @@ try:
         t.ok(len(got) == 1 and got[0][1].startswith(b"VERSION "), "the UDP port serves")
     else:
         t.ok(False, "the UDP port serves")
+finally:
+    stop(proc)
+
+# nothing to listen on (-p 0 -U 0): the port file still appears, empty
+proc, lines = run("nothing", "-p", "0", "-U", "0")
+try:
+    t.is_(lines, [], "-p 0 -U 0: an empty port file")
+finally:
+    stop(proc)
+
+# -U without -p: memcached listens for TCP on the UDP port (issue 67)
+proc, lines = run("udpport", "-U", "-1")
+try:
+    lines = lines or []
+    t.is_(len(lines), 2, "-U -1 without -p: TCP and UDP lines")
+    tcp = re.fullmatch(r"TCP INET: (\d+)", lines[0]) if lines else None
+    t.ok(tcp is not None and int(tcp.group(1)) != 11211,
+         "TCP on a port the system chose, not 11211 (got %r)" % lines)
+finally:
+    stop(proc)
+for attempt in range(3):
+    port = free_port()
+    proc, lines = run("udpfixed", "-U", str(port))
+    if lines:
+        break
+    stop(proc)
+try:
+    t.is_(lines, ["TCP INET: %d" % port, "UDP INET: %d" % port],
+          "-U <port> without -p: TCP listens on the UDP port")
+    if lines:
+        c = Conn(port)
+        t.is_(c.cmd("version")[:8], "VERSION ", "the TCP port serves")
+        c.close()
+    else:
+        t.ok(False, "the TCP port serves")
 finally:
     stop(proc)
 

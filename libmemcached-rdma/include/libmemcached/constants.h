@@ -95,7 +95,6 @@ enum memcached_return_t {
     MEMCACHED_CONNECTION_SOCKET_CREATE_FAILURE = MEMCACHED_ERROR
 };
 typedef enum memcached_return_t memcached_return_t;
-typedef enum memcached_return_t memcached_return;
 
 enum memcached_behavior_t {
     MEMCACHED_BEHAVIOR_NO_BLOCK,               /* 0 */

@@ -7,6 +7,7 @@
 
 #include <libmemcached/constants.h>
 #include <libmemcached/types.h>
+#include <libmemcached/deprecated_types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -21,6 +22,20 @@ void memcached_quit(memcached_st *ptr);
 memcached_return_t memcached_flush_buffers(memcached_st *ptr);
 void *memcached_get_user_data(const memcached_st *ptr);
 void *memcached_set_user_data(memcached_st *ptr, void *data);
+
+/* Allocators for the memory handed to the caller (the values of
+ * memcached_get and memcached_fetch, memcached_stat_get_value's string,
+ * memcached_stat_get_keys' list), which the caller then releases with the
+ * free function given. All four, or all NULL for the C library's. */
+memcached_return_t memcached_set_memory_allocators(memcached_st *ptr,
+                                                   memcached_malloc_fn mem_malloc,
+                                                   memcached_free_fn mem_free,
+                                                   memcached_realloc_fn mem_realloc,
+                                                   memcached_calloc_fn mem_calloc, void *context);
+void memcached_get_memory_allocators(const memcached_st *ptr, memcached_malloc_fn *mem_malloc,
+                                     memcached_free_fn *mem_free, memcached_realloc_fn *mem_realloc,
+                                     memcached_calloc_fn *mem_calloc);
+void *memcached_get_memory_allocators_context(const memcached_st *ptr);
 /* Back to a new handle's state: no servers, default behaviors, no
  * namespace or callbacks. */
 memcached_return_t memcached_reset(memcached_st *ptr);
@@ -51,6 +66,10 @@ memcached_return_t memcached_server_add_udp(memcached_st *ptr, const char *hostn
 memcached_return_t memcached_server_add_udp_with_weight(memcached_st *ptr, const char *hostname,
                                                         in_port_t port, uint32_t weight);
 uint32_t memcached_server_count(const memcached_st *ptr);
+/* libmemcached 1.0's call: brings the key placement up to date now (ejected
+ * servers whose dead timeout has passed come back), which every call that
+ * places a key also does. */
+void memcached_autoeject(memcached_st *ptr);
 void memcached_servers_reset(memcached_st *ptr);
 const memcached_instance_st *memcached_server_instance_by_position(const memcached_st *ptr,
                                                                    uint32_t server_key);

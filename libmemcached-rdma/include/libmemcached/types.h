@@ -126,6 +126,14 @@ typedef memcached_return_t (*memcached_stat_fn)(const memcached_instance_st *ser
 typedef memcached_return_t (*memcached_dump_fn)(const memcached_st *ptr, const char *key,
                                                 size_t key_length, void *context);
 
+/* memcached_set_memory_allocators' functions (each gets the context given) */
+typedef void (*memcached_free_fn)(const memcached_st *ptr, void *mem, void *context);
+typedef void *(*memcached_malloc_fn)(const memcached_st *ptr, const size_t size, void *context);
+typedef void *(*memcached_realloc_fn)(const memcached_st *ptr, void *mem, const size_t size,
+                                      void *context);
+typedef void *(*memcached_calloc_fn)(const memcached_st *ptr, size_t nelem, const size_t elsize,
+                                     void *context);
+
 /* memcached_callback_set's function callbacks */
 typedef memcached_return_t (*memcached_clone_fn)(memcached_st *destination,
                                                  const memcached_st *source);
