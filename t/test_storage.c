@@ -1730,7 +1730,7 @@ static void test_stats(void)
     int n = 1000;
     for (int i = 0; i < n; i++) {
         snprintf(key, sizeof(key), "key:%010d", i);
-        store_full(key, val, 32, 0, 0, STORE_SET, 0, NULL, NULL);
+        store_full(key, val, 32, (uint32_t)(i & 1) * 16, 0, STORE_SET, 0, NULL, NULL);
     }
     unsigned long long bytes = general_stat("bytes");
     unsigned long long memcached_bytes = (48 + 8 + 14 + 1 + 32 + 2) * (unsigned long long)n;
