@@ -771,6 +771,10 @@ static enum proto_status process_metadump(struct conn *c, const char *list)
     }
     if (c->tp->datagram)
         return datagram_stream_refused(c, "lru_crawler metadump");
+    if (c->nresp > 0) { /* replies of earlier pipelined requests still queued */
+        out_string(c, false, "ERROR cannot pipeline other commands before metadump");
+        return PROTO_DONE;
+    }
     send_dump(c, classes, false, false, 0);
     return PROTO_DONE;
 }
