@@ -28,6 +28,8 @@
 #include "stats_detail.h"
 #include "thread.h"
 #include "tokenize.h"
+#include "flash.h"
+#include "value_fetch.h"
 #include "growbuf.h"
 #include "numbers.h"
 #include "watch.h"
@@ -161,7 +163,7 @@ static void process_get(struct conn *c, struct token *tokens, bool return_cas, b
             *p++ = '\r';
             *p++ = '\n';
             r->head_len = (uint16_t)(p - r->head);
-            resp_set_item(r, it, true);
+            conn_resp_set_value(c, r, it, true, "", 0); /* a miss: nothing */
             last = r;
             if (log_enabled(LOG_CMDS))
                 log_msg(LOG_CMDS, ">%d sending key %.*s", c->fd, (int)nkey, key);
@@ -838,6 +840,8 @@ static void process_stats(struct conn *c, struct token *tokens, size_t ntokens)
         storage_stats_slabs(emit_stat_line, &t);
     else if (strcmp(sub, "sizes") == 0)
         storage_stats_sizes(emit_stat_line, &t);
+    else if (strcmp(sub, "extstore") == 0 && flash_running())
+        flash_stats_pages(emit_stat_line, &t);
     else if (strcmp(sub, "cachedump") == 0) {
         process_cachedump(c, tokens, ntokens);
         return;

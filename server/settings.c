@@ -1039,9 +1039,6 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
         return SETTINGS_EXIT_BAD;
     if (!settings_ext_check_store(&s->ext, errout))
         return SETTINGS_EXIT_FAILED;
-    if (s->ext.npaths > 0)
-        fprintf(errout, "warning: -o ext_path is checked and reported, but values are not "
-                        "written to flash yet (doc/compatibility.md)\n");
     if (!check_lock_table(s, errout))
         return SETTINGS_EXIT_FAILED;
     if (s->socketpath && s->inter)

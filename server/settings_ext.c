@@ -217,6 +217,11 @@ bool settings_ext_check_store(const struct ext_settings *e, FILE *errout)
             "Failed to initialize external storage: page_size must be divisible by wbuf_size\n");
         return false;
     }
+    if (e->page_size % (2 * MIB) != 0 || e->wbuf_size % (2 * MIB) != 0) {
+        fprintf(errout, "Failed to initialize external storage: page_size and wbuf_size must be "
+                        "divisible by 1024*1024*2\n");
+        return false;
+    }
     if (e->threads == 0) {
         fprintf(errout, "Failed to initialize external storage: ext_threads must be at least 1\n");
         return false;

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "net_sock.h"
 #include "net_tls.h"
+#include "flash.h"
 #include "settings.h"
 #include "thread.h"
 #include "watch.h"
@@ -227,6 +228,7 @@ void stats_report_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "get_misses", D(get_misses));
     place_storage_stat(&ss, "get_expired", emit, ctx);
     place_storage_stat(&ss, "get_flushed", emit, ctx);
+    flash_stats_gets(emit, ctx);
     emit_u64(emit, ctx, "delete_misses", D(delete_misses));
     emit_u64(emit, ctx, "delete_hits", D(delete_hits));
     emit_u64(emit, ctx, "incr_misses", D(incr_misses));
@@ -261,6 +263,7 @@ void stats_report_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "log_watcher_skipped", skipped);
     emit_u64(emit, ctx, "log_watcher_sent", sent);
     emit_u64(emit, ctx, "log_watchers", watchers);
+    flash_stats_store(emit, ctx);
 #undef D
     net_tls_stats(emit, ctx);
     if (stats_general_extra)
