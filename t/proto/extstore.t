@@ -174,4 +174,37 @@ is($swrong, 0, 'small file: no wrong data');
 cmp_ok($shits, '<', $N, "small file: dropped values miss ($shits of $N hit)");
 cmp_ok($shits, '>', $N / 5, 'small file: recent values still hit');
 $srv->stop;
+
+# other commands on flash items answer as memcached's extstore does
+unlink $file;
+$srv = start_server('-m', '16',
+    '-o', "ext_page_size=8,ext_wbuf_size=2,ext_path=$file:64m,ext_item_age=0,ext_item_size=1");
+$s = $srv->connect;
+my $big = 'a' x 2000;
+mc_is($s, "set big 5 0 2000\r\n$big\r\n", "STORED\r\n", 'a value for flash');
+mc_is($s, "set num 0 0 600\r\n1" . (' ' x 599) . "\r\n", "STORED\r\n", 'a number for flash');
+mc_send($s, "set f$_ 0 0 2000 noreply\r\n$big\r\n") for 1 .. 50;
+my $deadline = time + 10;
+sleep 0.2 while mc_stats($s)->{extstore_objects_written} < 52 && time < $deadline;
+is(mc_stats($s)->{extstore_objects_written}, 52, 'every value went to flash');
+mc_is($s, "append big 0 0 1\r\nz\r\n", "NOT_STORED\r\n", 'append on a flash item: NOT_STORED');
+mc_is($s, "prepend big 0 0 1\r\nz\r\n", "NOT_STORED\r\n", 'prepend on a flash item: NOT_STORED');
+mc_is($s, "incr num 1\r\n", "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+    'incr on a flash item: non-numeric');
+mc_is($s, "gat 100 big\r\n", "VALUE big 5 2000\r\n$big\r\nEND\r\n", 'gat reads it back');
+mc_is($s, "touch big 10\r\n", "TOUCHED\r\n", 'touch');
+mc_is($s, "mg big v t s\r\n", "VA 2000 t10 s2000\r\n$big\r\n", 'mg v t s');
+my $ext = mc_stats($s, 'extstore');
+ok(exists $ext->{"$_:version"} && exists $ext->{"$_:bytes"}, "stats extstore: page $_") for 0 .. 7;
+my $gen = mc_stats($s);
+ok(exists $gen->{$_}, "stats: $_") for qw(get_extstore get_aborted_extstore get_oom_extstore
+  recache_from_extstore miss_from_extstore badcrc_from_extstore extstore_compact_lost
+  extstore_compact_rescues extstore_compact_skipped extstore_page_allocs
+  extstore_page_evictions extstore_page_reclaims extstore_pages_free extstore_pages_used
+  extstore_objects_evicted extstore_objects_read extstore_objects_written
+  extstore_objects_used extstore_bytes_evicted extstore_bytes_written extstore_bytes_read
+  extstore_bytes_used extstore_bytes_fragmented extstore_limit_maxbytes extstore_io_queue);
+is($gen->{extstore_limit_maxbytes}, 64 * 1024 * 1024, 'extstore_limit_maxbytes is the file size');
+mc_is($s, "mg num v q\r\nmn\r\n", "VA 600\r\n1" . (' ' x 599) . "\r\nMN\r\n", 'mg v q');
+$srv->stop;
 done_testing();
