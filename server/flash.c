@@ -363,15 +363,21 @@ static bool memory_full(void)
     return g.pool_pages == 0 && g.total_malloced + reserve >= g.mem_limit;
 }
 
+static unsigned tunable(const unsigned *v)
+{
+    return __atomic_load_n(v, __ATOMIC_RELAXED);
+}
+
 static bool eligible(const item *it, bool full, rel_time_t now)
 {
-    if (item_on_flash(it) || item_nbytes(it) < fl.cfg.item_size)
+    if (item_on_flash(it) || item_nbytes(it) < tunable(&fl.cfg.item_size))
         return false;
     rel_time_t exp = item_exptime(it);
-    if (exp != 0 && (exp <= now || exp - now <= fl.cfg.low_ttl))
+    if (exp != 0 && (exp <= now || exp - now <= tunable(&fl.cfg.low_ttl)))
         return false;
     rel_time_t last = item_last_access(it);
-    bool old = fl.cfg.item_age != UINT32_MAX && now >= last && now - last >= fl.cfg.item_age;
+    unsigned age = tunable(&fl.cfg.item_age);
+    bool old = age != UINT32_MAX && now >= last && now - last >= age;
     return full || old;
 }
 
@@ -434,7 +440,7 @@ static void append_record(item *it)
 static bool writer_pass(void)
 {
     bool full = memory_full();
-    if (!full && fl.cfg.item_age == UINT32_MAX)
+    if (!full && tunable(&fl.cfg.item_age) == UINT32_MAX)
         return false;
     rel_time_t now = clock_now();
     bool more = false;
@@ -634,6 +640,13 @@ void flash_stop(void) {}
 void flash_write_now(void) {}
 
 #endif
+
+void flash_tune(const struct ext_settings *cfg)
+{
+    __atomic_store_n(&fl.cfg.item_size, cfg->item_size, __ATOMIC_RELAXED);
+    __atomic_store_n(&fl.cfg.item_age, cfg->item_age, __ATOMIC_RELAXED);
+    __atomic_store_n(&fl.cfg.low_ttl, cfg->low_ttl, __ATOMIC_RELAXED);
+}
 
 /* ---- stats ----------------------------------------------------------------- */
 static void emit_u64(flash_emit_fn emit, void *ctx, const char *name, uint64_t v)

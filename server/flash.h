@@ -44,6 +44,10 @@ struct flash_read {
 void flash_read(struct flash_read *rd);
 void flash_read_free(struct flash_read *rd);
 
+/* The "extstore" command changed what the writer takes (item_size,
+ * item_age, low_ttl); the I/O thread reads them at its next pass. */
+void flash_tune(const struct ext_settings *cfg);
+
 /* Run one writer pass now in the I/O thread and wait for it (tests). */
 void flash_write_now(void);
 

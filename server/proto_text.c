@@ -972,6 +972,16 @@ static enum proto_status dispatch(struct conn *c, char *line, size_t len)
         process_slabs(c, tokens, ntokens);
     } else if (strcmp(cmd, "lru") == 0) {
         process_lru(c, tokens, ntokens);
+    } else if (strcmp(cmd, "extstore") == 0) {
+        /* "extstore <name> <value> [<value>]", as memcached (settings_ext.c) */
+        settings_lock();
+        bool ok =
+            ntokens >= 4 && settings_ext_command(&settings.ext, tokens[1].value, tokens[2].value,
+                                                 ntokens >= 5 ? tokens[3].value : NULL);
+        struct ext_settings now = settings.ext;
+        settings_unlock();
+        flash_tune(&now);
+        out_string(c, false, ok ? "OK" : "ERROR");
     } else if (strcmp(cmd, "lru_crawler") == 0) {
         process_lru_crawler(c, tokens, ntokens);
     } else if (strcmp(cmd, "refresh_certs") == 0) {

@@ -190,6 +190,46 @@ enum ext_suboption_result settings_ext_suboption(struct ext_settings *e, const c
     return EXT_SUBOPT_OK;
 }
 
+bool settings_ext_command(struct ext_settings *e, const char *name, const char *value,
+                          const char *value2)
+{
+    static const struct {
+        const char *name;
+        size_t offset;
+    } counts[] = {
+        {"item_size", offsetof(struct ext_settings, item_size)},
+        {"item_age", offsetof(struct ext_settings, item_age)},
+        {"low_ttl", offsetof(struct ext_settings, low_ttl)},
+        {"recache_rate", offsetof(struct ext_settings, recache_rate)},
+        {"compact_under", offsetof(struct ext_settings, compact_under)},
+        {"drop_under", offsetof(struct ext_settings, drop_under)},
+    };
+    if (value == NULL)
+        return false;
+    unsigned long uv = 0;
+    if (strcmp(name, "free_memchunks") == 0)
+        return value2 != NULL && settings_strict_ulong(value, UINT32_MAX, &uv) &&
+               settings_strict_ulong(value2, UINT32_MAX, &uv);
+    if (strcmp(name, "max_frag") == 0) {
+        double d = 0;
+        bool ok = settings_strict_double(value, &d);
+        e->max_frag = ok ? d : 0;
+        return ok;
+    }
+    bool ok = settings_strict_ulong(value, UINT32_MAX, &uv);
+    if (strcmp(name, "drop_unread") == 0) {
+        e->drop_unread = ok && uv != 0;
+        return ok;
+    }
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+        if (strcmp(name, counts[i].name) == 0) {
+            *(unsigned *)((char *)e + counts[i].offset) = ok ? (unsigned)uv : 0;
+            return ok;
+        }
+    }
+    return false;
+}
+
 bool settings_ext_check_usage(const struct ext_settings *e, size_t item_size_max, int udpport,
                               FILE *errout)
 {

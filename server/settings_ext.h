@@ -57,6 +57,14 @@ bool settings_ext_check_usage(const struct ext_settings *e, size_t item_size_max
  * "Failed to initialize external storage" line. */
 bool settings_ext_check_store(const struct ext_settings *e, FILE *errout);
 
+/* The "extstore <name> <value>" admin command: item_size, item_age,
+ * low_ttl, recache_rate, compact_under, drop_under, max_frag, drop_unread
+ * set the setting (as memcached, a value that does not parse sets 0 and
+ * answers ERROR), "free_memchunks <class> <n>" is accepted. false: the
+ * caller answers ERROR. */
+bool settings_ext_command(struct ext_settings *e, const char *name, const char *value,
+                          const char *value2);
+
 /* "stats settings" lines, in memcached's order and formats. */
 void settings_ext_stats(const struct ext_settings *e,
                         void (*emit)(void *ctx, const char *name, const char *value), void *ctx);

@@ -337,7 +337,7 @@ void stats_report_settings(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "read_buf_mem_limit", 0);
     place_storage_stat(&ss, "track_sizes", emit, ctx);
     emit(ctx, "inline_ascii_response", "no");
-    settings_ext_stats(&settings.ext, emit, ctx);
+    settings_ext_stats(&tun.ext, emit, ctx);
     rest_of_storage_stats(&ss, emit, ctx);
     /* -N and -e are accepted and ignored (memcached's when not given) */
     emit(ctx, "num_napi_ids", "(null)");

@@ -206,5 +206,16 @@ ok(exists $gen->{$_}, "stats: $_") for qw(get_extstore get_aborted_extstore get_
   extstore_bytes_used extstore_bytes_fragmented extstore_limit_maxbytes extstore_io_queue);
 is($gen->{extstore_limit_maxbytes}, 64 * 1024 * 1024, 'extstore_limit_maxbytes is the file size');
 mc_is($s, "mg num v q\r\nmn\r\n", "VA 600\r\n1" . (' ' x 599) . "\r\nMN\r\n", 'mg v q');
+
+# the extstore admin command, as memcached answers it
+mc_is($s, "extstore $_\r\n", "OK\r\n", "extstore $_: OK")
+  for 'item_size 100', 'item_age 5', 'low_ttl 3', 'recache_rate 10', 'compact_under 2',
+  'drop_under 2', 'max_frag 0.5', 'drop_unread 1', 'free_memchunks 0 0';
+mc_is($s, "extstore $_\r\n", "ERROR\r\n", "extstore $_: ERROR")
+  for 'item_size', 'bogus 1', 'recache_rate x', 'low_ttl -1', 'free_memchunks 0';
+my $set = mc_stats($s, 'settings');
+my %want = (ext_item_size => 100, ext_item_age => 5, ext_low_ttl => 0, ext_recache_rate => 0,
+    ext_compact_under => 2, ext_drop_under => 2, ext_max_frag => '0.50', ext_drop_unread => 'yes');
+is($set->{$_}, $want{$_}, "stats settings $_ after the extstore commands") for sort keys %want;
 $srv->stop;
 done_testing();
