@@ -124,23 +124,28 @@ static bool parse_ext_path(struct ext_settings *e, const char *value, FILE *erro
     return true;
 }
 
+/* The whole-number settings: -o name, and whether the "extstore" command
+ * (name without "ext_") may change them at run time. */
+static const struct {
+    const char *name;
+    size_t offset;
+    bool runtime;
+} counts[] = {
+    {"ext_threads", offsetof(struct ext_settings, threads), false},
+    {"ext_io_depth", offsetof(struct ext_settings, io_depth), false},
+    {"ext_item_size", offsetof(struct ext_settings, item_size), true},
+    {"ext_item_age", offsetof(struct ext_settings, item_age), true},
+    {"ext_low_ttl", offsetof(struct ext_settings, low_ttl), true},
+    {"ext_recache_rate", offsetof(struct ext_settings, recache_rate), true},
+    {"ext_compact_under", offsetof(struct ext_settings, compact_under), true},
+    {"ext_drop_under", offsetof(struct ext_settings, drop_under), true},
+    {"ext_max_sleep", offsetof(struct ext_settings, max_sleep), false},
+};
+#define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
+
 enum ext_suboption_result settings_ext_suboption(struct ext_settings *e, const char *name,
                                                  const char *value, FILE *errout)
 {
-    static const struct {
-        const char *name;
-        size_t offset;
-    } counts[] = {
-        {"ext_threads", offsetof(struct ext_settings, threads)},
-        {"ext_io_depth", offsetof(struct ext_settings, io_depth)},
-        {"ext_item_size", offsetof(struct ext_settings, item_size)},
-        {"ext_item_age", offsetof(struct ext_settings, item_age)},
-        {"ext_low_ttl", offsetof(struct ext_settings, low_ttl)},
-        {"ext_recache_rate", offsetof(struct ext_settings, recache_rate)},
-        {"ext_compact_under", offsetof(struct ext_settings, compact_under)},
-        {"ext_drop_under", offsetof(struct ext_settings, drop_under)},
-        {"ext_max_sleep", offsetof(struct ext_settings, max_sleep)},
-    };
     unsigned long uv;
     double d;
 
@@ -153,7 +158,7 @@ enum ext_suboption_result settings_ext_suboption(struct ext_settings *e, const c
     bool page = strcmp(name, "ext_page_size") == 0, wbuf = strcmp(name, "ext_wbuf_size") == 0;
     bool frag = strcmp(name, "ext_max_frag") == 0;
     bool freeratio = strcmp(name, "slab_automove_freeratio") == 0;
-    size_t count = sizeof(counts) / sizeof(counts[0]), i = 0;
+    size_t count = NCOUNTS, i = 0;
     while (i < count && strcmp(name, counts[i].name) != 0)
         i++;
     if (!page && !wbuf && !frag && !freeratio && i == count)
@@ -193,17 +198,6 @@ enum ext_suboption_result settings_ext_suboption(struct ext_settings *e, const c
 bool settings_ext_command(struct ext_settings *e, const char *name, const char *value,
                           const char *value2)
 {
-    static const struct {
-        const char *name;
-        size_t offset;
-    } counts[] = {
-        {"item_size", offsetof(struct ext_settings, item_size)},
-        {"item_age", offsetof(struct ext_settings, item_age)},
-        {"low_ttl", offsetof(struct ext_settings, low_ttl)},
-        {"recache_rate", offsetof(struct ext_settings, recache_rate)},
-        {"compact_under", offsetof(struct ext_settings, compact_under)},
-        {"drop_under", offsetof(struct ext_settings, drop_under)},
-    };
     if (value == NULL)
         return false;
     unsigned long uv = 0;
@@ -221,8 +215,8 @@ bool settings_ext_command(struct ext_settings *e, const char *name, const char *
         e->drop_unread = ok && uv != 0;
         return ok;
     }
-    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
-        if (strcmp(name, counts[i].name) == 0) {
+    for (size_t i = 0; i < NCOUNTS; i++) {
+        if (counts[i].runtime && strcmp(name, counts[i].name + 4) == 0) {
             *(unsigned *)((char *)e + counts[i].offset) = ok ? (unsigned)uv : 0;
             return ok;
         }

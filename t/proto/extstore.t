@@ -52,6 +52,22 @@ sub get_multi {
     return (\%got, \@order);
 }
 
+# every key k0 .. k($N-1) by 50-key text multi-gets: (hits, wrong values
+# or flags)
+sub read_all {
+    my ($s, $n) = @_;
+    my ($hits, $wrong) = (0, 0);
+    for (my $i = 0; $i < $n; $i += 50) {
+        my ($got) = get_multi($s, 'get', map {"k$_"} $i .. $i + 49);
+        for my $j ($i .. $i + 49) {
+            next unless $got->{"k$j"};
+            $hits++;
+            $wrong++ if $got->{"k$j"}[1] ne value_of($j) || $got->{"k$j"}[0] != $j;
+        }
+    }
+    return ($hits, $wrong);
+}
+
 sub bin_get {
     my ($s, $key) = @_;
     mc_send($s, pack('CCnCCnNNNN', 0x80, 0x00, length($key), 0, 0, 0, length($key), 7, 0, 0) . $key);
@@ -72,15 +88,7 @@ my $st = mc_stats($s);
 cmp_ok($st->{extstore_objects_written}, '>', $N / 2, 'most values were written to flash');
 ok(-s $file > 32 * 1024 * 1024, 'the file holds more than -m');
 
-my ($hits, $wrong) = (0, 0);
-for (my $i = 0; $i < $N; $i += 50) {
-    my ($got) = get_multi($s, 'get', map {"k$_"} $i .. $i + 49);
-    for my $j ($i .. $i + 49) {
-        next unless $got->{"k$j"};
-        $hits++;
-        $wrong++ if $got->{"k$j"}[1] ne value_of($j) || $got->{"k$j"}[0] != $j;
-    }
-}
+my ($hits, $wrong) = read_all($s, $N);
 is($wrong, 0, 'text multi-get: every value read back is byte-exact with its flags');
 cmp_ok($hits, '>=', $N * 0.9, "text multi-get: at least 90% of $N keys hit ($hits)");
 $st = mc_stats($s);
@@ -134,15 +142,8 @@ SKIP: {
         print $fh $junk x 64;
     }
     close $fh;
-    my ($chits, $cwrong, $cmiss) = (0, 0, 0);
-    for (my $i = 0; $i < $N; $i += 50) {
-        my ($g) = get_multi($s, 'get', map {"k$_"} $i .. $i + 49);
-        for my $j ($i .. $i + 49) {
-            if (!$g->{"k$j"}) { $cmiss++; next }
-            $chits++;
-            $cwrong++ if $g->{"k$j"}[1] ne value_of($j);
-        }
-    }
+    my ($chits, $cwrong) = read_all($s, $N);
+    my $cmiss = $N - $chits;
     is($cwrong, 0, 'corrupted file: no wrong data');
     cmp_ok($cmiss, '>', 0, "corrupted file: corrupted values miss ($cmiss)");
     $st = mc_stats($s);
@@ -159,15 +160,7 @@ $srv = start_server('-m', '32',
 $s = $srv->connect;
 fill($s, 0, $N);
 select(undef, undef, undef, 1);
-my ($shits, $swrong) = (0, 0);
-for (my $i = 0; $i < $N; $i += 50) {
-    my ($g) = get_multi($s, 'get', map {"k$_"} $i .. $i + 49);
-    for my $j ($i .. $i + 49) {
-        next unless $g->{"k$j"};
-        $shits++;
-        $swrong++ if $g->{"k$j"}[1] ne value_of($j);
-    }
-}
+my ($shits, $swrong) = read_all($s, $N);
 $st = mc_stats($s);
 cmp_ok($st->{extstore_page_evictions}, '>', 0, 'small file: pages were dropped');
 is($swrong, 0, 'small file: no wrong data');
