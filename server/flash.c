@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "assoc.h"
@@ -536,6 +537,11 @@ int flash_start(const struct ext_settings *cfg, char *errbuf, size_t errlen)
             return -1;
         }
         fl.fds[fl.nfiles++] = fd;
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) { /* another server uses it */
+            snprintf(errbuf, errlen, "failed to open file\nextstore open: %s", strerror(errno));
+            close_files();
+            return -1;
+        }
         total_pages += cfg->paths[i].size / cfg->page_size;
     }
     if (total_pages == 0)
