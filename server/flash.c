@@ -44,9 +44,10 @@ struct flash_page {
     uint64_t file_off;
     uint32_t version;
     enum page_state state;
-    uint64_t fill;    /* bytes written */
-    uint64_t objects; /* records written */
-    uint64_t seq;     /* order in which pages were opened */
+    uint64_t fill;                     /* bytes written */
+    uint64_t objects;                  /* records written */
+    uint64_t live_objects, live_bytes; /* records flash headers still point at */
+    uint64_t seq;                      /* order in which pages were opened */
 };
 
 /* An item whose value sits in the write buffer until the buffer is written. */
@@ -320,8 +321,15 @@ static void flush_wbuf(void)
     pthread_mutex_unlock(&fl.lock);
     add(&counters.bytes_written, fl.wfill);
     for (size_t i = 0; i < fl.npend; i++) {
+        /* counted live first: the header may be freed as soon as it is linked */
+        pthread_mutex_lock(&fl.lock);
+        p->live_objects++;
+        p->live_bytes += fl.pend[i].loc.len;
+        pthread_mutex_unlock(&fl.lock);
         if (item_move_to_flash(fl.pend[i].it, fl.pend[i].cas, &fl.pend[i].loc))
             add(&counters.objects_written, 1);
+        else
+            flash_forget(&fl.pend[i].loc);
     }
     release_pending();
 }
@@ -350,6 +358,7 @@ static void open_next_page(void)
     p->state = PAGE_OPEN;
     p->fill = 0;
     p->objects = 0;
+    p->live_objects = p->live_bytes = 0;
     p->seq = ++fl.next_seq;
     fl.open_page = pick;
     pthread_mutex_unlock(&fl.lock);
@@ -625,10 +634,13 @@ void flash_stop(void)
     close(fl.wake_fd);
     fl.wake_fd = -1;
     free(fl.wbuf);
-    free(fl.pages);
     fl.wbuf = NULL;
+    pthread_mutex_lock(&fl.lock); /* flash_forget() may run in other threads */
+    struct flash_page *pages = fl.pages;
     fl.pages = NULL;
     fl.npages = 0;
+    pthread_mutex_unlock(&fl.lock);
+    free(pages);
     close_files();
 }
 
@@ -646,6 +658,22 @@ void flash_stop(void) {}
 void flash_write_now(void) {}
 
 #endif
+
+void flash_forget(const struct item_flash_loc *loc)
+{
+    pthread_mutex_lock(&fl.lock);
+    struct flash_page *p = fl.pages && loc->page < fl.npages ? &fl.pages[loc->page] : NULL;
+    if (p && p->state != PAGE_FREE && p->version == loc->version && p->live_objects > 0) {
+        p->live_objects--;
+        p->live_bytes -= loc->len <= p->live_bytes ? loc->len : p->live_bytes;
+        if (p->live_objects == 0 && p->state == PAGE_FULL) {
+            p->state = PAGE_FREE;
+            p->version++;
+            add(&counters.page_reclaims, 1);
+        }
+    }
+    pthread_mutex_unlock(&fl.lock);
+}
 
 void flash_tune(const struct ext_settings *cfg)
 {
@@ -679,8 +707,8 @@ void flash_stats_store(flash_emit_fn emit, void *ctx)
             free_pages++;
         } else {
             used_pages++;
-            objects += fl.pages[i].objects;
-            bytes += fl.pages[i].fill;
+            objects += fl.pages[i].live_objects;
+            bytes += fl.pages[i].live_bytes;
         }
     }
     uint64_t limit = (uint64_t)fl.npages * fl.cfg.page_size;

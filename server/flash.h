@@ -44,6 +44,11 @@ struct flash_read {
 void flash_read(struct flash_read *rd);
 void flash_read_free(struct flash_read *rd);
 
+/* A flash header is freed: its record no longer counts as used; a full
+ * page left with nothing used is reclaimed (free again). Any thread,
+ * engine locks held (the tier's own lock is innermost). */
+void flash_forget(const struct item_flash_loc *loc);
+
 /* The "extstore" command changed what the writer takes (item_size,
  * item_age, low_ttl); the I/O thread reads them at its next pass. */
 void flash_tune(const struct ext_settings *cfg);

@@ -27,6 +27,7 @@
 
 #include "assoc.h"
 #include "crawler.h"
+#include "flash.h"
 #include "lru.h"
 #include "slabs.h"
 #include "storage_internal.h"
@@ -138,7 +139,11 @@ static uint64_t reported_cas(const struct item *it)
 static void item_free(struct item *it)
 {
     unsigned header_cls = item_chunk_class(it);
-    if (item_has_value_chunks(it)) {
+    if (item_is_flash(it)) {
+        struct item_flash_loc loc;
+        memcpy(&loc, item_chunk_table(it), sizeof(loc));
+        flash_forget(&loc);
+    } else if (item_has_value_chunks(it)) {
         char **table = item_chunk_table(it);
         size_t n = chunk_count(it->nbytes);
         for (size_t i = n; i-- > 0;)

@@ -199,6 +199,11 @@ ok(exists $gen->{$_}, "stats: $_") for qw(get_extstore get_aborted_extstore get_
   extstore_bytes_used extstore_bytes_fragmented extstore_limit_maxbytes extstore_io_queue);
 is($gen->{extstore_limit_maxbytes}, 64 * 1024 * 1024, 'extstore_limit_maxbytes is the file size');
 mc_is($s, "mg num v q\r\nmn\r\n", "VA 600\r\n1" . (' ' x 599) . "\r\nMN\r\n", 'mg v q');
+my $used = mc_stats($s)->{extstore_objects_used};
+mc_send($s, "delete f$_ noreply\r\n") for 1 .. 50;
+mc_is($s, "mn\r\n", "MN\r\n", 'deleted 50 flash items');
+cmp_ok(mc_stats($s)->{extstore_objects_used}, '<=', $used - 50,
+    'extstore_objects_used dropped by the deleted items');
 
 # the extstore admin command, as memcached answers it
 mc_is($s, "extstore $_\r\n", "OK\r\n", "extstore $_: OK")
