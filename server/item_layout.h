@@ -18,7 +18,10 @@
  *   data[]          key (not NUL-terminated), client flags (4 bytes, only
  *                   when non-zero), then either the value (small items) or,
  *                   for chunked items, a tail-class byte and, 8-aligned, the
- *                   table of value chunk pointers.
+ *                   table of value chunk pointers. A flash header (the
+ *                   value lives on flash, flash.c) is marked chunked with
+ *                   the tail-class byte ITEM_FLASH_TAIL; where the chunk
+ *                   table would be it holds a struct item_flash_loc.
  *
  * A 14-byte key with a 32-byte value and zero flags takes 96 bytes and fits
  * the smallest default slab class.
@@ -130,6 +133,20 @@ static inline char **item_chunk_table(const struct item *it)
 static inline uint8_t *item_tail_class(const struct item *it)
 {
     return (uint8_t *)item_payload(it);
+}
+
+/* Never a slab class id: marks a flash header's tail-class byte. */
+#define ITEM_FLASH_TAIL 0xFF
+
+static inline int item_is_flash(const struct item *it)
+{
+    return (item_flags_load(it) & ITEM_CHUNKED) && *item_tail_class(it) == ITEM_FLASH_TAIL;
+}
+
+/* Chunked items other than flash headers: their value is in slab chunks. */
+static inline int item_has_value_chunks(const struct item *it)
+{
+    return (item_flags_load(it) & ITEM_CHUNKED) && *item_tail_class(it) != ITEM_FLASH_TAIL;
 }
 
 static inline rel_time_t item_time_load(const rel_time_t *t)

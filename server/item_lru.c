@@ -275,8 +275,10 @@ unsigned storage_cold_select(unsigned cls, unsigned max, item **out)
     struct lru_list *l = lru_of(cls, LRU_COLD);
     unsigned n = 0;
     lru_lock(l);
-    for (struct item *it = l->tail; it && n < max; it = it->prev) {
-        if (item_is_marker(it))
+    unsigned looked = 0;
+    for (struct item *it = l->tail; it && n < max && looked < 16 * max; it = it->prev) {
+        looked++;
+        if (item_is_marker(it) || item_is_flash(it)) /* values already on flash */
             continue;
         uint64_t hv = assoc_hash(it->data, it->nkey);
         if (!assoc_trylock(hv))

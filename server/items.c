@@ -27,6 +27,7 @@
 
 #include "assoc.h"
 #include "crawler.h"
+#include "flash.h"
 #include "lru.h"
 #include "slabs.h"
 #include "storage_internal.h"
@@ -55,6 +56,8 @@ static size_t chunk_count(size_t nbytes)
  * header, key, flags and chunk table). */
 static size_t header_alloc_size(const struct item *it)
 {
+    if (item_is_flash(it))
+        return chunk_table_offset(it->nkey, item_flags_size(it)) + sizeof(struct item_flash_loc);
     if (item_flags_load(it) & ITEM_CHUNKED)
         return chunk_table_offset(it->nkey, item_flags_size(it)) +
                chunk_count(it->nbytes) * sizeof(char *);
@@ -74,7 +77,7 @@ static unsigned item_chunk_class(const struct item *it)
 /* The item's size as the "bytes" stat counts it. */
 size_t item_ntotal(const struct item *it)
 {
-    if (item_flags_load(it) & ITEM_CHUNKED)
+    if (item_has_value_chunks(it))
         return header_alloc_size(it) + it->nbytes;
     return header_alloc_size(it);
 }
@@ -84,7 +87,7 @@ size_t item_ntotal(const struct item *it)
  * kind of memory large items need. */
 static unsigned item_lru_class(const struct item *it)
 {
-    if (item_flags_load(it) & ITEM_CHUNKED)
+    if (item_has_value_chunks(it))
         return storage_rt.largest_class;
     return item_chunk_class(it);
 }
@@ -131,7 +134,11 @@ static uint64_t reported_cas(const struct item *it)
 static void item_free(struct item *it)
 {
     unsigned header_cls = item_chunk_class(it);
-    if (item_flags_load(it) & ITEM_CHUNKED) {
+    if (item_is_flash(it)) {
+        struct item_flash_loc loc;
+        memcpy(&loc, item_chunk_table(it), sizeof(loc));
+        flash_forget(&loc);
+    } else if (item_has_value_chunks(it)) {
         char **table = item_chunk_table(it);
         size_t n = chunk_count(it->nbytes);
         for (size_t i = n; i-- > 0;)
@@ -565,6 +572,36 @@ static size_t memcached_item_size(size_t nkey, uint32_t flags, size_t nbytes)
            (flags ? sizeof(uint32_t) : 0);
 }
 
+/* The chunk holding an item's header (header bytes: the whole item, or
+ * for chunked items and flash headers the part before the value), filled
+ * with key, flags, exptime and length; *cls is the class it came from. */
+static struct item *alloc_header(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime,
+                                 size_t nbytes, size_t header, bool chunked, unsigned *cls)
+{
+    *cls = slabs_clsid(header);
+    struct item *it = *cls ? alloc_chunk(*cls, false, cls) : NULL;
+    if (!it)
+        return NULL;
+    it->next = it->prev = it->h_next = NULL;
+    it->cas = 0;
+    it->time = clock_now();
+    it->exptime = exptime;
+    it->nbytes = (uint32_t)nbytes;
+    it->refcount = 1;
+    bool borrowed = *cls != slabs_clsid(header);
+    __atomic_store_n(&it->it_flags,
+                     (uint8_t)((chunked ? ITEM_CHUNKED : 0) | (flags ? ITEM_HAS_FLAGS : 0) |
+                               (borrowed ? ITEM_BORROWED : 0)),
+                     __ATOMIC_RELAXED);
+    if (borrowed) /* a larger chunk always has room for this byte */
+        *((uint8_t *)it + header) = (uint8_t)*cls;
+    it->nkey = (uint8_t)nkey;
+    memcpy(it->data, key, nkey);
+    if (flags)
+        memcpy(it->data + nkey, &flags, sizeof(flags));
+    return it;
+}
+
 static struct item *alloc_item(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime,
                                size_t nbytes, enum alloc_result *why)
 {
@@ -583,26 +620,9 @@ static struct item *alloc_item(const char *key, size_t nkey, uint32_t flags, rel
         return NULL;
 
     *why = ALLOC_NO_MEMORY;
-    struct item *it = alloc_chunk(header_cls, false, &header_cls);
+    struct item *it = alloc_header(key, nkey, flags, exptime, nbytes, header, chunked, &header_cls);
     if (!it)
         return NULL;
-    it->next = it->prev = it->h_next = NULL;
-    it->cas = 0;
-    it->time = clock_now();
-    it->exptime = exptime;
-    it->nbytes = (uint32_t)nbytes;
-    it->refcount = 1;
-    bool borrowed = header_cls != slabs_clsid(header);
-    __atomic_store_n(&it->it_flags,
-                     (uint8_t)((chunked ? ITEM_CHUNKED : 0) | (flags ? ITEM_HAS_FLAGS : 0) |
-                               (borrowed ? ITEM_BORROWED : 0)),
-                     __ATOMIC_RELAXED);
-    if (borrowed) /* a larger chunk always has room for this byte */
-        *((uint8_t *)it + header) = (uint8_t)header_cls;
-    it->nkey = (uint8_t)nkey;
-    memcpy(it->data, key, nkey);
-    if (flags)
-        memcpy(it->data + nkey, &flags, sizeof(flags));
 
     if (chunked) {
         char **table = item_chunk_table(it);
@@ -691,6 +711,8 @@ size_t item_memcached_size(const item *it)
 
 unsigned item_value_nseg(const item *it)
 {
+    if (item_is_flash(it))
+        return 0;
     if (item_flags_load(it) & ITEM_CHUNKED)
         return (unsigned)chunk_count(it->nbytes);
     return 1;
@@ -708,6 +730,68 @@ struct iovec item_value_seg(const item *it, unsigned i)
     v.iov_base = item_chunk_table(it)[i];
     v.iov_len = (i + 1 == n) ? it->nbytes - (n - 1) * storage_rt.chunk_max : storage_rt.chunk_max;
     return v;
+}
+
+bool item_on_flash(const item *it)
+{
+    return item_is_flash(it);
+}
+
+void item_flash_where(const item *it, struct item_flash_loc *loc)
+{
+    memcpy(loc, item_chunk_table(it), sizeof(*loc));
+}
+
+uint64_t item_unique(const item *it)
+{
+    return it->cas;
+}
+
+bool item_move_to_flash(item *it, uint64_t cas, const struct item_flash_loc *loc)
+{
+    size_t header = chunk_table_offset(it->nkey, item_flags_size(it)) + sizeof(*loc);
+    unsigned cls;
+    struct item *h = alloc_header(it->data, it->nkey, item_flags(it), item_exptime(it), it->nbytes,
+                                  header, true, &cls);
+    if (!h)
+        return false;
+    *item_tail_class(h) = ITEM_FLASH_TAIL;
+    memcpy(item_chunk_table(h), loc, sizeof(*loc));
+    uint64_t hv = assoc_hash(it->data, it->nkey);
+    bool moved = false;
+    assoc_lock(hv);
+    uint8_t f = item_flags_load(it);
+    if ((f & ITEM_LINKED) && !(f & ITEM_ACTIVE) && it->cas == cas && !item_is_flash(it)) {
+        h->cas = it->cas;
+        h->exptime = item_exptime(it);
+        item_time_store(&h->time, item_time_load(&it->time));
+        item_flags_set(h, (uint8_t)(f & ITEM_FETCHED));
+        __atomic_fetch_or(&h->it_flags, ITEM_LINKED, __ATOMIC_RELEASE);
+        if (assoc_replace(it, h, hv)) {
+            size_t old_total = item_ntotal(it);
+            item_ref(h);
+            struct lru_list *l = item_list(it);
+            lru_lock(l);
+            item_flags_clear(it, ITEM_LINKED);
+            item_list_del(l, it);
+            lru_unlock(l);
+            /* a header stays where the value left: COLD's head */
+            item_set_segment(h, LRU_COLD);
+            l = lru_of(item_lru_class(h), LRU_COLD);
+            lru_lock(l);
+            item_list_add(l, h);
+            lru_unlock(l);
+            tstat_size_change(it->cas, old_total, false);
+            tstat_size_change(h->cas, item_ntotal(h), true);
+            item_release(it); /* the table's reference */
+            moved = true;
+        } else {
+            item_flags_clear(h, ITEM_LINKED);
+        }
+    }
+    assoc_unlock(hv);
+    item_release(h); /* ours; the table holds its own when moved */
+    return moved;
 }
 
 /* Copies src's value into dst's value starting at byte offset `at`. */
@@ -809,7 +893,7 @@ enum store_result item_store(item *it, enum store_op op, uint64_t cas, uint64_t 
     case STORE_PREPEND:
         /* As memcached: with -C the client's unique is never recorded, so
          * it counts as not given. */
-        if (!old)
+        if (!old || item_is_flash(old)) /* memcached's extstore refuses these too */
             res = STORE_NOT_STORED;
         else if (storage_rt.cfg.use_cas && cas != 0 && cas != old->cas)
             res = STORE_EXISTS;

@@ -116,6 +116,27 @@ size_t item_memcached_size(const item *it);
 unsigned item_value_nseg(const item *it);
 struct iovec item_value_seg(const item *it, unsigned i);
 
+/* ---- values on flash (flash.c) -------------------------------------------- */
+/* Where a value written to flash lies, and the check its record carries. */
+struct item_flash_loc {
+    uint32_t page;    /* page number across all ext_path files */
+    uint32_t version; /* the page's version when written (a reused page has another) */
+    uint64_t offset;  /* byte offset of the record in the page */
+    uint32_t len;     /* record length (header, key, value) */
+    uint32_t check;   /* the record's checksum */
+};
+/* True when the item's value lives on flash: the item is a header only,
+ * item_value_nseg() is 0 and its value must be read (value_fetch.h). */
+bool item_on_flash(const item *it);
+void item_flash_where(const item *it, struct item_flash_loc *loc);
+/* Replaces `it` (referenced by the caller) by a flash header pointing at
+ * loc, keeping key, flags, exptime, CAS and access time, if it is still
+ * linked with unique `cas` and not active; false otherwise (a store, an
+ * invalidate or a second read won) or when no memory is left. */
+bool item_move_to_flash(item *it, uint64_t cas, const struct item_flash_loc *loc);
+/* The item's unique even when CAS is off (-C); for item_move_to_flash. */
+uint64_t item_unique(const item *it);
+
 /* ---- lookups ----------------------------------------------------------- */
 /* NULL when missing, expired or flushed. Bumps the item in its LRU. */
 item *item_get(const char *key, size_t nkey);
@@ -242,8 +263,10 @@ bool storage_lru_maintainer_running(void);
 /* ---- flash tier seam ------------------------------------------------------ */
 /* Up to max live items from the tail of class cls's COLD list, oldest
  * first, each referenced (the caller releases them); items others hold
- * are skipped and nothing is moved. A writer copying values elsewhere
- * re-checks an item's CAS under its key lock before replacing it. */
+ * are skipped, so are flash headers (their value is already on flash),
+ * and nothing is moved; at most 16 x max items are looked at. A writer
+ * copying values elsewhere re-checks an item's CAS under its key lock
+ * before replacing it (item_move_to_flash). */
 unsigned storage_cold_select(unsigned cls, unsigned max, item **out);
 
 /* ---- walking items ------------------------------------------------------ */

@@ -28,6 +28,7 @@
 #include "sasl.h"
 #include "clock.h"
 #include "conn.h"
+#include "flash.h"
 #include "items.h"
 #include "log.h"
 #include "net_rdma.h"
@@ -201,7 +202,7 @@ int main(int argc, char **argv)
     struct event_base *base = NULL;
     struct event *sigint_ev = NULL, *sigterm_ev = NULL, *sigusr1_ev = NULL;
     struct event *sighup_ev = NULL;
-    bool pid_written = false, storage_up = false, workers_up = false;
+    bool pid_written = false, storage_up = false, workers_up = false, flash_up = false;
 
     setvbuf(stderr, NULL, _IONBF, 0);
     settings_init(&settings);
@@ -277,6 +278,13 @@ int main(int argc, char **argv)
         log_msg(LOG_ALWAYS, "failed to start storage threads");
         goto out_workers;
     }
+    if (settings.ext.npaths > 0) {
+        if (flash_start(&settings.ext, err, sizeof(err)) != 0) {
+            log_msg(LOG_ALWAYS, "Failed to initialize external storage: %s", err);
+            goto out_workers;
+        }
+        flash_up = true;
+    }
     if (settings.lru_crawler_sleep >= 0 &&
         storage_crawler_set_sleep((unsigned)settings.lru_crawler_sleep) != 0)
         log_msg(LOG_ALWAYS, "warning: -o lru_crawler_sleep not applied");
@@ -326,6 +334,8 @@ out_events:
     listeners_close();
     net_rdma_close();
 out_workers:
+    if (flash_up)
+        flash_stop(); /* completes queued reads on the still running workers */
     if (workers_up)
         workers_stop();
     net_rdma_shutdown();

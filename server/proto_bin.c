@@ -38,6 +38,7 @@
 #include "stats.h"
 #include "stats_detail.h"
 #include "thread.h"
+#include "value_fetch.h"
 #include "watch.h"
 
 /* What every reply to one request needs. */
@@ -214,10 +215,23 @@ static void process_get(struct conn *c, const struct bin_request *req)
     resp_add_head(r, (const char *)flags, sizeof(flags));
     if (return_key)
         resp_add_head(r, item_key(it), keylen);
-    if (return_value)
-        resp_set_item(r, it, false); /* the value goes out from item memory */
-    else
+    if (return_value) { /* the value goes out from item memory */
+        /* if it cannot be read from flash: the miss reply above */
+        char miss[MCR_BIN_HEADER_LEN + KEY_MAX_LENGTH + 16];
+        size_t miss_len = 0;
+        if (!req->rc.quiet) {
+            const char *text = return_key ? key : status_text(MCR_BIN_STATUS_KEY_ENOENT);
+            size_t tlen = return_key ? nkey : strlen(text);
+            mcr_bin_response_encode(miss, req->rc.opcode, MCR_BIN_STATUS_KEY_ENOENT, 0,
+                                    return_key ? (uint16_t)nkey : 0, (uint32_t)tlen, req->rc.opaque,
+                                    0);
+            memcpy(miss + MCR_BIN_HEADER_LEN, text, tlen);
+            miss_len = MCR_BIN_HEADER_LEN + tlen;
+        }
+        conn_resp_set_value(c, r, it, false, miss, miss_len);
+    } else {
         item_release(it);
+    }
 }
 
 /* ---- storage --------------------------------------------------------------------------- */

@@ -34,6 +34,7 @@
 #include "stats.h"
 #include "thread.h"
 #include "tokenize.h"
+#include "value_fetch.h"
 #include "watch.h"
 
 #define META_MAX_TOKENS 24     /* as the text protocol's tokenizer */
@@ -298,6 +299,22 @@ static bool line_opaque(struct meta_line *l, const struct token *tok)
     return true;
 }
 
+/* mg's miss line: EN with the O and k flags it echoes; false when an
+ * opaque is too long. */
+static bool miss_line(struct meta_line *l, const struct token *tokens, size_t ntokens,
+                      const char *key, size_t nkey, bool key_binary)
+{
+    l->len = 0;
+    line_str(l, "EN");
+    for (size_t i = 2; i < ntokens - 1; i++) {
+        if (tokens[i].value[0] == 'O' && !line_opaque(l, &tokens[i]))
+            return false;
+        if (tokens[i].value[0] == 'k')
+            line_key(l, key, nkey, key_binary);
+    }
+    return true;
+}
+
 /* Fills r with the line (inline when it fits, else as heap text). */
 static bool resp_put_line(struct resp *r, const struct meta_line *l)
 {
@@ -318,7 +335,8 @@ static bool resp_put_line(struct resp *r, const struct meta_line *l)
 
 /* Queues line + "\r\n", then it's value + "\r\n" when it is given (the
  * reference passes to the response). */
-static void send_line(struct conn *c, const struct meta_line *l, item *value_it)
+static void send_line(struct conn *c, const struct meta_line *l, item *value_it,
+                      const struct meta_line *miss)
 {
     struct resp *r = conn_resp_add(c);
     if (!r || !resp_put_line(r, l)) {
@@ -329,8 +347,16 @@ static void send_line(struct conn *c, const struct meta_line *l, item *value_it)
         log_msg(LOG_WARN, "<%d out of memory queueing a meta reply", c->fd);
         return;
     }
-    if (value_it)
-        resp_set_item(r, value_it, true);
+    if (value_it) {
+        char text[RESP_HEAD_MAX];
+        size_t len = 0;
+        if (miss && miss->len > 0 && miss->len + 2 <= sizeof(text)) {
+            memcpy(text, miss->buf, miss->len);
+            memcpy(text + miss->len, "\r\n", 2);
+            len = miss->len + 2;
+        }
+        conn_resp_set_value(c, r, value_it, true, text, len);
+    }
 }
 
 /* Errors are sent whatever q says. */
@@ -444,17 +470,12 @@ static void process_mg(struct conn *c, struct token *tokens, size_t ntokens)
          * as memcached counts them */
         STAT_INCR(ws, get_misses);
         STAT_INCR(ws, get_cmds);
-        line_str(&l, "EN");
-        for (size_t i = 2; i < ntokens - 1; i++) {
-            if (tokens[i].value[0] == 'O' && !line_opaque(&l, &tokens[i])) {
-                send_error(c, "CLIENT_ERROR opaque token too long");
-                return;
-            }
-            if (tokens[i].value[0] == 'k')
-                line_key(&l, key, nkey, of.key_binary);
+        if (!miss_line(&l, tokens, ntokens, key, nkey, of.key_binary)) {
+            send_error(c, "CLIENT_ERROR opaque token too long");
+            return;
         }
         if (!of.no_reply)
-            send_line(c, &l, NULL);
+            send_line(c, &l, NULL, NULL);
         return;
     }
 
@@ -546,9 +567,13 @@ static void process_mg(struct conn *c, struct token *tokens, size_t ntokens)
         STAT_INCR(ws, get_hits);
     }
     if (of.value) {
-        send_line(c, &l, it);
+        struct meta_line miss; /* sent instead when the value cannot be read from flash */
+        miss.len = 0;
+        if (of.no_reply || !miss_line(&miss, tokens, ntokens, key, nkey, of.key_binary))
+            miss.len = 0;
+        send_line(c, &l, it, &miss);
     } else {
-        send_line(c, &l, NULL);
+        send_line(c, &l, NULL, NULL);
         item_release(it);
     }
 }
@@ -771,7 +796,7 @@ static void ms_value_done(struct conn *c, const char *trailer, size_t trailer_le
     item_release(it);
     if (res == STORE_STORED && c->value.noreply)
         return;
-    send_line(c, &l, NULL);
+    send_line(c, &l, NULL, NULL);
 }
 
 /* ---- md ----------------------------------------------------------------------------------- */
@@ -862,7 +887,7 @@ static void process_md(struct conn *c, struct token *tokens, size_t ntokens)
     l.len = 0;
     line_str(&l, code);
     line_add(&l, flags.buf, flags.len);
-    send_line(c, &l, NULL);
+    send_line(c, &l, NULL, NULL);
 }
 
 /* ---- ma ----------------------------------------------------------------------------------- */
@@ -1024,7 +1049,7 @@ static void process_ma(struct conn *c, struct token *tokens, size_t ntokens)
         line_add(&l, "\r\n", 2);
         line_add(&l, num, (size_t)numlen);
     }
-    send_line(c, &l, NULL);
+    send_line(c, &l, NULL, NULL);
 }
 
 /* ---- me ----------------------------------------------------------------------------------- */
@@ -1066,7 +1091,7 @@ static void process_me(struct conn *c, struct token *tokens, size_t ntokens)
                      item_slab_class(it), item_memcached_size(it));
     line_add(&l, tmp, (size_t)n);
     item_release(it);
-    send_line(c, &l, NULL);
+    send_line(c, &l, NULL, NULL);
 }
 
 /* ---- entry -------------------------------------------------------------------------------- */

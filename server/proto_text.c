@@ -28,6 +28,8 @@
 #include "stats_detail.h"
 #include "thread.h"
 #include "tokenize.h"
+#include "flash.h"
+#include "value_fetch.h"
 #include "growbuf.h"
 #include "numbers.h"
 #include "watch.h"
@@ -250,7 +252,7 @@ static void get_keys(struct conn *c, struct token *key_token, struct token *toke
             *p++ = '\r';
             *p++ = '\n';
             r->head_len = (uint16_t)(p - r->head);
-            resp_set_item(r, it, true);
+            conn_resp_set_value(c, r, it, true, "", 0); /* a miss: nothing */
             last = r;
             hits++;
             if (log_enabled(LOG_CMDS))
@@ -1079,6 +1081,8 @@ static void process_stats(struct conn *c, struct token *tokens, size_t ntokens)
         storage_stats_slabs(emit_stat_line, &t);
     else if (strcmp(sub, "sizes") == 0)
         storage_stats_sizes(emit_stat_line, &t);
+    else if (strcmp(sub, "extstore") == 0 && flash_running())
+        flash_stats_pages(emit_stat_line, &t);
     else if (strcmp(sub, "cachedump") == 0) {
         process_cachedump(c, tokens, ntokens);
         return;
@@ -1209,6 +1213,16 @@ static enum proto_status dispatch(struct conn *c, char *line, size_t len)
         process_slabs(c, tokens, ntokens);
     } else if (strcmp(cmd, "lru") == 0) {
         process_lru(c, tokens, ntokens);
+    } else if (strcmp(cmd, "extstore") == 0) {
+        /* "extstore <name> <value> [<value>]", as memcached (settings_ext.c) */
+        settings_lock();
+        bool ok =
+            ntokens >= 4 && settings_ext_command(&settings.ext, tokens[1].value, tokens[2].value,
+                                                 ntokens >= 5 ? tokens[3].value : NULL);
+        struct ext_settings now = settings.ext;
+        settings_unlock();
+        flash_tune(&now);
+        out_string(c, false, ok ? "OK" : "ERROR");
     } else if (strcmp(cmd, "lru_crawler") == 0) {
         return process_lru_crawler(c, tokens, ntokens);
     } else if (strcmp(cmd, "refresh_certs") == 0) {

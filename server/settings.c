@@ -9,6 +9,7 @@
  */
 #include "settings.h"
 
+#include "settings_ext.h"
 #include "settings_tls.h"
 
 #include "config.h"
@@ -95,6 +96,7 @@ void settings_init(struct settings *s)
     s->lru_crawler_tocrawl = -1;
     s->prefix_delimiter = ':';
     settings_tls_init(&s->tls);
+    settings_ext_init(&s->ext);
 }
 
 void settings_free(struct settings *s)
@@ -105,6 +107,7 @@ void settings_free(struct settings *s)
     free(s->socketpath);
     free(s->rdma_listen);
     free(s->auth_file);
+    settings_ext_free(&s->ext);
     settings_tls_free(&s->tls);
     s->pid_file = s->username = s->inter = s->socketpath = s->rdma_listen = s->auth_file = NULL;
 }
@@ -141,7 +144,7 @@ static double lenient_double(const char *text)
 
 /* memcached's safe_strtoul: whole decimal string (trailing blanks allowed),
  * no negative values. */
-static bool strict_ulong(const char *text, unsigned long max, unsigned long *out)
+bool settings_strict_ulong(const char *text, unsigned long max, unsigned long *out)
 {
     char *end;
     errno = 0;
@@ -157,7 +160,7 @@ static bool strict_ulong(const char *text, unsigned long max, unsigned long *out
 }
 
 /* memcached's safe_strtod. */
-static bool strict_double(const char *text, double *out)
+bool settings_strict_double(const char *text, double *out)
 {
     char *end;
     errno = 0;
@@ -211,7 +214,7 @@ static bool check_slab_sizes(struct settings *s, const char *list, FILE *errout)
     char *save = NULL;
     for (char *p = strtok_r(copy, "-", &save); p && ok; p = strtok_r(NULL, "-", &save)) {
         unsigned long size = 0;
-        if (!strict_ulong(p, UINT32_MAX, &size) || size < (unsigned long)s->chunk_size ||
+        if (!settings_strict_ulong(p, UINT32_MAX, &size) || size < (unsigned long)s->chunk_size ||
             size > s->slab_chunk_max) {
             fprintf(errout, "slab size %lu is out of valid range\n", size);
             ok = false;
@@ -308,6 +311,18 @@ static void print_usage(FILE *out)
             "   - rdma_eager_max:      RDMA message buffer size in bytes (default: 8192)\n"
             "   - rdma_poll:           RDMA completions: event, spin or adaptive (default: event)\n"
             "   - tail_repair_time:    accepted\n"
+            "   - ext_path:            file for values on flash, PATH:SIZE (repeatable)\n"
+            "   - ext_page_size:       flash page size in MiB (default: 64)\n"
+            "   - ext_wbuf_size:       flash write buffer size in MiB (default: 4)\n"
+            "   - ext_item_size:       write values at least this long (default: 512)\n"
+            "   - ext_item_age:        write values idle at least this long, seconds\n"
+            "                          (default: only when memory is full)\n"
+            "   - ext_low_ttl:         keep items with less TTL left than this in RAM\n"
+            "   - slab_automove_freeratio: memory kept free; below it values go to flash\n"
+            "                          (default: 0.010)\n"
+            "   - ext_threads, ext_io_depth, ext_recache_rate, ext_compact_under,\n"
+            "     ext_drop_under, ext_max_frag, ext_max_sleep, ext_drop_unread:\n"
+            "                          checked and reported (see doc/compatibility.md)\n"
             "   - ssl_chain_cert:      certificate chain file in PEM format\n"
             "   - ssl_key:             private key, if not part of the -ssl_chain_cert\n"
             "   - ssl_keyformat:       private key format (PEM, DER or ENGINE) (default: PEM)\n"
@@ -345,67 +360,11 @@ static const struct ignored_suboption {
     const char *name;
     enum value_kind kind;
 } ignored_suboptions[] = {
-    {"slab_reassign", V_NONE},
-    {"no_slab_reassign", V_NONE},
-    {"read_buf_mem_limit", V_ULONG},
-    {"resp_obj_mem_limit", V_ANY},
-    {"drop_privileges", V_NONE},
-    {"no_drop_privileges", V_NONE},
-    {"sock_cookie_id", V_ANY},
-    {"ext_page_size", V_ULONG},
-    {"ext_wbuf_size", V_ULONG},
-    {"ext_threads", V_ULONG},
-    {"ext_io_depth", V_ULONG},
-    {"ext_item_size", V_ULONG},
-    {"ext_item_age", V_ULONG},
-    {"ext_low_ttl", V_ULONG},
-    {"ext_recache_rate", V_ULONG},
-    {"ext_compact_under", V_ULONG},
-    {"ext_drop_under", V_ULONG},
-    {"ext_max_sleep", V_ULONG},
-    {"ext_max_frag", V_DOUBLE},
-    {"ext_drop_unread", V_NONE},
-    {"slab_automove_freeratio", V_DOUBLE},
-    {NULL, V_NONE},
+    {"slab_reassign", V_NONE},       {"no_slab_reassign", V_NONE},
+    {"read_buf_mem_limit", V_ULONG}, {"resp_obj_mem_limit", V_ANY},
+    {"drop_privileges", V_NONE},     {"no_drop_privileges", V_NONE},
+    {"sock_cookie_id", V_ANY},       {NULL, V_NONE},
 };
-
-/* -o ext_path=FILE:SIZE: memcached requires a size with an M, G, T or P
- * unit and a file it can open (here: an existing, writable directory). */
-static bool check_ext_path(const char *value, FILE *errout)
-{
-    const char *colon = value ? strchr(value, ':') : NULL;
-    if (!value || colon == value) {
-        fprintf(errout, "failed to parse ext_path argument\n");
-        return false;
-    }
-    const char *size = colon ? colon + 1 : NULL;
-    size_t len = size ? strcspn(size, ":") : 0;
-    char unit = len ? size[len - 1] : '\0';
-    if (!strchr("mMgGtTpP", unit) || unit == '\0') {
-        fprintf(errout, "must supply size to ext_path, ie: ext_path=/f/e:64m (M|G|T|P supported)\n"
-                        "failed to parse ext_path argument\n");
-        return false;
-    }
-    char dir[4096];
-    size_t plen = (size_t)(colon - value);
-    if (plen >= sizeof(dir))
-        plen = sizeof(dir) - 1;
-    memcpy(dir, value, plen);
-    dir[plen] = '\0';
-    char *slash = strrchr(dir, '/');
-    if (slash == dir)
-        dir[1] = '\0';
-    else if (slash)
-        *slash = '\0';
-    else
-        snprintf(dir, sizeof(dir), ".");
-    if (access(dir, W_OK | X_OK) != 0) {
-        fprintf(errout, "Failed to initialize external storage: failed to open file %.*s: %s\n",
-                (int)(colon - value), value, strerror(errno));
-        return false;
-    }
-    return true;
-}
 
 /* Handles one -o suboption "name" or "name=value". */
 static bool parse_suboption(struct settings *s, struct parse_state *ps, char *opt, FILE *errout)
@@ -418,6 +377,9 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
     enum tls_suboption_result tls = settings_tls_suboption(&s->tls, opt, value, errout);
     if (tls != TLS_SUBOPT_NOT_MINE)
         return tls == TLS_SUBOPT_OK;
+    enum ext_suboption_result ext = settings_ext_suboption(&s->ext, opt, value, errout);
+    if (ext != EXT_SUBOPT_NOT_MINE)
+        return ext == EXT_SUBOPT_OK;
 
 #define NEED_VALUE()                                                                               \
     do {                                                                                           \
@@ -527,7 +489,7 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
     } else if (strcmp(opt, "slab_automove_window") == 0 ||
                strcmp(opt, "watcher_logbuf_size") == 0 || strcmp(opt, "worker_logbuf_size") == 0) {
         NEED_VALUE();
-        if (!strict_ulong(value, INT_MAX / 1024, &uv)) {
+        if (!settings_strict_ulong(value, INT_MAX / 1024, &uv)) {
             fprintf(errout, "could not parse argument to %s\n", opt);
             return false;
         }
@@ -580,7 +542,7 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
         s->lru_crawler_sleep = v;
     } else if (strcmp(opt, "lru_crawler_tocrawl") == 0) {
         NEED_VALUE();
-        if (!strict_ulong(value, UINT32_MAX, &uv)) {
+        if (!settings_strict_ulong(value, UINT32_MAX, &uv)) {
             fprintf(errout, "could not parse argument to lru_crawler_tocrawl\n");
             return false;
         }
@@ -624,11 +586,6 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
             return false;
         }
         s->tail_repair_time = (unsigned)v;
-    } else if (strcmp(opt, "ext_path") == 0) {
-        if (!check_ext_path(value, errout))
-            return false;
-        fprintf(errout, "warning: -o ext_path (external storage) is not supported by "
-                        "memcached-rdma; ignored\n");
     } else {
         for (const struct ignored_suboption *ig = ignored_suboptions; ig->name; ig++) {
             if (strcmp(opt, ig->name) != 0)
@@ -638,8 +595,8 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
                 fprintf(errout, "Missing %s argument\n", opt);
                 return false;
             }
-            if ((ig->kind == V_ULONG && !strict_ulong(value, UINT32_MAX, &uv)) ||
-                (ig->kind == V_DOUBLE && !strict_double(value, &d))) {
+            if ((ig->kind == V_ULONG && !settings_strict_ulong(value, UINT32_MAX, &uv)) ||
+                (ig->kind == V_DOUBLE && !settings_strict_double(value, &d))) {
                 fprintf(errout, "could not parse argument to %s\n", opt);
                 return false;
             }
@@ -1096,8 +1053,11 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
         return SETTINGS_EXIT_OK;
     }
 
-    if (!check_combination(s, ps, item_size, errout))
+    if (!check_combination(s, ps, item_size, errout) ||
+        !settings_ext_check_usage(&s->ext, s->item_size_max, s->udpport, errout))
         return SETTINGS_EXIT_BAD;
+    if (!settings_ext_check_store(&s->ext, errout))
+        return SETTINGS_EXIT_FAILED;
     if (!check_lock_table(s, errout))
         return SETTINGS_EXIT_FAILED;
     if (s->socketpath && s->inter)

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "settings_ext.h"
+
 enum binding_protocol { PROTOCOL_AUTO, PROTOCOL_ASCII, PROTOCOL_BINARY };
 
 /* TLS as memcached 1.6.18 takes it; the values are OpenSSL's, so that
@@ -55,6 +57,7 @@ struct settings {
     char *auth_file;                        /* -Y: ASCII authentication credentials */
     bool sasl;                              /* -S: binary SASL authentication (sasl.c) */
     struct tls_settings tls;                /* -Z and -o ssl_* (settings_tls.c) */
+    struct ext_settings ext;                /* -o ext_* (settings_ext.c) */
     char *rdma_listen;       /* -o rdma_listen=ADDR:PORT (repeatable), space separated */
     unsigned rdma_eager_max; /* -o rdma_eager_max: RDMA message buffer, bytes; 8192 */
     int rdma_poll;           /* -o rdma_poll: 0 event, 1 spin, 2 adaptive */
@@ -134,6 +137,11 @@ const char *settings_version(void);
 /* The one instance the daemon runs with (read-only once workers start,
  * except the reported tunables, which settings_lock guards). */
 extern struct settings settings;
+
+/* memcached's safe_strtoul (whole decimal string, trailing blanks, no
+ * sign, at most max) and safe_strtod, for the suboption parsers. */
+bool settings_strict_ulong(const char *text, unsigned long max, unsigned long *out);
+bool settings_strict_double(const char *text, double *out);
 void settings_lock(void);
 void settings_unlock(void);
 

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "net_sock.h"
 #include "net_tls.h"
+#include "flash.h"
 #include "settings.h"
 #include "stats_detail.h"
 #include "thread.h"
@@ -248,6 +249,7 @@ void stats_report_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "get_misses", D(get_misses));
     place_storage_stat(&ss, "get_expired", emit, ctx);
     place_storage_stat(&ss, "get_flushed", emit, ctx);
+    flash_stats_gets(emit, ctx);
     emit_u64(emit, ctx, "delete_misses", D(delete_misses));
     emit_u64(emit, ctx, "delete_hits", D(delete_hits));
     emit_u64(emit, ctx, "incr_misses", D(incr_misses));
@@ -284,6 +286,7 @@ void stats_report_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "log_watcher_skipped", skipped);
     emit_u64(emit, ctx, "log_watcher_sent", sent);
     emit_u64(emit, ctx, "log_watchers", watchers);
+    flash_stats_store(emit, ctx);
 #undef D
     net_tls_stats(emit, ctx);
     if (stats_general_extra)
@@ -361,6 +364,7 @@ void stats_report_settings(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "read_buf_mem_limit", 0);
     place_storage_stat(&ss, "track_sizes", emit, ctx);
     emit(ctx, "inline_ascii_response", "no");
+    settings_ext_stats(&tun.ext, emit, ctx);
     rest_of_storage_stats(&ss, emit, ctx);
     /* -N and -e are accepted and ignored (memcached's when not given) */
     emit(ctx, "num_napi_ids", "(null)");

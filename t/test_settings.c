@@ -46,10 +46,18 @@ static bool refused(enum settings_action a)
     return a == SETTINGS_EXIT_BAD || a == SETTINGS_EXIT_FAILED;
 }
 
+/* The same, then frees what the refused parse kept (ext_path's paths). */
+static bool refused_freed(struct settings *s, enum settings_action a)
+{
+    bool r = refused(a);
+    settings_free(s);
+    return r;
+}
+
 int main(void)
 {
     struct settings s;
-    printf("1..48\n");
+    printf("1..49\n");
 
     ok(parse(&s, ARGS("-v")) == SETTINGS_RUN && s.port == 11211 && s.maxconns == 1024 &&
            s.num_threads == 4 && s.maxbytes == 64u << 20 && s.item_size_max == 1u << 20 &&
@@ -279,9 +287,22 @@ int main(void)
            refused(parse(&s, ARGS("-o", "proxy_config=x"))) &&
            refused(parse(&s, ARGS("-o", "ext_page_size=abc"))) &&
            refused(parse(&s, ARGS("-o", "ext_path=/tmp/x"))) &&
+           refused_freed(&s, parse(&s, ARGS("-o", "ext_path=/tmp/x:64m,ext_page_size=8"))) &&
+           refused_freed(&s, parse(&s, ARGS("-o", "ext_wbuf_size=3,ext_path=/tmp/x:64m"))) &&
+           refused(parse(&s, ARGS("-o", "ext_path=/tmp/x:64m:compact"))) &&
+           refused(parse(&s, ARGS("-o", "ext_item_size=-1"))) &&
            refused(parse(&s, ARGS("-o", "ssl_verify_mode=9"))) &&
            parse(&s, ARGS("-o", "ext_page_size=64,ssl_verify_mode=1")) == SETTINGS_RUN,
        "-o: options memcached 1.6.18 lacks fail; ignored ones have their values checked");
+    settings_free(&s);
+    ok(parse(&s,
+             ARGS("-o", "ext_page_size=8,ext_wbuf_size=2,ext_path=/tmp/x:1g,ext_path=/tmp/y:64m",
+                  "-o", "ext_item_size=100,ext_max_frag=0.5,ext_drop_unread")) == SETTINGS_RUN &&
+           s.ext.npaths == 2 && s.ext.paths[0].size == 1024ULL * 1024 * 1024 &&
+           strcmp(s.ext.paths[1].path, "/tmp/y") == 0 && s.ext.paths[1].size == 64ULL << 20 &&
+           s.ext.page_size == 8ULL << 20 && s.ext.wbuf_size == 2ULL << 20 &&
+           s.ext.item_size == 100 && s.ext.max_frag == 0.5 && s.ext.drop_unread,
+       "-o ext_*: paths with sizes, page and buffer sizes in MiB, thresholds");
     settings_free(&s);
     ok(parse(&s, ARGS("-o", "hashpower=12")) == SETTINGS_EXIT_FAILED &&
            parse(&s, ARGS("-t", "2", "-o", "hashpower=12")) == SETTINGS_RUN &&

@@ -258,6 +258,46 @@ for my $case ([64, '-m', '1'], [64, '-m', '0'], [64, '-I', '100k'], [64, '-I', '
       and is($status >> 8, $expect, "@args: with exit status $expect, as memcached")
       and like($log, qr/\S/, "@args: and says why");
 }
+# The external storage options (-o ext_*), with a file in a fresh directory:
+# memcached's messages and exit statuses; good values start the server.
+{
+    my $dir = File::Temp::tempdir(CLEANUP => 1);
+    my $f = "$dir/ext";
+    for my $case ([64, qr/cannot be larger than ext_wbuf_size/, '-I', '8m', '-o', "ext_path=$f:64m"],
+        [64, qr/Cannot use UDP with extstore/, '-U', '22123', '-o', "ext_path=$f:64m"],
+        [1, qr/ext_page_size before any ext_path/, '-o', "ext_path=$f:64m,ext_page_size=8"],
+        [1, qr/page_size must be divisible by wbuf_size/, '-o', "ext_wbuf_size=3,ext_path=$f:64m"],
+        [1, qr/could not parse argument to ext_threads/, '-o', "ext_path=$f:64m,ext_threads=x"],
+        [1, qr/could not parse argument to ext_item_size/, '-o', 'ext_item_size=-1'],
+        [1, qr/could not parse argument to ext_max_frag/, '-o', 'ext_max_frag=x'],
+        [1, qr/could not parse argument to slab_automove_freeratio/, '-o', 'slab_automove_freeratio=x'],
+        [1, qr/Missing ext_max_frag argument/, '-o', 'ext_max_frag'],
+        [1, qr/missing argument to ext_path/, '-o', 'ext_path'],
+        [1, qr/must supply size to ext_path/, '-o', "ext_path=$f"],
+        [1, qr/only presently supports the default bucket/, '-o', "ext_path=$f:64m:compact"])
+    {
+        my ($expect, $why, @args) = @$case;
+        my ($exited, $status, $log) = run_briefly(5, @args);
+        ok($exited && !($status & 127), "@args: the server exits")
+          and is($status >> 8, $expect, "@args: with exit status $expect, as memcached")
+          and like($log, $why, "@args: and says why as memcached");
+    }
+    my $srv = eval {
+        start_server('-o', "ext_page_size=8,ext_wbuf_size=2,ext_path=$f:64m,ext_path=$f.2:16m,"
+              . 'ext_item_size=1024,ext_item_age=5,ext_low_ttl=10,ext_recache_rate=100,'
+              . 'ext_compact_under=2,ext_drop_under=1,ext_max_frag=0.5,ext_drop_unread,'
+              . 'ext_threads=2,slab_automove_freeratio=0.02')
+    };
+    ok($srv, 'every ext_* option with a good value: the server runs') or diag($@);
+    if ($srv) {
+        my $set = mc_stats($srv->connect, 'settings');
+        my %want = (ext_item_size => 1024, ext_item_age => 5, ext_low_ttl => 10,
+            ext_recache_rate => 100, ext_wbuf_size => 2097152, ext_compact_under => 2,
+            ext_drop_under => 1, ext_max_sleep => 1000000, ext_max_frag => '0.50',
+            slab_automove_freeratio => '0.020', ext_drop_unread => 'yes');
+        is($set->{$_}, $want{$_}, "stats settings $_ as given") for sort keys %want;
+    }
+}
 # -o hashpower=12 with more threads is refused with memcached's three lines
 like((run_briefly(5, '-o', 'hashpower=12'))[2],
     qr/cannot be equal to or less than item lock table.*\n.*grows with `-t N`.*\n.*hashpower=N/,

@@ -128,6 +128,12 @@ ok(exists $set->{$_}, "settings has $_") for qw(maxbytes maxconns tcpport udppor
   lru_crawler_sleep lru_crawler_tocrawl lru_maintainer_thread hot_lru_pct warm_lru_pct
   hot_max_factor warm_max_factor temp_lru temporary_ttl idle_timeout watcher_logbuf_size
   worker_logbuf_size track_sizes inline_ascii_response);
+# the external storage settings an extstore build (Debian's) reports, defaults
+my %ext_defaults = (ext_item_size => 512, ext_item_age => 4294967295, ext_low_ttl => 0,
+    ext_recache_rate => 2000, ext_wbuf_size => 4194304, ext_compact_under => 0,
+    ext_drop_under => 0, ext_max_sleep => 1000000, ext_max_frag => '0.80',
+    slab_automove_freeratio => '0.010', ext_drop_unread => 'no');
+is($set->{$_}, $ext_defaults{$_}, "settings $_ default") for sort keys %ext_defaults;
 # ... and two that every memcached 1.6.18 build reports, unset without -N / -e
 is($set->{$_}, '(null)', "settings $_ (null)") for qw(num_napi_ids memory_file);
 

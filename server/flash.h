@@ -1,0 +1,78 @@
+/*
+ * flash.h: the flash tier (memcached's extstore, -o ext_path). Values of
+ * COLD items are written into log-structured pages of the ext_path files
+ * by one I/O thread through io_uring; the item in RAM becomes a header
+ * holding where the value lies (items.h: item_flash_loc). Reads of such
+ * values go through the same thread; the caller is told on that thread
+ * and hands the result to its own (value_fetch.c does, for connections).
+ * See doc/storage.md, "Values on flash".
+ */
+#ifndef MCR_FLASH_H
+#define MCR_FLASH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "items.h"
+#include "settings_ext.h"
+
+/* Opens the files and starts the I/O thread; 0, or -1 with a message
+ * (memcached's "Failed to initialize external storage: ..." text). */
+int flash_start(const struct ext_settings *cfg, char *errbuf, size_t errlen);
+/* Stops the thread (reads still queued complete as failures), closes
+ * the files. */
+void flash_stop(void);
+bool flash_running(void);
+
+/* One read of a flash-resident value. The caller fills loc, key, nkey,
+ * nbytes and done; flash_read() fills value (nbytes bytes, malloc'd, the
+ * callee's to free) and ok, then calls done(rd) on the I/O thread. */
+struct flash_read {
+    struct flash_read *next;
+    struct item_flash_loc loc;
+    char key[KEY_MAX_LENGTH];
+    size_t nkey, nbytes;
+    char *record; /* the record read (header, key, value); freed by flash_read_free */
+    const char *value;
+    bool ok;      /* the record was read and matched key, length and checksum */
+    bool corrupt; /* read but did not match (badcrc_from_extstore) */
+    void (*done)(struct flash_read *rd);
+    void *arg;
+};
+/* Queues rd; when the tier is not running done() is called at once. */
+void flash_read(struct flash_read *rd);
+void flash_read_free(struct flash_read *rd);
+
+/* A flash header is freed: its record no longer counts as used; a full
+ * page left with nothing used is reclaimed (free again). Any thread,
+ * engine locks held (the tier's own lock is innermost). */
+void flash_forget(const struct item_flash_loc *loc);
+
+/* The "extstore" command changed what the writer takes (item_size,
+ * item_age, low_ttl); the I/O thread reads them at its next pass. */
+void flash_tune(const struct ext_settings *cfg);
+
+/* Run one writer pass now in the I/O thread and wait for it (tests). */
+void flash_write_now(void);
+
+/* Counters kept by the value fetchers (value_fetch.c). */
+enum flash_counter {
+    FC_GET_EXTSTORE,
+    FC_GET_ABORTED,
+    FC_GET_OOM,
+    FC_RECACHE,
+    FC_MISS,
+    FC_BADCRC,
+    FC_COUNT
+};
+void flash_count(enum flash_counter which);
+
+/* "stats" lines (get_extstore ... badcrc_from_extstore, then, with the
+ * tier running, extstore_*) and "stats extstore". */
+typedef void (*flash_emit_fn)(void *ctx, const char *name, const char *value);
+void flash_stats_gets(flash_emit_fn emit, void *ctx);
+void flash_stats_store(flash_emit_fn emit, void *ctx);
+void flash_stats_pages(flash_emit_fn emit, void *ctx);
+
+#endif
