@@ -692,6 +692,8 @@ static void emit_u64(flash_emit_fn emit, void *ctx, const char *name, uint64_t v
 
 void flash_stats_gets(flash_emit_fn emit, void *ctx)
 {
+    if (!flash_running()) /* memcached prints them only with ext_path */
+        return;
     for (int i = 0; i < FC_COUNT; i++)
         emit_u64(emit, ctx, counter_names[i], get(&counters.gets[i]));
 }
