@@ -6,7 +6,7 @@
 use strict;
 use warnings;
 use FindBin;
-use lib "$FindBin::Bin/lib", "$FindBin::Bin/../lib";
+use lib "$FindBin::Bin/../lib";
 use Test::More;
 use Socket qw(IPPROTO_TCP TCP_NODELAY);
 use Time::HiRes qw(sleep);

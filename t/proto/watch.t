@@ -9,7 +9,7 @@ use strict;
 use warnings;
 use Test::More;
 use FindBin;
-use lib "$FindBin::Bin/../binary/lib";
+use lib "$FindBin::Bin/../lib";
 use IO::Socket::IP;
 use MCTest;
 use MCBinary;

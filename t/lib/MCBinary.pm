@@ -15,6 +15,9 @@
 #                          keylen extlen datatype status bodylen opaque cas
 #                          extras key value), undef on timeout or EOF
 #   bin_call($s, $frame)   send one frame, read one response
+#   bin_op($s, op, key, value, extras)   one request; returns (status, body)
+#                          where body is extras . key . value of the reply,
+#                          ('', '') on timeout or EOF
 #   bin_stats($s [, $group])   hashref of a binary STAT group, undef when
 #                          the server answers an error
 #   flags_of($resp)        the 32-bit flags in a get reply's extras
@@ -26,7 +29,7 @@ use warnings;
 use Exporter 'import';
 use MCTest qw(mc_send mc_bytes);
 
-our @EXPORT = qw(bin_req ext_store ext_arith ext_exp bin_read bin_call bin_stats
+our @EXPORT = qw(bin_req ext_store ext_arith ext_exp bin_read bin_call bin_op bin_stats
   flags_of u64_of %OP %ST);
 
 our %OP = (
@@ -81,6 +84,13 @@ sub bin_call {
     my ($s, $frame, $timeout) = @_;
     mc_send($s, $frame);
     return bin_read($s, $timeout);
+}
+
+sub bin_op {
+    my ($s, $op, $key, $value, $extras) = @_;
+    my $r = bin_call($s, bin_req($op, key => $key, value => $value, extras => $extras, opaque => 7));
+    return ('', '') unless $r;
+    return ($r->{status}, $r->{extras} . $r->{key} . $r->{value});
 }
 
 sub bin_stats {
