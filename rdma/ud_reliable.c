@@ -142,7 +142,8 @@ static bool config_valid(const struct udr_config *c)
     return c->mtu > MCR_UD_HDR_LEN && c->mtu - MCR_UD_HDR_LEN <= UINT16_MAX && c->window >= 1 &&
            c->window <= UDR_WINDOW_MAX && c->ack_every >= 1 && c->ack_every <= c->window &&
            c->max_msg <= INT32_MAX && c->sendq_max >= c->max_msg && c->rto_min_us >= 1 &&
-           c->rto_min_us <= c->rto_init_us && c->rto_init_us <= c->rto_max_us && c->dead_us >= 1;
+           c->rto_min_us <= c->rto_init_us && c->rto_init_us <= c->rto_max_us && c->dead_us >= 1 &&
+           c->peer_window <= UDR_WINDOW_MAX;
 }
 
 struct udr_peer *udr_open(const struct udr_config *cfg, const struct udr_ops *ops, void *arg,
@@ -176,8 +177,8 @@ struct udr_peer *udr_open(const struct udr_config *cfg, const struct udr_ops *op
     p->ring_mask = ring - 1;
     p->snd_una = p->snd_nxt = cfg->tx_isn;
     p->rcv_nxt = cfg->rx_isn;
-    /* until the peer says otherwise: one datagram (its window is unknown) */
-    p->peer_window = 1;
+    /* unknown until the peer's first datagram: one */
+    p->peer_window = cfg->peer_window != 0 ? cfg->peer_window : 1;
     p->rto_us = cfg->rto_init_us;
     p->rto_deadline = UINT64_MAX;
     p->last_heard = now_us;
@@ -465,7 +466,7 @@ static void consume(struct udr_peer *p, uint32_t msg_len, uint32_t seg_off, cons
     uint8_t *assembled = NULL;
     bool complete = false;
     if (seg_off == 0 && seg_len == msg_len) {
-        whole = data;
+        whole = data != NULL ? data : (const uint8_t *)""; /* an empty message */
         complete = true;
     } else {
         if (seg_off == 0) {

@@ -46,7 +46,8 @@ struct udr_ops {
      * NULL when len is 0). Both are valid only during the call. A datagram
      * the caller cannot post may be dropped: it is retransmitted. */
     void (*emit)(void *arg, const uint8_t *hdr, const uint8_t *payload, size_t len);
-    /* One whole message, in order; valid only during the call. */
+    /* One whole message, in order; valid only during the call (never
+     * NULL, also when len is 0). */
     void (*deliver)(void *arg, const uint8_t *msg, size_t len);
 };
 
@@ -64,6 +65,7 @@ struct udr_config {
     uint32_t keepalive_us;  /* probe an idle peer after this long silent; 0: never */
     uint32_t local_conn_id; /* our id for this peer: the peer puts it in every datagram */
     uint32_t peer_conn_id;  /* the peer's id for us: we put it in every datagram */
+    uint32_t peer_window;   /* the peer's window if known at setup; 0: 1 until it says */
     uint32_t tx_isn;        /* first sequence number we send */
     uint32_t rx_isn;        /* first sequence number the peer sends */
 };

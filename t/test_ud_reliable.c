@@ -623,6 +623,39 @@ static void test_forged_in_window(void)
     sim_close(&sim);
 }
 
+/* A sender killed in the middle of a segmented message: the receiver keeps
+ * the part (bounded by max_msg) until it is closed, which frees it (the
+ * sanitizer build checks for leaks). */
+static void test_killed_mid_message(void)
+{
+    struct sim sim;
+    sim_open(&sim, 4096, 0, 0, 0);
+    sim.ch.delay_us = 10;
+    struct side *a = &sim.side[0], *b = &sim.side[1];
+    a->next_send = 1; /* message 1: 1 MiB */
+    a->n_msgs = 2;
+    b->next_expect = 1;
+    side_feed(a);
+    for (int i = 0; i < 120; i++) {
+        if (i == 5)
+            a->silent = true; /* killed: nothing more leaves A */
+        sim.now += 100;
+        udr_tick(a->peer, sim.now);
+        while (sim.ch.n > 0 && sim.ch.heap[0].at <= sim.now) {
+            struct packet pk = heap_pop(&sim.ch);
+            udr_receive(sim.side[pk.to].peer, pk.bytes, pk.len, sim.now);
+            free(pk.bytes);
+        }
+        udr_tick(b->peer, sim.now);
+    }
+    const struct udr_stats *sb = udr_stats(b->peer);
+    tap_ok(sb->dgrams_received > 1 && sb->msgs_delivered == 0 && !udr_is_idle(b->peer),
+           "killed mid-message: the receiver holds a part (%" PRIu64 " datagrams), delivers "
+           "nothing",
+           sb->dgrams_received);
+    sim_close(&sim);
+}
+
 static void test_limits(void)
 {
     struct udr_config cfg;
@@ -668,6 +701,7 @@ int main(void)
     test_dead_peer();
     test_hostile();
     test_forged_in_window();
+    test_killed_mid_message();
     tap_no_plan_end();
     return tap_exit_status();
 }
