@@ -68,10 +68,17 @@ struct mcr_ud_hdr {
  * the link's own CRC (the ICRC of InfiniBand and RoCE). */
 static inline uint16_t mcr_ud_hdr_check(const uint8_t *p)
 {
-    uint32_t sum = 0;
-    for (size_t i = 0; i < MCR_UD_HDR_LEN; i += 2)
-        if (i != 34)
-            sum += (uint32_t)p[i] | (uint32_t)p[i + 1] << 8;
+    /* the sum of 32-bit little-endian words, folded, is the sum of their
+     * 16-bit halves (end-around carry): 8 words, then the word at 32 */
+    uint64_t sum = 0;
+    for (size_t i = 0; i < 32; i += 4) {
+        uint32_t w;
+        memcpy(&w, p + i, 4);
+        sum += le32toh(w);
+    }
+    uint16_t last;
+    memcpy(&last, p + 32, 2);
+    sum += le16toh(last);
     while (sum >> 16)
         sum = (sum & 0xffffu) + (sum >> 16);
     return (uint16_t)~sum;
