@@ -46,7 +46,8 @@ static void on_emit(void *arg, const uint8_t *hdr, const uint8_t *payload, size_
     }
     uint8_t *d = l->buf[l->tail % LINK_SLOTS];
     memcpy(d, hdr, MCR_UD_HDR_LEN);
-    memcpy(d + MCR_UD_HDR_LEN, payload, len);
+    if (len > 0)
+        memcpy(d + MCR_UD_HDR_LEN, payload, len);
     l->len[l->tail % LINK_SLOTS] = (uint32_t)(MCR_UD_HDR_LEN + len);
     l->tail++;
 }

@@ -454,10 +454,20 @@ static bool continues_stream(const struct udr_peer *p, uint32_t msg_len, uint32_
 
 /* Consumes the in-order segment at rcv_nxt (continues_stream() holds):
  * advances rcv_nxt and delivers a message it completes. `owned` is a
- * buffer of the receive ring to free after use (or NULL). */
-static void consume(struct udr_peer *p, uint32_t msg_len, uint32_t seg_off, const uint8_t *data,
+ * buffer of the receive ring to free after use (or NULL). False, with
+ * nothing changed or freed, when there is no memory to reassemble the
+ * message this segment starts: the datagram is then as if lost. */
+static bool consume(struct udr_peer *p, uint32_t msg_len, uint32_t seg_off, const uint8_t *data,
                     uint16_t seg_len, uint8_t *owned, uint64_t now_us)
 {
+    if (seg_off == 0 && seg_len != msg_len) {
+        uint8_t *buf = malloc(msg_len); /* at most max_msg */
+        if (buf == NULL)
+            return false;
+        p->asm_buf = buf;
+        p->asm_total = msg_len;
+        p->asm_len = 0;
+    }
     p->rcv_nxt++;
     p->held >>= 1;
     if (p->ack_pending++ == 0)
@@ -469,13 +479,6 @@ static void consume(struct udr_peer *p, uint32_t msg_len, uint32_t seg_off, cons
         whole = data != NULL ? data : (const uint8_t *)""; /* an empty message */
         complete = true;
     } else {
-        if (seg_off == 0) {
-            p->asm_buf = malloc(msg_len);
-            if (p->asm_buf == NULL)
-                abort(); /* bounded by max_msg; no way to refuse an acked datagram */
-            p->asm_total = msg_len;
-            p->asm_len = 0;
-        }
         memcpy(p->asm_buf + seg_off, data, seg_len);
         p->asm_len += seg_len;
         if (p->asm_len == p->asm_total) {
@@ -490,6 +493,7 @@ static void consume(struct udr_peer *p, uint32_t msg_len, uint32_t seg_off, cons
     }
     free(assembled);
     free(owned);
+    return true;
 }
 
 enum udr_verdict udr_input(struct udr_peer *p, const struct mcr_ud_hdr *h, const uint8_t *payload,
@@ -568,22 +572,25 @@ enum udr_verdict udr_input(struct udr_peer *p, const struct mcr_ud_hdr *h, const
                 p->ack_deadline = now_us + p->cfg.ack_delay_us;
             p->held |= 1ull << ahead;
         } else {
-            consume(p, h->msg_len, h->seg_off, payload, h->seg_len, NULL, now_us);
+            if (!consume(p, h->msg_len, h->seg_off, payload, h->seg_len, NULL, now_us))
+                return UDR_OK; /* no memory: as if lost, sent again */
             if (p->held & 1)
                 ack_now = true; /* a gap filled: the sender may move on */
             while (p->held & 1) {
                 struct udr_rxslot *r = &p->rx[p->rcv_nxt & p->ring_mask];
                 struct udr_rxslot taken = *r;
                 *r = (struct udr_rxslot){0};
-                if (!continues_stream(p, taken.msg_len, taken.seg_off)) {
-                    p->held &= ~1ull; /* forget it: the sender still has it */
+                bool fits = continues_stream(p, taken.msg_len, taken.seg_off);
+                if (!fits || !consume(p, taken.msg_len, taken.seg_off, taken.data, taken.seg_len,
+                                      taken.data, now_us)) {
+                    /* forget it (forged, or no memory): the sender still has it */
+                    p->held &= ~1ull;
                     free(taken.data);
-                    p->st.malformed++;
+                    if (!fits)
+                        p->st.malformed++;
                     ack_now = true; /* the sack changed */
                     break;
                 }
-                consume(p, taken.msg_len, taken.seg_off, taken.data, taken.seg_len, taken.data,
-                        now_us);
             }
         }
     }
