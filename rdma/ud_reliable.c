@@ -10,8 +10,9 @@
  * frees the ring's entries below it, and a message once its last segment
  * is freed. Selective acks only mark entries as received (the receiver may
  * forget what it selectively acked, so data is kept until the cumulative
- * ack passes it); an unmarked entry with three marked ones above it is
- * retransmitted once at once (fast retransmit), and on a retransmission
+ * ack passes it); an unmarked entry with three marked ones above it, one
+ * of them sent a quarter SRTT after it or later, is retransmitted once at
+ * once (fast retransmit), and on a retransmission
  * timeout every unmarked entry older than the timeout is. The timeout
  * follows RFC 6298 (smoothed RTT and variance from datagrams sent once,
  * doubled per consecutive expiry up to rto_max, reset by progress).
@@ -24,7 +25,8 @@
  * last ended) or starts a new one at offset 0; whole messages go to
  * deliver in order. An ack rides on every DATA datagram; without data to
  * send, an ACK goes after ack_every datagrams or ack_delay_us, and at once
- * after a gap or a duplicate (so the sender learns quickly).
+ * on a duplicate, a new gap and a gap filled (so the sender learns
+ * quickly), and in answer to a PROBE.
  *
  * Time is the caller's: the peer stores deadlines and udr_tick() acts on
  * those that have passed. The peer is dead when what it was sent stays
