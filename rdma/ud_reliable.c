@@ -97,6 +97,7 @@ struct udr_peer {
     uint32_t rcv_nxt;
     uint64_t held; /* bit i: rcv_nxt + i is in the receive ring (bit 0 never) */
     struct udr_rxslot *rx;
+    size_t rx_bytes;  /* payload held in the receive ring */
     uint8_t *asm_buf; /* message being reassembled */
     uint32_t asm_len, asm_total;
     uint32_t ack_pending; /* datagrams consumed since our last ack */
@@ -386,9 +387,11 @@ static void selective_ack(struct udr_peer *p, uint64_t sack, uint64_t now_us, ui
         return;
     uint32_t n = in_flight(p);
     p->nsacked = 0;
-    for (uint32_t i = 1; i < n; i++) {
+    /* from i = 0: the entry at the cumulative ack is missing by definition,
+     * though an earlier sack marked it (the receiver forgot it since) */
+    for (uint32_t i = 0; i < n; i++) {
         struct udr_txseg *s = &p->tx[(p->snd_una + i) & p->ring_mask];
-        bool sacked = i - 1 < 64 && (sack >> (i - 1) & 1);
+        bool sacked = i >= 1 && i - 1 < 64 && (sack >> (i - 1) & 1);
         if (sacked)
             newly_acked(s, newest_sent);
         s->sacked = sacked;
@@ -498,6 +501,59 @@ static bool consume(struct udr_peer *p, uint32_t msg_len, uint32_t seg_off, cons
     return true;
 }
 
+/* The data of a valid DATA datagram `ahead` of rcv_nxt (within the window,
+ * or behind it): a duplicate, held out of order, or consumed with what it
+ * lets drain. Returns whether an ack must go at once. */
+static bool take_data(struct udr_peer *p, const struct mcr_ud_hdr *h, const uint8_t *payload,
+                      int32_t ahead, uint64_t now_us, enum udr_verdict *verdict)
+{
+    if (ahead < 0 || (p->held >> ahead & 1)) {
+        p->st.duplicates++;
+        *verdict = UDR_DUPLICATE;
+        return true; /* the sender missed our ack */
+    }
+    if (ahead > 0) {
+        struct udr_rxslot *r = &p->rx[h->seq & p->ring_mask];
+        r->data = NULL;
+        if (h->seg_len > 0) {
+            r->data = malloc(h->seg_len);
+            if (r->data == NULL)
+                return false; /* no memory: as if lost, sent again */
+            memcpy(r->data, payload, h->seg_len);
+        }
+        r->msg_len = h->msg_len;
+        r->seg_off = h->seg_off;
+        r->seg_len = h->seg_len;
+        p->rx_bytes += h->seg_len;
+        bool new_gap = p->held == 0;
+        p->held |= 1ull << ahead;
+        /* a new gap is told at once, later arrivals above it paced */
+        if (!new_gap && p->ack_pending++ == 0)
+            p->ack_deadline = now_us + p->cfg.ack_delay_us;
+        return new_gap;
+    }
+    if (!consume(p, h->msg_len, h->seg_off, payload, h->seg_len, NULL, now_us))
+        return false;                  /* no memory: as if lost, sent again */
+    bool ack_now = (p->held & 1) != 0; /* a gap filled: the sender may move on */
+    while (p->held & 1) {
+        struct udr_rxslot *r = &p->rx[p->rcv_nxt & p->ring_mask];
+        struct udr_rxslot taken = *r;
+        *r = (struct udr_rxslot){0};
+        p->rx_bytes -= taken.seg_len;
+        bool fits = continues_stream(p, taken.msg_len, taken.seg_off);
+        if (!fits || !consume(p, taken.msg_len, taken.seg_off, taken.data, taken.seg_len,
+                              taken.data, now_us)) {
+            /* forget it (forged, or no memory): the sender still has it */
+            p->held &= ~1ull;
+            free(taken.data);
+            if (!fits)
+                p->st.malformed++;
+            return true; /* the sack changed */
+        }
+    }
+    return ack_now;
+}
+
 enum udr_verdict udr_input(struct udr_peer *p, const struct mcr_ud_hdr *h, const uint8_t *payload,
                            uint64_t now_us)
 {
@@ -508,14 +564,20 @@ enum udr_verdict udr_input(struct udr_peer *p, const struct mcr_ud_hdr *h, const
         return drop(p, UDR_BAD_PEER);
     /* the ack: beyond what we sent is forged; behind snd_una is stale */
     bool ack_current = seq_diff(h->ack, p->snd_una) >= 0;
+    uint64_t sack = h->sack;
     if (ack_current) {
         if (seq_diff(h->ack, p->snd_nxt) > 0)
             return drop(p, UDR_OUT_OF_WINDOW);
-        /* sack bit i names ack + 1 + i: only those below snd_nxt may be set */
+        /* sack bit i names ack + 1 + i: only those below snd_nxt may be
+         * set. Others mean the peer holds a datagram we never sent (forged
+         * by a third party): ignored, the rest of the datagram is good
+         * (dropping it would stall us until the peer forgets the fake). */
         uint32_t named = p->snd_nxt - h->ack;
         named = named > 0 ? named - 1 : 0;
-        if (named < 64 && (h->sack >> named) != 0)
-            return drop(p, UDR_OUT_OF_WINDOW);
+        if (named < 64 && (sack >> named) != 0) {
+            sack &= (1ull << named) - 1;
+            p->st.bad_sack++;
+        }
     }
     int32_t ahead = 0;
     if (h->type == MCR_UD_DATA) {
@@ -542,7 +604,7 @@ enum udr_verdict udr_input(struct udr_peer *p, const struct mcr_ud_hdr *h, const
         uint64_t newest_sent = 0; /* plus one; 0: none */
         if (h->ack != p->snd_una)
             cumulative_ack(p, h->ack, now_us, &newest_sent);
-        selective_ack(p, h->sack, now_us, &newest_sent);
+        selective_ack(p, sack, now_us, &newest_sent);
         if (newest_sent != 0 && now_us + 1 >= newest_sent)
             rtt_sample(p, (uint32_t)min_u32((uint32_t)min_u64(now_us + 1 - newest_sent, UINT32_MAX),
                                             UINT32_MAX / 8));
@@ -550,52 +612,8 @@ enum udr_verdict udr_input(struct udr_peer *p, const struct mcr_ud_hdr *h, const
 
     enum udr_verdict verdict = UDR_OK;
     bool ack_now = h->type == MCR_UD_PROBE;
-    if (h->type == MCR_UD_DATA) {
-        if (ahead < 0 || (p->held >> ahead & 1)) {
-            p->st.duplicates++;
-            verdict = UDR_DUPLICATE;
-            ack_now = true;
-        } else if (ahead > 0) {
-            struct udr_rxslot *r = &p->rx[h->seq & p->ring_mask];
-            r->data = NULL;
-            if (h->seg_len > 0) {
-                r->data = malloc(h->seg_len);
-                if (r->data == NULL)
-                    return UDR_OK; /* as if lost */
-                memcpy(r->data, payload, h->seg_len);
-            }
-            r->msg_len = h->msg_len;
-            r->seg_off = h->seg_off;
-            r->seg_len = h->seg_len;
-            /* a new gap is told at once, later arrivals above it paced */
-            if (p->held == 0)
-                ack_now = true;
-            else if (p->ack_pending++ == 0)
-                p->ack_deadline = now_us + p->cfg.ack_delay_us;
-            p->held |= 1ull << ahead;
-        } else {
-            if (!consume(p, h->msg_len, h->seg_off, payload, h->seg_len, NULL, now_us))
-                return UDR_OK; /* no memory: as if lost, sent again */
-            if (p->held & 1)
-                ack_now = true; /* a gap filled: the sender may move on */
-            while (p->held & 1) {
-                struct udr_rxslot *r = &p->rx[p->rcv_nxt & p->ring_mask];
-                struct udr_rxslot taken = *r;
-                *r = (struct udr_rxslot){0};
-                bool fits = continues_stream(p, taken.msg_len, taken.seg_off);
-                if (!fits || !consume(p, taken.msg_len, taken.seg_off, taken.data, taken.seg_len,
-                                      taken.data, now_us)) {
-                    /* forget it (forged, or no memory): the sender still has it */
-                    p->held &= ~1ull;
-                    free(taken.data);
-                    if (!fits)
-                        p->st.malformed++;
-                    ack_now = true; /* the sack changed */
-                    break;
-                }
-            }
-        }
-    }
+    if (h->type == MCR_UD_DATA)
+        ack_now = take_data(p, h, payload, ahead, now_us, &verdict);
     if (ack_now || p->ack_pending >= p->cfg.ack_every)
         p->ack_owed = true;
     pump(p, now_us); /* new data carries the ack */
@@ -625,7 +643,8 @@ static void retransmit_timeout(struct udr_peer *p, uint64_t now_us)
     p->st.timeouts++;
     for (uint32_t seq = p->snd_una; seq != p->snd_nxt; seq++) {
         struct udr_txseg *s = &p->tx[seq & p->ring_mask];
-        if (s->sacked || (seq != p->snd_una && now_us - s->sent_us < rto))
+        /* the entry at the cumulative ack always goes: it is missing */
+        if (seq != p->snd_una && (s->sacked || now_us - s->sent_us < rto))
             continue;
         s->retransmitted = true;
         p->st.retransmits++;
@@ -688,6 +707,11 @@ uint64_t udr_next_deadline(const struct udr_peer *p)
     if (p->cfg.keepalive_us != 0 && in_flight(p) == 0 && !p->probe_out)
         t = min_u64(t, p->last_heard + p->cfg.keepalive_us);
     return t;
+}
+
+size_t udr_buffered_bytes(const struct udr_peer *p)
+{
+    return p->q_bytes + p->rx_bytes + (p->asm_buf != NULL ? p->asm_total : 0);
 }
 
 int udr_is_dead(const struct udr_peer *p)

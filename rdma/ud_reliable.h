@@ -80,7 +80,8 @@ struct udr_stats {
     uint64_t duplicates;      /* DATA datagrams dropped as already received */
     uint64_t malformed;       /* datagrams dropped as invalid (any reason below) */
     uint64_t bad_peer;        /*   of which: wrong conn_id */
-    uint64_t out_of_window;   /*   of which: seq, ack or sack outside the windows */
+    uint64_t out_of_window;   /*   of which: seq or ack outside the windows */
+    uint64_t bad_sack;        /* selective acks of datagrams never sent, ignored */
     uint64_t timeouts;        /* retransmission timer expiries */
 };
 
@@ -90,7 +91,7 @@ enum udr_verdict {
     UDR_DUPLICATE,    /* already received: dropped, acked again */
     UDR_MALFORMED,    /* header, check, type or lengths wrong */
     UDR_BAD_PEER,     /* conn_id is not this peer's */
-    UDR_OUT_OF_WINDOW /* seq, ack or sack outside what can be true */
+    UDR_OUT_OF_WINDOW /* seq or ack outside what can be true */
 };
 
 /* udr_config with the defaults (doc/rdma.md, "UD reliability") for a path
@@ -133,6 +134,10 @@ int udr_is_dead(const struct udr_peer *peer);
 /* Nothing queued or unacknowledged in either direction. */
 int udr_is_idle(const struct udr_peer *peer);
 const struct udr_stats *udr_stats(const struct udr_peer *peer);
+/* Message bytes the peer holds: queued for sending, received out of
+ * order, being reassembled. At most sendq_max + window * udr_seg_max() +
+ * max_msg. */
+size_t udr_buffered_bytes(const struct udr_peer *peer);
 /* Largest payload of one datagram at this peer's MTU. */
 uint32_t udr_seg_max(const struct udr_peer *peer);
 
