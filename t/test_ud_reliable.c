@@ -264,6 +264,9 @@ struct sim {
     uint64_t now, steps;
 };
 
+/* when set, changes each side's configuration in sim_open() */
+static void (*sim_config_hook)(int side, struct udr_config *cfg);
+
 /* Two peers, each to send n_msgs messages, over a perfect channel (the
  * caller sets its faults); the PRNG restarts from the seed. */
 static void sim_open(struct sim *sim, uint32_t mtu, uint32_t n_msgs, uint32_t isn0, uint32_t isn1)
@@ -278,6 +281,8 @@ static void sim_open(struct sim *sim, uint32_t mtu, uint32_t n_msgs, uint32_t is
         cfg.peer_conn_id = 0x1000u + (uint32_t)!i;
         cfg.tx_isn = i == 0 ? isn0 : isn1;
         cfg.rx_isn = i == 0 ? isn1 : isn0;
+        if (sim_config_hook != NULL)
+            sim_config_hook(i, &cfg);
         s->id = i;
         s->ch = &sim->ch;
         s->now = &sim->now;
@@ -481,6 +486,78 @@ static void test_stream_acks(void)
            "one-way stream: %u messages delivered", n);
     tap_ok(sb->acks_sent * 2 <= sa->data_sent && sa->retransmits == 0,
            "one-way stream without loss: at most one ack per two datagrams, no retransmission");
+    sim_close(&sim);
+}
+
+/* B holds at most 4 datagrams out of order; A's window is 32. */
+static void small_window_b(int side, struct udr_config *cfg)
+{
+    if (side == 1) {
+        cfg->window = 4;
+        cfg->ack_every = 2;
+    }
+}
+
+/* The sender keeps to the receiver's advertised window: nothing arrives
+ * outside it, under loss and reordering. */
+static void test_peer_window(void)
+{
+    struct sim sim;
+    const uint32_t n = 1000;
+    sim_config_hook = small_window_b;
+    sim_open(&sim, 1024, n, 0, 0);
+    sim_config_hook = NULL;
+    sim.ch.loss_pct10 = 50;
+    sim.ch.jitter_us = 80;
+    sim.ch.delay_us = 20;
+    bool ok = sim_run(&sim, 300000, 10ull * 1000 * 1000);
+    const struct udr_stats *sb = udr_stats(sim.side[1].peer);
+    tap_ok(ok && sim.side[0].next_expect == n && sim.side[1].next_expect == n &&
+               sim.side[0].bad == 0 && sim.side[1].bad == 0,
+           "peer window 4 against 32: %u messages each way delivered", n);
+    tap_ok(sb->out_of_window == 0 && sb->malformed == 0,
+           "peer window 4 against 32: the sender never went past the receiver's window");
+    sim_close(&sim);
+}
+
+static void keepalive_on(int side, struct udr_config *cfg)
+{
+    (void)side;
+    cfg->keepalive_us = 100000;
+    cfg->dead_us = 300000;
+}
+
+/* Idle peers that answer their probes stay alive. */
+static void test_keepalive_alive(void)
+{
+    struct sim sim;
+    sim_config_hook = keepalive_on;
+    sim_open(&sim, 1024, 0, 0, 0);
+    sim_config_hook = NULL;
+    sim.ch.delay_us = 50;
+    sim.ch.loss_pct10 = 50;
+    int dead = 0;
+    while (sim.now < 10ull * 1000 * 1000 && !dead) {
+        uint64_t t = udr_next_deadline(sim.side[0].peer);
+        uint64_t tb = udr_next_deadline(sim.side[1].peer);
+        t = tb < t ? tb : t;
+        if (sim.ch.n > 0 && sim.ch.heap[0].at < t)
+            t = sim.ch.heap[0].at;
+        if (t == UINT64_MAX)
+            break;
+        sim.now = t > sim.now ? t : sim.now;
+        while (sim.ch.n > 0 && sim.ch.heap[0].at <= sim.now) {
+            struct packet pk = heap_pop(&sim.ch);
+            udr_receive(sim.side[pk.to].peer, pk.bytes, pk.len, sim.now);
+            free(pk.bytes);
+        }
+        dead = udr_tick(sim.side[0].peer, sim.now) != 0 || udr_tick(sim.side[1].peer, sim.now) != 0;
+    }
+    const struct udr_stats *sa = udr_stats(sim.side[0].peer);
+    tap_ok(!dead && sim.now >= 10ull * 1000 * 1000 && sa->acks_sent >= 50,
+           "keepalive: idle peers answering probes over a lossy channel stay alive for 10 s "
+           "(%" PRIu64 " probes and answers from one side)",
+           sa->acks_sent);
     sim_close(&sim);
 }
 
@@ -775,7 +852,9 @@ int main(void)
     test_alloc_failures();
     test_pingpong_acks();
     test_stream_acks();
+    test_peer_window();
     test_dead_peer();
+    test_keepalive_alive();
     test_hostile();
     test_forged_in_window();
     test_killed_mid_message();
