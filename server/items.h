@@ -83,6 +83,9 @@ void storage_on_eviction(void (*fn)(const struct item_eviction *ev));
 int storage_init(const struct storage_config *cfg, char *errbuf, size_t errlen);
 /* Starts the background threads (crawler, hash expansion, slab mover). */
 int storage_start_threads(void);
+/* Stops the background threads (nothing moves or unlinks items on its own
+ * afterwards: a walk then sees every item); storage_shutdown() does it too. */
+void storage_stop_threads(void);
 /* Stops background threads and frees everything (reverse of init). */
 void storage_shutdown(void);
 

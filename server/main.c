@@ -349,9 +349,11 @@ out_workers:
     if (workers_up)
         workers_stop();
     net_rdma_shutdown();
-    /* nobody changes the items any more: a graceful stop saves them */
-    if (settings.memory_file && stop_signal == SIGUSR1 && status == EXIT_SUCCESS)
+    /* a graceful stop saves the items once nothing changes them any more */
+    if (settings.memory_file && stop_signal == SIGUSR1 && status == EXIT_SUCCESS) {
+        storage_stop_threads();
         restart_save(&settings);
+    }
 out_base:
     event_base_free(base);
 out_storage:

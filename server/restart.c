@@ -65,7 +65,14 @@ static struct {
     uint64_t data_check;
 } saved;
 
-/* ---- names and checksum --------------------------------------------------- */
+/* ---- names, checksum, timing ------------------------------------------------ */
+static double seconds_since(const struct timespec *start)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) / 1e9;
+}
+
 static char *path_with(const char *file, const char *suffix)
 {
     size_t len = strlen(file) + strlen(suffix) + 1;
@@ -300,7 +307,7 @@ enum restart_plan restart_prepare(const struct settings *s, unsigned *hashpower)
     char *text = read_small_file(meta, META_MAX_BYTES, &len, &err);
     if (!text) {
         if (err == ENOENT) {
-            log_msg(LOG_WARN, "[restart] no metadata save file, starting with a clean cache");
+            log_msg(LOG_ALWAYS, "[restart] no metadata save file, starting with a clean cache");
             free(meta);
             return RESTART_COLD;
         }
@@ -412,6 +419,8 @@ void restart_load(const struct settings *s)
     if (!saved.warm)
         return;
     saved.warm = false;
+    struct timespec started;
+    clock_gettime(CLOCK_MONOTONIC, &started);
     storage_restart_state_set(&saved.state);
     int fd = open(s->memory_file, O_RDWR);
     struct stat st;
@@ -447,9 +456,10 @@ void restart_load(const struct settings *s)
         struct load_counts lc = {0};
         walk_records(map, (size_t)st.st_size, load_record, &lc);
         log_msg(LOG_WARN,
-                "[restart] loaded %" PRIu64 " items from %s (%" PRIu64 " expired while stopped, "
-                "%" PRIu64 " without memory, %" PRIu64 " duplicate keys)",
-                lc.loaded, s->memory_file, lc.expired, lc.no_memory, lc.duplicate);
+                "[restart] loaded %" PRIu64 " items from %s in %.2f s (%" PRIu64
+                " expired while stopped, %" PRIu64 " without memory, %" PRIu64 " duplicate keys)",
+                lc.loaded, s->memory_file, seconds_since(&started), lc.expired, lc.no_memory,
+                lc.duplicate);
     }
     if (map != MAP_FAILED)
         munmap(map, (size_t)st.st_size);
@@ -576,6 +586,8 @@ out:
 int restart_save(const struct settings *s)
 {
     struct writer w = {.fd = -1, .check = 0xCBF29CE484222325ull};
+    struct timespec started;
+    clock_gettime(CLOCK_MONOTONIC, &started);
     int rc = -1;
     w.buf = malloc(WRITE_BLOCK);
     w.fd = open(s->memory_file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -603,8 +615,8 @@ int restart_save(const struct settings *s)
     }
     if (write_meta(s, &w, &st, now_rel) != 0)
         goto out;
-    log_msg(LOG_WARN, "[restart] saved %" PRIu64 " items (%" PRIu64 " bytes) to %s", w.items,
-            w.bytes, s->memory_file);
+    log_msg(LOG_WARN, "[restart] saved %" PRIu64 " items (%" PRIu64 " bytes) to %s in %.2f s",
+            w.items, w.bytes, s->memory_file, seconds_since(&started));
     if (w.on_flash)
         log_msg(LOG_ALWAYS, "[restart] %" PRIu64 " items whose values were on flash were not saved",
                 w.on_flash);
