@@ -148,7 +148,10 @@ before = after = None
 c.send("flush_all\r\n")
 c.line()
 c.send("set short 5 2 2\r\nsh\r\nset long 6 100 2\r\nlo\r\nset forever 7 0 4\r\nfour\r\n")
-for _ in range(3):
+big = bytes((i * 31) % 251 for i in range(700000))  # chunked: above slab_chunk_max
+mid = bytes((i * 17) % 253 for i in range(100000))
+c.send(b"set big 8 0 %d\r\n%s\r\nset mid 9 0 %d\r\n%s\r\n" % (len(big), big, len(mid), mid))
+for _ in range(5):
     c.line()
 os.kill(srv.pid, signal.SIGUSR1)
 wait_gone(srv, "SIGUSR1")
@@ -158,6 +161,8 @@ c = srv.connect()
 c.is_reply(t, "get short\r\n", "END\r\n", "an item whose TTL ended while stopped is gone")
 c.is_reply(t, "get long forever\r\n", "VALUE long 6 2\r\nlo\r\nVALUE forever 7 4\r\nfour\r\nEND\r\n",
            "SIGUSR1 saved the items (flags kept)")
+c.is_reply(t, "get big mid\r\n", b"VALUE big 8 %d\r\n%s\r\nVALUE mid 9 %d\r\n%s\r\nEND\r\n" % (len(big), big, len(mid), mid),
+           "a chunked 700,000-byte value and a 100,000-byte one, byte-exact")
 srv.stop()  # SIGTERM: no save
 srv = start_server(t, *server_args())
 c = srv.connect()
