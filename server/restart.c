@@ -63,6 +63,7 @@ static struct {
     uint64_t items;
     uint64_t data_bytes;
     uint64_t data_check;
+    time_t process_started; /* of the process that saved the items */
 } saved;
 
 /* ---- names, checksum, timing ------------------------------------------------ */
@@ -280,10 +281,7 @@ static const char *meta_check(char *text, const struct settings *s, char *why, s
     saved.items = state[7];
     saved.data_bytes = state[8];
     saved.data_check = state[9];
-    if (clock_resume((time_t)state[0]) != 0) {
-        snprintf(why, whylen, "the saved start time %" PRIu64 " is not usable", state[0]);
-        return why;
-    }
+    saved.process_started = (time_t)state[0];
     return NULL;
 }
 
@@ -321,6 +319,11 @@ enum restart_plan restart_prepare(const struct settings *s, unsigned *hashpower)
         text[header_len] == '\n') {
         char why[512];
         const char *bad = meta_check(text + header_len + 1, s, why, sizeof(why));
+        if (!bad && clock_resume(saved.process_started) != 0) {
+            snprintf(why, sizeof(why), "the saved start time %lld is not usable",
+                     (long long)saved.process_started);
+            bad = why;
+        }
         if (bad) {
             log_msg(LOG_ALWAYS, "[restart] %s; starting with a clean cache", bad);
         } else {

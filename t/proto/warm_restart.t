@@ -7,6 +7,7 @@
 # -m starts empty and says why; a truncated or garbled metadata file starts
 # empty (no crash); an empty one refuses to start (as memcached 1.6.18 does);
 # ours: a damaged memory file starts empty. Runs against both servers.
+import atexit
 import os
 import re
 import shutil
@@ -22,6 +23,7 @@ BATCH = 5000
 work = tempfile.mkdtemp(prefix="warm-restart-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
 mem = os.path.join(work, "cache")
 meta = mem + ".meta"
+atexit.register(shutil.rmtree, work, True)
 
 
 def key_of(i, prefix="wr"):
