@@ -222,6 +222,17 @@ if srv2 is not None:
     srv2.stop()
 os.unlink(meta)
 
+# a memory file that cannot be created: no start (memcached aborts, we exit 1)
+srv2 = None
+try:
+    srv2 = start_server(t, "-m", "64", "-e", os.path.join(work, "no-such-dir", "cache"))
+except RuntimeError as e:
+    if target() == "ours":
+        t.ok("cannot open the memory file" in str(e), "an unusable memory file: the reason is logged")
+t.ok(srv2 is None, "an unusable memory file: the server does not start")
+if srv2 is not None:
+    srv2.stop()
+
 # ---- ours: a damaged memory file ------------------------------------------------------
 if target() == "ours":
     srv = start_server(t, *server_args())
