@@ -25,6 +25,7 @@
 #endif
 
 static time_t process_started;       /* unix time that rel_time 0 stands for */
+static rel_time_t start_offset;      /* clock_now() at mono_start */
 static struct timespec mono_start;   /* monotonic time of that second's start */
 static _Atomic rel_time_t test_skew; /* added by clock_advance_for_tests() */
 
@@ -53,12 +54,13 @@ void clock_init(void)
         mono_start.tv_nsec += 1000000000L - wall.tv_nsec;
     }
     process_started = wall.tv_sec - CLOCK_START_OFFSET;
+    start_offset = CLOCK_START_OFFSET;
     atomic_store(&test_skew, 0);
 }
 
 rel_time_t clock_now(void)
 {
-    return elapsed_seconds() + CLOCK_START_OFFSET +
+    return elapsed_seconds() + start_offset +
            atomic_load_explicit(&test_skew, memory_order_relaxed);
 }
 
@@ -70,6 +72,16 @@ time_t clock_process_started(void)
 time_t clock_unix_now(void)
 {
     return process_started + (time_t)clock_now();
+}
+
+int clock_resume(time_t started)
+{
+    if (started <= 0 || started > process_started ||
+        process_started - started > (time_t)(UINT32_MAX / 2))
+        return -1;
+    start_offset += (rel_time_t)(process_started - started);
+    process_started = started;
+    return 0;
 }
 
 rel_time_t clock_exptime(int64_t exptime)

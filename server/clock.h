@@ -17,6 +17,12 @@ typedef uint32_t rel_time_t;
 
 void clock_init(void);      /* records the process start time */
 rel_time_t clock_now(void); /* seconds since start */
+/* Warm restart (before any other thread reads the clock): counts from the
+ * start time of the process that saved the items, so that their relative
+ * times (expiry, last access) keep meaning the same wall-clock seconds and
+ * the time spent stopped has passed for them. -1 (clock unchanged) when
+ * `started` is not before this process's start or is absurdly old. */
+int clock_resume(time_t started);
 time_t clock_process_started(void);
 time_t clock_unix_now(void); /* process start + clock_now() */
 

@@ -926,6 +926,51 @@ enum store_result item_store(item *it, enum store_op op, uint64_t cas, uint64_t 
     return res;
 }
 
+/* ---- warm restart ---------------------------------------------------------------- */
+void storage_restart_state_get(struct storage_restart_state *out)
+{
+    struct assoc_stats as;
+    assoc_stats(&as);
+    out->cas_counter = atomic_load(&cas_counter);
+    out->oldest_cas = atomic_load(&oldest_cas);
+    out->oldest_live = atomic_load(&oldest_live);
+    out->hash_power = as.hash_power;
+}
+
+void storage_restart_state_set(const struct storage_restart_state *in)
+{
+    atomic_store(&cas_counter, in->cas_counter);
+    atomic_store(&oldest_cas, in->oldest_cas);
+    atomic_store(&oldest_live, in->oldest_live);
+}
+
+bool item_restore(item *it, uint64_t unique, rel_time_t last_access, bool fetched)
+{
+    if (item_flags_load(it) & ITEM_LINKED)
+        return false;
+    uint64_t hv = assoc_hash(it->data, it->nkey);
+    assoc_lock(hv);
+    bool fresh = assoc_find(it->data, it->nkey, hv) == NULL;
+    if (fresh) {
+        item_time_store(&it->time, last_access);
+        it->cas = unique;
+        if (fetched)
+            item_flags_set(it, ITEM_FETCHED);
+        __atomic_fetch_or(&it->it_flags, ITEM_LINKED, __ATOMIC_RELEASE);
+        assoc_insert(it, hv);
+        item_ref(it);
+        item_enter_lru(it);
+        tstat_size_change(it->cas, item_ntotal(it), true);
+        uint_fast64_t seen = atomic_load(&cas_counter);
+        while (seen < unique && !atomic_compare_exchange_weak(&cas_counter, &seen, unique))
+            ;
+    }
+    assoc_unlock(hv);
+    if (fresh)
+        maybe_expand();
+    return fresh;
+}
+
 /* ---- delete, arithmetic ------------------------------------------------------------ */
 enum delete_result item_delete(const char *key, size_t nkey, uint64_t cas)
 {

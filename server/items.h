@@ -83,6 +83,9 @@ void storage_on_eviction(void (*fn)(const struct item_eviction *ev));
 int storage_init(const struct storage_config *cfg, char *errbuf, size_t errlen);
 /* Starts the background threads (crawler, hash expansion, slab mover). */
 int storage_start_threads(void);
+/* Stops the background threads (nothing moves or unlinks items on its own
+ * afterwards: a walk then sees every item); storage_shutdown() does it too. */
+void storage_stop_threads(void);
 /* Stops background threads and frees everything (reverse of init). */
 void storage_shutdown(void);
 
@@ -268,6 +271,24 @@ bool storage_lru_maintainer_running(void);
  * copying values elsewhere re-checks an item's CAS under its key lock
  * before replacing it (item_move_to_flash). */
 unsigned storage_cold_select(unsigned cls, unsigned max, item **out);
+
+/* ---- warm restart seam (restart.c) ----------------------------------------- */
+/* What the engine must carry across a restart besides the items. */
+struct storage_restart_state {
+    uint64_t cas_counter;   /* the last CAS unique handed out */
+    uint64_t oldest_cas;    /* flush_all: items with cas <= this are flushed */
+    rel_time_t oldest_live; /* flush_all boundary, 0 = none */
+    unsigned hash_power;    /* the hash table's size, as a power of two */
+};
+void storage_restart_state_get(struct storage_restart_state *out);
+/* Before the first item is restored and before serving (hash_power is not
+ * applied here: it is the hashpower_init given to storage_init). */
+void storage_restart_state_set(const struct storage_restart_state *in);
+/* Links a fresh item (from item_alloc, value filled in) with the CAS unique,
+ * last access time and fetched mark it had before the restart, without
+ * counting a store; false (nothing linked) when its key is already there.
+ * The caller keeps its reference and releases it afterwards. */
+bool item_restore(item *it, uint64_t unique, rel_time_t last_access, bool fetched);
 
 /* ---- walking items ------------------------------------------------------ */
 /* The slab class whose LRU holds the item ("cls=" of metadump). */

@@ -37,16 +37,22 @@
 #include "proto_bin.h"
 #include "proto_meta.h"
 #include "proto_text.h"
+#include "restart.h"
 #include "settings.h"
 #include "stats.h"
 #include "stats_detail.h"
 #include "thread.h"
 #include "watch.h"
 
+/* The signal that ended the event loop: SIGUSR1 is the graceful stop,
+ * which saves the items for a warm restart (-e). */
+static int stop_signal;
+
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
     struct event_base *base = arg;
+    stop_signal = (int)sig;
     log_msg(LOG_WARN, "Signal handled: %s.", strsignal((int)sig));
     event_base_loopbreak(base);
 }
@@ -259,11 +265,15 @@ int main(int argc, char **argv)
     struct storage_config cfg;
     char err[256] = "";
     storage_config_from_settings(&cfg);
+    if (settings.memory_file && restart_prepare(&settings, &cfg.hashpower_init) == RESTART_REFUSE)
+        goto out_pid;
     if (storage_init(&cfg, err, sizeof(err)) != 0) {
         log_msg(LOG_ALWAYS, "failed to initialise storage: %s", err);
         goto out_pid;
     }
     storage_up = true;
+    if (settings.memory_file)
+        restart_load(&settings);
     storage_on_eviction(watch_eviction);
 
     base = event_base_new();
@@ -339,6 +349,11 @@ out_workers:
     if (workers_up)
         workers_stop();
     net_rdma_shutdown();
+    /* a graceful stop saves the items once nothing changes them any more */
+    if (settings.memory_file && stop_signal == SIGUSR1 && status == EXIT_SUCCESS) {
+        storage_stop_threads();
+        restart_save(&settings);
+    }
 out_base:
     event_base_free(base);
 out_storage:

@@ -107,9 +107,11 @@ void settings_free(struct settings *s)
     free(s->socketpath);
     free(s->rdma_listen);
     free(s->auth_file);
+    free(s->memory_file);
     settings_ext_free(&s->ext);
     settings_tls_free(&s->tls);
     s->pid_file = s->username = s->inter = s->socketpath = s->rdma_listen = s->auth_file = NULL;
+    s->memory_file = NULL;
 }
 
 /* Whole-string decimal integer in [min, max]. */
@@ -284,6 +286,9 @@ static void print_usage(FILE *out)
             "-Y, --auth-file=<file>    ASCII protocol authentication; lines user:pass\n"
             "-S, --enable-sasl         turn on Sasl authentication (binary protocol)\n"
             "-Z, --enable-ssl          enable TLS/SSL\n"
+            "-e, --memory-file=<file>  keep the items across a restart: a graceful stop\n"
+            "                          (SIGUSR1 or \"shutdown graceful\") saves them to\n"
+            "                          <file> and <file>.meta, the next start loads them\n"
             "-o, --extended            comma separated list of extended options\n"
             "   - maxconns_fast, no_maxconns_fast: reject new connections over -c at once\n"
             "   - hashpower:           initial hash table size as a power of two\n"
@@ -1015,7 +1020,8 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             s->tls.enabled = true;
             break;
         case 'e':
-            fprintf(errout, "warning: -e (memory file) is not supported; ignored\n");
+            if (!replace_string(&s->memory_file, optarg, errout))
+                return SETTINGS_EXIT_FAILED;
             break;
         case 'N':
             ps->napi_ids = lenient_int(optarg);

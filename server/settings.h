@@ -55,6 +55,7 @@ struct settings {
     bool watch_enabled;                     /* cleared by -W */
     unsigned idle_timeout;                  /* -o idle_timeout, seconds; 0 = never */
     char *auth_file;                        /* -Y: ASCII authentication credentials */
+    char *memory_file;                      /* -e: warm restart file (restart.c) */
     bool sasl;                              /* -S: binary SASL authentication (sasl.c) */
     struct tls_settings tls;                /* -Z and -o ssl_* (settings_tls.c) */
     struct ext_settings ext;                /* -o ext_* (settings_ext.c) */

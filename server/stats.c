@@ -366,9 +366,9 @@ void stats_report_settings(stat_emit_fn emit, void *ctx)
     emit(ctx, "inline_ascii_response", "no");
     settings_ext_stats(&tun.ext, emit, ctx);
     rest_of_storage_stats(&ss, emit, ctx);
-    /* -N and -e are accepted and ignored (memcached's when not given) */
+    /* -N is accepted and ignored (memcached's when not given) */
     emit(ctx, "num_napi_ids", "(null)");
-    emit(ctx, "memory_file", "(null)");
+    emit(ctx, "memory_file", settings.memory_file ? settings.memory_file : "(null)");
     net_tls_settings_stats(emit, ctx);
     /* "version" says which memcached this server answers as (1.6.18, the
      * form clients' version parsers expect); this line says what it is */

@@ -167,7 +167,7 @@ void storage_crawler_set_tocrawl(unsigned items)
     __atomic_store_n(&storage_rt.crawler_tocrawl, items, __ATOMIC_RELAXED);
 }
 
-void storage_shutdown(void)
+void storage_stop_threads(void)
 {
     if (threads_started) {
         lru_maintainer_stop();
@@ -177,6 +177,11 @@ void storage_shutdown(void)
         assoc_stop_thread();
         threads_started = false;
     }
+}
+
+void storage_shutdown(void)
+{
+    storage_stop_threads();
     lru_bumps_shutdown();
     tstats_shutdown();
     /* Item memory lives in slab pages, unmapped below as a whole. */
