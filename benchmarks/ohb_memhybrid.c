@@ -99,8 +99,8 @@ static size_t key_of(char *key, size_t cap, const char *kind, uint64_t n)
 /* Stamps key number n into the first STAMP_LEN bytes of value. */
 static void stamp(char *value, uint64_t n)
 {
-    char text[STAMP_LEN + 1];
-    snprintf(text, sizeof(text), "%015llu:", (unsigned long long)n);
+    char text[32]; /* key numbers stay below 10^15: 15 digits and ':' */
+    snprintf(text, sizeof(text), "%015llu:", (unsigned long long)(n % 1000000000000000ULL));
     memcpy(value, text, STAMP_LEN);
 }
 
