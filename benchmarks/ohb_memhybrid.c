@@ -76,21 +76,6 @@ struct client {
     double op_us; /* all operations' time */
 };
 
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t x = *state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *state = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-static double uniform01(uint64_t *state)
-{
-    return (double)(next_random(state) >> 11) * 0x1p-53;
-}
-
 static size_t key_of(char *key, size_t cap, const char *kind, uint64_t n)
 {
     return (size_t)snprintf(key, cap, "ohb:hyb:%s%llu", kind, (unsigned long long)n);
@@ -150,8 +135,8 @@ static uint64_t choose_key(struct client *c)
 {
     const struct run *r = c->run;
     if (r->pattern == PATTERN_ZIPFIAN)
-        return ohb_zipfian_next_scrambled(&c->run->zipfian, uniform01(&c->rng));
-    return next_random(&c->rng) % r->o->keys;
+        return ohb_zipfian_next_scrambled(&c->run->zipfian, ohb_uniform(&c->rng));
+    return ohb_random(&c->rng) % r->o->keys;
 }
 
 static void client_connect(struct client *c)
@@ -190,7 +175,7 @@ static void *run_main(void *arg)
     while (now < c->run->deadline_us) {
         uint64_t n = choose_key(c);
         size_t key_len = key_of(key, sizeof(key), "", n);
-        bool set = uniform01(&c->rng) < o->set_ratio;
+        bool set = ohb_uniform(&c->rng) < o->set_ratio;
         if (set) {
             stamp(c->value, n);
             c->set_failures += !store(c->memc, key, key_len, c->value, o->size);
@@ -337,7 +322,7 @@ static void *reader_main(void *arg)
             nanosleep(&idle, NULL);
             continue;
         }
-        uint64_t n = next_random(&rng) % o->keys;
+        uint64_t n = ohb_random(&rng) % o->keys;
         size_t key_len = key_of(key, sizeof(key), "", n);
         fetch(memc, key, key_len, n, o->size);
         atomic_fetch_add_explicit(&pr->reader_gets[rd->index], 1, memory_order_relaxed);

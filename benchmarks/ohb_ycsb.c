@@ -86,21 +86,6 @@ struct client {
     memcached_st *memc;
 };
 
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t x = *state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *state = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-static double uniform(uint64_t *state)
-{
-    return (double)(next_random(state) >> 11) * 0x1p-53;
-}
-
 static size_t key_of(char *key, size_t cap, uint64_t record)
 {
     return (size_t)snprintf(key, cap, "user%llu", (unsigned long long)ohb_fnv64(record));
@@ -114,7 +99,7 @@ static void fill_record(struct client *c)
     for (unsigned f = 0; f < o->fields; f++) {
         p += sprintf(p, "field%u=", f);
         for (unsigned i = 0; i < o->field_length; i++)
-            *p++ = (char)(' ' + next_random(&c->rng) % 95);
+            *p++ = (char)(' ' + ohb_random(&c->rng) % 95);
     }
 }
 
@@ -144,7 +129,7 @@ static bool do_scan(struct client *c, uint64_t first, uint64_t present)
     char keys[MAX_SCAN_LENGTH][64];
     const char *key_ptrs[MAX_SCAN_LENGTH];
     size_t key_lens[MAX_SCAN_LENGTH];
-    size_t wanted = 1 + next_random(&c->rng) % MAX_SCAN_LENGTH, n = 0;
+    size_t wanted = 1 + ohb_random(&c->rng) % MAX_SCAN_LENGTH, n = 0;
     for (uint64_t r = first; n < wanted && r < present; r++, n++) {
         key_lens[n] = key_of(keys[n], sizeof(keys[n]), r);
         key_ptrs[n] = keys[n];
@@ -222,14 +207,14 @@ static void run_transactions(struct client *c)
         uint64_t present = atomic_load(&ph->present), record;
         if (w->latest) { /* YCSB's skewed-latest: the newest minus a zipfian distance */
             uint64_t newest = present - 1;
-            uint64_t back = newest ? ohb_zipfian_next(&latest, newest, uniform(&c->rng)) : 0;
+            uint64_t back = newest ? ohb_zipfian_next(&latest, newest, ohb_uniform(&c->rng)) : 0;
             record = back > newest ? 0 : newest - back;
         } else {
             do /* keys not inserted yet are drawn again, as YCSB does */
-                record = ohb_zipfian_next_scrambled(&chooser, uniform(&c->rng));
+                record = ohb_zipfian_next_scrambled(&chooser, ohb_uniform(&c->rng));
             while (record >= present);
         }
-        double pick = uniform(&c->rng), t0 = ohb_now_us();
+        double pick = ohb_uniform(&c->rng), t0 = ohb_now_us();
         if (pick < w->read) {
             size_t key_len = key_of(key, sizeof(key), record);
             record_op(c, OP_READ, t0, do_read(c, key, key_len));
