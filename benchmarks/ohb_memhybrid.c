@@ -142,8 +142,8 @@ static uint64_t choose_key(struct client *c)
 static void client_connect(struct client *c)
 {
     char key[64];
-    size_t key_len = key_of(key, sizeof(key), "", 0);
-    fetch(c->memc, key, key_len, 0, c->run->o->size); /* connects; a miss is fine */
+    size_t key_len = key_of(key, sizeof(key), "connect:", 0); /* never stored */
+    fetch(c->memc, key, key_len, 0, c->run->o->size);         /* connects: a miss */
 }
 
 /* Load: thread i stores keys i, i + threads, ... in order. */
