@@ -27,6 +27,7 @@ static const char usage[] =
     "usage: ohb_memhybrid [--servers=CONFIG] [--size=N] [--keys=N | --ram=MB --spill=F]\n"
     "                     [--pattern=uniform,zipfian] [--time=SECONDS] [--set-ratio=F]\n"
     "                     [--miss-penalty-us=N] [--threads=N] [--no-load] [--load-only]\n"
+    "                     [--load-rate=MB_PER_S]\n"
     "                     [--ram-probe=SECONDS [--probe-only]] [--probe-interval-us=N]\n"
     "                     [--csv=FILE] [--probe-csv=FILE]\n"
     "  CONFIG: a libmemcached configuration string or a host:port list.\n"
@@ -47,6 +48,7 @@ struct hybrid_options {
     size_t size;
     uint64_t keys;
     double ram_mb, spill;
+    double load_mb_per_s; /* 0: as fast as the clients go */
     bool patterns[PATTERN_COUNT];
     double seconds, set_ratio, miss_penalty_us;
     unsigned threads;
@@ -154,11 +156,23 @@ static void *load_main(void *arg)
     client_connect(c);
     pthread_barrier_wait(&c->run->start);
     char key[64];
+    /* with --load-rate, this thread's share of it: one set every us_per_set */
+    double us_per_set = o->load_mb_per_s > 0
+                            ? (double)o->size * o->threads / (o->load_mb_per_s * 1048576.0 / 1e6)
+                            : 0;
+    double next = ohb_now_us();
     for (uint64_t n = c->index; n < o->keys; n += o->threads) {
         size_t key_len = key_of(key, sizeof(key), "", n);
         stamp(c->value, n);
         c->set_failures += !store(c->memc, key, key_len, c->value, o->size);
         c->sets++;
+        next += us_per_set;
+        double ahead_us = next - ohb_now_us();
+        if (ahead_us > 0) {
+            struct timespec pause = {(time_t)(ahead_us / 1e6),
+                                     (long)(ahead_us * 1000) % 1000000000L};
+            nanosleep(&pause, NULL);
+        }
     }
     return NULL;
 }
@@ -508,6 +522,8 @@ static void parse(int argc, char **argv, struct hybrid_options *o)
             o->threads = (unsigned)ohb_parse_size("threads", v);
         else if (strcmp(a, "--no-load") == 0)
             o->load = false;
+        else if (strncmp(a, "--load-rate=", 12) == 0)
+            o->load_mb_per_s = strtod(v, NULL);
         else if (strcmp(a, "--load-only") == 0)
             o->run = false;
         else if (strcmp(a, "--probe-only") == 0) {
@@ -531,7 +547,8 @@ static void parse(int argc, char **argv, struct hybrid_options *o)
         o->keys = (uint64_t)(o->ram_mb * o->spill * 1048576.0 / (double)o->size);
     if (o->size < STAMP_LEN || o->keys == 0 || o->seconds <= 0 || o->set_ratio < 0 ||
         o->set_ratio > 1 || o->miss_penalty_us < 0 || o->threads == 0 || o->threads > MAX_THREADS ||
-        o->probe_seconds < 0 || o->probe_interval_us < 0 || (!o->load && !o->run) ||
+        o->probe_seconds < 0 || o->probe_interval_us < 0 || o->load_mb_per_s < 0 ||
+        (!o->load && !o->run) ||
         (!o->patterns[PATTERN_UNIFORM] && !o->patterns[PATTERN_ZIPFIAN] && o->probe_seconds <= 0))
         goto usage;
     ohb_clock_calibrate();
