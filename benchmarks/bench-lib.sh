@@ -104,3 +104,44 @@ bench_find_built() {
 bench_ratio() {
   awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.2f\n", a / b }'
 }
+
+# bench_drop_cache FILE...: writes back and drops FILE's pages from the page
+# cache (fdatasync, then posix_fadvise DONTNEED), so the next reads of it
+# go to the device.
+bench_drop_cache() {
+  python3 -c 'import os, sys
+for path in sys.argv[1:]:
+    fd = os.open(path, os.O_RDONLY)
+    os.fdatasync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)' "$@"
+}
+
+# bench_drop_cache_loop SECONDS FILE...: does bench_drop_cache every SECONDS
+# in the background until stopped with bench_stop_server; sets
+# bench_dropper_pid.
+bench_drop_cache_loop() {
+  local interval=$1
+  shift
+  python3 -c 'import os, sys, time
+interval, paths = float(sys.argv[1]), sys.argv[2:]
+fds = [os.open(p, os.O_RDONLY) for p in paths]
+while True:
+    for fd in fds:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    time.sleep(interval)' "$interval" "$@" &
+  bench_dropper_pid=$!
+  bench_pids+=("$bench_dropper_pid")
+}
+
+# bench_read_bytes PID: bytes process PID has had read from storage devices
+# (read_bytes of /proc/PID/io: page-cache hits do not count).
+bench_read_bytes() {
+  awk '/^read_bytes:/ { print $2 }' "/proc/$1/io"
+}
+
+# bench_fs_type PATH: the file system type holding PATH (tmpfs, ext4, ...).
+bench_fs_type() {
+  stat -f -c %T "$1"
+}

@@ -182,6 +182,21 @@ FILE *ohb_csv_open(const struct ohb_options *opts, const char *header)
     return csv;
 }
 
+uint64_t ohb_random(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+double ohb_uniform(uint64_t *state)
+{
+    return (double)(ohb_random(state) >> 11) * 0x1p-53;
+}
+
 void ohb_fail(memcached_st *memc, const char *what, memcached_return_t rc)
 {
     fprintf(stderr, "%s failed: %s\n", what, memcached_strerror(memc, rc));

@@ -9,6 +9,7 @@
 #include <libmemcached/memcached.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "ohb_clock.h"
@@ -47,6 +48,11 @@ char *ohb_value_new(size_t size);
 
 /* Opens opts->csv (or returns NULL when not asked); exits on failure. */
 FILE *ohb_csv_open(const struct ohb_options *opts, const char *header);
+
+/* xorshift64*: a fast random stream for one thread (state must not be 0). */
+uint64_t ohb_random(uint64_t *state);
+/* A uniform double in [0, 1) from the stream. */
+double ohb_uniform(uint64_t *state);
 
 /* Exits with a message naming what failed. */
 void ohb_fail(memcached_st *memc, const char *what, memcached_return_t rc);

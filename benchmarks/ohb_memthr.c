@@ -112,26 +112,16 @@ usage:
     exit(2);
 }
 
-/* xorshift64*: each thread's own stream of key numbers and get/set choices. */
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t x = *state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *state = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
 static size_t key_of(char *key, size_t cap, uint64_t n)
 {
     return (size_t)snprintf(key, cap, "ohb:thr:%llu", (unsigned long long)n);
 }
 
-/* The next operation: true for a get; *key_len set to its key. */
+/* The next operation, from the thread's own random stream: true for a get;
+ * *key_len set to its key. */
 static bool choose(struct client *c, char *key, size_t cap, size_t *key_len)
 {
-    uint64_t r = next_random(&c->rng);
+    uint64_t r = ohb_random(&c->rng);
     *key_len = key_of(key, cap, (r >> 32) % c->opts->keys);
     return (double)(r & 0xffffffffu) < c->opts->get_ratio * 4294967296.0;
 }

@@ -1,6 +1,7 @@
 /* benchmarks/ohb_ycsb.c: the YCSB core workloads A (50% read, 50% update),
- * B (95/5), C (read only), D (95% read of the latest records, 5% insert) and
- * F (50% read, 50% read-modify-write) against any libmemcached
+ * B (95/5), C (read only), D (95% read of the latest records, 5% insert),
+ * E (95% short scan, 5% insert) and F (50% read, 50% read-modify-write)
+ * against any libmemcached
  * configuration. Each workload has a load phase (every record inserted) and
  * a run phase (--operations operations from --threads client threads, each
  * with its own connection); it prints throughput and per-operation latency
@@ -10,6 +11,10 @@
  * distribution (constant 0.99; D: the latest-biased zipfian). A record is
  * stored as one value holding all its fields; an update writes the whole
  * record again with fresh field contents (memcached has no field update).
+ * memcached has no ordered scan either: E's scan of 1 to 100 records
+ * (uniform) from a zipfian-chosen record is one multi-get of the keys of
+ * that many consecutive record numbers (records not inserted yet are left
+ * out), so it reads the same number of records YCSB's scan would.
  * Public libmemcached API only, built against both libraries. */
 #include "ohb_common.h"
 #include "ohb_zipfian.h"
@@ -21,28 +26,32 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: ohb_ycsb [--servers=CONFIG] [--workload=a,b,c,d,f] [--records=N]\n"
+    "usage: ohb_ycsb [--servers=CONFIG] [--workload=a,b,c,d,e,f] [--records=N]\n"
     "                [--operations=N] [--fields=N] [--field-length=N] [--threads=N]\n"
     "                [--csv=FILE]\n"
     "  CONFIG: a libmemcached configuration string or a host:port list.\n"
     "  Defaults as YCSB's: 1000 records, 1000 operations, 10 fields of 100 bytes.\n";
 
-enum op { OP_READ, OP_UPDATE, OP_INSERT, OP_RMW, OP_COUNT };
-static const char *const op_names[OP_COUNT] = {"READ", "UPDATE", "INSERT", "READ-MODIFY-WRITE"};
+enum op { OP_READ, OP_UPDATE, OP_INSERT, OP_SCAN, OP_RMW, OP_COUNT };
+static const char *const op_names[OP_COUNT] = {"READ", "UPDATE", "INSERT", "SCAN",
+                                               "READ-MODIFY-WRITE"};
+#define MAX_SCAN_LENGTH 100 /* YCSB's maxscanlength; lengths are uniform 1..100 */
 
 struct workload {
     char name;
-    double read, update, insert, rmw; /* proportions, summing to 1 */
-    bool latest;                      /* D: reads favour the newest records */
+    double read, update, insert, scan, rmw; /* proportions, summing to 1 */
+    bool latest;                            /* D: reads favour the newest records */
     const char *description;
 };
 
 static const struct workload workloads[] = {
-    {'a', 0.5, 0.5, 0, 0, false, "50% read, 50% update, scrambled zipfian (0.99)"},
-    {'b', 0.95, 0.05, 0, 0, false, "95% read, 5% update, scrambled zipfian (0.99)"},
-    {'c', 1, 0, 0, 0, false, "100% read, scrambled zipfian (0.99)"},
-    {'d', 0.95, 0, 0.05, 0, true, "95% read, 5% insert, latest (zipfian 0.99)"},
-    {'f', 0.5, 0, 0, 0.5, false, "50% read, 50% read-modify-write, scrambled zipfian (0.99)"},
+    {'a', 0.5, 0.5, 0, 0, 0, false, "50% read, 50% update, scrambled zipfian (0.99)"},
+    {'b', 0.95, 0.05, 0, 0, 0, false, "95% read, 5% update, scrambled zipfian (0.99)"},
+    {'c', 1, 0, 0, 0, 0, false, "100% read, scrambled zipfian (0.99)"},
+    {'d', 0.95, 0, 0.05, 0, 0, true, "95% read, 5% insert, latest (zipfian 0.99)"},
+    {'e', 0, 0, 0.05, 0.95, 0, false,
+     "95% scan (a multi-get of 1-100 consecutive records), 5% insert, scrambled zipfian (0.99)"},
+    {'f', 0.5, 0, 0, 0, 0.5, false, "50% read, 50% read-modify-write, scrambled zipfian (0.99)"},
 };
 
 struct ycsb_options {
@@ -77,21 +86,6 @@ struct client {
     memcached_st *memc;
 };
 
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t x = *state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *state = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-static double uniform(uint64_t *state)
-{
-    return (double)(next_random(state) >> 11) * 0x1p-53;
-}
-
 static size_t key_of(char *key, size_t cap, uint64_t record)
 {
     return (size_t)snprintf(key, cap, "user%llu", (unsigned long long)ohb_fnv64(record));
@@ -105,7 +99,7 @@ static void fill_record(struct client *c)
     for (unsigned f = 0; f < o->fields; f++) {
         p += sprintf(p, "field%u=", f);
         for (unsigned i = 0; i < o->field_length; i++)
-            *p++ = (char)(' ' + next_random(&c->rng) % 95);
+            *p++ = (char)(' ' + ohb_random(&c->rng) % 95);
     }
 }
 
@@ -126,6 +120,39 @@ static bool do_read(struct client *c, const char *key, size_t key_len)
     }
     free(got);
     return true;
+}
+
+/* A scan: one multi-get of the records first .. first+length-1 that are
+ * stored (below present); true when every one of them came back. */
+static bool do_scan(struct client *c, uint64_t first, uint64_t present)
+{
+    char keys[MAX_SCAN_LENGTH][64];
+    const char *key_ptrs[MAX_SCAN_LENGTH];
+    size_t key_lens[MAX_SCAN_LENGTH];
+    size_t wanted = 1 + ohb_random(&c->rng) % MAX_SCAN_LENGTH, n = 0;
+    for (uint64_t r = first; n < wanted && r < present; r++, n++) {
+        key_lens[n] = key_of(keys[n], sizeof(keys[n]), r);
+        key_ptrs[n] = keys[n];
+    }
+    memcached_return_t rc = memcached_mget(c->memc, key_ptrs, key_lens, n);
+    if (rc != MEMCACHED_SUCCESS)
+        ohb_fail(c->memc, "memcached_mget", rc);
+    size_t got = 0;
+    memcached_result_st *result; /* a new one per record: the library frees a
+                                    result of its own making at the end */
+    while ((result = memcached_fetch_result(c->memc, NULL, &rc)) != NULL) {
+        size_t len = memcached_result_length(result);
+        memcached_result_free(result);
+        if (len != c->phase->record_size) {
+            fprintf(stderr, "scan: a record of %zu bytes, expected %zu\n", len,
+                    c->phase->record_size);
+            exit(1);
+        }
+        got++;
+    }
+    if (rc != MEMCACHED_END && rc != MEMCACHED_SUCCESS && rc != MEMCACHED_NOTFOUND)
+        ohb_fail(c->memc, "memcached_fetch_result", rc);
+    return got == n;
 }
 
 static void do_write(struct client *c, const char *key, size_t key_len)
@@ -180,14 +207,14 @@ static void run_transactions(struct client *c)
         uint64_t present = atomic_load(&ph->present), record;
         if (w->latest) { /* YCSB's skewed-latest: the newest minus a zipfian distance */
             uint64_t newest = present - 1;
-            uint64_t back = newest ? ohb_zipfian_next(&latest, newest, uniform(&c->rng)) : 0;
+            uint64_t back = newest ? ohb_zipfian_next(&latest, newest, ohb_uniform(&c->rng)) : 0;
             record = back > newest ? 0 : newest - back;
         } else {
             do /* keys not inserted yet are drawn again, as YCSB does */
-                record = ohb_zipfian_next_scrambled(&chooser, uniform(&c->rng));
+                record = ohb_zipfian_next_scrambled(&chooser, ohb_uniform(&c->rng));
             while (record >= present);
         }
-        double pick = uniform(&c->rng), t0 = ohb_now_us();
+        double pick = ohb_uniform(&c->rng), t0 = ohb_now_us();
         if (pick < w->read) {
             size_t key_len = key_of(key, sizeof(key), record);
             record_op(c, OP_READ, t0, do_read(c, key, key_len));
@@ -201,6 +228,8 @@ static void run_transactions(struct client *c)
             do_write(c, key, key_len);
             acknowledge(ph, inserted);
             record_op(c, OP_INSERT, t0, true);
+        } else if (pick < w->read + w->update + w->insert + w->scan) {
+            record_op(c, OP_SCAN, t0, do_scan(c, record, present));
         } else {
             size_t key_len = key_of(key, sizeof(key), record);
             bool hit = do_read(c, key, key_len);
@@ -314,7 +343,7 @@ static void run_phase(struct phase *ph, bool load, FILE *csv)
 static void parse(int argc, char **argv, struct ycsb_options *o)
 {
     *o = (struct ycsb_options){.servers = "127.0.0.1:11211",
-                               .workloads = "a,b,c,d,f",
+                               .workloads = "a,b,c,d,e,f",
                                .records = 1000,
                                .operations = 1000,
                                .fields = 10,
@@ -349,8 +378,8 @@ static void parse(int argc, char **argv, struct ycsb_options *o)
         o->threads == 0 || o->threads > 1024 || o->field_length > 1 << 20)
         goto usage;
     for (const char *p = o->workloads; *p; p++)
-        if (*p != ',' && strchr("abcdf", *p) == NULL) {
-            fprintf(stderr, "ohb_ycsb: unknown workload '%c' (a, b, c, d, f)\n", *p);
+        if (*p != ',' && strchr("abcdef", *p) == NULL) {
+            fprintf(stderr, "ohb_ycsb: unknown workload '%c' (a, b, c, d, e, f)\n", *p);
             exit(2);
         }
     ohb_clock_calibrate();
