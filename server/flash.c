@@ -583,6 +583,7 @@ int flash_start(const struct ext_settings *cfg, char *errbuf, size_t errlen)
         snprintf(errbuf, errlen, "io_uring: %s", strerror(-rc));
         goto fail_fd;
     }
+    slabs_prefill_pool(); /* as memcached with extstore */
     fl.stop = false;
     __atomic_store_n(&fl.running, true, __ATOMIC_RELEASE);
     if (pthread_create(&fl.thread, NULL, io_thread, NULL) != 0) {
