@@ -40,6 +40,19 @@ static void fill_value(item *it, const char *value)
     }
 }
 
+/* memcached's ext_recache_rate: one in that many values read from flash
+ * whose header was read twice lately goes back into RAM, in the header's
+ * place (counted per worker thread, as memcached counts per connection). */
+#define RECACHE_WITHIN 60 /* seconds: memcached's ITEM_UPDATE_INTERVAL */
+static _Thread_local unsigned recache_counter;
+
+static void maybe_recache(item *header, item *fresh)
+{
+    unsigned rate = flash_recache_rate();
+    if (rate > 0 && item_flash_recache(header, fresh, RECACHE_WITHIN, &recache_counter, rate))
+        flash_count(FC_RECACHE);
+}
+
 static void complete_on_worker(struct worker *w, void *arg)
 {
     (void)w;
@@ -48,6 +61,7 @@ static void complete_on_worker(struct worker *w, void *arg)
         /* counted by count_abort when the request failed */
     } else if (f->rd.ok) {
         fill_value(f->fresh, f->rd.value);
+        maybe_recache(f->header, f->fresh);
         resp_set_item(f->r, f->fresh, f->crlf);
         f->fresh = NULL;
     } else {
