@@ -792,6 +792,17 @@ bool item_flash_repoint(item *h, uint64_t cas, const struct item_flash_loc *from
     return done;
 }
 
+void item_flash_drop(item *h, const struct item_flash_loc *at)
+{
+    uint64_t hv = assoc_hash(h->data, h->nkey);
+    assoc_lock(hv);
+    struct item_flash_loc loc;
+    memcpy(&loc, item_chunk_table(h), sizeof(loc));
+    if (same_record(&loc, at) && assoc_find(h->data, h->nkey, hv) == h)
+        unlink_item(h, hv);
+    assoc_unlock(hv);
+}
+
 bool item_flash_recache(item *h, item *fresh, rel_time_t within, unsigned *counter, unsigned rate)
 {
     const uint8_t read_twice = ITEM_LINKED | ITEM_FETCHED | ITEM_ACTIVE;

@@ -145,6 +145,10 @@ enum flash_hold item_flash_hold(const char *key, size_t nkey, const struct item_
  * it is still linked with unique cas and pointing at `from`. */
 bool item_flash_repoint(item *h, uint64_t cas, const struct item_flash_loc *from,
                         const struct item_flash_loc *to);
+/* A read of h's record at `at` failed or did not match: h leaves the
+ * table if it still points there (as memcached unlinks such headers), so
+ * later gets miss at once. */
+void item_flash_drop(item *h, const struct item_flash_loc *at);
 /* Re-caching: puts fresh (an unlinked item holding h's value read from
  * flash) in the table in place of the header h, when h is still linked,
  * was read twice (fetched and active) and last accessed within `within`

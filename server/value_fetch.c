@@ -71,6 +71,7 @@ static void complete_on_worker(struct worker *w, void *arg)
                     (int)f->rd.nkey, f->rd.key);
         }
         flash_count(FC_MISS);
+        item_flash_drop(f->header, &f->rd.loc);
         send_miss(f->r, f->miss, f->miss_len);
     }
     if (f->fresh)
