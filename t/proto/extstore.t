@@ -202,8 +202,15 @@ mc_is($s, "mg num v q\r\nmn\r\n", "VA 600\r\n1" . (' ' x 599) . "\r\nMN\r\n", 'm
 my $used = mc_stats($s)->{extstore_objects_used};
 mc_send($s, "delete f$_ noreply\r\n") for 1 .. 50;
 mc_is($s, "mn\r\n", "MN\r\n", 'deleted 50 flash items');
-cmp_ok(mc_stats($s)->{extstore_objects_used}, '<=', $used - 50,
-    'extstore_objects_used dropped by the deleted items');
+# a background thread (LRU maintainer, writer) may hold a header for a
+# moment: its record stops counting when the last reference goes
+my $left = mc_stats($s)->{extstore_objects_used};
+for (1 .. 20) {
+    last if $left <= $used - 50;
+    select(undef, undef, undef, 0.1);
+    $left = mc_stats($s)->{extstore_objects_used};
+}
+cmp_ok($left, '<=', $used - 50, 'extstore_objects_used dropped by the deleted items');
 
 # the extstore admin command, as memcached answers it
 mc_is($s, "extstore $_\r\n", "OK\r\n", "extstore $_: OK")
