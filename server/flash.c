@@ -1,6 +1,7 @@
 /*
  * flash.c: the flash tier's store and its I/O thread. Owns the ext_path
- * files and their pages, the write buffer filled from COLD tails, the
+ * files and their pages, the write buffers of memcached's page buckets
+ * filled from COLD tails (and by compaction, flash_compact.c), the
  * io_uring ring all flash I/O goes through, page reclamation (the oldest
  * page is dropped when none is free) and the extstore counters.
  *
