@@ -357,7 +357,8 @@ static bool memory_full(void)
     struct slabs_global_stats g;
     slabs_global_stats(&g);
     size_t reserve = (size_t)((double)g.mem_limit * tier.cfg.automove_freeratio);
-    return g.pool_pages == 0 && g.total_malloced + reserve >= g.mem_limit;
+    /* the pool holds the rest of -m (prefilled): only pages classes hold count */
+    return g.total_malloced + reserve >= g.mem_limit;
 }
 
 static bool eligible(const item *it, bool full, rel_time_t now)
