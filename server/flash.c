@@ -251,8 +251,7 @@ static void settle(struct pending *pd)
             flash_forget(&pd->from);
             flash_add(&flash_counters.compact_rescues, 1);
         } else {
-            flash_forget(&pd->loc); /* deleted or changed meanwhile */
-            flash_add(&flash_counters.compact_lost, 1);
+            flash_forget(&pd->loc); /* deleted or changed meanwhile: nothing lost */
         }
     } else if (item_move_to_flash(pd->it, pd->cas, &pd->loc)) {
         flash_add(&flash_counters.objects_written, 1);

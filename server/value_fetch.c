@@ -18,6 +18,7 @@ struct value_fetch {
     item *header;
     item *fresh; /* unlinked item the value is read into, allocated up front */
     bool crlf;
+    bool retried;
     size_t miss_len;
     char miss[RESP_HEAD_MAX];
 };
@@ -53,10 +54,30 @@ static void maybe_recache(item *header, item *fresh)
         flash_count(FC_RECACHE);
 }
 
+/* A read that found its page reused while compaction moved the record
+ * (the header points elsewhere now) is made once more at the new place. */
+static bool retry_moved(struct value_fetch *f)
+{
+    if (f->retried || f->rd.ok || f->rd.corrupt || resp_cancelled(f->r))
+        return false;
+    struct item_flash_loc now;
+    item_flash_where(f->header, &now);
+    if (now.page == f->rd.loc.page && now.version == f->rd.loc.version &&
+        now.offset == f->rd.loc.offset)
+        return false;
+    f->retried = true;
+    flash_read_free(&f->rd);
+    f->rd.loc = now;
+    flash_read(&f->rd);
+    return true;
+}
+
 static void complete_on_worker(struct worker *w, void *arg)
 {
     (void)w;
     struct value_fetch *f = arg;
+    if (retry_moved(f))
+        return;
     if (resp_cancelled(f->r)) {
         /* counted by count_abort when the request failed */
     } else if (f->rd.ok) {
@@ -130,6 +151,7 @@ bool conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, co
     f->r = r;
     f->header = it;
     f->crlf = crlf;
+    f->retried = false;
     f->miss_len = miss_len;
     memcpy(f->miss, miss, miss_len);
     item_flash_where(it, &f->rd.loc);
