@@ -8,11 +8,14 @@
 # after its flash reads were queued aborts them and the connection keeps
 # serving. A read error (the file cut short under the server) gives misses
 # and a counter, never wrong data (this server only: memcached 1.6.18's
-# behaviour there is not a reference).
+# behaviour there is not a reference). Last, three clients set, delete and
+# get their own keys for a few seconds while compaction and re-caching run
+# all along: never a wrong value.
 use strict;
 use warnings;
 use Test::More;
 use File::Temp ();
+use POSIX ();
 use MCTest;
 
 my $dir = File::Temp::tempdir(CLEANUP => 1);
@@ -128,8 +131,15 @@ cmp_ok(scalar @live, '>=', 4, 'kept keys to read');
 mc_is($s, "extstore recache_rate 1\r\n", "OK\r\n", 'extstore recache_rate 1');
 my $before = mc_stats($s);
 my $k = $live[0];
-ok(get1($s, "k$k") eq value_of($k), "k$k read ($_)") for 1 .. 3;
-my $after = mc_stats($s);
+# the second read marks it active (the LRU maintainer may take a moment)
+my ($reads_ok, $after) = (0);
+for my $n (1 .. 10) {
+    $reads_ok++ if get1($s, "k$k") eq value_of($k);
+    $after = mc_stats($s);
+    last if $n >= 3 && $after->{recache_from_extstore} > $before->{recache_from_extstore};
+    select(undef, undef, undef, 0.1);
+}
+ok($reads_ok >= 3, "k$k read back from flash ($reads_ok times)");
 cmp_ok($after->{recache_from_extstore}, '>', $before->{recache_from_extstore},
     'a value read twice went back to RAM');
 ok(get1($s, "k$k") eq value_of($k), "k$k read from RAM");
@@ -166,6 +176,61 @@ SKIP: {
         'file cut short: reads miss and miss_from_extstore counts them');
     mc_is($s, "set after 0 0 2\r\nok\r\n", "STORED\r\n", 'the server keeps serving');
     mc_is($s, "get after\r\n", "VALUE after 0 2\r\nok\r\nEND\r\n", 'and reads');
+}
+$srv->stop;
+
+# ---- concurrent clients while compaction runs -------------------------------
+unlink $file;
+$srv = start_server('-m', '16', '-o',
+    "ext_page_size=2,ext_wbuf_size=2,ext_path=$file:24m,ext_item_age=0,ext_compact_under=4,"
+      . 'ext_max_frag=0.9,ext_recache_rate=3');
+sub churn_value {
+    my ($k, $v) = @_;
+    my $u = "$k:$v|";
+    return substr($u x (6000 / length($u) + 2), 0, 3000 + (length($k) * 131 + $v) % 5000);
+}
+my @kids;
+for my $c (0 .. 2) {
+    my $pid = fork();
+    die "fork: $!" unless defined $pid;
+    if ($pid == 0) {    # a client of its own: set, delete, get its keys
+        srand($c + $$);
+        my $cs = $srv->connect;
+        my (%ver, $wrong);
+        my $end = time + 6;
+        while (time < $end) {
+            my $k = "c${c}_" . int(rand(1500));
+            my $r = rand();
+            if ($r < 0.35) {
+                my $v = ($ver{$k} // 0) + 1;
+                my $d = churn_value($k, $v);
+                mc_send($cs, "set $k 0 0 " . length($d) . "\r\n$d\r\n");
+                $ver{$k} = $v if mc_line($cs, 10) eq "STORED\r\n";
+            } elsif ($r < 0.45) {
+                mc_send($cs, "delete $k\r\n");
+                mc_line($cs, 10);
+                delete $ver{$k};
+            } else {
+                my $v = get1($cs, $k);
+                $wrong++ if defined $v && !(defined $ver{$k} && $v eq churn_value($k, $ver{$k}));
+            }
+        }
+        POSIX::_exit($wrong ? 1 : 0);
+    }
+    push @kids, $pid;
+}
+my $bad = 0;
+for (@kids) {
+    waitpid($_, 0);
+    $bad++ if $?;
+}
+is($bad, 0, 'three clients setting, deleting and reading: never a wrong value');
+$s = $srv->connect;
+$st = mc_stats($s);
+cmp_ok($st->{get_extstore}, '>', 0, "flash reads meanwhile ($st->{get_extstore})");
+if (target() ne 'memcached') {    # memcached 1.6.18 misses some values compaction moved
+    cmp_ok($st->{extstore_compact_rescues}, '>', 0, 'compaction ran meanwhile');
+    is($st->{miss_from_extstore}, 0, 'no flash read missed');
 }
 $srv->stop;
 done_testing();
