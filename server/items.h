@@ -116,7 +116,7 @@ size_t item_memcached_size(const item *it);
 unsigned item_value_nseg(const item *it);
 struct iovec item_value_seg(const item *it, unsigned i);
 
-/* ---- values on flash (flash.c) -------------------------------------------- */
+/* ---- values on flash (flash.c, item_flash.c) ------------------------------ */
 /* Where a value written to flash lies, and the check its record carries. */
 struct item_flash_loc {
     uint32_t page;    /* page number across all ext_path files */
