@@ -267,7 +267,15 @@ void conn_resp_truncate(struct conn *c, struct resp *mark)
     while (r) {
         struct resp *next = r->next;
         c->nresp--;
-        resp_free(c, r);
+        if (r->parked) { /* its work still holds it */
+            r->cancelled = true;
+            if (r->on_cancel)
+                r->on_cancel(r);
+            r->next = c->cancelled;
+            c->cancelled = r;
+        } else {
+            resp_free(c, r);
+        }
         r = next;
     }
 }
@@ -299,6 +307,17 @@ void conn_wake(struct conn *c)
 
 void conn_resp_complete(struct conn *c, struct resp *r)
 {
+    if (r->cancelled) {
+        struct resp **link = &c->cancelled;
+        while (*link != r)
+            link = &(*link)->next;
+        *link = r->next;
+        c->nparked--;
+        resp_free(c, r);
+        if (c->state == CONN_CLOSING && c->nparked == 0)
+            conn_free(c);
+        return;
+    }
     if (r->parked) {
         r->parked = false;
         c->nparked--;
@@ -928,6 +947,11 @@ static void conn_free(struct conn *c)
     while (c->resp_head) {
         struct resp *r = c->resp_head;
         c->resp_head = r->next;
+        resp_free(c, r);
+    }
+    while (c->cancelled) {
+        struct resp *r = c->cancelled;
+        c->cancelled = r->next;
         resp_free(c, r);
     }
     event_free(c->resume_ev);

@@ -95,6 +95,8 @@ struct resp {
     uint16_t head_len;
     uint8_t it_trailer; /* bytes of "\r\n" written after the value: 0 or 2 */
     bool parked;
+    bool cancelled;                    /* dropped while parked: freed when its work completes */
+    void (*on_cancel)(struct resp *r); /* optional: told when dropped while parked */
     char head[RESP_HEAD_MAX];
 };
 
@@ -164,6 +166,7 @@ struct conn {
 
     /* responses, oldest first */
     struct resp *resp_head, *resp_tail;
+    struct resp *cancelled; /* parked responses dropped by conn_resp_truncate */
     unsigned nresp, nparked;
 
     struct event *resume_ev;    /* yields and park completions */
@@ -227,7 +230,8 @@ static inline struct resp *conn_resp_mark(struct conn *c)
     return c->resp_tail;
 }
 /* Drops (and releases) every response queued after mark (NULL: all
- * unwritten ones). Parked responses must not be dropped. */
+ * unwritten ones). A parked one is only marked cancelled (resp_cancelled)
+ * and set aside: its work still completes it, and then it is freed. */
 void conn_resp_truncate(struct conn *c, struct resp *mark);
 
 /* Runs the connection again soon on its worker (e.g. to write replies
@@ -236,6 +240,12 @@ void conn_wake(struct conn *c);
 
 /* ---- parking ------------------------------------------------------------ */
 void resp_park(struct conn *c, struct resp *r);
+/* The response was dropped while parked: whoever completes it fills nothing
+ * and only calls conn_resp_complete(). */
+static inline bool resp_cancelled(const struct resp *r)
+{
+    return r->cancelled;
+}
 /* On c's worker thread: r is filled; lets it (and later replies) go out. */
 void conn_resp_complete(struct conn *c, struct resp *r);
 

@@ -1,6 +1,7 @@
 /*
  * flash.c: the flash tier's store and its I/O thread. Owns the ext_path
- * files and their pages, the write buffer filled from COLD tails, the
+ * files and their pages, the write buffers of memcached's page buckets
+ * filled from COLD tails (and by compaction, flash_compact.c), the
  * io_uring ring all flash I/O goes through, page reclamation (the oldest
  * page is dropped when none is free) and the extstore counters.
  *
@@ -11,6 +12,7 @@
  * record matches the key, the length and the check the header remembers.
  */
 #include "flash.h"
+#include "flash_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,99 +23,34 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "assoc.h"
 #include "clock.h"
-#include "config.h"
 #include "slabs.h"
 
-#ifdef HAVE_LIBURING
-#include <liburing.h>
-#endif
-
-#define RECORD_MAGIC 0x4652434dU /* "MCRF" */
-#define RECORD_HEADER 16
 #define SELECT_BATCH 64
 #define WRITER_INTERVAL_MS 50
-
-enum page_state { PAGE_FREE, PAGE_OPEN, PAGE_FULL };
-
-struct flash_page {
-    int fd;
-    uint64_t file_off;
-    uint32_t version;
-    enum page_state state;
-    uint64_t fill;                     /* bytes written */
-    uint64_t objects;                  /* records written */
-    uint64_t live_objects, live_bytes; /* records flash headers still point at */
-    uint64_t seq;                      /* order in which pages were opened */
-};
-
-/* An item whose value sits in the write buffer until the buffer is written. */
-struct pending {
-    item *it;
-    uint64_t cas;
-    struct item_flash_loc loc;
-};
 
 static const char *const counter_names[FC_COUNT] = {
     "get_extstore",          "get_aborted_extstore", "get_oom_extstore",
     "recache_from_extstore", "miss_from_extstore",   "badcrc_from_extstore",
 };
 
-static struct {
-    uint64_t gets[FC_COUNT];
-    uint64_t page_allocs, page_evictions, page_reclaims;
-    uint64_t objects_evicted, objects_read, objects_written;
-    uint64_t bytes_evicted, bytes_written, bytes_read;
-    uint64_t io_queue;
-} counters;
+struct flash_counters flash_counters;
 
-static struct {
-    bool running;
-    struct ext_settings cfg;
-    int fds[EXT_PATHS_MAX];
-    unsigned nfiles;
-    struct flash_page *pages;
-    unsigned npages;
-    unsigned open_page; /* npages: none */
-    uint64_t next_seq;
-    char *wbuf;
-    size_t wfill;
-    struct pending *pend;
-    size_t npend, pend_cap;
-    pthread_t thread;
-    pthread_mutex_t lock; /* the read queue, requests, the page table for stats */
-    pthread_cond_t passes_cond;
-    struct flash_read *rq_head, *rq_tail;
-    bool stop;
-    uint64_t pass_requests, passes_done;
-    int wake_fd;
-#ifdef HAVE_LIBURING
-    struct io_uring ring;
-#endif
-    unsigned inflight;
-} fl = {.lock = PTHREAD_MUTEX_INITIALIZER, .passes_cond = PTHREAD_COND_INITIALIZER, .wake_fd = -1};
-
-static void add(uint64_t *c, uint64_t n)
-{
-    __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
-}
-
-static uint64_t get(const uint64_t *c)
-{
-    return __atomic_load_n(c, __ATOMIC_RELAXED);
-}
+struct flash_tier tier = {
+    .lock = PTHREAD_MUTEX_INITIALIZER, .passes_cond = PTHREAD_COND_INITIALIZER, .wake_fd = -1};
 
 void flash_count(enum flash_counter which)
 {
-    add(&counters.gets[which], 1);
+    flash_add(&flash_counters.gets[which], 1);
 }
 
 bool flash_running(void)
 {
-    return __atomic_load_n(&fl.running, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&tier.running, __ATOMIC_ACQUIRE);
 }
 
 void flash_read_free(struct flash_read *rd)
@@ -123,12 +60,12 @@ void flash_read_free(struct flash_read *rd)
     rd->value = NULL;
 }
 
-static uint32_t record_check(const char *record, size_t len)
+uint32_t flash_record_check(const char *record, size_t len)
 {
     return (uint32_t)assoc_hash(record + 8, len - 8);
 }
 
-static size_t record_size(size_t nkey, size_t nbytes)
+size_t flash_record_size(size_t nkey, size_t nbytes)
 {
     return (RECORD_HEADER + nkey + nbytes + 7) & ~(size_t)7;
 }
@@ -136,7 +73,7 @@ static size_t record_size(size_t nkey, size_t nbytes)
 static void wake(void)
 {
     uint64_t one = 1;
-    if (fl.wake_fd >= 0 && write(fl.wake_fd, &one, sizeof(one)) < 0) {
+    if (tier.wake_fd >= 0 && write(tier.wake_fd, &one, sizeof(one)) < 0) {
         /* the counter is saturated: the thread is awake anyway */
     }
 }
@@ -147,19 +84,19 @@ void flash_read(struct flash_read *rd)
     rd->value = NULL;
     rd->ok = rd->corrupt = false;
     rd->next = NULL;
-    pthread_mutex_lock(&fl.lock);
-    if (!fl.running || fl.stop) {
-        pthread_mutex_unlock(&fl.lock);
+    pthread_mutex_lock(&tier.lock);
+    if (!tier.running || tier.stop) {
+        pthread_mutex_unlock(&tier.lock);
         rd->done(rd);
         return;
     }
-    if (fl.rq_tail)
-        fl.rq_tail->next = rd;
+    if (tier.rq_tail)
+        tier.rq_tail->next = rd;
     else
-        fl.rq_head = rd;
-    fl.rq_tail = rd;
-    add(&counters.io_queue, 1);
-    pthread_mutex_unlock(&fl.lock);
+        tier.rq_head = rd;
+    tier.rq_tail = rd;
+    flash_add(&flash_counters.io_queue, 1);
+    pthread_mutex_unlock(&tier.lock);
     wake();
 }
 
@@ -170,29 +107,29 @@ static char wake_token, write_token;
 
 static void arm_wake_poll(void)
 {
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&fl.ring);
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&tier.ring);
     if (!sqe) {
-        io_uring_submit(&fl.ring);
-        sqe = io_uring_get_sqe(&fl.ring);
+        io_uring_submit(&tier.ring);
+        sqe = io_uring_get_sqe(&tier.ring);
     }
-    io_uring_prep_poll_add(sqe, fl.wake_fd, POLLIN);
+    io_uring_prep_poll_add(sqe, tier.wake_fd, POLLIN);
     io_uring_sqe_set_data(sqe, &wake_token);
-    io_uring_submit(&fl.ring);
+    io_uring_submit(&tier.ring);
 }
 
 static struct io_uring_sqe *next_sqe(void)
 {
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&fl.ring);
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&tier.ring);
     if (!sqe) {
-        io_uring_submit(&fl.ring);
-        sqe = io_uring_get_sqe(&fl.ring);
+        io_uring_submit(&tier.ring);
+        sqe = io_uring_get_sqe(&tier.ring);
     }
     return sqe;
 }
 
 static void finish_read(struct flash_read *rd, int res)
 {
-    struct flash_page *p = &fl.pages[rd->loc.page];
+    struct flash_page *p = &tier.pages[rd->loc.page];
     if (res == (int)rd->loc.len && p->version == rd->loc.version) {
         const char *rec = rd->record;
         uint32_t magic, check, nbytes;
@@ -201,18 +138,18 @@ static void finish_read(struct flash_read *rd, int res)
         memcpy(&nbytes, rec + 8, 4);
         size_t nkey = (unsigned char)rec[12];
         if (magic == RECORD_MAGIC && check == rd->loc.check && nbytes == rd->nbytes &&
-            nkey == rd->nkey && record_size(nkey, nbytes) == rd->loc.len &&
+            nkey == rd->nkey && flash_record_size(nkey, nbytes) == rd->loc.len &&
             memcmp(rec + RECORD_HEADER, rd->key, nkey) == 0 &&
-            record_check(rec, RECORD_HEADER + nkey + nbytes) == check) {
+            flash_record_check(rec, RECORD_HEADER + nkey + nbytes) == check) {
             rd->ok = true;
             rd->value = rec + RECORD_HEADER + nkey;
-            add(&counters.objects_read, 1);
-            add(&counters.bytes_read, rd->loc.len);
+            flash_add(&flash_counters.objects_read, 1);
+            flash_add(&flash_counters.bytes_read, rd->loc.len);
         } else {
             rd->corrupt = true;
         }
     }
-    add(&counters.io_queue, (uint64_t)-1);
+    flash_add(&flash_counters.io_queue, (uint64_t)-1);
     rd->done(rd);
 }
 
@@ -221,19 +158,19 @@ static void submit_reads(struct flash_read *list)
     while (list) {
         struct flash_read *rd = list;
         list = rd->next;
-        struct flash_page *p = rd->loc.page < fl.npages ? &fl.pages[rd->loc.page] : NULL;
+        struct flash_page *p = rd->loc.page < tier.npages ? &tier.pages[rd->loc.page] : NULL;
         if (!p || p->state == PAGE_FREE || p->version != rd->loc.version ||
             rd->loc.offset + rd->loc.len > p->fill || !(rd->record = malloc(rd->loc.len))) {
-            add(&counters.io_queue, (uint64_t)-1);
+            flash_add(&flash_counters.io_queue, (uint64_t)-1);
             rd->done(rd);
             continue;
         }
         struct io_uring_sqe *sqe = next_sqe();
         io_uring_prep_read(sqe, p->fd, rd->record, rd->loc.len, p->file_off + rd->loc.offset);
         io_uring_sqe_set_data(sqe, rd);
-        fl.inflight++;
+        tier.inflight++;
     }
-    io_uring_submit(&fl.ring);
+    io_uring_submit(&tier.ring);
 }
 
 /* Handles one completion; returns the result when it was the write's. */
@@ -241,10 +178,10 @@ static bool handle_cqe(struct io_uring_cqe *cqe, int *write_res)
 {
     void *data = io_uring_cqe_get_data(cqe);
     int res = cqe->res;
-    io_uring_cqe_seen(&fl.ring, cqe);
+    io_uring_cqe_seen(&tier.ring, cqe);
     if (data == &wake_token) {
         uint64_t n;
-        if (read(fl.wake_fd, &n, sizeof(n)) < 0) {
+        if (read(tier.wake_fd, &n, sizeof(n)) < 0) {
             /* nothing was pending */
         }
         arm_wake_poll();
@@ -254,34 +191,36 @@ static bool handle_cqe(struct io_uring_cqe *cqe, int *write_res)
         *write_res = res;
         return true;
     }
-    fl.inflight--;
+    tier.inflight--;
     finish_read(data, res);
     return false;
 }
 
 static void take_reads(void)
 {
-    pthread_mutex_lock(&fl.lock);
-    struct flash_read *list = fl.rq_head;
-    fl.rq_head = fl.rq_tail = NULL;
-    pthread_mutex_unlock(&fl.lock);
+    pthread_mutex_lock(&tier.lock);
+    struct flash_read *list = tier.rq_head;
+    tier.rq_head = tier.rq_tail = NULL;
+    pthread_mutex_unlock(&tier.lock);
     if (list)
         submit_reads(list);
 }
 
-/* Writes len bytes at off of fd through the ring, serving reads meanwhile. */
-static bool ring_write(int fd, const char *buf, size_t len, uint64_t off)
+bool flash_ring_io(bool write, int fd, char *buf, size_t len, uint64_t off)
 {
     while (len > 0) {
         struct io_uring_sqe *sqe = next_sqe();
-        io_uring_prep_write(sqe, fd, buf, (unsigned)len, off);
+        if (write)
+            io_uring_prep_write(sqe, fd, buf, (unsigned)len, off);
+        else
+            io_uring_prep_read(sqe, fd, buf, (unsigned)len, off);
         io_uring_sqe_set_data(sqe, &write_token);
-        io_uring_submit(&fl.ring);
+        io_uring_submit(&tier.ring);
         int res = 0;
         bool got = false;
         while (!got) {
             struct io_uring_cqe *cqe;
-            if (io_uring_wait_cqe(&fl.ring, &cqe) != 0)
+            if (io_uring_wait_cqe(&tier.ring, &cqe) != 0)
                 continue;
             got = handle_cqe(cqe, &res);
             take_reads();
@@ -295,130 +234,207 @@ static bool ring_write(int fd, const char *buf, size_t len, uint64_t off)
     return true;
 }
 
-static void release_pending(void)
+static void release_pending(struct wbucket *b)
 {
-    for (size_t i = fl.npend; i-- > 0;)
-        item_release(fl.pend[i].it);
-    fl.npend = 0;
-    fl.wfill = 0;
+    for (size_t i = b->npend; i-- > 0;)
+        item_release(b->pend[i].it);
+    b->npend = 0;
+    b->wfill = 0;
 }
 
-/* Writes the buffer to the open page and swaps its items to headers. */
-static void flush_wbuf(void)
+/* A written record now counts as used; for a rescue, its old place stops
+ * counting once its header points at the new one. */
+static void settle(struct pending *pd)
 {
-    if (fl.wfill == 0)
+    if (pd->rescue) {
+        if (item_flash_repoint(pd->it, pd->cas, &pd->from, &pd->loc)) {
+            flash_forget(&pd->from);
+            flash_add(&flash_counters.compact_rescues, 1);
+        } else {
+            flash_forget(&pd->loc); /* deleted or changed meanwhile: nothing lost */
+        }
+    } else if (item_move_to_flash(pd->it, pd->cas, &pd->loc)) {
+        flash_add(&flash_counters.objects_written, 1);
+    } else {
+        flash_forget(&pd->loc);
+    }
+}
+
+/* Writes a bucket's buffer to its open page and settles its records. */
+void flash_flush_bucket(unsigned bucket)
+{
+    struct wbucket *b = &tier.buckets[bucket];
+    if (b->wfill == 0)
         return;
-    struct flash_page *p = &fl.pages[fl.open_page];
-    if (!ring_write(p->fd, fl.wbuf, fl.wfill, p->file_off + p->fill)) {
-        fprintf(stderr, "flash: write to page %u failed; %zu values stay in RAM\n", fl.open_page,
-                fl.npend);
-        release_pending();
+    struct flash_page *p = &tier.pages[b->open_page];
+    if (!flash_ring_io(true, p->fd, b->wbuf, b->wfill, p->file_off + p->fill)) {
+        fprintf(stderr, "flash: write to page %u failed; %zu values stay where they were\n",
+                b->open_page, b->npend);
+        for (size_t i = 0; i < b->npend; i++)
+            if (b->pend[i].rescue)
+                flash_add(&flash_counters.compact_lost, 1);
+        release_pending(b);
         return;
     }
-    pthread_mutex_lock(&fl.lock);
-    p->fill += fl.wfill;
-    p->objects += fl.npend;
-    pthread_mutex_unlock(&fl.lock);
-    add(&counters.bytes_written, fl.wfill);
-    for (size_t i = 0; i < fl.npend; i++) {
-        /* counted live first: the header may be freed as soon as it is linked */
-        pthread_mutex_lock(&fl.lock);
+    pthread_mutex_lock(&tier.lock);
+    p->fill += b->wfill;
+    p->objects += b->npend;
+    /* counted live first: a header may be freed as soon as it is linked */
+    for (size_t i = 0; i < b->npend; i++) {
         p->live_objects++;
-        p->live_bytes += fl.pend[i].loc.len;
-        pthread_mutex_unlock(&fl.lock);
-        if (item_move_to_flash(fl.pend[i].it, fl.pend[i].cas, &fl.pend[i].loc))
-            add(&counters.objects_written, 1);
-        else
-            flash_forget(&fl.pend[i].loc);
+        p->live_bytes += b->pend[i].loc.len;
     }
-    release_pending();
+    pthread_mutex_unlock(&tier.lock);
+    flash_add(&flash_counters.bytes_written, b->wfill);
+    for (size_t i = 0; i < b->npend; i++)
+        settle(&b->pend[i]);
+    release_pending(b);
 }
 
-/* Opens a page for writing: a free one, else the oldest is dropped. */
-static void open_next_page(void)
+static void flush_all(void)
 {
-    pthread_mutex_lock(&fl.lock);
-    if (fl.open_page < fl.npages)
-        fl.pages[fl.open_page].state = PAGE_FULL;
-    unsigned pick = fl.npages;
-    for (unsigned i = 0; i < fl.npages && pick == fl.npages; i++)
-        if (fl.pages[i].state == PAGE_FREE)
+    for (unsigned i = 0; i < BUCKET_COUNT; i++)
+        flash_flush_bucket(i);
+}
+
+/* Opens a page for a bucket: a free one, else the oldest full one that
+ * compaction is not reading is dropped. False when there is none. */
+static bool open_next_page(unsigned bucket)
+{
+    struct wbucket *b = &tier.buckets[bucket];
+    pthread_mutex_lock(&tier.lock);
+    if (b->open_page < tier.npages)
+        tier.pages[b->open_page].state = PAGE_FULL;
+    b->open_page = tier.npages;
+    unsigned pick = tier.npages;
+    for (unsigned i = 0; i < tier.npages && pick == tier.npages; i++)
+        if (tier.pages[i].state == PAGE_FREE && i != tier.compacting)
             pick = i;
-    if (pick == fl.npages) {
-        for (unsigned i = 0; i < fl.npages; i++)
-            if (pick == fl.npages || fl.pages[i].seq < fl.pages[pick].seq)
+    if (pick == tier.npages) {
+        for (unsigned i = 0; i < tier.npages; i++)
+            if (tier.pages[i].state == PAGE_FULL && i != tier.compacting &&
+                (pick == tier.npages || tier.pages[i].seq < tier.pages[pick].seq))
                 pick = i;
-        struct flash_page *old = &fl.pages[pick];
-        add(&counters.page_evictions, 1);
-        add(&counters.objects_evicted, old->objects);
-        add(&counters.bytes_evicted, old->fill);
+        if (pick == tier.npages) {
+            pthread_mutex_unlock(&tier.lock);
+            return false;
+        }
+        struct flash_page *old = &tier.pages[pick];
+        flash_add(&flash_counters.page_evictions, 1);
+        flash_add(&flash_counters.objects_evicted, old->live_objects);
+        flash_add(&flash_counters.bytes_evicted, old->live_bytes);
     }
-    struct flash_page *p = &fl.pages[pick];
+    struct flash_page *p = &tier.pages[pick];
     p->version++; /* headers pointing at the old contents now miss */
     p->state = PAGE_OPEN;
+    p->bucket = bucket;
     p->fill = 0;
     p->objects = 0;
     p->live_objects = p->live_bytes = 0;
-    p->seq = ++fl.next_seq;
-    fl.open_page = pick;
-    pthread_mutex_unlock(&fl.lock);
-    add(&counters.page_allocs, 1);
+    p->seq = ++tier.next_seq;
+    b->open_page = pick;
+    pthread_mutex_unlock(&tier.lock);
+    flash_add(&flash_counters.page_allocs, 1);
+    return true;
+}
+
+void flash_page_close(unsigned page, uint32_t version)
+{
+    pthread_mutex_lock(&tier.lock);
+    struct flash_page *p = &tier.pages[page];
+    if (p->state == PAGE_FULL && p->version == version) {
+        p->state = PAGE_FREE;
+        p->version++;
+        p->live_objects = p->live_bytes = 0;
+        flash_add(&flash_counters.page_reclaims, 1);
+    }
+    pthread_mutex_unlock(&tier.lock);
 }
 
 static bool memory_full(void)
 {
     struct slabs_global_stats g;
     slabs_global_stats(&g);
-    size_t reserve = (size_t)((double)g.mem_limit * fl.cfg.automove_freeratio);
-    return g.pool_pages == 0 && g.total_malloced + reserve >= g.mem_limit;
-}
-
-static unsigned tunable(const unsigned *v)
-{
-    return __atomic_load_n(v, __ATOMIC_RELAXED);
+    size_t reserve = (size_t)((double)g.mem_limit * tier.cfg.automove_freeratio);
+    /* the pool holds the rest of -m (prefilled): only pages classes hold count */
+    return g.total_malloced + reserve >= g.mem_limit;
 }
 
 static bool eligible(const item *it, bool full, rel_time_t now)
 {
-    if (item_on_flash(it) || item_nbytes(it) < tunable(&fl.cfg.item_size))
+    if (item_on_flash(it) || item_nbytes(it) < flash_tunable(&tier.cfg.item_size))
         return false;
     rel_time_t exp = item_exptime(it);
-    if (exp != 0 && (exp <= now || exp - now <= tunable(&fl.cfg.low_ttl)))
+    if (exp != 0 && exp <= now)
         return false;
     rel_time_t last = item_last_access(it);
-    unsigned age = tunable(&fl.cfg.item_age);
+    unsigned age = flash_tunable(&tier.cfg.item_age);
     bool old = age != UINT32_MAX && now >= last && now - last >= age;
     return full || old;
 }
 
-/* Copies it's value into the buffer (flushing and changing pages first as
- * needed); keeps the caller's reference until the buffer is written. */
-static void append_record(item *it)
+/* memcached's choice: values expiring within ext_low_ttl share pages,
+ * so do values larger than a slab chunk. */
+static unsigned bucket_of(const item *it, rel_time_t now)
+{
+    rel_time_t exp = item_exptime(it);
+    if (exp != 0 && exp - now < flash_tunable(&tier.cfg.low_ttl))
+        return BUCKET_LOWTTL;
+    return item_value_nseg(it) > 1 ? BUCKET_CHUNKED : BUCKET_DEFAULT;
+}
+
+/* Room for a len-byte record in a bucket's buffer (flushing and changing
+ * pages first as needed) and its pending entry, its place filled in;
+ * NULL when the record cannot be placed. */
+static struct pending *reserve(unsigned bucket, size_t len)
+{
+    struct wbucket *b = &tier.buckets[bucket];
+    if (len > tier.cfg.wbuf_size)
+        return NULL;
+    if (b->wfill + len > tier.cfg.wbuf_size)
+        flash_flush_bucket(bucket);
+    if (b->open_page == tier.npages ||
+        tier.pages[b->open_page].fill + b->wfill + len > tier.cfg.page_size) {
+        flash_flush_bucket(bucket);
+        if (!open_next_page(bucket))
+            return NULL;
+    }
+    if (b->npend == b->pend_cap) {
+        size_t cap = b->pend_cap ? b->pend_cap * 2 : 256;
+        struct pending *np = realloc(b->pend, cap * sizeof(*np));
+        if (!np)
+            return NULL;
+        b->pend = np;
+        b->pend_cap = cap;
+    }
+    struct pending *pd = &b->pend[b->npend++];
+    pd->loc.page = b->open_page;
+    pd->loc.version = tier.pages[b->open_page].version;
+    pd->loc.offset = tier.pages[b->open_page].fill + b->wfill;
+    pd->loc.len = (uint32_t)len;
+    pd->rescue = false;
+    b->wfill += len;
+    return pd;
+}
+
+static char *pending_record(unsigned bucket, const struct pending *pd)
+{
+    const struct wbucket *b = &tier.buckets[bucket];
+    return b->wbuf + (pd->loc.offset - tier.pages[b->open_page].fill);
+}
+
+/* Copies it's value into its bucket's buffer; keeps the caller's
+ * reference until the buffer is written. */
+static void append_record(item *it, unsigned bucket)
 {
     size_t nkey = item_nkey(it), nbytes = item_nbytes(it);
-    size_t len = record_size(nkey, nbytes);
-    if (len > fl.cfg.wbuf_size) {
+    size_t len = flash_record_size(nkey, nbytes);
+    struct pending *pd = reserve(bucket, len);
+    if (!pd) {
         item_release(it);
         return;
     }
-    if (fl.wfill + len > fl.cfg.wbuf_size)
-        flush_wbuf();
-    if (fl.open_page == fl.npages ||
-        fl.pages[fl.open_page].fill + fl.wfill + len > fl.cfg.page_size) {
-        flush_wbuf();
-        open_next_page();
-    }
-    if (fl.npend == fl.pend_cap) {
-        size_t cap = fl.pend_cap ? fl.pend_cap * 2 : 256;
-        struct pending *np = realloc(fl.pend, cap * sizeof(*np));
-        if (!np) {
-            item_release(it);
-            return;
-        }
-        fl.pend = np;
-        fl.pend_cap = cap;
-    }
-    char *rec = fl.wbuf + fl.wfill;
+    char *rec = pending_record(bucket, pd);
     uint32_t magic = RECORD_MAGIC, n32 = (uint32_t)nbytes;
     memcpy(rec, &magic, 4);
     memcpy(rec + 8, &n32, 4);
@@ -432,17 +448,25 @@ static void append_record(item *it)
         at += seg.iov_len;
     }
     memset(rec + at, 0, len - at);
-    uint32_t check = record_check(rec, RECORD_HEADER + nkey + nbytes);
+    uint32_t check = flash_record_check(rec, RECORD_HEADER + nkey + nbytes);
     memcpy(rec + 4, &check, 4);
-    struct pending *pd = &fl.pend[fl.npend++];
     pd->it = it;
     pd->cas = item_unique(it);
-    pd->loc.page = fl.open_page;
-    pd->loc.version = fl.pages[fl.open_page].version;
-    pd->loc.offset = fl.pages[fl.open_page].fill + fl.wfill;
-    pd->loc.len = (uint32_t)len;
     pd->loc.check = check;
-    fl.wfill += len;
+}
+
+bool flash_append_rescue(item *h, const char *record, size_t len, const struct item_flash_loc *from)
+{
+    struct pending *pd = reserve(BUCKET_COMPACT, len);
+    if (!pd)
+        return false;
+    memcpy(pending_record(BUCKET_COMPACT, pd), record, len);
+    pd->it = h;
+    pd->cas = item_unique(h);
+    pd->loc.check = from->check;
+    pd->rescue = true;
+    pd->from = *from;
+    return true;
 }
 
 /* One pass over every class's COLD tail; true when it wrote a full batch
@@ -450,7 +474,7 @@ static void append_record(item *it)
 static bool writer_pass(void)
 {
     bool full = memory_full();
-    if (!full && tunable(&fl.cfg.item_age) == UINT32_MAX)
+    if (!full && flash_tunable(&tier.cfg.item_age) == UINT32_MAX)
         return false;
     rel_time_t now = clock_now();
     bool more = false;
@@ -461,7 +485,7 @@ static bool writer_pass(void)
         unsigned taken = 0;
         for (unsigned i = 0; i < n; i++) {
             if (eligible(sel[i], full, now)) {
-                append_record(sel[i]);
+                append_record(sel[i], bucket_of(sel[i], now));
                 taken++;
             } else {
                 item_release(sel[i]);
@@ -470,8 +494,15 @@ static bool writer_pass(void)
         if (taken == SELECT_BATCH)
             more = true;
     }
-    flush_wbuf();
+    flush_all();
     return more;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void *io_thread(void *arg)
@@ -479,26 +510,29 @@ static void *io_thread(void *arg)
     (void)arg;
     arm_wake_poll();
     bool more = false;
+    uint64_t last_pass_ms = now_ms();
     for (;;) {
-        pthread_mutex_lock(&fl.lock);
-        bool stop = fl.stop;
-        uint64_t requests = fl.pass_requests;
-        pthread_mutex_unlock(&fl.lock);
-        if (stop && fl.inflight == 0)
+        pthread_mutex_lock(&tier.lock);
+        bool stop = tier.stop;
+        uint64_t requests = tier.pass_requests;
+        pthread_mutex_unlock(&tier.lock);
+        if (stop && tier.inflight == 0)
             break;
         take_reads();
-        if (!stop && (more || requests != fl.passes_done)) {
+        if (!stop && (more || requests != tier.passes_done)) {
+            last_pass_ms = now_ms();
             more = writer_pass();
-            pthread_mutex_lock(&fl.lock);
-            fl.passes_done = requests;
-            pthread_cond_broadcast(&fl.passes_cond);
-            pthread_mutex_unlock(&fl.lock);
+            flash_compact_pass();
+            pthread_mutex_lock(&tier.lock);
+            tier.passes_done = requests;
+            pthread_cond_broadcast(&tier.passes_cond);
+            pthread_mutex_unlock(&tier.lock);
             if (more)
                 continue;
         }
         struct __kernel_timespec ts = {0, WRITER_INTERVAL_MS * 1000000L};
         struct io_uring_cqe *cqe;
-        int rc = io_uring_wait_cqe_timeout(&fl.ring, &cqe, &ts);
+        int rc = io_uring_wait_cqe_timeout(&tier.ring, &cqe, &ts);
         if (rc == -ETIME) {
             more = true; /* time for a writer pass */
             continue;
@@ -506,8 +540,10 @@ static void *io_thread(void *arg)
         int ignored;
         while (rc == 0) {
             handle_cqe(cqe, &ignored);
-            rc = io_uring_peek_cqe(&fl.ring, &cqe);
+            rc = io_uring_peek_cqe(&tier.ring, &cqe);
         }
+        /* steady reads must not keep the writer from its turn */
+        more = now_ms() - last_pass_ms >= WRITER_INTERVAL_MS;
     }
     return NULL;
 }
@@ -516,26 +552,39 @@ void flash_write_now(void)
 {
     if (!flash_running())
         return;
-    pthread_mutex_lock(&fl.lock);
-    uint64_t want = ++fl.pass_requests;
-    pthread_mutex_unlock(&fl.lock);
+    pthread_mutex_lock(&tier.lock);
+    uint64_t want = ++tier.pass_requests;
+    pthread_mutex_unlock(&tier.lock);
     wake();
-    pthread_mutex_lock(&fl.lock);
-    while (fl.passes_done < want && !fl.stop)
-        pthread_cond_wait(&fl.passes_cond, &fl.lock);
-    pthread_mutex_unlock(&fl.lock);
+    pthread_mutex_lock(&tier.lock);
+    while (tier.passes_done < want && !tier.stop)
+        pthread_cond_wait(&tier.passes_cond, &tier.lock);
+    pthread_mutex_unlock(&tier.lock);
+}
+
+static void free_buckets(void)
+{
+    for (unsigned i = BUCKET_COUNT; i-- > 0;) {
+        struct wbucket *b = &tier.buckets[i];
+        release_pending(b);
+        free(b->pend);
+        free(b->wbuf);
+        b->pend = NULL;
+        b->pend_cap = 0;
+        b->wbuf = NULL;
+    }
 }
 
 static void close_files(void)
 {
-    for (unsigned i = fl.nfiles; i-- > 0;)
-        close(fl.fds[i]);
-    fl.nfiles = 0;
+    for (unsigned i = tier.nfiles; i-- > 0;)
+        close(tier.fds[i]);
+    tier.nfiles = 0;
 }
 
-int flash_start(const struct ext_settings *cfg, char *errbuf, size_t errlen)
+int flash_start(struct ext_settings *cfg, char *errbuf, size_t errlen)
 {
-    fl.cfg = *cfg;
+    tier.cfg = *cfg;
     uint64_t total_pages = 0;
     for (unsigned i = 0; i < cfg->npaths; i++) {
         int fd = open(cfg->paths[i].path, O_RDWR | O_CREAT, 0600);
@@ -545,7 +594,7 @@ int flash_start(const struct ext_settings *cfg, char *errbuf, size_t errlen)
             close_files();
             return -1;
         }
-        fl.fds[fl.nfiles++] = fd;
+        tier.fds[tier.nfiles++] = fd;
         if (flock(fd, LOCK_EX | LOCK_NB) != 0) { /* another server uses it */
             snprintf(errbuf, errlen, "failed to open file\nextstore open: %s", strerror(errno));
             close_files();
@@ -555,9 +604,13 @@ int flash_start(const struct ext_settings *cfg, char *errbuf, size_t errlen)
     }
     if (total_pages == 0)
         total_pages = 1; /* memcached keeps one page even when the file is smaller */
-    fl.pages = calloc(total_pages, sizeof(*fl.pages));
-    fl.wbuf = malloc(cfg->wbuf_size);
-    if (!fl.pages || !fl.wbuf) {
+    tier.pages = calloc(total_pages, sizeof(*tier.pages));
+    bool buffers = true;
+    for (unsigned b = 0; b < BUCKET_COUNT; b++) {
+        tier.buckets[b].wbuf = malloc(cfg->wbuf_size);
+        buffers = buffers && tier.buckets[b].wbuf;
+    }
+    if (!tier.pages || !buffers) {
         snprintf(errbuf, errlen, "out of memory for %llu pages", (unsigned long long)total_pages);
         goto fail_mem;
     }
@@ -567,40 +620,47 @@ int flash_start(const struct ext_settings *cfg, char *errbuf, size_t errlen)
         if (per == 0 && n == 0 && i + 1 == cfg->npaths)
             per = 1;
         for (uint64_t k = 0; k < per; k++, n++) {
-            fl.pages[n].fd = fl.fds[i];
-            fl.pages[n].file_off = k * cfg->page_size;
+            tier.pages[n].fd = tier.fds[i];
+            tier.pages[n].file_off = k * cfg->page_size;
         }
     }
-    fl.npages = n;
-    fl.open_page = n;
-    fl.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (fl.wake_fd < 0) {
+    tier.npages = n;
+    tier.compacting = n;
+    for (unsigned b = 0; b < BUCKET_COUNT; b++)
+        tier.buckets[b].open_page = n;
+    /* as memcached: 0 means a quarter of the pages */
+    if (cfg->compact_under == 0) {
+        cfg->compact_under = tier.cfg.compact_under = n / 4;
+        cfg->drop_under = tier.cfg.drop_under = n / 4;
+    }
+    tier.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (tier.wake_fd < 0) {
         snprintf(errbuf, errlen, "eventfd: %s", strerror(errno));
         goto fail_mem;
     }
-    int rc = io_uring_queue_init(256, &fl.ring, 0);
+    int rc = io_uring_queue_init(256, &tier.ring, 0);
     if (rc < 0) {
         snprintf(errbuf, errlen, "io_uring: %s", strerror(-rc));
         goto fail_fd;
     }
-    fl.stop = false;
-    __atomic_store_n(&fl.running, true, __ATOMIC_RELEASE);
-    if (pthread_create(&fl.thread, NULL, io_thread, NULL) != 0) {
-        __atomic_store_n(&fl.running, false, __ATOMIC_RELEASE);
+    slabs_prefill_pool(); /* as memcached with extstore */
+    tier.stop = false;
+    __atomic_store_n(&tier.running, true, __ATOMIC_RELEASE);
+    if (pthread_create(&tier.thread, NULL, io_thread, NULL) != 0) {
+        __atomic_store_n(&tier.running, false, __ATOMIC_RELEASE);
         snprintf(errbuf, errlen, "cannot start the I/O thread");
         goto fail_ring;
     }
     return 0;
 fail_ring:
-    io_uring_queue_exit(&fl.ring);
+    io_uring_queue_exit(&tier.ring);
 fail_fd:
-    close(fl.wake_fd);
-    fl.wake_fd = -1;
+    close(tier.wake_fd);
+    tier.wake_fd = -1;
 fail_mem:
-    free(fl.wbuf);
-    free(fl.pages);
-    fl.wbuf = NULL;
-    fl.pages = NULL;
+    free_buckets();
+    free(tier.pages);
+    tier.pages = NULL;
     close_files();
     return -1;
 }
@@ -609,44 +669,39 @@ void flash_stop(void)
 {
     if (!flash_running())
         return;
-    pthread_mutex_lock(&fl.lock);
-    fl.stop = true;
-    pthread_cond_broadcast(&fl.passes_cond);
-    pthread_mutex_unlock(&fl.lock);
+    pthread_mutex_lock(&tier.lock);
+    tier.stop = true;
+    pthread_cond_broadcast(&tier.passes_cond);
+    pthread_mutex_unlock(&tier.lock);
     wake();
-    pthread_join(fl.thread, NULL);
-    __atomic_store_n(&fl.running, false, __ATOMIC_RELEASE);
+    pthread_join(tier.thread, NULL);
+    __atomic_store_n(&tier.running, false, __ATOMIC_RELEASE);
     /* reads queued after the thread's last look fail */
-    pthread_mutex_lock(&fl.lock);
-    struct flash_read *list = fl.rq_head;
-    fl.rq_head = fl.rq_tail = NULL;
-    pthread_mutex_unlock(&fl.lock);
+    pthread_mutex_lock(&tier.lock);
+    struct flash_read *list = tier.rq_head;
+    tier.rq_head = tier.rq_tail = NULL;
+    pthread_mutex_unlock(&tier.lock);
     while (list) {
         struct flash_read *rd = list;
         list = rd->next;
         rd->done(rd);
     }
-    release_pending();
-    free(fl.pend);
-    fl.pend = NULL;
-    fl.pend_cap = 0;
-    io_uring_queue_exit(&fl.ring);
-    close(fl.wake_fd);
-    fl.wake_fd = -1;
-    free(fl.wbuf);
-    fl.wbuf = NULL;
-    pthread_mutex_lock(&fl.lock); /* flash_forget() may run in other threads */
-    struct flash_page *pages = fl.pages;
-    fl.pages = NULL;
-    fl.npages = 0;
-    pthread_mutex_unlock(&fl.lock);
+    io_uring_queue_exit(&tier.ring);
+    close(tier.wake_fd);
+    tier.wake_fd = -1;
+    free_buckets();
+    pthread_mutex_lock(&tier.lock); /* flash_forget() may run in other threads */
+    struct flash_page *pages = tier.pages;
+    tier.pages = NULL;
+    tier.npages = 0;
+    pthread_mutex_unlock(&tier.lock);
     free(pages);
     close_files();
 }
 
 #else /* no liburing */
 
-int flash_start(const struct ext_settings *cfg, char *errbuf, size_t errlen)
+int flash_start(struct ext_settings *cfg, char *errbuf, size_t errlen)
 {
     (void)cfg;
     snprintf(errbuf, errlen, "this build has no io_uring (liburing)");
@@ -661,25 +716,37 @@ void flash_write_now(void) {}
 
 void flash_forget(const struct item_flash_loc *loc)
 {
-    pthread_mutex_lock(&fl.lock);
-    struct flash_page *p = fl.pages && loc->page < fl.npages ? &fl.pages[loc->page] : NULL;
+    pthread_mutex_lock(&tier.lock);
+    struct flash_page *p = tier.pages && loc->page < tier.npages ? &tier.pages[loc->page] : NULL;
     if (p && p->state != PAGE_FREE && p->version == loc->version && p->live_objects > 0) {
         p->live_objects--;
         p->live_bytes -= loc->len <= p->live_bytes ? loc->len : p->live_bytes;
         if (p->live_objects == 0 && p->state == PAGE_FULL) {
             p->state = PAGE_FREE;
             p->version++;
-            add(&counters.page_reclaims, 1);
+            flash_add(&flash_counters.page_reclaims, 1);
         }
     }
-    pthread_mutex_unlock(&fl.lock);
+    pthread_mutex_unlock(&tier.lock);
 }
 
 void flash_tune(const struct ext_settings *cfg)
 {
-    __atomic_store_n(&fl.cfg.item_size, cfg->item_size, __ATOMIC_RELAXED);
-    __atomic_store_n(&fl.cfg.item_age, cfg->item_age, __ATOMIC_RELAXED);
-    __atomic_store_n(&fl.cfg.low_ttl, cfg->low_ttl, __ATOMIC_RELAXED);
+    __atomic_store_n(&tier.cfg.item_size, cfg->item_size, __ATOMIC_RELAXED);
+    __atomic_store_n(&tier.cfg.item_age, cfg->item_age, __ATOMIC_RELAXED);
+    __atomic_store_n(&tier.cfg.low_ttl, cfg->low_ttl, __ATOMIC_RELAXED);
+    __atomic_store_n(&tier.cfg.recache_rate, cfg->recache_rate, __ATOMIC_RELAXED);
+    __atomic_store_n(&tier.cfg.compact_under, cfg->compact_under, __ATOMIC_RELAXED);
+    __atomic_store_n(&tier.cfg.drop_under, cfg->drop_under, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&tier.lock);
+    tier.cfg.max_frag = cfg->max_frag;
+    tier.cfg.drop_unread = cfg->drop_unread;
+    pthread_mutex_unlock(&tier.lock);
+}
+
+unsigned flash_recache_rate(void)
+{
+    return flash_tunable(&tier.cfg.recache_rate);
 }
 
 /* ---- stats ----------------------------------------------------------------- */
@@ -695,7 +762,7 @@ void flash_stats_gets(flash_emit_fn emit, void *ctx)
     if (!flash_running()) /* memcached prints them only with ext_path */
         return;
     for (int i = 0; i < FC_COUNT; i++)
-        emit_u64(emit, ctx, counter_names[i], get(&counters.gets[i]));
+        emit_u64(emit, ctx, counter_names[i], flash_get(&flash_counters.gets[i]));
 }
 
 void flash_stats_store(flash_emit_fn emit, void *ctx)
@@ -703,37 +770,37 @@ void flash_stats_store(flash_emit_fn emit, void *ctx)
     if (!flash_running())
         return;
     uint64_t free_pages = 0, used_pages = 0, objects = 0, bytes = 0;
-    pthread_mutex_lock(&fl.lock);
-    for (unsigned i = 0; i < fl.npages; i++) {
-        if (fl.pages[i].state == PAGE_FREE) {
+    pthread_mutex_lock(&tier.lock);
+    for (unsigned i = 0; i < tier.npages; i++) {
+        if (tier.pages[i].state == PAGE_FREE) {
             free_pages++;
         } else {
             used_pages++;
-            objects += fl.pages[i].live_objects;
-            bytes += fl.pages[i].live_bytes;
+            objects += tier.pages[i].live_objects;
+            bytes += tier.pages[i].live_bytes;
         }
     }
-    uint64_t limit = (uint64_t)fl.npages * fl.cfg.page_size;
-    pthread_mutex_unlock(&fl.lock);
-    emit_u64(emit, ctx, "extstore_compact_lost", 0);
-    emit_u64(emit, ctx, "extstore_compact_rescues", 0);
-    emit_u64(emit, ctx, "extstore_compact_skipped", 0);
-    emit_u64(emit, ctx, "extstore_page_allocs", get(&counters.page_allocs));
-    emit_u64(emit, ctx, "extstore_page_evictions", get(&counters.page_evictions));
-    emit_u64(emit, ctx, "extstore_page_reclaims", get(&counters.page_reclaims));
+    uint64_t limit = (uint64_t)tier.npages * tier.cfg.page_size;
+    pthread_mutex_unlock(&tier.lock);
+    emit_u64(emit, ctx, "extstore_compact_lost", flash_get(&flash_counters.compact_lost));
+    emit_u64(emit, ctx, "extstore_compact_rescues", flash_get(&flash_counters.compact_rescues));
+    emit_u64(emit, ctx, "extstore_compact_skipped", flash_get(&flash_counters.compact_skipped));
+    emit_u64(emit, ctx, "extstore_page_allocs", flash_get(&flash_counters.page_allocs));
+    emit_u64(emit, ctx, "extstore_page_evictions", flash_get(&flash_counters.page_evictions));
+    emit_u64(emit, ctx, "extstore_page_reclaims", flash_get(&flash_counters.page_reclaims));
     emit_u64(emit, ctx, "extstore_pages_free", free_pages);
     emit_u64(emit, ctx, "extstore_pages_used", used_pages);
-    emit_u64(emit, ctx, "extstore_objects_evicted", get(&counters.objects_evicted));
-    emit_u64(emit, ctx, "extstore_objects_read", get(&counters.objects_read));
-    emit_u64(emit, ctx, "extstore_objects_written", get(&counters.objects_written));
+    emit_u64(emit, ctx, "extstore_objects_evicted", flash_get(&flash_counters.objects_evicted));
+    emit_u64(emit, ctx, "extstore_objects_read", flash_get(&flash_counters.objects_read));
+    emit_u64(emit, ctx, "extstore_objects_written", flash_get(&flash_counters.objects_written));
     emit_u64(emit, ctx, "extstore_objects_used", objects);
-    emit_u64(emit, ctx, "extstore_bytes_evicted", get(&counters.bytes_evicted));
-    emit_u64(emit, ctx, "extstore_bytes_written", get(&counters.bytes_written));
-    emit_u64(emit, ctx, "extstore_bytes_read", get(&counters.bytes_read));
+    emit_u64(emit, ctx, "extstore_bytes_evicted", flash_get(&flash_counters.bytes_evicted));
+    emit_u64(emit, ctx, "extstore_bytes_written", flash_get(&flash_counters.bytes_written));
+    emit_u64(emit, ctx, "extstore_bytes_read", flash_get(&flash_counters.bytes_read));
     emit_u64(emit, ctx, "extstore_bytes_used", bytes);
-    emit_u64(emit, ctx, "extstore_bytes_fragmented", used_pages * fl.cfg.page_size - bytes);
+    emit_u64(emit, ctx, "extstore_bytes_fragmented", used_pages * tier.cfg.page_size - bytes);
     emit_u64(emit, ctx, "extstore_limit_maxbytes", limit);
-    emit_u64(emit, ctx, "extstore_io_queue", get(&counters.io_queue));
+    emit_u64(emit, ctx, "extstore_io_queue", flash_get(&flash_counters.io_queue));
 }
 
 void flash_stats_pages(flash_emit_fn emit, void *ctx)
@@ -741,18 +808,18 @@ void flash_stats_pages(flash_emit_fn emit, void *ctx)
     if (!flash_running())
         return;
     char name[40];
-    pthread_mutex_lock(&fl.lock);
-    for (unsigned i = 0; i < fl.npages; i++) {
-        const struct flash_page *p = &fl.pages[i];
+    pthread_mutex_lock(&tier.lock);
+    for (unsigned i = 0; i < tier.npages; i++) {
+        const struct flash_page *p = &tier.pages[i];
         bool used = p->state != PAGE_FREE;
         snprintf(name, sizeof(name), "%u:version", i);
         emit_u64(emit, ctx, name, p->version);
         snprintf(name, sizeof(name), "%u:bytes", i);
         emit_u64(emit, ctx, name, used ? p->fill : 0);
         snprintf(name, sizeof(name), "%u:bucket", i);
-        emit_u64(emit, ctx, name, 0);
+        emit_u64(emit, ctx, name, used ? p->bucket : 0);
         snprintf(name, sizeof(name), "%u:free_bucket", i);
         emit_u64(emit, ctx, name, 0);
     }
-    pthread_mutex_unlock(&fl.lock);
+    pthread_mutex_unlock(&tier.lock);
 }

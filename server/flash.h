@@ -18,8 +18,10 @@
 #include "settings_ext.h"
 
 /* Opens the files and starts the I/O thread; 0, or -1 with a message
- * (memcached's "Failed to initialize external storage: ..." text). */
-int flash_start(const struct ext_settings *cfg, char *errbuf, size_t errlen);
+ * (memcached's "Failed to initialize external storage: ..." text). As
+ * memcached, a compact_under of 0 becomes a quarter of the pages, and so
+ * does drop_under then (written back into cfg). */
+int flash_start(struct ext_settings *cfg, char *errbuf, size_t errlen);
 /* Stops the thread (reads still queued complete as failures), closes
  * the files. */
 void flash_stop(void);
@@ -49,9 +51,13 @@ void flash_read_free(struct flash_read *rd);
  * engine locks held (the tier's own lock is innermost). */
 void flash_forget(const struct item_flash_loc *loc);
 
-/* The "extstore" command changed what the writer takes (item_size,
- * item_age, low_ttl); the I/O thread reads them at its next pass. */
+/* The "extstore" command changed a setting (item_size, item_age, low_ttl,
+ * recache_rate, compact_under, drop_under, max_frag, drop_unread); the
+ * I/O thread reads them at its next pass. */
 void flash_tune(const struct ext_settings *cfg);
+/* ext_recache_rate: one in this many values read twice goes back to RAM
+ * (0: none). */
+unsigned flash_recache_rate(void);
 
 /* Run one writer pass now in the I/O thread and wait for it (tests). */
 void flash_write_now(void);

@@ -247,7 +247,7 @@ void item_unlink_lru_locked(struct item *it, struct lru_list *l, uint64_t hv)
 }
 
 /* Unlinks with the item lock held (no LRU lock). */
-static void unlink_item(struct item *it, uint64_t hv)
+void unlink_item(struct item *it, uint64_t hv)
 {
     if (!(item_flags_load(it) & ITEM_LINKED))
         return;
@@ -262,7 +262,7 @@ static void unlink_item(struct item *it, uint64_t hv)
  * hash chain, so no lookup ever misses the key; the old one leaves its
  * list and the new one enters HOT (or TEMP, or COLD when flat). If the old
  * one is not in the table it is an unlink and a link. */
-static void replace_item(struct item *old, struct item *new_it, uint64_t hv)
+void replace_item(struct item *old, struct item *new_it, uint64_t hv)
 {
     if (item_flags_load(old) & ITEM_LINKED) {
         size_t old_total = item_ntotal(old);
@@ -735,11 +735,6 @@ struct iovec item_value_seg(const item *it, unsigned i)
 bool item_on_flash(const item *it)
 {
     return item_is_flash(it);
-}
-
-void item_flash_where(const item *it, struct item_flash_loc *loc)
-{
-    memcpy(loc, item_chunk_table(it), sizeof(*loc));
 }
 
 uint64_t item_unique(const item *it)

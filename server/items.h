@@ -119,7 +119,7 @@ size_t item_memcached_size(const item *it);
 unsigned item_value_nseg(const item *it);
 struct iovec item_value_seg(const item *it, unsigned i);
 
-/* ---- values on flash (flash.c) -------------------------------------------- */
+/* ---- values on flash (flash.c, item_flash.c) ------------------------------ */
 /* Where a value written to flash lies, and the check its record carries. */
 struct item_flash_loc {
     uint32_t page;    /* page number across all ext_path files */
@@ -137,6 +137,28 @@ void item_flash_where(const item *it, struct item_flash_loc *loc);
  * linked with unique `cas` and not active; false otherwise (a store, an
  * invalidate or a second read won) or when no memory is left. */
 bool item_move_to_flash(item *it, uint64_t cas, const struct item_flash_loc *loc);
+/* Compaction of a flash page (flash_compact.c): whether key's item is a
+ * live flash header whose record is the one at `at` (page, version,
+ * offset). TAKEN: *out is that header, referenced; UNREAD: it is, but sits
+ * in COLD unread (skip_unread: to be dropped, not rewritten). */
+enum flash_hold { FLASH_HOLD_GONE, FLASH_HOLD_UNREAD, FLASH_HOLD_TAKEN };
+enum flash_hold item_flash_hold(const char *key, size_t nkey, const struct item_flash_loc *at,
+                                bool skip_unread, item **out);
+/* Points the header h at its record's new place, under its key's lock, if
+ * it is still linked with unique cas and pointing at `from`. */
+bool item_flash_repoint(item *h, uint64_t cas, const struct item_flash_loc *from,
+                        const struct item_flash_loc *to);
+/* A read of h's record at `at` failed or did not match: h leaves the
+ * table if it still points there (as memcached unlinks such headers), so
+ * later gets miss at once. */
+void item_flash_drop(item *h, const struct item_flash_loc *at);
+/* Re-caching: puts fresh (an unlinked item holding h's value read from
+ * flash) in the table in place of the header h, when h is still linked,
+ * was read twice (fetched and active) and last accessed within `within`
+ * seconds, its key's lock is free at once, and then one in `rate` times
+ * (*counter counts those; memcached's conditions). The caller keeps its
+ * reference to fresh. */
+bool item_flash_recache(item *h, item *fresh, rel_time_t within, unsigned *counter, unsigned rate);
 /* The item's unique even when CAS is off (-C); for item_move_to_flash. */
 uint64_t item_unique(const item *it);
 

@@ -252,7 +252,10 @@ static void get_keys(struct conn *c, struct token *key_token, struct token *toke
             *p++ = '\r';
             *p++ = '\n';
             r->head_len = (uint16_t)(p - r->head);
-            conn_resp_set_value(c, r, it, true, "", 0); /* a miss: nothing */
+            if (!conn_resp_set_value(c, r, it, true, "", 0)) { /* a miss: nothing */
+                fail_memory = true;
+                goto stop;
+            }
             last = r;
             hits++;
             if (log_enabled(LOG_CMDS))

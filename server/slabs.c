@@ -258,6 +258,30 @@ static void page_release(struct slab_class *c, struct page *pg)
     pthread_mutex_unlock(&pool_lock);
 }
 
+void slabs_prefill_pool(void)
+{
+    pthread_mutex_lock(&pool_lock);
+    size_t limit_pages = mem_limit / page_size;
+    while (mem_malloced / page_size + pool_pages < limit_pages) {
+        struct region *r = regions;
+        if (!r || r->fresh == r->npages) {
+            if (preallocated)
+                break;
+            size_t missing = limit_pages - mem_malloced / page_size - pool_pages;
+            r = region_map(missing * page_size);
+            if (!r) {
+                malloc_fails++;
+                break;
+            }
+        }
+        struct page *pg = &r->pages[r->fresh++];
+        pg->next = pool;
+        pool = pg;
+        pool_pages++;
+    }
+    pthread_mutex_unlock(&pool_lock);
+}
+
 static void partial_add(struct slab_class *c, struct page *pg)
 {
     pg->prev = NULL;

@@ -69,6 +69,11 @@ bool slabs_drain_end(struct slabs_drain *d);
  * for cls by a move still running stays for that move. False when there
  * is none or the limit forbids it. */
 bool slabs_grant_page(unsigned cls, bool emptied_for_it);
+/* Puts every page the limit allows and no class holds yet into the pool,
+ * as memcached does when extstore runs: "slabs reassign 0 N" can then hand
+ * out all of -m, and a class that has none left cannot grow. The memory is
+ * mapped, not touched. */
+void slabs_prefill_pool(void);
 
 /* cache_memlimit: 0 on success, -1 when memory was preallocated. */
 int slabs_set_limit(size_t mem_limit);

@@ -37,6 +37,10 @@ bool item_is_dead(const struct item *it, rel_time_t now);
 /* Unlinks a linked item; the caller holds its item lock and the lock of
  * l, the list holding it. May free the item. */
 void item_unlink_lru_locked(struct item *it, struct lru_list *l, uint64_t hv);
+/* With the item lock held: unlinks it if linked (and drops the table's
+ * reference); puts new_it in old's place (a new CAS, HOT). */
+void unlink_item(struct item *it, uint64_t hv);
+void replace_item(struct item *old, struct item *new_it, uint64_t hv);
 /* The item's size as the "bytes" stat counts it. */
 size_t item_ntotal(const struct item *it);
 /* One more reference (the item's lock held, or a reference already held). */

@@ -123,6 +123,8 @@ struct resp *worker_resp_get(struct worker *w)
     r->head_len = 0;
     r->it_trailer = 0;
     r->parked = false;
+    r->cancelled = false;
+    r->on_cancel = NULL;
     return r;
 }
 

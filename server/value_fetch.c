@@ -16,7 +16,9 @@ struct value_fetch {
     struct conn *c;
     struct resp *r;
     item *header;
+    item *fresh; /* unlinked item the value is read into, allocated up front */
     bool crlf;
+    bool retried;
     size_t miss_len;
     char miss[RESP_HEAD_MAX];
 };
@@ -28,32 +30,61 @@ static void send_miss(struct resp *r, const char *miss, size_t miss_len)
     r->it = NULL;
 }
 
-/* A fresh unlinked item holding the value read. */
-static item *value_item(const struct value_fetch *f)
+/* Copies the value read into the fresh item allocated for it. */
+static void fill_value(item *it, const char *value)
 {
-    enum alloc_result why;
-    item *it = item_alloc(f->rd.key, f->rd.nkey, item_flags(f->header), item_exptime(f->header),
-                          f->rd.nbytes, &why);
-    if (!it)
-        return NULL;
     size_t at = 0;
     for (unsigned i = 0; i < item_value_nseg(it); i++) {
         struct iovec seg = item_value_seg(it, i);
-        memcpy(seg.iov_base, f->rd.value + at, seg.iov_len);
+        memcpy(seg.iov_base, value + at, seg.iov_len);
         at += seg.iov_len;
     }
-    return it;
+}
+
+/* memcached's ext_recache_rate: one in that many values read from flash
+ * whose header was read twice lately goes back into RAM, in the header's
+ * place (counted per worker thread, as memcached counts per connection). */
+#define RECACHE_WITHIN 60 /* seconds: memcached's ITEM_UPDATE_INTERVAL */
+static _Thread_local unsigned recache_counter;
+
+static void maybe_recache(item *header, item *fresh)
+{
+    unsigned rate = flash_recache_rate();
+    if (rate > 0 && item_flash_recache(header, fresh, RECACHE_WITHIN, &recache_counter, rate))
+        flash_count(FC_RECACHE);
+}
+
+/* A read that found its page reused while compaction moved the record
+ * (the header points elsewhere now) is made once more at the new place. */
+static bool retry_moved(struct value_fetch *f)
+{
+    if (f->retried || f->rd.ok || f->rd.corrupt || resp_cancelled(f->r))
+        return false;
+    struct item_flash_loc now;
+    item_flash_where(f->header, &now);
+    if (now.page == f->rd.loc.page && now.version == f->rd.loc.version &&
+        now.offset == f->rd.loc.offset)
+        return false;
+    f->retried = true;
+    flash_read_free(&f->rd);
+    f->rd.loc = now;
+    flash_read(&f->rd);
+    return true;
 }
 
 static void complete_on_worker(struct worker *w, void *arg)
 {
     (void)w;
     struct value_fetch *f = arg;
-    item *it = NULL;
-    if (f->rd.ok) {
-        it = value_item(f);
-        if (!it)
-            flash_count(FC_GET_OOM);
+    if (retry_moved(f))
+        return;
+    if (resp_cancelled(f->r)) {
+        /* counted by count_abort when the request failed */
+    } else if (f->rd.ok) {
+        fill_value(f->fresh, f->rd.value);
+        maybe_recache(f->header, f->fresh);
+        resp_set_item(f->r, f->fresh, f->crlf);
+        f->fresh = NULL;
     } else {
         if (f->rd.corrupt) {
             flash_count(FC_BADCRC);
@@ -61,15 +92,22 @@ static void complete_on_worker(struct worker *w, void *arg)
                     (int)f->rd.nkey, f->rd.key);
         }
         flash_count(FC_MISS);
-    }
-    if (it)
-        resp_set_item(f->r, it, f->crlf);
-    else
+        item_flash_drop(f->header, &f->rd.loc);
         send_miss(f->r, f->miss, f->miss_len);
+    }
+    if (f->fresh)
+        item_release(f->fresh);
     flash_read_free(&f->rd);
     item_release(f->header);
     conn_resp_complete(f->c, f->r);
     free(f);
+}
+
+/* The request failed after this read was queued (memcached counts it then). */
+static void count_abort(struct resp *r)
+{
+    (void)r;
+    flash_count(FC_GET_ABORTED);
 }
 
 /* On the I/O thread (or the caller's, when the tier is stopped). */
@@ -80,12 +118,12 @@ static void read_done(struct flash_read *rd)
         log_msg(LOG_WARN, "flash: cannot hand a read back to its worker");
 }
 
-void conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, const char *miss,
+bool conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, const char *miss,
                          size_t miss_len)
 {
     if (!item_on_flash(it)) {
         resp_set_item(r, it, crlf);
-        return;
+        return true;
     }
     flash_count(FC_GET_EXTSTORE);
     if (miss_len > RESP_HEAD_MAX)
@@ -95,12 +133,25 @@ void conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, co
         flash_count(FC_GET_ABORTED);
         send_miss(r, miss, miss_len);
         item_release(it);
-        return;
+        return true;
+    }
+    /* the memory for the value is taken now, as memcached does: when there
+     * is none, the request fails instead of waiting for a read */
+    enum alloc_result why;
+    f->fresh = item_alloc(item_key(it), item_nkey(it), item_flags(it), item_exptime(it),
+                          item_nbytes(it), &why);
+    if (!f->fresh) {
+        flash_count(FC_GET_OOM);
+        send_miss(r, miss, miss_len);
+        item_release(it);
+        free(f);
+        return false;
     }
     f->c = c;
     f->r = r;
     f->header = it;
     f->crlf = crlf;
+    f->retried = false;
     f->miss_len = miss_len;
     memcpy(f->miss, miss, miss_len);
     item_flash_where(it, &f->rd.loc);
@@ -108,6 +159,8 @@ void conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, co
     memcpy(f->rd.key, item_key(it), f->rd.nkey);
     f->rd.nbytes = item_nbytes(it);
     f->rd.done = read_done;
+    r->on_cancel = count_abort;
     resp_park(c, r);
     flash_read(&f->rd);
+    return true;
 }

@@ -17,8 +17,10 @@
 
 /* Takes over the caller's reference to it. miss (miss_len bytes, at most
  * RESP_HEAD_MAX) replaces the response's header when the value cannot be
- * read; the response's tail stays. */
-void conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, const char *miss,
+ * read; the response's tail stays. False when there was no memory to read
+ * a flash value into (get_oom_extstore): the miss is set, and the engine
+ * may answer memcached's out-of-memory error instead. */
+bool conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, const char *miss,
                          size_t miss_len);
 
 #endif

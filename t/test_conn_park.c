@@ -6,6 +6,8 @@
  * Engine requests, one per line:
  *   R<n>      reply "R<n>" at once
  *   P<n>      park a reply; the test completes it later, in any order
+ *   K<n>      park a reply, then fail the request: drop it (as a get that
+ *             meets a bad key after queuing flash reads) and reply "ERR"
  *   V<n>      reply with a two-segment fake item (checks refs are released)
  *   S<len>    receive <len> value bytes plus "\r\n" into a fake item
  *   T<n>      a streamed reply: lines "L0\n".."L<n-1>\n", then "END\r\n",
@@ -223,6 +225,13 @@ static const struct transport_ops dgram_tp = {
 static struct resp *parked[64];
 static void add_stream(struct conn *c, int n);
 
+static int cancels;
+static void count_cancel(struct resp *r)
+{
+    (void)r;
+    cancels++;
+}
+
 static enum proto_status line_process(struct conn *c)
 {
     char *data = conn_rdata(c);
@@ -246,6 +255,16 @@ static enum proto_status line_process(struct conn *c)
         resp_park(c, r);
         parked[n] = r;
         break;
+    case 'K': {
+        struct resp *mark = conn_resp_mark(c);
+        r = conn_resp_add(c);
+        r->on_cancel = count_cancel;
+        resp_park(c, r);
+        parked[n] = r;
+        conn_resp_truncate(c, mark);
+        conn_out_string(c, "ERR");
+        break;
+    }
     case 'V': {
         char val[32];
         snprintf(val, sizeof(val), "value-%d", n);
@@ -393,7 +412,7 @@ static void *completer_thread(void *arg)
 
 int main(void)
 {
-    printf("1..32\n");
+    printf("1..36\n");
     settings_init(&settings);
     if (worker_init(&w, 0) != 0) {
         printf("Bail out! worker_init failed\n");
@@ -438,6 +457,20 @@ int main(void)
     run_loop();
     ok(out_is("V value-1\r\nP8\r\nV value-2\r\n"), "item values written in order");
     ok(live_refs == 0, "item references released once written");
+
+    /* 3b. a parked reply dropped by its failing request: the error goes out
+     * at once, the reply is freed when its work completes */
+    out_len = 0;
+    feed("K30\nR31\n");
+    pump(c);
+    ok(out_is("ERR\r\nR31\r\n"), "a dropped parked reply holds nothing back");
+    ok(cancels == 1 && resp_cancelled(parked[30]), "it is marked cancelled and on_cancel is told");
+    fill_parked(c, 30);
+    run_loop();
+    ok(out_is("ERR\r\nR31\r\n") && c->nparked == 0, "completing it later writes nothing");
+    feed("R32\n");
+    pump(c);
+    ok(out_is("ERR\r\nR31\r\nR32\r\n"), "the connection goes on");
 
     /* 4. requests and values split at every byte, partial and refused writes */
     out_len = 0;

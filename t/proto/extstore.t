@@ -171,7 +171,8 @@ $srv->stop;
 # other commands on flash items answer as memcached's extstore does
 unlink $file;
 $srv = start_server('-m', '16',
-    '-o', "ext_page_size=8,ext_wbuf_size=2,ext_path=$file:64m,ext_item_age=0,ext_item_size=1");
+    '-o', "ext_page_size=8,ext_wbuf_size=2,ext_path=$file:64m,ext_item_age=0,ext_item_size=1,"
+      . 'ext_recache_rate=0');    # a value read back stays on flash: the counts below hold
 $s = $srv->connect;
 my $big = 'a' x 2000;
 mc_is($s, "set big 5 0 2000\r\n$big\r\n", "STORED\r\n", 'a value for flash');
@@ -202,8 +203,15 @@ mc_is($s, "mg num v q\r\nmn\r\n", "VA 600\r\n1" . (' ' x 599) . "\r\nMN\r\n", 'm
 my $used = mc_stats($s)->{extstore_objects_used};
 mc_send($s, "delete f$_ noreply\r\n") for 1 .. 50;
 mc_is($s, "mn\r\n", "MN\r\n", 'deleted 50 flash items');
-cmp_ok(mc_stats($s)->{extstore_objects_used}, '<=', $used - 50,
-    'extstore_objects_used dropped by the deleted items');
+# a background thread (LRU maintainer, writer) may hold a header for a
+# moment: its record stops counting when the last reference goes
+my $left = mc_stats($s)->{extstore_objects_used};
+for (1 .. 20) {
+    last if $left <= $used - 50;
+    select(undef, undef, undef, 0.1);
+    $left = mc_stats($s)->{extstore_objects_used};
+}
+cmp_ok($left, '<=', $used - 50, 'extstore_objects_used dropped by the deleted items');
 
 # the extstore admin command, as memcached answers it
 mc_is($s, "extstore $_\r\n", "OK\r\n", "extstore $_: OK")

@@ -16,7 +16,8 @@
  * gets the whole new one, others are served). Value buffers (RNDV_WRITE
  * with MCR_RDMA_F_VALUE): a get's value written into the buffer advertised
  * under its opaque, gets without one answered eagerly, more buffers than
- * the server keeps, a bad rkey and the flag on an eager message. */
+ * the server keeps, a bad rkey and the flag on an eager message. Values on
+ * flash (-o ext_path) read back eagerly and by RDMA WRITE. */
 #include <signal.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -945,6 +946,63 @@ static void test_registered_within_limit(uint16_t p)
     stop_server(pid, "the server with -m 100");
 }
 
+/* Values on flash (-o ext_path): the value of a flash-resident item is
+ * read into a fresh item first, so eager replies and RDMA WRITEs into a
+ * landing buffer send it like any other, byte-exact. */
+static void test_flash_gets(uint16_t p)
+{
+    char path[64], opt[192];
+    snprintf(path, sizeof(path), "/tmp/mcr-rdma-flash.%d", (int)getpid());
+    snprintf(opt, sizeof(opt),
+             "ext_page_size=16,ext_wbuf_size=16,ext_path=%s:64m,ext_item_size=64,"
+             "ext_item_age=0",
+             path);
+    const char *const flash[] = {"-o", opt, NULL};
+    pid_t pid = spawn_server(p, flash);
+    struct client e, z;
+    bool up = cl_connect_via(&e, cctx, p) && cl_connect_via(&z, cctx, p) && cl_rndv_setup(&z);
+    size_t eager = up ? mcr_rdma_ep_max_eager_payload(e.ep) : 0;
+    const size_t sizes[] = {200, eager / 2, 65536, 1u << 20};
+    enum { NSIZES = sizeof(sizes) / sizeof(sizes[0]) };
+    unsigned char *val[NSIZES];
+    bool stored = up;
+    for (int i = 0; i < NSIZES; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "flash%d", i);
+        val[i] = malloc(sizes[i]);
+        fill_pattern(val[i], sizes[i], 500u + (uint32_t)i);
+        stored = stored && do_set(&e, MCR_BIN_OP_SET, key, val[i], sizes[i]) == 0;
+    }
+    long long written = 0;
+    for (int i = 0; stored && i < 50 && written < NSIZES; i++) {
+        run_for(200);
+        written = stat_value(&e, "extstore_objects_written");
+    }
+    tap_ok(stored && written >= NSIZES, "%d values of %zu .. %zu B went to flash (%lld written)",
+           NSIZES, sizes[0], sizes[NSIZES - 1], written);
+    long long reads0 = stat_value(&e, "get_extstore");
+    bool exact = stored;
+    for (int i = 0; i < NSIZES; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "flash%d", i);
+        bool got_e = exact && check_value(&e, key, val[i], sizes[i]);
+        bool got_z = exact && check_value(&z, key, val[i], sizes[i]);
+        if (!got_e || !got_z)
+            tap_diag("flash value of %zu B: eager %d, rendezvous %d", sizes[i], got_e, got_z);
+        exact = got_e && got_z;
+        free(val[i]);
+    }
+    long long reads1 = stat_value(&e, "get_extstore");
+    tap_ok(exact && !z.rndv_bad && reads1 >= reads0 + 2 * NSIZES,
+           "flash values read back over RDMA, eagerly and by RDMA WRITE, byte-exact "
+           "(get_extstore %lld -> %lld)",
+           reads0, reads1);
+    cl_close(&e);
+    cl_close(&z);
+    stop_server(pid, "the server with ext_path");
+    unlink(path);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--stuck-client") == 0) {
@@ -1170,6 +1228,7 @@ int main(int argc, char **argv)
 
     test_held_at_disconnect((uint16_t)(port + 1));
     test_registered_within_limit((uint16_t)(port + 2));
+    test_flash_gets((uint16_t)(port + 3));
 
     cl_close(&a);
     cl_close(&b);

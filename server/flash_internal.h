@@ -1,0 +1,135 @@
+/*
+ * flash_internal.h: the flash tier's state shared by its I/O thread's two
+ * halves: flash.c (files, pages, write buffers, reads, reclamation, stats)
+ * and flash_compact.c (compaction). Nothing outside the tier includes it.
+ */
+#ifndef MCR_FLASH_INTERNAL_H
+#define MCR_FLASH_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "flash.h"
+
+#ifdef HAVE_LIBURING
+#include <liburing.h>
+#endif
+
+#define RECORD_MAGIC 0x4652434dU /* "MCRF" */
+#define RECORD_HEADER 16
+
+enum page_state { PAGE_FREE, PAGE_OPEN, PAGE_FULL };
+
+/* memcached's page buckets: values of one kind share pages, so pages of
+ * short-lived values empty together and rescued values do not mix with
+ * new ones. */
+enum flash_bucket { BUCKET_DEFAULT, BUCKET_COMPACT, BUCKET_CHUNKED, BUCKET_LOWTTL, BUCKET_COUNT };
+
+struct flash_page {
+    int fd;
+    uint64_t file_off;
+    uint32_t version;
+    enum page_state state;
+    unsigned bucket;
+    uint64_t fill;                     /* bytes written */
+    uint64_t objects;                  /* records written */
+    uint64_t live_objects, live_bytes; /* records flash headers still point at */
+    uint64_t seq;                      /* order in which pages were opened */
+};
+
+/* A record in a write buffer, waiting for the buffer's write: a value
+ * leaving RAM (it: the item), or a record compaction rescues (it: its
+ * flash header, from: where the record was). */
+struct pending {
+    item *it;
+    uint64_t cas;
+    struct item_flash_loc loc;
+    bool rescue;
+    struct item_flash_loc from;
+};
+
+/* One bucket's open page and write buffer. */
+struct wbucket {
+    unsigned open_page; /* npages: none */
+    char *wbuf;
+    size_t wfill;
+    struct pending *pend;
+    size_t npend, pend_cap;
+};
+
+struct flash_counters {
+    uint64_t gets[FC_COUNT];
+    uint64_t page_allocs, page_evictions, page_reclaims;
+    uint64_t objects_evicted, objects_read, objects_written;
+    uint64_t bytes_evicted, bytes_written, bytes_read;
+    uint64_t compact_lost, compact_rescues, compact_skipped;
+    uint64_t io_queue;
+};
+
+struct flash_tier {
+    bool running;
+    struct ext_settings cfg; /* tunables changed by "extstore" are read atomically */
+    int fds[EXT_PATHS_MAX];
+    unsigned nfiles;
+    struct flash_page *pages;
+    unsigned npages;
+    uint64_t next_seq;
+    struct wbucket buckets[BUCKET_COUNT];
+    unsigned compacting; /* the page compaction reads; npages: none */
+    pthread_t thread;
+    pthread_mutex_t lock; /* the read queue, requests, the page table */
+    pthread_cond_t passes_cond;
+    struct flash_read *rq_head, *rq_tail;
+    bool stop;
+    uint64_t pass_requests, passes_done;
+    int wake_fd;
+#ifdef HAVE_LIBURING
+    struct io_uring ring;
+#endif
+    unsigned inflight;
+};
+
+extern struct flash_tier tier;
+extern struct flash_counters flash_counters;
+
+static inline void flash_add(uint64_t *c, uint64_t n)
+{
+    __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t flash_get(const uint64_t *c)
+{
+    return __atomic_load_n(c, __ATOMIC_RELAXED);
+}
+
+static inline unsigned flash_tunable(const unsigned *v)
+{
+    return __atomic_load_n(v, __ATOMIC_RELAXED);
+}
+
+size_t flash_record_size(size_t nkey, size_t nbytes);
+/* The check of a record: over everything after the check itself. */
+uint32_t flash_record_check(const char *record, size_t len);
+
+/* I/O thread only. Reads or writes len bytes at off of fd through the
+ * ring, serving flash reads meanwhile; false on an error or a short read. */
+bool flash_ring_io(bool write, int fd, char *buf, size_t len, uint64_t off);
+/* Copies a record compaction rescues (len bytes, as read) into the compact
+ * bucket's buffer for header h (referenced; the buffer keeps the
+ * reference). When the buffer is written, h is pointed at the copy if it
+ * still points at `from`. False when there is no room (nothing kept). */
+bool flash_append_rescue(item *h, const char *record, size_t len,
+                         const struct item_flash_loc *from);
+void flash_flush_bucket(unsigned bucket);
+/* Frees page (still of `version`) after compaction: headers still
+ * pointing into it miss from now on. */
+void flash_page_close(unsigned page, uint32_t version);
+
+/* flash_compact.c: one look at the pages; compacts one page when the
+ * settings call for it. I/O thread only. */
+void flash_compact_pass(void);
+
+#endif
