@@ -110,6 +110,7 @@ struct resp *conn_resp_add(struct conn *c)
     struct resp *r = worker_resp_get(c->worker);
     if (!r) {
         STAT_INCR(&c->worker->stats, response_obj_oom);
+        c->resp_oom = true;
         return NULL;
     }
     if (c->resp_tail)
@@ -418,8 +419,14 @@ static enum read_result read_into_rbuf(struct conn *c)
             log_msg(LOG_WARN, "<%d request larger than %d bytes, closing", c->fd, RBUF_LIMIT);
             return READ_ERROR;
         }
+        if (!worker_mem_charge(c->worker, c->rsize)) {
+            STAT_INCR(&c->worker->stats, read_buf_oom);
+            log_msg(LOG_WARN, "<%d read buffer memory limit reached, closing", c->fd);
+            return READ_ERROR;
+        }
         char *bigger = realloc(c->rbuf, c->rsize * 2);
         if (!bigger) {
+            worker_mem_uncharge(c->worker, c->rsize);
             STAT_INCR(&c->worker->stats, read_buf_oom);
             log_msg(LOG_WARN, "<%d out of memory for the read buffer, closing", c->fd);
             return READ_ERROR;
@@ -446,6 +453,7 @@ static void release_idle_rbuf(struct conn *c)
         worker_rbuf_put(c->worker, c->rbuf);
     } else {
         free(c->rbuf);
+        worker_mem_uncharge(c->worker, c->rsize);
         STAT_SUB(&c->worker->stats, read_buf_count, 1);
         STAT_SUB(&c->worker->stats, read_buf_bytes, c->rsize);
     }
@@ -763,6 +771,22 @@ static void datagram_abandon_value(struct conn *c)
     set_state(c, CONN_PARSE);
 }
 
+/* A command found no response object (-o read_buf_mem_limit): its reply
+ * is missing from the stream, so the connection closes at once, the
+ * replies queued before it unsent, as memcached's does. A datagram only
+ * loses its reply: a message cannot hang up a shared socket. */
+static bool resp_oom_fails(struct conn *c)
+{
+    if (!c->resp_oom)
+        return false;
+    c->resp_oom = false;
+    if (c->tp->datagram)
+        return false;
+    log_msg(LOG_WARN, "<%d out of memory for responses, closing", c->fd);
+    c->close_reason = CLOSE_ERROR;
+    return true;
+}
+
 static void conn_drive(struct conn *c)
 {
     int budget = settings.reqs_per_event;
@@ -770,6 +794,10 @@ static void conn_drive(struct conn *c)
     bool queue_full = false; /* parsing stopped at RESP_QUEUE_LIMIT replies */
 
     while (!fail && !c->close_now && !c->write_blocked) {
+        if (resp_oom_fails(c)) {
+            fail = true;
+            break;
+        }
         enum read_result rr = READ_DATA;
         if (c->state == CONN_NREAD) {
             rr = fill_value(c);
@@ -847,7 +875,7 @@ static void conn_drive(struct conn *c)
         }
     }
 
-    if (fail) {
+    if (fail || resp_oom_fails(c)) {
         conn_close(c);
         return;
     }

@@ -144,9 +144,12 @@ struct conn {
     struct worker *worker;
     const struct proto_engine *engine; /* NULL: negotiate on first byte */
     enum conn_state state;
-    bool write_blocked;                  /* output waits for the transport */
-    bool close_after_write;              /* quit: close once replies are out */
-    bool close_now;                      /* close at the end of this event */
+    bool write_blocked;     /* output waits for the transport */
+    bool close_after_write; /* quit: close once replies are out */
+    bool close_now;         /* close at the end of this event */
+    bool resp_oom;          /* a command found no response object (read_buf_mem_limit): the
+                             * connection closes after it, as memcached's does, unless the
+                             * engine cleared this after answering with an error */
     enum conn_close_reason close_reason; /* for watch connevents */
     bool yield_pending;
     bool watching;             /* a "watch" log stream (watch.c) */
@@ -204,7 +207,8 @@ void conn_swallow(struct conn *c, size_t nbytes);
 void conn_set_close_after_write(struct conn *c);
 
 /* ---- for engines: responses ----------------------------------------------- */
-/* A new, empty response at the end of the queue (NULL when out of memory). */
+/* A new, empty response at the end of the queue (NULL when out of memory:
+ * counted as response_obj_oom and c->resp_oom is set). */
 struct resp *conn_resp_add(struct conn *c);
 /* Appends to the inline header; false (nothing added) if it does not fit. */
 bool resp_add_head(struct resp *r, const char *data, size_t len);

@@ -449,7 +449,21 @@ bool item_set_exptime(const char *key, size_t nkey, rel_time_t exptime)
 
 /* ---- allocation -------------------------------------------------------------- */
 /* ---- slab mover hooks ---------------------------------------------------- */
-struct item *item_take_for_move(void *chunk, enum move_take *how)
+/* Copies live item `it` (item and LRU locks held) into spare, a free chunk
+ * of its chunk class, which takes its place in the table and (at the head
+ * of) its LRU list. */
+static void rescue_into(struct item *it, void *spare, struct lru_list *l, uint64_t hv)
+{
+    struct item *copy = spare;
+    memcpy(copy, it, slabs_class_size(item_chunk_class(it)));
+    assoc_replace(it, copy, hv);
+    item_list_del(l, it);
+    item_list_add(l, copy);
+    item_flags_clear(it, ITEM_LINKED);
+}
+
+struct item *item_take_for_move(void *chunk, enum move_take *how, void *(*spare)(void *),
+                                void *spare_arg)
 {
     struct item *it = chunk;
     *how = MOVE_BUSY;
@@ -466,7 +480,13 @@ struct item *item_take_for_move(void *chunk, enum move_take *how)
         struct lru_list *l = item_list(it);
         if (lru_trylock(l)) {
             *how = item_is_dead(it, clock_now()) ? MOVE_DEAD : MOVE_LIVE;
-            unlink_common(it, l, hv);
+            void *room = *how == MOVE_LIVE && spare ? spare(spare_arg) : NULL;
+            if (room) {
+                rescue_into(it, room, l, hv);
+                *how = MOVE_RESCUED;
+            } else {
+                unlink_common(it, l, hv);
+            }
             lru_unlock(l);
             __atomic_store_n(&it->refcount, 0, __ATOMIC_RELEASE);
             taken = it;
@@ -489,9 +509,16 @@ unsigned item_slab_class(const item *it)
     return item_lru_class(it);
 }
 
-void item_free_taken(struct item *it)
+void item_free_taken(struct item *it, enum move_take how)
 {
-    item_free(it);
+    if (how != MOVE_RESCUED) {
+        item_free(it);
+        return;
+    }
+    /* its value chunks or flash record now belong to the copy */
+    unsigned cls = item_chunk_class(it);
+    __atomic_store_n(&it->it_flags, 0, __ATOMIC_RELAXED);
+    slabs_free(it, cls);
 }
 
 /* A spare chunk of a larger class already holding pages, at most twice

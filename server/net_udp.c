@@ -174,7 +174,12 @@ static ssize_t udp_recv(struct conn *c, void *buf, size_t len)
          * gets a read buffer that holds it, grown as conn.c grows one
          * (conn.c frees it once the message is answered) */
         size_t off = (size_t)(at - c->rbuf), size = off + n;
-        char *bigger = realloc(c->rbuf, size);
+        char *bigger = NULL;
+        if (worker_mem_charge(c->worker, size - c->rsize)) { /* -o read_buf_mem_limit */
+            bigger = realloc(c->rbuf, size);
+            if (!bigger)
+                worker_mem_uncharge(c->worker, size - c->rsize);
+        }
         if (bigger) {
             STAT_ADD(&c->worker->stats, read_buf_bytes, size - c->rsize);
             c->rbuf = bigger;

@@ -93,10 +93,12 @@ static void send_stats_text(struct conn *c, struct growbuf *t)
 }
 
 /* ---- retrieval ---------------------------------------------------------------------
- * A multi-get queues at most GET_BATCH hits at a time: the keys after them
- * wait in a resumable response (conn.h) until the replies before it are
- * written, so a client that asks for many keys and does not read holds one
- * batch of responses (the values themselves are written from item memory). */
+ * A multi-get queues a response object for each key, as memcached does (a
+ * miss's is empty; the objects count against -o read_buf_mem_limit), at
+ * most GET_BATCH at a time: the keys after them wait in a resumable
+ * response (conn.h) until the replies before it are written, so a client
+ * that asks for many keys and does not read holds one batch of responses
+ * (the values themselves are written from item memory). */
 #define GET_BATCH 64
 
 struct get_opts {
@@ -175,8 +177,8 @@ static void get_rest_advance(struct get_rest *g, const struct token *key_token)
 }
 
 /* Looks up the keys from key_token on (tokens: the array to re-tokenize the
- * rest of the line into), queueing a reply per hit and END after the last,
- * or, after GET_BATCH hits, a resumable response for the rest. g: the
+ * rest of the line into), queueing a reply per key (an empty one for a miss) and END after the last,
+ * or, after GET_BATCH keys, a resumable response for the rest. g: the
  * get_rest the keys come from (taken over), NULL for the request line. */
 static void get_keys(struct conn *c, struct token *key_token, struct token *tokens,
                      const struct get_opts *o, struct get_rest *g)
@@ -185,11 +187,11 @@ static void get_keys(struct conn *c, struct token *key_token, struct token *toke
     struct resp *mark = conn_resp_mark(c);
     struct resp *last = NULL;
     bool fail_length = false, fail_memory = false;
-    unsigned hits = 0;
+    unsigned queued = 0;
 
     for (;;) {
         for (; key_token->length != 0; key_token++) {
-            if (hits == GET_BATCH) {
+            if (queued == GET_BATCH) {
                 if (g) {
                     get_rest_advance(g, key_token);
                 } else if (get_rest_too_long(key_token)) { /* the rest is checked once */
@@ -224,6 +226,12 @@ static void get_keys(struct conn *c, struct token *key_token, struct token *toke
                     STAT_INCR(ws, get_misses);
                 if (log_enabled(LOG_CMDS))
                     log_msg(LOG_CMDS, ">%d miss %.*s", c->fd, (int)nkey, key);
+                last = conn_resp_add(c); /* empty: nothing to say */
+                if (!last) {
+                    fail_memory = true;
+                    goto stop;
+                }
+                queued++;
                 continue;
             }
             if (o->touch)
@@ -257,7 +265,7 @@ static void get_keys(struct conn *c, struct token *key_token, struct token *toke
                 goto stop;
             }
             last = r;
-            hits++;
+            queued++;
             if (log_enabled(LOG_CMDS))
                 log_msg(LOG_CMDS, ">%d sending key %.*s", c->fd, (int)nkey, key);
         }
@@ -279,6 +287,7 @@ stop:
     free(g);
     if (fail_length || fail_memory) {
         conn_resp_truncate(c, mark);
+        c->resp_oom = false; /* answered by the error below, as memcached does */
         out_string(c, false,
                    fail_length ? "CLIENT_ERROR bad command line format"
                                : "SERVER_ERROR out of memory writing get response");

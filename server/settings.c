@@ -312,6 +312,8 @@ static void print_usage(FILE *out)
             "   - lru_crawler_sleep:   microseconds between crawler batches\n"
             "   - lru_crawler_tocrawl: items examined per LRU per pass (0: all)\n"
             "   - idle_timeout:        close connections idle this many seconds (default: 0)\n"
+            "   - read_buf_mem_limit:  megabytes of read buffers and responses connections\n"
+            "                          may hold, split between the threads (default: 0, none)\n"
             "   - rdma_listen:         serve RDMA (RC) on ADDR:PORT; repeatable\n"
             "   - rdma_eager_max:      RDMA message buffer size in bytes (default: 8192)\n"
             "   - rdma_poll:           RDMA completions: event, spin or adaptive (default: event)\n"
@@ -370,10 +372,13 @@ static const struct ignored_suboption {
     const char *name;
     enum value_kind kind;
 } ignored_suboptions[] = {
-    {"slab_reassign", V_NONE},       {"no_slab_reassign", V_NONE},
-    {"read_buf_mem_limit", V_ULONG}, {"resp_obj_mem_limit", V_ANY},
-    {"drop_privileges", V_NONE},     {"no_drop_privileges", V_NONE},
-    {"sock_cookie_id", V_ANY},       {NULL, V_NONE},
+    {"slab_reassign", V_NONE},
+    {"no_slab_reassign", V_NONE},
+    {"resp_obj_mem_limit", V_ANY},
+    {"drop_privileges", V_NONE},
+    {"no_drop_privileges", V_NONE},
+    {"sock_cookie_id", V_ANY},
+    {NULL, V_NONE},
 };
 
 /* Handles one -o suboption "name" or "name=value". */
@@ -561,6 +566,14 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
         NEED_VALUE();
         v = lenient_int(value);
         s->idle_timeout = v > 0 ? (unsigned)v : 0; /* memcached: <= 0 never times out */
+    } else if (strcmp(opt, "read_buf_mem_limit") == 0) {
+        NEED_VALUE();
+        if (!settings_strict_ulong(value, UINT32_MAX, &uv)) {
+            fprintf(errout, "could not parse argument to read_buf_mem_limit\n");
+            return false;
+        }
+        /* megabytes; memcached keeps the product in 32 bits */
+        s->read_buf_mem_limit = (size_t)(uint32_t)(uv * 1024 * 1024);
     } else if (strcmp(opt, "rdma_listen") == 0) {
         NEED_VALUE();
         char *joined = NULL;

@@ -54,14 +54,15 @@ struct settings {
     bool dump_enabled;                      /* cleared by -X */
     bool watch_enabled;                     /* cleared by -W */
     unsigned idle_timeout;                  /* -o idle_timeout, seconds; 0 = never */
-    char *auth_file;                        /* -Y: ASCII authentication credentials */
-    char *memory_file;                      /* -e: warm restart file (restart.c) */
-    bool sasl;                              /* -S: binary SASL authentication (sasl.c) */
-    struct tls_settings tls;                /* -Z and -o ssl_* (settings_tls.c) */
-    struct ext_settings ext;                /* -o ext_* (settings_ext.c) */
-    char *rdma_listen;       /* -o rdma_listen=ADDR:PORT (repeatable), space separated */
-    unsigned rdma_eager_max; /* -o rdma_eager_max: RDMA message buffer, bytes; 8192 */
-    int rdma_poll;           /* -o rdma_poll: 0 event, 1 spin, 2 adaptive */
+    size_t read_buf_mem_limit; /* -o read_buf_mem_limit (given in MB), bytes; 0 = none */
+    char *auth_file;           /* -Y: ASCII authentication credentials */
+    char *memory_file;         /* -e: warm restart file (restart.c) */
+    bool sasl;                 /* -S: binary SASL authentication (sasl.c) */
+    struct tls_settings tls;   /* -Z and -o ssl_* (settings_tls.c) */
+    struct ext_settings ext;   /* -o ext_* (settings_ext.c) */
+    char *rdma_listen;         /* -o rdma_listen=ADDR:PORT (repeatable), space separated */
+    unsigned rdma_eager_max;   /* -o rdma_eager_max: RDMA message buffer, bytes; 8192 */
+    int rdma_poll;             /* -o rdma_poll: 0 event, 1 spin, 2 adaptive */
 
     /* process */
     bool daemonize;   /* -d */

@@ -9,10 +9,12 @@
  * or pooled page), the mover looks for the class that evicted (or failed to allocate) the
  * most since the last look and, among the other classes with at least two
  * pages, the one whose LRU tail is older. It empties one page of that class
- * (the page holding only item headers with the fewest in use): the items in
- * it are unlinked, except those someone references, which it waits for for
- * a little while, and the page goes to the pool where the needy class takes
- * it. Items lost this way are counted as slab_reassign_evictions_nomem.
+ * (the page holding only item headers with the fewest in use): live items
+ * in it move into free chunks on the class's other pages while there are
+ * some (slab_reassign_rescues), the rest are unlinked, except those someone
+ * references, which it waits for for a little while, and the page goes to
+ * the pool where the needy class takes it. Items lost this way are counted
+ * as slab_reassign_evictions_nomem.
  * A move asked for by "slabs reassign SRC DST" hands the emptied page (or,
  * from class 0, a pooled one) straight to DST, as memcached does.
  * When cache_memlimit lowers the limit below what is held, the mover
@@ -49,6 +51,7 @@ static atomic_uint_fast64_t pages_moved;
 static atomic_uint_fast64_t items_lost;
 static atomic_uint_fast64_t items_reclaimed; /* dead items found in moved pages */
 static atomic_uint_fast64_t items_busy;      /* in use, waited for */
+static atomic_uint_fast64_t items_rescued;   /* live ones copied into spare chunks */
 static atomic_bool moving;
 static atomic_bool auto_on = true;
 static int pending_src; /* a requested move (thread_lock), 0 = none */
@@ -56,8 +59,10 @@ static int pending_dst; /* its destination class, 0 = the pool */
 
 struct taken_list {
     struct item **items;
+    enum move_take *how; /* of each item */
     size_t n, cap;
-    uint64_t lost, reclaimed, busy;
+    struct slabs_drain *drain; /* live items move into its spare chunks */
+    uint64_t lost, reclaimed, busy, rescued;
 };
 
 /* Called with the page's class lock held: collects items to free later. */
@@ -67,13 +72,17 @@ static void take_visit(void *chunk, void *arg)
     if (t->n == t->cap)
         return;
     enum move_take how;
-    struct item *it = item_take_for_move(chunk, &how);
-    if (it)
+    struct item *it = item_take_for_move(chunk, &how, slabs_drain_spare, t->drain);
+    if (it) {
+        t->how[t->n] = how;
         t->items[t->n++] = it;
+    }
     if (how == MOVE_LIVE)
         t->lost++;
     else if (how == MOVE_DEAD)
         t->reclaimed++;
+    else if (how == MOVE_RESCUED)
+        t->rescued++;
     else
         t->busy++;
 }
@@ -86,15 +95,16 @@ static bool move_page_from(unsigned src, unsigned dst)
     if (!d)
         return false;
     atomic_store(&moving, true);
-    struct taken_list t = {.n = 0, .cap = 4096, .lost = 0, .reclaimed = 0, .busy = 0};
+    struct taken_list t = {.n = 0, .cap = 4096, .drain = d};
     t.items = malloc(t.cap * sizeof(*t.items));
-    if (!t.items)
+    t.how = malloc(t.cap * sizeof(*t.how));
+    if (!t.items || !t.how)
         t.cap = 0;
     for (int round = 0; round < MOVE_ROUNDS; round++) {
         t.n = 0;
         bool done = slabs_drain_visit(d, take_visit, &t);
         for (size_t i = 0; i < t.n; i++)
-            item_free_taken(t.items[i]);
+            item_free_taken(t.items[i], t.how[i]);
         if (done)
             break;
         if (t.n == 0) {
@@ -102,8 +112,10 @@ static bool move_page_from(unsigned src, unsigned dst)
             nanosleep(&pause, NULL);
         }
     }
+    free(t.how);
     free(t.items);
     atomic_fetch_add(&items_lost, t.lost);
+    atomic_fetch_add(&items_rescued, t.rescued);
     atomic_fetch_add(&items_reclaimed, t.reclaimed);
     atomic_fetch_add(&items_busy, t.busy);
     bool moved = slabs_drain_end(d);
@@ -327,6 +339,7 @@ void slab_mover_stats(struct slab_mover_stats *out)
     out->items_lost = atomic_load(&items_lost);
     out->items_reclaimed = atomic_load(&items_reclaimed);
     out->items_busy = atomic_load(&items_busy);
+    out->items_rescued = atomic_load(&items_rescued);
     out->running = atomic_load(&moving);
 }
 
@@ -336,6 +349,7 @@ void slab_mover_reset(void)
     atomic_store(&items_lost, 0);
     atomic_store(&items_reclaimed, 0);
     atomic_store(&items_busy, 0);
+    atomic_store(&items_rescued, 0);
     pthread_mutex_lock(&decide_lock);
     memset(last_pressure, 0, sizeof(last_pressure));
     pthread_mutex_unlock(&decide_lock);

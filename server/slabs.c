@@ -427,22 +427,10 @@ size_t slabs_class_size(unsigned cls)
     return classes[cls].size;
 }
 
-static void *chunk_alloc(unsigned cls, bool value, bool new_page)
+/* A chunk of pg, a page on c's partial list (class lock held). */
+static void *take_chunk(struct slab_class *c, struct page *pg, bool value)
 {
-    struct slab_class *c = &classes[cls];
-    void *chunk = NULL;
-    pthread_mutex_lock(&c->lock);
-    struct page *pg = c->partial;
-    if (!pg) {
-        pg = new_page ? page_take(c) : NULL;
-        if (!pg) {
-            pthread_mutex_unlock(&c->lock);
-            return NULL;
-        }
-        c->pages++;
-        c->end_left += pg->end_left;
-        partial_add(c, pg);
-    }
+    void *chunk;
     if (pg->free_list) {
         chunk = pg->free_list;
         pg->free_list = *(void **)chunk;
@@ -458,6 +446,25 @@ static void *chunk_alloc(unsigned cls, bool value, bool new_page)
     c->used_chunks++;
     if (pg->nfree == 0 && pg->end_left == 0)
         partial_remove(c, pg);
+    return chunk;
+}
+
+static void *chunk_alloc(unsigned cls, bool value, bool new_page)
+{
+    struct slab_class *c = &classes[cls];
+    pthread_mutex_lock(&c->lock);
+    struct page *pg = c->partial;
+    if (!pg) {
+        pg = new_page ? page_take(c) : NULL;
+        if (!pg) {
+            pthread_mutex_unlock(&c->lock);
+            return NULL;
+        }
+        c->pages++;
+        c->end_left += pg->end_left;
+        partial_add(c, pg);
+    }
+    void *chunk = take_chunk(c, pg, value);
     pthread_mutex_unlock(&c->lock);
     return chunk;
 }
@@ -609,6 +616,14 @@ bool slabs_drain_visit(struct slabs_drain *d, void (*visit)(void *chunk, void *a
     bool done = d->done;
     pthread_mutex_unlock(&c->lock);
     return done;
+}
+
+void *slabs_drain_spare(void *drain)
+{
+    struct slabs_drain *d = drain;
+    struct slab_class *c = &classes[d->cls];
+    /* the page being emptied left the partial list when the drain began */
+    return c->partial ? take_chunk(c, c->partial, false) : NULL;
 }
 
 bool slabs_drain_end(struct slabs_drain *d)

@@ -63,6 +63,10 @@ struct slabs_drain;
 struct slabs_drain *slabs_drain_begin(unsigned cls, unsigned dst);
 bool slabs_drain_visit(struct slabs_drain *d, void (*visit)(void *chunk, void *arg), void *arg);
 bool slabs_drain_end(struct slabs_drain *d);
+/* Inside slabs_drain_visit's visit (class lock held): a free chunk of the
+ * drained class on another of its pages, to move a live item into (never
+ * takes a page), NULL when none. drain: the struct slabs_drain. */
+void *slabs_drain_spare(void *drain);
 /* Gives class cls a page: with emptied_for_it, one a drain set aside for it
  * (slabs_drain_begin's dst), else a pooled one within the limit as any
  * page a class takes; without, only the pooled one, so a page set aside

@@ -361,7 +361,7 @@ void stats_report_settings(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "idle_timeout", settings.idle_timeout);
     emit_u64(emit, ctx, "watcher_logbuf_size", tun.watcher_logbuf_size);
     emit_u64(emit, ctx, "worker_logbuf_size", tun.worker_logbuf_size);
-    emit_u64(emit, ctx, "read_buf_mem_limit", 0);
+    emit_u64(emit, ctx, "read_buf_mem_limit", settings.read_buf_mem_limit);
     place_storage_stat(&ss, "track_sizes", emit, ctx);
     emit(ctx, "inline_ascii_response", "no");
     settings_ext_stats(&tun.ext, emit, ctx);

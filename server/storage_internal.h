@@ -93,9 +93,16 @@ uint64_t items_cas_now(void);
  * is a linked item nobody else references, unlinks it (only trying locks)
  * and returns it, to be given to item_free_taken() once the class lock is
  * released; otherwise NULL. */
-enum move_take { MOVE_BUSY, MOVE_LIVE, MOVE_DEAD };
-struct item *item_take_for_move(void *chunk, enum move_take *how);
-void item_free_taken(struct item *it);
+/* The slab mover, for an item in a page being emptied (its class lock
+ * held): unlinks it when nobody references it (MOVE_LIVE or MOVE_DEAD),
+ * or, when it is live and spare(spare_arg) gives a free chunk of its class
+ * elsewhere, copies it there in its place (MOVE_RESCUED): the table and its
+ * LRU then hold the copy. The item returned (NULL: MOVE_BUSY, in use) is
+ * freed with item_free_taken after the class lock is released. */
+enum move_take { MOVE_BUSY, MOVE_LIVE, MOVE_DEAD, MOVE_RESCUED };
+struct item *item_take_for_move(void *chunk, enum move_take *how, void *(*spare)(void *),
+                                void *spare_arg);
+void item_free_taken(struct item *it, enum move_take how);
 /* With it's item lock held: takes a reference when it is linked, not
  * expired and not flushed; NULL otherwise. */
 struct item *item_ref_if_live(struct item *it);

@@ -222,7 +222,7 @@ void storage_stats_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "hash_power_level", as.hash_power);
     emit_u64(emit, ctx, "hash_bytes", as.hash_bytes);
     emit_u64(emit, ctx, "hash_is_expanding", as.expanding ? 1 : 0);
-    emit_u64(emit, ctx, "slab_reassign_rescues", 0);
+    emit_u64(emit, ctx, "slab_reassign_rescues", ms.items_rescued);
     emit_u64(emit, ctx, "slab_reassign_chunk_rescues", 0);
     emit_u64(emit, ctx, "slab_reassign_evictions_nomem", ms.items_lost);
     emit_u64(emit, ctx, "slab_reassign_inline_reclaim", ms.items_reclaimed);

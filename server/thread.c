@@ -98,16 +98,33 @@ static void idle_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* ---- response pool ---------------------------------------------------------------- */
+bool worker_mem_charge(struct worker *w, size_t n)
+{
+    if (w->mem_limit && n > w->mem_limit - w->mem_held)
+        return false;
+    w->mem_held += n;
+    return true;
+}
+
+void worker_mem_uncharge(struct worker *w, size_t n)
+{
+    w->mem_held -= n;
+}
+
 struct resp *worker_resp_get(struct worker *w)
 {
+    if (!worker_mem_charge(w, sizeof(struct resp)))
+        return NULL;
     struct resp *r = w->resp_pool;
     if (r) {
         w->resp_pool = r->next;
         w->resp_pool_len--;
     } else {
         r = malloc(sizeof(*r));
-        if (!r)
+        if (!r) {
+            worker_mem_uncharge(w, sizeof(struct resp));
             return NULL;
+        }
         STAT_INCR(&w->stats, response_obj_count);
     }
     r->next = NULL;
@@ -130,6 +147,7 @@ struct resp *worker_resp_get(struct worker *w)
 
 void worker_resp_put(struct worker *w, struct resp *r)
 {
+    worker_mem_uncharge(w, sizeof(struct resp));
     if (w->resp_pool_len >= RESP_POOL_KEEP) {
         free(r);
         STAT_SUB(&w->stats, response_obj_count, 1);
@@ -143,12 +161,17 @@ void worker_resp_put(struct worker *w, struct resp *r)
 /* ---- read buffer cache ------------------------------------------------------------ */
 char *worker_rbuf_get(struct worker *w)
 {
+    if (!worker_mem_charge(w, WORKER_RBUF_SIZE)) {
+        STAT_INCR(&w->stats, read_buf_oom);
+        return NULL;
+    }
     if (w->rbuf_cached > 0) {
         STAT_SUB(&w->stats, read_buf_bytes_free, WORKER_RBUF_SIZE);
         return w->rbuf_cache[--w->rbuf_cached];
     }
     char *buf = malloc(WORKER_RBUF_SIZE);
     if (!buf) {
+        worker_mem_uncharge(w, WORKER_RBUF_SIZE);
         STAT_INCR(&w->stats, read_buf_oom);
         return NULL;
     }
@@ -159,6 +182,7 @@ char *worker_rbuf_get(struct worker *w)
 
 void worker_rbuf_put(struct worker *w, char *buf)
 {
+    worker_mem_uncharge(w, WORKER_RBUF_SIZE);
     if (w->rbuf_cached < WORKER_RBUF_CACHE) {
         w->rbuf_cache[w->rbuf_cached++] = buf;
         STAT_ADD(&w->stats, read_buf_bytes_free, WORKER_RBUF_SIZE);
@@ -175,6 +199,12 @@ int worker_init(struct worker *w, unsigned id)
     memset(w, 0, sizeof(*w));
     w->id = id;
     w->wake_fd = -1;
+    if (settings.read_buf_mem_limit > 0) {
+        size_t threads = settings.num_threads > 0 ? (size_t)settings.num_threads : 1;
+        w->mem_limit = settings.read_buf_mem_limit / threads;
+        if (w->mem_limit < WORKER_RBUF_SIZE)
+            w->mem_limit = WORKER_RBUF_SIZE;
+    }
     if (pthread_mutex_init(&w->msg_lock, NULL) != 0)
         return -1;
     w->base = event_base_new();

@@ -44,6 +44,8 @@ struct worker {
     unsigned resp_pool_len;
     char *rbuf_cache[WORKER_RBUF_CACHE];
     unsigned rbuf_cached;
+    size_t mem_limit; /* -o read_buf_mem_limit share, bytes; 0 = none */
+    size_t mem_held;  /* read buffers and response objects connections hold */
     struct iovec iov[WORKER_IOV_MAX];
 };
 
@@ -66,6 +68,16 @@ void worker_resp_put(struct worker *w, struct resp *r);
 /* ---- read buffers of WORKER_RBUF_SIZE bytes (worker thread only) --------- */
 char *worker_rbuf_get(struct worker *w);
 void worker_rbuf_put(struct worker *w, char *buf);
+
+/* ---- connection memory under -o read_buf_mem_limit (worker thread only) -
+ * The limit is split evenly between the workers (at least one read buffer
+ * each). Read buffers (worker_rbuf_get, grown ones too) and response
+ * objects (worker_resp_get) held by connections are charged to their
+ * worker; buffers and objects kept for reuse are not. worker_mem_charge
+ * charges n bytes, or returns false (charging nothing) when that would go
+ * past the worker's share. */
+bool worker_mem_charge(struct worker *w, size_t n);
+void worker_mem_uncharge(struct worker *w, size_t n);
 
 /* ---- the pool of workers the daemon runs ----------------------------------- */
 int workers_start(unsigned n);

@@ -78,6 +78,8 @@ memcached_return_t memcached_behavior_set(memcached_st *ptr, const memcached_beh
         if (!valid_hash(data))
             return MEMCACHED_INVALID_ARGUMENTS;
         b->key_hash = (memcached_hash_t)data;
+        c->custom_hash = NULL; /* replaces memcached_set_hashkit's function */
+        c->custom_hash_context = NULL;
         c->placement_dirty = true;
         break;
     case MEMCACHED_BEHAVIOR_KETAMA_HASH:
@@ -246,7 +248,7 @@ uint64_t memcached_behavior_get(memcached_st *ptr, const memcached_behavior_t fl
     case MEMCACHED_BEHAVIOR_TCP_KEEPIDLE:
         return b->tcp_keepidle;
     case MEMCACHED_BEHAVIOR_HASH:
-        return b->key_hash;
+        return c->custom_hash != NULL ? MEMCACHED_HASH_CUSTOM : b->key_hash;
     case MEMCACHED_BEHAVIOR_KETAMA_HASH:
         return b->ketama_hash;
     case MEMCACHED_BEHAVIOR_KETAMA:

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cipher.h"
 #include "io.h"
 #include "placement.h"
 #include "sasl.h"
@@ -108,6 +109,10 @@ memcached_return_t lmr_client_rebuild_placement(struct lmr_client *c)
         .point_hash = (enum lmr_hash_alg)c->point_hash,
         .ketama_hash = (enum lmr_hash_alg)c->behaviors.ketama_hash,
         .ketama_weighted = c->behaviors.ketama_weighted,
+        .custom_hash = c->custom_hash,
+        .custom_context = c->custom_hash_context,
+        .buckets = c->bucket_hosts,
+        .bucket_count = c->bucket_count,
     };
     /* every server, for resilience (a dead server is an erasure there) */
     uint32_t all = placement_list(c, true, list, NULL);
@@ -343,6 +348,8 @@ void memcached_free(memcached_st *ptr)
         for (uint32_t i = c->spare_count; i > 0; i--)
             free(c->spare_buffers[i - 1]);
         free(c->ec_matrix);
+        lmr_cipher_free(c->cipher);
+        lmr_keyspace_release(c);
         lmr_sasl_release(c);
         free(c);
         ptr->impl = NULL;
@@ -390,7 +397,10 @@ memcached_st *memcached_clone(memcached_st *clone, const memcached_st *source)
     c->on_delete = src->on_delete;
     memcpy(c->namespace_prefix, src->namespace_prefix, sizeof(c->namespace_prefix));
     c->namespace_length = src->namespace_length;
-    if (lmr_sasl_copy(copy, source) != MEMCACHED_SUCCESS) {
+    if (src->cipher != NULL)
+        c->cipher = lmr_cipher_copy(src->cipher);
+    if ((src->cipher != NULL && c->cipher == NULL) || !lmr_keyspace_copy(c, src) ||
+        lmr_sasl_copy(copy, source) != MEMCACHED_SUCCESS) {
         memcached_free(copy);
         return NULL;
     }

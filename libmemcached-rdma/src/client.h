@@ -128,6 +128,17 @@ struct lmr_client {
     size_t spare_capacities[LMR_SPARE_BUFFERS];
     uint32_t spare_count;
 
+    /* keyspace.c: memcached_set_hashkit's function (NULL: behaviors.key_hash),
+     * what memcached_get_hashkit hands out, memcached_bucket_set's table */
+    hashkit_hash_fn custom_hash;
+    void *custom_hash_context;
+    hashkit_st hashkit_view;
+    uint32_t *bucket_hosts;
+    uint32_t *bucket_forward; /* NULL when none was given */
+    uint32_t bucket_count;
+    uint32_t bucket_replicas;
+    struct lmr_cipher *cipher; /* memcached_set_encoding_key (cipher.c), NULL: off */
+
     memcached_return_t last_rc;
     int last_errno;
     char last_message[512];
@@ -157,6 +168,10 @@ uint32_t lmr_client_pick_index(struct lmr_client *c, const char *key, size_t key
 bool lmr_client_pick_servers(struct lmr_client *c, const char *key, size_t key_length, uint32_t n,
                              uint32_t *out);
 memcached_return_t lmr_client_rebuild_placement(struct lmr_client *c);
+/* keyspace.c: copies src's custom hash and bucket table into dst (false on
+ * ENOMEM); frees c's bucket table. */
+bool lmr_keyspace_copy(struct lmr_client *dst, const struct lmr_client *src);
+void lmr_keyspace_release(struct lmr_client *c);
 /* The ketama distributions (libmemcached's memcached_is_consistent_distribution). */
 static inline bool lmr_distribution_is_consistent(memcached_server_distribution_t d)
 {

@@ -6,9 +6,29 @@
 
 #include <libmemcached/memcached.h>
 
+#include "cipher.h"
 #include "io.h"
 #include "ops.h"
 #include "resilience.h"
+
+/* Under memcached_set_encoding_key, replaces *value (malloc'd, *length
+ * bytes) with its decryption; false (value untouched) when it is no
+ * ciphertext of the key. Empty values stay empty, as in libmemcached. */
+static bool decrypt_value(const struct lmr_client *c, char **value, size_t *length)
+{
+    if (c->cipher == NULL || *length == 0)
+        return true;
+    char *plain;
+    size_t plain_length;
+    if (!lmr_cipher_decrypt(c->cipher, *value, *length, &plain, &plain_length))
+        return false;
+    free(*value);
+    *value = plain;
+    *length = plain_length;
+    return true;
+}
+
+#define DECRYPT_FAILED "the value is no ciphertext of the encoding key"
 
 #define LMR_MGET_CHUNK 100
 
@@ -106,10 +126,16 @@ char *memcached_get_by_key(memcached_st *ptr, const char *group_key, size_t grou
     }
     char *value = req.lib_buffer;
     size_t length = req.value_length;
-    set_outputs(value_length, flags, req.value_length, req.flags);
+    uint32_t item_flags = req.flags;
     req.lib_buffer = NULL;
     req.lib_capacity = 0;
     lmr_request_release(&req);
+    if (value != NULL && !decrypt_value(c, &value, &length)) {
+        free(value);
+        *error = lmr_client_result(c, MEMCACHED_FAILURE, DECRYPT_FAILED);
+        return NULL;
+    }
+    set_outputs(value_length, flags, length, item_flags);
     if (value == NULL) /* an empty value still yields a string */
         value = calloc(1, 1);
     value = lmr_caller_buffer(ptr, value, value ? length : 0);
@@ -277,6 +303,11 @@ memcached_result_st *memcached_fetch_result(memcached_st *ptr, memcached_result_
         }
         return NULL;
     }
+    if (f->value != NULL && !decrypt_value(c, &f->value, &f->value_length)) {
+        lmr_fetched_free(f);
+        *error = lmr_client_result(c, MEMCACHED_FAILURE, DECRYPT_FAILED);
+        return NULL;
+    }
     if (result == NULL) {
         result = memcached_result_create(ptr, NULL);
         if (result == NULL) {
@@ -319,6 +350,11 @@ char *memcached_fetch(memcached_st *ptr, char *key, size_t *key_length, size_t *
         bool took_hits = c->fetch.fetched_count > 0;
         c->fetch.fetched_count = 0;
         *error = lmr_client_result(c, took_hits ? MEMCACHED_END : MEMCACHED_NOTFOUND, NULL);
+        return NULL;
+    }
+    if (f->value != NULL && !decrypt_value(c, &f->value, &f->value_length)) {
+        lmr_fetched_free(f);
+        *error = lmr_client_result(c, MEMCACHED_FAILURE, DECRYPT_FAILED);
         return NULL;
     }
     c->fetch.fetched_count++;

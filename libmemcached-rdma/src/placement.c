@@ -11,8 +11,9 @@
  *   - weighted: 160 * weight share * server count points per server (rounded
  *     down to a multiple of 4, in single precision as libmemcached does), four
  *     points per name taken from the four little-endian words of its MD5.
- * Virtual buckets without a bucket table (the contract carries none) mask
- * the hash with n - 1, as libmemcached does; RANDOM uses random(). A single
+ * Virtual buckets mask the hash with the bucket count - 1 and take the
+ * server from memcached_bucket_set's table; without a table they mask it
+ * with n - 1, as libmemcached does; RANDOM uses random(). A single
  * server takes every key without hashing. This file must not know
  * about connections, liveness or retries: the caller rebuilds the placement
  * when its server list changes. */
@@ -48,6 +49,10 @@ struct continuum_point {
 struct lmr_placement {
     int distribution;
     enum lmr_hash_alg key_hash;
+    uint32_t (*custom_hash)(const char *key, size_t len, void *context);
+    void *custom_context;
+    uint32_t *buckets; /* copy of the bucket table, or NULL */
+    uint32_t bucket_count;
     uint32_t server_count;
     bool consistent;
     uint32_t point_count;
@@ -103,6 +108,13 @@ static int compare_points(const void *a, const void *b)
     return 0;
 }
 
+/* The hash that places key: the caller's function, else the algorithm. */
+static uint32_t hash_of(uint32_t (*custom)(const char *, size_t, void *), void *context,
+                        enum lmr_hash_alg alg, const char *key, size_t len)
+{
+    return custom ? custom(key, len, context) : lmr_hash(alg, key, len);
+}
+
 /* Fills p->points; returns false on ENOMEM. */
 static bool build_continuum(struct lmr_placement *p, const struct lmr_placement_config *cfg,
                             const struct lmr_placement_server *servers, size_t n)
@@ -155,7 +167,8 @@ static bool build_continuum(struct lmr_placement *p, const struct lmr_placement_
                     p->points[next++].server = (uint32_t)i;
                 }
             } else {
-                p->points[next].value = lmr_hash(cfg->point_hash, name, (size_t)len);
+                p->points[next].value = hash_of(cfg->custom_hash, cfg->custom_context,
+                                                cfg->point_hash, name, (size_t)len);
                 p->points[next++].server = (uint32_t)i;
             }
         }
@@ -176,9 +189,21 @@ struct lmr_placement *lmr_placement_build(const struct lmr_placement_config *cfg
         return NULL;
     p->distribution = cfg->distribution;
     p->key_hash = cfg->key_hash;
+    p->custom_hash = cfg->custom_hash;
+    p->custom_context = cfg->custom_context;
+    if (cfg->buckets != NULL && cfg->bucket_count > 0) {
+        p->buckets = malloc(cfg->bucket_count * sizeof(*p->buckets));
+        if (p->buckets == NULL) {
+            free(p);
+            return NULL;
+        }
+        memcpy(p->buckets, cfg->buckets, cfg->bucket_count * sizeof(*p->buckets));
+        p->bucket_count = cfg->bucket_count;
+    }
     p->server_count = (uint32_t)n;
     p->consistent = is_consistent(cfg->distribution);
     if (p->consistent && n > 1 && !build_continuum(p, cfg, servers, n)) {
+        free(p->buckets);
         free(p);
         return NULL;
     }
@@ -213,9 +238,11 @@ uint32_t lmr_placement_pick(const struct lmr_placement *p, const char *key, size
         return 0;
     if (p->distribution == DIST_RANDOM)
         return (uint32_t)random() % p->server_count;
-    uint32_t hash = lmr_hash(p->key_hash, key, len);
+    uint32_t hash = hash_of(p->custom_hash, p->custom_context, p->key_hash, key, len);
     if (p->consistent)
         return continuum_lookup(p, hash);
+    if (p->distribution == DIST_VIRTUAL_BUCKET && p->buckets != NULL)
+        return p->buckets[hash & (p->bucket_count - 1)] % p->server_count;
     if (p->distribution == DIST_VIRTUAL_BUCKET)
         return hash & (p->server_count - 1); /* libmemcached without a bucket table */
     return hash % p->server_count;
@@ -229,7 +256,8 @@ void lmr_placement_pick_distinct(const struct lmr_placement *p, const char *key,
         n = count;
     if (n == 0)
         return;
-    uint32_t hash = count > 1 ? lmr_hash(p->key_hash, key, len) : 0;
+    uint32_t hash =
+        count > 1 ? hash_of(p->custom_hash, p->custom_context, p->key_hash, key, len) : 0;
     uint32_t found = 0;
     if (p->consistent && p->point_count > 0) {
         uint32_t at = continuum_position(p, hash);
@@ -259,5 +287,6 @@ void lmr_placement_free(struct lmr_placement *p)
     if (p == NULL)
         return;
     free(p->points);
+    free(p->buckets);
     free(p);
 }

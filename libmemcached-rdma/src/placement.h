@@ -33,6 +33,16 @@ struct lmr_placement_config {
                                       stores it but places keys without it, so
                                       it is accepted and ignored */
     bool ketama_weighted;          /* weighted continuum (always for CONSISTENT_WEIGHTED) */
+    /* memcached_set_hashkit with a function of the caller's: it hashes keys
+     * and unweighted continuum points in place of key_hash and point_hash
+     * (NULL: the algorithms above) */
+    uint32_t (*custom_hash)(const char *key, size_t len, void *context);
+    void *custom_context;
+    /* VIRTUAL_BUCKET with memcached_bucket_set's table: key hash masked by
+     * bucket_count - 1 picks an entry, the entry the server (taken modulo
+     * the server count); none: the hash masked by n - 1 */
+    const uint32_t *buckets;
+    uint32_t bucket_count;
 };
 
 struct lmr_placement;

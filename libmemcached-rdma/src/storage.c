@@ -1,8 +1,12 @@
 /* storage.c: the blocking storage calls (set, add, replace, append,
- * prepend, cas and their _by_key forms): argument checks, then one request
+ * prepend, cas and their _by_key forms): argument checks, the value
+ * encrypted under memcached_set_encoding_key's key, then one request
  * through ops.c. */
+#include <stdlib.h>
+
 #include <libmemcached/memcached.h>
 
+#include "cipher.h"
 #include "ops.h"
 
 static memcached_return_t store(memcached_st *ptr, enum lmr_store_verb verb, const char *group_key,
@@ -12,8 +16,20 @@ static memcached_return_t store(memcached_st *ptr, enum lmr_store_verb verb, con
 {
     if (lmr_client_of(ptr) == NULL)
         return MEMCACHED_INVALID_ARGUMENTS;
+    struct lmr_client *c = lmr_client_of(ptr);
     if (value == NULL && value_length > 0)
-        return lmr_client_result(lmr_client_of(ptr), MEMCACHED_INVALID_ARGUMENTS, NULL);
+        return lmr_client_result(c, MEMCACHED_INVALID_ARGUMENTS, NULL);
+    char *encrypted = NULL;
+    if (c->cipher != NULL) {
+        /* a suffix or prefix cannot join a value encrypted as a whole */
+        if (verb == LMR_APPEND || verb == LMR_PREPEND)
+            return lmr_client_result(c, MEMCACHED_NOT_SUPPORTED,
+                                     "append and prepend cannot encrypt (encoding key set)");
+        if (!lmr_cipher_encrypt(c->cipher, value, value_length, &encrypted, &value_length))
+            return lmr_client_result(c, MEMCACHED_MEMORY_ALLOCATION_FAILURE,
+                                     "the value could not be encrypted");
+        value = encrypted;
+    }
     struct lmr_op_args args = {
         .key = key,
         .key_length = key_length,
@@ -29,6 +45,7 @@ static memcached_return_t store(memcached_st *ptr, enum lmr_store_verb verb, con
     memcached_return_t rc =
         lmr_op_blocking(ptr, &req, LMR_OP_STORE, group_key, group_key_length, &args);
     lmr_request_release(&req);
+    free(encrypted);
     return rc;
 }
 

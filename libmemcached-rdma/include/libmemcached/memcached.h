@@ -95,6 +95,26 @@ memcached_return_t memcached_server_error_return(const memcached_instance_st *se
 const memcached_instance_st *memcached_server_get_last_disconnect(const memcached_st *ptr);
 void memcached_reset_last_disconnected_server(memcached_st *ptr);
 uint32_t memcached_generate_hash(const memcached_st *ptr, const char *key, size_t key_length);
+/* The key hash as a libhashkit object (hashkit_st, types.h): its
+ * base_hash.function(key, length, base_hash.context) is the hash that places
+ * keys. memcached_set_hashkit copies one in: a function of the caller's
+ * then places keys (MEMCACHED_BEHAVIOR_HASH reads MEMCACHED_HASH_CUSTOM)
+ * until MEMCACHED_BEHAVIOR_HASH is set; NULL restores the default hash. */
+const hashkit_st *memcached_get_hashkit(const memcached_st *ptr);
+memcached_return_t memcached_set_hashkit(memcached_st *ptr, hashkit_st *hashk);
+/* Virtual buckets: the key hash masked by buckets - 1 picks host_map's
+ * entry, the index of the server that holds the key; the distribution
+ * becomes MEMCACHED_DISTRIBUTION_VIRTUAL_BUCKET. forward_map (may be NULL)
+ * and replicas are kept as libmemcached keeps them, unused. */
+memcached_return_t memcached_bucket_set(memcached_st *self, const uint32_t *host_map,
+                                        const uint32_t *forward_map, const uint32_t buckets,
+                                        const uint32_t replicas);
+/* Values are stored encrypted with AES-256-CBC under this key and
+ * decrypted when read, as libmemcached 1.1 with OpenSSL does (same bytes
+ * for keys of 32 bytes or more, see doc/libmemcached-rdma.md); append and
+ * prepend are then MEMCACHED_NOT_SUPPORTED. A NULL or empty key turns
+ * encryption off. */
+memcached_return_t memcached_set_encoding_key(memcached_st *ptr, const char *str, size_t length);
 uint32_t memcached_generate_hash_value(const char *key, size_t key_length,
                                        memcached_hash_t hash_algorithm);
 

@@ -27,6 +27,27 @@ typedef struct memcached_analysis_st memcached_analysis_st;
 
 struct lmr_client; /* the library's private state behind a memcached_st */
 
+/* libhashkit's hash object, in its layout (libmemcached's hash calls take
+ * and give it; libhashkit's own calls are not part of this library). */
+#ifndef LMR_HASHKIT_DEFINED
+#define LMR_HASHKIT_DEFINED
+typedef uint32_t (*hashkit_hash_fn)(const char *key, size_t key_length, void *context);
+typedef struct hashkit_st hashkit_st;
+struct hashkit_st {
+    struct hashkit_function_st {
+        hashkit_hash_fn function;
+        void *context;
+    } base_hash, distribution_hash;
+    struct {
+        bool is_base_same_distributed : 1;
+    } flags;
+    struct {
+        bool is_allocated : 1;
+    } options;
+    void *_key;
+};
+#endif
+
 struct memcached_st {
     struct {
         bool is_allocated;
