@@ -477,7 +477,7 @@ static void on_connected(struct mcr_rdma_ep *ep, void *user)
     stats_conn_opened();
     /* conn_new calls describe, attach (which sets rc->conn) and want */
     int number = RDMA_CONN_NUMBER_BASE + (int)(rc->serial % RDMA_CONN_NUMBER_BASE);
-    if (!conn_new(rw->w, &net_rdma_transport, number, rc, conn_binary_engine, rc->listen_addr)) {
+    if (!conn_new(rw->w, &net_rdma_transport, number, rc, conn_engine_for_new(), rc->listen_addr)) {
         struct conn tmp;
         memset(&tmp, 0, sizeof(tmp));
         tmp.tp_data = rc;

@@ -1096,7 +1096,10 @@ int main(int argc, char **argv)
     ok = cl_connect(&m);
     unsigned char badframe[MCR_BIN_HEADER_LEN];
     memset(badframe, 0, sizeof(badframe));
-    badframe[0] = 0x42; /* not a request magic */
+    /* a request whose key is longer than its body (a first byte other than
+     * 0x80 would select the text protocol, as over TCP) */
+    badframe[0] = 0x80;
+    badframe[3] = 10; /* key length 10, body length 0 */
     ok = ok && cl_send(&m, badframe, sizeof(badframe));
     run_until(cl_is_closed, &m, 5000);
     tap_ok(ok && m.closed, "a malformed binary frame closes that connection");
