@@ -421,12 +421,13 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
                                         push_message, &ps, &failed);
     if (failed)
         return -1;
-    size_t all = 0;
-    for (int k = 0; k < iovcnt; k++)
-        all += iov[k].iov_len;
-    if (taken == all && carried != NULL && !carried->advertised &&
-        lmr_rdma_send_value_ads(s, NULL) < 0)
-        return -1; /* nothing carried it: on its own */
+    if (carried != NULL && !carried->advertised) {
+        size_t all = 0;
+        for (int k = 0; k < iovcnt; k++)
+            all += iov[k].iov_len;
+        if (taken == all && lmr_rdma_send_value_ads(s, NULL) < 0)
+            return -1; /* nothing carried it: on its own */
+    }
     return (ssize_t)taken;
 }
 
