@@ -50,4 +50,20 @@ static inline size_t mcr_rdma_iov_cut(const struct iovec *iov, int iovcnt,
     return len;
 }
 
+/* Moves *pos n bytes further (at most to the end of the stream). */
+static inline void mcr_rdma_iov_skip(const struct iovec *iov, int iovcnt,
+                                     struct mcr_rdma_iov_pos *pos, size_t n)
+{
+    while (n > 0 && pos->index < iovcnt) {
+        size_t avail = iov[pos->index].iov_len - pos->offset;
+        size_t take = avail < n ? avail : n;
+        pos->offset += take;
+        n -= take;
+        if (pos->offset == iov[pos->index].iov_len) {
+            pos->index++;
+            pos->offset = 0;
+        }
+    }
+}
+
 #endif

@@ -34,6 +34,19 @@
 const struct proto_engine *conn_text_engine;
 const struct proto_engine *conn_binary_engine;
 
+const struct proto_engine *conn_engine_for_new(void)
+{
+    switch (settings.binding_protocol) {
+    case PROTOCOL_ASCII:
+        return conn_text_engine;
+    case PROTOCOL_BINARY:
+        return conn_binary_engine;
+    case PROTOCOL_AUTO:
+        break;
+    }
+    return NULL;
+}
+
 /* ---- registry for "stats conns" ---------------------------------------------- */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct conn *registry;

@@ -180,6 +180,9 @@ struct conn {
 /* Engines, registered at start-up (binary is optional until it exists). */
 extern const struct proto_engine *conn_text_engine;
 extern const struct proto_engine *conn_binary_engine;
+/* The engine a new stream connection starts with, as -B says: text, binary,
+ * or NULL to negotiate on the first byte (auto). Sockets and RDMA alike. */
+const struct proto_engine *conn_engine_for_new(void);
 
 /* Creates a connection over an attached endpoint, on w's thread. engine
  * NULL negotiates (first byte 0x80 selects binary). NULL on failure (the

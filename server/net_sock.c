@@ -174,19 +174,6 @@ struct handoff {
     char listen_addr[96];
 };
 
-static const struct proto_engine *engine_for_new_conn(void)
-{
-    switch (settings.binding_protocol) {
-    case PROTOCOL_ASCII:
-        return conn_text_engine;
-    case PROTOCOL_BINARY:
-        return conn_binary_engine;
-    case PROTOCOL_AUTO:
-        break;
-    }
-    return NULL;
-}
-
 /* On the worker's thread. */
 static void adopt_connection(struct worker *w, void *arg)
 {
@@ -213,7 +200,7 @@ static void adopt_connection(struct worker *w, void *arg)
     const struct transport_ops *tp = h->tls       ? &net_tls_transport
                                      : h->is_unix ? &net_unix_transport
                                                   : &net_sock_transport;
-    if (!conn_new(w, tp, fd, s, engine_for_new_conn(), h->listen_addr)) {
+    if (!conn_new(w, tp, fd, s, conn_engine_for_new(), h->listen_addr)) {
         struct conn tmp; /* conn_new leaves the endpoint to us on failure */
         memset(&tmp, 0, sizeof(tmp));
         tmp.fd = fd;

@@ -54,6 +54,37 @@ enum mcr_rdma_msg_type {
 #define MCR_RDMA_F_READ_DONE 0x0004u
 #define MCR_RDMA_F_ALL (MCR_RDMA_F_RNDV_DONE | MCR_RDMA_F_VALUE | MCR_RDMA_F_READ_DONE)
 
+/* The payload of a message with RNDV_DONE: the count of stream bytes the
+ * RDMA WRITE put in the region (4 bytes, little-endian, at least 1), then
+ * the stream bytes that come before those (a reply's header), if any. */
+#define MCR_RDMA_DONE_COUNT_LEN 4u
+
+struct mcr_rdma_done {
+    uint32_t count;   /* bytes written into the region */
+    const void *head; /* stream bytes before them (in the payload) */
+    uint32_t head_len;
+};
+
+static inline void mcr_rdma_done_encode_count(uint32_t count, unsigned char out[4])
+{
+    uint32_t v = htole32(count);
+    memcpy(out, &v, 4);
+}
+
+/* Decodes an RNDV_DONE payload; 0, or -1 when it is too short or counts
+ * nothing. */
+static inline int mcr_rdma_done_decode(const void *payload, uint32_t len, struct mcr_rdma_done *d)
+{
+    uint32_t v;
+    if (len < MCR_RDMA_DONE_COUNT_LEN)
+        return -1;
+    memcpy(&v, payload, 4);
+    d->count = le32toh(v);
+    d->head = (const unsigned char *)payload + MCR_RDMA_DONE_COUNT_LEN;
+    d->head_len = len - MCR_RDMA_DONE_COUNT_LEN;
+    return d->count == 0 ? -1 : 0;
+}
+
 /* Decoded (host byte order) view of the header. */
 struct mcr_rdma_hdr {
     uint16_t magic;       /* MCR_RDMA_MAGIC */

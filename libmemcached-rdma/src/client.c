@@ -247,8 +247,6 @@ memcached_return_t lmr_client_add_server(struct lmr_client *c, const char *hostn
          type == MEMCACHED_CONNECTION_TLS) &&
         port == 0)
         port = MEMCACHED_DEFAULT_PORT;
-    if (type == MEMCACHED_CONNECTION_RDMA)
-        c->behaviors.binary_protocol = true; /* RDMA servers speak binary only */
     lmr_server_init(srv, c, hostname, port, weight == 0 ? 1 : weight, type);
     srv->index = c->server_count;
     c->servers[c->server_count++] = srv;

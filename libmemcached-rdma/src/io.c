@@ -379,8 +379,10 @@ static bool send_some(memcached_instance_st *srv)
                 break;
             if (r->sent == 0 && r->expects_reply)
                 starting++;
+            /* a value buffer is named by the request's binary opaque */
             if (r->sent == 0 && r->kind == LMR_OP_GET && r->sink == LMR_SINK_USER &&
-                !r->value_offered && srv->conn.ops->offer_value_buffer != NULL)
+                !r->value_offered && srv->conn.ops->offer_value_buffer != NULL &&
+                srv->client->behaviors.binary_protocol)
                 r->value_offered = srv->conn.ops->offer_value_buffer(
                     &srv->conn, r->opaque, r->user_buffer, r->user_capacity);
             size_t skip = r->sent;

@@ -88,26 +88,6 @@ int64_t lmr_rdma_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Makes room for n more bytes at the end of buf[off, off+len). */
-static bool reserve(char **buf, size_t *off, size_t len, size_t *cap, size_t n)
-{
-    if (*off > 0 && *off + len + n > *cap) {
-        memmove(*buf, *buf + *off, len);
-        *off = 0;
-    }
-    if (len + n <= *cap)
-        return true;
-    size_t c = *cap ? *cap : 65536;
-    while (c < len + n)
-        c *= 2;
-    char *grown = realloc(*buf, c);
-    if (grown == NULL)
-        return false;
-    *buf = grown;
-    *cap = c;
-    return true;
-}
-
 /* ---- substrate callbacks ------------------------------------------------------------- */
 static void on_connected(struct mcr_rdma_ep *ep, void *user)
 {
@@ -115,86 +95,66 @@ static void on_connected(struct mcr_rdma_ep *ep, void *user)
     ((struct rdma_stream *)user)->connected = true;
 }
 
+/* Messages in, bytes out (rdma/stream.h): the server sends stream bytes,
+ * READ_DONE for our request region (a reply may ride along) and RNDV_DONE
+ * for the landing buffer or a caller's value buffer, nothing else. */
 static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, void *user)
 {
     struct rdma_stream *s = user;
-    bool plain = msg->flags == 0;
-    if (msg->flags == MCR_RDMA_F_READ_DONE) {
-        /* the server has pulled our RNDV_READ region; a reply may ride along */
-        if (!s->src_busy || msg->request_id != s->src_id) {
-            mcr_rdma_ep_abort(ep);
-            return;
-        }
+    struct mcr_rdma_stream_in in;
+    switch (mcr_rdma_stream_classify(msg, &in)) {
+    case MCR_RDMA_IN_READ_DONE:
+        /* the server has pulled our RNDV_READ region */
+        if (!s->src_busy || msg->request_id != s->src_id)
+            break;
         s->src_busy = false;
         lmr_grant_close(&s->src_grant, ep);
-        if (msg->payload_len == 0)
-            return;
-        plain = true;
-    }
-    /* RNDV_DONE: the count of bytes written, then the stream bytes that
-     * come before them (the reply's header and flags), if any */
-    uint32_t n = 0;
-    const char *head = NULL;
-    uint32_t head_len = 0;
-    if ((msg->flags & MCR_RDMA_F_RNDV_DONE) && msg->payload_len >= 4) {
-        memcpy(&n, msg->payload, 4);
-        n = le32toh(n);
-        head = (const char *)msg->payload + 4;
-        head_len = msg->payload_len - 4;
-    }
-    if (msg->type == MCR_RDMA_MSG_EAGER &&
-        msg->flags == (MCR_RDMA_F_RNDV_DONE | MCR_RDMA_F_VALUE)) {
-        /* the server wrote the next n bytes (a value) into a caller's buffer */
+        __attribute__((fallthrough)); /* its payload is stream bytes */
+    case MCR_RDMA_IN_BYTES:
+        if (!mcr_rdma_bytes_append(&s->in, in.bytes, in.len))
+            break;
+        s->in_received += in.len;
+        return;
+    case MCR_RDMA_IN_VALUE_DONE: {
+        /* the server wrote the next done.count bytes (a value) into a
+         * caller's buffer: a segment of the input that refers to it */
         struct value_buf *vb = NULL;
         for (unsigned i = 0; i < s->nvbufs && vb == NULL; i++)
             if (s->vbufs[i].opaque == msg->request_id && !s->vbufs[i].written)
                 vb = &s->vbufs[i];
-        if (vb == NULL || msg->payload_len < 4 || n == 0 || n > vb->len ||
-            s->nsegs == RDMA_VALUE_BUFS ||
-            !reserve(&s->in, &s->in_off, s->in_len, &s->in_cap, head_len)) {
-            mcr_rdma_ep_abort(ep);
-            return;
-        }
-        memcpy(s->in + s->in_off + s->in_len, head, head_len);
-        s->in_len += head_len;
-        s->in_received += head_len;
+        if (vb == NULL || in.done.count > vb->len || s->nsegs == RDMA_VALUE_BUFS ||
+            !mcr_rdma_bytes_append(&s->in, in.bytes, in.len))
+            break;
+        s->in_received += in.len;
         vb->written = true;
         s->segs[(s->seg_first + s->nsegs++) % RDMA_VALUE_BUFS] = (struct value_seg){
-            .at = s->in_received, .ptr = vb->buf, .len = n, .opaque = vb->opaque};
-        s->in_received += n;
+            .at = s->in_received, .ptr = vb->buf, .len = in.done.count, .opaque = vb->opaque};
+        s->in_received += in.done.count;
         return;
     }
-    if (msg->type == MCR_RDMA_MSG_EAGER && msg->flags == MCR_RDMA_F_RNDV_DONE) {
-        /* the server wrote the next n bytes of the stream into our buffer */
-        if (!s->land_out || msg->request_id != s->land_id || msg->payload_len < 4 || n == 0 ||
-            n > RDMA_LAND_SIZE ||
-            !reserve(&s->in, &s->in_off, s->in_len, &s->in_cap, (size_t)head_len + n)) {
-            mcr_rdma_ep_abort(ep);
-            return;
-        }
+    case MCR_RDMA_IN_WRITE_DONE:
+        /* the server wrote the next done.count bytes of the stream into
+         * the landing buffer */
+        if (!s->land_out || msg->request_id != s->land_id || in.done.count > RDMA_LAND_SIZE ||
+            !mcr_rdma_bytes_reserve(&s->in, (size_t)in.len + in.done.count))
+            break;
         lmr_grant_close(&s->land_grant, ep); /* the transfer is over */
-        memcpy(s->in + s->in_off + s->in_len, head, head_len);
-        memcpy(s->in + s->in_off + s->in_len + head_len, s->land, n);
-        s->in_len += head_len + n;
-        s->in_received += head_len + n;
+        mcr_rdma_bytes_append(&s->in, in.bytes, in.len);
+        mcr_rdma_bytes_append(&s->in, s->land, in.done.count);
+        s->in_received += in.len + in.done.count;
         s->land_out = false;
         s->land_need = true;
         return;
+    default:
+        break;
     }
-    if (msg->type != MCR_RDMA_MSG_EAGER || !plain ||
-        !reserve(&s->in, &s->in_off, s->in_len, &s->in_cap, msg->payload_len)) {
-        mcr_rdma_ep_abort(ep); /* the server sends nothing else; the reader sees the end */
-        return;
-    }
-    memcpy(s->in + s->in_off + s->in_len, msg->payload, msg->payload_len);
-    s->in_len += msg->payload_len;
-    s->in_received += msg->payload_len;
+    mcr_rdma_ep_abort(ep); /* the reader sees the end of the stream */
 }
 
 /* Received bytes wait to be read (in `in` or in a value segment). */
 static bool input_waiting(const struct rdma_stream *s)
 {
-    return s->in_len > 0 || s->nsegs > 0;
+    return s->in.len > 0 || s->nsegs > 0;
 }
 
 /* Window operations only (this side starts no RDMA READ or WRITE): a bind
@@ -315,6 +275,126 @@ static int send_eager(struct rdma_stream *s, const struct iovec *iov, int iovcnt
     return 0;
 }
 
+/* A request larger than one message whose large value goes by
+ * rendezvous: its head (header, extras, key: the pieces before the large
+ * value) rides on an RNDV_READ as its payload, so the server has it at
+ * once and can READ the value straight into the item (without a head it
+ * would first READ the region's start to find out what it is); up to one
+ * request buffer of what follows is copied into the request buffer,
+ * opened for the server to read exactly those bytes. *took: the bytes
+ * taken. 1 done (or nothing to do now: *took 0), 0 the message goes eager
+ * after all, -1 the connection failed. */
+static int push_rendezvous(struct rdma_stream *s, struct value_buf *carried,
+                           const struct mcr_rdma_stream_out *out, size_t *took)
+{
+    const struct iovec *iov = out->iov;
+    int iovcnt = out->iovcnt;
+    size_t max_payload = out->max_payload;
+    *took = 0;
+    size_t rest = 0;
+    for (int k = out->at.index; k < iovcnt; k++)
+        rest += iov[k].iov_len - (k == out->at.index ? out->at.offset : 0);
+    if (rest <= max_payload)
+        return 0;
+    if (s->src_busy || !lmr_grant_idle(&s->src_grant))
+        return 1; /* kept until the server pulled the last one */
+    if (carried != NULL && !carried->advertised) {
+        int ads = lmr_rdma_send_value_ads(s, NULL); /* an RNDV_READ cannot carry it */
+        if (ads <= 0)
+            return ads < 0 ? -1 : 1;
+    }
+    struct iovec head_iov[MCR_RDMA_MSG_IOV_MAX];
+    int nhead = 0;
+    size_t head = 0;
+    int k = out->at.index;
+    size_t koff = out->at.offset;
+    while (k < iovcnt && iov[k].iov_len - koff <= max_payload && nhead < MCR_RDMA_MSG_IOV_MAX &&
+           head + iov[k].iov_len - koff <= RDMA_HEAD_MAX) {
+        head_iov[nhead].iov_base = (char *)iov[k].iov_base + koff;
+        head_iov[nhead++].iov_len = iov[k].iov_len - koff;
+        head += iov[k].iov_len - koff;
+        k++;
+        koff = 0;
+    }
+    if (k == iovcnt || iov[k].iov_len - koff <= max_payload) {
+        nhead = 0; /* no large piece close enough: all in the region */
+        head = 0;
+        k = out->at.index;
+        koff = out->at.offset;
+    }
+    rest -= head;
+    size_t want = rest < RDMA_LAND_SIZE ? rest : RDMA_LAND_SIZE;
+    size_t got = 0;
+    while (got < want) {
+        size_t avail = iov[k].iov_len - koff;
+        size_t take = avail < want - got ? avail : want - got;
+        memcpy(s->src + got, (const char *)iov[k].iov_base + koff, take);
+        got += take;
+        koff += take;
+        if (koff == iov[k].iov_len) {
+            k++;
+            koff = 0;
+        }
+    }
+    /* exactly these bytes open for the server to read, the bind and the
+     * RNDV_READ in one doorbell */
+    mcr_rdma_ctx_batch_begin(s->ctx);
+    int rc = lmr_grant_open(&s->src_grant, s->ep, mcr_rdma_ctx_pd(s->ctx),
+                            s->windows ? s->src_reg.mr : NULL, s->src, (uint32_t)got,
+                            MCR_RDMA_ACCESS_REMOTE_READ);
+    if (rc != 0) {
+        mcr_rdma_ctx_batch_end(s->ctx);
+        if (s->windows)
+            return -1; /* the bind failed: the connection fails */
+        free(s->src);  /* no registration possible: eager from now on */
+        s->src = NULL;
+        return 0;
+    }
+    struct mcr_rdma_rndv r = {
+        .addr = (uintptr_t)s->src, .rkey = s->src_grant.rkey, .len = (uint32_t)got};
+    struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_RNDV_READ,
+                              .request_id = s->src_id + 1,
+                              .iov = head_iov,
+                              .iovcnt = nhead,
+                              .advertise = &r};
+    rc = mcr_rdma_ep_send(s->ep, &m);
+    if (rc != 0)
+        lmr_grant_close(&s->src_grant, s->ep); /* not advertised after all */
+    mcr_rdma_ctx_batch_end(s->ctx);
+    if (rc == -EAGAIN)
+        return 1;
+    if (rc != 0)
+        return -1;
+    s->src_id++;
+    s->src_busy = true;
+    *took = head + got;
+    return 1;
+}
+
+/* push_iov's sink (rdma/stream.h): one eager message of the request
+ * stream, or a rendezvous for a large value. */
+struct push_state {
+    struct rdma_stream *s;
+    struct value_buf *carried; /* a value buffer's advertisement that may ride along */
+};
+
+static ssize_t push_message(void *owner, const struct mcr_rdma_stream_out *out,
+                            const struct iovec *msg_iov, int n, size_t msg_len, bool whole)
+{
+    struct push_state *ps = owner;
+    struct rdma_stream *s = ps->s;
+    if (!whole && msg_len == out->max_payload && s->src != NULL) {
+        size_t took;
+        int r = push_rendezvous(s, ps->carried, out, &took);
+        if (r != 0)
+            return r < 0 ? -1 : (ssize_t)took;
+    }
+    int rc = send_eager(s, msg_iov, n, ps->carried);
+    if (rc == -EAGAIN)
+        return 0;
+    return rc == 0 ? (ssize_t)msg_len : -1;
+}
+
 /* Hands the bytes of iov to the endpoint in eager messages (or, for a
  * large value, a rendezvous) until done or no send buffer is free; returns
  * bytes taken, or -1 when the connection failed. */
@@ -335,140 +415,32 @@ static ssize_t push_iov(struct rdma_stream *s, const struct iovec *iov, int iovc
     int ads = lmr_rdma_send_value_ads(s, carried);
     if (ads <= 0)
         return ads;
-    size_t max_payload = mcr_rdma_ep_max_eager_payload(s->ep);
-    if (iovcnt <= MCR_RDMA_MSG_IOV_MAX) { /* the usual request: one message, from iov as it is */
+    struct push_state ps = {.s = s, .carried = carried};
+    bool failed;
+    size_t taken = mcr_rdma_stream_push(iov, iovcnt, mcr_rdma_ep_max_eager_payload(s->ep),
+                                        push_message, &ps, &failed);
+    if (failed)
+        return -1;
+    if (carried != NULL && !carried->advertised) {
         size_t all = 0;
         for (int k = 0; k < iovcnt; k++)
             all += iov[k].iov_len;
-        if (all > 0 && all <= max_payload) {
-            int rc = send_eager(s, iov, iovcnt, carried);
-            if (rc == 0)
-                return (ssize_t)all;
-            return rc == -EAGAIN ? 0 : -1;
-        }
+        if (taken == all && lmr_rdma_send_value_ads(s, NULL) < 0)
+            return -1; /* nothing carried it: on its own */
     }
-    size_t taken = 0;
-    struct mcr_rdma_iov_pos pos = {0, 0};
-    for (;;) {
-        struct iovec msg_iov[MCR_RDMA_MSG_IOV_MAX];
-        int n;
-        struct mcr_rdma_iov_pos next = pos;
-        size_t msg_len = mcr_rdma_iov_cut(iov, iovcnt, &next, max_payload, msg_iov, &n);
-        if (msg_len == 0) {
-            if (carried != NULL && !carried->advertised && lmr_rdma_send_value_ads(s, NULL) < 0)
-                return -1; /* nothing to carry it: on its own */
-            return (ssize_t)taken;
-        }
-        if (msg_len == max_payload && s->src != NULL) {
-            size_t rest = 0;
-            for (int k = pos.index; k < iovcnt; k++)
-                rest += iov[k].iov_len - (k == pos.index ? pos.offset : 0);
-            if (rest > max_payload) {
-                if (s->src_busy || !lmr_grant_idle(&s->src_grant))
-                    return (ssize_t)taken; /* kept until the server pulled the last one */
-                if (carried != NULL && !carried->advertised) {
-                    ads = lmr_rdma_send_value_ads(s, NULL); /* an RNDV_READ cannot carry it */
-                    if (ads <= 0)
-                        return ads < 0 ? -1 : (ssize_t)taken;
-                }
-                /* The request's head (header, extras, key: the pieces
-                 * before its large value) rides on the RNDV_READ as its
-                 * payload, so the server has it at once and can READ the
-                 * value straight into the item; without a head it would
-                 * first READ the region's start to find out what it is. */
-                struct iovec head_iov[MCR_RDMA_MSG_IOV_MAX];
-                int nhead = 0;
-                size_t head = 0;
-                int k = pos.index;
-                size_t koff = pos.offset;
-                while (k < iovcnt && iov[k].iov_len - koff <= max_payload &&
-                       nhead < MCR_RDMA_MSG_IOV_MAX &&
-                       head + iov[k].iov_len - koff <= RDMA_HEAD_MAX) {
-                    head_iov[nhead].iov_base = (char *)iov[k].iov_base + koff;
-                    head_iov[nhead++].iov_len = iov[k].iov_len - koff;
-                    head += iov[k].iov_len - koff;
-                    k++;
-                    koff = 0;
-                }
-                if (k == iovcnt || iov[k].iov_len - koff <= max_payload) {
-                    nhead = 0; /* no large piece close enough: all in the region */
-                    head = 0;
-                    k = pos.index;
-                    koff = pos.offset;
-                }
-                rest -= head;
-                size_t want = rest < RDMA_LAND_SIZE ? rest : RDMA_LAND_SIZE;
-                size_t got = 0;
-                while (got < want) {
-                    size_t avail = iov[k].iov_len - koff;
-                    size_t take = avail < want - got ? avail : want - got;
-                    memcpy(s->src + got, (const char *)iov[k].iov_base + koff, take);
-                    got += take;
-                    koff += take;
-                    if (koff == iov[k].iov_len) {
-                        k++;
-                        koff = 0;
-                    }
-                }
-                /* exactly these bytes open for the server to read, the
-                 * bind and the RNDV_READ in one doorbell */
-                mcr_rdma_ctx_batch_begin(s->ctx);
-                int rc = lmr_grant_open(&s->src_grant, s->ep, mcr_rdma_ctx_pd(s->ctx),
-                                        s->windows ? s->src_reg.mr : NULL, s->src, (uint32_t)got,
-                                        MCR_RDMA_ACCESS_REMOTE_READ);
-                if (rc != 0) {
-                    mcr_rdma_ctx_batch_end(s->ctx);
-                    if (s->windows)
-                        return -1; /* the bind failed: the connection fails */
-                    free(s->src);  /* no registration possible: eager from now on */
-                    s->src = NULL;
-                    continue;
-                }
-                struct mcr_rdma_rndv r = {
-                    .addr = (uintptr_t)s->src, .rkey = s->src_grant.rkey, .len = (uint32_t)got};
-                struct mcr_rdma_send m = {.type = MCR_RDMA_MSG_RNDV_READ,
-                                          .request_id = s->src_id + 1,
-                                          .iov = head_iov,
-                                          .iovcnt = nhead,
-                                          .advertise = &r};
-                rc = mcr_rdma_ep_send(s->ep, &m);
-                if (rc != 0)
-                    lmr_grant_close(&s->src_grant, s->ep); /* not advertised after all */
-                mcr_rdma_ctx_batch_end(s->ctx);
-                if (rc == -EAGAIN)
-                    return (ssize_t)taken;
-                if (rc != 0)
-                    return -1;
-                s->src_id++;
-                s->src_busy = true;
-                taken += head + got;
-                pos = (struct mcr_rdma_iov_pos){k, koff};
-                continue;
-            }
-        }
-        int rc = send_eager(s, msg_iov, n, carried);
-        if (rc == -EAGAIN)
-            return (ssize_t)taken;
-        if (rc != 0)
-            return -1;
-        taken += msg_len;
-        pos = next;
-    }
+    return (ssize_t)taken;
 }
 
 /* Sends what was kept for later. false when the connection failed. */
 static bool flush_out(struct rdma_stream *s)
 {
-    if (s->out_len == 0)
+    if (s->out.len == 0)
         return true;
-    struct iovec iov = {s->out + s->out_off, s->out_len};
+    struct iovec iov = {s->out.buf + s->out.off, s->out.len};
     ssize_t n = push_iov(s, &iov, 1);
     if (n < 0)
         return false;
-    s->out_off += (size_t)n;
-    s->out_len -= (size_t)n;
-    if (s->out_len == 0)
-        s->out_off = 0;
+    mcr_rdma_bytes_take(&s->out, NULL, (size_t)n);
     return true;
 }
 
@@ -555,8 +527,8 @@ static void stream_free(struct rdma_stream *s)
         close(s->evfd);
     if (s->epfd >= 0)
         close(s->epfd);
-    free(s->out);
-    free(s->in);
+    mcr_rdma_bytes_free(&s->out);
+    mcr_rdma_bytes_free(&s->in);
     free(s);
 }
 
@@ -668,7 +640,7 @@ static ssize_t rdma_send(struct lmr_conn *conn, const struct iovec *iov, int iov
     for (int i = 0; i < iovcnt; i++)
         total += iov[i].iov_len;
     ssize_t taken = 0;
-    if (s->out_len == 0) {
+    if (s->out.len == 0) {
         taken = push_iov(s, iov, iovcnt);
         if (taken < 0) {
             errno = EPIPE;
@@ -677,7 +649,7 @@ static ssize_t rdma_send(struct lmr_conn *conn, const struct iovec *iov, int iov
     }
     /* keep the rest, in order, for later */
     size_t skip = (size_t)taken;
-    if (skip < total && !reserve(&s->out, &s->out_off, s->out_len, &s->out_cap, total - skip)) {
+    if (skip < total && !mcr_rdma_bytes_reserve(&s->out, total - skip)) {
         errno = ENOMEM;
         return -1;
     }
@@ -686,19 +658,17 @@ static ssize_t rdma_send(struct lmr_conn *conn, const struct iovec *iov, int iov
             skip -= iov[i].iov_len;
             continue;
         }
-        size_t n = iov[i].iov_len - skip;
-        memcpy(s->out + s->out_off + s->out_len, (const char *)iov[i].iov_base + skip, n);
-        s->out_len += n;
+        mcr_rdma_bytes_append(&s->out, (const char *)iov[i].iov_base + skip, iov[i].iov_len - skip);
         skip = 0;
     }
-    if (s->out_len > 0)
+    if (s->out.len > 0)
         progress(s, -1);              /* sends what waited if room came back */
-    if (s->out_len > RDMA_OUT_HIGH) { /* the clock only then: in some guests it is a system call */
+    if (s->out.len > RDMA_OUT_HIGH) { /* the clock only then: in some guests it is a system call */
         int64_t deadline = lmr_rdma_now_ms() + RDMA_OUT_WAIT_MS;
-        while (s->out_len > RDMA_OUT_HIGH && !s->closed && lmr_rdma_now_ms() < deadline)
+        while (s->out.len > RDMA_OUT_HIGH && !s->closed && lmr_rdma_now_ms() < deadline)
             progress(s, 10);
     }
-    if (s->closed || s->out_len > RDMA_OUT_HIGH) {
+    if (s->closed || s->out.len > RDMA_OUT_HIGH) {
         errno = s->closed ? EPIPE : ETIMEDOUT;
         return -1;
     }
@@ -734,15 +704,11 @@ static ssize_t rdma_recv(struct lmr_conn *conn, void *buf, size_t len)
         lmr_rdma_sync_signal(s);
         return (ssize_t)n;
     }
-    size_t n = len < s->in_len ? len : s->in_len;
+    size_t n = len;
     if (seg != NULL && n > seg->at - s->in_read)
         n = (size_t)(seg->at - s->in_read); /* up to the segment */
-    memcpy(buf, s->in + s->in_off, n);
+    n = mcr_rdma_bytes_take(&s->in, buf, n);
     s->in_read += n;
-    s->in_off += n;
-    s->in_len -= n;
-    if (s->in_len == 0)
-        s->in_off = 0;
     lmr_rdma_sync_signal(s);
     return (ssize_t)n;
 }
@@ -777,7 +743,7 @@ static bool rdma_prepare_sleep(struct lmr_conn *conn)
  * region read, every message acknowledged by the server's device. */
 static bool sent_all(struct rdma_stream *s)
 {
-    if (s->out_len > 0 || s->src_busy)
+    if (s->out.len > 0 || s->src_busy)
         return false;
     struct mcr_rdma_ep_stats st;
     mcr_rdma_ep_stats(s->ep, &st);
@@ -791,7 +757,7 @@ static bool held_back(struct rdma_stream *s, struct mcr_rdma_ep_stats *st)
     if (s->ep == NULL || s->closed)
         return false;
     mcr_rdma_ep_stats(s->ep, st);
-    return s->out_len > 0 || st->sends_waiting > 0;
+    return s->out.len > 0 || st->sends_waiting > 0;
 }
 
 /* Waits for the server's credits to hand on what is held back. A server

@@ -17,6 +17,7 @@
 #include "rdma/ctx.h"
 #include "rdma/endpoint.h"
 #include "rdma/mr.h"
+#include "rdma/stream.h"
 #include "transport.h"
 #include "transport_rdma_grant.h"
 
@@ -61,9 +62,8 @@ struct rdma_stream {
     struct mcr_rdma_ep *ep; /* NULL once the substrate freed it */
     int epfd, evfd;
     bool signaled, connected, closed;
-    unsigned event_polls; /* rdma_poll_events calls */
-    char *in;             /* received, not yet read: in[in_off, in_off+in_len) */
-    size_t in_off, in_len, in_cap;
+    unsigned event_polls;     /* rdma_poll_events calls */
+    struct mcr_rdma_bytes in; /* received, not yet read */
     /* Stream offsets: bytes received so far and read so far, counting
      * those of value segments (which `in` does not hold). */
     uint64_t in_received, in_read;
@@ -76,8 +76,7 @@ struct rdma_stream {
     struct mcr_rdma_regcache *regcache;
     /* memory windows (else registrations per transfer) */
     bool windows;
-    char *out; /* accepted, not yet handed to the endpoint */
-    size_t out_off, out_len, out_cap;
+    struct mcr_rdma_bytes out; /* accepted, not yet handed to the endpoint */
     /* Rendezvous for replies: a buffer opened for remote write only
      * (land_grant), advertised with RNDV_WRITE (land_id); the server
      * RDMA-WRITEs reply bytes into it and sends RNDV_DONE with their count,

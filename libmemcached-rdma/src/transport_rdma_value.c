@@ -154,7 +154,7 @@ void lmr_rdma_release_value_buffer(struct lmr_conn *conn, uint32_t opaque)
             /* the caller may free the buffer now: none of the stream may
              * be read from it any more, so the stream ends here */
             s->nsegs = 0;
-            s->in_len = 0;
+            mcr_rdma_bytes_take(&s->in, NULL, s->in.len);
             if (s->ep != NULL && !s->closed)
                 mcr_rdma_ep_abort(s->ep);
         }

@@ -2,8 +2,9 @@
  * memcached-rdma, inside the Soft-RoCE guest:
  *   rdma_test_client SERVER_BINARY
  *
- * The same scenario of libmemcached calls runs over TCP (binary protocol)
- * and over RDMA and must give the same transcript; then server strings and
+ * The same scenario of libmemcached calls runs over TCP and over RDMA, both
+ * with the binary protocol, and must give the same transcript (the text
+ * protocol's and each call's return code: rdma_test_results); then server strings and
  * config strings with rdma://, 1,000 non-blocking requests in flight, a
  * mixed cluster (one server over TCP, one over RDMA), several client
  * processes at once, and a server killed with requests in flight (they
@@ -27,93 +28,9 @@
 #include <libmemcached/nonblocking.h>
 
 #include "mcr/rdma_wire.h"
+#include "t/rdma/mc_server.h"
 #include "t/rdma/proc.h"
 #include "t/rdma/tap.h"
-
-static const char *server_bin;
-static const char *rxe;
-
-struct server {
-    pid_t pid;
-    unsigned tcp_port, rdma_port;
-};
-
-static bool tcp_accepts(unsigned port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bool ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-    close(fd);
-    return ok;
-}
-
-static memcached_st *rdma_client(const struct server *s)
-{
-    char cfg[128];
-    snprintf(cfg, sizeof(cfg), "--SERVER=rdma://%s:%u", rxe, s->rdma_port);
-    return memcached(cfg, strlen(cfg));
-}
-
-/* Starts the server with TCP on tcp_port and RDMA on rdma_port; threads
- * workers, poll (NULL or an rdma_poll= value) for its RDMA polling, and
- * option (NULL or one more -o setting). */
-static void server_start_with(struct server *s, unsigned tcp_port, unsigned rdma_port,
-                              const char *threads, const char *poll, const char *option)
-{
-    char listen[128], port[16];
-    s->tcp_port = tcp_port;
-    s->rdma_port = rdma_port;
-    snprintf(listen, sizeof(listen), "rdma_listen=%s:%u%s%s", rxe, rdma_port,
-             poll ? ",rdma_poll=" : "", poll ? poll : "");
-    snprintf(port, sizeof(port), "%u", tcp_port);
-    s->pid = proc_fork();
-    if (s->pid == 0) {
-        execl(server_bin, server_bin, "-u", "root", "-l", "127.0.0.1", "-p", port, "-t", threads,
-              "-m", "128", "-I", "9m", "-o", listen, option ? "-o" : (char *)NULL, option,
-              (char *)NULL);
-        _exit(127);
-    }
-    int status = 0;
-    for (int i = 0; i < 200 && !tcp_accepts(tcp_port); i++) {
-        if (!proc_alive(s->pid, &status))
-            tap_bail("server for tcp port %u exited at start-up (status %d)", tcp_port, status);
-        usleep(100000);
-    }
-    /* RDMA listeners open after TCP: ask over RDMA until it answers */
-    for (int i = 0; i < 50; i++) {
-        if (!proc_alive(s->pid, &status))
-            tap_bail("server for rdma port %u exited at start-up (status %d)", rdma_port, status);
-        memcached_st *m = rdma_client(s);
-        memcached_return_t rc = memcached_version(m);
-        memcached_free(m);
-        if (rc == MEMCACHED_SUCCESS)
-            return;
-        usleep(200000);
-    }
-    tap_bail("server on rdma port %u did not answer", rdma_port);
-}
-
-static void server_start(struct server *s, unsigned tcp_port, unsigned rdma_port)
-{
-    server_start_with(s, tcp_port, rdma_port, "2", NULL, NULL);
-}
-
-/* Stops the server with sig; one stopped with SIGTERM must exit cleanly
- * (a check of its own). */
-static void server_stop(struct server *s, int sig)
-{
-    if (s->pid > 0) {
-        kill(s->pid, sig);
-        int status = proc_reap(s->pid, 10000);
-        s->pid = 0;
-        if (sig == SIGTERM) {
-            char what[64];
-            snprintf(what, sizeof(what), "the server on tcp port %u", s->tcp_port);
-            proc_check_clean_exit(status, what);
-        }
-    }
-}
 
 /* ---- one scenario, written down as a transcript ----------------------------------- */
 struct transcript {
@@ -1038,8 +955,8 @@ static void drain_bounded(unsigned base)
     server_start_with(&a, base, base + 1, "1", NULL, NULL);
     server_start_with(&b, base + 2, base + 3, "1", NULL, NULL);
     char cfg[256];
-    snprintf(cfg, sizeof(cfg), "--SERVER=rdma://%s:%u --SERVER=rdma://%s:%u", rxe, a.rdma_port, rxe,
-             b.rdma_port);
+    snprintf(cfg, sizeof(cfg), "--SERVER=rdma://%s:%u --SERVER=rdma://%s:%u --BINARY-PROTOCOL", rxe,
+             a.rdma_port, rxe, b.rdma_port);
     memcached_st *m = memcached(cfg, strlen(cfg));
     memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 2000);
     set_keys(m, "warm", 20); /* both connected */
@@ -1343,7 +1260,7 @@ int main(int argc, char **argv)
     memcached_st *mr = rdma_client(&s1);
     tap_ok(mr != NULL, "config string --SERVER=rdma://%s:%u", rxe, s1.rdma_port);
     tap_ok(memcached_behavior_get(mr, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL) == 1,
-           "an rdma:// server selects the binary protocol");
+           "--BINARY-PROTOCOL selects the binary protocol over RDMA");
     memcached_behavior_set(mr, MEMCACHED_BEHAVIOR_SUPPORT_CAS, 1);
     scenario(mr, &rdma);
     bool same = tcp.len == rdma.len && memcmp(tcp.text, rdma.text, tcp.len) == 0;
@@ -1495,8 +1412,8 @@ int main(int argc, char **argv)
     /* ---- mixed cluster: one server over TCP, one over RDMA ------------------------------ */
     server_start(&s2, base + 2, base + 3);
     char cfg[256];
-    snprintf(cfg, sizeof(cfg), "--SERVER=127.0.0.1:%u --SERVER=rdma://%s:%u", s1.tcp_port, rxe,
-             s2.rdma_port);
+    snprintf(cfg, sizeof(cfg), "--SERVER=127.0.0.1:%u --SERVER=rdma://%s:%u --BINARY-PROTOCOL",
+             s1.tcp_port, rxe, s2.rdma_port);
     memcached_st *mm = memcached(cfg, strlen(cfg));
     int mixed_bad = 0;
     for (int i = 0; i < 200; i++) {

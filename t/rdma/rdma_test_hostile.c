@@ -145,7 +145,7 @@ enum {
 static int client_process(uint16_t port)
 {
     char cfg[128];
-    snprintf(cfg, sizeof(cfg), "--SERVER=rdma://%s:%u", rxe_addr(), port);
+    snprintf(cfg, sizeof(cfg), "--SERVER=rdma://%s:%u --BINARY-PROTOCOL", rxe_addr(), port);
     memcached_st *m = memcached(cfg, strlen(cfg));
     memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 2000);
     memcached_behavior_set(m, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, 0);
@@ -470,7 +470,7 @@ enum { SNOOP_OK = 0, SNOOP_LEGIT_FAILED = 20, SNOOP_BUFFER_CHANGED = 21, SNOOP_N
 static int snoop_client(uint16_t port, enum snoop_target target)
 {
     char cfg[128];
-    snprintf(cfg, sizeof(cfg), "--SERVER=rdma://%s:%u", rxe_addr(), port);
+    snprintf(cfg, sizeof(cfg), "--SERVER=rdma://%s:%u --BINARY-PROTOCOL", rxe_addr(), port);
     memcached_st *m = memcached(cfg, strlen(cfg));
     memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 3000);
     memcached_return_t rc;

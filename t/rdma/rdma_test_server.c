@@ -1152,9 +1152,12 @@ int main(int argc, char **argv)
     tap_ok(check_value(&b, "alive", "1", 1), "another client is still served");
 
     ok = cl_connect(&m);
-    unsigned char badframe[MCR_BIN_HEADER_LEN];
+    unsigned char badframe[MCR_BIN_HEADER_LEN + 10];
     memset(badframe, 0, sizeof(badframe));
-    badframe[0] = 0x42; /* not a request magic */
+    /* a request whose key is longer than its body (a first byte other than
+     * 0x80 would select the text protocol, as over TCP) */
+    badframe[0] = 0x80;
+    badframe[3] = 10; /* key length 10 (the key follows), body length 0 */
     ok = ok && cl_send(&m, badframe, sizeof(badframe));
     run_until(cl_is_closed, &m, 5000);
     tap_ok(ok && m.closed, "a malformed binary frame closes that connection");

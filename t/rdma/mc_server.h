@@ -1,0 +1,107 @@
+/* t/rdma/mc_server.h: a memcached-rdma server process for the libmemcached
+ * tests of the RDMA suite (TCP on 127.0.0.1 and RDMA on the guest's rxe
+ * address), and a client of it over rdma://. Header-only; the including
+ * program sets server_bin and rxe before starting one. */
+#ifndef MCR_T_RDMA_MC_SERVER_H
+#define MCR_T_RDMA_MC_SERVER_H
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <libmemcached/memcached.h>
+
+#include "t/rdma/proc.h"
+#include "t/rdma/tap.h"
+
+static const char *server_bin;
+static const char *rxe;
+
+struct server {
+    pid_t pid;
+    unsigned tcp_port, rdma_port;
+};
+
+static bool tcp_accepts(unsigned port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+static memcached_st *rdma_client(const struct server *s)
+{
+    char cfg[128];
+    snprintf(cfg, sizeof(cfg), "--SERVER=rdma://%s:%u --BINARY-PROTOCOL", rxe, s->rdma_port);
+    return memcached(cfg, strlen(cfg));
+}
+
+/* Starts the server with TCP on tcp_port and RDMA on rdma_port; threads
+ * workers, poll (NULL or an rdma_poll= value) for its RDMA polling, and
+ * option (NULL or one more -o setting). */
+static void server_start_with(struct server *s, unsigned tcp_port, unsigned rdma_port,
+                              const char *threads, const char *poll, const char *option)
+{
+    char listen[128], port[16];
+    s->tcp_port = tcp_port;
+    s->rdma_port = rdma_port;
+    snprintf(listen, sizeof(listen), "rdma_listen=%s:%u%s%s", rxe, rdma_port,
+             poll ? ",rdma_poll=" : "", poll ? poll : "");
+    snprintf(port, sizeof(port), "%u", tcp_port);
+    s->pid = proc_fork();
+    if (s->pid == 0) {
+        execl(server_bin, server_bin, "-u", "root", "-l", "127.0.0.1", "-p", port, "-t", threads,
+              "-m", "128", "-I", "9m", "-o", listen, option ? "-o" : (char *)NULL, option,
+              (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    for (int i = 0; i < 200 && !tcp_accepts(tcp_port); i++) {
+        if (!proc_alive(s->pid, &status))
+            tap_bail("server for tcp port %u exited at start-up (status %d)", tcp_port, status);
+        usleep(100000);
+    }
+    /* RDMA listeners open after TCP: ask over RDMA until it answers */
+    for (int i = 0; i < 50; i++) {
+        if (!proc_alive(s->pid, &status))
+            tap_bail("server for rdma port %u exited at start-up (status %d)", rdma_port, status);
+        memcached_st *m = rdma_client(s);
+        memcached_return_t rc = memcached_version(m);
+        memcached_free(m);
+        if (rc == MEMCACHED_SUCCESS)
+            return;
+        usleep(200000);
+    }
+    tap_bail("server on rdma port %u did not answer", rdma_port);
+}
+
+static void server_start(struct server *s, unsigned tcp_port, unsigned rdma_port)
+{
+    server_start_with(s, tcp_port, rdma_port, "2", NULL, NULL);
+}
+
+/* Stops the server with sig; one stopped with SIGTERM must exit cleanly
+ * (a check of its own). */
+static void server_stop(struct server *s, int sig)
+{
+    if (s->pid > 0) {
+        kill(s->pid, sig);
+        int status = proc_reap(s->pid, 10000);
+        s->pid = 0;
+        if (sig == SIGTERM) {
+            char what[64];
+            snprintf(what, sizeof(what), "the server on tcp port %u", s->tcp_port);
+            proc_check_clean_exit(status, what);
+        }
+    }
+}
+
+#endif
