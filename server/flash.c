@@ -237,14 +237,18 @@ bool flash_ring_io(bool write, int fd, char *buf, size_t len, uint64_t off)
 static void release_pending(struct wbucket *b)
 {
     for (size_t i = b->npend; i-- > 0;)
-        item_release(b->pend[i].it);
+        if (b->pend[i].it)
+            item_release(b->pend[i].it);
     b->npend = 0;
     b->wfill = 0;
 }
 
 /* A written record now counts as used; for a rescue, its old place stops
- * counting once its header points at the new one. */
-static void settle(struct pending *pd)
+ * counting once its header points at the new one. A record taken from RAM
+ * holds no reference to its item while its buffer waits (so the COLD tail
+ * stays evictable): the item is found again by the record's key and moved
+ * only if its CAS is still the one copied. */
+static void settle(struct pending *pd, const char *rec)
 {
     if (pd->rescue) {
         if (item_flash_repoint(pd->it, pd->cas, &pd->from, &pd->loc)) {
@@ -253,11 +257,15 @@ static void settle(struct pending *pd)
         } else {
             flash_forget(&pd->loc); /* deleted or changed meanwhile: nothing lost */
         }
-    } else if (item_move_to_flash(pd->it, pd->cas, &pd->loc)) {
-        flash_add(&flash_counters.objects_written, 1);
-    } else {
-        flash_forget(&pd->loc);
+        return;
     }
+    item *it = item_peek(rec + RECORD_HEADER, (size_t)(unsigned char)rec[12]);
+    if (it && item_move_to_flash(it, pd->cas, &pd->loc))
+        flash_add(&flash_counters.objects_written, 1);
+    else
+        flash_forget(&pd->loc); /* evicted, deleted or changed meanwhile */
+    if (it)
+        item_release(it);
 }
 
 /* Writes a bucket's buffer to its open page and settles its records. */
@@ -276,6 +284,7 @@ void flash_flush_bucket(unsigned bucket)
         release_pending(b);
         return;
     }
+    const char *base = b->wbuf - p->fill; /* a record at offset o is base + o */
     pthread_mutex_lock(&tier.lock);
     p->fill += b->wfill;
     p->objects += b->npend;
@@ -287,7 +296,7 @@ void flash_flush_bucket(unsigned bucket)
     pthread_mutex_unlock(&tier.lock);
     flash_add(&flash_counters.bytes_written, b->wfill);
     for (size_t i = 0; i < b->npend; i++)
-        settle(&b->pend[i]);
+        settle(&b->pend[i], base + b->pend[i].loc.offset);
     release_pending(b);
 }
 
@@ -417,14 +426,28 @@ static struct pending *reserve(unsigned bucket, size_t len)
     return pd;
 }
 
+/* Whether placing a len-byte record would first write the bucket's buffer
+ * out (a synchronous write the writer must not make while it holds items
+ * of a COLD tail, which evictions need). */
+static bool reserve_would_flush(unsigned bucket, size_t len)
+{
+    const struct wbucket *b = &tier.buckets[bucket];
+    if (b->wfill == 0)
+        return false;
+    return b->wfill + len > tier.cfg.wbuf_size ||
+           (b->open_page != tier.npages &&
+            tier.pages[b->open_page].fill + b->wfill + len > tier.cfg.page_size);
+}
+
 static char *pending_record(unsigned bucket, const struct pending *pd)
 {
     const struct wbucket *b = &tier.buckets[bucket];
     return b->wbuf + (pd->loc.offset - tier.pages[b->open_page].fill);
 }
 
-/* Copies it's value into its bucket's buffer; keeps the caller's
- * reference until the buffer is written. */
+/* Copies it's value into its bucket's buffer and drops the caller's
+ * reference (settle finds the item again by key once the buffer is
+ * written). */
 static void append_record(item *it, unsigned bucket)
 {
     size_t nkey = item_nkey(it), nbytes = item_nbytes(it);
@@ -450,9 +473,10 @@ static void append_record(item *it, unsigned bucket)
     memset(rec + at, 0, len - at);
     uint32_t check = flash_record_check(rec, RECORD_HEADER + nkey + nbytes);
     memcpy(rec + 4, &check, 4);
-    pd->it = it;
+    pd->it = NULL;
     pd->cas = item_unique(it);
     pd->loc.check = check;
+    item_release(it);
 }
 
 bool flash_append_rescue(item *h, const char *record, size_t len, const struct item_flash_loc *from)
@@ -484,11 +508,20 @@ static bool writer_pass(void)
         unsigned n = storage_cold_select(cls, SELECT_BATCH, sel);
         unsigned taken = 0;
         for (unsigned i = 0; i < n; i++) {
-            if (eligible(sel[i], full, now)) {
-                append_record(sel[i], bucket_of(sel[i], now));
-                taken++;
-            } else {
+            unsigned bucket = bucket_of(sel[i], now);
+            if (!eligible(sel[i], full, now)) {
                 item_release(sel[i]);
+            } else if (reserve_would_flush(
+                           bucket, flash_record_size(item_nkey(sel[i]), item_nbytes(sel[i])))) {
+                /* the buffer is full: let these go, write it (below), and
+                 * take them again on the next pass */
+                for (unsigned j = i; j < n; j++)
+                    item_release(sel[j]);
+                more = true;
+                break;
+            } else {
+                append_record(sel[i], bucket);
+                taken++;
             }
         }
         if (taken == SELECT_BATCH)
