@@ -209,7 +209,12 @@ static void survive_pairs(uint64_t replication, uint64_t coding, bool binary, co
             test_server_stop(&servers[a], true);
             test_server_stop(&servers[b], true);
             exact_dead += read_all(memc, prefix) == VALUES && stored == VALUES;
-            bool restarted = test_server_restart(&servers[a]) && test_server_restart(&servers[b]);
+            /* back empty (over RDMA on new ports: a new client, which places
+             * keys as the first did, by the servers' positions) */
+            bool restarted =
+                test_server_restart_fresh(&servers[a]) && test_server_restart_fresh(&servers[b]);
+            memcached_free(memc);
+            memc = client(replication, coding, binary);
             exact_back += restarted && read_all(memc, prefix) == VALUES;
             memcached_free(memc);
             pairs++;
@@ -987,6 +992,16 @@ static void configuration(void)
                MEMCACHED_REPLICATION_SYNC(2) &&
            memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD) == 100,
        "--REPLICATION=sync:2 --ERASURE-CODING-THRESHOLD=100");
+    memcached_free(memc);
+    memc = memcached_create(NULL);
+    ok(memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_RESILIENCE_HEDGE_TIMEOUT) ==
+           MEMCACHED_DEFAULT_RESILIENCE_HEDGE_TIMEOUT,
+       "RESILIENCE_HEDGE_TIMEOUT defaults to %d ms", MEMCACHED_DEFAULT_RESILIENCE_HEDGE_TIMEOUT);
+    memcached_free(memc);
+    memc = memcached("--SERVER=a --RESILIENCE-HEDGE-TIMEOUT=250", 41);
+    ok(memc != NULL &&
+           memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_RESILIENCE_HEDGE_TIMEOUT) == 250,
+       "--RESILIENCE-HEDGE-TIMEOUT=250");
     memcached_free(memc);
     const char *bad[] = {"--REPLICATION=sync",    "--REPLICATION=both:3",  "--REPLICATION=sync:1",
                          "--REPLICATION=async:x", "--ERASURE-CODING=3",    "--ERASURE-CODING=1,2",

@@ -187,6 +187,17 @@ bool test_server_start_rdma(struct test_server *s, const char *rdma_addr)
     return false;
 }
 
+bool test_server_restart_fresh(struct test_server *s)
+{
+    if (s->rdma_port != 0) {
+        unsigned port = test_unused_port();
+        if (port == 0)
+            return false;
+        s->rdma_port = port;
+    }
+    return start_once(s, s->port == 0, true, NULL, NULL);
+}
+
 bool test_server_restart(struct test_server *s)
 {
     /* over RDMA, again until the port is free (seconds after a kill) */

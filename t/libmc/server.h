@@ -26,6 +26,10 @@ bool test_server_start_args(struct test_server *s, bool unix_socket, const char 
 bool test_server_start_rdma(struct test_server *s, const char *rdma_addr);
 /* Starts a stopped server again, empty, on its old port or socket path. */
 bool test_server_restart(struct test_server *s);
+/* The same, but a server that also listens over RDMA does so on a new port
+ * (the old one stays taken for seconds after a kill): clients made before
+ * reach it over RDMA no more. */
+bool test_server_restart_fresh(struct test_server *s);
 /* SIGTERM (or SIGKILL when hard) and reap. */
 void test_server_stop(struct test_server *s, bool hard);
 void test_server_pause(struct test_server *s);  /* SIGSTOP */
