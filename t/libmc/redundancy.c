@@ -887,14 +887,7 @@ static void hung_server(bool binary)
     is_rc(memcached_set(async, "hung-copy-0", 11, value[1], SIZE, 0, 0), MEMCACHED_SUCCESS,
           "async F=3, the first copy's server stopped: the set completes with another copy");
     took = elapsed_ms(&start);
-    /* over RDMA a connection to the stopped server, if one had to be made
-     * (a lost one), waits CONNECT_TIMEOUT (doc/resilience.md): there the
-     * bound is the poll timeout */
-    bool rdma_cluster = mode == OVER_RDMA || mode == OVER_MIXED;
-    if (rdma_cluster)
-        ok(took < POLL_MS, "before the poll timeout (%lld ms of %d)", (long long)took, POLL_MS);
-    else
-        ok(took < POLL_MS / 2, "without waiting for the stopped server (%lld ms)", (long long)took);
+    ok(took < POLL_MS / 2, "without waiting for the stopped server (%lld ms)", (long long)took);
 
     test_server_resume(&servers[stopped]);
     is_rc(memcached_wait_all(coded), MEMCACHED_SUCCESS, "the coded stragglers are reaped");
@@ -913,16 +906,8 @@ static void hung_server(bool binary)
         free(got);
         memcached_free(plain);
     }
-    uint64_t failures = memcached_behavior_get(async, MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES);
-    if (rdma_cluster) /* the stopped server's copy may have failed to connect: counted */
-        ok(exact_copies == 3 || (exact_copies == 2 && failures >= 1),
-           "the async set: three copies, or two and the stopped server's failure counted (%d, "
-           "%llu failed)",
-           exact_copies, (unsigned long long)failures);
-    else
-        ok(exact_copies == 3,
-           "the async set's three copies, the stopped server's too, once it runs (%d)",
-           exact_copies);
+    ok(exact_copies == 3,
+       "the async set's three copies, the stopped server's too, once it runs (%d)", exact_copies);
 
     /* without hedging, the poll timeout fails the stopped server first */
     memcached_behavior_set(coded, MEMCACHED_BEHAVIOR_RESILIENCE_HEDGE_TIMEOUT, 0);
