@@ -1,6 +1,7 @@
 /* benchmarks/ohb_memlat_resilience.c: the cost of resilience in
  * libmemcached-rdma. It starts five servers of its own (--server-binary,
- * on loopback TCP or, with --unix, Unix sockets) and, for value sizes
+ * on loopback TCP, with --unix on Unix sockets, with --rdma=ADDR over RDMA
+ * on the RDMA device that has ADDR) and, for value sizes
  * doubling from --min-size to --max-size, times blocking sets and gets and
  * non-blocking ones (a window of 64 isets or igets, time per operation)
  * under four schemes: none, synchronous replication with 3 copies,
@@ -29,7 +30,8 @@
 #define MAX_SIZES 32
 
 static const char usage[] =
-    "usage: ohb_memlat_resilience [--server-binary=PATH] [--unix] [--min-size=N] [--max-size=N]\n"
+    "usage: ohb_memlat_resilience [--server-binary=PATH] [--unix | --rdma=ADDR] [--min-size=N]\n"
+    "                             [--max-size=N]\n"
     "                             [--iterations=N] [--max-time=SECONDS] [--csv=FILE]\n"
     "                             [--ec-threshold=BYTES]\n"
     "  Starts five servers (PATH, default /usr/bin/memcached) and measures set/get latency\n"
@@ -43,12 +45,15 @@ static const char *csv_names[SCHEMES] = {"none", "sync-rep-3", "async-rep-3", "r
 struct server {
     pid_t pid;
     unsigned port;
+    unsigned rdma_port; /* --rdma: a new one at every start (a killed
+                           server's RDMA port stays taken for a while) */
     char path[108];
 };
 
 static struct server servers[SERVERS];
 static const char *server_binary = "/usr/bin/memcached";
 static bool over_unix;
+static const char *rdma_addr; /* --rdma: servers also listen over RDMA there */
 static size_t min_size = 1024, max_size = 1048576;
 static unsigned iterations = 200;
 static double max_seconds = 0.3;
@@ -69,10 +74,33 @@ static unsigned free_port(void)
     return port;
 }
 
+/* Adds server i to memc: over RDMA with --rdma (unless `tcp`), else over
+ * its Unix socket or TCP port. */
+static void add_server(memcached_st *memc, int i, bool tcp)
+{
+    const struct server *s = &servers[i];
+    if (rdma_addr != NULL && !tcp) {
+        char spec[128];
+        snprintf(spec, sizeof(spec), "rdma://%s:%u", rdma_addr, s->rdma_port);
+        memcached_server_st *list = memcached_servers_parse(spec);
+        memcached_server_push(memc, list);
+        memcached_server_list_free(list);
+    } else if (over_unix) {
+        memcached_server_add_unix_socket(memc, s->path);
+    } else {
+        memcached_server_add(memc, "127.0.0.1", (in_port_t)s->port);
+    }
+}
+
 /* Starts server i (again, on the same port or path, when it ran before). */
 static bool server_start(int i)
 {
     struct server *s = &servers[i];
+    char rdma_listen[128] = "";
+    if (rdma_addr != NULL) {
+        s->rdma_port = free_port();
+        snprintf(rdma_listen, sizeof(rdma_listen), "rdma_listen=%s:%u", rdma_addr, s->rdma_port);
+    }
     if (over_unix && s->path[0] == '\0')
         snprintf(s->path, sizeof(s->path), "/tmp/ohb-res-%d-%d.sock", (int)getpid(), i);
     if (!over_unix && s->port == 0)
@@ -105,6 +133,10 @@ static bool server_start(int i)
         argv[n++] = "1";
         argv[n++] = "-I"; /* 1 MiB values whole, with their key and header */
         argv[n++] = "2m";
+        if (rdma_listen[0] != '\0') {
+            argv[n++] = "-o";
+            argv[n++] = rdma_listen;
+        }
         if (geteuid() == 0) {
             argv[n++] = "-u";
             argv[n++] = "root";
@@ -115,11 +147,10 @@ static bool server_start(int i)
     }
     for (int tries = 0; tries < 500; tries++) { /* up to 5 s */
         memcached_st *probe = memcached_create(NULL);
-        if (over_unix)
-            memcached_server_add_unix_socket(probe, s->path);
-        else
-            memcached_server_add(probe, "127.0.0.1", (in_port_t)s->port);
-        memcached_return_t rc = memcached_version(probe);
+        add_server(probe, i, false);
+        memcached_return_t rc = memcached_exist(probe, "probe", 5); /* over RDMA too */
+        if (rc == MEMCACHED_NOTFOUND)
+            rc = MEMCACHED_SUCCESS;
         memcached_free(probe);
         if (rc == MEMCACHED_SUCCESS)
             return true;
@@ -140,12 +171,8 @@ static void server_kill(int i)
 static memcached_st *client(enum scheme scheme)
 {
     memcached_st *memc = memcached_create(NULL);
-    for (int i = 0; i < SERVERS; i++) {
-        if (over_unix)
-            memcached_server_add_unix_socket(memc, servers[i].path);
-        else
-            memcached_server_add(memc, "127.0.0.1", (in_port_t)servers[i].port);
-    }
+    for (int i = 0; i < SERVERS; i++)
+        add_server(memc, i, false);
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, 1);
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_TCP_NODELAY, 1);
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, 3600);
@@ -306,10 +333,7 @@ static uint64_t servers_bytes(void)
     uint64_t total = 0;
     for (int i = 0; i < SERVERS; i++) {
         memcached_st *memc = memcached_create(NULL);
-        if (over_unix)
-            memcached_server_add_unix_socket(memc, servers[i].path);
-        else
-            memcached_server_add(memc, "127.0.0.1", (in_port_t)servers[i].port);
+        add_server(memc, i, true); /* stats: over TCP or the Unix socket */
         memcached_return_t rc;
         memcached_stat_st *stats = memcached_stat(memc, NULL, &rc);
         if (stats != NULL)
@@ -412,6 +436,7 @@ static void parse(int argc, char **argv)
         {"max-time", required_argument, NULL, 't'},
         {"csv", required_argument, NULL, 'c'},
         {"ec-threshold", required_argument, NULL, 'e'},
+        {"rdma", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -424,6 +449,9 @@ static void parse(int argc, char **argv)
             break;
         case 'u':
             over_unix = true;
+            break;
+        case 'r':
+            rdma_addr = optarg;
             break;
         case 'n':
         case 'x': {
@@ -465,7 +493,8 @@ static void parse(int argc, char **argv)
             exit(2);
         }
     }
-    if (min_size > max_size || iterations == 0 || max_seconds <= 0) {
+    if (min_size > max_size || iterations == 0 || max_seconds <= 0 ||
+        (over_unix && rdma_addr != NULL)) {
         fputs(usage, stderr);
         exit(2);
     }
@@ -497,8 +526,11 @@ int main(int argc, char **argv)
     printf("# OHB Memcached Resilience Test\n");
     printf("# Servers: 5 x %s over %s, binary protocol  Iterations: <= %u or %.2f s per size"
            "  Clock: %s\n",
-           server_binary, over_unix ? "Unix sockets" : "TCP", iterations, max_seconds,
-           ohb_clock_name());
+           server_binary,
+           rdma_addr != NULL ? "RDMA"
+           : over_unix       ? "Unix sockets"
+                             : "TCP",
+           iterations, max_seconds, ohb_clock_name());
 
     static double set_block[SCHEMES][MAX_SIZES], get_block[SCHEMES][MAX_SIZES];
     static double set_window[SCHEMES][MAX_SIZES], get_window[SCHEMES][MAX_SIZES];

@@ -221,6 +221,9 @@ memcached_return_t memcached_behavior_set(memcached_st *ptr, const memcached_beh
     case MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD:
         b->ec_threshold = data;
         break;
+    case MEMCACHED_BEHAVIOR_RESILIENCE_HEDGE_TIMEOUT:
+        b->hedge_timeout_ms = clamp_ms(data);
+        break;
     case MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES:
         if (data != 0)
             return MEMCACHED_INVALID_ARGUMENTS;
@@ -317,6 +320,8 @@ uint64_t memcached_behavior_get(memcached_st *ptr, const memcached_behavior_t fl
         return MEMCACHED_ERASURE_CODING(b->ec_data_chunks, b->ec_parity_chunks);
     case MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD:
         return b->ec_threshold;
+    case MEMCACHED_BEHAVIOR_RESILIENCE_HEDGE_TIMEOUT:
+        return (uint64_t)b->hedge_timeout_ms;
     case MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES:
         return c->resilience_failures;
     default:

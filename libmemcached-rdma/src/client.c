@@ -27,6 +27,7 @@ void lmr_behaviors_defaults(struct lmr_behaviors *b)
     b->server_timeout_limit = MEMCACHED_SERVER_TIMEOUT_LIMIT;
     b->request_window = MEMCACHED_DEFAULT_REQUEST_WINDOW;
     b->ec_threshold = MEMCACHED_DEFAULT_ERASURE_CODING_THRESHOLD;
+    b->hedge_timeout_ms = MEMCACHED_DEFAULT_RESILIENCE_HEDGE_TIMEOUT;
     b->io_msg_watermark = 500; /* libmemcached's defaults; no meaning here */
     b->io_bytes_watermark = 65 * 1024;
 }

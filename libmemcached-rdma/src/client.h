@@ -56,6 +56,7 @@ struct lmr_behaviors {
     uint32_t ec_data_chunks;
     uint32_t ec_parity_chunks;
     uint64_t ec_threshold;
+    int hedge_timeout_ms; /* RESILIENCE_HEDGE_TIMEOUT; 0: off */
 };
 
 /* The allocators of memory handed to the caller (allocators.c). */
@@ -117,6 +118,7 @@ struct lmr_client {
      * chunks that failed (MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES), the
      * erasure code's matrix for ec_matrix_k/m (erasure.h), write stamps */
     struct lmr_group *pending_groups;
+    struct lmr_group *timed_groups; /* groups with a timer (lmr_group_wake_after) */
     uint64_t resilience_failures;
     int *ec_matrix;
     uint32_t ec_matrix_k, ec_matrix_m;

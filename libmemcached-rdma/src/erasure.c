@@ -75,10 +75,34 @@ static uint64_t get_u64(const char *p)
 
 /* A Fletcher-style sum over 64-bit words (two running sums, so the order
  * of words counts), fast enough to run over every chunk: it tells a chunk
- * from bytes someone else stored under its key, it is not cryptographic. */
-static uint32_t checksum(const char *header, const char *payload, size_t length)
+ * from bytes someone else stored under its key, it is not cryptographic.
+ * The payload's part is summed from zero (lmr_ec_payload_sum) and joined
+ * to the header's here: words w1..wn run from sums (a0, b0) end at
+ * (a0 + a, b0 + n * a0 + b), where (a, b) are the words' own sums, so one
+ * payload sum serves several headers (the copies of one value). */
+void lmr_ec_payload_sum(const char *payload, size_t length, struct lmr_ec_payload_sum *sum)
 {
-    uint64_t a = 0x9e3779b97f4a7c15u, b = length;
+    uint64_t a = 0, b = 0, words = 0, word;
+    size_t i = 0;
+    for (; i + 8 <= length; i += 8) {
+        memcpy(&word, payload + i, 8);
+        a += word;
+        b += a;
+        words++;
+    }
+    if (i < length) {
+        word = 0;
+        memcpy(&word, payload + i, length - i);
+        a += word;
+        b += a;
+        words++;
+    }
+    *sum = (struct lmr_ec_payload_sum){.a = a, .b = b, .words = words, .length = length};
+}
+
+static uint32_t checksum(const char *header, const struct lmr_ec_payload_sum *payload)
+{
+    uint64_t a = 0x9e3779b97f4a7c15u, b = payload->length;
     uint64_t word;
     for (size_t i = 0; i + 8 <= 28; i += 8) {
         memcpy(&word, header + i, 8);
@@ -87,24 +111,14 @@ static uint32_t checksum(const char *header, const char *payload, size_t length)
     }
     a += get_u32(header + 24);
     b += a;
-    size_t i = 0;
-    for (; i + 8 <= length; i += 8) {
-        memcpy(&word, payload + i, 8);
-        a += word;
-        b += a;
-    }
-    if (i < length) {
-        word = 0;
-        memcpy(&word, payload + i, length - i);
-        a += word;
-        b += a;
-    }
+    b += payload->words * a + payload->b;
+    a += payload->a;
     uint64_t mixed = (a ^ (b * 0xff51afd7ed558ccdu)) * 0xc4ceb9fe1a85ec53u;
     return (uint32_t)(mixed ^ mixed >> 32);
 }
 
-void lmr_ec_header_write(char out[LMR_EC_HEADER_LENGTH], const struct lmr_ec_header *h,
-                         const char *payload, size_t payload_length)
+void lmr_ec_header_write_summed(char out[LMR_EC_HEADER_LENGTH], const struct lmr_ec_header *h,
+                                const struct lmr_ec_payload_sum *payload)
 {
     memcpy(out, ec_magic, 4);
     out[4] = EC_VERSION;
@@ -114,7 +128,15 @@ void lmr_ec_header_write(char out[LMR_EC_HEADER_LENGTH], const struct lmr_ec_hea
     put_u64(out + 8, h->value_length);
     put_u64(out + 16, h->stamp);
     put_u32(out + 24, h->flags);
-    put_u32(out + 28, checksum(out, payload, payload_length));
+    put_u32(out + 28, checksum(out, payload));
+}
+
+void lmr_ec_header_write(char out[LMR_EC_HEADER_LENGTH], const struct lmr_ec_header *h,
+                         const char *payload, size_t payload_length)
+{
+    struct lmr_ec_payload_sum sum;
+    lmr_ec_payload_sum(payload, payload_length, &sum);
+    lmr_ec_header_write_summed(out, h, &sum);
 }
 
 bool lmr_ec_header_read(const char *chunk, size_t chunk_length, struct lmr_ec_header *h)
@@ -135,7 +157,9 @@ bool lmr_ec_header_read(const char *chunk, size_t chunk_length, struct lmr_ec_he
     size_t payload = chunk_length - LMR_EC_HEADER_LENGTH;
     if (h->value_length > (uint64_t)SIZE_MAX / 2 || payload != lmr_ec_payload_length(h))
         return false;
-    return get_u32(chunk + 28) == checksum(chunk, chunk + LMR_EC_HEADER_LENGTH, payload);
+    struct lmr_ec_payload_sum sum;
+    lmr_ec_payload_sum(chunk + LMR_EC_HEADER_LENGTH, payload, &sum);
+    return get_u32(chunk + 28) == checksum(chunk, &sum);
 }
 
 #ifdef HAVE_JERASURE

@@ -11,7 +11,8 @@
  *   8  value length (u64)
  *
  * K = 1 marks a whole copy (values below the threshold are replicated on
- * M + 1 servers in this same format). */
+ * M + 1 servers in this same format, and REPLICATION's F copies are stored
+ * as whole copies 0..F-1 with M = F - 1). */
 #ifndef LMR_ERASURE_H
 #define LMR_ERASURE_H
 
@@ -43,6 +44,15 @@ size_t lmr_ec_payload_length(const struct lmr_ec_header *h);
 /* Writes the header for payload[0..payload_length) into out. */
 void lmr_ec_header_write(char out[LMR_EC_HEADER_LENGTH], const struct lmr_ec_header *h,
                          const char *payload, size_t payload_length);
+/* The payload's part of the checksum, to write several headers for one
+ * payload (the copies of a value) with one pass over it. */
+struct lmr_ec_payload_sum {
+    uint64_t a, b, words;
+    size_t length;
+};
+void lmr_ec_payload_sum(const char *payload, size_t length, struct lmr_ec_payload_sum *sum);
+void lmr_ec_header_write_summed(char out[LMR_EC_HEADER_LENGTH], const struct lmr_ec_header *h,
+                                const struct lmr_ec_payload_sum *payload);
 /* Parses a stored chunk. False unless the magic, version, geometry, payload
  * length and checksum all agree. */
 bool lmr_ec_header_read(const char *chunk, size_t chunk_length, struct lmr_ec_header *h);

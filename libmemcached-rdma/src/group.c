@@ -3,7 +3,9 @@
 
 #include <stdlib.h>
 
+#include "io.h"
 #include "ops.h"
+#include "server.h"
 
 bool lmr_group_is_failure(memcached_return_t rc)
 {
@@ -38,6 +40,7 @@ static void group_free(struct lmr_group *g)
         lmr_request_release(child);
         free(child);
     }
+    free(g->progress_marks);
     free(g->children);
     free(g);
 }
@@ -52,7 +55,10 @@ struct lmr_group *lmr_group_create(struct lmr_client *c, memcached_request_st *p
     g->client = c;
     g->ops = ops;
     g->children = calloc(child_count, sizeof(*g->children));
-    if (g->children == NULL) {
+    g->progress_marks = calloc(child_count, sizeof(*g->progress_marks));
+    if (g->children == NULL || g->progress_marks == NULL) {
+        free(g->progress_marks);
+        free(g->children);
         free(g);
         return NULL;
     }
@@ -94,10 +100,69 @@ void lmr_group_issue(struct lmr_group *g, uint32_t i, memcached_instance_st *srv
 {
     memcached_request_st *child = g->children[i];
     g->outstanding++;
+    g->progress_marks[i] = srv->completed;
     /* a failure code means it was never queued (a request that was queued
      * and failed completed through the engine, which told the group) */
     if (lmr_op_issue_to(srv, child, kind, args, false) != MEMCACHED_SUCCESS)
         lmr_group_child_done(child);
+}
+
+static void unlink_timed(struct lmr_group *g)
+{
+    if (!g->timed)
+        return;
+    struct lmr_group **at = &g->client->timed_groups;
+    while (*at != g)
+        at = &(*at)->next_timed;
+    *at = g->next_timed;
+    g->next_timed = NULL;
+    g->timed = false;
+}
+
+void lmr_group_wake_after(struct lmr_group *g, int delay_ms)
+{
+    g->wake_at_ms = lmr_io_now_ms() + delay_ms;
+    if (g->timed)
+        return;
+    g->timed = true;
+    g->next_timed = g->client->timed_groups;
+    g->client->timed_groups = g;
+}
+
+void lmr_group_run_timers(struct lmr_client *c)
+{
+    if (c->timed_groups == NULL)
+        return;
+    int64_t now = lmr_io_now_ms();
+    struct lmr_group **at = &c->timed_groups;
+    while (*at != NULL) {
+        struct lmr_group *g = *at;
+        if (g->wake_at_ms > now) {
+            at = &g->next_timed;
+            continue;
+        }
+        *at = g->next_timed;
+        g->next_timed = NULL;
+        g->timed = false;
+        g->woke = true;
+        mark_pending(g);
+    }
+}
+
+int64_t lmr_group_next_wake_ms(const struct lmr_client *c)
+{
+    int64_t earliest = -1;
+    for (const struct lmr_group *g = c->timed_groups; g != NULL; g = g->next_timed)
+        if (earliest < 0 || g->wake_at_ms < earliest)
+            earliest = g->wake_at_ms;
+    return earliest;
+}
+
+bool lmr_group_child_stalled(const struct lmr_group *g, uint32_t i)
+{
+    const memcached_request_st *child = g->children[i];
+    return child->state == LMR_STATE_QUEUED && child->server != NULL &&
+           child->server->completed == g->progress_marks[i];
 }
 
 void lmr_group_finish(struct lmr_group *g, memcached_return_t rc)
@@ -105,6 +170,7 @@ void lmr_group_finish(struct lmr_group *g, memcached_return_t rc)
     memcached_request_st *parent = g->parent;
     if (parent == NULL)
         return;
+    unlink_timed(g);
     parent->rc = rc;
     parent->state = LMR_STATE_DONE;
     parent->group = NULL;

@@ -6,7 +6,9 @@
  * (lmr_group_run_pending): it may issue more children and decides when the
  * parent completes. A child still in flight when its parent completed (a
  * straggler) only ever touches library memory and is reaped when it
- * completes; the group is freed with its last child. */
+ * completes; the group is freed with its last child. A step may also ask
+ * to run again after a delay (lmr_group_wake_after): hedged reads use it
+ * to ask more servers when one has stopped answering. */
 #ifndef LMR_GROUP_H
 #define LMR_GROUP_H
 
@@ -31,11 +33,16 @@ struct lmr_group {
     const struct lmr_group_ops *ops;
     memcached_request_st *parent; /* NULL once the parent completed */
     memcached_request_st **children;
+    uint64_t *progress_marks; /* each child's server's `completed` when issued */
     uint32_t child_count;
     uint32_t outstanding; /* children issued and not completed */
     bool count_failures;  /* children's server failures count in the client */
     bool pending;         /* on the client's list of groups to step */
     struct lmr_group *next_pending;
+    int64_t wake_at_ms; /* the timer, while on the client's timed list */
+    bool timed;         /* on that list */
+    bool woke;          /* the timer fired since the last step */
+    struct lmr_group *next_timed;
 };
 
 /* Allocates a group of `size` bytes (a policy struct whose first member is
@@ -54,6 +61,16 @@ void lmr_group_finish(struct lmr_group *g, memcached_return_t rc);
 void lmr_group_child_done(memcached_request_st *child);
 /* Runs the steps of groups whose children completed (from the poll loop). */
 void lmr_group_run_pending(struct lmr_client *c);
+/* Steps the group again delay_ms from now (sets woke) unless it completes
+ * before. */
+void lmr_group_wake_after(struct lmr_group *g, int delay_ms);
+/* Marks the groups whose timer is due as pending (from the poll loop). */
+void lmr_group_run_timers(struct lmr_client *c);
+/* The earliest timer (lmr_io_now_ms clock), -1 when none. */
+int64_t lmr_group_next_wake_ms(const struct lmr_client *c);
+/* Whether child i is in flight and its server completed no request since
+ * the child was issued: it has stopped answering, or is very slow. */
+bool lmr_group_child_stalled(const struct lmr_group *g, uint32_t i);
 /* A code that says the server did not answer (as opposed to an answer such
  * as NOTFOUND or NOTSTORED). */
 bool lmr_group_is_failure(memcached_return_t rc);

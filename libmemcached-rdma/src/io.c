@@ -50,7 +50,7 @@ static bool awaiting_reply(const memcached_instance_st *srv)
     return srv->head != NULL && srv->head != srv->send_next;
 }
 
-static int64_t now_ms(void)
+int64_t lmr_io_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -90,6 +90,7 @@ static void complete(memcached_instance_st *srv, memcached_request_st *req, memc
         srv->conn.ops->release_value_buffer(&srv->conn, req->opaque);
     req->value_offered = false;
     unlink_request(srv, req);
+    srv->completed++;
     req->server = NULL;
     req->rc = rc;
     req->state = LMR_STATE_DONE;
@@ -139,12 +140,12 @@ static int poll_timeout_ms(const struct lmr_client *c)
 
 void lmr_io_drain_all(struct lmr_client *c)
 {
-    int64_t deadline = now_ms() + poll_timeout_ms(c);
+    int64_t deadline = lmr_io_now_ms() + poll_timeout_ms(c);
     for (uint32_t i = 0; i < c->server_count; i++) {
         memcached_instance_st *srv = c->servers[i];
         if (srv->conn.ops == NULL || srv->conn.ops->drain == NULL || srv->connecting)
             continue;
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - lmr_io_now_ms();
         srv->conn.ops->drain(&srv->conn, left < 0 ? 0 : (int)left);
     }
 }
@@ -248,7 +249,7 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
     if (rc == MEMCACHED_IN_PROGRESS && transport->finish_open != NULL) {
         /* finished by finish_connecting() from the poll loop */
         srv->connecting = true;
-        srv->connect_deadline_ms = now_ms() + b->connect_timeout_ms;
+        srv->connect_deadline_ms = lmr_io_now_ms() + b->connect_timeout_ms;
         reset_receive(srv);
         return MEMCACHED_SUCCESS;
     }
@@ -533,7 +534,7 @@ static bool finish_connecting(memcached_instance_st *srv)
         }
         return true;
     }
-    if (rc == MEMCACHED_IN_PROGRESS && now_ms() < srv->connect_deadline_ms)
+    if (rc == MEMCACHED_IN_PROGRESS && lmr_io_now_ms() < srv->connect_deadline_ms)
         return false;
     if (rc == MEMCACHED_IN_PROGRESS) {
         rc = MEMCACHED_TIMEOUT;
@@ -561,6 +562,7 @@ void lmr_io_poll_once(struct lmr_client *c)
     for (uint32_t i = 0; i < c->server_count; i++)
         if (c->servers[i]->queued > 0)
             pump(c->servers[i], true);
+    lmr_group_run_timers(c);  /* parents whose timer is due */
     lmr_group_run_pending(c); /* parents whose children completed */
 }
 
@@ -685,7 +687,8 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
             continue;
         }
         if (last_progress < 0)
-            last_progress = now_ms(); /* not before: a reply found while spinning needs no clock */
+            last_progress =
+                lmr_io_now_ms(); /* not before: a reply found while spinning needs no clock */
         nfds_t nfds = 0;
         for (uint32_t i = 0; i < c->server_count; i++) {
             memcached_instance_st *srv = c->servers[i];
@@ -705,21 +708,26 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
         if (nfds == 0)
             break; /* nothing left that could make progress */
         int timeout = c->behaviors.poll_timeout_ms;
-        int64_t now = now_ms();
+        int64_t now = lmr_io_now_ms();
         int64_t remaining = timeout < 0 ? INT32_MAX : timeout - (now - last_progress);
         for (uint32_t i = 0; i < c->server_count; i++) /* connect deadlines too */
             if (c->servers[i]->connecting && c->servers[i]->connect_deadline_ms - now < remaining)
                 remaining = c->servers[i]->connect_deadline_ms - now;
+        int64_t wake = lmr_group_next_wake_ms(c); /* and parents' timers */
+        bool woken = wake >= 0 && wake - now < remaining;
+        if (woken)
+            remaining = wake - now;
         if (remaining < 0)
             remaining = 0;
-        int n = poll(fds, nfds, timeout < 0 && remaining == INT32_MAX ? -1 : (int)remaining);
+        int n =
+            poll(fds, nfds, timeout < 0 && remaining == INT32_MAX && !woken ? -1 : (int)remaining);
         if (n < 0 && errno == EINTR)
             continue;
         if (n > 0) {
-            last_progress = now_ms();
+            last_progress = lmr_io_now_ms();
             continue;
         }
-        if (timeout < 0 || now_ms() - last_progress < timeout)
+        if (timeout < 0 || lmr_io_now_ms() - last_progress < timeout)
             continue; /* a connect deadline: finish_connecting() deals with it */
         /* no progress for the whole poll timeout */
         for (uint32_t i = 0; i < c->server_count; i++) {
@@ -727,7 +735,7 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
             if (srv->queued > 0 && srv->conn.ops != NULL && !srv->connecting)
                 lmr_io_fail_server(srv, MEMCACHED_TIMEOUT, "timed out waiting for server");
         }
-        last_progress = now_ms();
+        last_progress = lmr_io_now_ms();
     }
     if (fds != stack_fds)
         free(fds);

@@ -14,6 +14,8 @@
  * held and sent with the others at the next poll or wait (or once enough
  * bytes or requests are held). On an immediate failure the request completes
  * with that code, which is returned. */
+/* The monotonic clock in milliseconds. */
+int64_t lmr_io_now_ms(void);
 memcached_return_t lmr_io_issue(memcached_instance_st *srv, memcached_request_st *req);
 
 /* Blocks until req completes; returns its code. */

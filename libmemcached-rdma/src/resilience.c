@@ -5,31 +5,65 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "erasure.h"
 #include "io.h"
 #include "ops.h"
 
-/* Replicated writes: sync completes when all copies did, async when the
- * first copy is stored (the others are stragglers that own their value). */
+/* Replicated writes: sync completes when all copies did, async when one
+ * copy is stored (the others are stragglers that own their value).
+ * Stored copies carry a chunk header (erasure.h) as whole copies 0..F-1. */
 struct replicated_write {
     struct lmr_group g;
     bool async;
     enum lmr_op_kind kind;
+    char headers[LMR_EC_MAX_CHUNKS][LMR_EC_HEADER_LENGTH];
+    char *value_copy; /* one copy of the value all copies send from, or NULL */
 };
 
 /* Replicated reads: one copy at a time, in placement order, until one has
- * the value. The key is kept, since later copies are asked after the call
- * that issued the read returned. */
+ * a good copy (its header and checksum agree), into library memory; the
+ * next copy is also asked when the server of one in flight has completed
+ * nothing for the hedge timeout, and the first good copy wins. The key is
+ * kept, since later copies are asked after the call that issued the read
+ * returned. */
 struct replicated_read {
     struct lmr_group g;
     uint32_t servers[LMR_EC_MAX_CHUNKS];
+    bool examined[LMR_EC_MAX_CHUNKS]; /* its answer was looked at */
     uint32_t issued;
     memcached_return_t answer;  /* NOTFOUND from a live copy */
     memcached_return_t failure; /* the first server failure */
     struct lmr_op_args args;
     char key[MEMCACHED_MAX_KEY];
 };
+
+uint64_t lmr_resilience_next_stamp(struct lmr_client *c)
+{
+    while (c->stamp_next == 0) /* a random start: stamps of two clients differ */
+        if (getrandom(&c->stamp_next, sizeof(c->stamp_next), 0) != sizeof(c->stamp_next))
+            c->stamp_next = (uint64_t)(uintptr_t)c ^ 0x5bd1e995u;
+    return c->stamp_next++;
+}
+
+void lmr_resilience_copy_headers(struct lmr_client *c, char (*headers)[LMR_EC_HEADER_LENGTH],
+                                 uint32_t copies, const struct lmr_op_args *args)
+{
+    struct lmr_ec_header h = {
+        .k = 1,
+        .m = copies - 1,
+        .value_length = args->value_length,
+        .stamp = lmr_resilience_next_stamp(c),
+        .flags = args->flags,
+    };
+    struct lmr_ec_payload_sum sum;
+    lmr_ec_payload_sum(args->value, args->value_length, &sum);
+    for (uint32_t i = 0; i < copies; i++) {
+        h.index = i;
+        lmr_ec_header_write_summed(headers[i], &h, &sum);
+    }
+}
 
 static memcached_return_t done_with(memcached_request_st *req, memcached_return_t rc)
 {
@@ -94,7 +128,7 @@ char *lmr_resilience_value_destination(memcached_request_st *parent, size_t leng
  * on ENOMEM: the write then completes with all its copies. */
 static bool own_values(struct lmr_group *g)
 {
-    for (uint32_t i = 1; i < g->child_count; i++) {
+    for (uint32_t i = 0; i < g->child_count; i++) {
         memcached_request_st *copy = g->children[i];
         if (copy->state == LMR_STATE_QUEUED && copy->body_length > 0 && copy->body_copy == NULL &&
             copy->sent < lmr_request_wire_length(copy) && !lmr_request_copy_body(copy))
@@ -106,9 +140,11 @@ static bool own_values(struct lmr_group *g)
 static void replicated_write_step(struct lmr_group *g)
 {
     struct replicated_write *w = (struct replicated_write *)g;
-    const memcached_request_st *primary = g->children[0];
-    if (w->async && primary->state == LMR_STATE_DONE && primary->rc == MEMCACHED_SUCCESS &&
-        own_values(g)) {
+    bool one_stored = false; /* async: whichever copy is first, a hung server holds none */
+    for (uint32_t i = 0; w->async && i < g->child_count; i++)
+        one_stored = one_stored || (g->children[i]->state == LMR_STATE_DONE &&
+                                    g->children[i]->rc == MEMCACHED_SUCCESS);
+    if (one_stored && own_values(g)) {
         lmr_group_finish(g, MEMCACHED_SUCCESS);
         return;
     }
@@ -116,51 +152,93 @@ static void replicated_write_step(struct lmr_group *g)
         lmr_group_finish(g, lmr_resilience_combine(g, 1, w->kind));
 }
 
-static const struct lmr_group_ops replicated_write_ops = {.step = replicated_write_step};
-
-/* Takes the copy's value as the parent's: the parent's sink was the copy's
- * (the caller's buffer), or the copy's library buffer changes hands. */
-static void take_copy(memcached_request_st *parent, memcached_request_st *copy)
+static void replicated_write_release(struct lmr_group *g)
 {
-    parent->got_value = copy->got_value;
-    parent->value_length = copy->value_length;
-    parent->flags = copy->flags;
+    free(((struct replicated_write *)g)->value_copy);
+}
+
+static const struct lmr_group_ops replicated_write_ops = {
+    .step = replicated_write_step,
+    .release = replicated_write_release,
+};
+
+/* Whether the copy that copy position `i` answered is a whole copy of a
+ * value for `copies` copies, written for that position. */
+static bool good_copy(const memcached_request_st *copy, uint32_t i, uint32_t copies,
+                      struct lmr_ec_header *h)
+{
+    return lmr_ec_header_read(copy->lib_buffer, copy->value_length, h) && h->k == 1 &&
+           h->index == i && h->m == copies - 1;
+}
+
+/* Completes the parent with a good copy's value. */
+static void deliver_copy(struct lmr_group *g, const memcached_request_st *copy,
+                         const struct lmr_ec_header *h)
+{
+    memcached_request_st *parent = g->parent;
+    parent->flags = h->flags;
     parent->cas = copy->cas;
-    if (parent->sink == LMR_SINK_LIBRARY) {
-        char *buffer = parent->lib_buffer;
-        size_t capacity = parent->lib_capacity;
-        parent->lib_buffer = copy->lib_buffer;
-        parent->lib_capacity = copy->lib_capacity;
-        copy->lib_buffer = buffer;
-        copy->lib_capacity = capacity;
+    if (parent->kind == LMR_OP_EXIST) {
+        lmr_group_finish(g, MEMCACHED_SUCCESS);
+        return;
     }
+    memcached_return_t rc;
+    char *dest = lmr_resilience_value_destination(parent, (size_t)h->value_length, &rc);
+    if (dest != NULL && h->value_length > 0)
+        memcpy(dest, copy->lib_buffer + LMR_EC_HEADER_LENGTH, (size_t)h->value_length);
+    lmr_group_finish(g, rc);
+}
+
+/* The hedge timer fired: whether a copy in flight is on a server that
+ * completed nothing since it was asked (else the timer is set again). */
+static bool copy_stalled(struct replicated_read *r)
+{
+    struct lmr_group *g = &r->g;
+    if (!g->woke)
+        return false;
+    g->woke = false;
+    for (uint32_t i = 0; i < r->issued; i++)
+        if (!r->examined[i] && lmr_group_child_stalled(g, i))
+            return true;
+    if (r->issued < g->child_count && g->outstanding > 0)
+        lmr_group_wake_after(g, g->client->behaviors.hedge_timeout_ms);
+    return false;
 }
 
 static void replicated_read_step(struct lmr_group *g)
 {
     struct replicated_read *r = (struct replicated_read *)g;
-    while (g->parent != NULL && g->outstanding == 0) {
-        if (r->issued > 0) {
-            memcached_request_st *copy = g->children[r->issued - 1];
-            memcached_return_t rc = copy->rc;
-            if (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_E2BIG) {
-                take_copy(g->parent, copy);
-                lmr_group_finish(g, rc);
+    bool hedge = copy_stalled(r);
+    for (;;) {
+        for (uint32_t i = 0; i < r->issued; i++) {
+            memcached_request_st *copy = g->children[i];
+            if (r->examined[i] || copy->state != LMR_STATE_DONE)
+                continue;
+            r->examined[i] = true;
+            struct lmr_ec_header h;
+            if (copy->rc == MEMCACHED_SUCCESS && good_copy(copy, i, g->child_count, &h)) {
+                deliver_copy(g, copy, &h);
                 return;
             }
-            if (lmr_group_is_failure(rc)) {
+            if (lmr_group_is_failure(copy->rc)) {
                 if (r->failure == MEMCACHED_SUCCESS)
-                    r->failure = rc;
+                    r->failure = copy->rc;
             } else {
-                r->answer = rc;
+                r->answer = MEMCACHED_NOTFOUND; /* a miss, or bytes that are no copy */
             }
         }
         if (r->issued == g->child_count) {
-            lmr_group_finish(g, r->answer != MEMCACHED_SUCCESS ? r->answer : r->failure);
+            if (g->outstanding == 0)
+                lmr_group_finish(g, r->answer != MEMCACHED_SUCCESS ? r->answer : r->failure);
             return;
         }
+        if (g->outstanding > 0 && !hedge)
+            return; /* a copy in flight, its server answering */
+        hedge = false;
         uint32_t i = r->issued++;
-        lmr_group_issue(g, i, g->client->servers[r->servers[i]], g->parent->kind, &r->args);
+        lmr_group_issue(g, i, g->client->servers[r->servers[i]], LMR_OP_GET, &r->args);
+        if (g->client->behaviors.hedge_timeout_ms > 0)
+            lmr_group_wake_after(g, g->client->behaviors.hedge_timeout_ms);
     }
 }
 
@@ -177,29 +255,49 @@ static memcached_return_t replicated_issue(struct lmr_client *c, memcached_reque
             return done_with(req, MEMCACHED_MEMORY_ALLOCATION_FAILURE);
         memcpy(r->servers, servers, copies * sizeof(*servers));
         memcpy(r->key, args->key, args->key_length);
-        r->args = *args;
-        r->args.key = r->key;
-        if (kind == LMR_OP_EXIST)
-            r->args.sink = LMR_SINK_LIBRARY;
-        r->g.ops->step(&r->g); /* asks the first copy, into the parent's sink */
+        r->args = (struct lmr_op_args){
+            .key = r->key, .key_length = args->key_length, .sink = LMR_SINK_LIBRARY};
+        r->g.ops->step(&r->g); /* asks the first copy */
         return MEMCACHED_SUCCESS;
+    }
+    /* the value is copied once for all copies when the caller asked so
+     * (bset), or when an asynchronous copy goes over RDMA: it may outlive
+     * the call and the server may read the value from the client's memory
+     * later; other asynchronous copies still sending when the call
+     * completes take a copy then (own_values) */
+    bool async = c->behaviors.replication_async, over_rdma = false;
+    for (uint32_t i = 0; i < copies; i++)
+        over_rdma = over_rdma || c->servers[servers[i]]->type == MEMCACHED_CONNECTION_RDMA;
+    struct lmr_op_args value = *args;
+    value.copy_value = false;
+    char *value_copy = NULL;
+    if (kind == LMR_OP_STORE && args->value_length > 0 &&
+        (args->copy_value || (async && over_rdma))) {
+        value_copy = malloc(args->value_length);
+        if (value_copy == NULL)
+            return done_with(req, MEMCACHED_MEMORY_ALLOCATION_FAILURE);
+        memcpy(value_copy, args->value, args->value_length);
+        value.value = value_copy;
     }
     struct replicated_write *w = (struct replicated_write *)lmr_group_create(
         c, req, &replicated_write_ops, sizeof(*w), copies);
-    if (w == NULL)
+    if (w == NULL) {
+        free(value_copy);
         return done_with(req, MEMCACHED_MEMORY_ALLOCATION_FAILURE);
-    w->async = c->behaviors.replication_async;
+    }
+    w->async = async;
     w->kind = kind;
     w->g.count_failures = true;
+    w->value_copy = value_copy;
+    if (kind == LMR_OP_STORE)
+        lmr_resilience_copy_headers(c, w->headers, copies, &value);
     for (uint32_t i = 0; i < copies; i++) {
-        struct lmr_op_args copy = *args;
-        /* an asynchronous copy may outlive the call: over RDMA it owns its
-         * value from the start, elsewhere from when the call completes if
-         * it is still sending then (own_values) */
-        memcached_instance_st *srv = c->servers[servers[i]];
-        if (w->async && i > 0 && srv->type == MEMCACHED_CONNECTION_RDMA)
-            copy.copy_value = true;
-        lmr_group_issue(&w->g, i, srv, kind, &copy);
+        struct lmr_op_args copy = value;
+        if (kind == LMR_OP_STORE) {
+            copy.value_prefix = w->headers[i];
+            copy.value_prefix_length = LMR_EC_HEADER_LENGTH;
+        }
+        lmr_group_issue(&w->g, i, c->servers[servers[i]], kind, &copy);
     }
     return MEMCACHED_SUCCESS;
 }

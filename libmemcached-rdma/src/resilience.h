@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "client.h"
+#include "erasure.h"
 #include "group.h"
 #include "request.h"
 
@@ -49,6 +50,13 @@ memcached_return_t lmr_resilience_mget(struct lmr_client *c, const char *group_k
  * SOME_ERRORS if at least `quorum` stored, else the first failure. */
 memcached_return_t lmr_resilience_combine(const struct lmr_group *g, uint32_t quorum,
                                           enum lmr_op_kind kind);
+/* A stamp for one write: a random start per client, then one more per
+ * write, so writes of two clients differ. */
+uint64_t lmr_resilience_next_stamp(struct lmr_client *c);
+/* Headers of `copies` whole copies (K = 1, copy i at index i, M = copies -
+ * 1) of one write of args' value, with one pass over the value. */
+void lmr_resilience_copy_headers(struct lmr_client *c, char (*headers)[LMR_EC_HEADER_LENGTH],
+                                 uint32_t copies, const struct lmr_op_args *args);
 /* Where the parent's value of `length` bytes goes (its buffer or library
  * memory); NULL with *rc set (E2BIG, ENOMEM) when it cannot. */
 char *lmr_resilience_value_destination(memcached_request_st *parent, size_t length,

@@ -10,7 +10,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "erasure.h"
 
@@ -48,14 +47,6 @@ static memcached_return_t done_with(memcached_request_st *req, memcached_return_
     return rc;
 }
 
-static uint64_t next_stamp(struct lmr_client *c)
-{
-    while (c->stamp_next == 0) /* a random start: stamps of two clients differ */
-        if (getrandom(&c->stamp_next, sizeof(c->stamp_next), 0) != sizeof(c->stamp_next))
-            c->stamp_next = (uint64_t)(uintptr_t)c ^ 0x5bd1e995u;
-    return c->stamp_next++;
-}
-
 static const int *coding_matrix(struct lmr_client *c, uint32_t k, uint32_t m)
 {
     if (c->ec_matrix == NULL || c->ec_matrix_k != k || c->ec_matrix_m != m) {
@@ -86,11 +77,10 @@ static const struct lmr_group_ops coded_write_ops = {
     .release = coded_write_release,
 };
 
+/* Sends chunk i: w->headers[i] and the payload. */
 static void issue_chunk(struct coded_write *w, uint32_t i, memcached_instance_st *srv,
-                        const struct lmr_op_args *args, const struct lmr_ec_header *h,
-                        const char *payload, size_t payload_length)
+                        const struct lmr_op_args *args, const char *payload, size_t payload_length)
 {
-    lmr_ec_header_write(w->headers[i], h, payload, payload_length);
     struct lmr_op_args chunk = *args;
     chunk.value = payload;
     chunk.value_length = payload_length;
@@ -134,20 +124,19 @@ static memcached_return_t coded_store(struct lmr_client *c, memcached_request_st
     } else {
         base += ((uintptr_t)value - (uintptr_t)scratch) & 15;
     }
-    struct lmr_ec_header h = {
-        .k = whole ? 1 : k,
-        .m = m,
-        .value_length = length,
-        .stamp = next_stamp(c),
-        .flags = args->flags,
-    };
     if (whole) {
-        for (uint32_t i = 0; i < count; i++) {
-            h.index = i;
-            issue_chunk(w, i, c->servers[servers[i]], args, &h, value, length);
-        }
+        lmr_resilience_copy_headers(c, w->headers, count, args);
+        for (uint32_t i = 0; i < count; i++)
+            issue_chunk(w, i, c->servers[servers[i]], args, value, length);
         return MEMCACHED_SUCCESS;
     }
+    struct lmr_ec_header h = {
+        .k = k,
+        .m = m,
+        .value_length = length,
+        .stamp = lmr_resilience_next_stamp(c),
+        .flags = args->flags,
+    };
     /* data chunks go out first, straight from the value; a chunk shorter
      * than chunk_size is coded from a zero-padded copy */
     char *data[LMR_EC_MAX_CHUNKS], *coding[LMR_EC_MAX_CHUNKS];
@@ -164,14 +153,16 @@ static memcached_return_t coded_store(struct lmr_client *c, memcached_request_st
                 memcpy(data[i], start, payload);
             memset(data[i] + payload, 0, chunk_size - payload);
         }
-        issue_chunk(w, i, c->servers[servers[i]], args, &h, start, payload);
+        lmr_ec_header_write(w->headers[i], &h, start, payload);
+        issue_chunk(w, i, c->servers[servers[i]], args, start, payload);
     }
     for (uint32_t j = 0; j < m; j++)
         coding[j] = base + (size_t)j * chunk_size;
     lmr_ec_encode(k, m, matrix, data, coding, chunk_size);
     for (uint32_t j = 0; j < m; j++) {
         h.index = k + j;
-        issue_chunk(w, k + j, c->servers[servers[k + j]], args, &h, coding[j], chunk_size);
+        lmr_ec_header_write(w->headers[k + j], &h, coding[j], chunk_size);
+        issue_chunk(w, k + j, c->servers[servers[k + j]], args, coding[j], chunk_size);
     }
     return MEMCACHED_SUCCESS;
 }
@@ -306,12 +297,13 @@ static void deliver(struct coded_read *r, uint32_t first)
     lmr_group_finish(g, rc);
 }
 
-/* Looks at chunks that arrived; true if it asked for more. */
-static bool classify_and_ask(struct coded_read *r)
+/* Looks at chunks that arrived; true if it asked for more. `hedge`: a
+ * server stopped answering, ask the others. */
+static bool classify_and_ask(struct coded_read *r, bool hedge)
 {
     struct lmr_group *g = &r->g;
     uint32_t n = r->k + r->m;
-    bool trouble = false;
+    bool trouble = hedge;
     uint64_t stamp = 0;
     bool stamp_seen = false;
     for (uint32_t i = 0; i < n; i++) {
@@ -346,12 +338,33 @@ static bool classify_and_ask(struct coded_read *r)
     return asked;
 }
 
+/* The hedge timer fired: whether a chunk asked for is on a server that
+ * completed nothing since (else the timer is set again while chunks are
+ * left to ask for). */
+static bool hedge_now(struct coded_read *r)
+{
+    struct lmr_group *g = &r->g;
+    if (!g->woke)
+        return false;
+    g->woke = false;
+    bool stalled = false, left = false;
+    for (uint32_t i = 0; i < r->k + r->m; i++) {
+        stalled = stalled || (r->status[i] == CHUNK_ASKED && lmr_group_child_stalled(g, i));
+        left = left || r->status[i] == CHUNK_NOT_ASKED;
+    }
+    if (!stalled && left)
+        lmr_group_wake_after(g, (int)g->client->behaviors.hedge_timeout_ms);
+    return stalled;
+}
+
 static void coded_read_step(struct lmr_group *g)
 {
     struct coded_read *r = (struct coded_read *)g;
     uint32_t n = r->k + r->m;
+    bool hedge = hedge_now(r);
     for (;;) {
-        bool asked = classify_and_ask(r);
+        bool asked = classify_and_ask(r, hedge);
+        hedge = false;
         for (uint32_t i = 0; i < n; i++) {
             if (r->status[i] != CHUNK_GOOD)
                 continue;
@@ -391,6 +404,8 @@ static memcached_return_t coded_read(struct lmr_client *c, memcached_request_st 
         r->status[i] = CHUNK_ASKED;
         lmr_group_issue(&r->g, i, c->servers[servers[i]], LMR_OP_GET, &r->args);
     }
+    if (c->behaviors.hedge_timeout_ms > 0)
+        lmr_group_wake_after(&r->g, (int)c->behaviors.hedge_timeout_ms);
     return MEMCACHED_SUCCESS;
 }
 

@@ -43,6 +43,7 @@ struct memcached_instance_st {
     /* requests in issue order; [head, send_next) are sent and await replies */
     memcached_request_st *head, *tail, *send_next;
     uint32_t queued;
+    uint64_t completed; /* requests completed: progress, as hedged reads see it */
     uint32_t in_window; /* reply-expecting requests started on the wire */
     /* requests issued while earlier ones await replies, not yet offered to
      * the transport (io.c sends them in one go at the next flush) */

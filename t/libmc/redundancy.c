@@ -1,12 +1,16 @@
 /* t/libmc/redundancy.c: REPLICATION and ERASURE_CODING against real servers
- * ($MC_SERVER) killed with SIGKILL, over TCP and Unix sockets: RS(3,2) on
+ * ($MC_SERVER) killed with SIGKILL, over TCP and Unix sockets, and with
+ * --rdma (inside the Soft-RoCE guest, RXE_VM_ADDR naming its RDMA address)
+ * over RDMA and over a mixed cluster of RDMA, TCP and Unix servers: RS(3,2) on
  * five servers keeps every value byte-exact with any two servers dead and
  * after they come back empty, fails clearly with three dead, never decodes
  * chunks that lie about their header or mixes two writers' chunks;
  * synchronous and asynchronous replication with three copies lose nothing
  * with any two servers dead; the non-blocking calls work on parent
  * requests; configuration strings and behaviors. */
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +29,11 @@
 
 static const size_t sizes[VALUES] = {0, 10, 100, 4095, 5000, 100000, 1048576 + 3};
 
+enum transport { OVER_TCP, OVER_UNIX, OVER_RDMA, OVER_MIXED };
+
 static struct test_server servers[SERVERS];
-static bool over_unix;
+static enum transport mode;
+static const char *rdma_addr;
 /* Values above the servers' item size limit (1 MiB) are stored only when
  * coded (in chunks of a third); copies skip them. */
 static size_t largest = SIZE_MAX;
@@ -40,11 +47,22 @@ static void fill(char *buf, size_t length, unsigned seed)
     }
 }
 
+/* A mixed cluster: servers 0 and 3 over RDMA, 1 and 4 over TCP, 2 over a
+ * Unix socket. */
+static enum transport transport_of(int i)
+{
+    static const enum transport mixed[3] = {OVER_RDMA, OVER_TCP, OVER_UNIX};
+    return mode == OVER_MIXED ? mixed[i % 3] : mode;
+}
+
 static bool start_servers(void)
 {
-    for (int i = 0; i < SERVERS; i++)
-        if (!test_server_start(&servers[i], over_unix))
+    for (int i = 0; i < SERVERS; i++) {
+        enum transport t = transport_of(i);
+        if (!(t == OVER_RDMA ? test_server_start_rdma(&servers[i], rdma_addr)
+                             : test_server_start(&servers[i], t == OVER_UNIX)))
             return false;
+    }
     return true;
 }
 
@@ -56,7 +74,13 @@ static void stop_servers(void)
 
 static void add_server(memcached_st *memc, const struct test_server *s)
 {
-    if (s->port == 0)
+    if (s->rdma_port != 0) {
+        char spec[128];
+        snprintf(spec, sizeof(spec), "rdma://%s:%u", s->rdma_addr, s->rdma_port);
+        memcached_server_st *list = memcached_servers_parse(spec);
+        memcached_server_push(memc, list);
+        memcached_server_list_free(list);
+    } else if (s->port == 0)
         memcached_server_add_unix_socket(memc, s->socket_path);
     else
         memcached_server_add(memc, "127.0.0.1", (in_port_t)s->port);
@@ -83,6 +107,17 @@ static memcached_st *plain_client(int i)
     memcached_st *memc = memcached_create(NULL);
     add_server(memc, &servers[i]);
     return memc;
+}
+
+/* A stored replicated copy: the 32-byte header of a whole copy (K = 1) of
+ * a value of `length` bytes, then the value. */
+static bool is_copy(const char *item, size_t item_length, const char *value, size_t length)
+{
+    uint64_t stored_length = 0;
+    for (int i = 7; item_length >= 32 && i >= 0; i--)
+        stored_length = stored_length << 8 | (unsigned char)item[8 + i];
+    return item_length == 32 + length && memcmp(item, "RSc1", 4) == 0 && item[6] == 1 &&
+           stored_length == length && memcmp(item + 32, value, length) == 0;
 }
 
 static char *values[VALUES];
@@ -143,6 +178,18 @@ static int read_all(memcached_st *memc, const char *prefix)
     return exact;
 }
 
+/* Which pairs of servers survive_pairs kills: every pair over TCP and Unix
+ * sockets; over RDMA and the mixed cluster (where a server's start and its
+ * connections cost seconds on an emulated device) four: each server once
+ * at least, data and parity positions, and in the mixed cluster RDMA with
+ * TCP, RDMA with RDMA, RDMA with Unix and Unix with TCP. */
+static bool pair_wanted(int a, int b)
+{
+    if (mode == OVER_TCP || mode == OVER_UNIX)
+        return true;
+    return (a == 0 && b == 1) || (a == 2 && b == 3) || (a == 0 && b == 3) || (a == 2 && b == 4);
+}
+
 /* Every pair of servers killed, values read, the pair restarted empty and
  * read again. */
 static void survive_pairs(uint64_t replication, uint64_t coding, bool binary, const char *what)
@@ -151,6 +198,8 @@ static void survive_pairs(uint64_t replication, uint64_t coding, bool binary, co
     largest = coding != 0 ? SIZE_MAX : 1000000;
     for (int a = 0; a < SERVERS; a++) {
         for (int b = a + 1; b < SERVERS; b++) {
+            if (!pair_wanted(a, b))
+                continue;
             memcached_st *memc = client(replication, coding, binary);
             make_values((unsigned)(a * 10 + b));
             char prefix[32];
@@ -160,15 +209,19 @@ static void survive_pairs(uint64_t replication, uint64_t coding, bool binary, co
             test_server_stop(&servers[a], true);
             test_server_stop(&servers[b], true);
             exact_dead += read_all(memc, prefix) == VALUES && stored == VALUES;
-            bool restarted = test_server_restart(&servers[a]) && test_server_restart(&servers[b]);
+            /* back empty (over RDMA on new ports: a new client, which places
+             * keys as the first did, by the servers' positions) */
+            bool restarted =
+                test_server_restart_fresh(&servers[a]) && test_server_restart_fresh(&servers[b]);
+            memcached_free(memc);
+            memc = client(replication, coding, binary);
             exact_back += restarted && read_all(memc, prefix) == VALUES;
             memcached_free(memc);
             pairs++;
         }
     }
-    ok(exact_dead == pairs,
-       "%s: any 2 of 5 servers killed: every value byte-exact (%d of %d pairs)", what, exact_dead,
-       pairs);
+    ok(exact_dead == pairs, "%s: 2 of 5 servers killed: every value byte-exact (%d of %d pairs)",
+       what, exact_dead, pairs);
     ok(exact_back == pairs, "%s: killed servers restarted empty: every value byte-exact (%d of %d)",
        what, exact_back, pairs);
 }
@@ -355,35 +408,64 @@ static void lying_chunks(bool binary)
     memcached_free(memc);
 }
 
-/* Writers of one key in other processes while servers die: every read is
- * one writer's whole value. Values are one 8-byte word repeated. */
-static void concurrent_writers(bool binary)
+/* A writer of the concurrent-writers check: its own client in a thread of
+ * its own (threads, not processes: an RDMA device context does not survive
+ * fork). */
+struct writer {
+    pthread_t thread;
+    int number;
+    uint64_t replication, coding;
+    bool binary;
+    atomic_bool done;
+};
+
+enum { RACE_SIZE = 60000 };
+
+static void *write_race(void *arg)
 {
-    enum { WRITERS = 2, WRITES = 150, SIZE = 60000 };
-    pid_t writers[WRITERS];
-    for (int w = 0; w < WRITERS; w++) {
-        writers[w] = fork();
-        if (writers[w] == 0) {
-            memcached_st *memc = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
-            uint64_t *value = malloc(SIZE);
-            for (int n = 0; n < WRITES; n++) {
-                uint64_t word = (uint64_t)(w + 1) << 32 | (uint64_t)n;
-                for (size_t i = 0; i < SIZE / 8; i++)
-                    value[i] = word;
-                memcached_set(memc, "race", 4, (const char *)value, SIZE, 0, 0);
-            }
-            free(value);
-            memcached_free(memc);
-            _exit(0);
-        }
+    struct writer *w = arg;
+    memcached_st *memc = client(w->replication, w->coding, w->binary);
+    uint64_t *value = malloc(RACE_SIZE);
+    int writes = mode == OVER_TCP || mode == OVER_UNIX ? 150 : 40; /* emulated RDMA: slower */
+    for (int n = 0; n < writes; n++) {
+        uint64_t word = (uint64_t)(w->number + 1) << 32 | (uint64_t)n;
+        for (size_t i = 0; i < RACE_SIZE / 8; i++)
+            value[i] = word;
+        memcached_set(memc, "race", 4, (const char *)value, RACE_SIZE, 0, 0);
     }
-    memcached_st *memc = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
-    int reads = 0, whole = 0, mixed = 0;
-    for (int n = 0; n < 200; n++) {
-        if (n == 40)
+    free(value);
+    memcached_free(memc);
+    atomic_store(&w->done, true);
+    return NULL;
+}
+
+/* Writers of one key in other threads while servers die and one comes back
+ * empty: every read is one writer's whole value. Values are one 8-byte word
+ * repeated. */
+static void concurrent_writers(uint64_t replication, uint64_t coding, bool binary, const char *what)
+{
+    enum { WRITERS = 2, SIZE = RACE_SIZE };
+    struct writer writers[WRITERS];
+    for (int w = 0; w < WRITERS; w++) {
+        writers[w] = (struct writer){
+            .number = w, .replication = replication, .coding = coding, .binary = binary};
+        atomic_init(&writers[w].done, false);
+        pthread_create(&writers[w].thread, NULL, write_race, &writers[w]);
+    }
+    memcached_st *memc = client(replication, coding, binary);
+    int reads = 0, whole = 0, mixed = 0, missed = 0, failed = 0;
+    memcached_return_t first_failure = MEMCACHED_SUCCESS;
+    /* 200 reads at least, and on while the writers write (slow devices) */
+    int reads_at_least = mode == OVER_TCP || mode == OVER_UNIX ? 200 : 60;
+    for (int n = 0; n < reads_at_least ||
+                    (n < 2000 && !(atomic_load(&writers[0].done) && atomic_load(&writers[1].done)));
+         n++) {
+        if (n == reads_at_least / 5)
             test_server_stop(&servers[1], true);
-        if (n == 80)
+        if (n == 2 * reads_at_least / 5)
             test_server_stop(&servers[3], true);
+        if (n == 3 * reads_at_least / 5) /* back, empty, while the writers go on */
+            test_server_restart(&servers[1]);
         size_t length;
         memcached_return_t rc;
         char *got = memcached_get(memc, "race", 4, &length, NULL, &rc);
@@ -394,17 +476,23 @@ static void concurrent_writers(bool binary)
                 same = memcmp(got, got + i, 8) == 0;
             whole += same;
             mixed += !same;
+        } else if (rc == MEMCACHED_NOTFOUND) {
+            missed++;
+        } else {
+            failed++;
+            first_failure = first_failure == MEMCACHED_SUCCESS ? rc : first_failure;
         }
         free(got);
         usleep(1000);
     }
-    for (int w = 0; w < WRITERS; w++) {
-        int status;
-        waitpid(writers[w], &status, 0);
-    }
+    if (failed > 0)
+        tap_diag("%s: %d reads failed, the first with %s, %d missed", what, failed,
+                 memcached_strerror(NULL, first_failure), missed);
+    for (int w = 0; w < WRITERS; w++)
+        pthread_join(writers[w].thread, NULL);
     ok(mixed == 0 && reads > 0,
-       "concurrent writers, 2 servers killed: %d reads, %d whole, %d mixed", reads, whole, mixed);
-    test_server_restart(&servers[1]);
+       "%s: concurrent writers, 2 servers killed, one back empty: %d reads, %d whole, %d mixed",
+       what, reads, whole, mixed);
     test_server_restart(&servers[3]);
     memcached_free(memc);
 }
@@ -479,7 +567,7 @@ static void nonblocking_parents(bool binary)
         memcached_st *plain = plain_client(i);
         memcached_return_t rc;
         char *got = memcached_get(plain, "async-own", 9, &length, NULL, &rc);
-        copies += rc == MEMCACHED_SUCCESS && length == SIZE && memcmp(got, expect, SIZE) == 0;
+        copies += rc == MEMCACHED_SUCCESS && is_copy(got, length, expect, SIZE);
         free(got);
         memcached_free(plain);
     }
@@ -497,8 +585,10 @@ static void nonblocking_parents(bool binary)
     const memcached_instance_st *primary = memcached_server_by_key(async, "async-big", 9, &rc);
     int stopped[SERVERS], stopped_count = 0;
     for (int i = 0; i < SERVERS; i++) {
-        bool is_primary = servers[i].port != 0
-                              ? memcached_server_port(primary) == servers[i].port
+        in_port_t port = memcached_server_port(primary);
+        bool is_primary = servers[i].rdma_port != 0 ? port == servers[i].rdma_port
+                          : servers[i].port != 0
+                              ? port == servers[i].port
                               : strcmp(memcached_server_name(primary), servers[i].socket_path) == 0;
         if (!is_primary) {
             test_server_pause(&servers[i]);
@@ -516,7 +606,7 @@ static void nonblocking_parents(bool binary)
     for (int i = 0; i < SERVERS; i++) {
         memcached_st *plain = plain_client(i);
         char *got = memcached_get(plain, "async-big", 9, &length, NULL, &rc);
-        copies += rc == MEMCACHED_SUCCESS && length == BIG && memcmp(got, big_expect, BIG) == 0;
+        copies += rc == MEMCACHED_SUCCESS && is_copy(got, length, big_expect, BIG);
         free(got);
         memcached_free(plain);
     }
@@ -563,6 +653,285 @@ static void replicated_calls(bool binary)
     is_rc(memcached_delete(memc, "copied", 6, 0), MEMCACHED_SUCCESS, "replicated delete");
     is_rc(memcached_exist(memc, "copied", 6), MEMCACHED_NOTFOUND, "gone from every copy");
     memcached_free(memc);
+}
+
+/* Bytes stored under a replicated key by a plain client, or another
+ * key's copy, are never returned: the next copy is read. */
+static void lying_copies(bool binary)
+{
+    memcached_st *memc = client(MEMCACHED_REPLICATION_SYNC(3), 0, binary);
+    char value[2000];
+    fill(value, sizeof(value), 21);
+    memcached_set(memc, "copy-liar", 9, value, sizeof(value), 0, 5);
+    memcached_return_t rc;
+    /* which servers hold copies 0, 1 and 2: read each one's header */
+    int holder[3] = {-1, -1, -1};
+    for (int i = 0; i < SERVERS; i++) {
+        memcached_st *plain = plain_client(i);
+        size_t length = 0;
+        char *item = memcached_get(plain, "copy-liar", 9, &length, NULL, &rc);
+        if (item != NULL && is_copy(item, length, value, sizeof(value)) &&
+            (unsigned char)item[5] < 3)
+            holder[(unsigned char)item[5]] = i;
+        free(item);
+        memcached_free(plain);
+    }
+    if (!ok(holder[0] >= 0 && holder[1] >= 0 && holder[2] >= 0,
+            "replicated copies 0, 1, 2 found with their headers"))
+        return;
+    memcached_st *first = plain_client(holder[0]), *second = plain_client(holder[1]);
+    size_t item_length = 0, second_length = 0;
+    char *item = memcached_get(first, "copy-liar", 9, &item_length, NULL, &rc);
+    char *second_copy = memcached_get(second, "copy-liar", 9, &second_length, NULL, &rc);
+    memcached_free(second);
+    if (item != NULL && item_length > 40)
+        item[40] ^= 1;
+    struct {
+        const char *what;
+        const char *bytes;
+        size_t length;
+    } lies[] = {
+        {"garbage", "not a copy", 10},
+        {"a true header over a changed byte", item, item_length},
+        {"copy 1 (a true copy at the wrong place)", second_copy, second_length},
+    };
+    for (size_t l = 0; l < sizeof(lies) / sizeof(lies[0]); l++) {
+        memcached_set(first, "copy-liar", 9, lies[l].bytes, lies[l].length, 0, 0);
+        size_t length;
+        uint32_t flags;
+        char *got = memcached_get(memc, "copy-liar", 9, &length, &flags, &rc);
+        ok(rc == MEMCACHED_SUCCESS && length == sizeof(value) && flags == 5 &&
+               memcmp(got, value, length) == 0,
+           "copy 0 replaced by %s: copy 1 read, byte-exact", lies[l].what);
+        free(got);
+    }
+    /* every copy a lie: a miss, never the lie */
+    for (int c = 1; c < 3; c++) {
+        memcached_st *p = plain_client(holder[c]);
+        memcached_set(p, "copy-liar", 9, "not a copy", 10, 0, 0);
+        memcached_free(p);
+    }
+    char *got = memcached_get(memc, "copy-liar", 9, NULL, NULL, &rc);
+    is_rc(rc, MEMCACHED_NOTFOUND, "every copy replaced: NOTFOUND, never the bytes");
+    free(got);
+    free(second_copy);
+    free(item);
+    memcached_free(first);
+    memcached_free(memc);
+}
+
+/* The non-blocking calls on replicated parents: isets in flight, igets into
+ * the caller's buffers completed by memcached_test, bset and bget; then the
+ * same reads with two of the five servers killed. */
+static void replicated_nonblocking(uint64_t replication, bool binary, const char *what)
+{
+    enum { WINDOW = 16, SIZE = 3000 };
+    memcached_st *memc = client(replication, 0, binary);
+    memcached_request_st *reqs[WINDOW];
+    char *buffers[WINDOW], *into = malloc((size_t)WINDOW * SIZE);
+    char key[64];
+    int issued = 0, stored = 0;
+    for (int i = 0; i < WINDOW; i++) {
+        reqs[i] = memcached_request_create(memc);
+        buffers[i] = malloc(SIZE);
+        fill(buffers[i], SIZE, 300 + (unsigned)i);
+        snprintf(key, sizeof(key), "rnb-%d", i);
+        issued += memcached_iset(memc, key, strlen(key), buffers[i], SIZE, 0, (uint32_t)i,
+                                 reqs[i]) == MEMCACHED_SUCCESS;
+    }
+    for (int i = 0; i < WINDOW; i++)
+        stored += memcached_wait(memc, reqs[i]) == MEMCACHED_SUCCESS;
+    memcached_wait_all(memc);
+    ok(issued == WINDOW && stored == WINDOW, "%s: 16 isets in flight, all stored", what);
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) {
+            test_server_stop(&servers[0], true);
+            test_server_stop(&servers[2], true);
+        }
+        for (int i = 0; i < WINDOW; i++) {
+            snprintf(key, sizeof(key), "rnb-%d", i);
+            memcached_iget(memc, key, strlen(key), into + (size_t)i * SIZE, SIZE, reqs[i]);
+        }
+        int exact = 0;
+        for (int i = 0; i < WINDOW; i++) {
+            while (memcached_test(memc, reqs[i]) == MEMCACHED_IN_PROGRESS)
+                ;
+            size_t length;
+            const char *got = memcached_request_value(reqs[i], &length);
+            exact += memcached_request_return(reqs[i]) == MEMCACHED_SUCCESS && length == SIZE &&
+                     got == into + (size_t)i * SIZE && memcmp(got, buffers[i], SIZE) == 0 &&
+                     memcached_request_flags(reqs[i]) == (uint32_t)i;
+        }
+        ok(exact == WINDOW, "%s: 16 igets%s byte-exact in the caller's buffers (%d)", what,
+           round == 1 ? " with 2 of 5 servers killed:" : ":", exact);
+        memcached_bget(memc, "rnb-3", 5, reqs[0]);
+        size_t length = 0;
+        ok(memcached_wait(memc, reqs[0]) == MEMCACHED_SUCCESS &&
+               memcmp(memcached_request_value(reqs[0], &length), buffers[3], SIZE) == 0 &&
+               length == SIZE,
+           "%s: bget%s", what, round == 1 ? " with 2 of 5 servers killed" : "");
+    }
+    test_server_restart(&servers[0]);
+    test_server_restart(&servers[2]);
+    /* bset copies the value at once: the buffer is the caller's again */
+    memcpy(into, buffers[5], SIZE);
+    is_rc(memcached_bset(memc, "rnb-b", 5, into, SIZE, 0, 0, reqs[1]), MEMCACHED_SUCCESS,
+          "bset issued");
+    memset(into, 'Z', SIZE);
+    ok(memcached_wait(memc, reqs[1]) == MEMCACHED_SUCCESS, "%s: bset stored", what);
+    memcached_wait_all(memc);
+    size_t length = 0;
+    memcached_return_t rc;
+    char *got = memcached_get(memc, "rnb-b", 5, &length, NULL, &rc);
+    ok(rc == MEMCACHED_SUCCESS && length == SIZE && memcmp(got, buffers[5], SIZE) == 0,
+       "%s: the bset value as it was when issued", what);
+    free(got);
+    for (int i = WINDOW; i > 0; i--) {
+        memcached_request_free(reqs[i - 1]);
+        free(buffers[i - 1]);
+    }
+    free(into);
+    memcached_free(memc);
+}
+
+static int64_t elapsed_ms(const struct timespec *since)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)(now.tv_sec - since->tv_sec) * 1000 + (now.tv_nsec - since->tv_nsec) / 1000000;
+}
+
+/* The index in servers[] of the key's first server. */
+static int first_server_of(memcached_st *memc, const char *key)
+{
+    memcached_return_t rc;
+    const memcached_instance_st *first = memcached_server_by_key(memc, key, strlen(key), &rc);
+    in_port_t port = memcached_server_port(first);
+    for (int i = 0; i < SERVERS; i++)
+        if (servers[i].rdma_port != 0 ? port == servers[i].rdma_port
+            : servers[i].port != 0
+                ? port == servers[i].port
+                : strcmp(memcached_server_name(first), servers[i].socket_path) == 0)
+            return i;
+    return 0;
+}
+
+/* A server stopped (SIGSTOP), not dead: its connection stays open and
+ * silent. Reads complete from the other servers once it has answered
+ * nothing for the hedge timeout, long before the poll timeout (10 s here);
+ * its requests stay in flight as stragglers that never touch the caller's
+ * buffers and are reaped when it answers again. */
+static void hung_server(bool binary)
+{
+    enum { KEYS = 6, SIZE = 20000, POLL_MS = 10000 };
+    memcached_st *coded = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
+    memcached_st *copied = client(MEMCACHED_REPLICATION_SYNC(3), 0, binary);
+    memcached_st *async = client(MEMCACHED_REPLICATION_ASYNC(3), 0, binary);
+    memcached_behavior_set(coded, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, POLL_MS);
+    memcached_behavior_set(copied, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, POLL_MS);
+    memcached_behavior_set(async, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, POLL_MS);
+    char *value[KEYS], *into = malloc((size_t)KEYS * SIZE), key[32];
+    for (int i = 0; i < KEYS; i++) {
+        value[i] = malloc(SIZE);
+        fill(value[i], SIZE, 500 + (unsigned)i);
+        snprintf(key, sizeof(key), "hung-%d", i);
+        memcached_set(coded, key, strlen(key), value[i], SIZE, 0, 0);
+        snprintf(key, sizeof(key), "hung-copy-%d", i);
+        memcached_set(copied, key, strlen(key), value[i], SIZE, 0, 0);
+    }
+    /* the first server of hung-copy-0 holds a chunk of every coded key too
+     * (5 servers, K + M = 5) */
+    int stopped = first_server_of(copied, "hung-copy-0");
+    /* connected to every server before one stops (an RDMA connect waits
+     * for the server to accept: a stopped one never does) */
+    memcached_set(async, "hung-copy-0", 11, value[0], SIZE, 0, 0);
+    memcached_wait_all(async);
+    test_server_pause(&servers[stopped]);
+    memcached_request_st *reqs[KEYS];
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (int i = 0; i < KEYS; i++) {
+        reqs[i] = memcached_request_create(coded);
+        snprintf(key, sizeof(key), "hung-%d", i);
+        memcached_iget(coded, key, strlen(key), into + (size_t)i * SIZE, SIZE, reqs[i]);
+    }
+    int exact = 0;
+    for (int i = 0; i < KEYS; i++) {
+        size_t length;
+        exact += memcached_wait(coded, reqs[i]) == MEMCACHED_SUCCESS &&
+                 memcached_request_value(reqs[i], &length) == into + (size_t)i * SIZE &&
+                 length == SIZE && memcmp(into + (size_t)i * SIZE, value[i], SIZE) == 0;
+    }
+    int64_t took = elapsed_ms(&start);
+    ok(exact == KEYS && took < POLL_MS / 2,
+       "RS(3,2), a server stopped: %d coded igets byte-exact in %lld ms (poll timeout %d ms)",
+       exact, (long long)took, POLL_MS);
+    memset(into, 'Q', (size_t)KEYS * SIZE); /* the caller's buffers are its own again */
+
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    int copies_exact = 0;
+    for (int i = 0; i < KEYS; i++) {
+        snprintf(key, sizeof(key), "hung-copy-%d", i);
+        size_t length;
+        memcached_return_t rc;
+        char *got = memcached_get(copied, key, strlen(key), &length, NULL, &rc);
+        copies_exact +=
+            rc == MEMCACHED_SUCCESS && length == SIZE && memcmp(got, value[i], SIZE) == 0;
+        free(got);
+    }
+    took = elapsed_ms(&start);
+    ok(copies_exact == KEYS && took < POLL_MS / 2,
+       "sync F=3, a server stopped: %d replicated gets byte-exact in %lld ms", copies_exact,
+       (long long)took);
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    is_rc(memcached_set(async, "hung-copy-0", 11, value[1], SIZE, 0, 0), MEMCACHED_SUCCESS,
+          "async F=3, the first copy's server stopped: the set completes with another copy");
+    took = elapsed_ms(&start);
+    ok(took < POLL_MS / 2, "without waiting for the stopped server (%lld ms)", (long long)took);
+
+    test_server_resume(&servers[stopped]);
+    is_rc(memcached_wait_all(coded), MEMCACHED_SUCCESS, "the coded stragglers are reaped");
+    memcached_wait_all(async);
+    bool untouched = true;
+    for (size_t i = 0; i < (size_t)KEYS * SIZE; i++)
+        untouched = untouched && into[i] == 'Q';
+    ok(untouched, "the stragglers never wrote into the caller's buffers");
+    int exact_copies = 0;
+    for (int i = 0; i < SERVERS; i++) {
+        memcached_st *plain = plain_client(i);
+        size_t length;
+        memcached_return_t rc;
+        char *got = memcached_get(plain, "hung-copy-0", 11, &length, NULL, &rc);
+        exact_copies += rc == MEMCACHED_SUCCESS && is_copy(got, length, value[1], SIZE);
+        free(got);
+        memcached_free(plain);
+    }
+    ok(exact_copies == 3,
+       "the async set's three copies, the stopped server's too, once it runs (%d)", exact_copies);
+
+    /* without hedging, the poll timeout fails the stopped server first */
+    memcached_behavior_set(coded, MEMCACHED_BEHAVIOR_RESILIENCE_HEDGE_TIMEOUT, 0);
+    memcached_behavior_set(coded, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 500);
+    test_server_pause(&servers[stopped]);
+    exact = 0;
+    for (int i = 0; i < 2; i++) {
+        snprintf(key, sizeof(key), "hung-%d", i);
+        size_t length;
+        memcached_return_t rc;
+        char *got = memcached_get(coded, key, strlen(key), &length, NULL, &rc);
+        exact += rc == MEMCACHED_SUCCESS && length == SIZE && memcmp(got, value[i], SIZE) == 0;
+        free(got);
+    }
+    ok(exact == 2, "hedging off: coded gets byte-exact after the poll timeout (%d)", exact);
+    test_server_resume(&servers[stopped]);
+    for (int i = KEYS; i > 0; i--) {
+        memcached_request_free(reqs[i - 1]);
+        free(value[i - 1]);
+    }
+    free(into);
+    memcached_free(async);
+    memcached_free(copied);
+    memcached_free(coded);
 }
 
 /* Failures of copies are counted; synchronous writes say SOME_ERRORS. */
@@ -628,6 +997,16 @@ static void configuration(void)
            memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD) == 100,
        "--REPLICATION=sync:2 --ERASURE-CODING-THRESHOLD=100");
     memcached_free(memc);
+    memc = memcached_create(NULL);
+    ok(memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_RESILIENCE_HEDGE_TIMEOUT) ==
+           MEMCACHED_DEFAULT_RESILIENCE_HEDGE_TIMEOUT,
+       "RESILIENCE_HEDGE_TIMEOUT defaults to %d ms", MEMCACHED_DEFAULT_RESILIENCE_HEDGE_TIMEOUT);
+    memcached_free(memc);
+    memc = memcached("--SERVER=a --RESILIENCE-HEDGE-TIMEOUT=250", 41);
+    ok(memc != NULL &&
+           memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_RESILIENCE_HEDGE_TIMEOUT) == 250,
+       "--RESILIENCE-HEDGE-TIMEOUT=250");
+    memcached_free(memc);
     const char *bad[] = {"--REPLICATION=sync",    "--REPLICATION=both:3",  "--REPLICATION=sync:1",
                          "--REPLICATION=async:x", "--ERASURE-CODING=3",    "--ERASURE-CODING=1,2",
                          "--ERASURE-CODING=3,0",  "--ERASURE-CODING=30,5", "--ERASURE-CODING=3,2,1",
@@ -650,10 +1029,14 @@ static bool coding_built(void)
     return rc != MEMCACHED_NOT_SUPPORTED;
 }
 
-static void run(bool unix_sockets, bool binary)
+static void run(enum transport transport, bool binary)
 {
-    over_unix = unix_sockets;
-    const char *how = unix_sockets ? "unix" : "tcp";
+    static const char *const names[] = {"tcp", "unix", "rdma", "mixed rdma+tcp+unix"};
+    mode = transport;
+    const char *how = names[transport];
+    /* over RDMA the client speaks the binary protocol only, so these runs
+     * cover what the text runs cover elsewhere */
+    bool all = !binary || transport == OVER_RDMA || transport == OVER_MIXED;
     tap_diag("over %s, %s protocol", how, binary ? "binary" : "text");
     if (!ok(start_servers(), "%s: five servers", how))
         return;
@@ -665,29 +1048,45 @@ static void run(bool unix_sockets, bool binary)
         stop_servers();
         return;
     }
-    if (!unix_sockets && !binary)
+    if (transport == OVER_TCP && !binary)
         configuration();
     chunks_on_servers(binary);
     survive_pairs(0, MEMCACHED_ERASURE_CODING(3, 2), binary, "RS(3,2)");
     three_dead(binary);
     lying_chunks(binary);
-    if (!binary) {
+    if (all) {
         survive_pairs(MEMCACHED_REPLICATION_SYNC(3), 0, binary, "sync replication F=3");
         survive_pairs(MEMCACHED_REPLICATION_ASYNC(3), 0, binary, "async replication F=3");
-        concurrent_writers(binary);
+        concurrent_writers(0, MEMCACHED_ERASURE_CODING(3, 2), binary, "RS(3,2)");
+        concurrent_writers(MEMCACHED_REPLICATION_SYNC(3), 0, binary, "sync F=3");
+        concurrent_writers(MEMCACHED_REPLICATION_ASYNC(3), 0, binary, "async F=3");
     }
     nonblocking_parents(binary);
+    replicated_nonblocking(MEMCACHED_REPLICATION_SYNC(3), binary, "sync F=3");
+    replicated_nonblocking(MEMCACHED_REPLICATION_ASYNC(3), binary, "async F=3");
     replicated_calls(binary);
+    lying_copies(binary);
+    hung_server(binary);
     failure_counts(binary);
     stop_servers();
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
-    run(false, false);
-    run(false, true);
-    run(true, false);
+    if (argc > 1 && strcmp(argv[1], "--rdma") == 0) {
+        rdma_addr = getenv("RXE_VM_ADDR");
+        if (rdma_addr == NULL || rdma_addr[0] == '\0') {
+            tap_diag("--rdma needs RXE_VM_ADDR, the address of an RDMA device");
+            return 1;
+        }
+        run(OVER_RDMA, true);
+        run(OVER_MIXED, true);
+    } else {
+        run(OVER_TCP, false);
+        run(OVER_TCP, true);
+        run(OVER_UNIX, false);
+    }
     for (int v = 0; v < VALUES; v++)
         free(values[v]);
     return done_testing();

@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <libmemcached/memcached.h>
+
 unsigned test_unused_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -54,10 +56,27 @@ static bool can_connect(const struct test_server *s)
     return rc == 0;
 }
 
+/* Whether a client reaches s over RDMA: a server restarted on the port of
+ * one just killed cannot listen there while the kernel still holds the
+ * killed one's connections, and then serves TCP only. */
+static bool rdma_accepts(const struct test_server *s)
+{
+    char cfg[192];
+    snprintf(cfg, sizeof(cfg), "--SERVER=rdma://%s:%u --CONNECT-TIMEOUT=2000", s->rdma_addr,
+             s->rdma_port);
+    memcached_st *memc = memcached(cfg, strlen(cfg));
+    if (memc == NULL)
+        return false;
+    memcached_return_t rc = memcached_exist(memc, "rdma-probe", 10);
+    memcached_free(memc);
+    return rc == MEMCACHED_SUCCESS || rc == MEMCACHED_NOTFOUND;
+}
+
 /* Starts the server on s's port or socket path when `again`, else on new
- * ones, with the extra arguments (NULL-terminated, or NULL). */
+ * ones (and an RDMA listener on rdma_addr when not NULL), with the extra
+ * arguments (NULL-terminated, or NULL). */
 static bool start_once(struct test_server *s, bool unix_socket, bool again,
-                       const char *const *extra)
+                       const char *const *extra, const char *rdma_addr)
 {
     const char *binary = getenv("MC_SERVER");
     if (binary == NULL || binary[0] == '\0')
@@ -77,8 +96,14 @@ static bool start_once(struct test_server *s, bool unix_socket, bool again,
         s->port = test_unused_port();
         if (s->port == 0)
             return false;
+        if (rdma_addr != NULL) { /* RDMA CM ports are a space of their own */
+            s->rdma_port = test_unused_port();
+            snprintf(s->rdma_addr, sizeof(s->rdma_addr), "%s", rdma_addr);
+        }
     }
     snprintf(port_text, sizeof(port_text), "%u", s->port);
+    char rdma_listen[128];
+    snprintf(rdma_listen, sizeof(rdma_listen), "rdma_listen=%s:%u", s->rdma_addr, s->rdma_port);
     pid_t pid = fork();
     if (pid < 0)
         return false;
@@ -99,6 +124,10 @@ static bool start_once(struct test_server *s, bool unix_socket, bool again,
         argv[n++] = "0";
         argv[n++] = "-m";
         argv[n++] = "64";
+        if (s->rdma_port != 0) {
+            argv[n++] = "-o";
+            argv[n++] = rdma_listen;
+        }
         if (geteuid() == 0) {
             argv[n++] = "-u";
             argv[n++] = "root";
@@ -110,9 +139,17 @@ static bool start_once(struct test_server *s, bool unix_socket, bool again,
         _exit(127);
     }
     s->pid = pid;
-    for (int i = 0; i < 500; i++) { /* at most 5 s */
-        if (can_connect(s))
-            return true;
+    int rdma_tries = 0;
+    for (int i = 0; i < 500; i++) { /* at most 5 s, and 8 s more over RDMA */
+        if (can_connect(s)) {
+            /* the RDMA listener comes up after TCP's (an emulated device
+             * registers the server's buffers slowly) */
+            if (s->rdma_port == 0 || rdma_accepts(s))
+                return true;
+            if (++rdma_tries == 40)
+                break;
+            usleep(200000);
+        }
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid) {
             s->pid = 0;
@@ -137,14 +174,39 @@ bool test_server_start_args(struct test_server *s, bool unix_socket, const char 
         seeded = true;
     }
     for (int attempt = 0; attempt < 5; attempt++)
-        if (start_once(s, unix_socket, false, extra))
+        if (start_once(s, unix_socket, false, extra, NULL))
             return true;
     return false;
 }
 
+bool test_server_start_rdma(struct test_server *s, const char *rdma_addr)
+{
+    for (int attempt = 0; attempt < 5; attempt++)
+        if (start_once(s, false, false, NULL, rdma_addr))
+            return true;
+    return false;
+}
+
+bool test_server_restart_fresh(struct test_server *s)
+{
+    if (s->rdma_port != 0) {
+        unsigned port = test_unused_port();
+        if (port == 0)
+            return false;
+        s->rdma_port = port;
+    }
+    return start_once(s, s->port == 0, true, NULL, NULL);
+}
+
 bool test_server_restart(struct test_server *s)
 {
-    return start_once(s, s->port == 0, true, NULL);
+    /* over RDMA, again until the port is free (seconds after a kill) */
+    for (int attempt = 0; attempt < (s->rdma_port != 0 ? 60 : 1); attempt++) {
+        if (start_once(s, s->port == 0, true, NULL, NULL))
+            return true;
+        usleep(250000);
+    }
+    return false;
 }
 
 void test_server_stop(struct test_server *s, bool hard)

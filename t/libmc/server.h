@@ -12,6 +12,8 @@ struct test_server {
     pid_t pid;
     unsigned port; /* 0 for a Unix socket server */
     char socket_path[108];
+    unsigned rdma_port; /* also listens over RDMA there when not 0 */
+    char rdma_addr[64];
 };
 
 /* Starts a server on 127.0.0.1 at a free port (or on a Unix socket when
@@ -19,8 +21,15 @@ struct test_server {
 bool test_server_start(struct test_server *s, bool unix_socket);
 /* The same with more server arguments (NULL-terminated), e.g. "-S". */
 bool test_server_start_args(struct test_server *s, bool unix_socket, const char *const *extra);
+/* Starts a server on a free TCP port that also listens over RDMA on
+ * rdma_addr (an address of an RDMA device) at a port of its own. */
+bool test_server_start_rdma(struct test_server *s, const char *rdma_addr);
 /* Starts a stopped server again, empty, on its old port or socket path. */
 bool test_server_restart(struct test_server *s);
+/* The same, but a server that also listens over RDMA does so on a new port
+ * (the old one stays taken for seconds after a kill): clients made before
+ * reach it over RDMA no more. */
+bool test_server_restart_fresh(struct test_server *s);
 /* SIGTERM (or SIGKILL when hard) and reap. */
 void test_server_stop(struct test_server *s, bool hard);
 void test_server_pause(struct test_server *s);  /* SIGSTOP */

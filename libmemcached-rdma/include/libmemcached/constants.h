@@ -40,6 +40,7 @@
 #define MEMCACHED_ERASURE_CODING(data_chunks, parity_chunks)                                       \
     (((uint64_t)(data_chunks) << 8) | (uint64_t)(parity_chunks))
 #define MEMCACHED_DEFAULT_ERASURE_CODING_THRESHOLD 1024
+#define MEMCACHED_DEFAULT_RESILIENCE_HEDGE_TIMEOUT 100
 
 enum memcached_return_t {
     MEMCACHED_SUCCESS,                          /* 0 */
@@ -146,7 +147,11 @@ enum memcached_behavior_t {
     /* values shorter than this many bytes are replicated, not coded */
     MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD = 1003,
     /* copies and chunks that could not be written (get; set 0 to reset) */
-    MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES = 1004
+    MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES = 1004,
+    /* milliseconds after which a read under REPLICATION or ERASURE_CODING
+     * whose server completed nothing meanwhile asks the other copies or
+     * chunks too (0: only after the poll timeout failed the server) */
+    MEMCACHED_BEHAVIOR_RESILIENCE_HEDGE_TIMEOUT = 1005
 };
 typedef enum memcached_behavior_t memcached_behavior_t;
 
