@@ -856,6 +856,7 @@ static uint64_t run_timers(struct mcr_udep_ctx *ctx, uint64_t now)
             }
             if (rc == -EPIPE) {
                 ctx->st.dead_peers++;
+                peer->in_input++; /* a close from the callback waits for us */
                 if (ctx->cb.on_dead)
                     ctx->cb.on_dead(peer, -ETIMEDOUT, ctx->user);
                 peer_free(peer);
