@@ -1,0 +1,941 @@
+/* rdma/ud_ep.c: the UD endpoint (rdma/ud_ep.h): the context's verbs objects
+ * and its one UD queue pair, peer setup over the RDMA CM (RDMA_PS_UDP),
+ * sorting and checking arrivals, and driving rdma/ud_reliable.c per peer. */
+#include "rdma/ud_ep.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "mcr/ud_wire.h"
+#include "rdma/ud_reliable.h"
+
+/* Private data of the RDMA CM exchange, both ways, little-endian:
+ * magic(2) version(1) reserved(1) qpn(4) conn_id(4) window(2) mtu(2) isn(4) */
+#define UDEP_PD_MAGIC 0x5544u
+#define UDEP_PD_VERSION 1u
+#define UDEP_PD_LEN 20u
+
+#define UDEP_SEND_FLAG (1ull << 63)
+#define UDEP_HELD_MAX 8 /* testing: datagrams held back to arrive late */
+
+struct udep_pd {
+    uint32_t qpn, conn_id, isn;
+    uint16_t window, mtu;
+};
+
+struct udep_held {
+    uint8_t *buf;
+    uint32_t len;
+    struct ibv_wc wc;
+};
+
+struct mcr_udep_peer {
+    struct mcr_udep_ctx *ctx;
+    uint32_t slot;
+    uint32_t local_conn_id;
+    struct udr_peer *udr;
+    struct ibv_ah *ah; /* client: from the CM; server: from the first datagram */
+    uint32_t remote_qpn, remote_conn_id;
+    uint8_t gid[16]; /* the peer's GID: its datagrams must come from it */
+    void *user;
+    int in_input; /* inside udr_input/udr_tick: closing waits */
+    bool close_pending;
+};
+
+struct mcr_udep_ctx {
+    struct mcr_udep_opts opts;
+    struct mcr_udep_callbacks cb;
+    void *user;
+    struct rdma_event_channel *ch;
+    struct rdma_cm_id *dev_id; /* the listener, or the client's resolved id */
+    struct ibv_context *verbs;
+    uint8_t port_num;
+    struct ibv_pd *pd;
+    struct ibv_comp_channel *cc;
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    uint32_t mtu, recv_buf_size;
+    uint8_t *recv_mem, *send_mem;
+    struct ibv_mr *recv_mr, *send_mr;
+    uint32_t *send_free, send_nfree;
+    struct mcr_udep_peer **peers;
+    uint32_t npeers;
+    uint64_t rng;
+    struct udr_stats gone; /* counters of freed peers */
+    struct mcr_udep_stats st;
+    struct udep_held held[UDEP_HELD_MAX];
+    uint32_t nheld;
+    uint8_t *held_mem;
+};
+
+static void set_err(char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t len, const char *fmt, ...)
+{
+    if (err == NULL || len == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static uint32_t rng_next(struct mcr_udep_ctx *ctx)
+{
+    uint64_t x = ctx->rng; /* xorshift64 */
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    ctx->rng = x;
+    return (uint32_t)(x >> 16);
+}
+
+void mcr_udep_opts_default(struct mcr_udep_opts *opts)
+{
+    const char *addr = opts->addr;
+    memset(opts, 0, sizeof(*opts));
+    opts->addr = addr;
+    opts->recv_bufs = 512;
+    opts->send_bufs = 256;
+    opts->max_peers = 4096;
+}
+
+size_t mcr_udep_peer_struct_bytes(void)
+{
+    return sizeof(struct mcr_udep_peer);
+}
+
+static void pd_encode(const struct udep_pd *pd, uint8_t *out)
+{
+    mcr_ud_put16(out, UDEP_PD_MAGIC);
+    out[2] = UDEP_PD_VERSION;
+    out[3] = 0;
+    mcr_ud_put32(out + 4, pd->qpn);
+    mcr_ud_put32(out + 8, pd->conn_id);
+    mcr_ud_put16(out + 12, pd->window);
+    mcr_ud_put16(out + 14, pd->mtu);
+    mcr_ud_put32(out + 16, pd->isn);
+}
+
+static int pd_decode(const void *data, size_t len, struct udep_pd *pd)
+{
+    const uint8_t *p = data;
+    if (p == NULL || len < UDEP_PD_LEN || mcr_ud_get16(p) != UDEP_PD_MAGIC ||
+        p[2] != UDEP_PD_VERSION)
+        return -EPROTO;
+    pd->qpn = mcr_ud_get32(p + 4) & 0xffffffu;
+    pd->conn_id = mcr_ud_get32(p + 8);
+    pd->window = mcr_ud_get16(p + 12);
+    pd->mtu = mcr_ud_get16(p + 14);
+    pd->isn = mcr_ud_get32(p + 16);
+    if (pd->window < 1 || pd->window > UDR_WINDOW_MAX || pd->mtu < 256 || pd->mtu > 4096)
+        return -EPROTO;
+    return 0;
+}
+
+/* The GID of an address as RoCE names it (IPv4 mapped into IPv6). */
+static int gid_of_sockaddr(const struct sockaddr *sa, uint8_t gid[16])
+{
+    if (sa->sa_family == AF_INET) {
+        memset(gid, 0, 10);
+        gid[10] = gid[11] = 0xff;
+        memcpy(gid + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        return 0;
+    }
+    if (sa->sa_family == AF_INET6) {
+        memcpy(gid, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+        return 0;
+    }
+    return -EAFNOSUPPORT;
+}
+
+/* The source GID from the 40 bytes before a datagram: an IPv6 header (IB,
+ * RoCE v1, RoCE v2 over IPv6) or, in its last 20 bytes, an IPv4 header
+ * (RoCE v2 over IPv4). */
+static int gid_of_grh(const uint8_t *grh, uint8_t gid[16])
+{
+    if ((grh[0] >> 4) == 6) {
+        memcpy(gid, grh + 8, 16);
+        return 0;
+    }
+    if (grh[20] == 0x45) {
+        memset(gid, 0, 10);
+        gid[10] = gid[11] = 0xff;
+        memcpy(gid + 12, grh + 20 + 12, 4);
+        return 0;
+    }
+    return -EPROTO;
+}
+
+/* ---- verbs posting ---------------------------------------------------- */
+
+static int post_recv(struct mcr_udep_ctx *ctx, uint32_t idx)
+{
+    struct ibv_sge sge = {.addr = (uintptr_t)(ctx->recv_mem + (size_t)idx * ctx->recv_buf_size),
+                          .length = ctx->recv_buf_size,
+                          .lkey = ctx->recv_mr->lkey};
+    struct ibv_recv_wr wr = {.wr_id = idx, .sg_list = &sge, .num_sge = 1}, *bad;
+    ctx->st.recv_wrs++;
+    ctx->st.post_recv_calls++;
+    return ibv_post_recv(ctx->qp, &wr, &bad);
+}
+
+/* Posts hdr_len bytes of hdr then len of payload to the peer; -EAGAIN when
+ * it cannot (no address yet, no send buffer, too long). */
+static int post_dgram(struct mcr_udep_peer *peer, const uint8_t *hdr, size_t hdr_len,
+                      const uint8_t *payload, size_t len)
+{
+    struct mcr_udep_ctx *ctx = peer->ctx;
+    if (peer->ah == NULL || ctx->send_nfree == 0 || hdr_len + len > ctx->mtu)
+        return -EAGAIN;
+    uint32_t idx = ctx->send_free[--ctx->send_nfree];
+    uint8_t *buf = ctx->send_mem + (size_t)idx * ctx->mtu;
+    memcpy(buf, hdr, hdr_len);
+    if (len > 0)
+        memcpy(buf + hdr_len, payload, len);
+    struct ibv_sge sge = {
+        .addr = (uintptr_t)buf, .length = (uint32_t)(hdr_len + len), .lkey = ctx->send_mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = UDEP_SEND_FLAG | idx,
+                             .sg_list = &sge,
+                             .num_sge = 1,
+                             .opcode = IBV_WR_SEND,
+                             .send_flags = IBV_SEND_SIGNALED},
+                       *bad;
+    wr.wr.ud.ah = peer->ah;
+    wr.wr.ud.remote_qpn = peer->remote_qpn;
+    wr.wr.ud.remote_qkey = RDMA_UDP_QKEY;
+    ctx->st.send_wrs++;
+    ctx->st.post_send_calls++;
+    if (ibv_post_send(ctx->qp, &wr, &bad) != 0) {
+        ctx->send_free[ctx->send_nfree++] = idx;
+        return -EAGAIN;
+    }
+    return 0;
+}
+
+static void udep_emit(void *arg, const uint8_t *hdr, const uint8_t *payload, size_t len)
+{
+    struct mcr_udep_peer *peer = arg;
+    if (post_dgram(peer, hdr, MCR_UD_HDR_LEN, payload, len) != 0)
+        peer->ctx->st.send_drops++; /* the layer sends it again */
+}
+
+int mcr_udep_send_raw(struct mcr_udep_peer *peer, const void *dgram, size_t len)
+{
+    return post_dgram(peer, dgram, len, NULL, 0);
+}
+
+uint32_t mcr_udep_peer_remote_id(const struct mcr_udep_peer *peer)
+{
+    return peer->remote_conn_id;
+}
+
+static void udep_deliver(void *arg, const uint8_t *msg, size_t len)
+{
+    struct mcr_udep_peer *peer = arg;
+    if (peer->close_pending)
+        return;
+    if (peer->ctx->cb.on_message)
+        peer->ctx->cb.on_message(peer, msg, len, peer->ctx->user);
+}
+
+static const struct udr_ops udep_udr_ops = {.emit = udep_emit, .deliver = udep_deliver};
+
+/* ---- peers ------------------------------------------------------------ */
+
+static void add_stats(struct udr_stats *sum, const struct udr_stats *s)
+{
+    sum->msgs_sent += s->msgs_sent;
+    sum->msgs_delivered += s->msgs_delivered;
+    sum->data_sent += s->data_sent;
+    sum->retransmits += s->retransmits;
+    sum->acks_sent += s->acks_sent;
+    sum->duplicates += s->duplicates;
+    sum->malformed += s->malformed;
+    sum->timeouts += s->timeouts;
+}
+
+/* A free slot, or max_peers when there is none. */
+static uint32_t free_slot(const struct mcr_udep_ctx *ctx)
+{
+    uint32_t slot;
+    for (slot = 0; slot < ctx->opts.max_peers; slot++)
+        if (ctx->peers[slot] == NULL)
+            break;
+    return slot;
+}
+
+/* conn_id names slot in its low 16 bits, the rest random. */
+static struct mcr_udep_peer *peer_new(struct mcr_udep_ctx *ctx, uint32_t conn_id, uint32_t isn,
+                                      const struct udep_pd *remote, const uint8_t gid[16])
+{
+    uint32_t slot = conn_id & 0xffffu;
+    if (slot >= ctx->opts.max_peers || ctx->peers[slot] != NULL)
+        return NULL;
+    struct mcr_udep_peer *peer = calloc(1, sizeof(*peer));
+    if (peer == NULL)
+        return NULL;
+    peer->ctx = ctx;
+    peer->slot = slot;
+    peer->local_conn_id = conn_id;
+    peer->remote_qpn = remote->qpn;
+    peer->remote_conn_id = remote->conn_id;
+    memcpy(peer->gid, gid, 16);
+    struct udr_config cfg;
+    udr_config_defaults(&cfg, remote->mtu < ctx->mtu ? remote->mtu : ctx->mtu);
+    if (ctx->opts.window)
+        cfg.window = ctx->opts.window;
+    if (ctx->opts.dead_ms)
+        cfg.dead_us = ctx->opts.dead_ms * 1000u;
+    if (ctx->opts.max_msg)
+        cfg.max_msg = ctx->opts.max_msg;
+    if (ctx->opts.keepalive_ms)
+        cfg.keepalive_us = ctx->opts.keepalive_ms * 1000u;
+    cfg.local_conn_id = conn_id;
+    cfg.peer_conn_id = remote->conn_id;
+    cfg.peer_window = remote->window;
+    cfg.tx_isn = isn;
+    cfg.rx_isn = remote->isn;
+    peer->udr = udr_open(&cfg, &udep_udr_ops, peer, now_us());
+    if (peer->udr == NULL) {
+        free(peer);
+        return NULL;
+    }
+    ctx->peers[slot] = peer;
+    ctx->npeers++;
+    return peer;
+}
+
+static void peer_free(struct mcr_udep_peer *peer)
+{
+    struct mcr_udep_ctx *ctx = peer->ctx;
+    add_stats(&ctx->gone, udr_stats(peer->udr));
+    udr_close(peer->udr);
+    if (peer->ah)
+        ibv_destroy_ah(peer->ah);
+    ctx->peers[peer->slot] = NULL;
+    ctx->npeers--;
+    free(peer);
+}
+
+void mcr_udep_peer_close(struct mcr_udep_peer *peer)
+{
+    if (peer->in_input)
+        peer->close_pending = true;
+    else
+        peer_free(peer);
+}
+
+int mcr_udep_send(struct mcr_udep_peer *peer, const void *msg, size_t len)
+{
+    if (peer->close_pending)
+        return -EPIPE;
+    return udr_send(peer->udr, msg, len, now_us());
+}
+
+int mcr_udep_peer_idle(const struct mcr_udep_peer *peer)
+{
+    return udr_is_idle(peer->udr);
+}
+
+void mcr_udep_peer_set_user(struct mcr_udep_peer *peer, void *user)
+{
+    peer->user = user;
+}
+
+void *mcr_udep_peer_user(const struct mcr_udep_peer *peer)
+{
+    return peer->user;
+}
+
+/* ---- context ---------------------------------------------------------- */
+
+static uint32_t mtu_bytes(enum ibv_mtu m)
+{
+    return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128u << m : 1024u;
+}
+
+static int wait_cm_event(struct mcr_udep_ctx *ctx, int timeout_ms, struct rdma_cm_event **ev)
+{
+    struct pollfd pfd = {.fd = ctx->ch->fd, .events = POLLIN};
+    for (;;) {
+        if (rdma_get_cm_event(ctx->ch, ev) == 0)
+            return 0;
+        if (errno != EAGAIN)
+            return -errno;
+        int n = poll(&pfd, 1, timeout_ms);
+        if (n == 0)
+            return -ETIMEDOUT;
+        if (n < 0 && errno != EINTR)
+            return -errno;
+    }
+}
+
+/* Resolves addr on a new id to find the device (client). */
+static int resolve(struct mcr_udep_ctx *ctx, struct rdma_cm_id *id, const char *host, uint16_t port,
+                   int timeout_ms, bool route, char *err, size_t errlen)
+{
+    struct addrinfo hints = {.ai_flags = AI_NUMERICSERV}, *ai;
+    char portstr[8];
+    snprintf(portstr, sizeof(portstr), "%u", port);
+    int rc = getaddrinfo(host, portstr, &hints, &ai);
+    if (rc != 0) {
+        set_err(err, errlen, "%s: %s", host, gai_strerror(rc));
+        return -EINVAL;
+    }
+    rc = rdma_resolve_addr(id, NULL, ai->ai_addr, timeout_ms);
+    freeaddrinfo(ai);
+    enum rdma_cm_event_type want = RDMA_CM_EVENT_ADDR_RESOLVED;
+    for (int step = 0; rc == 0 && step < (route ? 2 : 1); step++) {
+        struct rdma_cm_event *ev;
+        rc = wait_cm_event(ctx, timeout_ms, &ev);
+        if (rc != 0)
+            break;
+        enum rdma_cm_event_type got = ev->event;
+        rdma_ack_cm_event(ev);
+        if (got != want) {
+            set_err(err, errlen, "%s: %s", host, rdma_event_str(got));
+            return -EHOSTUNREACH;
+        }
+        if (want == RDMA_CM_EVENT_ADDR_RESOLVED && route) {
+            want = RDMA_CM_EVENT_ROUTE_RESOLVED;
+            rc = rdma_resolve_route(id, timeout_ms);
+        }
+    }
+    if (rc != 0) {
+        set_err(err, errlen, "%s: cannot resolve: %s", host, strerror(rc < 0 ? -rc : errno));
+        return -EHOSTUNREACH;
+    }
+    return 0;
+}
+
+static int make_qp(struct mcr_udep_ctx *ctx, char *err, size_t errlen)
+{
+    struct ibv_port_attr pa;
+    if (ibv_query_port(ctx->verbs, ctx->port_num, &pa) != 0) {
+        set_err(err, errlen, "ibv_query_port: %s", strerror(errno));
+        return -1;
+    }
+    ctx->mtu = mtu_bytes(pa.active_mtu);
+    ctx->recv_buf_size = ctx->mtu + MCR_UD_GRH_LEN;
+    if ((ctx->pd = ibv_alloc_pd(ctx->verbs)) == NULL ||
+        (ctx->cc = ibv_create_comp_channel(ctx->verbs)) == NULL ||
+        (ctx->cq = ibv_create_cq(ctx->verbs, (int)(ctx->opts.recv_bufs + ctx->opts.send_bufs), NULL,
+                                 ctx->cc, 0)) == NULL) {
+        set_err(err, errlen, "protection domain / completion queue: %s", strerror(errno));
+        return -1;
+    }
+    fcntl(ctx->cc->fd, F_SETFL, fcntl(ctx->cc->fd, F_GETFL) | O_NONBLOCK);
+    struct ibv_qp_init_attr qa = {.send_cq = ctx->cq,
+                                  .recv_cq = ctx->cq,
+                                  .cap = {.max_send_wr = ctx->opts.send_bufs,
+                                          .max_recv_wr = ctx->opts.recv_bufs,
+                                          .max_send_sge = 1,
+                                          .max_recv_sge = 1},
+                                  .qp_type = IBV_QPT_UD,
+                                  .sq_sig_all = 1};
+    if ((ctx->qp = ibv_create_qp(ctx->pd, &qa)) == NULL) {
+        set_err(err, errlen, "UD queue pair: %s", strerror(errno));
+        return -1;
+    }
+    struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT,
+                             .pkey_index = 0,
+                             .port_num = ctx->port_num,
+                             .qkey = RDMA_UDP_QKEY};
+    int rc =
+        ibv_modify_qp(ctx->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+    if (rc == 0) {
+        at.qp_state = IBV_QPS_RTR;
+        rc = ibv_modify_qp(ctx->qp, &at, IBV_QP_STATE);
+    }
+    if (rc == 0) {
+        at.qp_state = IBV_QPS_RTS;
+        at.sq_psn = 0;
+        rc = ibv_modify_qp(ctx->qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN);
+    }
+    if (rc != 0) {
+        set_err(err, errlen, "UD queue pair to RTS: %s", strerror(rc));
+        return -1;
+    }
+    size_t rsz = (size_t)ctx->opts.recv_bufs * ctx->recv_buf_size;
+    size_t ssz = (size_t)ctx->opts.send_bufs * ctx->mtu;
+    ctx->recv_mem = aligned_alloc(4096, (rsz + 4095) & ~(size_t)4095);
+    ctx->send_mem = aligned_alloc(4096, (ssz + 4095) & ~(size_t)4095);
+    ctx->send_free = calloc(ctx->opts.send_bufs, sizeof(uint32_t));
+    ctx->peers = calloc(ctx->opts.max_peers, sizeof(*ctx->peers));
+    ctx->held_mem = malloc((size_t)UDEP_HELD_MAX * ctx->recv_buf_size);
+    if (!ctx->recv_mem || !ctx->send_mem || !ctx->send_free || !ctx->peers || !ctx->held_mem) {
+        set_err(err, errlen, "out of memory");
+        return -1;
+    }
+    if ((ctx->recv_mr = ibv_reg_mr(ctx->pd, ctx->recv_mem, rsz, IBV_ACCESS_LOCAL_WRITE)) == NULL ||
+        (ctx->send_mr = ibv_reg_mr(ctx->pd, ctx->send_mem, ssz, 0)) == NULL) {
+        set_err(err, errlen, "registering buffers: %s", strerror(errno));
+        return -1;
+    }
+    ctx->st.registered_bytes = rsz + ssz;
+    for (uint32_t i = 0; i < ctx->opts.send_bufs; i++)
+        ctx->send_free[ctx->send_nfree++] = i;
+    for (uint32_t i = 0; i < UDEP_HELD_MAX; i++)
+        ctx->held[i].buf = ctx->held_mem + (size_t)i * ctx->recv_buf_size;
+    for (uint32_t i = 0; i < ctx->opts.recv_bufs; i++)
+        if (post_recv(ctx, i) != 0) {
+            set_err(err, errlen, "posting receives: %s", strerror(errno));
+            return -1;
+        }
+    return 0;
+}
+
+struct mcr_udep_ctx *mcr_udep_open(const struct mcr_udep_opts *opts,
+                                   const struct mcr_udep_callbacks *cb, void *user, char *err,
+                                   size_t errlen)
+{
+    if (opts->addr == NULL || opts->recv_bufs == 0 || opts->send_bufs == 0 ||
+        opts->max_peers == 0 || opts->max_peers > 65536) {
+        set_err(err, errlen, "bad UD endpoint options");
+        return NULL;
+    }
+    struct mcr_udep_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL) {
+        set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    ctx->opts = *opts;
+    if (cb)
+        ctx->cb = *cb;
+    ctx->user = user;
+    if (getrandom(&ctx->rng, sizeof(ctx->rng), 0) != sizeof(ctx->rng) || ctx->rng == 0)
+        ctx->rng = now_us() | 1;
+    if ((ctx->ch = rdma_create_event_channel()) == NULL ||
+        rdma_create_id(ctx->ch, &ctx->dev_id, ctx, RDMA_PS_UDP) != 0) {
+        set_err(err, errlen, "RDMA CM: %s", strerror(errno));
+        goto fail;
+    }
+    fcntl(ctx->ch->fd, F_SETFL, fcntl(ctx->ch->fd, F_GETFL) | O_NONBLOCK);
+    if (opts->port != 0) {
+        struct addrinfo hints = {.ai_flags = AI_NUMERICSERV | AI_PASSIVE}, *ai;
+        char portstr[8];
+        snprintf(portstr, sizeof(portstr), "%u", opts->port);
+        int rc = getaddrinfo(opts->addr, portstr, &hints, &ai);
+        if (rc != 0) {
+            set_err(err, errlen, "%s: %s", opts->addr, gai_strerror(rc));
+            goto fail;
+        }
+        rc = rdma_bind_addr(ctx->dev_id, ai->ai_addr);
+        freeaddrinfo(ai);
+        if (rc != 0 || rdma_listen(ctx->dev_id, 128) != 0) {
+            set_err(err, errlen, "listening on %s:%u: %s", opts->addr, opts->port, strerror(errno));
+            goto fail;
+        }
+    } else if (resolve(ctx, ctx->dev_id, opts->addr, 1, 2000, false, err, errlen) != 0) {
+        goto fail;
+    }
+    if (ctx->dev_id->verbs == NULL) {
+        set_err(err, errlen, "no RDMA device behind %s", opts->addr);
+        goto fail;
+    }
+    ctx->verbs = ctx->dev_id->verbs;
+    ctx->port_num = ctx->dev_id->port_num ? ctx->dev_id->port_num : 1;
+    if (make_qp(ctx, err, errlen) != 0)
+        goto fail;
+    ctx->st.mtu = ctx->mtu;
+    return ctx;
+fail:
+    mcr_udep_close(ctx);
+    return NULL;
+}
+
+void mcr_udep_close(struct mcr_udep_ctx *ctx)
+{
+    if (ctx == NULL)
+        return;
+    for (uint32_t i = 0; ctx->peers && i < ctx->opts.max_peers; i++)
+        if (ctx->peers[i])
+            peer_free(ctx->peers[i]);
+    if (ctx->send_mr)
+        ibv_dereg_mr(ctx->send_mr);
+    if (ctx->recv_mr)
+        ibv_dereg_mr(ctx->recv_mr);
+    free(ctx->held_mem);
+    free(ctx->peers);
+    free(ctx->send_free);
+    free(ctx->send_mem);
+    free(ctx->recv_mem);
+    if (ctx->qp)
+        ibv_destroy_qp(ctx->qp);
+    if (ctx->cq)
+        ibv_destroy_cq(ctx->cq);
+    if (ctx->cc)
+        ibv_destroy_comp_channel(ctx->cc);
+    if (ctx->pd)
+        ibv_dealloc_pd(ctx->pd);
+    if (ctx->dev_id)
+        rdma_destroy_id(ctx->dev_id);
+    if (ctx->ch)
+        rdma_destroy_event_channel(ctx->ch);
+    free(ctx);
+}
+
+/* ---- connection setup ------------------------------------------------- */
+
+static void local_pd(struct mcr_udep_ctx *ctx, uint32_t conn_id, uint32_t isn, uint8_t *out)
+{
+    struct udep_pd pd = {.qpn = ctx->qp->qp_num,
+                         .conn_id = conn_id,
+                         .isn = isn,
+                         .window = (uint16_t)(ctx->opts.window ? ctx->opts.window : 32),
+                         .mtu = (uint16_t)ctx->mtu};
+    pd_encode(&pd, out);
+}
+
+/* Server: a client's request. Refused without valid private data or room. */
+static void on_connect_request(struct mcr_udep_ctx *ctx, struct rdma_cm_event *ev)
+{
+    struct rdma_cm_id *id = ev->id;
+    struct udep_pd remote;
+    uint8_t gid[16];
+    struct mcr_udep_peer *peer = NULL;
+    uint32_t conn_id = (rng_next(ctx) << 16) | free_slot(ctx), isn = rng_next(ctx);
+    if (pd_decode(ev->param.ud.private_data, ev->param.ud.private_data_len, &remote) != 0 ||
+        gid_of_sockaddr(rdma_get_peer_addr(id), gid) != 0 ||
+        (peer = peer_new(ctx, conn_id, isn, &remote, gid)) == NULL) {
+        rdma_reject(id, NULL, 0);
+        rdma_destroy_id(id);
+        return;
+    }
+    uint8_t priv[UDEP_PD_LEN];
+    local_pd(ctx, conn_id, isn, priv);
+    struct rdma_conn_param param = {
+        .private_data = priv, .private_data_len = UDEP_PD_LEN, .qp_num = ctx->qp->qp_num};
+    if (rdma_accept(id, &param) != 0) {
+        peer_free(peer);
+        rdma_destroy_id(id);
+        return;
+    }
+    rdma_destroy_id(id);
+    if (ctx->cb.on_peer)
+        ctx->cb.on_peer(peer, ctx->user);
+}
+
+static void handle_cm_event(struct mcr_udep_ctx *ctx, struct rdma_cm_event *ev)
+{
+    if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+        struct rdma_cm_event copy = *ev;
+        /* the request's id is ours to destroy once the event is acked */
+        uint8_t priv[256];
+        size_t plen = ev->param.ud.private_data_len;
+        if (plen > sizeof(priv))
+            plen = sizeof(priv);
+        if (plen)
+            memcpy(priv, ev->param.ud.private_data, plen);
+        copy.param.ud.private_data = priv;
+        copy.param.ud.private_data_len = (uint8_t)plen;
+        rdma_ack_cm_event(ev);
+        on_connect_request(ctx, &copy);
+        return;
+    }
+    rdma_ack_cm_event(ev);
+}
+
+struct mcr_udep_peer *mcr_udep_connect(struct mcr_udep_ctx *ctx, const char *host, uint16_t port,
+                                       int timeout_ms, char *err, size_t errlen)
+{
+    struct rdma_cm_id *id;
+    struct mcr_udep_peer *peer = NULL;
+    if (rdma_create_id(ctx->ch, &id, ctx, RDMA_PS_UDP) != 0) {
+        set_err(err, errlen, "RDMA CM: %s", strerror(errno));
+        return NULL;
+    }
+    if (resolve(ctx, id, host, port, timeout_ms, true, err, errlen) != 0)
+        goto out;
+    if (id->verbs != ctx->verbs) {
+        set_err(err, errlen, "%s is reached through another device", host);
+        goto out;
+    }
+    /* the peer's slot and id are chosen first, its layer opened on answer */
+    uint32_t conn_id = (rng_next(ctx) << 16) | free_slot(ctx), isn = rng_next(ctx);
+    uint8_t priv[UDEP_PD_LEN];
+    local_pd(ctx, conn_id, isn, priv);
+    struct rdma_conn_param param = {
+        .private_data = priv, .private_data_len = UDEP_PD_LEN, .qp_num = ctx->qp->qp_num};
+    if (rdma_connect(id, &param) != 0) {
+        set_err(err, errlen, "rdma_connect: %s", strerror(errno));
+        goto out;
+    }
+    uint64_t deadline = now_us() + (uint64_t)timeout_ms * 1000u;
+    for (;;) {
+        struct rdma_cm_event *ev;
+        int left = (int)((deadline - now_us()) / 1000u);
+        if (now_us() >= deadline || wait_cm_event(ctx, left, &ev) != 0) {
+            set_err(err, errlen, "%s:%u: no answer", host, port);
+            goto out;
+        }
+        if (ev->id != id) {
+            handle_cm_event(ctx, ev);
+            continue;
+        }
+        if (ev->event != RDMA_CM_EVENT_ESTABLISHED) {
+            set_err(err, errlen, "%s:%u: %s", host, port, rdma_event_str(ev->event));
+            rdma_ack_cm_event(ev);
+            goto out;
+        }
+        struct udep_pd remote;
+        const struct ibv_ah_attr *aa = &ev->param.ud.ah_attr;
+        if (pd_decode(ev->param.ud.private_data, ev->param.ud.private_data_len, &remote) != 0 ||
+            ev->param.ud.qkey != RDMA_UDP_QKEY) {
+            set_err(err, errlen, "%s:%u: not a UD endpoint of ours", host, port);
+            rdma_ack_cm_event(ev);
+            goto out;
+        }
+        remote.qpn = ev->param.ud.qp_num;
+        peer = peer_new(ctx, conn_id, isn, &remote, aa->grh.dgid.raw);
+        if (peer != NULL && (peer->ah = ibv_create_ah(ctx->pd, (struct ibv_ah_attr *)aa)) == NULL) {
+            peer_free(peer);
+            peer = NULL;
+        }
+        rdma_ack_cm_event(ev);
+        if (peer == NULL)
+            set_err(err, errlen, "%s:%u: cannot set up the peer: %s", host, port, strerror(errno));
+        break;
+    }
+out:
+    rdma_destroy_id(id);
+    return peer;
+}
+
+/* ---- arrivals, timers, polling ---------------------------------------- */
+
+/* One received datagram (GRH included): checked, sorted to its peer, given
+ * to its layer. Nothing of it is used before the check that guards it. */
+static void handle_dgram(struct mcr_udep_ctx *ctx, const uint8_t *buf, uint32_t len,
+                         const struct ibv_wc *wc, uint64_t now)
+{
+    uint8_t gid[16];
+    struct mcr_ud_hdr hdr;
+    if (!(wc->wc_flags & IBV_WC_GRH) || len < MCR_UD_GRH_LEN) {
+        ctx->st.bad_grh++;
+        return;
+    }
+    if (len < MCR_UD_GRH_LEN + MCR_UD_HDR_LEN || len > ctx->recv_buf_size) {
+        ctx->st.bad_length++;
+        return;
+    }
+    if (gid_of_grh(buf, gid) != 0) {
+        ctx->st.bad_grh++;
+        return;
+    }
+    const uint8_t *dgram = buf + MCR_UD_GRH_LEN;
+    if (udr_parse(dgram, len - MCR_UD_GRH_LEN, &hdr) != UDR_OK) {
+        ctx->st.bad_header++;
+        return;
+    }
+    uint32_t slot = hdr.conn_id & 0xffffu;
+    struct mcr_udep_peer *peer = slot < ctx->opts.max_peers ? ctx->peers[slot] : NULL;
+    if (peer == NULL || peer->local_conn_id != hdr.conn_id || peer->close_pending) {
+        ctx->st.unknown_peer++;
+        return;
+    }
+    if (wc->src_qp != peer->remote_qpn || memcmp(gid, peer->gid, 16) != 0) {
+        ctx->st.bad_source++;
+        return;
+    }
+    if (peer->ah == NULL) {
+        /* the server's way back to the client: from its first good datagram */
+        peer->ah = ibv_create_ah_from_wc(ctx->pd, (struct ibv_wc *)wc, (struct ibv_grh *)buf,
+                                         ctx->port_num);
+    }
+    peer->in_input++;
+    udr_input(peer->udr, &hdr, dgram + MCR_UD_HDR_LEN, now);
+    peer->in_input--;
+    if (peer->close_pending)
+        peer_free(peer);
+}
+
+/* Testing: the network's loss, duplication and reordering, on arrival. */
+static bool test_chance(struct mcr_udep_ctx *ctx, uint32_t ppm)
+{
+    return ppm != 0 && rng_next(ctx) % 1000000u < ppm;
+}
+
+static void release_held(struct mcr_udep_ctx *ctx, uint64_t now)
+{
+    uint32_t n = ctx->nheld;
+    ctx->nheld = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        struct udep_held h = ctx->held[i];
+        handle_dgram(ctx, h.buf, h.len, &h.wc, now);
+    }
+}
+
+static void on_recv(struct mcr_udep_ctx *ctx, const struct ibv_wc *wc, uint64_t now)
+{
+    const uint8_t *buf = ctx->recv_mem + (size_t)wc->wr_id * ctx->recv_buf_size;
+    uint32_t len = wc->byte_len;
+    if (test_chance(ctx, ctx->opts.test_drop_ppm)) {
+        ctx->st.test_dropped++;
+        return;
+    }
+    if (ctx->nheld < UDEP_HELD_MAX && len <= ctx->recv_buf_size &&
+        test_chance(ctx, ctx->opts.test_delay_ppm)) {
+        struct udep_held *h = &ctx->held[ctx->nheld++];
+        memcpy(h->buf, buf, len);
+        h->len = len;
+        h->wc = *wc;
+        ctx->st.test_delayed++;
+        return;
+    }
+    handle_dgram(ctx, buf, len, wc, now);
+    if (test_chance(ctx, ctx->opts.test_dup_ppm)) {
+        ctx->st.test_duplicated++;
+        handle_dgram(ctx, buf, len, wc, now);
+    }
+}
+
+static int poll_cq(struct mcr_udep_ctx *ctx)
+{
+    struct ibv_wc wcs[32];
+    int total = 0, n;
+    uint64_t now = now_us();
+    while ((n = ibv_poll_cq(ctx->cq, 32, wcs)) > 0) {
+        for (int i = 0; i < n; i++) {
+            const struct ibv_wc *wc = &wcs[i];
+            if (wc->wr_id & UDEP_SEND_FLAG) {
+                ctx->send_free[ctx->send_nfree++] = (uint32_t)(wc->wr_id & ~UDEP_SEND_FLAG);
+                continue;
+            }
+            if (wc->status == IBV_WC_SUCCESS)
+                on_recv(ctx, wc, now);
+            else if (wc->status != IBV_WC_WR_FLUSH_ERR)
+                ctx->st.bad_length++;
+            if (wc->status != IBV_WC_WR_FLUSH_ERR && post_recv(ctx, (uint32_t)wc->wr_id) != 0)
+                return -EIO;
+        }
+        total += n;
+        if (n < 32)
+            break;
+    }
+    if (n < 0)
+        return -EIO;
+    return total;
+}
+
+static uint64_t run_timers(struct mcr_udep_ctx *ctx, uint64_t now)
+{
+    uint64_t next = UINT64_MAX;
+    for (uint32_t i = 0; i < ctx->opts.max_peers && ctx->npeers > 0; i++) {
+        struct mcr_udep_peer *peer = ctx->peers[i];
+        if (peer == NULL)
+            continue;
+        uint64_t d = udr_next_deadline(peer->udr);
+        if (d <= now) {
+            peer->in_input++;
+            int rc = udr_tick(peer->udr, now);
+            peer->in_input--;
+            if (peer->close_pending) {
+                peer_free(peer);
+                continue;
+            }
+            if (rc == -EPIPE) {
+                ctx->st.dead_peers++;
+                peer->in_input++; /* a close from the callback waits for us */
+                if (ctx->cb.on_dead)
+                    ctx->cb.on_dead(peer, -ETIMEDOUT, ctx->user);
+                peer_free(peer);
+                continue;
+            }
+            d = udr_next_deadline(peer->udr);
+        }
+        if (d < next)
+            next = d;
+    }
+    return next;
+}
+
+int mcr_udep_poll(struct mcr_udep_ctx *ctx, int timeout_ms)
+{
+    int handled = 0, rc;
+    struct rdma_cm_event *ev;
+    while (rdma_get_cm_event(ctx->ch, &ev) == 0) {
+        handle_cm_event(ctx, ev);
+        handled++;
+    }
+    if ((rc = poll_cq(ctx)) < 0)
+        return rc;
+    handled += rc;
+    uint64_t now = now_us();
+    if (ctx->nheld > 0 && (handled > 0 || timeout_ms > 0))
+        release_held(ctx, now);
+    uint64_t next = run_timers(ctx, now);
+    if (handled > 0 || timeout_ms == 0)
+        return handled;
+    /* sleep until a completion, a CM event, the next deadline or timeout */
+    if (ibv_req_notify_cq(ctx->cq, 0) != 0)
+        return -EIO;
+    if ((rc = poll_cq(ctx)) != 0)
+        return rc;
+    int wait_ms = timeout_ms;
+    if (next != UINT64_MAX) {
+        uint64_t left = next > now ? (next - now + 999) / 1000 : 0;
+        if (wait_ms < 0 || left < (uint64_t)wait_ms)
+            wait_ms = (int)left;
+    }
+    struct pollfd pfd[2] = {{.fd = ctx->cc->fd, .events = POLLIN},
+                            {.fd = ctx->ch->fd, .events = POLLIN}};
+    if (poll(pfd, 2, wait_ms) > 0 && (pfd[0].revents & POLLIN)) {
+        struct ibv_cq *cq;
+        void *cqctx;
+        if (ibv_get_cq_event(ctx->cc, &cq, &cqctx) == 0)
+            ibv_ack_cq_events(cq, 1);
+    }
+    while (rdma_get_cm_event(ctx->ch, &ev) == 0) {
+        handle_cm_event(ctx, ev);
+        handled++;
+    }
+    if ((rc = poll_cq(ctx)) < 0)
+        return rc;
+    handled += rc;
+    run_timers(ctx, now_us());
+    return handled;
+}
+
+void mcr_udep_stats(const struct mcr_udep_ctx *ctx, struct mcr_udep_stats *out)
+{
+    *out = ctx->st;
+    struct udr_stats sum = ctx->gone;
+    out->peer_heap_bytes = 0;
+    for (uint32_t i = 0; i < ctx->opts.max_peers; i++) {
+        const struct mcr_udep_peer *peer = ctx->peers[i];
+        if (peer == NULL)
+            continue;
+        add_stats(&sum, udr_stats(peer->udr));
+        out->peer_heap_bytes += sizeof(*peer) + udr_buffered_bytes(peer->udr);
+    }
+    out->peers = ctx->npeers;
+    out->msgs_sent = sum.msgs_sent;
+    out->msgs_delivered = sum.msgs_delivered;
+    out->data_sent = sum.data_sent;
+    out->retransmits = sum.retransmits;
+    out->acks_sent = sum.acks_sent;
+    out->duplicates = sum.duplicates;
+    out->malformed = sum.malformed;
+    out->timeouts = sum.timeouts;
+}
