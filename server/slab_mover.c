@@ -17,6 +17,11 @@
  * as slab_reassign_evictions_nomem.
  * A move asked for by "slabs reassign SRC DST" hands the emptied page (or,
  * from class 0, a pooled one) straight to DST, as memcached does.
+ * A class holding more than two and a half pages' worth of free chunks
+ * (after deletes, expiry or flush_all) that went slab_automove_window
+ * seconds without evicting or taking a page gives pages to the pool the
+ * same way, one per look, looking again within a millisecond while it
+ * does, as memcached's automove fills its global page pool.
  * When cache_memlimit lowers the limit below what is held, the mover
  * empties pages of the classes with the oldest items in the same way and
  * leaves them in the pool (their memory returned) until within the limit.
@@ -36,8 +41,9 @@
 #include "items.h"
 #include "storage_internal.h"
 
-#define MOVE_ROUNDS 20         /* visits of a page being emptied */
-#define ROUND_PAUSE_NS 5000000 /* between visits: 5 ms */
+#define MOVE_ROUNDS 20           /* visits of a page being emptied */
+#define ROUND_PAUSE_NS 5000000   /* between visits: 5 ms */
+#define POOLING_PAUSE_NS 1000000 /* between looks while pages go to the pool */
 
 static pthread_t mover_thread;
 static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -47,6 +53,8 @@ static bool stopping;
 
 static pthread_mutex_t decide_lock = PTHREAD_MUTEX_INITIALIZER; /* one move at a time */
 static uint64_t last_pressure[SLAB_CLASSES_MAX];
+static size_t last_pages[SLAB_CLASSES_MAX];     /* at the last look */
+static rel_time_t last_dirty[SLAB_CLASSES_MAX]; /* last evicted or grew */
 static atomic_uint_fast64_t pages_moved;
 static atomic_uint_fast64_t items_lost;
 static atomic_uint_fast64_t items_reclaimed; /* dead items found in moved pages */
@@ -217,16 +225,33 @@ bool slab_mover_auto(void)
     return atomic_load(&auto_on);
 }
 
-bool slab_mover_run_once(void)
+/* What one look did. */
+enum look_result { LOOK_NOTHING, LOOK_MOVED, LOOK_POOLED };
+
+/* Whether class c has more than MIN_POOL_SPARE pages' worth of free chunks
+ * and went a whole window without evicting or taking a page (decide_lock
+ * held): its spare pages then serve better in the pool. */
+#define MIN_POOL_SPARE 2.5
+static bool spare_for_pool(unsigned c, const struct slabs_class_stats *sc, rel_time_t now)
+{
+    unsigned window =
+        storage_rt.cfg.slab_automove_window ? storage_rt.cfg.slab_automove_window : 30;
+    return sc->total_pages >= 2 &&
+           (double)sc->free_chunks > (double)sc->chunks_per_page * MIN_POOL_SPARE &&
+           now - last_dirty[c] >= window;
+}
+
+static enum look_result look_once(void)
 {
     if (!storage_rt.cfg.evict_to_free || !atomic_load(&auto_on))
-        return false;
+        return LOOK_NOTHING;
     pthread_mutex_lock(&decide_lock);
     rel_time_t now = clock_now();
     unsigned dst = 0;
     uint64_t dst_pressure = 0;
     rel_time_t age[SLAB_CLASSES_MAX] = {0};
     size_t pages[SLAB_CLASSES_MAX] = {0};
+    unsigned spare_class = 0;
     for (unsigned c = 1; c <= storage_rt.largest_class; c++) {
         struct lru_class_stats st;
         lru_class_stats_get(c, &st);
@@ -242,26 +267,36 @@ bool slab_mover_run_once(void)
         struct slabs_class_stats sc;
         slabs_class_stats(c, &sc);
         pages[c] = sc.total_pages;
+        if (delta > 0 || sc.total_pages > last_pages[c])
+            last_dirty[c] = now;
+        last_pages[c] = sc.total_pages;
+        if (!spare_class && spare_for_pool(c, &sc, now))
+            spare_class = c;
     }
     struct slabs_global_stats g;
     slabs_global_stats(&g);
-    bool full = g.mem_limit && g.total_malloced + storage_rt.cfg.slab_page_size > g.mem_limit;
-    bool moved = false;
+    bool full = g.mem_limit && g.held_bytes + storage_rt.cfg.slab_page_size > g.mem_limit;
+    enum look_result result = LOOK_NOTHING;
     /* After cache_memlimit lowered the limit: give pages back, oldest
      * class first, until within it (allowing the one page per class that
      * tiny limits grant). */
     size_t allowance = (size_t)g.active_classes * storage_rt.cfg.slab_page_size;
-    if (g.mem_limit && g.total_malloced > g.mem_limit + allowance) {
+    if (g.mem_limit && g.held_bytes > g.mem_limit + allowance) {
         unsigned src = 0;
         for (unsigned c = 1; c <= storage_rt.largest_class; c++)
             if (pages[c] >= 2 && (!src || age[c] > age[src]))
                 src = c;
-        bool shrunk = src && move_page_from(src, 0);
-        pthread_mutex_unlock(&decide_lock);
-        return shrunk;
-    }
-    /* Pooled pages only help while the limit allows taking one. */
-    if (dst && full) {
+        if (src && move_page_from(src, 0))
+            result = LOOK_POOLED;
+    } else if (spare_class) {
+        /* A class with pages' worth of free chunks (after deletes or
+         * expiry) gives one page to the pool, its live items moved into
+         * the free chunks of its other pages, as memcached's automove
+         * does. */
+        if (move_page_from(spare_class, 0))
+            result = LOOK_POOLED;
+    } else if (dst && full) {
+        /* Pooled pages only help while the limit allows taking one. */
         unsigned src = 0;
         for (unsigned c = 1; c <= storage_rt.largest_class; c++) {
             if (c == dst || pages[c] < 2 || age[c] <= age[dst])
@@ -269,21 +304,35 @@ bool slab_mover_run_once(void)
             if (!src || age[c] > age[src])
                 src = c;
         }
-        if (src)
-            moved = move_page_from(src, 0);
+        if (src && move_page_from(src, 0))
+            result = LOOK_MOVED;
     }
     pthread_mutex_unlock(&decide_lock);
-    return moved;
+    return result;
+}
+
+bool slab_mover_run_once(void)
+{
+    return look_once() != LOOK_NOTHING;
 }
 
 static void *mover_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&thread_lock);
+    bool pooling = false; /* the last look gave a page to the pool */
     while (!stopping) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += 1;
+        if (pooling) { /* more may follow: look again soon, as memcached */
+            until.tv_nsec += POOLING_PAUSE_NS;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+        } else {
+            until.tv_sec += 1;
+        }
         while (!stopping && !pending_src &&
                pthread_cond_timedwait(&thread_wake, &thread_lock, &until) == 0) {
         }
@@ -291,10 +340,11 @@ static void *mover_main(void *arg)
             break;
         int request = pending_src, request_dst = pending_dst;
         pthread_mutex_unlock(&thread_lock);
+        pooling = false;
         if (request)
             run_request((unsigned)request, (unsigned)request_dst);
         else
-            slab_mover_run_once();
+            pooling = look_once() == LOOK_POOLED;
         pthread_mutex_lock(&thread_lock);
         if (request)
             pending_src = 0;
@@ -307,6 +357,8 @@ int slab_mover_start(void)
 {
     pthread_mutex_lock(&decide_lock);
     memset(last_pressure, 0, sizeof(last_pressure));
+    memset(last_pages, 0, sizeof(last_pages));
+    memset(last_dirty, 0, sizeof(last_dirty));
     pthread_mutex_unlock(&decide_lock);
     pthread_mutex_lock(&thread_lock);
     stopping = false;

@@ -699,7 +699,16 @@ void slabs_global_stats(struct slabs_global_stats *out)
     }
     pthread_mutex_lock(&pool_lock);
     out->mem_limit = mem_limit;
-    out->total_malloced = mem_malloced;
+    out->held_bytes = mem_malloced;
+    /* Pooled pages stay counted, as memcached counts its global page pool,
+     * up to the limit (past it, after cache_memlimit lowered it, they are
+     * released as memcached frees them). */
+    size_t pooled = pool_pages * page_size;
+    if (mem_limit)
+        pooled = mem_malloced >= mem_limit           ? 0
+                 : pooled > mem_limit - mem_malloced ? mem_limit - mem_malloced
+                                                     : pooled;
+    out->total_malloced = mem_malloced + pooled;
     out->malloc_fails = malloc_fails;
     out->pool_pages = pool_pages;
     pthread_mutex_unlock(&pool_lock);

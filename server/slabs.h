@@ -95,7 +95,12 @@ void slabs_class_stats(unsigned cls, struct slabs_class_stats *out);
 
 struct slabs_global_stats {
     size_t mem_limit;
-    size_t total_malloced; /* bytes of pages handed to classes */
+    size_t held_bytes;     /* bytes of pages classes hold (or set aside for one) */
+    size_t total_malloced; /* those and the pooled pages within the limit,
+                            * as memcached counts them: the pool's memory
+                            * is returned to the kernel until a class takes
+                            * a page again, but the cache may take it back
+                            * without growing past what it has claimed */
     uint64_t malloc_fails;
     unsigned active_classes;
     size_t pool_pages; /* empty pages waiting for any class */
