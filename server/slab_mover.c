@@ -41,7 +41,7 @@
 #include "items.h"
 #include "storage_internal.h"
 
-#define MOVE_ROUNDS 20           /* visits of a page being emptied */
+#define MOVE_ROUNDS 20           /* visits of a page being emptied that free nothing */
 #define ROUND_PAUSE_NS 5000000   /* between visits: 5 ms */
 #define POOLING_PAUSE_NS 1000000 /* between looks while pages go to the pool */
 
@@ -60,6 +60,7 @@ static atomic_uint_fast64_t items_lost;
 static atomic_uint_fast64_t items_reclaimed; /* dead items found in moved pages */
 static atomic_uint_fast64_t items_busy;      /* in use, waited for */
 static atomic_uint_fast64_t items_rescued;   /* live ones copied into spare chunks */
+static atomic_uint_fast64_t chunks_rescued;  /* value chunks copied likewise */
 static atomic_bool moving;
 static atomic_bool auto_on = true;
 static int pending_src; /* a requested move (thread_lock), 0 = none */
@@ -70,17 +71,33 @@ struct taken_list {
     enum move_take *how; /* of each item */
     size_t n, cap;
     struct slabs_drain *drain; /* live items move into its spare chunks */
-    uint64_t lost, reclaimed, busy, rescued;
+    unsigned cls;              /* of the page being emptied */
+    bool starved;              /* a large item was lost for want of a spare chunk: the
+                                * rest wait for the round after, when its other chunks
+                                * are free to take them (as memcached moves one at a time) */
+    uint64_t lost, reclaimed, busy, rescued, chunks_rescued;
 };
 
 /* Called with the page's class lock held: collects items to free later. */
-static void take_visit(void *chunk, void *arg)
+static void take_visit(void *chunk, void *owner, void *arg)
 {
     struct taken_list *t = arg;
     if (t->n == t->cap)
         return;
+    if (owner && t->starved)
+        return;
     enum move_take how;
-    struct item *it = item_take_for_move(chunk, &how, slabs_drain_spare, t->drain);
+    struct item *it =
+        owner ? item_take_value_chunk(chunk, owner, &how, slabs_drain_spare_value, t->drain)
+              : item_take_for_move(chunk, &how, slabs_drain_spare, t->drain);
+    if (how == MOVE_CHUNK_RESCUED) { /* the old chunk is freed after the visit */
+        t->how[t->n] = how;
+        t->items[t->n++] = chunk;
+        t->chunks_rescued++;
+        return;
+    }
+    if (owner && how == MOVE_LIVE)
+        t->starved = true;
     if (it) {
         t->how[t->n] = how;
         t->items[t->n++] = it;
@@ -103,19 +120,28 @@ static bool move_page_from(unsigned src, unsigned dst)
     if (!d)
         return false;
     atomic_store(&moving, true);
-    struct taken_list t = {.n = 0, .cap = 4096, .drain = d};
+    struct taken_list t = {.n = 0, .cap = 4096, .drain = d, .cls = src};
     t.items = malloc(t.cap * sizeof(*t.items));
     t.how = malloc(t.cap * sizeof(*t.how));
     if (!t.items || !t.how)
         t.cap = 0;
-    for (int round = 0; round < MOVE_ROUNDS; round++) {
+    /* A round that frees chunks of the page is followed by another at once
+     * (each frees at least one, so they end); MOVE_ROUNDS bounds the
+     * rounds that free none, waiting for items in use. */
+    for (int idle = 0; idle < MOVE_ROUNDS;) {
         t.n = 0;
+        t.starved = false;
         bool done = slabs_drain_visit(d, take_visit, &t);
-        for (size_t i = 0; i < t.n; i++)
-            item_free_taken(t.items[i], t.how[i]);
+        for (size_t i = 0; i < t.n; i++) {
+            if (t.how[i] == MOVE_CHUNK_RESCUED)
+                slabs_free_value(t.items[i], t.cls);
+            else
+                item_free_taken(t.items[i], t.how[i]);
+        }
         if (done)
             break;
         if (t.n == 0) {
+            idle++;
             struct timespec pause = {0, ROUND_PAUSE_NS};
             nanosleep(&pause, NULL);
         }
@@ -124,6 +150,7 @@ static bool move_page_from(unsigned src, unsigned dst)
     free(t.items);
     atomic_fetch_add(&items_lost, t.lost);
     atomic_fetch_add(&items_rescued, t.rescued);
+    atomic_fetch_add(&chunks_rescued, t.chunks_rescued);
     atomic_fetch_add(&items_reclaimed, t.reclaimed);
     atomic_fetch_add(&items_busy, t.busy);
     bool moved = slabs_drain_end(d);
@@ -392,6 +419,7 @@ void slab_mover_stats(struct slab_mover_stats *out)
     out->items_reclaimed = atomic_load(&items_reclaimed);
     out->items_busy = atomic_load(&items_busy);
     out->items_rescued = atomic_load(&items_rescued);
+    out->chunks_rescued = atomic_load(&chunks_rescued);
     out->running = atomic_load(&moving);
 }
 
@@ -402,6 +430,7 @@ void slab_mover_reset(void)
     atomic_store(&items_reclaimed, 0);
     atomic_store(&items_busy, 0);
     atomic_store(&items_rescued, 0);
+    atomic_store(&chunks_rescued, 0);
     pthread_mutex_lock(&decide_lock);
     memset(last_pressure, 0, sizeof(last_pressure));
     pthread_mutex_unlock(&decide_lock);

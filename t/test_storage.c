@@ -1224,8 +1224,9 @@ struct drained_chunks {
     size_t n;
 };
 
-static void note_drained(void *chunk, void *arg)
+static void note_drained(void *chunk, void *owner, void *arg)
 {
+    (void)owner;
     struct drained_chunks *d = arg;
     if (d->n < sizeof(d->chunks) / sizeof(d->chunks[0]))
         d->chunks[d->n++] = chunk;
