@@ -479,6 +479,22 @@ static void rescue_into(struct item *it, void *spare, struct lru_list *l, uint64
     item_flags_clear(it, ITEM_LINKED);
 }
 
+/* For the slab mover: takes it's item lock (only trying) when it is linked
+ * and nobody else references it; false otherwise. *hv: its hash. */
+static bool lock_unshared(struct item *it, uint64_t *hv)
+{
+    if (!(__atomic_load_n(&it->it_flags, __ATOMIC_ACQUIRE) & ITEM_LINKED))
+        return false;
+    *hv = assoc_hash(it->data, it->nkey);
+    if (!assoc_trylock(*hv))
+        return false;
+    if ((item_flags_load(it) & ITEM_LINKED) &&
+        __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 1)
+        return true;
+    assoc_unlock(*hv);
+    return false;
+}
+
 struct item *item_take_for_move(void *chunk, enum move_take *how, void *(*spare)(void *),
                                 void *spare_arg)
 {
@@ -486,28 +502,23 @@ struct item *item_take_for_move(void *chunk, enum move_take *how, void *(*spare)
     *how = MOVE_BUSY;
     /* The chunk cannot be freed meanwhile (the mover holds its slab class
      * lock); a linked item's key is set before it is linked. */
-    if (!(__atomic_load_n(&it->it_flags, __ATOMIC_ACQUIRE) & ITEM_LINKED))
-        return NULL;
-    uint64_t hv = assoc_hash(it->data, it->nkey);
-    if (!assoc_trylock(hv))
+    uint64_t hv;
+    if (!lock_unshared(it, &hv))
         return NULL;
     struct item *taken = NULL;
-    if ((item_flags_load(it) & ITEM_LINKED) &&
-        __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 1) {
-        struct lru_list *l = item_list(it);
-        if (lru_trylock(l)) {
-            *how = item_is_dead(it, clock_now()) ? MOVE_DEAD : MOVE_LIVE;
-            void *room = *how == MOVE_LIVE && spare ? spare(spare_arg) : NULL;
-            if (room) {
-                rescue_into(it, room, l, hv);
-                *how = MOVE_RESCUED;
-            } else {
-                unlink_common(it, l, hv);
-            }
-            lru_unlock(l);
-            __atomic_store_n(&it->refcount, 0, __ATOMIC_RELEASE);
-            taken = it;
+    struct lru_list *l = item_list(it);
+    if (lru_trylock(l)) {
+        *how = item_is_dead(it, clock_now()) ? MOVE_DEAD : MOVE_LIVE;
+        void *room = *how == MOVE_LIVE && spare ? spare(spare_arg) : NULL;
+        if (room) {
+            rescue_into(it, room, l, hv);
+            *how = MOVE_RESCUED;
+        } else {
+            unlink_common(it, l, hv);
         }
+        lru_unlock(l);
+        __atomic_store_n(&it->refcount, 0, __ATOMIC_RELEASE);
+        taken = it;
     }
     assoc_unlock(hv);
     return taken;
@@ -523,14 +534,11 @@ struct item *item_take_value_chunk(void *chunk, void *owner, enum move_take *how
     /* The owner recorded is the header whose table holds the chunk (its
      * chunks are freed before it, and a moved header records its copy), so
      * its key is readable; the checks under its lock confirm it. */
-    if (!(__atomic_load_n(&it->it_flags, __ATOMIC_ACQUIRE) & ITEM_LINKED))
-        return NULL;
-    uint64_t hv = assoc_hash(it->data, it->nkey);
-    if (!assoc_trylock(hv))
+    uint64_t hv;
+    if (!lock_unshared(it, &hv))
         return NULL;
     struct item *taken = NULL;
-    if ((item_flags_load(it) & ITEM_LINKED) && item_has_value_chunks(it) &&
-        __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 1) {
+    if (item_has_value_chunks(it)) {
         char **table = item_chunk_table(it);
         size_t n = chunk_count(it->nbytes), i = 0;
         while (i < n && table[i] != chunk)
