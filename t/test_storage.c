@@ -1068,6 +1068,101 @@ static void test_borrow(void)
     storage_shutdown();
 }
 
+/* Pages of value chunks emptied while readers hold and read the values:
+ * each live chunk is copied and its item's chunk table updated under the
+ * item lock, so no reader ever sees a value change. */
+enum { CHUNKY_ITEMS = 1000, CHUNKY_LEN = 11000, CHUNKY_READERS = 2 };
+static atomic_int chunky_stop;
+static atomic_long chunky_torn, chunky_reads;
+
+static void chunky_value(char *buf, int i)
+{
+    for (int at = 0; at < CHUNKY_LEN; at += 8) {
+        char word[9];
+        snprintf(word, sizeof(word), "%08d", i);
+        memcpy(buf + at, word, CHUNKY_LEN - at < 8 ? (size_t)(CHUNKY_LEN - at) : 8);
+    }
+}
+
+static void *chunky_reader(void *arg)
+{
+    unsigned seed = (unsigned)(long)arg * 7919u + 1u;
+    char key[32], want[CHUNKY_LEN];
+    while (!atomic_load(&chunky_stop)) {
+        seed = seed * 1103515245u + 12345u;
+        int i = (int)((seed >> 8) % CHUNKY_ITEMS) | 1; /* the kept ones */
+        snprintf(key, sizeof(key), "chunky:%d", i);
+        item *it = item_get(key, strlen(key));
+        if (!it)
+            continue;
+        char *v = value_of(it);
+        chunky_value(want, i);
+        if (item_nbytes(it) != CHUNKY_LEN || memcmp(v, want, CHUNKY_LEN) != 0)
+            atomic_fetch_add(&chunky_torn, 1);
+        atomic_fetch_add(&chunky_reads, 1);
+        free(v);
+        item_release(it);
+    }
+    return NULL;
+}
+
+static void test_value_chunk_pages(void)
+{
+    struct storage_config cfg = default_config();
+    cfg.maxbytes = 32 * MIB;
+    cfg.slab_chunk_max = 4096;
+    start(&cfg);
+    char key[32], val[CHUNKY_LEN];
+    for (int i = 0; i < CHUNKY_ITEMS; i++) {
+        snprintf(key, sizeof(key), "chunky:%d", i);
+        chunky_value(val, i);
+        store_full(key, val, CHUNKY_LEN, 0, 0, STORE_SET, 0, NULL, NULL);
+    }
+    for (int i = 0; i < CHUNKY_ITEMS; i += 2) { /* room for the rescues */
+        snprintf(key, sizeof(key), "chunky:%d", i);
+        item_delete(key, strlen(key), 0);
+    }
+    atomic_store(&chunky_stop, 0);
+    atomic_store(&chunky_torn, 0);
+    atomic_store(&chunky_reads, 0);
+    pthread_t th[CHUNKY_READERS];
+    for (long i = 0; i < CHUNKY_READERS; i++)
+        pthread_create(&th[i], NULL, chunky_reader, (void *)i);
+    int moved = 0;
+    struct timespec pause = {0, 20 * 1000 * 1000};
+    for (int n = 0; n < 3; n++) { /* synchronous: the mover thread is not running */
+        nanosleep(&pause, NULL);
+        moved += storage_slabs_reassign((int)slabs_largest_class(), 0) == REASSIGN_OK;
+    }
+    nanosleep(&pause, NULL);
+    atomic_store(&chunky_stop, 1);
+    for (int i = 0; i < CHUNKY_READERS; i++)
+        pthread_join(th[i], NULL);
+    ok(moved > 0 && general_stat("slab_reassign_chunk_rescues") > 0,
+       "pages of value chunks emptied (%d moves, %llu chunks rescued)", moved,
+       general_stat("slab_reassign_chunk_rescues"));
+    ok(atomic_load(&chunky_torn) == 0 && atomic_load(&chunky_reads) > 0,
+       "readers never saw a value change meanwhile (%ld reads)", atomic_load(&chunky_reads));
+    int kept = 0, intact = 0;
+    for (int i = 1; i < CHUNKY_ITEMS; i += 2) {
+        snprintf(key, sizeof(key), "chunky:%d", i);
+        item *it = item_get(key, strlen(key));
+        if (!it)
+            continue;
+        kept++;
+        char *v = value_of(it);
+        chunky_value(val, i);
+        intact += item_nbytes(it) == CHUNKY_LEN && memcmp(v, val, CHUNKY_LEN) == 0;
+        free(v);
+        item_release(it);
+    }
+    ok(kept == intact &&
+           kept + (int)general_stat("slab_reassign_evictions_nomem") >= CHUNKY_ITEMS / 2,
+       "every item kept is whole (%d of %d; %llu lost to moves)", intact, kept,
+       general_stat("slab_reassign_evictions_nomem"));
+    storage_shutdown();
+}
+
 static void test_page_reuse(void)
 {
     struct storage_config cfg = default_config();
@@ -2093,6 +2188,8 @@ static void test_threads(void)
             clock_advance_for_tests(1);
         storage_crawl_now();
         storage_slab_move_now();
+        if (i >= 16) /* pages of value chunks of the 600000-byte values */
+            storage_slabs_reassign((int)slabs_largest_class(), 0);
         storage_walk_items(0, 200, count_fn, &walked);
         l.n = 0;
         storage_stats_general(collect, &l);
@@ -2109,9 +2206,10 @@ static void test_threads(void)
         ops += smoke_ops[i];
         torn += smoke_torn[i];
     }
-    diag("%ld operations in 2 s over %d threads, %llu evictions, %llu slab pages moved, %ld "
-         "items walked",
-         ops, SMOKE_THREADS, general_stat("evictions"), general_stat("slabs_moved"), walked);
+    diag("%ld operations in 2 s over %d threads, %llu evictions, %llu slab pages moved (%llu "
+         "value chunks rescued), %ld items walked",
+         ops, SMOKE_THREADS, general_stat("evictions"), general_stat("slabs_moved"),
+         general_stat("slab_reassign_chunk_rescues"), walked);
     ok(ops > 1000 && torn == 0, "concurrent set/add/get/delete never show a torn value");
     ok(general_stat("hash_power_level") > 10, "the table grew in the background under load");
     storage_shutdown();
@@ -2133,6 +2231,7 @@ int main(void)
     test_cold_select();
     test_borrow();
     test_page_reuse();
+    test_value_chunk_pages();
     test_region_observer();
     test_slab_move();
     test_reserved_page();
