@@ -39,6 +39,10 @@
 static rel_time_t class_interval[SLAB_CLASSES_MAX];
 static atomic_uint_fast64_t passes_started;
 static atomic_bool pass_running;
+/* A requested pass not yet finished: counted as running from the request
+ * on, as memcached reports a crawl it has accepted, so a client that waits
+ * for lru_crawler_running to drop does not see it drop before the pass. */
+static atomic_bool pass_pending;
 static rel_time_t class_due[SLAB_CLASSES_MAX];
 
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER; /* one pass at a time */
@@ -347,7 +351,7 @@ static void crawl(bool all)
 void crawler_stats(uint64_t *starts, bool *running_now)
 {
     *starts = atomic_load(&passes_started);
-    *running_now = atomic_load(&pass_running);
+    *running_now = atomic_load(&pass_running) || atomic_load(&pass_pending);
 }
 
 bool crawler_request_all(void)
@@ -355,6 +359,7 @@ bool crawler_request_all(void)
     pthread_mutex_lock(&thread_lock);
     bool queued = running && !stopping;
     if (queued) {
+        atomic_store(&pass_pending, true);
         all_requested = true;
         pthread_cond_broadcast(&thread_wake);
     }
@@ -385,7 +390,10 @@ static void *crawler_main(void *arg)
         pthread_mutex_unlock(&thread_lock);
         crawl(all);
         pthread_mutex_lock(&thread_lock);
+        if (all && !all_requested) /* no other request came meanwhile */
+            atomic_store(&pass_pending, false);
     }
+    atomic_store(&pass_pending, false);
     pthread_mutex_unlock(&thread_lock);
     return NULL;
 }

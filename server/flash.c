@@ -366,7 +366,7 @@ static bool memory_full(void)
     slabs_global_stats(&g);
     size_t reserve = (size_t)((double)g.mem_limit * tier.cfg.automove_freeratio);
     /* the pool holds the rest of -m (prefilled): only pages classes hold count */
-    return g.total_malloced + reserve >= g.mem_limit;
+    return g.held_bytes + reserve >= g.mem_limit;
 }
 
 static bool eligible(const item *it, bool full, rel_time_t now)

@@ -130,6 +130,22 @@ static uint64_t reported_cas(const struct item *it)
     return storage_rt.cfg.use_cas ? __atomic_load_n(&it->cas, __ATOMIC_RELAXED) : 0;
 }
 
+/* The class of value chunk i of n of a chunked item: the largest, but
+ * for the last (its class in the tail-class byte). */
+static unsigned value_chunk_class(const struct item *it, size_t i, size_t n)
+{
+    return i + 1 == n ? *item_tail_class(it) : storage_rt.largest_class;
+}
+
+/* Records `owner` as the owner of it's value chunks (see slabs.h). */
+static void value_chunks_owned_by(const struct item *it, struct item *owner)
+{
+    char **table = item_chunk_table(it);
+    size_t n = chunk_count(it->nbytes);
+    for (size_t i = 0; i < n; i++)
+        slabs_value_set_owner(table[i], value_chunk_class(it, i, n), owner);
+}
+
 /* ---- freeing and references ------------------------------------------------ */
 static void item_free(struct item *it)
 {
@@ -142,8 +158,7 @@ static void item_free(struct item *it)
         char **table = item_chunk_table(it);
         size_t n = chunk_count(it->nbytes);
         for (size_t i = n; i-- > 0;)
-            slabs_free_value(table[i],
-                             i + 1 == n ? *item_tail_class(it) : storage_rt.largest_class);
+            slabs_free_value(table[i], value_chunk_class(it, i, n));
     }
     /* A free chunk never looks linked to the slab mover. */
     __atomic_store_n(&it->it_flags, 0, __ATOMIC_RELAXED);
@@ -456,10 +471,28 @@ static void rescue_into(struct item *it, void *spare, struct lru_list *l, uint64
 {
     struct item *copy = spare;
     memcpy(copy, it, slabs_class_size(item_chunk_class(it)));
+    if (item_has_value_chunks(copy))
+        value_chunks_owned_by(copy, copy);
     assoc_replace(it, copy, hv);
     item_list_del(l, it);
     item_list_add(l, copy);
     item_flags_clear(it, ITEM_LINKED);
+}
+
+/* For the slab mover: takes it's item lock (only trying) when it is linked
+ * and nobody else references it; false otherwise. *hv: its hash. */
+static bool lock_unshared(struct item *it, uint64_t *hv)
+{
+    if (!(__atomic_load_n(&it->it_flags, __ATOMIC_ACQUIRE) & ITEM_LINKED))
+        return false;
+    *hv = assoc_hash(it->data, it->nkey);
+    if (!assoc_trylock(*hv))
+        return false;
+    if ((item_flags_load(it) & ITEM_LINKED) &&
+        __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 1)
+        return true;
+    assoc_unlock(*hv);
+    return false;
 }
 
 struct item *item_take_for_move(void *chunk, enum move_take *how, void *(*spare)(void *),
@@ -469,27 +502,64 @@ struct item *item_take_for_move(void *chunk, enum move_take *how, void *(*spare)
     *how = MOVE_BUSY;
     /* The chunk cannot be freed meanwhile (the mover holds its slab class
      * lock); a linked item's key is set before it is linked. */
-    if (!(__atomic_load_n(&it->it_flags, __ATOMIC_ACQUIRE) & ITEM_LINKED))
-        return NULL;
-    uint64_t hv = assoc_hash(it->data, it->nkey);
-    if (!assoc_trylock(hv))
+    uint64_t hv;
+    if (!lock_unshared(it, &hv))
         return NULL;
     struct item *taken = NULL;
-    if ((item_flags_load(it) & ITEM_LINKED) &&
-        __atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) == 1) {
-        struct lru_list *l = item_list(it);
-        if (lru_trylock(l)) {
-            *how = item_is_dead(it, clock_now()) ? MOVE_DEAD : MOVE_LIVE;
-            void *room = *how == MOVE_LIVE && spare ? spare(spare_arg) : NULL;
-            if (room) {
-                rescue_into(it, room, l, hv);
-                *how = MOVE_RESCUED;
-            } else {
+    struct lru_list *l = item_list(it);
+    if (lru_trylock(l)) {
+        *how = item_is_dead(it, clock_now()) ? MOVE_DEAD : MOVE_LIVE;
+        void *room = *how == MOVE_LIVE && spare ? spare(spare_arg) : NULL;
+        if (room) {
+            rescue_into(it, room, l, hv);
+            *how = MOVE_RESCUED;
+        } else {
+            unlink_common(it, l, hv);
+        }
+        lru_unlock(l);
+        __atomic_store_n(&it->refcount, 0, __ATOMIC_RELEASE);
+        taken = it;
+    }
+    assoc_unlock(hv);
+    return taken;
+}
+
+struct item *item_take_value_chunk(void *chunk, void *owner, enum move_take *how,
+                                   void *(*spare)(void *, void *), void *spare_arg)
+{
+    struct item *it = owner;
+    *how = MOVE_BUSY;
+    if (owner == SLABS_OWNER_UNKNOWN)
+        return NULL; /* its item is being built */
+    /* The owner recorded is the header whose table holds the chunk (its
+     * chunks are freed before it, and a moved header records its copy), so
+     * its key is readable; the checks under its lock confirm it. */
+    uint64_t hv;
+    if (!lock_unshared(it, &hv))
+        return NULL;
+    struct item *taken = NULL;
+    if (item_has_value_chunks(it)) {
+        char **table = item_chunk_table(it);
+        size_t n = chunk_count(it->nbytes), i = 0;
+        while (i < n && table[i] != chunk)
+            i++;
+        void *room = NULL;
+        bool live = i < n && !item_is_dead(it, clock_now());
+        if (live && (room = spare(spare_arg, it)) != NULL) {
+            /* nobody reads the value (one reference: the table's) and
+             * nobody can take one without the item lock */
+            memcpy(room, chunk, slabs_class_size(value_chunk_class(it, i, n)));
+            table[i] = room;
+            *how = MOVE_CHUNK_RESCUED;
+        } else if (i < n) {
+            struct lru_list *l = item_list(it);
+            if (lru_trylock(l)) {
+                *how = live ? MOVE_LIVE : MOVE_DEAD;
                 unlink_common(it, l, hv);
+                lru_unlock(l);
+                __atomic_store_n(&it->refcount, 0, __ATOMIC_RELEASE);
+                taken = it;
             }
-            lru_unlock(l);
-            __atomic_store_n(&it->refcount, 0, __ATOMIC_RELEASE);
-            taken = it;
         }
     }
     assoc_unlock(hv);
@@ -673,6 +743,7 @@ static struct item *alloc_item(const char *key, size_t nkey, uint32_t flags, rel
                 *item_tail_class(it) = (uint8_t)cls;
             table[i] = chunk;
         }
+        value_chunks_owned_by(it, it);
     }
     *why = ALLOC_OK;
     return it;

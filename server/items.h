@@ -35,24 +35,28 @@ typedef struct item item;
 
 /* What main() passes in from the command line (memcached's flags). */
 struct storage_config {
-    size_t maxbytes;            /* -m, in bytes */
-    double factor;              /* -f growth factor, > 1.0 */
-    size_t chunk_size;          /* -n minimum space for key+value+flags */
-    size_t item_size_max;       /* -I, 1 KiB .. 1 GiB */
-    size_t slab_page_size;      /* 1 MiB normally (memcached's slab page) */
-    size_t slab_chunk_max;      /* -o slab_chunk_max; 0 means page size / 2 */
-    const unsigned *slab_sizes; /* -o slab_sizes: the classes below slab_chunk_max, */
-    unsigned slab_sizes_count;  /* rising; count 0: they grow by factor from chunk_size */
-    bool prealloc;              /* -L */
-    bool evict_to_free;         /* false with -M: answer out of memory instead */
-    bool use_cas;               /* false with -C */
-    unsigned hashpower_init;    /* -o hashpower; 0 means default (16) */
-    bool no_hashexpand;         /* -o no_hashexpand: never grow the hash table */
-    bool lru_crawler;           /* -o lru_crawler / no_lru_crawler */
-    unsigned worker_threads;    /* -t, sizes lock tables */
-    bool slab_automove_off;     /* -o slab_automove=0: never move pages between
-                                   classes (the default moves them, as
-                                   memcached's slab_automove=1 does) */
+    size_t maxbytes;               /* -m, in bytes */
+    double factor;                 /* -f growth factor, > 1.0 */
+    size_t chunk_size;             /* -n minimum space for key+value+flags */
+    size_t item_size_max;          /* -I, 1 KiB .. 1 GiB */
+    size_t slab_page_size;         /* 1 MiB normally (memcached's slab page) */
+    size_t slab_chunk_max;         /* -o slab_chunk_max; 0 means page size / 2 */
+    const unsigned *slab_sizes;    /* -o slab_sizes: the classes below slab_chunk_max, */
+    unsigned slab_sizes_count;     /* rising; count 0: they grow by factor from chunk_size */
+    bool prealloc;                 /* -L */
+    bool evict_to_free;            /* false with -M: answer out of memory instead */
+    bool use_cas;                  /* false with -C */
+    unsigned hashpower_init;       /* -o hashpower; 0 means default (16) */
+    bool no_hashexpand;            /* -o no_hashexpand: never grow the hash table */
+    bool lru_crawler;              /* -o lru_crawler / no_lru_crawler */
+    unsigned worker_threads;       /* -t, sizes lock tables */
+    bool slab_automove_off;        /* -o slab_automove=0: never move pages between
+                                      classes (the default moves them, as
+                                      memcached's slab_automove=1 does) */
+    unsigned slab_automove_window; /* seconds a class must go without
+                                      evicting or growing before the mover
+                                      gives its spare pages to the pool;
+                                      0: 30 */
     /* memcached's segmented LRU (doc/storage.md): */
     bool lru_maintainer;    /* run the LRU maintainer thread */
     bool lru_segmented;     /* HOT/WARM/COLD; false: one flat list (COLD) */

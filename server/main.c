@@ -192,6 +192,7 @@ static void storage_config_from_settings(struct storage_config *cfg)
     cfg->lru_crawler = settings.lru_crawler;
     cfg->worker_threads = (unsigned)settings.num_threads;
     cfg->slab_automove_off = settings.slab_automove == 0;
+    cfg->slab_automove_window = settings.slab_automove_window;
     cfg->lru_maintainer = settings.lru_maintainer;
     cfg->lru_segmented = settings.lru_segmented;
     cfg->hot_lru_pct = settings.hot_lru_pct;

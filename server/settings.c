@@ -509,7 +509,12 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
             return false;
         }
         if (strcmp(opt, "slab_automove_window") == 0) {
-            s->slab_automove_window = (unsigned)uv;
+            if (uv <= 2) { /* memcached's bound */
+                fprintf(errout, "slab_automove_window must be > 2\n");
+                return false;
+            }
+            s->slab_automove_window = (unsigned)uv; /* the slab mover's */
+            return true;
         } else if (strcmp(opt, "watcher_logbuf_size") == 0) {
             s->watcher_logbuf_size = (unsigned)uv * 1024;
         } else {

@@ -17,6 +17,11 @@
  * as slab_reassign_evictions_nomem.
  * A move asked for by "slabs reassign SRC DST" hands the emptied page (or,
  * from class 0, a pooled one) straight to DST, as memcached does.
+ * A class holding more than two and a half pages' worth of free chunks
+ * (after deletes, expiry or flush_all) that went slab_automove_window
+ * seconds without evicting or taking a page gives pages to the pool the
+ * same way, one per look, looking again within a millisecond while it
+ * does, as memcached's automove fills its global page pool.
  * When cache_memlimit lowers the limit below what is held, the mover
  * empties pages of the classes with the oldest items in the same way and
  * leaves them in the pool (their memory returned) until within the limit.
@@ -36,8 +41,9 @@
 #include "items.h"
 #include "storage_internal.h"
 
-#define MOVE_ROUNDS 20         /* visits of a page being emptied */
-#define ROUND_PAUSE_NS 5000000 /* between visits: 5 ms */
+#define MOVE_ROUNDS 20           /* visits of a page being emptied that free nothing */
+#define ROUND_PAUSE_NS 5000000   /* between visits: 5 ms */
+#define POOLING_PAUSE_NS 1000000 /* between looks while pages go to the pool */
 
 static pthread_t mover_thread;
 static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -47,11 +53,14 @@ static bool stopping;
 
 static pthread_mutex_t decide_lock = PTHREAD_MUTEX_INITIALIZER; /* one move at a time */
 static uint64_t last_pressure[SLAB_CLASSES_MAX];
+static size_t last_pages[SLAB_CLASSES_MAX];     /* at the last look */
+static rel_time_t last_dirty[SLAB_CLASSES_MAX]; /* last evicted or grew */
 static atomic_uint_fast64_t pages_moved;
 static atomic_uint_fast64_t items_lost;
 static atomic_uint_fast64_t items_reclaimed; /* dead items found in moved pages */
 static atomic_uint_fast64_t items_busy;      /* in use, waited for */
 static atomic_uint_fast64_t items_rescued;   /* live ones copied into spare chunks */
+static atomic_uint_fast64_t chunks_rescued;  /* value chunks copied likewise */
 static atomic_bool moving;
 static atomic_bool auto_on = true;
 static int pending_src; /* a requested move (thread_lock), 0 = none */
@@ -62,17 +71,33 @@ struct taken_list {
     enum move_take *how; /* of each item */
     size_t n, cap;
     struct slabs_drain *drain; /* live items move into its spare chunks */
-    uint64_t lost, reclaimed, busy, rescued;
+    unsigned cls;              /* of the page being emptied */
+    bool starved;              /* a large item was lost for want of a spare chunk: the
+                                * rest wait for the round after, when its other chunks
+                                * are free to take them (as memcached moves one at a time) */
+    uint64_t lost, reclaimed, busy, rescued, chunks_rescued;
 };
 
 /* Called with the page's class lock held: collects items to free later. */
-static void take_visit(void *chunk, void *arg)
+static void take_visit(void *chunk, void *owner, void *arg)
 {
     struct taken_list *t = arg;
     if (t->n == t->cap)
         return;
+    if (owner && t->starved)
+        return;
     enum move_take how;
-    struct item *it = item_take_for_move(chunk, &how, slabs_drain_spare, t->drain);
+    struct item *it =
+        owner ? item_take_value_chunk(chunk, owner, &how, slabs_drain_spare_value, t->drain)
+              : item_take_for_move(chunk, &how, slabs_drain_spare, t->drain);
+    if (how == MOVE_CHUNK_RESCUED) { /* the old chunk is freed after the visit */
+        t->how[t->n] = how;
+        t->items[t->n++] = chunk;
+        t->chunks_rescued++;
+        return;
+    }
+    if (owner && how == MOVE_LIVE)
+        t->starved = true;
     if (it) {
         t->how[t->n] = how;
         t->items[t->n++] = it;
@@ -95,19 +120,28 @@ static bool move_page_from(unsigned src, unsigned dst)
     if (!d)
         return false;
     atomic_store(&moving, true);
-    struct taken_list t = {.n = 0, .cap = 4096, .drain = d};
+    struct taken_list t = {.n = 0, .cap = 4096, .drain = d, .cls = src};
     t.items = malloc(t.cap * sizeof(*t.items));
     t.how = malloc(t.cap * sizeof(*t.how));
     if (!t.items || !t.how)
         t.cap = 0;
-    for (int round = 0; round < MOVE_ROUNDS; round++) {
+    /* A round that frees chunks of the page is followed by another at once
+     * (each frees at least one, so they end); MOVE_ROUNDS bounds the
+     * rounds that free none, waiting for items in use. */
+    for (int idle = 0; idle < MOVE_ROUNDS;) {
         t.n = 0;
+        t.starved = false;
         bool done = slabs_drain_visit(d, take_visit, &t);
-        for (size_t i = 0; i < t.n; i++)
-            item_free_taken(t.items[i], t.how[i]);
+        for (size_t i = 0; i < t.n; i++) {
+            if (t.how[i] == MOVE_CHUNK_RESCUED)
+                slabs_free_value(t.items[i], t.cls);
+            else
+                item_free_taken(t.items[i], t.how[i]);
+        }
         if (done)
             break;
         if (t.n == 0) {
+            idle++;
             struct timespec pause = {0, ROUND_PAUSE_NS};
             nanosleep(&pause, NULL);
         }
@@ -116,6 +150,7 @@ static bool move_page_from(unsigned src, unsigned dst)
     free(t.items);
     atomic_fetch_add(&items_lost, t.lost);
     atomic_fetch_add(&items_rescued, t.rescued);
+    atomic_fetch_add(&chunks_rescued, t.chunks_rescued);
     atomic_fetch_add(&items_reclaimed, t.reclaimed);
     atomic_fetch_add(&items_busy, t.busy);
     bool moved = slabs_drain_end(d);
@@ -217,16 +252,33 @@ bool slab_mover_auto(void)
     return atomic_load(&auto_on);
 }
 
-bool slab_mover_run_once(void)
+/* What one look did. */
+enum look_result { LOOK_NOTHING, LOOK_MOVED, LOOK_POOLED };
+
+/* Whether class c has more than MIN_POOL_SPARE pages' worth of free chunks
+ * and went a whole window without evicting or taking a page (decide_lock
+ * held): its spare pages then serve better in the pool. */
+#define MIN_POOL_SPARE 2.5
+static bool spare_for_pool(unsigned c, const struct slabs_class_stats *sc, rel_time_t now)
+{
+    unsigned window =
+        storage_rt.cfg.slab_automove_window ? storage_rt.cfg.slab_automove_window : 30;
+    return sc->total_pages >= 2 &&
+           (double)sc->free_chunks > (double)sc->chunks_per_page * MIN_POOL_SPARE &&
+           now - last_dirty[c] >= window;
+}
+
+static enum look_result look_once(void)
 {
     if (!storage_rt.cfg.evict_to_free || !atomic_load(&auto_on))
-        return false;
+        return LOOK_NOTHING;
     pthread_mutex_lock(&decide_lock);
     rel_time_t now = clock_now();
     unsigned dst = 0;
     uint64_t dst_pressure = 0;
     rel_time_t age[SLAB_CLASSES_MAX] = {0};
     size_t pages[SLAB_CLASSES_MAX] = {0};
+    unsigned spare_class = 0;
     for (unsigned c = 1; c <= storage_rt.largest_class; c++) {
         struct lru_class_stats st;
         lru_class_stats_get(c, &st);
@@ -242,26 +294,36 @@ bool slab_mover_run_once(void)
         struct slabs_class_stats sc;
         slabs_class_stats(c, &sc);
         pages[c] = sc.total_pages;
+        if (delta > 0 || sc.total_pages > last_pages[c])
+            last_dirty[c] = now;
+        last_pages[c] = sc.total_pages;
+        if (!spare_class && spare_for_pool(c, &sc, now))
+            spare_class = c;
     }
     struct slabs_global_stats g;
     slabs_global_stats(&g);
-    bool full = g.mem_limit && g.total_malloced + storage_rt.cfg.slab_page_size > g.mem_limit;
-    bool moved = false;
+    bool full = g.mem_limit && g.held_bytes + storage_rt.cfg.slab_page_size > g.mem_limit;
+    enum look_result result = LOOK_NOTHING;
     /* After cache_memlimit lowered the limit: give pages back, oldest
      * class first, until within it (allowing the one page per class that
      * tiny limits grant). */
     size_t allowance = (size_t)g.active_classes * storage_rt.cfg.slab_page_size;
-    if (g.mem_limit && g.total_malloced > g.mem_limit + allowance) {
+    if (g.mem_limit && g.held_bytes > g.mem_limit + allowance) {
         unsigned src = 0;
         for (unsigned c = 1; c <= storage_rt.largest_class; c++)
             if (pages[c] >= 2 && (!src || age[c] > age[src]))
                 src = c;
-        bool shrunk = src && move_page_from(src, 0);
-        pthread_mutex_unlock(&decide_lock);
-        return shrunk;
-    }
-    /* Pooled pages only help while the limit allows taking one. */
-    if (dst && full) {
+        if (src && move_page_from(src, 0))
+            result = LOOK_POOLED;
+    } else if (spare_class) {
+        /* A class with pages' worth of free chunks (after deletes or
+         * expiry) gives one page to the pool, its live items moved into
+         * the free chunks of its other pages, as memcached's automove
+         * does. */
+        if (move_page_from(spare_class, 0))
+            result = LOOK_POOLED;
+    } else if (dst && full) {
+        /* Pooled pages only help while the limit allows taking one. */
         unsigned src = 0;
         for (unsigned c = 1; c <= storage_rt.largest_class; c++) {
             if (c == dst || pages[c] < 2 || age[c] <= age[dst])
@@ -269,21 +331,35 @@ bool slab_mover_run_once(void)
             if (!src || age[c] > age[src])
                 src = c;
         }
-        if (src)
-            moved = move_page_from(src, 0);
+        if (src && move_page_from(src, 0))
+            result = LOOK_MOVED;
     }
     pthread_mutex_unlock(&decide_lock);
-    return moved;
+    return result;
+}
+
+bool slab_mover_run_once(void)
+{
+    return look_once() != LOOK_NOTHING;
 }
 
 static void *mover_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&thread_lock);
+    bool pooling = false; /* the last look gave a page to the pool */
     while (!stopping) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += 1;
+        if (pooling) { /* more may follow: look again soon, as memcached */
+            until.tv_nsec += POOLING_PAUSE_NS;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+        } else {
+            until.tv_sec += 1;
+        }
         while (!stopping && !pending_src &&
                pthread_cond_timedwait(&thread_wake, &thread_lock, &until) == 0) {
         }
@@ -291,10 +367,11 @@ static void *mover_main(void *arg)
             break;
         int request = pending_src, request_dst = pending_dst;
         pthread_mutex_unlock(&thread_lock);
+        pooling = false;
         if (request)
             run_request((unsigned)request, (unsigned)request_dst);
         else
-            slab_mover_run_once();
+            pooling = look_once() == LOOK_POOLED;
         pthread_mutex_lock(&thread_lock);
         if (request)
             pending_src = 0;
@@ -307,6 +384,8 @@ int slab_mover_start(void)
 {
     pthread_mutex_lock(&decide_lock);
     memset(last_pressure, 0, sizeof(last_pressure));
+    memset(last_pages, 0, sizeof(last_pages));
+    memset(last_dirty, 0, sizeof(last_dirty));
     pthread_mutex_unlock(&decide_lock);
     pthread_mutex_lock(&thread_lock);
     stopping = false;
@@ -340,6 +419,7 @@ void slab_mover_stats(struct slab_mover_stats *out)
     out->items_reclaimed = atomic_load(&items_reclaimed);
     out->items_busy = atomic_load(&items_busy);
     out->items_rescued = atomic_load(&items_rescued);
+    out->chunks_rescued = atomic_load(&chunks_rescued);
     out->running = atomic_load(&moving);
 }
 
@@ -350,6 +430,7 @@ void slab_mover_reset(void)
     atomic_store(&items_reclaimed, 0);
     atomic_store(&items_busy, 0);
     atomic_store(&items_rescued, 0);
+    atomic_store(&chunks_rescued, 0);
     pthread_mutex_lock(&decide_lock);
     memset(last_pressure, 0, sizeof(last_pressure));
     pthread_mutex_unlock(&decide_lock);

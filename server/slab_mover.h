@@ -21,6 +21,7 @@ struct slab_mover_stats {
     uint64_t items_reclaimed; /* expired or flushed ones found there */
     uint64_t items_busy;      /* in use when visited: waited for */
     uint64_t items_rescued;   /* live ones moved into spare chunks of their class */
+    uint64_t chunks_rescued;  /* value chunks of large items moved likewise */
     bool running;             /* a page is being emptied now */
 };
 void slab_mover_stats(struct slab_mover_stats *out);

@@ -39,6 +39,11 @@ struct page {
     bool in_partial;
     struct page *class_next; /* every page of the class */
     struct page *class_prev;
+    /* For pages holding value chunks: per chunk, the item header owning a
+     * value chunk (SLABS_OWNER_UNKNOWN until set), NULL for other chunks.
+     * Allocated with the page's first value chunk; without it (allocation
+     * failed) a page holding value chunks is never emptied. */
+    void **owners;
     struct slabs_drain *drain; /* set while the page is being emptied */
     unsigned drain_skip;       /* after a failed emptying: picks to sit out */
 };
@@ -235,6 +240,8 @@ static void page_release(struct slab_class *c, struct page *pg)
     if (pg->class_next)
         pg->class_next->class_prev = pg->class_prev;
     pg->class_next = pg->class_prev = NULL;
+    free(pg->owners); /* empty: no owner left to record */
+    pg->owners = NULL;
     unsigned dst = 0;
     if (pg->drain) {
         pg->drain->done = true;
@@ -391,6 +398,8 @@ void slabs_shutdown(void)
         struct region *r = regions;
         regions = r->next;
         munmap(r->map, r->map_size);
+        for (size_t i = 0; i < r->fresh; i++)
+            free(r->pages[i].owners);
         free(r->pages);
         free(r);
     }
@@ -427,6 +436,11 @@ size_t slabs_class_size(unsigned cls)
     return classes[cls].size;
 }
 
+static size_t chunk_index(const struct slab_class *c, const struct page *pg, const void *chunk)
+{
+    return (size_t)((const char *)chunk - pg->base) / c->size;
+}
+
 /* A chunk of pg, a page on c's partial list (class lock held). */
 static void *take_chunk(struct slab_class *c, struct page *pg, bool value)
 {
@@ -441,8 +455,14 @@ static void *take_chunk(struct slab_class *c, struct page *pg, bool value)
         c->end_left--;
     }
     pg->used++;
-    if (value)
+    if (value) {
+        if (!pg->owners && pg->value_chunks == 0)
+            pg->owners = calloc(c->perslab, sizeof(*pg->owners));
+        if (pg->owners)
+            __atomic_store_n(&pg->owners[chunk_index(c, pg, chunk)], SLABS_OWNER_UNKNOWN,
+                             __ATOMIC_RELAXED);
         pg->value_chunks++;
+    }
     c->used_chunks++;
     if (pg->nfree == 0 && pg->end_left == 0)
         partial_remove(c, pg);
@@ -521,6 +541,8 @@ static void chunk_free(void *chunk, unsigned cls, bool value)
     pg->used--;
     if (value)
         pg->value_chunks--;
+    if (pg->owners)
+        __atomic_store_n(&pg->owners[chunk_index(c, pg, chunk)], NULL, __ATOMIC_RELAXED);
     c->used_chunks--;
     if (pg->drain) {
         /* Being emptied: hands out nothing; leaves once empty. */
@@ -572,7 +594,11 @@ struct slabs_drain *slabs_drain_begin(unsigned cls, unsigned dst)
                 pg->drain_skip--;
                 continue;
             }
-            if (pg->value_chunks == 0 && !pg->drain && (!best || pg->used < best->used))
+            bool known = pg->value_chunks == 0 || pg->owners; /* each chunk's kind */
+            /* the class's only page with free chunks is where the live
+             * chunks of another would go: emptying it rescues nothing */
+            bool sole_room = pg->in_partial && c->partial == pg && pg->next == NULL;
+            if (known && !pg->drain && !sole_room && (!best || pg->used < best->used))
                 best = pg;
         }
     }
@@ -596,7 +622,8 @@ struct slabs_drain *slabs_drain_begin(unsigned cls, unsigned dst)
     return d;
 }
 
-bool slabs_drain_visit(struct slabs_drain *d, void (*visit)(void *chunk, void *arg), void *arg)
+bool slabs_drain_visit(struct slabs_drain *d, void (*visit)(void *chunk, void *owner, void *arg),
+                       void *arg)
 {
     struct slab_class *c = &classes[d->cls];
     pthread_mutex_lock(&c->lock);
@@ -609,7 +636,9 @@ bool slabs_drain_visit(struct slabs_drain *d, void (*visit)(void *chunk, void *a
                 is_free[(size_t)((char *)f - pg->base) / c->size] = 1;
             for (unsigned i = 0; i < handed; i++)
                 if (!is_free[i])
-                    visit(pg->base + (size_t)i * c->size, arg);
+                    visit(pg->base + (size_t)i * c->size,
+                          pg->owners ? __atomic_load_n(&pg->owners[i], __ATOMIC_RELAXED) : NULL,
+                          arg);
             free(is_free);
         }
     }
@@ -624,6 +653,26 @@ void *slabs_drain_spare(void *drain)
     struct slab_class *c = &classes[d->cls];
     /* the page being emptied left the partial list when the drain began */
     return c->partial ? take_chunk(c, c->partial, false) : NULL;
+}
+
+void *slabs_drain_spare_value(void *drain, void *owner)
+{
+    struct slabs_drain *d = drain;
+    struct slab_class *c = &classes[d->cls];
+    struct page *pg = c->partial;
+    void *chunk = pg ? take_chunk(c, pg, true) : NULL;
+    if (chunk && pg->owners)
+        __atomic_store_n(&pg->owners[chunk_index(c, pg, chunk)], owner, __ATOMIC_RELAXED);
+    return chunk;
+}
+
+void slabs_value_set_owner(void *chunk, unsigned cls, void *owner)
+{
+    struct page *pg = page_of(chunk);
+    /* the chunk is the caller's, so its page and owner table stay */
+    if (pg && pg->owners)
+        __atomic_store_n(&pg->owners[chunk_index(&classes[cls], pg, chunk)], owner,
+                         __ATOMIC_RELAXED);
 }
 
 bool slabs_drain_end(struct slabs_drain *d)
@@ -699,7 +748,16 @@ void slabs_global_stats(struct slabs_global_stats *out)
     }
     pthread_mutex_lock(&pool_lock);
     out->mem_limit = mem_limit;
-    out->total_malloced = mem_malloced;
+    out->held_bytes = mem_malloced;
+    /* Pooled pages stay counted, as memcached counts its global page pool,
+     * up to the limit (past it, after cache_memlimit lowered it, they are
+     * released as memcached frees them). */
+    size_t pooled = pool_pages * page_size;
+    if (mem_limit)
+        pooled = mem_malloced >= mem_limit           ? 0
+                 : pooled > mem_limit - mem_malloced ? mem_limit - mem_malloced
+                                                     : pooled;
+    out->total_malloced = mem_malloced + pooled;
     out->malloc_fails = malloc_fails;
     out->pool_pages = pool_pages;
     pthread_mutex_unlock(&pool_lock);

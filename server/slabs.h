@@ -40,7 +40,7 @@ size_t slabs_class_size(unsigned cls);
 void *slabs_alloc(unsigned cls);
 void slabs_free(void *chunk, unsigned cls);
 /* The same for chunks holding part of a large value rather than an item
- * header: pages with such chunks are never emptied for other classes. */
+ * header (see slabs_value_set_owner). */
 void *slabs_alloc_value(unsigned cls);
 void slabs_free_value(void *chunk, unsigned cls);
 /* A chunk of class cls only if one of its pages has a free chunk: never
@@ -52,7 +52,10 @@ void *slabs_alloc_spare(unsigned cls, bool value);
  * slabs_drain_begin() picks the class's page holding only item headers
  * with the fewest in use and stops handing out its chunks (NULL when the
  * class has fewer than two pages or none qualifies). slabs_drain_visit()
- * calls visit() on each chunk still in use, with the class lock held:
+ * calls visit() on each chunk still in use, with the class lock held (owner:
+ * NULL for an item header, else the chunk is a value chunk and owner what
+ * slabs_value_set_owner() last recorded for it, SLABS_OWNER_UNKNOWN before;
+ * only a hint, to check under the owner's lock):
  * visit must not free chunks or wait for locks. It returns true once the
  * page's last chunk was freed and the page went to the pool.
  * slabs_drain_end() finishes (putting the page back in service if it is
@@ -61,12 +64,22 @@ void *slabs_alloc_spare(unsigned cls, bool value);
  * slabs_grant_page(dst, true), so no other class can take it on the way. */
 struct slabs_drain;
 struct slabs_drain *slabs_drain_begin(unsigned cls, unsigned dst);
-bool slabs_drain_visit(struct slabs_drain *d, void (*visit)(void *chunk, void *arg), void *arg);
+bool slabs_drain_visit(struct slabs_drain *d, void (*visit)(void *chunk, void *owner, void *arg),
+                       void *arg);
 bool slabs_drain_end(struct slabs_drain *d);
 /* Inside slabs_drain_visit's visit (class lock held): a free chunk of the
  * drained class on another of its pages, to move a live item into (never
  * takes a page), NULL when none. drain: the struct slabs_drain. */
 void *slabs_drain_spare(void *drain);
+/* The same for a value chunk moving out of the drained page: the free
+ * chunk is counted as a value chunk owned by owner. */
+void *slabs_drain_spare_value(void *drain, void *owner);
+/* Records the item header owning value chunk `chunk` of class cls (after
+ * allocating it, or when the header moves), so that a page holding value
+ * chunks can be emptied: the slab mover moves each to a spare chunk and
+ * updates the owner's chunk table under the owner's lock. */
+#define SLABS_OWNER_UNKNOWN ((void *)1)
+void slabs_value_set_owner(void *chunk, unsigned cls, void *owner);
 /* Gives class cls a page: with emptied_for_it, one a drain set aside for it
  * (slabs_drain_begin's dst), else a pooled one within the limit as any
  * page a class takes; without, only the pooled one, so a page set aside
@@ -95,7 +108,12 @@ void slabs_class_stats(unsigned cls, struct slabs_class_stats *out);
 
 struct slabs_global_stats {
     size_t mem_limit;
-    size_t total_malloced; /* bytes of pages handed to classes */
+    size_t held_bytes;     /* bytes of pages classes hold (or set aside for one) */
+    size_t total_malloced; /* those and the pooled pages within the limit,
+                            * as memcached counts them: the pool's memory
+                            * is returned to the kernel until a class takes
+                            * a page again, but the cache may take it back
+                            * without growing past what it has claimed */
     uint64_t malloc_fails;
     unsigned active_classes;
     size_t pool_pages; /* empty pages waiting for any class */

@@ -99,10 +99,19 @@ uint64_t items_cas_now(void);
  * elsewhere, copies it there in its place (MOVE_RESCUED): the table and its
  * LRU then hold the copy. The item returned (NULL: MOVE_BUSY, in use) is
  * freed with item_free_taken after the class lock is released. */
-enum move_take { MOVE_BUSY, MOVE_LIVE, MOVE_DEAD, MOVE_RESCUED };
+enum move_take { MOVE_BUSY, MOVE_LIVE, MOVE_DEAD, MOVE_RESCUED, MOVE_CHUNK_RESCUED };
 struct item *item_take_for_move(void *chunk, enum move_take *how, void *(*spare)(void *),
                                 void *spare_arg);
 void item_free_taken(struct item *it, enum move_take how);
+/* The same for a value chunk in that page, `owner` the hint slabs.h keeps:
+ * when the owner is linked and nobody else references it, either copies
+ * the chunk into spare(spare_arg, owner), a free chunk of the class, and
+ * points the owner's chunk table at it (MOVE_CHUNK_RESCUED: the old chunk
+ * is then the caller's to free with slabs_free_value), or, with no spare
+ * chunk, unlinks the owner (MOVE_LIVE or MOVE_DEAD) and returns it for
+ * item_free_taken. MOVE_BUSY (NULL): try again later. */
+struct item *item_take_value_chunk(void *chunk, void *owner, enum move_take *how,
+                                   void *(*spare)(void *, void *), void *spare_arg);
 /* With it's item lock held: takes a reference when it is linked, not
  * expired and not flushed; NULL otherwise. */
 struct item *item_ref_if_live(struct item *it);

@@ -214,8 +214,7 @@ void storage_stats_general(stat_emit_fn emit, void *ctx)
     crawler_stats(&crawler_starts, &crawler_running);
 
     /* memcached 1.6's names and order; as memcached, the segmented LRU's
-     * figures only while its maintainer thread runs; no item rescue in
-     * page moves. */
+     * figures only while its maintainer thread runs. */
     emit_u64(emit, ctx, "get_expired", s ? s->global[TC_GET_EXPIRED] : 0);
     emit_u64(emit, ctx, "get_flushed", s ? s->global[TC_GET_FLUSHED] : 0);
     emit_u64(emit, ctx, "limit_maxbytes", sg.mem_limit);
@@ -223,7 +222,7 @@ void storage_stats_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "hash_bytes", as.hash_bytes);
     emit_u64(emit, ctx, "hash_is_expanding", as.expanding ? 1 : 0);
     emit_u64(emit, ctx, "slab_reassign_rescues", ms.items_rescued);
-    emit_u64(emit, ctx, "slab_reassign_chunk_rescues", 0);
+    emit_u64(emit, ctx, "slab_reassign_chunk_rescues", ms.chunks_rescued);
     emit_u64(emit, ctx, "slab_reassign_evictions_nomem", ms.items_lost);
     emit_u64(emit, ctx, "slab_reassign_inline_reclaim", ms.items_reclaimed);
     emit_u64(emit, ctx, "slab_reassign_busy_items", ms.items_busy);

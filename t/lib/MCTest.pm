@@ -62,7 +62,7 @@ use File::Temp qw(tempfile);
 use Test::More ();
 
 our @EXPORT = qw(start_server run_briefly mc_send mc_line mc_bytes mc_until mc_is
-  mc_silent mc_eof mc_stats mc_resync target free_port slurp);
+  mc_silent mc_eof mc_stats mc_resync mc_count_values target free_port slurp);
 
 my $DEFAULT_TIMEOUT = 5;
 my %running;    # pid => server object, killed at exit if still alive
@@ -402,6 +402,25 @@ sub mc_stats {
         $st{$1} = $2 if $line =~ /^STAT (\S+) ?(.*)$/;
     }
     return \%st;
+}
+
+# Gets each key (flags 0 expected) one at a time; returns how many were
+# missing and how many came back with another value than $value.
+sub mc_count_values {
+    my ($s, $value, @keys) = @_;
+    my ($missing, $bad) = (0, 0);
+    for my $key (@keys) {
+        mc_send($s, "get $key\r\n");
+        my $line = mc_line($s);
+        if ($line eq "END\r\n") {
+            $missing++;
+            next;
+        }
+        my $len = length $value;
+        my $body = $line =~ /^VALUE \S+ \d+ (\d+)\r\n\z/ ? mc_bytes($s, $1 + 2 + 5) : '';
+        $bad++ unless $line eq "VALUE $key 0 $len\r\n" && $body eq "$value\r\nEND\r\n";
+    }
+    return ($missing, $bad);
 }
 
 sub mc_resync {

@@ -40,18 +40,7 @@ cmp_ok($st->{slab_reassign_rescues}, '>', 0, "live items in it were rescued ($st
 is($st->{slab_reassign_evictions_nomem}, 0, 'none was evicted');
 is(mc_stats($s, 'slabs')->{"$cls:total_pages"}, $pages - 1, 'the class gave up the page');
 
-my $missing = 0;
-my $bad = 0;
-for my $i (grep { $_ % 2 == 1 } 1 .. $count) {
-    mc_send($s, "get item$i\r\n");
-    my $line = mc_line($s);
-    if ($line eq "END\r\n") {
-        $missing++;
-        next;
-    }
-    my $body = mc_bytes($s, 1000 + 2 + 5);
-    $bad++ unless $line eq "VALUE item$i 0 1000\r\n" && $body eq "$value\r\nEND\r\n";
-}
+my ($missing, $bad) = mc_count_values($s, $value, map { "item$_" } grep { $_ % 2 == 1 } 1 .. $count);
 is($missing, 0, 'every item kept is still there');
 is($bad, 0, 'with its value intact');
 is(mc_stats($s)->{curr_items}, $count / 2, 'curr_items counts them once');
