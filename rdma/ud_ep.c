@@ -3,6 +3,8 @@
  * sorting and checking arrivals, and driving rdma/ud_reliable.c per peer. */
 #include "rdma/ud_ep.h"
 
+#include "rdma/pool.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -67,9 +69,7 @@ struct mcr_udep_ctx {
     struct ibv_cq *cq;
     struct ibv_qp *qp;
     uint32_t mtu, recv_buf_size;
-    uint8_t *recv_mem, *send_mem;
-    struct ibv_mr *recv_mr, *send_mr;
-    uint32_t *send_free, send_nfree;
+    struct mcr_rdma_pool recv_pool, send_pool; /* registered datagram buffers */
     struct mcr_udep_peer **peers;
     uint32_t npeers;
     uint64_t rng;
@@ -190,9 +190,9 @@ static int gid_of_grh(const uint8_t *grh, uint8_t gid[16])
 
 static int post_recv(struct mcr_udep_ctx *ctx, uint32_t idx)
 {
-    struct ibv_sge sge = {.addr = (uintptr_t)(ctx->recv_mem + (size_t)idx * ctx->recv_buf_size),
+    struct ibv_sge sge = {.addr = (uintptr_t)mcr_rdma_pool_buf(&ctx->recv_pool, idx),
                           .length = ctx->recv_buf_size,
-                          .lkey = ctx->recv_mr->lkey};
+                          .lkey = ctx->recv_pool.mr->lkey};
     struct ibv_recv_wr wr = {.wr_id = idx, .sg_list = &sge, .num_sge = 1}, *bad;
     ctx->st.recv_wrs++;
     ctx->st.post_recv_calls++;
@@ -205,15 +205,19 @@ static int post_dgram(struct mcr_udep_peer *peer, const uint8_t *hdr, size_t hdr
                       const uint8_t *payload, size_t len)
 {
     struct mcr_udep_ctx *ctx = peer->ctx;
-    if (peer->ah == NULL || ctx->send_nfree == 0 || hdr_len + len > ctx->mtu)
+    if (peer->ah == NULL || hdr_len + len > ctx->mtu)
         return -EAGAIN;
-    uint32_t idx = ctx->send_free[--ctx->send_nfree];
-    uint8_t *buf = ctx->send_mem + (size_t)idx * ctx->mtu;
+    int64_t got = mcr_rdma_pool_get(&ctx->send_pool);
+    if (got < 0)
+        return -EAGAIN;
+    uint32_t idx = (uint32_t)got;
+    uint8_t *buf = mcr_rdma_pool_buf(&ctx->send_pool, idx);
     memcpy(buf, hdr, hdr_len);
     if (len > 0)
         memcpy(buf + hdr_len, payload, len);
-    struct ibv_sge sge = {
-        .addr = (uintptr_t)buf, .length = (uint32_t)(hdr_len + len), .lkey = ctx->send_mr->lkey};
+    struct ibv_sge sge = {.addr = (uintptr_t)buf,
+                          .length = (uint32_t)(hdr_len + len),
+                          .lkey = ctx->send_pool.mr->lkey};
     struct ibv_send_wr wr = {.wr_id = UDEP_SEND_FLAG | idx,
                              .sg_list = &sge,
                              .num_sge = 1,
@@ -226,7 +230,7 @@ static int post_dgram(struct mcr_udep_peer *peer, const uint8_t *hdr, size_t hdr
     ctx->st.send_wrs++;
     ctx->st.post_send_calls++;
     if (ibv_post_send(ctx->qp, &wr, &bad) != 0) {
-        ctx->send_free[ctx->send_nfree++] = idx;
+        mcr_rdma_pool_put(&ctx->send_pool, idx);
         return -EAGAIN;
     }
     return 0;
@@ -476,25 +480,21 @@ static int make_qp(struct mcr_udep_ctx *ctx, char *err, size_t errlen)
         set_err(err, errlen, "UD queue pair to RTS: %s", strerror(rc));
         return -1;
     }
-    size_t rsz = (size_t)ctx->opts.recv_bufs * ctx->recv_buf_size;
-    size_t ssz = (size_t)ctx->opts.send_bufs * ctx->mtu;
-    ctx->recv_mem = aligned_alloc(4096, (rsz + 4095) & ~(size_t)4095);
-    ctx->send_mem = aligned_alloc(4096, (ssz + 4095) & ~(size_t)4095);
-    ctx->send_free = calloc(ctx->opts.send_bufs, sizeof(uint32_t));
     ctx->peers = calloc(ctx->opts.max_peers, sizeof(*ctx->peers));
     ctx->held_mem = malloc((size_t)UDEP_HELD_MAX * ctx->recv_buf_size);
-    if (!ctx->recv_mem || !ctx->send_mem || !ctx->send_free || !ctx->peers || !ctx->held_mem) {
+    if (!ctx->peers || !ctx->held_mem) {
         set_err(err, errlen, "out of memory");
         return -1;
     }
-    if ((ctx->recv_mr = ibv_reg_mr(ctx->pd, ctx->recv_mem, rsz, IBV_ACCESS_LOCAL_WRITE)) == NULL ||
-        (ctx->send_mr = ibv_reg_mr(ctx->pd, ctx->send_mem, ssz, 0)) == NULL) {
-        set_err(err, errlen, "registering buffers: %s", strerror(errno));
+    int prc = mcr_rdma_pool_init(&ctx->recv_pool, ctx->pd, ctx->opts.recv_bufs, ctx->recv_buf_size);
+    if (prc == 0)
+        prc = mcr_rdma_pool_init(&ctx->send_pool, ctx->pd, ctx->opts.send_bufs, ctx->mtu);
+    if (prc != 0) {
+        set_err(err, errlen, "registering buffers: %s", strerror(-prc));
         return -1;
     }
-    ctx->st.registered_bytes = rsz + ssz;
-    for (uint32_t i = 0; i < ctx->opts.send_bufs; i++)
-        ctx->send_free[ctx->send_nfree++] = i;
+    ctx->st.registered_bytes =
+        (size_t)ctx->opts.recv_bufs * ctx->recv_buf_size + (size_t)ctx->opts.send_bufs * ctx->mtu;
     for (uint32_t i = 0; i < UDEP_HELD_MAX; i++)
         ctx->held[i].buf = ctx->held_mem + (size_t)i * ctx->recv_buf_size;
     for (uint32_t i = 0; i < ctx->opts.recv_bufs; i++)
@@ -571,15 +571,10 @@ void mcr_udep_close(struct mcr_udep_ctx *ctx)
     for (uint32_t i = 0; ctx->peers && i < ctx->opts.max_peers; i++)
         if (ctx->peers[i])
             peer_free(ctx->peers[i]);
-    if (ctx->send_mr)
-        ibv_dereg_mr(ctx->send_mr);
-    if (ctx->recv_mr)
-        ibv_dereg_mr(ctx->recv_mr);
+    mcr_rdma_pool_destroy(&ctx->send_pool);
+    mcr_rdma_pool_destroy(&ctx->recv_pool);
     free(ctx->held_mem);
     free(ctx->peers);
-    free(ctx->send_free);
-    free(ctx->send_mem);
-    free(ctx->recv_mem);
     if (ctx->qp)
         ibv_destroy_qp(ctx->qp);
     if (ctx->cq)
@@ -788,7 +783,7 @@ static void release_held(struct mcr_udep_ctx *ctx, uint64_t now)
 
 static void on_recv(struct mcr_udep_ctx *ctx, const struct ibv_wc *wc, uint64_t now)
 {
-    const uint8_t *buf = ctx->recv_mem + (size_t)wc->wr_id * ctx->recv_buf_size;
+    const uint8_t *buf = mcr_rdma_pool_buf(&ctx->recv_pool, (uint32_t)wc->wr_id);
     uint32_t len = wc->byte_len;
     if (test_chance(ctx, ctx->opts.test_drop_ppm)) {
         ctx->st.test_dropped++;
@@ -819,7 +814,7 @@ static int poll_cq(struct mcr_udep_ctx *ctx)
         for (int i = 0; i < n; i++) {
             const struct ibv_wc *wc = &wcs[i];
             if (wc->wr_id & UDEP_SEND_FLAG) {
-                ctx->send_free[ctx->send_nfree++] = (uint32_t)(wc->wr_id & ~UDEP_SEND_FLAG);
+                mcr_rdma_pool_put(&ctx->send_pool, (uint32_t)(wc->wr_id & ~UDEP_SEND_FLAG));
                 continue;
             }
             if (wc->status == IBV_WC_SUCCESS)
