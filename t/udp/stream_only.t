@@ -27,6 +27,14 @@ def header_only(got):
     return all(p == b"" and h[2] == 0 for h, p in got)
 
 
+def quiet_metadump(got):
+    """As header_only(), or memcached's BUSY line: a crawl asked for by an
+    earlier datagram may still run (its output goes nowhere), and the
+    next metadump is then refused as over TCP. Never key data."""
+    busy = b"BUSY currently processing crawler request\r\n"
+    return all(h[2] == 0 and p == b"" or p == busy for h, p in got)
+
+
 def replies(got):
     """got without such empty datagrams, which may arrive late."""
     return [d for d in got if not (d[1] == b"" and d[0][2] == 0)]
@@ -72,12 +80,12 @@ for cmd in ("lru_crawler metadump all", "lru_crawler metadump hash", "lru_crawle
     for _ in range(4):
         u.send(rid, cmd + "\r\n")
         got = u.datagrams(wait=0.3, gap=0.1)
-        if not header_only(got):
+        if not quiet_metadump(got):
             quiet = False
-            t.diag("request %d: %d datagrams, %d payload bytes"
-                   % (rid, len(got), sum(len(p) for _, p in got)))
+            t.diag("request %d: %d datagrams, %d payload bytes: %r"
+                   % (rid, len(got), sum(len(p) for _, p in got), got[:2]))
         rid += 1
-    t.ok(quiet, "'%s' over UDP (4 datagrams): no payload back" % cmd)
+    t.ok(quiet, "'%s' over UDP (4 datagrams): no payload back but a BUSY line" % cmd)
 
 # errors are answered as over TCP
 u.send(rid, "lru_crawler metadump 99\r\n")
