@@ -98,7 +98,7 @@ def wait_gone(srv, what):
 
 # ---- 1,000,000 items across "shutdown graceful" -------------------------------
 srv = start_server(t, *server_args())
-c = srv.connect(30)
+c = srv.connect(120)  # a loaded sanitizer build takes its time
 t0 = time.time()
 t.ok(fill(c, ITEMS, time.time()), "1,000,000 sets processed")
 before = read_all(c, ITEMS)
@@ -114,7 +114,7 @@ t.ok(os.path.exists(meta), "the metadata file exists after the graceful stop")
 time.sleep(1.1)  # memcached only trusts a stop at least one second old
 stopped = time.time()
 srv = start_server(t, *server_args())
-c = srv.connect(30)
+c = srv.connect(120)  # a loaded sanitizer build takes its time
 after = read_all(c, ITEMS)
 elapsed = time.time() - t0
 t.is_(len(after), ITEMS, "every item is there after the restart")
