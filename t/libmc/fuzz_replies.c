@@ -112,7 +112,7 @@ static void fuzz(bool binary, const char *valid, size_t valid_len)
     const char *name = binary ? "binary" : "text";
     ok(started == ROUNDS, "%s: %d damaged replies served", name, started);
     ok(defined == started, "%s: every call returned a defined code", name);
-    ok(worst_ms < 3000, "%s: every call came back in bounded time (worst %d ms)", name, worst_ms);
+    ok(worst_ms < 10000, "%s: every call came back in bounded time (worst %d ms)", name, worst_ms);
     int rc = -1;
     bool served = run_one(valid, valid_len, binary, false, &rc);
     ok(served && rc == MEMCACHED_SUCCESS, "%s: the undamaged reply still parses (%d)", name, rc);
