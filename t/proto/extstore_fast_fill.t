@@ -1,0 +1,79 @@
+#!/usr/bin/perl
+# extstore_fast_fill.t: a writer that fills RAM far faster than flash can
+# take the values. 50,000 sets of 10 KiB, pipelined 100 at a time with no
+# pause, into -m 64 with a 256 MB flash file: as with memcached's
+# extstore, memory is made by evicting from COLD's tail, so no set is
+# refused (no SERVER_ERROR); every key still present reads back byte-exact.
+use strict;
+use warnings;
+use Test::More;
+use File::Temp ();
+use MCTest;
+
+my $dir = File::Temp::tempdir(CLEANUP => 1);
+my $file = "$dir/flash";
+my $N = 50_000;
+my $BATCH = 100;
+
+sub value_of {
+    my ($i) = @_;
+    my $unit = sprintf('%07d|', $i);
+    return substr($unit x 1281, 0, 10 * 1024);
+}
+
+my $srv = start_server('-m', '64', '-o', "ext_path=$file:256m");
+my $s = $srv->connect;
+
+my ($stored, $errors, $other, %first_error) = (0, 0, 0);
+for (my $i = 0; $i < $N; $i += $BATCH) {
+    my $req = '';
+    for my $j ($i .. $i + $BATCH - 1) {
+        my $v = value_of($j);
+        $req .= "set k$j 0 0 " . length($v) . "\r\n$v\r\n";
+    }
+    mc_send($s, $req);
+    for my $j ($i .. $i + $BATCH - 1) {
+        my $line = mc_line($s, 30);
+        if ($line eq "STORED\r\n") {
+            $stored++;
+        } elsif ($line =~ /^SERVER_ERROR/) {
+            $errors++;
+            $first_error{$line} //= $j;
+        } else {
+            $other++;
+            die "lost sync at k$j: '$line'" if $line eq '';
+        }
+    }
+}
+is($errors, 0, "no set refused ($stored stored)")
+  or diag(join('', map {"first at k$first_error{$_}: $_"} keys %first_error));
+is($other, 0, 'no other reply than STORED');
+
+my $st = mc_stats($s);
+my $items = mc_stats($s, 'items');
+my $oom = 0;
+$oom += $items->{$_} for grep {/:outofmemory$/} keys %$items;
+is($oom, 0, 'stats items: outofmemory is 0 in every class');
+cmp_ok($st->{evictions}, '>', 0, "RAM was short: items evicted ($st->{evictions})");
+cmp_ok($st->{extstore_objects_written}, '>', 0,
+    "values went to flash ($st->{extstore_objects_written})");
+
+# every key still present reads back byte-exact
+my ($hits, $wrong) = (0, 0);
+for (my $i = 0; $i < $N; $i += 50) {
+    my @keys = map {"k$_"} $i .. $i + 49;
+    mc_send($s, "get @keys\r\n");
+    while (1) {
+        my $line = mc_line($s, 30);
+        last if $line eq "END\r\n";
+        $line =~ /^VALUE k(\d+) 0 (\d+)\r\n\z/ or die "bad reply line: '$line'";
+        my ($k, $n) = ($1, $2);
+        my $data = mc_bytes($s, $n + 2, 30);
+        $hits++;
+        $wrong++ if $data ne value_of($k) . "\r\n";
+    }
+}
+is($wrong, 0, "every value read back is byte-exact ($hits hit)");
+cmp_ok($hits, '>', 6000, 'more keys are kept than RAM alone holds');
+$srv->stop;
+done_testing();
