@@ -254,6 +254,7 @@ static void settle(struct pending *pd, const char *rec)
         if (item_flash_repoint(pd->it, pd->cas, &pd->from, &pd->loc)) {
             flash_forget(&pd->from);
             flash_add(&flash_counters.compact_rescues, 1);
+            flash_add(&flash_counters.objects_written, 1); /* memcached counts rewrites too */
         } else {
             flash_forget(&pd->loc); /* deleted or changed meanwhile: nothing lost */
         }
@@ -306,8 +307,44 @@ static void flush_all(void)
         flash_flush_bucket(i);
 }
 
+/* The oldest full page compaction is not reading (npages: none); tier.lock
+ * held. */
+static unsigned oldest_full_page(void)
+{
+    unsigned pick = tier.npages;
+    for (unsigned i = 0; i < tier.npages; i++)
+        if (tier.pages[i].state == PAGE_FULL && i != tier.compacting &&
+            (pick == tier.npages || tier.pages[i].seq < tier.pages[pick].seq))
+            pick = i;
+    return pick;
+}
+
+/* Drops a full page with the records still in it (tier.lock held): its
+ * version changes, so every header pointing into it misses from now on. */
+static void drop_page(unsigned page)
+{
+    struct flash_page *p = &tier.pages[page];
+    flash_add(&flash_counters.page_evictions, 1);
+    flash_add(&flash_counters.objects_evicted, p->live_objects);
+    flash_add(&flash_counters.bytes_evicted, p->live_bytes);
+    p->state = PAGE_FREE;
+    p->version++;
+    p->live_objects = p->live_bytes = 0;
+}
+
+static bool any_free_page(void)
+{
+    for (unsigned i = 0; i < tier.npages; i++)
+        if (tier.pages[i].state == PAGE_FREE && i != tier.compacting)
+            return true;
+    return false;
+}
+
 /* Opens a page for a bucket: a free one, else the oldest full one that
- * compaction is not reading is dropped. False when there is none. */
+ * compaction is not reading is dropped. As memcached's extstore, a page is
+ * always kept free: when opening took the last free page, the oldest full
+ * page is dropped at once, so the next bucket that needs a page never
+ * waits. False when there is no page to open. */
 static bool open_next_page(unsigned bucket)
 {
     struct wbucket *b = &tier.buckets[bucket];
@@ -320,18 +357,12 @@ static bool open_next_page(unsigned bucket)
         if (tier.pages[i].state == PAGE_FREE && i != tier.compacting)
             pick = i;
     if (pick == tier.npages) {
-        for (unsigned i = 0; i < tier.npages; i++)
-            if (tier.pages[i].state == PAGE_FULL && i != tier.compacting &&
-                (pick == tier.npages || tier.pages[i].seq < tier.pages[pick].seq))
-                pick = i;
+        pick = oldest_full_page();
         if (pick == tier.npages) {
             pthread_mutex_unlock(&tier.lock);
             return false;
         }
-        struct flash_page *old = &tier.pages[pick];
-        flash_add(&flash_counters.page_evictions, 1);
-        flash_add(&flash_counters.objects_evicted, old->live_objects);
-        flash_add(&flash_counters.bytes_evicted, old->live_bytes);
+        drop_page(pick);
     }
     struct flash_page *p = &tier.pages[pick];
     p->version++; /* headers pointing at the old contents now miss */
@@ -342,6 +373,11 @@ static bool open_next_page(unsigned bucket)
     p->live_objects = p->live_bytes = 0;
     p->seq = ++tier.next_seq;
     b->open_page = pick;
+    if (!any_free_page()) {
+        unsigned oldest = oldest_full_page();
+        if (oldest != tier.npages)
+            drop_page(oldest);
+    }
     pthread_mutex_unlock(&tier.lock);
     flash_add(&flash_counters.page_allocs, 1);
     return true;
