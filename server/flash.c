@@ -31,7 +31,9 @@
 #include "slabs.h"
 
 #define SELECT_BATCH 64
-#define WRITER_INTERVAL_MS 50
+#define WRITER_INTERVAL_MS 50 /* longest wait between writer passes */
+#define WRITER_BUSY_MS 2      /* the wait after a pass that wrote values */
+#define FREE_PAGES_TARGET 3   /* free chunks a class at the limit keeps, in pages */
 
 static const char *const counter_names[FC_COUNT] = {
     "get_extstore",          "get_aborted_extstore", "get_oom_extstore",
@@ -529,23 +531,40 @@ bool flash_append_rescue(item *h, const char *record, size_t len, const struct i
     return true;
 }
 
-/* One pass over every class's COLD tail; true when it wrote a full batch
- * somewhere (there may be more to write). */
-static bool writer_pass(void)
+/* How many more chunks of class cls the writer should free now: as
+ * memcached's extstore, a class whose memory is at the limit keeps
+ * FREE_PAGES_TARGET pages' worth of chunks free by moving its COLD tail
+ * to flash, and no more (the rest of its items stay RAM hits). */
+static size_t class_shortfall(unsigned cls)
 {
+    struct slabs_class_stats st;
+    slabs_class_stats(cls, &st);
+    size_t target = st.chunks_per_page * FREE_PAGES_TARGET;
+    return st.total_pages == 0 || st.free_chunks >= target ? 0 : target - st.free_chunks;
+}
+
+/* One pass over every class's COLD tail; true when it wrote a full batch
+ * somewhere (there may be more to write). *wrote: whether it took any. */
+static bool writer_pass(bool *wrote)
+{
+    *wrote = false;
     bool full = memory_full();
-    if (!full && flash_tunable(&tier.cfg.item_age) == UINT32_MAX)
+    bool aging = flash_tunable(&tier.cfg.item_age) != UINT32_MAX;
+    if (!full && !aging)
         return false;
     rel_time_t now = clock_now();
     bool more = false;
     unsigned largest = slabs_largest_class();
     for (unsigned cls = 1; cls <= largest; cls++) {
+        size_t want = full ? class_shortfall(cls) : 0;
+        if (want == 0 && !aging)
+            continue;
         item *sel[SELECT_BATCH];
         unsigned n = storage_cold_select(cls, SELECT_BATCH, sel);
         unsigned taken = 0;
         for (unsigned i = 0; i < n; i++) {
             unsigned bucket = bucket_of(sel[i], now);
-            if (!eligible(sel[i], full, now)) {
+            if (!eligible(sel[i], taken < want, now)) {
                 item_release(sel[i]);
             } else if (reserve_would_flush(
                            bucket, flash_record_size(item_nkey(sel[i]), item_nbytes(sel[i])))) {
@@ -562,6 +581,8 @@ static bool writer_pass(void)
         }
         if (taken == SELECT_BATCH)
             more = true;
+        if (taken > 0)
+            *wrote = true;
     }
     flush_all();
     return more;
@@ -580,6 +601,10 @@ static void *io_thread(void *arg)
     arm_wake_poll();
     bool more = false;
     uint64_t last_pass_ms = now_ms();
+    /* the writer looks again soon after a pass that wrote (memory is
+     * filling: a burst of sets must not evict what flash could keep),
+     * backing off to WRITER_INTERVAL_MS while there is nothing to write */
+    unsigned interval_ms = WRITER_INTERVAL_MS;
     for (;;) {
         pthread_mutex_lock(&tier.lock);
         bool stop = tier.stop;
@@ -590,7 +615,11 @@ static void *io_thread(void *arg)
         take_reads();
         if (!stop && (more || requests != tier.passes_done)) {
             last_pass_ms = now_ms();
-            more = writer_pass();
+            bool wrote;
+            more = writer_pass(&wrote);
+            interval_ms = wrote ? WRITER_BUSY_MS
+                                : (interval_ms * 2 > WRITER_INTERVAL_MS ? WRITER_INTERVAL_MS
+                                                                        : interval_ms * 2);
             flash_compact_pass();
             pthread_mutex_lock(&tier.lock);
             tier.passes_done = requests;
@@ -599,7 +628,7 @@ static void *io_thread(void *arg)
             if (more)
                 continue;
         }
-        struct __kernel_timespec ts = {0, WRITER_INTERVAL_MS * 1000000L};
+        struct __kernel_timespec ts = {0, (long long)interval_ms * 1000000LL};
         struct io_uring_cqe *cqe;
         int rc = io_uring_wait_cqe_timeout(&tier.ring, &cqe, &ts);
         if (rc == -ETIME) {
@@ -612,7 +641,7 @@ static void *io_thread(void *arg)
             rc = io_uring_peek_cqe(&tier.ring, &cqe);
         }
         /* steady reads must not keep the writer from its turn */
-        more = now_ms() - last_pass_ms >= WRITER_INTERVAL_MS;
+        more = now_ms() - last_pass_ms >= interval_ms;
     }
     return NULL;
 }
@@ -669,6 +698,9 @@ int flash_start(struct ext_settings *cfg, char *errbuf, size_t errlen)
             close_files();
             return -1;
         }
+        /* reads are of single records at random places: no readahead, so
+         * a read costs the device only the record's own blocks */
+        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
         total_pages += cfg->paths[i].size / cfg->page_size;
     }
     if (total_pages == 0)
