@@ -37,13 +37,17 @@ struct flash_read {
     size_t nkey, nbytes;
     char *record; /* the record read (header, key, value); freed by flash_read_free */
     const char *value;
-    bool ok;      /* the record was read and matched key, length and checksum */
-    bool corrupt; /* read but did not match (badcrc_from_extstore) */
+    bool ok;        /* the record was read and matched key, length and checksum */
+    bool corrupt;   /* read but did not match (badcrc_from_extstore) */
+    bool unchecked; /* read, matched key and length; checksum not yet checked */
     void (*done)(struct flash_read *rd);
     void *arg;
 };
-/* Queues rd; when the tier is not running done() is called at once. */
+/* Queues rd; when the tier is not running done() is called at once. done()
+ * runs on the I/O thread; whoever takes the result calls
+ * flash_read_check() first (on its own thread), which sets ok or corrupt. */
 void flash_read(struct flash_read *rd);
+void flash_read_check(struct flash_read *rd);
 void flash_read_free(struct flash_read *rd);
 
 /* A flash header is freed: its record no longer counts as used; a full
