@@ -864,6 +864,19 @@ void flash_tune(const struct ext_settings *cfg)
     pthread_mutex_unlock(&tier.lock);
 }
 
+bool flash_header_class_short(size_t chunk_size)
+{
+    if (!flash_running() || chunk_size >= flash_tunable(&tier.cfg.item_size))
+        return false;
+    unsigned free_pages = 0;
+    pthread_mutex_lock(&tier.lock);
+    for (unsigned i = 0; i < tier.npages; i++)
+        if (tier.pages[i].state == PAGE_FREE)
+            free_pages++;
+    pthread_mutex_unlock(&tier.lock);
+    return free_pages > 1;
+}
+
 unsigned flash_recache_rate(void)
 {
     return flash_tunable(&tier.cfg.recache_rate);

@@ -63,6 +63,13 @@ void flash_tune(const struct ext_settings *cfg);
  * (0: none). */
 unsigned flash_recache_rate(void);
 
+/* Whether a slab class of chunk_size-byte chunks holds the RAM headers of
+ * flash values (its chunks are smaller than ext_item_size) while flash
+ * still has room for more values (more than the one page always kept
+ * free): the slab mover then gives it pages when it evicts, since each
+ * header evicted there loses a value flash could keep. */
+bool flash_header_class_short(size_t chunk_size);
+
 /* Run one writer pass now in the I/O thread and wait for it (tests). */
 void flash_write_now(void);
 
