@@ -67,20 +67,7 @@ cmp_ok($st->{extstore_objects_written}, '>', 0,
     "values went to flash ($st->{extstore_objects_written})");
 
 # every key still present reads back byte-exact
-my ($hits, $wrong) = (0, 0);
-for (my $i = 0; $i < $N; $i += 50) {
-    my @keys = map {"k$_"} $i .. $i + 49;
-    mc_send($s, "get @keys\r\n");
-    while (1) {
-        my $line = mc_line($s, 30);
-        last if $line eq "END\r\n";
-        $line =~ /^VALUE k(\d+) 0 (\d+)\r\n\z/ or die "bad reply line: '$line'";
-        my ($k, $n) = ($1, $2);
-        my $data = mc_bytes($s, $n + 2, 30);
-        $hits++;
-        $wrong++ if $data ne value_of($k) . "\r\n";
-    }
-}
+my ($hits, $wrong) = mc_read_back($s, $N, 50, \&value_of);
 is($wrong, 0, "every value read back is byte-exact ($hits hit)");
 cmp_ok($hits, '>', 6000, 'more keys are kept than RAM alone holds');
 $srv->stop;

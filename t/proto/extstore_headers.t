@@ -52,19 +52,7 @@ SKIP: {
     cmp_ok($used, '>', $per_page * 1.5, "values kept on flash ($used) need more than a page of headers");
 }
 
-my ($hits, $wrong) = (0, 0);
-for (my $i = 0; $i < $N; $i += 100) {
-    my @keys = map {"k$_"} $i .. $i + 99;
-    mc_send($s, "get @keys\r\n");
-    while (1) {
-        my $line = mc_line($s, 30);
-        last if $line eq "END\r\n";
-        $line =~ /^VALUE k(\d+) 0 (\d+)\r\n\z/ or die "bad reply line: '$line'";
-        my $data = mc_bytes($s, $2 + 2, 30);
-        $hits++;
-        $wrong++ if $data ne value_of($1) . "\r\n";
-    }
-}
+my ($hits, $wrong) = mc_read_back($s, $N, 100, \&value_of);
 is($wrong, 0, "every value read back is byte-exact ($hits of $N hit)");
 $srv->stop;
 done_testing();
