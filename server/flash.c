@@ -31,7 +31,9 @@
 #include "slabs.h"
 
 #define SELECT_BATCH 64
-#define WRITER_INTERVAL_MS 50
+#define WRITER_INTERVAL_MS 50 /* longest wait between writer passes */
+#define WRITER_BUSY_MS 2      /* the wait after a pass that wrote values */
+#define FREE_PAGES_TARGET 3   /* free chunks a class at the limit keeps, in pages */
 
 static const char *const counter_names[FC_COUNT] = {
     "get_extstore",          "get_aborted_extstore", "get_oom_extstore",
@@ -78,11 +80,29 @@ static void wake(void)
     }
 }
 
+void flash_read_check(struct flash_read *rd)
+{
+    if (!rd->unchecked)
+        return;
+    rd->unchecked = false;
+    const char *rec = rd->record;
+    uint32_t check;
+    memcpy(&check, rec + 4, 4);
+    if (flash_record_check(rec, RECORD_HEADER + rd->nkey + rd->nbytes) != check) {
+        rd->corrupt = true;
+        return;
+    }
+    rd->ok = true;
+    rd->value = rec + RECORD_HEADER + rd->nkey;
+    flash_add(&flash_counters.objects_read, 1);
+    flash_add(&flash_counters.bytes_read, rd->loc.len);
+}
+
 void flash_read(struct flash_read *rd)
 {
     rd->record = NULL;
     rd->value = NULL;
-    rd->ok = rd->corrupt = false;
+    rd->ok = rd->corrupt = rd->unchecked = false;
     rd->next = NULL;
     pthread_mutex_lock(&tier.lock);
     if (!tier.running || tier.stop) {
@@ -127,6 +147,9 @@ static struct io_uring_sqe *next_sqe(void)
     return sqe;
 }
 
+/* On the I/O thread: the checks that cost nothing (page version, length,
+ * magic, key); the checksum over the record is left to the worker
+ * (flash_read_check), so the one I/O thread does not hash every value. */
 static void finish_read(struct flash_read *rd, int res)
 {
     struct flash_page *p = &tier.pages[rd->loc.page];
@@ -139,15 +162,10 @@ static void finish_read(struct flash_read *rd, int res)
         size_t nkey = (unsigned char)rec[12];
         if (magic == RECORD_MAGIC && check == rd->loc.check && nbytes == rd->nbytes &&
             nkey == rd->nkey && flash_record_size(nkey, nbytes) == rd->loc.len &&
-            memcmp(rec + RECORD_HEADER, rd->key, nkey) == 0 &&
-            flash_record_check(rec, RECORD_HEADER + nkey + nbytes) == check) {
-            rd->ok = true;
-            rd->value = rec + RECORD_HEADER + nkey;
-            flash_add(&flash_counters.objects_read, 1);
-            flash_add(&flash_counters.bytes_read, rd->loc.len);
-        } else {
+            memcmp(rec + RECORD_HEADER, rd->key, nkey) == 0)
+            rd->unchecked = true;
+        else
             rd->corrupt = true;
-        }
     }
     flash_add(&flash_counters.io_queue, (uint64_t)-1);
     rd->done(rd);
@@ -254,6 +272,7 @@ static void settle(struct pending *pd, const char *rec)
         if (item_flash_repoint(pd->it, pd->cas, &pd->from, &pd->loc)) {
             flash_forget(&pd->from);
             flash_add(&flash_counters.compact_rescues, 1);
+            flash_add(&flash_counters.objects_written, 1); /* memcached counts rewrites too */
         } else {
             flash_forget(&pd->loc); /* deleted or changed meanwhile: nothing lost */
         }
@@ -306,8 +325,44 @@ static void flush_all(void)
         flash_flush_bucket(i);
 }
 
+/* The oldest full page compaction is not reading (npages: none); tier.lock
+ * held. */
+static unsigned oldest_full_page(void)
+{
+    unsigned pick = tier.npages;
+    for (unsigned i = 0; i < tier.npages; i++)
+        if (tier.pages[i].state == PAGE_FULL && i != tier.compacting &&
+            (pick == tier.npages || tier.pages[i].seq < tier.pages[pick].seq))
+            pick = i;
+    return pick;
+}
+
+/* Drops a full page with the records still in it (tier.lock held): its
+ * version changes, so every header pointing into it misses from now on. */
+static void drop_page(unsigned page)
+{
+    struct flash_page *p = &tier.pages[page];
+    flash_add(&flash_counters.page_evictions, 1);
+    flash_add(&flash_counters.objects_evicted, p->live_objects);
+    flash_add(&flash_counters.bytes_evicted, p->live_bytes);
+    p->state = PAGE_FREE;
+    p->version++;
+    p->live_objects = p->live_bytes = 0;
+}
+
+static bool any_free_page(void)
+{
+    for (unsigned i = 0; i < tier.npages; i++)
+        if (tier.pages[i].state == PAGE_FREE && i != tier.compacting)
+            return true;
+    return false;
+}
+
 /* Opens a page for a bucket: a free one, else the oldest full one that
- * compaction is not reading is dropped. False when there is none. */
+ * compaction is not reading is dropped. As memcached's extstore, a page is
+ * always kept free: when opening took the last free page, the oldest full
+ * page is dropped at once, so the next bucket that needs a page never
+ * waits. False when there is no page to open. */
 static bool open_next_page(unsigned bucket)
 {
     struct wbucket *b = &tier.buckets[bucket];
@@ -320,18 +375,12 @@ static bool open_next_page(unsigned bucket)
         if (tier.pages[i].state == PAGE_FREE && i != tier.compacting)
             pick = i;
     if (pick == tier.npages) {
-        for (unsigned i = 0; i < tier.npages; i++)
-            if (tier.pages[i].state == PAGE_FULL && i != tier.compacting &&
-                (pick == tier.npages || tier.pages[i].seq < tier.pages[pick].seq))
-                pick = i;
+        pick = oldest_full_page();
         if (pick == tier.npages) {
             pthread_mutex_unlock(&tier.lock);
             return false;
         }
-        struct flash_page *old = &tier.pages[pick];
-        flash_add(&flash_counters.page_evictions, 1);
-        flash_add(&flash_counters.objects_evicted, old->live_objects);
-        flash_add(&flash_counters.bytes_evicted, old->live_bytes);
+        drop_page(pick);
     }
     struct flash_page *p = &tier.pages[pick];
     p->version++; /* headers pointing at the old contents now miss */
@@ -342,6 +391,11 @@ static bool open_next_page(unsigned bucket)
     p->live_objects = p->live_bytes = 0;
     p->seq = ++tier.next_seq;
     b->open_page = pick;
+    if (!any_free_page()) {
+        unsigned oldest = oldest_full_page();
+        if (oldest != tier.npages)
+            drop_page(oldest);
+    }
     pthread_mutex_unlock(&tier.lock);
     flash_add(&flash_counters.page_allocs, 1);
     return true;
@@ -493,23 +547,43 @@ bool flash_append_rescue(item *h, const char *record, size_t len, const struct i
     return true;
 }
 
-/* One pass over every class's COLD tail; true when it wrote a full batch
- * somewhere (there may be more to write). */
-static bool writer_pass(void)
+/* How many more chunks of class cls the writer should free now: as
+ * memcached's extstore, a class whose memory is at the limit keeps
+ * FREE_PAGES_TARGET pages' worth of chunks free by moving its COLD tail
+ * to flash, and no more (the rest of its items stay RAM hits). */
+static size_t class_shortfall(unsigned cls)
 {
+    struct slabs_class_stats st;
+    slabs_class_stats(cls, &st);
+    size_t target = st.chunks_per_page * FREE_PAGES_TARGET;
+    return st.total_pages == 0 || st.free_chunks >= target ? 0 : target - st.free_chunks;
+}
+
+/* One pass over every class's COLD tail; true when it wrote a full batch
+ * somewhere (there may be more to write). *wrote: whether it took any. */
+static bool writer_pass(bool *wrote)
+{
+    *wrote = false;
     bool full = memory_full();
-    if (!full && flash_tunable(&tier.cfg.item_age) == UINT32_MAX)
+    bool aging = flash_tunable(&tier.cfg.item_age) != UINT32_MAX;
+    if (!full && !aging)
         return false;
     rel_time_t now = clock_now();
     bool more = false;
     unsigned largest = slabs_largest_class();
+    size_t item_size = flash_tunable(&tier.cfg.item_size);
     for (unsigned cls = 1; cls <= largest; cls++) {
+        if (slabs_class_size(cls) < item_size)
+            continue; /* too small for a value that goes to flash */
+        size_t want = full ? class_shortfall(cls) : 0;
+        if (want == 0 && !aging)
+            continue;
         item *sel[SELECT_BATCH];
         unsigned n = storage_cold_select(cls, SELECT_BATCH, sel);
         unsigned taken = 0;
         for (unsigned i = 0; i < n; i++) {
             unsigned bucket = bucket_of(sel[i], now);
-            if (!eligible(sel[i], full, now)) {
+            if (!eligible(sel[i], taken < want, now)) {
                 item_release(sel[i]);
             } else if (reserve_would_flush(
                            bucket, flash_record_size(item_nkey(sel[i]), item_nbytes(sel[i])))) {
@@ -526,6 +600,8 @@ static bool writer_pass(void)
         }
         if (taken == SELECT_BATCH)
             more = true;
+        if (taken > 0)
+            *wrote = true;
     }
     flush_all();
     return more;
@@ -544,6 +620,10 @@ static void *io_thread(void *arg)
     arm_wake_poll();
     bool more = false;
     uint64_t last_pass_ms = now_ms();
+    /* the writer looks again soon after a pass that wrote (memory is
+     * filling: a burst of sets must not evict what flash could keep),
+     * backing off to WRITER_INTERVAL_MS while there is nothing to write */
+    unsigned interval_ms = WRITER_INTERVAL_MS;
     for (;;) {
         pthread_mutex_lock(&tier.lock);
         bool stop = tier.stop;
@@ -554,7 +634,11 @@ static void *io_thread(void *arg)
         take_reads();
         if (!stop && (more || requests != tier.passes_done)) {
             last_pass_ms = now_ms();
-            more = writer_pass();
+            bool wrote;
+            more = writer_pass(&wrote);
+            interval_ms = wrote ? WRITER_BUSY_MS
+                                : (interval_ms * 2 > WRITER_INTERVAL_MS ? WRITER_INTERVAL_MS
+                                                                        : interval_ms * 2);
             flash_compact_pass();
             pthread_mutex_lock(&tier.lock);
             tier.passes_done = requests;
@@ -563,7 +647,7 @@ static void *io_thread(void *arg)
             if (more)
                 continue;
         }
-        struct __kernel_timespec ts = {0, WRITER_INTERVAL_MS * 1000000L};
+        struct __kernel_timespec ts = {0, (long long)interval_ms * 1000000LL};
         struct io_uring_cqe *cqe;
         int rc = io_uring_wait_cqe_timeout(&tier.ring, &cqe, &ts);
         if (rc == -ETIME) {
@@ -576,7 +660,7 @@ static void *io_thread(void *arg)
             rc = io_uring_peek_cqe(&tier.ring, &cqe);
         }
         /* steady reads must not keep the writer from its turn */
-        more = now_ms() - last_pass_ms >= WRITER_INTERVAL_MS;
+        more = now_ms() - last_pass_ms >= interval_ms;
     }
     return NULL;
 }
@@ -633,6 +717,9 @@ int flash_start(struct ext_settings *cfg, char *errbuf, size_t errlen)
             close_files();
             return -1;
         }
+        /* reads are of single records at random places: no readahead, so
+         * a read costs the device only the record's own blocks */
+        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
         total_pages += cfg->paths[i].size / cfg->page_size;
     }
     if (total_pages == 0)
@@ -775,6 +862,19 @@ void flash_tune(const struct ext_settings *cfg)
     tier.cfg.max_frag = cfg->max_frag;
     tier.cfg.drop_unread = cfg->drop_unread;
     pthread_mutex_unlock(&tier.lock);
+}
+
+bool flash_header_class_short(size_t chunk_size)
+{
+    if (!flash_running() || chunk_size >= flash_tunable(&tier.cfg.item_size))
+        return false;
+    unsigned free_pages = 0;
+    pthread_mutex_lock(&tier.lock);
+    for (unsigned i = 0; i < tier.npages; i++)
+        if (tier.pages[i].state == PAGE_FREE)
+            free_pages++;
+    pthread_mutex_unlock(&tier.lock);
+    return free_pages > 1;
 }
 
 unsigned flash_recache_rate(void)

@@ -37,13 +37,17 @@ struct flash_read {
     size_t nkey, nbytes;
     char *record; /* the record read (header, key, value); freed by flash_read_free */
     const char *value;
-    bool ok;      /* the record was read and matched key, length and checksum */
-    bool corrupt; /* read but did not match (badcrc_from_extstore) */
+    bool ok;        /* the record was read and matched key, length and checksum */
+    bool corrupt;   /* read but did not match (badcrc_from_extstore) */
+    bool unchecked; /* read, matched key and length; checksum not yet checked */
     void (*done)(struct flash_read *rd);
     void *arg;
 };
-/* Queues rd; when the tier is not running done() is called at once. */
+/* Queues rd; when the tier is not running done() is called at once. done()
+ * runs on the I/O thread; whoever takes the result calls
+ * flash_read_check() first (on its own thread), which sets ok or corrupt. */
 void flash_read(struct flash_read *rd);
+void flash_read_check(struct flash_read *rd);
 void flash_read_free(struct flash_read *rd);
 
 /* A flash header is freed: its record no longer counts as used; a full
@@ -58,6 +62,13 @@ void flash_tune(const struct ext_settings *cfg);
 /* ext_recache_rate: one in this many values read twice goes back to RAM
  * (0: none). */
 unsigned flash_recache_rate(void);
+
+/* Whether a slab class of chunk_size-byte chunks holds the RAM headers of
+ * flash values (its chunks are smaller than ext_item_size) while flash
+ * still has room for more values (more than the one page always kept
+ * free): the slab mover then gives it pages when it evicts, since each
+ * header evicted there loses a value flash could keep. */
+bool flash_header_class_short(size_t chunk_size);
 
 /* Run one writer pass now in the I/O thread and wait for it (tests). */
 void flash_write_now(void);

@@ -17,6 +17,11 @@
 
 #define BUMP_INTERVAL 60 /* flat mode: seconds between LRU moves of one item */
 #define TAIL_SEARCH 5    /* items examined per tail pull */
+/* An evicting pull steps past up to this many referenced tail items
+ * without counting them against TAIL_SEARCH: a flash writer holds a batch
+ * of COLD's tail while it copies their values (flash.c), and an
+ * allocation must still find the evictable items behind them. */
+#define EVICT_SKIP_REFERENCED 128
 
 bool lru_is_segmented(void)
 {
@@ -177,6 +182,7 @@ int item_pull_tail(unsigned cls, enum lru_segment seg, uint64_t total_bytes, uns
     uint64_t moving_hv = 0;
     enum lru_segment to = seg;
     int removed = 0, budget = TAIL_SEARCH;
+    unsigned skips_left = (flags & PULL_EVICT) ? EVICT_SKIP_REFERENCED : 0;
     lru_lock(l);
     for (struct item *it = l->tail, *prev; it && budget > 0; it = prev) {
         prev = it->prev;
@@ -189,6 +195,10 @@ int item_pull_tail(unsigned cls, enum lru_segment seg, uint64_t total_bytes, uns
         if (__atomic_load_n(&it->refcount, __ATOMIC_ACQUIRE) > 1) {
             l->n.lrutail_reflocked++;
             assoc_unlock(hv);
+            if (skips_left > 0) {
+                skips_left--;
+                budget++;
+            }
             continue;
         }
         uint8_t f = item_flags_load(it);

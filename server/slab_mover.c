@@ -36,6 +36,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "flash.h"
 #include "lru.h"
 #include "slabs.h"
 #include "items.h"
@@ -323,12 +324,17 @@ static enum look_result look_once(void)
         if (move_page_from(spare_class, 0))
             result = LOOK_POOLED;
     } else if (dst && full) {
-        /* Pooled pages only help while the limit allows taking one. */
+        /* Pooled pages only help while the limit allows taking one. A
+         * class of flash headers that evicts while flash has room takes a
+         * page from the class holding the most, whatever the ages: a
+         * header's item keeps its old access time, and each header lost
+         * loses a whole value on flash. */
+        bool headers = flash_header_class_short(slabs_class_size(dst));
         unsigned src = 0;
         for (unsigned c = 1; c <= storage_rt.largest_class; c++) {
-            if (c == dst || pages[c] < 2 || age[c] <= age[dst])
+            if (c == dst || pages[c] < 2 || (!headers && age[c] <= age[dst]))
                 continue;
-            if (!src || age[c] > age[src])
+            if (!src || (headers ? pages[c] > pages[src] : age[c] > age[src]))
                 src = c;
         }
         if (src && move_page_from(src, 0))

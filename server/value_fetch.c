@@ -76,6 +76,7 @@ static void complete_on_worker(struct worker *w, void *arg)
 {
     (void)w;
     struct value_fetch *f = arg;
+    flash_read_check(&f->rd);
     if (retry_moved(f))
         return;
     if (resp_cancelled(f->r)) {

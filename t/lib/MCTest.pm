@@ -62,7 +62,7 @@ use File::Temp qw(tempfile);
 use Test::More ();
 
 our @EXPORT = qw(start_server run_briefly mc_send mc_line mc_bytes mc_until mc_is
-  mc_silent mc_eof mc_stats mc_resync mc_count_values target free_port slurp);
+  mc_silent mc_eof mc_stats mc_resync mc_count_values mc_read_back target free_port slurp);
 
 my $DEFAULT_TIMEOUT = 5;
 my %running;    # pid => server object, killed at exit if still alive
@@ -406,6 +406,29 @@ sub mc_stats {
 
 # Gets each key (flags 0 expected) one at a time; returns how many were
 # missing and how many came back with another value than $value.
+# mc_read_back($s, $n, $batch, $value_of): reads keys k0 .. k($n - 1) by
+# text multi-gets of $batch keys and compares each value found with
+# $value_of->($i) (flags 0); returns (values found, values wrong). Dies on
+# a reply line it cannot parse.
+sub mc_read_back {
+    my ($s, $n, $batch, $value_of) = @_;
+    my ($hits, $wrong) = (0, 0);
+    for (my $i = 0; $i < $n; $i += $batch) {
+        my $last = $i + $batch - 1 < $n - 1 ? $i + $batch - 1 : $n - 1;
+        mc_send($s, 'get ' . join(' ', map {"k$_"} $i .. $last) . "\r\n");
+        while (1) {
+            my $line = mc_line($s, 30);
+            last if $line eq "END\r\n";
+            $line =~ /^VALUE k(\d+) 0 (\d+)\r\n\z/ or die "bad reply line: '$line'";
+            my ($k, $len) = ($1, $2);
+            my $data = mc_bytes($s, $len + 2, 30);
+            $hits++;
+            $wrong++ if $data ne $value_of->($k) . "\r\n";
+        }
+    }
+    return ($hits, $wrong);
+}
+
 sub mc_count_values {
     my ($s, $value, @keys) = @_;
     my ($missing, $bad) = (0, 0);

@@ -180,9 +180,10 @@ SKIP: {
 $srv->stop;
 
 # ---- concurrent clients while compaction runs -------------------------------
+# (14 pages of 2 MB: one is always kept free, as memcached's extstore does)
 unlink $file;
 $srv = start_server('-m', '16', '-o',
-    "ext_page_size=2,ext_wbuf_size=2,ext_path=$file:24m,ext_item_age=0,ext_compact_under=4,"
+    "ext_page_size=2,ext_wbuf_size=2,ext_path=$file:28m,ext_item_age=0,ext_compact_under=4,"
       . 'ext_max_frag=0.9,ext_recache_rate=3');
 sub churn_value {
     my ($k, $v) = @_;
