@@ -16,11 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage[] =
-    "usage: ohb_bursty [--servers=CONFIG] [--clients=N] [--block=SIZE] [--min-chunk=SIZE]\n"
-    "                  [--max-chunk=SIZE] [--burst=N] [--csv=FILE]\n"
-    "  CONFIG: a libmemcached configuration string or a host:port list.\n"
-    "  Defaults: 2 clients, a 128m block each, chunks 64k..1m, bursts of 16.\n"
+static const char notes[] =
     "  Chunks of 1m need a server item size limit above 1m (memcached -I 2m).\n";
 
 struct bursty_options {
@@ -163,32 +159,21 @@ static void parse(int argc, char **argv, struct bursty_options *o)
                                  .block = 128u << 20,
                                  .min_chunk = 64u << 10,
                                  .max_chunk = 1u << 20};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = strchr(a, '=');
-        v = v ? v + 1 : "";
-        if (strncmp(a, "--servers=", 10) == 0)
-            o->servers = v;
-        else if (strncmp(a, "--clients=", 10) == 0)
-            o->clients = (unsigned)ohb_parse_size("clients", v);
-        else if (strncmp(a, "--block=", 8) == 0)
-            o->block = ohb_parse_size("block", v);
-        else if (strncmp(a, "--min-chunk=", 12) == 0)
-            o->min_chunk = ohb_parse_size("min-chunk", v);
-        else if (strncmp(a, "--max-chunk=", 12) == 0)
-            o->max_chunk = ohb_parse_size("max-chunk", v);
-        else if (strncmp(a, "--burst=", 8) == 0)
-            o->burst = (unsigned)ohb_parse_size("burst", v);
-        else if (strncmp(a, "--csv=", 6) == 0)
-            o->csv = v;
-        else if (strcmp(a, "--help") == 0) {
-            fputs(usage, stdout);
-            exit(0);
-        } else
-            goto usage;
-    }
+    const struct ohb_option table[] = {
+        OHB_OPTION_SERVERS(&o->servers),
+        {"clients", OHB_OPT_UNSIGNED, &o->clients, "N", "client threads, a connection each", NULL},
+        {"block", OHB_OPT_SIZE, &o->block, "SIZE", "bytes each client writes and reads back", NULL},
+        {"min-chunk", OHB_OPT_SIZE, &o->min_chunk, "SIZE", "the first chunk size", NULL},
+        {"max-chunk", OHB_OPT_SIZE, &o->max_chunk, "SIZE", "the last chunk size (sizes double)",
+         NULL},
+        {"burst", OHB_OPT_UNSIGNED, &o->burst, "N", "requests issued together", NULL},
+        OHB_OPTION_CSV(&o->csv),
+    };
+    const struct ohb_command cmd = {"ohb_bursty", table, sizeof(table) / sizeof(table[0]), notes};
+    ohb_command_parse(&cmd, argc, argv);
     if (o->clients == 0 || o->clients > 256 || o->burst == 0 || o->min_chunk == 0 ||
         o->max_chunk < o->min_chunk || o->block < o->max_chunk)
-        goto usage;
+        ohb_usage_error();
     if (o->block % o->max_chunk != 0 ||
         (o->max_chunk / o->min_chunk) * o->min_chunk != o->max_chunk) {
         fputs("ohb_bursty: --block must be a multiple of every chunk size (powers of two "
@@ -197,10 +182,6 @@ static void parse(int argc, char **argv, struct bursty_options *o)
         exit(2);
     }
     ohb_clock_calibrate();
-    return;
-usage:
-    fputs(usage, stderr);
-    exit(2);
 }
 
 int main(int argc, char **argv)

@@ -4,6 +4,7 @@
 #include "ohb_common.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,7 +27,179 @@ bad:
     exit(2);
 }
 
-void ohb_parse_options(int argc, char **argv, int extras, const char *usage,
+/* ---- the option table ------------------------------------------------------ */
+
+static char *usage_text; /* the command parsed last, defaults before parsing */
+
+/* The default shown for an option: its target's value before parsing. */
+static void print_default(FILE *out, const struct ohb_option *opt)
+{
+    if (opt->help != NULL && strstr(opt->help, "default") != NULL)
+        return;
+    switch (opt->kind) {
+    case OHB_OPT_STRING:
+        if (*(const char **)opt->target != NULL)
+            fprintf(out, " (default: %s)", *(const char **)opt->target);
+        return;
+    case OHB_OPT_SIZE:
+    case OHB_OPT_UNSIGNED:
+    case OHB_OPT_U64: {
+        unsigned long long v = opt->kind == OHB_OPT_SIZE  ? *(size_t *)opt->target
+                               : opt->kind == OHB_OPT_U64 ? *(uint64_t *)opt->target
+                                                          : *(unsigned *)opt->target;
+        if (v != 0 && v % (1024 * 1024) == 0)
+            fprintf(out, " (default: %llum)", v / (1024 * 1024));
+        else if (v != 0 && v % 1024 == 0)
+            fprintf(out, " (default: %lluk)", v / 1024);
+        else
+            fprintf(out, " (default: %llu)", v);
+        return;
+    }
+    case OHB_OPT_DOUBLE:
+        fprintf(out, " (default: %g)", *(double *)opt->target);
+        return;
+    case OHB_OPT_SET:
+    case OHB_OPT_CLEAR:
+    case OHB_OPT_CALL:
+        return;
+    }
+}
+
+static char *render_usage(const struct ohb_command *cmd)
+{
+    char *text = NULL;
+    size_t length = 0;
+    FILE *out = open_memstream(&text, &length);
+    if (out == NULL) {
+        perror("open_memstream");
+        exit(1);
+    }
+    int width = (int)strlen("--help");
+    for (size_t i = 0; i < cmd->count; i++) {
+        const struct ohb_option *opt = &cmd->options[i];
+        int w = 2 + (int)strlen(opt->name) + (opt->arg ? 1 + (int)strlen(opt->arg) : 0);
+        if (w > width)
+            width = w;
+    }
+    fprintf(out, "usage: %s [OPTION]...\n", cmd->name);
+    for (size_t i = 0; i < cmd->count; i++) {
+        const struct ohb_option *opt = &cmd->options[i];
+        int w =
+            fprintf(out, "  --%s%s%s", opt->name, opt->arg ? "=" : "", opt->arg ? opt->arg : "");
+        fprintf(out, "%*s%s", width + 4 - w, "", opt->help ? opt->help : "");
+        print_default(out, opt);
+        fputc('\n', out);
+    }
+    fprintf(out, "  --help%*sthis text\n", width + 4 - 8, "");
+    if (cmd->notes != NULL)
+        fputs(cmd->notes, out);
+    if (fclose(out) != 0) {
+        perror("open_memstream");
+        exit(1);
+    }
+    return text;
+}
+
+_Noreturn void ohb_usage_error(void)
+{
+    fputs(usage_text ? usage_text : "invalid options\n", stderr);
+    exit(2);
+}
+
+static double parse_double(const char *name, const char *text)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end != '\0') {
+        fprintf(stderr, "invalid --%s: %s\n", name, text);
+        exit(2);
+    }
+    return v;
+}
+
+static void store(const struct ohb_option *opt, const char *text)
+{
+    switch (opt->kind) {
+    case OHB_OPT_STRING:
+        *(const char **)opt->target = text;
+        return;
+    case OHB_OPT_SIZE:
+        *(size_t *)opt->target = ohb_parse_size(opt->name, text);
+        return;
+    case OHB_OPT_UNSIGNED: {
+        size_t v = ohb_parse_size(opt->name, text);
+        if (v > UINT_MAX) {
+            fprintf(stderr, "invalid --%s: %s\n", opt->name, text);
+            exit(2);
+        }
+        *(unsigned *)opt->target = (unsigned)v;
+        return;
+    }
+    case OHB_OPT_U64:
+        *(uint64_t *)opt->target = ohb_parse_size(opt->name, text);
+        return;
+    case OHB_OPT_DOUBLE:
+        *(double *)opt->target = parse_double(opt->name, text);
+        return;
+    case OHB_OPT_SET:
+        *(bool *)opt->target = true;
+        return;
+    case OHB_OPT_CLEAR:
+        *(bool *)opt->target = false;
+        return;
+    case OHB_OPT_CALL:
+        if (!opt->call(opt->target, text))
+            exit(2);
+        return;
+    }
+}
+
+void ohb_command_parse(const struct ohb_command *cmd, int argc, char **argv)
+{
+    free(usage_text);
+    usage_text = render_usage(cmd);
+    struct option *longopts = calloc(cmd->count + 2, sizeof(*longopts));
+    if (longopts == NULL) {
+        fputs("out of memory for the options\n", stderr);
+        exit(1);
+    }
+    for (size_t i = 0; i < cmd->count; i++)
+        longopts[i] = (struct option){cmd->options[i].name,
+                                      cmd->options[i].arg ? required_argument : no_argument, NULL,
+                                      (int)i + 1};
+    longopts[cmd->count] = (struct option){"help", no_argument, NULL, (int)cmd->count + 1};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (c == (int)cmd->count + 1) {
+            fputs(usage_text, stdout);
+            exit(0);
+        }
+        if (c < 1 || c > (int)cmd->count)
+            ohb_usage_error();
+        store(&cmd->options[c - 1], optarg);
+    }
+    free(longopts);
+    if (optind != argc)
+        ohb_usage_error();
+}
+
+/* ---- the latency programs' common options ----------------------------------- */
+
+struct warmup_choice {
+    unsigned *warmup;
+    bool given; /* else a tenth of the iterations, at most 100 */
+};
+
+static bool parse_warmup(void *target, const char *text)
+{
+    struct warmup_choice *choice = target;
+    *choice->warmup = (unsigned)ohb_parse_size("warmup", text);
+    choice->given = true;
+    return true;
+}
+
+void ohb_parse_options(int argc, char **argv, int extras, const char *name, const char *notes,
                        struct ohb_options *opts)
 {
     *opts = (struct ohb_options){
@@ -41,96 +214,43 @@ void ohb_parse_options(int argc, char **argv, int extras, const char *usage,
         .max_seconds = 10.0,
         .csv = NULL,
     };
-    bool warmup_given = false;
-    enum {
-        OPT_SERVERS = 1,
-        OPT_OP,
-        OPT_API,
-        OPT_MIN,
-        OPT_MAX,
-        OPT_ITER,
-        OPT_WARMUP,
-        OPT_WINDOW,
-        OPT_MAXTIME,
-        OPT_CSV,
-        OPT_MEDIAN,
-        OPT_HELP
+    struct warmup_choice warmup = {&opts->warmup, false};
+    const struct ohb_option all[] = {
+        OHB_OPTION_SERVERS(&opts->servers),
+        {"op", OHB_OPT_STRING, &opts->op, "set|get|mix", "the operation timed", NULL},
+        {"api", OHB_OPT_STRING, &opts->api, "iset|iget|bset|bget", "the call timed", NULL},
+        {"window", OHB_OPT_UNSIGNED, &opts->window, "N", "requests in flight", NULL},
+        {"min-size", OHB_OPT_SIZE, &opts->min_size, "N", "the first value size", NULL},
+        {"max-size", OHB_OPT_SIZE, &opts->max_size, "N", "the last value size (sizes double)",
+         NULL},
+        {"iterations", OHB_OPT_UNSIGNED, &opts->iterations, "N", "timed operations per size", NULL},
+        {"warmup", OHB_OPT_CALL, &warmup, "N",
+         "untimed operations per size first (default: a tenth of the iterations, at most 100)",
+         parse_warmup},
+        {"max-time", OHB_OPT_DOUBLE, &opts->max_seconds, "SECONDS", "time cap per size", NULL},
+        OHB_OPTION_CSV(&opts->csv),
+        {"median", OHB_OPT_SET, &opts->median, NULL, "report the median operation, not the mean",
+         NULL},
     };
-    static const struct option longopts[] = {
-        {"servers", required_argument, NULL, OPT_SERVERS},
-        {"op", required_argument, NULL, OPT_OP},
-        {"api", required_argument, NULL, OPT_API},
-        {"min-size", required_argument, NULL, OPT_MIN},
-        {"max-size", required_argument, NULL, OPT_MAX},
-        {"iterations", required_argument, NULL, OPT_ITER},
-        {"warmup", required_argument, NULL, OPT_WARMUP},
-        {"window", required_argument, NULL, OPT_WINDOW},
-        {"max-time", required_argument, NULL, OPT_MAXTIME},
-        {"csv", required_argument, NULL, OPT_CSV},
-        {"median", no_argument, NULL, OPT_MEDIAN},
-        {"help", no_argument, NULL, OPT_HELP},
-        {NULL, 0, NULL, 0},
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (c) {
-        case OPT_SERVERS:
-            opts->servers = optarg;
-            break;
-        case OPT_OP:
-            if (!(extras & OHB_EXTRA_OP))
-                goto usage;
-            opts->op = optarg;
-            break;
-        case OPT_API:
-            if (!(extras & OHB_EXTRA_API))
-                goto usage;
-            opts->api = optarg;
-            break;
-        case OPT_MIN:
-            opts->min_size = ohb_parse_size("min-size", optarg);
-            break;
-        case OPT_MAX:
-            opts->max_size = ohb_parse_size("max-size", optarg);
-            break;
-        case OPT_ITER:
-            opts->iterations = (unsigned)ohb_parse_size("iterations", optarg);
-            break;
-        case OPT_WARMUP:
-            opts->warmup = (unsigned)ohb_parse_size("warmup", optarg);
-            warmup_given = true;
-            break;
-        case OPT_WINDOW:
-            if (!(extras & OHB_EXTRA_API))
-                goto usage;
-            opts->window = (unsigned)ohb_parse_size("window", optarg);
-            break;
-        case OPT_MAXTIME:
-            opts->max_seconds = strtod(optarg, NULL);
-            break;
-        case OPT_CSV:
-            opts->csv = optarg;
-            break;
-        case OPT_MEDIAN:
-            opts->median = true;
-            break;
-        case OPT_HELP:
-            fputs(usage, stdout);
-            exit(0);
-        default:
-            goto usage;
-        }
+    struct ohb_option table[sizeof(all) / sizeof(all[0])];
+    size_t count = 0;
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+        const char *option = all[i].name;
+        if (strcmp(option, "op") == 0 && !(extras & OHB_EXTRA_OP))
+            continue;
+        if ((strcmp(option, "api") == 0 || strcmp(option, "window") == 0) &&
+            !(extras & OHB_EXTRA_API))
+            continue;
+        table[count++] = all[i];
     }
-    if (optind != argc || opts->min_size == 0 || opts->max_size < opts->min_size ||
-        opts->iterations == 0 || opts->window == 0 || opts->max_seconds <= 0)
-        goto usage;
-    if (!warmup_given)
+    const struct ohb_command cmd = {name, table, count, notes};
+    ohb_command_parse(&cmd, argc, argv);
+    if (opts->min_size == 0 || opts->max_size < opts->min_size || opts->iterations == 0 ||
+        opts->window == 0 || opts->max_seconds <= 0)
+        ohb_usage_error();
+    if (!warmup.given)
         opts->warmup = opts->iterations / 10 < 100 ? opts->iterations / 10 : 100;
     ohb_clock_calibrate();
-    return;
-usage:
-    fputs(usage, stderr);
-    exit(2);
 }
 
 memcached_st *ohb_connect(const char *servers)

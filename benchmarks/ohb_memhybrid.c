@@ -23,17 +23,8 @@
 #include <string.h>
 #include <time.h>
 
-static const char usage[] =
-    "usage: ohb_memhybrid [--servers=CONFIG] [--size=N] [--keys=N | --ram=MB --spill=F]\n"
-    "                     [--pattern=uniform,zipfian] [--time=SECONDS] [--set-ratio=F]\n"
-    "                     [--miss-penalty-us=N] [--threads=N] [--no-load] [--load-only]\n"
-    "                     [--load-rate=MB_PER_S]\n"
-    "                     [--ram-probe=SECONDS [--probe-only]] [--probe-interval-us=N]\n"
-    "                     [--csv=FILE] [--probe-csv=FILE]\n"
-    "  CONFIG: a libmemcached configuration string or a host:port list.\n"
-    "  Defaults: 1k values, 64 MB RAM with a spill factor of 8 (the data set\n"
-    "  8 times RAM), both patterns, 10 s each, 10% sets, 4 threads, a miss\n"
-    "  penalty of 95000 us (OSU HiBD's estimate for MySQL).\n";
+static const char notes[] = "  The data set: --keys values, or --spill times --ram MiB of values.\n"
+                            "  The default miss penalty is OSU HiBD's estimate for MySQL.\n";
 
 #define STAMP_LEN 16         /* "%015llu:" at the start of every value */
 #define PROBE_KEYS 64        /* RAM-resident items the probe reads */
@@ -463,21 +454,36 @@ static void ram_probe(const struct hybrid_options *o)
 
 /* ---- options ---------------------------------------------------------------- */
 
-static bool parse_patterns(struct hybrid_options *o, const char *v)
+static bool parse_patterns(void *target, const char *text)
 {
+    struct hybrid_options *o = target;
     o->patterns[PATTERN_UNIFORM] = o->patterns[PATTERN_ZIPFIAN] = false;
-    while (*v) {
+    for (const char *v = text; *v;) {
         size_t len = strcspn(v, ",");
         int found = -1;
         for (int p = 0; p < PATTERN_COUNT; p++)
             if (strlen(pattern_names[p]) == len && strncmp(v, pattern_names[p], len) == 0)
                 found = p;
         if (found < 0)
-            return false;
+            goto unknown;
         o->patterns[found] = true;
         v += len + (v[len] == ',');
     }
-    return o->patterns[PATTERN_UNIFORM] || o->patterns[PATTERN_ZIPFIAN];
+    if (o->patterns[PATTERN_UNIFORM] || o->patterns[PATTERN_ZIPFIAN])
+        return true;
+unknown:
+    fprintf(stderr, "ohb_memhybrid: unknown --pattern %s (uniform, zipfian)\n", text);
+    return false;
+}
+
+/* --probe-only: no load and no pattern runs, the RAM probe alone. */
+static bool probe_only(void *target, const char *text)
+{
+    struct hybrid_options *o = target;
+    (void)text;
+    o->load = false;
+    o->patterns[PATTERN_UNIFORM] = o->patterns[PATTERN_ZIPFIAN] = false;
+    return true;
 }
 
 static void parse(int argc, char **argv, struct hybrid_options *o)
@@ -494,55 +500,36 @@ static void parse(int argc, char **argv, struct hybrid_options *o)
                                  .load = true,
                                  .run = true,
                                  .probe_interval_us = 500};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = strchr(a, '=');
-        v = v ? v + 1 : "";
-        if (strncmp(a, "--servers=", 10) == 0)
-            o->servers = v;
-        else if (strncmp(a, "--size=", 7) == 0)
-            o->size = ohb_parse_size("size", v);
-        else if (strncmp(a, "--keys=", 7) == 0)
-            o->keys = ohb_parse_size("keys", v);
-        else if (strncmp(a, "--ram=", 6) == 0)
-            o->ram_mb = strtod(v, NULL);
-        else if (strncmp(a, "--spill=", 8) == 0)
-            o->spill = strtod(v, NULL);
-        else if (strncmp(a, "--pattern=", 10) == 0) {
-            if (!parse_patterns(o, v)) {
-                fprintf(stderr, "ohb_memhybrid: unknown --pattern %s (uniform, zipfian)\n", v);
-                exit(2);
-            }
-        } else if (strncmp(a, "--time=", 7) == 0)
-            o->seconds = strtod(v, NULL);
-        else if (strncmp(a, "--set-ratio=", 12) == 0)
-            o->set_ratio = strtod(v, NULL);
-        else if (strncmp(a, "--miss-penalty-us=", 18) == 0)
-            o->miss_penalty_us = strtod(v, NULL);
-        else if (strncmp(a, "--threads=", 10) == 0)
-            o->threads = (unsigned)ohb_parse_size("threads", v);
-        else if (strcmp(a, "--no-load") == 0)
-            o->load = false;
-        else if (strncmp(a, "--load-rate=", 12) == 0)
-            o->load_mb_per_s = strtod(v, NULL);
-        else if (strcmp(a, "--load-only") == 0)
-            o->run = false;
-        else if (strcmp(a, "--probe-only") == 0) {
-            o->load = false;
-            o->patterns[PATTERN_UNIFORM] = o->patterns[PATTERN_ZIPFIAN] = false;
-        } else if (strncmp(a, "--ram-probe=", 12) == 0)
-            o->probe_seconds = strtod(v, NULL);
-        else if (strncmp(a, "--probe-interval-us=", 20) == 0)
-            o->probe_interval_us = strtod(v, NULL);
-        else if (strncmp(a, "--csv=", 6) == 0)
-            o->csv = v;
-        else if (strncmp(a, "--probe-csv=", 12) == 0)
-            o->probe_csv = v;
-        else if (strcmp(a, "--help") == 0) {
-            fputs(usage, stdout);
-            exit(0);
-        } else
-            goto usage;
-    }
+    const struct ohb_option table[] = {
+        OHB_OPTION_SERVERS(&o->servers),
+        {"size", OHB_OPT_SIZE, &o->size, "N", "value size", NULL},
+        {"keys", OHB_OPT_U64, &o->keys, "N",
+         "keys in the data set (default: from --ram and --spill)", NULL},
+        {"ram", OHB_OPT_DOUBLE, &o->ram_mb, "MB", "the server's RAM, MiB", NULL},
+        {"spill", OHB_OPT_DOUBLE, &o->spill, "F", "the data set over the RAM", NULL},
+        {"pattern", OHB_OPT_CALL, o, "uniform,zipfian", "key choices run (default: both)",
+         parse_patterns},
+        {"time", OHB_OPT_DOUBLE, &o->seconds, "SECONDS", "run time per pattern", NULL},
+        {"set-ratio", OHB_OPT_DOUBLE, &o->set_ratio, "F", "the share of sets", NULL},
+        {"miss-penalty-us", OHB_OPT_DOUBLE, &o->miss_penalty_us, "N", "time added per get miss, us",
+         NULL},
+        {"threads", OHB_OPT_UNSIGNED, &o->threads, "N", "client threads", NULL},
+        {"no-load", OHB_OPT_CLEAR, &o->load, NULL, "use the data set already loaded", NULL},
+        {"load-only", OHB_OPT_CLEAR, &o->run, NULL, "load the data set and stop", NULL},
+        {"load-rate", OHB_OPT_DOUBLE, &o->load_mb_per_s, "MB_PER_S",
+         "pace of the load, MiB/s (default: 0, as fast as the clients go)", NULL},
+        {"ram-probe", OHB_OPT_DOUBLE, &o->probe_seconds, "SECONDS",
+         "time gets of RAM-resident items, quiet then busy (default: 0, none)", NULL},
+        {"probe-only", OHB_OPT_CALL, o, NULL, "the RAM probe alone (with --ram-probe)", probe_only},
+        {"probe-interval-us", OHB_OPT_DOUBLE, &o->probe_interval_us, "N",
+         "time between the probe's gets, us", NULL},
+        OHB_OPTION_CSV(&o->csv),
+        {"probe-csv", OHB_OPT_STRING, &o->probe_csv, "FILE", "also write the probe's table here",
+         NULL},
+    };
+    const struct ohb_command cmd = {"ohb_memhybrid", table, sizeof(table) / sizeof(table[0]),
+                                    notes};
+    ohb_command_parse(&cmd, argc, argv);
     if (o->keys == 0 && o->ram_mb > 0 && o->spill > 0)
         o->keys = (uint64_t)(o->ram_mb * o->spill * 1048576.0 / (double)o->size);
     if (o->size < STAMP_LEN || o->keys == 0 || o->seconds <= 0 || o->set_ratio < 0 ||
@@ -550,12 +537,8 @@ static void parse(int argc, char **argv, struct hybrid_options *o)
         o->probe_seconds < 0 || o->probe_interval_us < 0 || o->load_mb_per_s < 0 ||
         (!o->load && !o->run) ||
         (!o->patterns[PATTERN_UNIFORM] && !o->patterns[PATTERN_ZIPFIAN] && o->probe_seconds <= 0))
-        goto usage;
+        ohb_usage_error();
     ohb_clock_calibrate();
-    return;
-usage:
-    fputs(usage, stderr);
-    exit(2);
 }
 
 int main(int argc, char **argv)

@@ -10,10 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage[] =
-    "usage: ohb_memlat [--servers=CONFIG] [--op=set|get|mix] [--min-size=N] [--max-size=N]\n"
-    "                  [--iterations=N] [--warmup=N] [--max-time=SECONDS] [--csv=FILE]\n"
-    "                  [--median]\n"
+static const char notes[] =
     "  CONFIG: a libmemcached configuration string (\"--SERVER=host:port ...\")\n"
     "          or a host:port[,host:port...] list. Sizes accept k and m suffixes.\n"
     "  mix: one set for every nine gets.\n";
@@ -70,7 +67,7 @@ static unsigned run_ops(memcached_st *memc, enum op_kind kind, const char *key, 
 int main(int argc, char **argv)
 {
     struct ohb_options opts;
-    ohb_parse_options(argc, argv, OHB_EXTRA_OP, usage, &opts);
+    ohb_parse_options(argc, argv, OHB_EXTRA_OP, "ohb_memlat", notes, &opts);
     enum op_kind kind;
     if (strcmp(opts.op, "set") == 0)
         kind = OP_SET;
@@ -78,10 +75,8 @@ int main(int argc, char **argv)
         kind = OP_GET;
     else if (strcmp(opts.op, "mix") == 0)
         kind = OP_MIX;
-    else {
-        fputs(usage, stderr);
-        return 2;
-    }
+    else
+        ohb_usage_error();
 
     memcached_st *memc = ohb_connect(opts.servers);
     FILE *csv = ohb_csv_open(&opts, "size,latency_us,iterations");

@@ -12,11 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage[] =
-    "usage: ohb_memlat_nb [--servers=CONFIG] [--api=iset|iget|bset|bget] [--window=N]\n"
-    "                     [--min-size=N] [--max-size=N] [--iterations=N] [--warmup=N]\n"
-    "                     [--max-time=SECONDS] [--csv=FILE] [--median]\n"
-    "  CONFIG: a libmemcached configuration string or a host:port list.\n"
+static const char notes[] =
     "  --median (with --window=1): the median request instead of the mean.\n";
 
 enum api_kind { API_ISET, API_IGET, API_BSET, API_BGET };
@@ -134,7 +130,7 @@ static unsigned run_ops(memcached_st *memc, struct window *w, enum api_kind api,
 int main(int argc, char **argv)
 {
     struct ohb_options opts;
-    ohb_parse_options(argc, argv, OHB_EXTRA_API, usage, &opts);
+    ohb_parse_options(argc, argv, OHB_EXTRA_API, "ohb_memlat_nb", notes, &opts);
     enum api_kind api;
     if (strcmp(opts.api, "iset") == 0)
         api = API_ISET;
@@ -144,10 +140,8 @@ int main(int argc, char **argv)
         api = API_BSET;
     else if (strcmp(opts.api, "bget") == 0)
         api = API_BGET;
-    else {
-        fputs(usage, stderr);
-        return 2;
-    }
+    else
+        ohb_usage_error();
     if (opts.median && opts.window != 1) {
         fputs("ohb_memlat_nb: --median needs --window=1\n", stderr);
         return 2;

@@ -13,7 +13,6 @@
 #include "ohb_common.h"
 
 #include <arpa/inet.h>
-#include <getopt.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
@@ -29,12 +28,8 @@
 #define WINDOW 64
 #define MAX_SIZES 32
 
-static const char usage[] =
-    "usage: ohb_memlat_resilience [--server-binary=PATH] [--unix | --rdma=ADDR] [--min-size=N]\n"
-    "                             [--max-size=N]\n"
-    "                             [--iterations=N] [--max-time=SECONDS] [--csv=FILE]\n"
-    "                             [--ec-threshold=BYTES]\n"
-    "  Starts five servers (PATH, default /usr/bin/memcached) and measures set/get latency\n"
+static const char notes[] =
+    "  Starts five servers (--server-binary) and measures set/get latency\n"
     "  for none, Sync-Rep=3, Async-Rep=3 and RS(3,2), blocking and with a window of 64,\n"
     "  degraded gets, memory efficiency and coding time. Sizes accept k and m suffixes.\n";
 
@@ -425,79 +420,49 @@ static void coding_time(double set_latency[][MAX_SIZES])
     free(matrix);
 }
 
+static bool open_csv(void *target, const char *path)
+{
+    FILE **file = target;
+    *file = fopen(path, "w");
+    if (*file == NULL) {
+        perror(path);
+        exit(1);
+    }
+    fprintf(*file, "section,scheme,size,value\n");
+    return true;
+}
+
+static bool parse_ec_threshold(void *target, const char *text)
+{
+    char *end;
+    *(long long *)target = strtoll(text, &end, 10);
+    if (end == text || *end != '\0')
+        ohb_usage_error();
+    return true;
+}
+
 static void parse(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"server-binary", required_argument, NULL, 'b'},
-        {"unix", no_argument, NULL, 'u'},
-        {"min-size", required_argument, NULL, 'n'},
-        {"max-size", required_argument, NULL, 'x'},
-        {"iterations", required_argument, NULL, 'i'},
-        {"max-time", required_argument, NULL, 't'},
-        {"csv", required_argument, NULL, 'c'},
-        {"ec-threshold", required_argument, NULL, 'e'},
-        {"rdma", required_argument, NULL, 'r'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+    const struct ohb_option table[] = {
+        {"server-binary", OHB_OPT_STRING, &server_binary, "PATH", "the server started five times",
+         NULL},
+        {"unix", OHB_OPT_SET, &over_unix, NULL, "the servers listen on Unix sockets", NULL},
+        {"rdma", OHB_OPT_STRING, &rdma_addr, "ADDR",
+         "the servers also listen over RDMA on the device that has ADDR", NULL},
+        {"min-size", OHB_OPT_SIZE, &min_size, "N", "the first value size", NULL},
+        {"max-size", OHB_OPT_SIZE, &max_size, "N", "the last value size (sizes double)", NULL},
+        {"iterations", OHB_OPT_UNSIGNED, &iterations, "N", "timed operations per size", NULL},
+        {"max-time", OHB_OPT_DOUBLE, &max_seconds, "SECONDS", "time cap per size and scheme", NULL},
+        {"csv", OHB_OPT_CALL, &csv, "FILE", "also write every number here", open_csv},
+        {"ec-threshold", OHB_OPT_CALL, &ec_threshold, "BYTES",
+         "erasure coding from this value size on (default: the library's)", parse_ec_threshold},
     };
-    int opt;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        char *end = NULL;
-        switch (opt) {
-        case 'b':
-            server_binary = optarg;
-            break;
-        case 'u':
-            over_unix = true;
-            break;
-        case 'r':
-            rdma_addr = optarg;
-            break;
-        case 'n':
-        case 'x': {
-            unsigned long long v = strtoull(optarg, &end, 10);
-            if (*end == 'k' || *end == 'K')
-                v <<= 10, end++;
-            else if (*end == 'm' || *end == 'M')
-                v <<= 20, end++;
-            if (*end != '\0' || v == 0) {
-                fputs(usage, stderr);
-                exit(2);
-            }
-            *(opt == 'n' ? &min_size : &max_size) = (size_t)v;
-            break;
-        }
-        case 'i':
-            iterations = (unsigned)strtoul(optarg, &end, 10);
-            break;
-        case 't':
-            max_seconds = strtod(optarg, &end);
-            break;
-        case 'e':
-            ec_threshold = strtoll(optarg, &end, 10);
-            break;
-        case 'c':
-            csv = fopen(optarg, "w");
-            if (csv == NULL) {
-                perror(optarg);
-                exit(1);
-            }
-            fprintf(csv, "section,scheme,size,value\n");
-            break;
-        default:
-            fputs(usage, stderr);
-            exit(opt == 'h' ? 0 : 2);
-        }
-        if (end != NULL && *end != '\0') {
-            fputs(usage, stderr);
-            exit(2);
-        }
-    }
-    if (min_size > max_size || iterations == 0 || max_seconds <= 0 ||
-        (over_unix && rdma_addr != NULL)) {
-        fputs(usage, stderr);
-        exit(2);
-    }
+    const struct ohb_command cmd = {"ohb_memlat_resilience", table,
+                                    sizeof(table) / sizeof(table[0]), notes};
+    ohb_command_parse(&cmd, argc, argv);
+    if (min_size == 0 || min_size > max_size || iterations == 0 || max_seconds <= 0 ||
+        (over_unix && rdma_addr != NULL))
+        ohb_usage_error();
 }
 
 /* At any exit, also ohb_fail's: the servers go with the program. */

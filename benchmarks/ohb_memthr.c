@@ -17,17 +17,10 @@
 #include <string.h>
 
 #ifdef OHB_HAVE_NONBLOCKING
-#define OHB_WINDOW_NOTE "  --window=W: W requests in flight per thread (memcached_iget/iset).\n"
+#define OHB_WINDOW_HELP "requests in flight per thread (memcached_iget/iset)"
 #else
-#define OHB_WINDOW_NOTE "  --window: this build has blocking calls only (Debian's libmemcached).\n"
+#define OHB_WINDOW_HELP "this build has blocking calls only (Debian's libmemcached)"
 #endif
-
-static const char usage[] =
-    "usage: ohb_memthr [--servers=CONFIG] [--threads=LIST] [--size=N] [--get-ratio=F]\n"
-    "                  [--keys=N] [--time=SECONDS] [--window=W] [--csv=FILE]\n"
-    "  CONFIG: a libmemcached configuration string or a host:port list.\n"
-    "  --threads=1,2,4: one table row per client count (default 1,2,4).\n"
-    "  --get-ratio=0.9: the share of gets (the rest are sets; default 0.9).\n" OHB_WINDOW_NOTE;
 
 struct thr_options {
     const char *servers;
@@ -53,6 +46,20 @@ struct client {
     memcached_st *memc;
 };
 
+/* --threads=1,2,4: one table row per client count. */
+static bool parse_thread_counts(void *target, const char *text)
+{
+    struct thr_options *o = target;
+    o->thread_rows = 0;
+    for (char *end; *text; text = *end ? end + 1 : end) {
+        unsigned long n = strtoul(text, &end, 10);
+        if (end == text || (*end != ',' && *end) || n == 0 || n > 1024 || o->thread_rows == 32)
+            ohb_usage_error();
+        o->threads[o->thread_rows++] = (unsigned)n;
+    }
+    return true;
+}
+
 static void parse(int argc, char **argv, struct thr_options *o)
 {
     *o = (struct thr_options){.servers = "127.0.0.1:11211",
@@ -63,40 +70,23 @@ static void parse(int argc, char **argv, struct thr_options *o)
                               .keys = 1000,
                               .seconds = 5,
                               .window = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = strchr(a, '=');
-        v = v ? v + 1 : "";
-        if (strncmp(a, "--servers=", 10) == 0)
-            o->servers = v;
-        else if (strncmp(a, "--threads=", 10) == 0) {
-            o->thread_rows = 0;
-            for (char *end; *v; v = *end ? end + 1 : end) {
-                unsigned long n = strtoul(v, &end, 10);
-                if (end == v || (*end != ',' && *end) || n == 0 || n > 1024 || o->thread_rows == 32)
-                    goto usage;
-                o->threads[o->thread_rows++] = (unsigned)n;
-            }
-        } else if (strncmp(a, "--size=", 7) == 0)
-            o->size = ohb_parse_size("size", v);
-        else if (strncmp(a, "--get-ratio=", 12) == 0)
-            o->get_ratio = strtod(v, NULL);
-        else if (strncmp(a, "--keys=", 7) == 0)
-            o->keys = (unsigned)ohb_parse_size("keys", v);
-        else if (strncmp(a, "--time=", 7) == 0)
-            o->seconds = strtod(v, NULL);
-        else if (strncmp(a, "--window=", 9) == 0)
-            o->window = (unsigned)ohb_parse_size("window", v);
-        else if (strncmp(a, "--csv=", 6) == 0)
-            o->csv = v;
-        else if (strcmp(a, "--help") == 0) {
-            fputs(usage, stdout);
-            exit(0);
-        } else
-            goto usage;
-    }
+    const struct ohb_option table[] = {
+        OHB_OPTION_SERVERS(&o->servers),
+        {"threads", OHB_OPT_CALL, o, "LIST", "client counts, one table row each (default: 1,2,4)",
+         parse_thread_counts},
+        {"size", OHB_OPT_SIZE, &o->size, "N", "value size", NULL},
+        {"get-ratio", OHB_OPT_DOUBLE, &o->get_ratio, "F", "the share of gets (the rest are sets)",
+         NULL},
+        {"keys", OHB_OPT_UNSIGNED, &o->keys, "N", "keys the operations choose from", NULL},
+        {"time", OHB_OPT_DOUBLE, &o->seconds, "SECONDS", "run time per row", NULL},
+        {"window", OHB_OPT_UNSIGNED, &o->window, "W", OHB_WINDOW_HELP, NULL},
+        OHB_OPTION_CSV(&o->csv),
+    };
+    const struct ohb_command cmd = {"ohb_memthr", table, sizeof(table) / sizeof(table[0]), NULL};
+    ohb_command_parse(&cmd, argc, argv);
     if (o->thread_rows == 0 || o->keys == 0 || o->seconds <= 0 || o->window == 0 ||
         o->get_ratio < 0 || o->get_ratio > 1)
-        goto usage;
+        ohb_usage_error();
 #ifndef OHB_HAVE_NONBLOCKING
     if (o->window != 1) {
         fputs("ohb_memthr: --window needs libmemcached-rdma's non-blocking API; this build has "
@@ -106,10 +96,6 @@ static void parse(int argc, char **argv, struct thr_options *o)
     }
 #endif
     ohb_clock_calibrate();
-    return;
-usage:
-    fputs(usage, stderr);
-    exit(2);
 }
 
 static size_t key_of(char *key, size_t cap, uint64_t n)

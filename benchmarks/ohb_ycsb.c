@@ -25,12 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage[] =
-    "usage: ohb_ycsb [--servers=CONFIG] [--workload=a,b,c,d,e,f] [--records=N]\n"
-    "                [--operations=N] [--fields=N] [--field-length=N] [--threads=N]\n"
-    "                [--csv=FILE]\n"
-    "  CONFIG: a libmemcached configuration string or a host:port list.\n"
-    "  Defaults as YCSB's: 1000 records, 1000 operations, 10 fields of 100 bytes.\n";
+static const char notes[] = "  The defaults are YCSB's.\n";
 
 enum op { OP_READ, OP_UPDATE, OP_INSERT, OP_SCAN, OP_RMW, OP_COUNT };
 static const char *const op_names[OP_COUNT] = {"READ", "UPDATE", "INSERT", "SCAN",
@@ -349,44 +344,27 @@ static void parse(int argc, char **argv, struct ycsb_options *o)
                                .fields = 10,
                                .field_length = 100,
                                .threads = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = strchr(a, '=');
-        v = v ? v + 1 : "";
-        if (strncmp(a, "--servers=", 10) == 0)
-            o->servers = v;
-        else if (strncmp(a, "--workload=", 11) == 0)
-            o->workloads = v;
-        else if (strncmp(a, "--records=", 10) == 0)
-            o->records = ohb_parse_size("records", v);
-        else if (strncmp(a, "--operations=", 13) == 0)
-            o->operations = ohb_parse_size("operations", v);
-        else if (strncmp(a, "--fields=", 9) == 0)
-            o->fields = (unsigned)ohb_parse_size("fields", v);
-        else if (strncmp(a, "--field-length=", 15) == 0)
-            o->field_length = (unsigned)ohb_parse_size("field-length", v);
-        else if (strncmp(a, "--threads=", 10) == 0)
-            o->threads = (unsigned)ohb_parse_size("threads", v);
-        else if (strncmp(a, "--csv=", 6) == 0)
-            o->csv = v;
-        else if (strcmp(a, "--help") == 0) {
-            fputs(usage, stdout);
-            exit(0);
-        } else
-            goto usage;
-    }
+    const struct ohb_option table[] = {
+        OHB_OPTION_SERVERS(&o->servers),
+        {"workload", OHB_OPT_STRING, &o->workloads, "a,b,c,d,e,f", "the workloads run", NULL},
+        {"records", OHB_OPT_U64, &o->records, "N", "records loaded", NULL},
+        {"operations", OHB_OPT_U64, &o->operations, "N", "operations per run phase", NULL},
+        {"fields", OHB_OPT_UNSIGNED, &o->fields, "N", "fields per record", NULL},
+        {"field-length", OHB_OPT_UNSIGNED, &o->field_length, "N", "bytes per field", NULL},
+        {"threads", OHB_OPT_UNSIGNED, &o->threads, "N", "client threads", NULL},
+        OHB_OPTION_CSV(&o->csv),
+    };
+    const struct ohb_command cmd = {"ohb_ycsb", table, sizeof(table) / sizeof(table[0]), notes};
+    ohb_command_parse(&cmd, argc, argv);
     if (o->records == 0 || o->operations == 0 || o->fields == 0 || o->fields > 1000 ||
         o->threads == 0 || o->threads > 1024 || o->field_length > 1 << 20)
-        goto usage;
+        ohb_usage_error();
     for (const char *p = o->workloads; *p; p++)
         if (*p != ',' && strchr("abcdef", *p) == NULL) {
             fprintf(stderr, "ohb_ycsb: unknown workload '%c' (a, b, c, d, e, f)\n", *p);
             exit(2);
         }
     ohb_clock_calibrate();
-    return;
-usage:
-    fputs(usage, stderr);
-    exit(2);
 }
 
 int main(int argc, char **argv)

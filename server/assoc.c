@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bg_thread.h"
 #include "item_layout.h"
 
 static struct item **primary;   /* current table, 2^hashpower buckets */
@@ -36,12 +37,8 @@ static size_t lock_mask;
 static size_t lock_count;
 static pthread_mutex_t expand_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static pthread_t expander;
-static pthread_mutex_t expander_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t expander_wake = PTHREAD_COND_INITIALIZER;
-static bool expander_running;
-static bool expander_stop;
-static bool expander_wanted;
+static struct bg_thread expander = BG_THREAD_INIT;
+static bool expander_wanted; /* a request to grow the table (expander's lock) */
 
 /* ---- hash ---------------------------------------------------------------
  * A multiply-rotate hash over 8-byte words with a final avalanche, so the
@@ -296,57 +293,44 @@ void assoc_expand(void)
 static void *expander_main(void *arg)
 {
     (void)arg;
-    pthread_mutex_lock(&expander_lock);
-    while (!expander_stop) {
+    bg_thread_lock(&expander);
+    while (!bg_thread_stopping(&expander)) {
         if (!expander_wanted) {
-            pthread_cond_wait(&expander_wake, &expander_lock);
+            bg_thread_wait(&expander);
             continue;
         }
         expander_wanted = false;
-        pthread_mutex_unlock(&expander_lock);
+        bg_thread_unlock(&expander);
         assoc_expand();
-        pthread_mutex_lock(&expander_lock);
+        bg_thread_lock(&expander);
     }
-    pthread_mutex_unlock(&expander_lock);
+    bg_thread_unlock(&expander);
     return NULL;
 }
 
 int assoc_start_thread(void)
 {
-    pthread_mutex_lock(&expander_lock);
-    expander_stop = false;
-    expander_wanted = false;
-    int rc = pthread_create(&expander, NULL, expander_main, NULL);
-    expander_running = (rc == 0);
-    pthread_mutex_unlock(&expander_lock);
-    return rc == 0 ? 0 : -1;
+    bg_thread_lock(&expander);
+    if (!expander.running)
+        expander_wanted = false;
+    bg_thread_unlock(&expander);
+    return bg_thread_start(&expander, expander_main);
 }
 
 void assoc_stop_thread(void)
 {
-    pthread_mutex_lock(&expander_lock);
-    if (!expander_running) {
-        pthread_mutex_unlock(&expander_lock);
-        return;
-    }
-    expander_stop = true;
-    pthread_cond_signal(&expander_wake);
-    pthread_mutex_unlock(&expander_lock);
-    pthread_join(expander, NULL);
-    pthread_mutex_lock(&expander_lock);
-    expander_running = false;
-    pthread_mutex_unlock(&expander_lock);
+    bg_thread_stop(&expander);
 }
 
 void assoc_request_expand(void)
 {
-    pthread_mutex_lock(&expander_lock);
-    bool threaded = expander_running;
+    bg_thread_lock(&expander);
+    bool threaded = expander.running;
     if (threaded) {
         expander_wanted = true;
-        pthread_cond_signal(&expander_wake);
+        bg_thread_wake(&expander);
     }
-    pthread_mutex_unlock(&expander_lock);
+    bg_thread_unlock(&expander);
     if (!threaded)
         assoc_expand();
 }

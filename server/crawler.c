@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bg_thread.h"
 #include "assoc.h"
 #include "lru.h"
 #include "storage_internal.h"
@@ -46,12 +47,8 @@ static atomic_bool pass_pending;
 static rel_time_t class_due[SLAB_CLASSES_MAX];
 
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER; /* one pass at a time */
-static pthread_t crawler_thread;
-static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t thread_wake = PTHREAD_COND_INITIALIZER;
-static bool running;
-static bool stopping;
-static bool all_requested; /* crawl every class at the next wake */
+static struct bg_thread crawler = BG_THREAD_INIT;
+static bool all_requested; /* crawl every class at the next wake (crawler's lock) */
 
 /* One pass over list l; adds the items checked and reclaimed. */
 static void crawl_list(struct lru_list *l, struct item *marker, uint64_t *checked,
@@ -356,14 +353,14 @@ void crawler_stats(uint64_t *starts, bool *running_now)
 
 bool crawler_request_all(void)
 {
-    pthread_mutex_lock(&thread_lock);
-    bool queued = running && !stopping;
+    bg_thread_lock(&crawler);
+    bool queued = crawler.running && !bg_thread_stopping(&crawler);
     if (queued) {
         atomic_store(&pass_pending, true);
         all_requested = true;
-        pthread_cond_broadcast(&thread_wake);
+        bg_thread_wake(&crawler);
     }
-    pthread_mutex_unlock(&thread_lock);
+    bg_thread_unlock(&crawler);
     return queued;
 }
 
@@ -375,26 +372,24 @@ void crawler_run_once(void)
 static void *crawler_main(void *arg)
 {
     (void)arg;
-    pthread_mutex_lock(&thread_lock);
-    while (!stopping) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += 1;
-        while (!stopping && !all_requested &&
-               pthread_cond_timedwait(&thread_wake, &thread_lock, &until) == 0) {
+    bg_thread_lock(&crawler);
+    while (!bg_thread_stopping(&crawler)) {
+        struct timespec until = bg_thread_deadline_us(1000000);
+        while (!bg_thread_stopping(&crawler) && !all_requested &&
+               bg_thread_wait_until(&crawler, &until)) {
         }
-        if (stopping)
+        if (bg_thread_stopping(&crawler))
             break;
         bool all = all_requested;
         all_requested = false;
-        pthread_mutex_unlock(&thread_lock);
+        bg_thread_unlock(&crawler);
         crawl(all);
-        pthread_mutex_lock(&thread_lock);
+        bg_thread_lock(&crawler);
         if (all && !all_requested) /* no other request came meanwhile */
             atomic_store(&pass_pending, false);
     }
     atomic_store(&pass_pending, false);
-    pthread_mutex_unlock(&thread_lock);
+    bg_thread_unlock(&crawler);
     return NULL;
 }
 
@@ -417,26 +412,10 @@ int crawler_start(void)
                          __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&pass_lock);
-    pthread_mutex_lock(&thread_lock);
-    stopping = false;
-    int rc = pthread_create(&crawler_thread, NULL, crawler_main, NULL);
-    running = (rc == 0);
-    pthread_mutex_unlock(&thread_lock);
-    return rc == 0 ? 0 : -1;
+    return bg_thread_start(&crawler, crawler_main);
 }
 
 void crawler_stop(void)
 {
-    pthread_mutex_lock(&thread_lock);
-    if (!running) {
-        pthread_mutex_unlock(&thread_lock);
-        return;
-    }
-    stopping = true;
-    pthread_cond_broadcast(&thread_wake);
-    pthread_mutex_unlock(&thread_lock);
-    pthread_join(crawler_thread, NULL);
-    pthread_mutex_lock(&thread_lock);
-    running = false;
-    pthread_mutex_unlock(&thread_lock);
+    bg_thread_stop(&crawler);
 }

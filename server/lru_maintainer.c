@@ -19,12 +19,12 @@
  */
 #include "lru_maintainer.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "bg_thread.h"
 #include "storage_internal.h"
 
 #define SLEEP_MIN_US 1000
@@ -210,22 +210,13 @@ static int juggle(unsigned cls)
 }
 
 /* ---- the thread ------------------------------------------------------------------ */
-static pthread_t thread;
-static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t thread_wake = PTHREAD_COND_INITIALIZER;
-static bool running, stopping;
+static struct bg_thread maintainer = BG_THREAD_INIT;
 
+/* Sleeps us microseconds (the lock held), or less when asked to stop. */
 static void wait_us(unsigned us)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += us / 1000000;
-    until.tv_nsec += (long)(us % 1000000) * 1000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
-    while (!stopping && pthread_cond_timedwait(&thread_wake, &thread_lock, &until) != ETIMEDOUT) {
+    struct timespec until = bg_thread_deadline_us(us);
+    while (!bg_thread_stopping(&maintainer) && bg_thread_wait_until(&maintainer, &until)) {
     }
 }
 
@@ -236,17 +227,17 @@ static void *maintainer_main(void *arg)
     for (unsigned c = 0; c < SLAB_CLASSES_MAX; c++)
         wait_left[c] = backoff[c] = 0;
     unsigned to_sleep = SLEEP_MIN_US;
-    pthread_mutex_lock(&thread_lock);
-    while (!stopping) {
+    bg_thread_lock(&maintainer);
+    while (!bg_thread_stopping(&maintainer)) {
         /* At least 1 ms between passes (memcached does not sleep when a
          * class is busy): with a steady trickle of sets the thread would
          * otherwise spin on a core the workers need, for a few moves per
          * pass; 1,000 passes of up to 500 moves per class each are far
          * more than the sets that make the moves. */
         wait_us(to_sleep > SLEEP_MIN_US ? to_sleep : SLEEP_MIN_US);
-        if (stopping)
+        if (bg_thread_stopping(&maintainer))
             break;
-        pthread_mutex_unlock(&thread_lock);
+        bg_thread_unlock(&maintainer);
         unsigned slept = to_sleep > SLEEP_MIN_US ? to_sleep : SLEEP_MIN_US;
         /* (the time counted, as memcached counts a sleep of 0 as 1 ms) */
         to_sleep = SLEEP_MAX_US;
@@ -270,47 +261,25 @@ static void *maintainer_main(void *arg)
         }
         if (lru_bumps_drain() && to_sleep > SLEEP_MIN_US)
             to_sleep = SLEEP_MIN_US;
-        pthread_mutex_lock(&thread_lock);
+        bg_thread_lock(&maintainer);
     }
-    pthread_mutex_unlock(&thread_lock);
+    bg_thread_unlock(&maintainer);
     return NULL;
 }
 
 int lru_maintainer_start(void)
 {
-    pthread_mutex_lock(&thread_lock);
-    int rc = 0;
-    if (!running) {
-        stopping = false;
-        rc = pthread_create(&thread, NULL, maintainer_main, NULL);
-        running = rc == 0;
-    }
-    pthread_mutex_unlock(&thread_lock);
-    return rc == 0 ? 0 : -1;
+    return bg_thread_start(&maintainer, maintainer_main);
 }
 
 void lru_maintainer_stop(void)
 {
-    pthread_mutex_lock(&thread_lock);
-    if (!running) {
-        pthread_mutex_unlock(&thread_lock);
-        return;
-    }
-    stopping = true;
-    pthread_cond_broadcast(&thread_wake);
-    pthread_mutex_unlock(&thread_lock);
-    pthread_join(thread, NULL);
-    pthread_mutex_lock(&thread_lock);
-    running = false;
-    pthread_mutex_unlock(&thread_lock);
+    bg_thread_stop(&maintainer);
 }
 
 bool lru_maintainer_running(void)
 {
-    pthread_mutex_lock(&thread_lock);
-    bool r = running;
-    pthread_mutex_unlock(&thread_lock);
-    return r;
+    return bg_thread_running(&maintainer);
 }
 
 uint64_t lru_maintainer_juggles(void)

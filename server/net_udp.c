@@ -48,6 +48,7 @@
 #include "conn.h"
 #include "items.h"
 #include "log.h"
+#include "mcr/byteorder.h"
 #include "net_sock.h"
 #include "portfile.h"
 #include "settings.h"
@@ -121,12 +122,12 @@ static bool next_datagram(struct conn *c, struct udp_state *u)
         if (n <= UDP_HEADER_SIZE)
             continue;
         const unsigned char *h = (const unsigned char *)u->dgram;
-        uint16_t total = (uint16_t)(h[4] << 8 | h[5]);
+        uint16_t total = mcr_be_get16(h + 4);
         /* multi-datagram requests are not supported, as memcached; nor
          * does it look at a lone datagram's sequence number */
         if (total != 1)
             continue;
-        u->request_id = (uint16_t)(h[0] << 8 | h[1]);
+        u->request_id = mcr_be_get16(h);
         u->dgram_len = (size_t)n;
         u->dgram_off = UDP_HEADER_SIZE;
         return true;
@@ -228,16 +229,10 @@ static bool flush_message(struct conn *c, struct udp_state *u)
     const size_t room = UDP_DATAGRAM_MAX - UDP_HEADER_SIZE;
     for (; u->msg_next < u->msg_count; u->msg_next++) {
         size_t i = u->msg_next;
-        unsigned char h[UDP_HEADER_SIZE] = {
-            (unsigned char)(u->request_id >> 8),
-            (unsigned char)u->request_id,
-            (unsigned char)(i >> 8),
-            (unsigned char)i,
-            (unsigned char)(u->msg_count >> 8),
-            (unsigned char)u->msg_count,
-            0,
-            0,
-        };
+        unsigned char h[UDP_HEADER_SIZE] = {0};
+        mcr_be_put16(h, u->request_id);
+        mcr_be_put16(h + 2, (uint16_t)i);
+        mcr_be_put16(h + 4, (uint16_t)u->msg_count);
         size_t off = i * room;
         size_t n = u->msg_len - off < room ? u->msg_len - off : room;
         struct iovec iov[2] = {{h, sizeof(h)}, {u->msg + off, n}};

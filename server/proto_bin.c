@@ -168,7 +168,7 @@ static void process_get(struct conn *c, const struct bin_request *req)
     if (log_enabled(LOG_CMDS))
         log_msg(LOG_CMDS, "<%d %s %.*s", c->fd, touch ? "TOUCH" : "GET", (int)nkey, key);
     if (touch) {
-        uint32_t exptime = mcr_bin_get32(req->extras);
+        uint32_t exptime = mcr_be_get32(req->extras);
         it = item_get_touch(key, nkey, clock_exptime((int64_t)exptime));
         STAT_INCR(ws, touch_cmds);
     } else {
@@ -211,7 +211,7 @@ static void process_get(struct conn *c, const struct bin_request *req)
         return;
     }
     unsigned char flags[4];
-    mcr_bin_put32(flags, item_flags(it));
+    mcr_be_put32(flags, item_flags(it));
     resp_add_head(r, (const char *)flags, sizeof(flags));
     if (return_key)
         resp_add_head(r, item_key(it), keylen);
@@ -244,8 +244,8 @@ static void process_update(struct conn *c, const struct bin_request *req)
     uint32_t flags = 0;
     rel_time_t exptime = 0;
     if (!append) {
-        flags = mcr_bin_get32(req->extras);
-        exptime = clock_exptime((int64_t)mcr_bin_get32(req->extras + 4));
+        flags = mcr_be_get32(req->extras);
+        exptime = clock_exptime((int64_t)mcr_be_get32(req->extras + 4));
     }
     size_t vlen = (size_t)req->h.bodylen - nkey - req->h.extlen;
 
@@ -432,7 +432,7 @@ static void arith_create(struct conn *c, const struct bin_request *req, uint64_t
         return;
     }
     unsigned char body[MCR_BIN_ARITH_REPLY_LEN];
-    mcr_bin_put64(body, initial);
+    mcr_be_put64(body, initial);
     reply_ok(c, &req->rc, body, sizeof(body), new_cas);
 }
 
@@ -440,9 +440,9 @@ static void process_arith(struct conn *c, const struct bin_request *req)
 {
     struct worker_stats *ws = &c->worker->stats;
     bool incr = req->cmd == MCR_BIN_OP_INCREMENT;
-    uint64_t delta = mcr_bin_get64(req->extras);
-    uint64_t initial = mcr_bin_get64(req->extras + 8);
-    uint32_t exptime = mcr_bin_get32(req->extras + 16);
+    uint64_t delta = mcr_be_get64(req->extras);
+    uint64_t initial = mcr_be_get64(req->extras + 8);
+    uint32_t exptime = mcr_be_get32(req->extras + 16);
     uint64_t value = 0, new_cas = 0;
 
     if (log_enabled(LOG_CMDS))
@@ -457,7 +457,7 @@ static void process_arith(struct conn *c, const struct bin_request *req)
         else
             STAT_INCR(ws, decr_hits);
         unsigned char body[MCR_BIN_ARITH_REPLY_LEN];
-        mcr_bin_put64(body, value);
+        mcr_be_put64(body, value);
         reply_ok(c, &req->rc, body, sizeof(body), new_cas);
         break;
     }
@@ -672,7 +672,7 @@ static void process_flush(struct conn *c, const struct bin_request *req)
         reply_error(c, &req->rc, MCR_BIN_STATUS_AUTH_ERROR, NULL);
         return;
     }
-    uint32_t exptime = req->h.extlen == MCR_BIN_EXTRAS_FLUSH_LEN ? mcr_bin_get32(req->extras) : 0;
+    uint32_t exptime = req->h.extlen == MCR_BIN_EXTRAS_FLUSH_LEN ? mcr_be_get32(req->extras) : 0;
     storage_flush_all(exptime > 0 ? clock_exptime((int64_t)exptime) : 0);
     STAT_INCR(&c->worker->stats, flush_cmds);
     reply_ok(c, &req->rc, NULL, 0, 0);

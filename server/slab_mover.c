@@ -40,17 +40,14 @@
 #include "lru.h"
 #include "slabs.h"
 #include "items.h"
+#include "bg_thread.h"
 #include "storage_internal.h"
 
-#define MOVE_ROUNDS 20           /* visits of a page being emptied that free nothing */
-#define ROUND_PAUSE_NS 5000000   /* between visits: 5 ms */
-#define POOLING_PAUSE_NS 1000000 /* between looks while pages go to the pool */
+#define MOVE_ROUNDS 20         /* visits of a page being emptied that free nothing */
+#define ROUND_PAUSE_NS 5000000 /* between visits: 5 ms */
+#define POOLING_PAUSE_US 1000  /* between looks while pages go to the pool */
 
-static pthread_t mover_thread;
-static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t thread_wake = PTHREAD_COND_INITIALIZER;
-static bool running;
-static bool stopping;
+static struct bg_thread mover = BG_THREAD_INIT;
 
 static pthread_mutex_t decide_lock = PTHREAD_MUTEX_INITIALIZER; /* one move at a time */
 static uint64_t last_pressure[SLAB_CLASSES_MAX];
@@ -225,8 +222,8 @@ int slab_mover_request(int src, int dst)
         return REASSIGN_NOSPARE;
     if (from == 0) /* from the pool: no page to empty; -m may forbid it */
         return slabs_grant_page((unsigned)dst, false) ? REASSIGN_OK : REASSIGN_NOSPARE;
-    pthread_mutex_lock(&thread_lock);
-    bool threaded = running;
+    bg_thread_lock(&mover);
+    bool threaded = mover.running;
     int rc = REASSIGN_OK;
     if (threaded) {
         if (pending_src) {
@@ -234,10 +231,10 @@ int slab_mover_request(int src, int dst)
         } else {
             pending_src = (int)from;
             pending_dst = dst;
-            pthread_cond_broadcast(&thread_wake);
+            bg_thread_wake(&mover);
         }
     }
-    pthread_mutex_unlock(&thread_lock);
+    bg_thread_unlock(&mover);
     if (!threaded)
         rc = run_request(from, (unsigned)dst) ? REASSIGN_OK : REASSIGN_UNSAFE;
     return rc;
@@ -352,37 +349,29 @@ bool slab_mover_run_once(void)
 static void *mover_main(void *arg)
 {
     (void)arg;
-    pthread_mutex_lock(&thread_lock);
+    bg_thread_lock(&mover);
     bool pooling = false; /* the last look gave a page to the pool */
-    while (!stopping) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        if (pooling) { /* more may follow: look again soon, as memcached */
-            until.tv_nsec += POOLING_PAUSE_NS;
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-            }
-        } else {
-            until.tv_sec += 1;
+    while (!bg_thread_stopping(&mover)) {
+        /* after a page went to the pool more may follow: look again soon,
+         * as memcached */
+        struct timespec until = bg_thread_deadline_us(pooling ? POOLING_PAUSE_US : 1000000);
+        while (!bg_thread_stopping(&mover) && !pending_src &&
+               bg_thread_wait_until(&mover, &until)) {
         }
-        while (!stopping && !pending_src &&
-               pthread_cond_timedwait(&thread_wake, &thread_lock, &until) == 0) {
-        }
-        if (stopping)
+        if (bg_thread_stopping(&mover))
             break;
         int request = pending_src, request_dst = pending_dst;
-        pthread_mutex_unlock(&thread_lock);
+        bg_thread_unlock(&mover);
         pooling = false;
         if (request)
             run_request((unsigned)request, (unsigned)request_dst);
         else
             pooling = look_once() == LOOK_POOLED;
-        pthread_mutex_lock(&thread_lock);
+        bg_thread_lock(&mover);
         if (request)
             pending_src = 0;
     }
-    pthread_mutex_unlock(&thread_lock);
+    bg_thread_unlock(&mover);
     return NULL;
 }
 
@@ -393,29 +382,16 @@ int slab_mover_start(void)
     memset(last_pages, 0, sizeof(last_pages));
     memset(last_dirty, 0, sizeof(last_dirty));
     pthread_mutex_unlock(&decide_lock);
-    pthread_mutex_lock(&thread_lock);
-    stopping = false;
-    pending_src = 0;
-    int rc = pthread_create(&mover_thread, NULL, mover_main, NULL);
-    running = (rc == 0);
-    pthread_mutex_unlock(&thread_lock);
-    return rc == 0 ? 0 : -1;
+    bg_thread_lock(&mover);
+    if (!mover.running)
+        pending_src = 0;
+    bg_thread_unlock(&mover);
+    return bg_thread_start(&mover, mover_main);
 }
 
 void slab_mover_stop(void)
 {
-    pthread_mutex_lock(&thread_lock);
-    if (!running) {
-        pthread_mutex_unlock(&thread_lock);
-        return;
-    }
-    stopping = true;
-    pthread_cond_broadcast(&thread_wake);
-    pthread_mutex_unlock(&thread_lock);
-    pthread_join(mover_thread, NULL);
-    pthread_mutex_lock(&thread_lock);
-    running = false;
-    pthread_mutex_unlock(&thread_lock);
+    bg_thread_stop(&mover);
 }
 
 void slab_mover_stats(struct slab_mover_stats *out)

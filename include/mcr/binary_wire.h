@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mcr/byteorder.h"
+
 #define MCR_BIN_HEADER_LEN 24u
 #define MCR_BIN_MAGIC_REQUEST 0x80u
 #define MCR_BIN_MAGIC_RESPONSE 0x81u
@@ -137,55 +139,19 @@ struct mcr_bin_header {
     uint64_t cas;
 };
 
-/* ---- big-endian fields -------------------------------------------------- */
-static inline void mcr_bin_put16(unsigned char *p, uint16_t v)
-{
-    p[0] = (unsigned char)(v >> 8);
-    p[1] = (unsigned char)v;
-}
-
-static inline void mcr_bin_put32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)(v >> 24);
-    p[1] = (unsigned char)(v >> 16);
-    p[2] = (unsigned char)(v >> 8);
-    p[3] = (unsigned char)v;
-}
-
-static inline void mcr_bin_put64(unsigned char *p, uint64_t v)
-{
-    mcr_bin_put32(p, (uint32_t)(v >> 32));
-    mcr_bin_put32(p + 4, (uint32_t)v);
-}
-
-static inline uint16_t mcr_bin_get16(const unsigned char *p)
-{
-    return (uint16_t)((unsigned)p[0] << 8 | p[1]);
-}
-
-static inline uint32_t mcr_bin_get32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static inline uint64_t mcr_bin_get64(const unsigned char *p)
-{
-    return (uint64_t)mcr_bin_get32(p) << 32 | mcr_bin_get32(p + 4);
-}
-
 /* ---- the header ------------------------------------------------------------ */
 static inline void mcr_bin_header_encode(const struct mcr_bin_header *h, void *wire)
 {
     unsigned char *p = wire;
     p[0] = h->magic;
     p[1] = h->opcode;
-    mcr_bin_put16(p + 2, h->keylen);
+    mcr_be_put16(p + 2, h->keylen);
     p[4] = h->extlen;
     p[5] = h->datatype;
-    mcr_bin_put16(p + 6, h->vbucket_or_status);
-    mcr_bin_put32(p + 8, h->bodylen);
-    mcr_bin_put32(p + 12, h->opaque);
-    mcr_bin_put64(p + 16, h->cas);
+    mcr_be_put16(p + 6, h->vbucket_or_status);
+    mcr_be_put32(p + 8, h->bodylen);
+    mcr_be_put32(p + 12, h->opaque);
+    mcr_be_put64(p + 16, h->cas);
 }
 
 static inline void mcr_bin_header_decode(const void *wire, struct mcr_bin_header *h)
@@ -193,13 +159,13 @@ static inline void mcr_bin_header_decode(const void *wire, struct mcr_bin_header
     const unsigned char *p = wire;
     h->magic = p[0];
     h->opcode = p[1];
-    h->keylen = mcr_bin_get16(p + 2);
+    h->keylen = mcr_be_get16(p + 2);
     h->extlen = p[4];
     h->datatype = p[5];
-    h->vbucket_or_status = mcr_bin_get16(p + 6);
-    h->bodylen = mcr_bin_get32(p + 8);
-    h->opaque = mcr_bin_get32(p + 12);
-    h->cas = mcr_bin_get64(p + 16);
+    h->vbucket_or_status = mcr_be_get16(p + 6);
+    h->bodylen = mcr_be_get32(p + 8);
+    h->opaque = mcr_be_get32(p + 12);
+    h->cas = mcr_be_get64(p + 16);
 }
 
 /* A response header: magic 0x81, raw datatype. */

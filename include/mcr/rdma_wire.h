@@ -14,10 +14,11 @@
 #ifndef MCR_RDMA_WIRE_H
 #define MCR_RDMA_WIRE_H
 
-#include <endian.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "mcr/byteorder.h"
 
 #define MCR_RDMA_MAGIC 0x4d52u /* "MR" read as little-endian bytes 'R','M' */
 #define MCR_RDMA_VERSION 3u
@@ -67,19 +68,16 @@ struct mcr_rdma_done {
 
 static inline void mcr_rdma_done_encode_count(uint32_t count, unsigned char out[4])
 {
-    uint32_t v = htole32(count);
-    memcpy(out, &v, 4);
+    mcr_le_put32(out, count);
 }
 
 /* Decodes an RNDV_DONE payload; 0, or -1 when it is too short or counts
  * nothing. */
 static inline int mcr_rdma_done_decode(const void *payload, uint32_t len, struct mcr_rdma_done *d)
 {
-    uint32_t v;
     if (len < MCR_RDMA_DONE_COUNT_LEN)
         return -1;
-    memcpy(&v, payload, 4);
-    d->count = le32toh(v);
+    d->count = mcr_le_get32(payload);
     d->head = (const unsigned char *)payload + MCR_RDMA_DONE_COUNT_LEN;
     d->head_len = len - MCR_RDMA_DONE_COUNT_LEN;
     return d->count == 0 ? -1 : 0;
@@ -115,27 +113,17 @@ static inline size_t mcr_rdma_hdr_len(uint8_t type)
 static inline size_t mcr_rdma_hdr_encode(const struct mcr_rdma_hdr *h, void *wire)
 {
     unsigned char *p = wire;
-    uint16_t v16;
-    uint32_t v32;
-    uint64_t v64;
-    v16 = htole16(h->magic);
-    memcpy(p + 0, &v16, 2);
+    mcr_le_put16(p + 0, h->magic);
     p[2] = h->version;
     p[3] = h->type;
-    v16 = htole16(h->credits);
-    memcpy(p + 4, &v16, 2);
-    v16 = htole16(h->flags);
-    memcpy(p + 6, &v16, 2);
-    v32 = htole32(h->request_id);
-    memcpy(p + 8, &v32, 4);
+    mcr_le_put16(p + 4, h->credits);
+    mcr_le_put16(p + 6, h->flags);
+    mcr_le_put32(p + 8, h->request_id);
     if (mcr_rdma_hdr_len(h->type) == MCR_RDMA_HDR_BASE)
         return MCR_RDMA_HDR_BASE;
-    v64 = htole64(h->rndv_addr);
-    memcpy(p + 12, &v64, 8);
-    v32 = htole32(h->rndv_rkey);
-    memcpy(p + 20, &v32, 4);
-    v32 = htole32(h->rndv_len);
-    memcpy(p + 24, &v32, 4);
+    mcr_le_put64(p + 12, h->rndv_addr);
+    mcr_le_put32(p + 20, h->rndv_rkey);
+    mcr_le_put32(p + 24, h->rndv_len);
     return MCR_RDMA_HDR_RNDV;
 }
 
@@ -144,31 +132,21 @@ static inline size_t mcr_rdma_hdr_encode(const struct mcr_rdma_hdr *h, void *wir
 static inline void mcr_rdma_hdr_decode(const void *wire, size_t byte_len, struct mcr_rdma_hdr *h)
 {
     const unsigned char *p = wire;
-    uint16_t v16;
-    uint32_t v32;
-    uint64_t v64;
-    memcpy(&v16, p + 0, 2);
-    h->magic = le16toh(v16);
+    h->magic = mcr_le_get16(p + 0);
     h->version = p[2];
     h->type = p[3];
-    memcpy(&v16, p + 4, 2);
-    h->credits = le16toh(v16);
-    memcpy(&v16, p + 6, 2);
-    h->flags = le16toh(v16);
-    memcpy(&v32, p + 8, 4);
-    h->request_id = le32toh(v32);
+    h->credits = mcr_le_get16(p + 4);
+    h->flags = mcr_le_get16(p + 6);
+    h->request_id = mcr_le_get32(p + 8);
     size_t len = mcr_rdma_hdr_len(h->type);
     h->payload_len = (uint32_t)(byte_len - len);
     h->rndv_addr = 0;
     h->rndv_rkey = h->rndv_len = 0;
     if (len == MCR_RDMA_HDR_BASE)
         return;
-    memcpy(&v64, p + 12, 8);
-    h->rndv_addr = le64toh(v64);
-    memcpy(&v32, p + 20, 4);
-    h->rndv_rkey = le32toh(v32);
-    memcpy(&v32, p + 24, 4);
-    h->rndv_len = le32toh(v32);
+    h->rndv_addr = mcr_le_get64(p + 12);
+    h->rndv_rkey = mcr_le_get32(p + 20);
+    h->rndv_len = mcr_le_get32(p + 24);
 }
 
 /* Connection private data exchanged in the RDMA CM connect request and
@@ -188,14 +166,11 @@ struct mcr_rdma_conn_data {
 static inline void mcr_rdma_conn_data_encode(const struct mcr_rdma_conn_data *cd, void *wire)
 {
     unsigned char *p = wire;
-    uint16_t v16 = htole16(MCR_RDMA_MAGIC);
-    uint32_t v32 = htole32(cd->recv_buf_size);
     memset(p, 0, MCR_RDMA_CONN_DATA_SIZE);
-    memcpy(p, &v16, 2);
+    mcr_le_put16(p, MCR_RDMA_MAGIC);
     p[2] = MCR_RDMA_VERSION;
-    v16 = htole16(cd->credits);
-    memcpy(p + 4, &v16, 2);
-    memcpy(p + 8, &v32, 4);
+    mcr_le_put16(p + 4, cd->credits);
+    mcr_le_put32(p + 8, cd->recv_buf_size);
 }
 
 /* Returns 0, or -1 when the data is missing or not ours. */
@@ -203,17 +178,12 @@ static inline int mcr_rdma_conn_data_decode(const void *wire, unsigned len,
                                             struct mcr_rdma_conn_data *cd)
 {
     const unsigned char *p = wire;
-    uint16_t magic, credits;
-    uint32_t size;
     if (wire == NULL || len < MCR_RDMA_CONN_DATA_SIZE)
         return -1;
-    memcpy(&magic, p, 2);
-    memcpy(&credits, p + 4, 2);
-    memcpy(&size, p + 8, 4);
-    if (le16toh(magic) != MCR_RDMA_MAGIC || p[2] != MCR_RDMA_VERSION)
+    if (mcr_le_get16(p) != MCR_RDMA_MAGIC || p[2] != MCR_RDMA_VERSION)
         return -1;
-    cd->credits = le16toh(credits);
-    cd->recv_buf_size = le32toh(size);
+    cd->credits = mcr_le_get16(p + 4);
+    cd->recv_buf_size = mcr_le_get32(p + 8);
     return 0;
 }
 

@@ -26,10 +26,10 @@
 #ifndef MCR_UD_WIRE_H
 #define MCR_UD_WIRE_H
 
-#include <endian.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
+
+#include "mcr/byteorder.h"
 
 #define MCR_UD_VERSION 1u
 #define MCR_UD_HDR_LEN 36u
@@ -71,44 +71,19 @@ static inline uint16_t mcr_ud_hdr_check(const uint8_t *p)
     /* the sum of 32-bit little-endian words, folded, is the sum of their
      * 16-bit halves (end-around carry): 8 words, then the word at 32 */
     uint64_t sum = 0;
-    for (size_t i = 0; i < 32; i += 4) {
-        uint32_t w;
-        memcpy(&w, p + i, 4);
-        sum += le32toh(w);
-    }
-    uint16_t last;
-    memcpy(&last, p + 32, 2);
-    sum += le16toh(last);
+    for (size_t i = 0; i < 32; i += 4)
+        sum += mcr_le_get32(p + i);
+    sum += mcr_le_get16(p + 32);
     while (sum >> 16)
         sum = (sum & 0xffffu) + (sum >> 16);
     return (uint16_t)~sum;
 }
 
-static inline void mcr_ud_put16(uint8_t *p, uint16_t v)
-{
-    v = htole16(v);
-    memcpy(p, &v, 2);
-}
-
-static inline void mcr_ud_put32(uint8_t *p, uint32_t v)
-{
-    v = htole32(v);
-    memcpy(p, &v, 4);
-}
-
-static inline uint16_t mcr_ud_get16(const uint8_t *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return le16toh(v);
-}
-
-static inline uint32_t mcr_ud_get32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return le32toh(v);
-}
+/* The names rdma/ud_ep.c writes its CM private data with. */
+#define mcr_ud_put16 mcr_le_put16
+#define mcr_ud_put32 mcr_le_put32
+#define mcr_ud_get16 mcr_le_get16
+#define mcr_ud_get32 mcr_le_get32
 
 /* Writes h into out[0..MCR_UD_HDR_LEN) and fills in the check (h->check is
  * ignored). */
@@ -116,16 +91,15 @@ static inline void mcr_ud_hdr_encode(const struct mcr_ud_hdr *h, uint8_t *out)
 {
     out[0] = h->version;
     out[1] = h->type;
-    mcr_ud_put16(out + 2, h->window);
-    mcr_ud_put32(out + 4, h->conn_id);
-    mcr_ud_put32(out + 8, h->seq);
-    mcr_ud_put32(out + 12, h->ack);
-    mcr_ud_put32(out + 16, (uint32_t)h->sack);
-    mcr_ud_put32(out + 20, (uint32_t)(h->sack >> 32));
-    mcr_ud_put32(out + 24, h->msg_len);
-    mcr_ud_put32(out + 28, h->seg_off);
-    mcr_ud_put16(out + 32, h->seg_len);
-    mcr_ud_put16(out + 34, mcr_ud_hdr_check(out));
+    mcr_le_put16(out + 2, h->window);
+    mcr_le_put32(out + 4, h->conn_id);
+    mcr_le_put32(out + 8, h->seq);
+    mcr_le_put32(out + 12, h->ack);
+    mcr_le_put64(out + 16, h->sack);
+    mcr_le_put32(out + 24, h->msg_len);
+    mcr_le_put32(out + 28, h->seg_off);
+    mcr_le_put16(out + 32, h->seg_len);
+    mcr_le_put16(out + 34, mcr_ud_hdr_check(out));
 }
 
 /* Reads the header fields from in[0..MCR_UD_HDR_LEN) without checking any;
@@ -134,15 +108,15 @@ static inline void mcr_ud_hdr_decode(const uint8_t *in, struct mcr_ud_hdr *h)
 {
     h->version = in[0];
     h->type = in[1];
-    h->window = mcr_ud_get16(in + 2);
-    h->conn_id = mcr_ud_get32(in + 4);
-    h->seq = mcr_ud_get32(in + 8);
-    h->ack = mcr_ud_get32(in + 12);
-    h->sack = (uint64_t)mcr_ud_get32(in + 16) | (uint64_t)mcr_ud_get32(in + 20) << 32;
-    h->msg_len = mcr_ud_get32(in + 24);
-    h->seg_off = mcr_ud_get32(in + 28);
-    h->seg_len = mcr_ud_get16(in + 32);
-    h->check = mcr_ud_get16(in + 34);
+    h->window = mcr_le_get16(in + 2);
+    h->conn_id = mcr_le_get32(in + 4);
+    h->seq = mcr_le_get32(in + 8);
+    h->ack = mcr_le_get32(in + 12);
+    h->sack = mcr_le_get64(in + 16);
+    h->msg_len = mcr_le_get32(in + 24);
+    h->seg_off = mcr_le_get32(in + 28);
+    h->seg_len = mcr_le_get16(in + 32);
+    h->check = mcr_le_get16(in + 34);
 }
 
 #endif

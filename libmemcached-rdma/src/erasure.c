@@ -6,6 +6,8 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "mcr/byteorder.h"
+
 #ifdef HAVE_JERASURE
 #include <jerasure.h>
 #include <jerasure/reed_sol.h>
@@ -45,34 +47,6 @@ size_t lmr_ec_payload_length(const struct lmr_ec_header *h)
     return left < cs ? (size_t)left : cs;
 }
 
-static void put_u32(char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (char)(v >> (8 * i));
-}
-
-static void put_u64(char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = v << 8 | (unsigned char)p[i];
-    return v;
-}
-
-static uint64_t get_u64(const char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | (unsigned char)p[i];
-    return v;
-}
-
 /* A Fletcher-style sum over 64-bit words (two running sums, so the order
  * of words counts), fast enough to run over every chunk: it tells a chunk
  * from bytes someone else stored under its key, it is not cryptographic.
@@ -109,7 +83,7 @@ static uint32_t checksum(const char *header, const struct lmr_ec_payload_sum *pa
         a += word;
         b += a;
     }
-    a += get_u32(header + 24);
+    a += mcr_le_get32(header + 24);
     b += a;
     b += payload->words * a + payload->b;
     a += payload->a;
@@ -125,10 +99,10 @@ void lmr_ec_header_write_summed(char out[LMR_EC_HEADER_LENGTH], const struct lmr
     out[5] = (char)h->index;
     out[6] = (char)h->k;
     out[7] = (char)h->m;
-    put_u64(out + 8, h->value_length);
-    put_u64(out + 16, h->stamp);
-    put_u32(out + 24, h->flags);
-    put_u32(out + 28, checksum(out, payload));
+    mcr_le_put64(out + 8, h->value_length);
+    mcr_le_put64(out + 16, h->stamp);
+    mcr_le_put32(out + 24, h->flags);
+    mcr_le_put32(out + 28, checksum(out, payload));
 }
 
 void lmr_ec_header_write(char out[LMR_EC_HEADER_LENGTH], const struct lmr_ec_header *h,
@@ -147,9 +121,9 @@ bool lmr_ec_header_read(const char *chunk, size_t chunk_length, struct lmr_ec_he
     h->index = (unsigned char)chunk[5];
     h->k = (unsigned char)chunk[6];
     h->m = (unsigned char)chunk[7];
-    h->value_length = get_u64(chunk + 8);
-    h->stamp = get_u64(chunk + 16);
-    h->flags = get_u32(chunk + 24);
+    h->value_length = mcr_le_get64(chunk + 8);
+    h->stamp = mcr_le_get64(chunk + 16);
+    h->flags = mcr_le_get32(chunk + 24);
     if (h->k == 0 || h->m == 0 || h->k + h->m > LMR_EC_MAX_CHUNKS)
         return false;
     if (h->k == 1 ? h->index > h->m : h->index >= h->k + h->m)
@@ -159,7 +133,7 @@ bool lmr_ec_header_read(const char *chunk, size_t chunk_length, struct lmr_ec_he
         return false;
     struct lmr_ec_payload_sum sum;
     lmr_ec_payload_sum(chunk + LMR_EC_HEADER_LENGTH, payload, &sum);
-    return get_u32(chunk + 28) == checksum(chunk, &sum);
+    return mcr_le_get32(chunk + 28) == checksum(chunk, &sum);
 }
 
 #ifdef HAVE_JERASURE

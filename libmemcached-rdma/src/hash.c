@@ -9,6 +9,8 @@
 
 #include <pthread.h>
 
+#include "mcr/byteorder.h"
+
 /* A key byte widened the way libmemcached widens it: through plain char, so
  * bytes >= 0x80 sign-extend where char is signed. */
 static uint32_t char_widened(const char *key, size_t i)
@@ -19,11 +21,6 @@ static uint32_t char_widened(const char *key, size_t i)
 static uint32_t byte_at(const char *key, size_t i)
 {
     return (uint32_t)(unsigned char)key[i];
-}
-
-static uint32_t load_le32(const char *p)
-{
-    return byte_at(p, 0) | byte_at(p, 1) << 8 | byte_at(p, 2) << 16 | byte_at(p, 3) << 24;
 }
 
 static uint32_t rotl32(uint32_t x, unsigned n)
@@ -51,8 +48,7 @@ static uint32_t hash_md5(const char *key, size_t len)
 {
     unsigned char digest[LMR_MD5_DIGEST_LEN];
     lmr_md5_digest(key, len, digest);
-    return (uint32_t)digest[0] | (uint32_t)digest[1] << 8 | (uint32_t)digest[2] << 16 |
-           (uint32_t)digest[3] << 24;
+    return mcr_le_get32(digest);
 }
 
 /* CRC-32 (reflected polynomial 0xEDB88320), table built once. */
@@ -127,11 +123,6 @@ static uint32_t hash_fnv1a_32(const char *key, size_t len)
     return h;
 }
 
-static uint32_t load_le16(const char *p)
-{
-    return byte_at(p, 0) | byte_at(p, 1) << 8;
-}
-
 /* Paul Hsieh's SuperFastHash, started from 0 rather than the key length (as
  * libmemcached does). */
 static uint32_t hash_hsieh(const char *key, size_t len)
@@ -142,20 +133,20 @@ static uint32_t hash_hsieh(const char *key, size_t len)
     size_t blocks = len / 4;
     const char *p = key;
     for (size_t i = 0; i < blocks; i++, p += 4) {
-        h += load_le16(p);
-        uint32_t mixed = (load_le16(p + 2) << 11) ^ h;
+        h += mcr_le_get16(p);
+        uint32_t mixed = (mcr_le_get16(p + 2) << 11) ^ h;
         h = (h << 16) ^ mixed;
         h += h >> 11;
     }
     switch (len % 4) {
     case 3:
-        h += load_le16(p);
+        h += mcr_le_get16(p);
         h ^= h << 16;
         h ^= char_widened(p, 2) << 18;
         h += h >> 11;
         break;
     case 2:
-        h += load_le16(p);
+        h += mcr_le_get16(p);
         h ^= h << 11;
         h += h >> 17;
         break;
@@ -185,7 +176,7 @@ static uint32_t hash_murmur(const char *key, size_t len)
     const char *p = key;
     size_t left = len;
     for (; left >= 4; left -= 4, p += 4) {
-        uint32_t k = load_le32(p);
+        uint32_t k = mcr_le_get32(p);
         k *= m;
         k ^= k >> 24;
         k *= m;
@@ -250,9 +241,9 @@ static uint32_t hash_jenkins(const char *key, size_t len)
     const char *p = key;
     size_t left = len;
     while (left > 12) {
-        a += load_le32(p);
-        b += load_le32(p + 4);
-        c += load_le32(p + 8);
+        a += mcr_le_get32(p);
+        b += mcr_le_get32(p + 4);
+        c += mcr_le_get32(p + 8);
         JENKINS_MIX(a, b, c);
         left -= 12;
         p += 12;
@@ -275,7 +266,7 @@ static uint32_t hash_murmur3(const char *key, size_t len)
     uint32_t h = 0xdeadbeefu * (uint32_t)len;
     size_t blocks = len / 4;
     for (size_t i = 0; i < blocks; i++) {
-        uint32_t k = load_le32(key + 4 * i);
+        uint32_t k = mcr_le_get32(key + 4 * i);
         k *= c1;
         k = rotl32(k, 15);
         k *= c2;

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "mcr/byteorder.h"
 /* Per-round left-rotation amounts, four per round. */
 static const unsigned md5_shift[4][4] = {
     {7, 12, 17, 22},
@@ -31,25 +32,12 @@ static uint32_t rotate_left(uint32_t x, unsigned n)
     return (x << n) | (x >> (32 - n));
 }
 
-static uint32_t load_le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void store_le32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16);
-    p[3] = (unsigned char)(v >> 24);
-}
-
 /* Mixes one 64-byte block into the four state words. */
 static void md5_compress(uint32_t state[4], const unsigned char block[64])
 {
     uint32_t words[16];
     for (unsigned i = 0; i < 16; i++)
-        words[i] = load_le32(block + 4 * i);
+        words[i] = mcr_le_get32(block + 4 * i);
 
     uint32_t a = state[0], b = state[1], c = state[2], d = state[3];
     for (unsigned step = 0; step < 64; step++) {
@@ -114,5 +102,5 @@ void lmr_md5_digest(const void *data, size_t len, unsigned char digest[LMR_MD5_D
         md5_compress(state, tail + 64);
 
     for (unsigned i = 0; i < 4; i++)
-        store_le32(digest + 4 * i, state[i]);
+        mcr_le_put32(digest + 4 * i, state[i]);
 }

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcr/byteorder.h"
 enum {
     DIST_MODULA = 0,
     DIST_CONSISTENT = 1,
@@ -161,9 +162,7 @@ static bool build_continuum(struct lmr_placement *p, const struct lmr_placement_
                 unsigned char digest[LMR_MD5_DIGEST_LEN];
                 lmr_md5_digest(name, (size_t)len, digest);
                 for (uint32_t word = 0; word < POINTS_PER_MD5; word++) {
-                    const unsigned char *w = digest + 4 * word;
-                    p->points[next].value = (uint32_t)w[0] | (uint32_t)w[1] << 8 |
-                                            (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+                    p->points[next].value = mcr_le_get32(digest + 4 * word);
                     p->points[next++].server = (uint32_t)i;
                 }
             } else {

@@ -79,8 +79,8 @@ static memcached_return_t bin_encode(memcached_request_st *req, const struct lmr
         uint8_t opcode = noreply ? quiet[a->verb] : loud[a->verb];
         uint8_t elen = 0;
         if (a->verb != LMR_APPEND && a->verb != LMR_PREPEND) {
-            mcr_bin_put32(extras, a->flags);
-            mcr_bin_put32(extras + 4, (uint32_t)a->expiration);
+            mcr_be_put32(extras, a->flags);
+            mcr_be_put32(extras + 4, (uint32_t)a->expiration);
             elen = MCR_BIN_EXTRAS_STORE_LEN;
         }
         if (a->value_length > UINT32_MAX - MCR_BIN_EXTRAS_STORE_LEN - a->key_length)
@@ -90,7 +90,7 @@ static memcached_return_t bin_encode(memcached_request_st *req, const struct lmr
         memcached_return_t rc =
             simple_frame(req, opcode, extras, elen, a->key, a->key_length, a->value_length);
         if (rc == MEMCACHED_SUCCESS && a->verb == LMR_CAS)
-            mcr_bin_put64((uint8_t *)req->head + 16, a->cas);
+            mcr_be_put64((uint8_t *)req->head + 16, a->cas);
         return rc;
     }
     case LMR_OP_GET:
@@ -104,16 +104,16 @@ static memcached_return_t bin_encode(memcached_request_st *req, const struct lmr
                             a->key_length, 0);
     case LMR_OP_TOUCH:
         req->expects_reply = true; /* there is no quiet touch */
-        mcr_bin_put32(extras, (uint32_t)a->expiration);
+        mcr_be_put32(extras, (uint32_t)a->expiration);
         return simple_frame(req, MCR_BIN_OP_TOUCH, extras, MCR_BIN_EXTRAS_TOUCH_LEN, a->key,
                             a->key_length, 0);
     case LMR_OP_ARITH: {
         uint8_t opcode = a->increment ? (noreply ? MCR_BIN_OP_INCREMENTQ : MCR_BIN_OP_INCREMENT)
                                       : (noreply ? MCR_BIN_OP_DECREMENTQ : MCR_BIN_OP_DECREMENT);
-        mcr_bin_put64(extras, a->delta);
-        mcr_bin_put64(extras + 8, a->initial);
-        mcr_bin_put32(extras + 16,
-                      a->with_initial ? (uint32_t)a->expiration : MCR_BIN_ARITH_NO_CREATE);
+        mcr_be_put64(extras, a->delta);
+        mcr_be_put64(extras + 8, a->initial);
+        mcr_be_put32(extras + 16,
+                     a->with_initial ? (uint32_t)a->expiration : MCR_BIN_ARITH_NO_CREATE);
         return simple_frame(req, opcode, extras, MCR_BIN_EXTRAS_ARITH_LEN, a->key, a->key_length,
                             0);
     }
@@ -121,12 +121,12 @@ static memcached_return_t bin_encode(memcached_request_st *req, const struct lmr
         /* add of an item whose expiration (an absolute time in 1970) has
          * passed: stores nothing visible, EEXISTS exactly when present */
         req->expects_reply = true;
-        mcr_bin_put32(extras, 0);
-        mcr_bin_put32(extras + 4, LMR_EXIST_EXPIRATION);
+        mcr_be_put32(extras, 0);
+        mcr_be_put32(extras + 4, LMR_EXIST_EXPIRATION);
         return simple_frame(req, MCR_BIN_OP_ADD, extras, MCR_BIN_EXTRAS_STORE_LEN, a->key,
                             a->key_length, 0);
     case LMR_OP_FLUSH:
-        mcr_bin_put32(extras, (uint32_t)a->expiration);
+        mcr_be_put32(extras, (uint32_t)a->expiration);
         return simple_frame(req, noreply ? MCR_BIN_OP_FLUSHQ : MCR_BIN_OP_FLUSH, extras,
                             a->expiration ? MCR_BIN_EXTRAS_FLUSH_LEN : 0, NULL, 0, 0);
     case LMR_OP_VERSION:
@@ -134,7 +134,7 @@ static memcached_return_t bin_encode(memcached_request_st *req, const struct lmr
         return simple_frame(req, MCR_BIN_OP_VERSION, NULL, 0, NULL, 0, 0);
     case LMR_OP_VERBOSITY:
         req->expects_reply = true;
-        mcr_bin_put32(extras, a->number);
+        mcr_be_put32(extras, a->number);
         return simple_frame(req, MCR_BIN_OP_VERBOSITY, extras, MCR_BIN_EXTRAS_VERBOSITY_LEN, NULL,
                             0, 0);
     case LMR_OP_STATS: {
@@ -266,7 +266,7 @@ static memcached_return_t handle_frame(memcached_instance_st *srv, const struct 
         char *dest = NULL;
         if (status == MCR_BIN_STATUS_SUCCESS) {
             req->got_value = true;
-            req->flags = has_flags ? mcr_bin_get32(extras) : 0;
+            req->flags = has_flags ? mcr_be_get32(extras) : 0;
             req->cas = h->cas;
             req->value_length = value_length;
             dest = get_destination(req, value_length);
@@ -289,7 +289,7 @@ static memcached_return_t handle_frame(memcached_instance_st *srv, const struct 
             if (f == NULL)
                 return key_length >= MEMCACHED_MAX_KEY ? MEMCACHED_KEY_TOO_BIG
                                                        : MEMCACHED_MEMORY_ALLOCATION_FAILURE;
-            f->flags = has_flags ? mcr_bin_get32(extras) : 0;
+            f->flags = has_flags ? mcr_be_get32(extras) : 0;
             f->cas = h->cas;
             srv->body.fetched = f;
             lmr_io_start_body(srv, f->value, value_length, 0);
@@ -312,7 +312,7 @@ static memcached_return_t handle_frame(memcached_instance_st *srv, const struct 
         if (rc == MEMCACHED_SUCCESS) {
             if (value_length != MCR_BIN_ARITH_REPLY_LEN)
                 return MEMCACHED_PROTOCOL_ERROR;
-            req->number = mcr_bin_get64((const uint8_t *)value);
+            req->number = mcr_be_get64((const uint8_t *)value);
         }
         break;
     case LMR_OP_VERSION:

@@ -53,11 +53,11 @@ int main(void)
     ok(memcmp(again, wire, sizeof(wire)) == 0, "decode then encode gives the same bytes");
 
     unsigned char b[8];
-    mcr_bin_put64(b, 0xfedcba9876543210ull);
-    ok(b[0] == 0xfe && b[7] == 0x10 && mcr_bin_get64(b) == 0xfedcba9876543210ull,
+    mcr_be_put64(b, 0xfedcba9876543210ull);
+    ok(b[0] == 0xfe && b[7] == 0x10 && mcr_be_get64(b) == 0xfedcba9876543210ull,
        "64-bit fields round-trip, most significant byte first");
-    mcr_bin_put16(b, 0xbeef);
-    ok(b[0] == 0xbe && b[1] == 0xef && mcr_bin_get16(b) == 0xbeef, "16-bit fields round-trip");
+    mcr_be_put16(b, 0xbeef);
+    ok(b[0] == 0xbe && b[1] == 0xef && mcr_be_get16(b) == 0xbeef, "16-bit fields round-trip");
 
     ok(MCR_BIN_OP_GET == 0x00 && MCR_BIN_OP_SETQ == 0x11 && MCR_BIN_OP_PREPENDQ == 0x1a &&
            MCR_BIN_OP_VERBOSITY == 0x1b && MCR_BIN_OP_TOUCH == 0x1c && MCR_BIN_OP_GAT == 0x1d &&

@@ -47,6 +47,7 @@
 
 #include <libmemcached/memcached.h>
 
+#include "mcr/byteorder.h"
 #define SEGMENT_SEPARATOR "~~NEXT~~"
 #define SEGMENT_SEPARATOR_LEN 8
 #define INPUT_HEADER_LEN 11
@@ -396,11 +397,6 @@ static bool parse_decimal(const uint8_t **at, const uint8_t *end, uint64_t *numb
     return true;
 }
 
-static uint32_t big_endian32(const uint8_t *bytes)
-{
-    return (uint32_t)bytes[0] << 24 | (uint32_t)bytes[1] << 16 | (uint32_t)bytes[2] << 8 | bytes[3];
-}
-
 static void expect_get(memcached_return_t rc, const uint8_t *value, size_t length, uint32_t flags)
 {
     expected_get.active = true;
@@ -448,11 +444,11 @@ static void expect_binary_get(const char *key, size_t key_length)
     if (n < 24 || frame[0] != 0x81 || frame[5] != 0)
         return;
     uint8_t opcode = frame[1];
-    size_t frame_key_length = (size_t)frame[2] << 8 | frame[3];
+    size_t frame_key_length = mcr_be_get16(frame + 2);
     uint8_t extras_length = frame[4];
-    uint16_t status = (uint16_t)(frame[6] << 8 | frame[7]);
-    uint32_t body_length = big_endian32(frame + 8);
-    uint32_t opaque = big_endian32(frame + 12);
+    uint16_t status = mcr_be_get16(frame + 6);
+    uint32_t body_length = mcr_be_get32(frame + 8);
+    uint32_t opaque = mcr_be_get32(frame + 12);
     if (opaque != 1 || (size_t)body_length != n - 24 ||
         (size_t)body_length < extras_length + frame_key_length)
         return;
@@ -474,7 +470,7 @@ static void expect_binary_get(const char *key, size_t key_length)
     }
     if (status != 0)
         return;
-    uint32_t flags = extras_length ? big_endian32(frame + 24) : 0;
+    uint32_t flags = extras_length ? mcr_be_get32(frame + 24) : 0;
     size_t header_length = 24 + extras_length + frame_key_length;
     expect_get(MEMCACHED_SUCCESS, frame + header_length, n - header_length, flags);
 }

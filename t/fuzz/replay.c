@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mcr/byteorder.h"
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* optional, as under libFuzzer */
 __attribute__((weak)) int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -120,8 +121,7 @@ int main(int argc, char **argv)
     signal(SIGBUS, on_fatal_signal);
     size_t at = 0, inputs = 0, bytes = 0;
     while (at + 4 <= len) {
-        size_t n = (size_t)corpus[at] | (size_t)corpus[at + 1] << 8 | (size_t)corpus[at + 2] << 16 |
-                   (size_t)corpus[at + 3] << 24;
+        size_t n = mcr_le_get32(corpus + at);
         at += 4;
         if (n > len - at)
             break;

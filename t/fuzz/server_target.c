@@ -46,6 +46,7 @@
 #include "conn.h"
 #include "items.h"
 #include "log.h"
+#include "mcr/byteorder.h"
 #include "meta_marks.h"
 #include "proto_bin.h"
 #include "proto_meta.h"
@@ -525,9 +526,8 @@ static void check_binary_framing(void)
                     reply_len);
             abort();
         }
-        uint32_t body_len =
-            (uint32_t)h[8] << 24 | (uint32_t)h[9] << 16 | (uint32_t)h[10] << 8 | h[11];
-        unsigned ext_len = h[4], key_len = (unsigned)h[2] << 8 | h[3];
+        uint32_t body_len = mcr_be_get32(h + 8);
+        unsigned ext_len = h[4], key_len = mcr_be_get16(h + 2);
         if (ext_len + key_len > body_len) {
             fprintf(stderr, "server_target: reply extras+key > body at %zu\n", at);
             abort();

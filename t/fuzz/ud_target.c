@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "rdma/ud_reliable.h"
+#include "mcr/byteorder.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -87,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t fed = 0, parsed_bad = 0;
     size_t at = 0;
     while (at + 2 <= size) {
-        size_t n = (size_t)data[at] | (size_t)data[at + 1] << 8;
+        size_t n = mcr_le_get16(data + at);
         at += 2;
         if (n & 0x8000) {
             now += (uint64_t)(n & 0x7fff) * 100;

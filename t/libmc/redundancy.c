@@ -22,6 +22,7 @@
 #include <libmemcached/memcached.h>
 
 #include "server.h"
+#include "mcr/byteorder.h"
 #include "tap.h"
 
 #define SERVERS 5
@@ -113,9 +114,7 @@ static memcached_st *plain_client(int i)
  * a value of `length` bytes, then the value. */
 static bool is_copy(const char *item, size_t item_length, const char *value, size_t length)
 {
-    uint64_t stored_length = 0;
-    for (int i = 7; item_length >= 32 && i >= 0; i--)
-        stored_length = stored_length << 8 | (unsigned char)item[8 + i];
+    uint64_t stored_length = item_length >= 32 ? mcr_le_get64(item + 8) : 0;
     return item_length == 32 + length && memcmp(item, "RSc1", 4) == 0 && item[6] == 1 &&
            stored_length == length && memcmp(item + 32, value, length) == 0;
 }

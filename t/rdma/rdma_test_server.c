@@ -390,13 +390,13 @@ static bool check_value(struct client *c, const char *key, const void *want, siz
 static uint64_t arith(struct client *c, uint8_t op, const char *key, uint64_t delta, int *st)
 {
     unsigned char ext[20];
-    mcr_bin_put64(ext, delta);
-    mcr_bin_put64(ext + 8, 100);
-    mcr_bin_put32(ext + 16, 0);
+    mcr_be_put64(ext, delta);
+    mcr_be_put64(ext + 8, 100);
+    mcr_be_put32(ext + 16, 0);
     unsigned char *body = NULL;
     uint32_t blen = 0;
     *st = roundtrip(c, op, ext, 20, key, NULL, 0, &body, &blen);
-    uint64_t v = (*st == 0 && blen == 8) ? mcr_bin_get64(body) : 0;
+    uint64_t v = (*st == 0 && blen == 8) ? mcr_be_get64(body) : 0;
     free(body);
     return v;
 }
