@@ -75,6 +75,7 @@ struct mcr_udep_ctx {
     uint64_t rng;
     struct udr_stats gone; /* counters of freed peers */
     struct mcr_udep_stats st;
+    bool armed; /* mcr_udep_arm requested a completion event */
     struct udep_held held[UDEP_HELD_MAX];
     uint32_t nheld;
     uint8_t *held_mem;
@@ -865,10 +866,46 @@ static uint64_t run_timers(struct mcr_udep_ctx *ctx, uint64_t now)
     return next;
 }
 
+void mcr_udep_fds(const struct mcr_udep_ctx *ctx, int fds[2])
+{
+    fds[0] = ctx->cc->fd;
+    fds[1] = ctx->ch->fd;
+}
+
+int mcr_udep_arm(struct mcr_udep_ctx *ctx, int *timeout_ms)
+{
+    if (!ctx->armed) {
+        fcntl(ctx->cc->fd, F_SETFL, fcntl(ctx->cc->fd, F_GETFL) | O_NONBLOCK);
+        if (ibv_req_notify_cq(ctx->cq, 0) != 0)
+            return -EIO;
+        ctx->armed = true;
+    }
+    uint64_t now = now_us(), next = UINT64_MAX;
+    for (uint32_t i = 0; i < ctx->opts.max_peers && ctx->npeers > 0; i++)
+        if (ctx->peers[i]) {
+            uint64_t d = udr_next_deadline(ctx->peers[i]->udr);
+            if (d < next)
+                next = d;
+        }
+    *timeout_ms = next == UINT64_MAX ? -1 : next <= now ? 0 : (int)((next - now + 999) / 1000);
+    if (next <= now || ctx->nheld > 0)
+        return 1;
+    /* a completion that came before the arming raises no event: handle it */
+    int rc = poll_cq(ctx);
+    return rc < 0 ? rc : rc > 0;
+}
+
 int mcr_udep_poll(struct mcr_udep_ctx *ctx, int timeout_ms)
 {
     int handled = 0, rc;
     struct rdma_cm_event *ev;
+    if (ctx->armed) { /* take the event mcr_udep_arm asked for, if it came */
+        struct ibv_cq *cq;
+        void *cqctx;
+        ctx->armed = false;
+        if (ibv_get_cq_event(ctx->cc, &cq, &cqctx) == 0)
+            ibv_ack_cq_events(cq, 1);
+    }
     while (rdma_get_cm_event(ctx->ch, &ev) == 0) {
         handle_cm_event(ctx, ev);
         handled++;
