@@ -15,7 +15,7 @@
  * Life of a peer: the client's connect makes it (on_peer), a conn is made
  * over it; the client's empty message, or no answer for the dead timeout
  * (a killed client: the context probes peers silent for
- * -o rdma_ud_keepalive_ms), reads as end of stream and conn.c closes. A
+ * -o rdma_ud_keepalive_ms, dead timeout as long), reads as end of stream and conn.c closes. A
  * conn that closes while its replies are unacknowledged keeps its peer
  * until they are (or the peer is dead), as a socket's kernel sends what
  * was written before close.
@@ -312,15 +312,7 @@ static ssize_t ud_sink(void *owner, const struct mcr_rdma_stream_out *out,
     (void)out;
     (void)whole;
     struct ud_conn *uc = owner;
-    const void *msg = msg_iov[0].iov_base;
-    if (n > 1) {
-        size_t at = 0;
-        for (int i = 0; i < n; i++) {
-            memcpy(uc->ul->scratch + at, msg_iov[i].iov_base, msg_iov[i].iov_len);
-            at += msg_iov[i].iov_len;
-        }
-        msg = uc->ul->scratch;
-    }
+    const void *msg = mcr_rdma_iov_flat(uc->ul->scratch, msg_iov, n);
     int rc = mcr_udep_send(uc->peer, msg, msg_len);
     if (rc == -EAGAIN) {
         uc->send_blocked = true;
@@ -440,7 +432,12 @@ int net_rdma_ud_open(const char *host, uint16_t port)
     o.port = port;
     o.max_peers = settings.maxconns < 65536 ? (uint32_t)settings.maxconns : 65536;
     o.max_msg = UD_STREAM_MSG_MAX; /* both ways: values of any size go as several */
+    /* An idle client does not answer (it runs the layer only inside the
+     * library): its peer is probed after this long silent and freed after
+     * as long again unanswered, or once a reply stays unacknowledged this
+     * long. The client library sets a peer up anew after 20 s unused. */
     o.keepalive_ms = settings.rdma_ud_keepalive_ms;
+    o.dead_ms = settings.rdma_ud_keepalive_ms;
     char err[256] = "";
     ul->ctx = mcr_udep_open(&o, &ud_callbacks, ul, err, sizeof(err));
     if (!ul->ctx) {
@@ -458,7 +455,7 @@ int net_rdma_ud_open(const char *host, uint16_t port)
     mcr_udep_stats(ul->ctx, &st);
     log_msg(LOG_WARN,
             "listening on rdma+ud:%s (UD, worker %u; path MTU %u; up to %u peers; messages of "
-            "up to %u bytes; keepalive %u ms)",
+            "up to %u bytes; keepalive and dead timeout %u ms)",
             ul->addr, ul->w->id, st.mtu, o.max_peers, o.max_msg, o.keepalive_ms);
     return 1;
 }

@@ -244,15 +244,7 @@ static ssize_t ud_sink(void *owner, const struct mcr_rdma_stream_out *out,
     (void)out;
     (void)whole;
     struct ud_stream *s = owner;
-    const void *msg = msg_iov[0].iov_base;
-    if (n > 1) {
-        size_t at = 0;
-        for (int i = 0; i < n; i++) {
-            memcpy(s->u->scratch + at, msg_iov[i].iov_base, msg_iov[i].iov_len);
-            at += msg_iov[i].iov_len;
-        }
-        msg = s->u->scratch;
-    }
+    const void *msg = mcr_rdma_iov_flat(s->u->scratch, msg_iov, n);
     int rc = mcr_udep_send(s->peer, msg, msg_len);
     if (rc == -EAGAIN)
         return 0;

@@ -226,12 +226,12 @@ int main(int argc, char **argv)
     struct server s2;
     server_start_with(&s2, base + 2, base + 3, "2", NULL, "rdma_ud_keepalive_ms=1000");
     /* a killed client: the server's probes go unanswered (1 s idle, then
-     * the 5 s dead timeout) */
+     * 1 s more: keepalive and dead timeout 1 s) */
     pid_t victim = killed_client(s2.rdma_port);
     long before = wait_stat(s2.tcp_port, "rdma_ud_peers", 1, 5000);
     kill(victim, SIGKILL);
     proc_reap(victim, 5000);
-    peers = wait_stat(s2.tcp_port, "rdma_ud_peers", 0, 15000);
+    peers = wait_stat(s2.tcp_port, "rdma_ud_peers", 0, 10000);
     tap_ok(before == 1 && peers == 0, "a killed client's peer is freed: rdma_ud_peers %ld -> %ld",
            before, peers);
 
