@@ -31,6 +31,7 @@
 
 #define UDEP_SEND_FLAG (1ull << 63)
 #define UDEP_HELD_MAX 8 /* testing: datagrams held back to arrive late */
+#define UDEP_QUIET_TIMER_POLLS 256
 
 struct udep_pd {
     uint32_t qpn, conn_id, isn;
@@ -75,7 +76,8 @@ struct mcr_udep_ctx {
     uint64_t rng;
     struct udr_stats gone; /* counters of freed peers */
     struct mcr_udep_stats st;
-    bool armed; /* mcr_udep_arm requested a completion event */
+    bool armed;           /* mcr_udep_arm requested a completion event */
+    unsigned quiet_polls; /* mcr_udep_poll_cq calls */
     struct udep_held held[UDEP_HELD_MAX];
     uint32_t nheld;
     uint8_t *held_mem;
@@ -810,8 +812,10 @@ static int poll_cq(struct mcr_udep_ctx *ctx)
 {
     struct ibv_wc wcs[32];
     int total = 0, n;
-    uint64_t now = now_us();
+    uint64_t now = 0; /* read once something came (a clock read may be a system call) */
     while ((n = ibv_poll_cq(ctx->cq, 32, wcs)) > 0) {
+        if (now == 0)
+            now = now_us();
         for (int i = 0; i < n; i++) {
             const struct ibv_wc *wc = &wcs[i];
             if (wc->wr_id & UDEP_SEND_FLAG) {
@@ -893,6 +897,22 @@ int mcr_udep_arm(struct mcr_udep_ctx *ctx, int *timeout_ms)
     /* a completion that came before the arming raises no event: handle it */
     int rc = poll_cq(ctx);
     return rc < 0 ? rc : rc > 0;
+}
+
+int mcr_udep_poll_cq(struct mcr_udep_ctx *ctx)
+{
+    int rc = poll_cq(ctx);
+    if (rc < 0)
+        return rc;
+    /* the clock (and the timers) only after completions, or every
+     * UDEP_QUIET_TIMER_POLLS empty polls */
+    if (rc > 0 || ++ctx->quiet_polls % UDEP_QUIET_TIMER_POLLS == 0) {
+        uint64_t now = now_us();
+        if (ctx->nheld > 0 && rc > 0)
+            release_held(ctx, now);
+        run_timers(ctx, now);
+    }
+    return rc;
 }
 
 int mcr_udep_poll(struct mcr_udep_ctx *ctx, int timeout_ms)

@@ -82,6 +82,10 @@ void mcr_udep_fds(const struct mcr_udep_ctx *ctx, int fds[2]);
  * the next timer of a peer (-1: none). Returns 1 when work came in
  * meanwhile (poll again instead of sleeping), 0, or -errno. */
 int mcr_udep_arm(struct mcr_udep_ctx *ctx, int *timeout_ms);
+/* Completions and due timers only, without a system call (no RDMA CM
+ * events, no completion event taken): for a caller polling for input in a
+ * loop. Returns completions handled or -errno. */
+int mcr_udep_poll_cq(struct mcr_udep_ctx *ctx);
 /* Frees the peer at once (what it had not sent is dropped). */
 void mcr_udep_peer_close(struct mcr_udep_peer *peer);
 /* Nothing queued or unacknowledged either way. */

@@ -173,6 +173,13 @@ static void progress(struct lmr_ud_ctx *u)
     mcr_udep_poll(u->ctx, 0);
 }
 
+/* The same without a system call (completions and timers only): for the
+ * pipeline's polling loops. */
+static void progress_quietly(struct lmr_ud_ctx *u)
+{
+    mcr_udep_poll_cq(u->ctx);
+}
+
 /* ---- transport ---------------------------------------------------------------------- */
 static memcached_return_t connect_peer(struct ud_stream *s, int *sys_errno)
 {
@@ -259,9 +266,10 @@ static ssize_t ud_send(struct lmr_conn *conn, const struct iovec *iov, int iovcn
         return -1;
     }
     int64_t now = coarse_ms();
-    if (now - s->last_use_ms >= (int64_t)s->u->idle_reconnect_ms && s->in.len == 0 &&
-        mcr_udep_peer_idle(s->peer)) {
-        /* the server may have freed a peer this idle: start a new one */
+    if (now - s->last_use_ms >= (int64_t)s->u->idle_reconnect_ms && s->in.len == 0) {
+        /* the server may have freed a peer this idle (its last reply
+         * unacknowledged: an idle program acks nothing): start a new one.
+         * What we sent was acknowledged long ago, or the peer is dead. */
         int sys_errno;
         release_peer(s);
         if (connect_peer(s, &sys_errno) != MEMCACHED_SUCCESS) {
@@ -300,7 +308,7 @@ static ssize_t ud_recv(struct lmr_conn *conn, void *buf, size_t len)
 {
     struct ud_stream *s = conn->transport_state;
     if (s->in.len == 0)
-        progress(s->u);
+        progress_quietly(s->u);
     if (s->in.len == 0) {
         if (s->ended)
             return 0;
@@ -320,7 +328,7 @@ static int ud_poll_fd(const struct lmr_conn *conn)
 static bool ud_poll_input(struct lmr_conn *conn)
 {
     struct ud_stream *s = conn->transport_state;
-    progress(s->u);
+    progress_quietly(s->u);
     return s->in.len > 0 || s->ended;
 }
 
