@@ -89,9 +89,12 @@ static unsigned ud_next_worker;
 #define UD_CTR_SET(ul, field, v) __atomic_store_n(&(ul)->ctr.field, (v), __ATOMIC_RELAXED)
 
 /* ---- connections ------------------------------------------------------------------- */
+static void ud_kick(struct ud_listen *ul);
+
 static void uconn_free(struct ud_conn *uc)
 {
     struct ud_listen *ul = uc->ul;
+    ud_kick(ul); /* a pass over the context refreshes the counters (rdma_ud_peers) */
     if (uc->prev)
         uc->prev->next = uc->next;
     else
