@@ -10,6 +10,7 @@
 #define MCR_RDMA_IOV_CUT_H
 
 #include <stddef.h>
+#include <string.h>
 #include <sys/uio.h>
 
 /* iovecs gathered into one message */
@@ -64,6 +65,20 @@ static inline void mcr_rdma_iov_skip(const struct iovec *iov, int iovcnt,
             pos->offset = 0;
         }
     }
+}
+
+/* The bytes of iov[0..n) as one contiguous message: iov[0]'s own bytes when
+ * n is 1, else copied into dst (room for all of them). */
+static inline const void *mcr_rdma_iov_flat(void *dst, const struct iovec *iov, int n)
+{
+    if (n == 1)
+        return iov[0].iov_base;
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy((char *)dst + at, iov[i].iov_base, iov[i].iov_len);
+        at += iov[i].iov_len;
+    }
+    return dst;
 }
 
 #endif

@@ -31,6 +31,7 @@
 
 #define UDEP_SEND_FLAG (1ull << 63)
 #define UDEP_HELD_MAX 8 /* testing: datagrams held back to arrive late */
+#define UDEP_QUIET_TIMER_POLLS 256
 
 struct udep_pd {
     uint32_t qpn, conn_id, isn;
@@ -75,6 +76,8 @@ struct mcr_udep_ctx {
     uint64_t rng;
     struct udr_stats gone; /* counters of freed peers */
     struct mcr_udep_stats st;
+    bool armed;           /* mcr_udep_arm requested a completion event */
+    unsigned quiet_polls; /* mcr_udep_poll_cq calls */
     struct udep_held held[UDEP_HELD_MAX];
     uint32_t nheld;
     uint8_t *held_mem;
@@ -809,8 +812,10 @@ static int poll_cq(struct mcr_udep_ctx *ctx)
 {
     struct ibv_wc wcs[32];
     int total = 0, n;
-    uint64_t now = now_us();
+    uint64_t now = 0; /* read once something came (a clock read may be a system call) */
     while ((n = ibv_poll_cq(ctx->cq, 32, wcs)) > 0) {
+        if (now == 0)
+            now = now_us();
         for (int i = 0; i < n; i++) {
             const struct ibv_wc *wc = &wcs[i];
             if (wc->wr_id & UDEP_SEND_FLAG) {
@@ -865,10 +870,62 @@ static uint64_t run_timers(struct mcr_udep_ctx *ctx, uint64_t now)
     return next;
 }
 
+void mcr_udep_fds(const struct mcr_udep_ctx *ctx, int fds[2])
+{
+    fds[0] = ctx->cc->fd;
+    fds[1] = ctx->ch->fd;
+}
+
+int mcr_udep_arm(struct mcr_udep_ctx *ctx, int *timeout_ms)
+{
+    if (!ctx->armed) {
+        fcntl(ctx->cc->fd, F_SETFL, fcntl(ctx->cc->fd, F_GETFL) | O_NONBLOCK);
+        if (ibv_req_notify_cq(ctx->cq, 0) != 0)
+            return -EIO;
+        ctx->armed = true;
+    }
+    uint64_t now = now_us(), next = UINT64_MAX;
+    for (uint32_t i = 0; i < ctx->opts.max_peers && ctx->npeers > 0; i++)
+        if (ctx->peers[i]) {
+            uint64_t d = udr_next_deadline(ctx->peers[i]->udr);
+            if (d < next)
+                next = d;
+        }
+    *timeout_ms = next == UINT64_MAX ? -1 : next <= now ? 0 : (int)((next - now + 999) / 1000);
+    if (next <= now || ctx->nheld > 0)
+        return 1;
+    /* a completion that came before the arming raises no event: handle it */
+    int rc = poll_cq(ctx);
+    return rc < 0 ? rc : rc > 0;
+}
+
+int mcr_udep_poll_cq(struct mcr_udep_ctx *ctx)
+{
+    int rc = poll_cq(ctx);
+    if (rc < 0)
+        return rc;
+    /* the clock (and the timers) only after completions, or every
+     * UDEP_QUIET_TIMER_POLLS empty polls */
+    if (rc > 0 || ++ctx->quiet_polls % UDEP_QUIET_TIMER_POLLS == 0) {
+        uint64_t now = now_us();
+        if (ctx->nheld > 0 && rc > 0)
+            release_held(ctx, now);
+        run_timers(ctx, now);
+    }
+    return rc;
+}
+
 int mcr_udep_poll(struct mcr_udep_ctx *ctx, int timeout_ms)
 {
     int handled = 0, rc;
     struct rdma_cm_event *ev;
+    if (ctx->armed) { /* take the event mcr_udep_arm asked for, if it came */
+        struct ibv_cq *cq;
+        void *cqctx;
+        ctx->armed = false;
+        if (ibv_get_cq_event(ctx->cc, &cq, &cqctx) == 0)
+            ibv_ack_cq_events(cq, 1);
+    }
     while (rdma_get_cm_event(ctx->ch, &ev) == 0) {
         handle_cm_event(ctx, ev);
         handled++;

@@ -73,6 +73,19 @@ int mcr_udep_send(struct mcr_udep_peer *peer, const void *msg, size_t len);
 /* Waits up to timeout_ms (0: not at all) for work, then handles RDMA CM
  * events, completions and due timers. Returns events handled or -errno. */
 int mcr_udep_poll(struct mcr_udep_ctx *ctx, int timeout_ms);
+/* For an owner with an event loop of its own (instead of sleeping in
+ * mcr_udep_poll): the descriptors to watch for readability, the
+ * completion channel's and the RDMA CM's (both non-blocking). */
+void mcr_udep_fds(const struct mcr_udep_ctx *ctx, int fds[2]);
+/* Before such an owner sleeps: arms completion events (the next
+ * mcr_udep_poll acknowledges them) and sets *timeout_ms to the time until
+ * the next timer of a peer (-1: none). Returns 1 when work came in
+ * meanwhile (poll again instead of sleeping), 0, or -errno. */
+int mcr_udep_arm(struct mcr_udep_ctx *ctx, int *timeout_ms);
+/* Completions and due timers only, without a system call (no RDMA CM
+ * events, no completion event taken): for a caller polling for input in a
+ * loop. Returns completions handled or -errno. */
+int mcr_udep_poll_cq(struct mcr_udep_ctx *ctx);
 /* Frees the peer at once (what it had not sent is dropped). */
 void mcr_udep_peer_close(struct mcr_udep_peer *peer);
 /* Nothing queued or unacknowledged either way. */

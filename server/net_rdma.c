@@ -48,6 +48,7 @@ void net_rdma_shutdown(void) {}
 
 #include "net_rdma_conn.h"
 #include "net_rdma_mem.h"
+#include "net_rdma_ud.h"
 #include "stats.h"
 #include "thread.h"
 
@@ -299,6 +300,15 @@ static void emit_u64(stat_emit_fn emit, void *ctx, const char *name, uint64_t v)
     emit(ctx, name, buf);
 }
 
+uint64_t rdma_rc_conns(void)
+{
+    uint64_t n = 0;
+    for (struct rdma_group *g = groups; g; g = g->next)
+        for (unsigned i = 0; i < g->nworkers; i++)
+            n += __atomic_load_n(&g->workers[i].ctr.curr_connections, __ATOMIC_RELAXED);
+    return n;
+}
+
 static void rdma_stats(stat_emit_fn emit, void *ctx)
 {
     struct rdma_counters sum;
@@ -336,6 +346,8 @@ static void rdma_stats(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "rdma_credit_stalls", sum.credit_stalls);
     emit_u64(emit, ctx, "rdma_doorbells", sum.doorbells);
     emit_u64(emit, ctx, "rdma_work_requests", sum.work_requests);
+    emit_u64(emit, ctx, "rdma_rc_conns", sum.curr_connections);
+    net_rdma_ud_stats(emit, ctx);
 }
 
 /* ---- opening ------------------------------------------------------------------------- */
@@ -436,6 +448,8 @@ static int open_one(struct event_base *base, const char *spec)
         log_msg(LOG_ALWAYS, "bad -o rdma_listen address \"%s\" (want ADDR:PORT)", spec);
         return -1;
     }
+    if (settings.rdma_transport == RDMA_SERVE_UD)
+        return net_rdma_ud_open(host, port);
     struct mcr_rdma_ctx_opts o;
     char err[256] = "";
     mcr_rdma_ctx_opts_default(&o);
@@ -490,6 +504,8 @@ static int open_one(struct event_base *base, const char *spec)
             eff->recv_bufs, eff->send_bufs, eff->recv_bufs / eff->credits, poll_mode_name());
     l->next = listens;
     listens = l;
+    if (settings.rdma_transport & RDMA_SERVE_UD) /* the same port number, UDP port space */
+        net_rdma_ud_open(host, mcr_rdma_listener_port(l->listener));
     return 1;
 }
 
@@ -534,6 +550,7 @@ int net_rdma_open(struct event_base *base)
  * thread through the listener's callback, which must still exist then. */
 void net_rdma_close(void)
 {
+    net_rdma_ud_close();
     for (struct rdma_group *g = groups; g; g = g->next)
         for (unsigned i = 0; i < g->nworkers; i++)
             if (worker_call(g->workers[i].w, worker_detach, &g->workers[i]) != 0)
@@ -551,6 +568,7 @@ void net_rdma_shutdown(void)
         free(l);
     }
     stats_general_extra = NULL;
+    net_rdma_ud_shutdown();
     rdma_mem_stop(); /* slab registrations go before their protection domains */
     while (groups) {
         struct rdma_group *g = groups;

@@ -251,6 +251,12 @@ int rdma_on_accept(struct mcr_rdma_listener *listener, struct mcr_rdma_ep *ep, v
         log_msg(LOG_WARN, "Too many open connections (RDMA connection refused)");
         return -1;
     }
+    if (settings.rdma_rc_max > 0 && rdma_rc_conns() >= settings.rdma_rc_max) {
+        log_msg(LOG_WARN, "RDMA RC connection refused: %u RC connections open (-o rdma_rc_max)%s",
+                settings.rdma_rc_max,
+                settings.rdma_transport & RDMA_SERVE_UD ? "; the client may use UD" : "");
+        return -1;
+    }
     struct rdma_conn *rc = calloc(1, sizeof(*rc));
     if (!rc)
         return -1;

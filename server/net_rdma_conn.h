@@ -173,6 +173,9 @@ struct rdma_listen {
     __atomic_store_n(&(rw)->ctr.field, __atomic_load_n(&(rw)->ctr.field, __ATOMIC_RELAXED) - (n),  \
                      __ATOMIC_RELAXED)
 
+/* net_rdma.c */
+uint64_t rdma_rc_conns(void); /* RC connections open, all workers */
+
 /* net_rdma_conn.c */
 void rconn_unlink_free(struct rdma_conn *rc);
 void rconn_release_held(struct rdma_conn *rc);

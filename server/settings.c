@@ -66,6 +66,8 @@ void settings_init(struct settings *s)
     s->maxconns = 1024;
     s->maxconns_fast = true;
     s->rdma_eager_max = 8192;
+    s->rdma_transport = RDMA_SERVE_HYBRID;
+    s->rdma_ud_keepalive_ms = 30000;
     s->num_threads = 4;
     s->reqs_per_event = 20;
     s->binding_protocol = PROTOCOL_AUTO;
@@ -317,6 +319,10 @@ static void print_usage(FILE *out)
             "   - rdma_listen:         serve RDMA (RC) on ADDR:PORT; repeatable\n"
             "   - rdma_eager_max:      RDMA message buffer size in bytes (default: 8192)\n"
             "   - rdma_poll:           RDMA completions: event, spin or adaptive (default: event)\n"
+            "   - rdma_transport:      serve RDMA as rc, ud or hybrid (both; default: hybrid)\n"
+            "   - rdma_rc_max:         RC connections at most, more are refused (default: 0, no\n"
+            "                          limit)\n"
+            "   - rdma_ud_keepalive_ms: probe a UD client silent this long (default: 30000)\n"
             "   - tail_repair_time:    accepted\n"
             "   - ext_path:            file for values on flash, PATH:SIZE (repeatable)\n"
             "   - ext_page_size:       flash page size in MiB (default: 64)\n"
@@ -606,6 +612,32 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
             fprintf(errout, "rdma_poll must be event, spin or adaptive: %s\n", value);
             return false;
         }
+    } else if (strcmp(opt, "rdma_transport") == 0) {
+        NEED_VALUE();
+        if (strcmp(value, "rc") == 0)
+            s->rdma_transport = RDMA_SERVE_RC;
+        else if (strcmp(value, "ud") == 0)
+            s->rdma_transport = RDMA_SERVE_UD;
+        else if (strcmp(value, "hybrid") == 0)
+            s->rdma_transport = RDMA_SERVE_HYBRID;
+        else {
+            fprintf(errout, "rdma_transport must be rc, ud or hybrid: %s\n", value);
+            return false;
+        }
+    } else if (strcmp(opt, "rdma_rc_max") == 0) {
+        NEED_VALUE();
+        if (!parse_long(value, 0, 1000000, &v)) {
+            fprintf(errout, "rdma_rc_max must be 0..1000000: %s\n", value);
+            return false;
+        }
+        s->rdma_rc_max = (unsigned)v;
+    } else if (strcmp(opt, "rdma_ud_keepalive_ms") == 0) {
+        NEED_VALUE();
+        if (!parse_long(value, 100, 3600000, &v)) {
+            fprintf(errout, "rdma_ud_keepalive_ms must be 100..3600000: %s\n", value);
+            return false;
+        }
+        s->rdma_ud_keepalive_ms = (unsigned)v;
     } else if (strcmp(opt, "tail_repair_time") == 0) {
         NEED_VALUE();
         v = lenient_int(value);

@@ -36,6 +36,9 @@ struct tls_settings {
  * slab_chunk_max, is added after them). */
 #define SETTINGS_SLAB_SIZES_MAX 62
 
+/* -o rdma_transport */
+enum { RDMA_SERVE_RC = 1, RDMA_SERVE_UD = 2, RDMA_SERVE_HYBRID = RDMA_SERVE_RC | RDMA_SERVE_UD };
+
 struct settings {
     /* network */
     int port;                               /* -p, TCP; 0 disables TCP, -1 picks a free port */
@@ -54,15 +57,18 @@ struct settings {
     bool dump_enabled;                      /* cleared by -X */
     bool watch_enabled;                     /* cleared by -W */
     unsigned idle_timeout;                  /* -o idle_timeout, seconds; 0 = never */
-    size_t read_buf_mem_limit; /* -o read_buf_mem_limit (given in MB), bytes; 0 = none */
-    char *auth_file;           /* -Y: ASCII authentication credentials */
-    char *memory_file;         /* -e: warm restart file (restart.c) */
-    bool sasl;                 /* -S: binary SASL authentication (sasl.c) */
-    struct tls_settings tls;   /* -Z and -o ssl_* (settings_tls.c) */
-    struct ext_settings ext;   /* -o ext_* (settings_ext.c) */
-    char *rdma_listen;         /* -o rdma_listen=ADDR:PORT (repeatable), space separated */
-    unsigned rdma_eager_max;   /* -o rdma_eager_max: RDMA message buffer, bytes; 8192 */
-    int rdma_poll;             /* -o rdma_poll: 0 event, 1 spin, 2 adaptive */
+    size_t read_buf_mem_limit;     /* -o read_buf_mem_limit (given in MB), bytes; 0 = none */
+    char *auth_file;               /* -Y: ASCII authentication credentials */
+    char *memory_file;             /* -e: warm restart file (restart.c) */
+    bool sasl;                     /* -S: binary SASL authentication (sasl.c) */
+    struct tls_settings tls;       /* -Z and -o ssl_* (settings_tls.c) */
+    struct ext_settings ext;       /* -o ext_* (settings_ext.c) */
+    char *rdma_listen;             /* -o rdma_listen=ADDR:PORT (repeatable), space separated */
+    unsigned rdma_eager_max;       /* -o rdma_eager_max: RDMA message buffer, bytes; 8192 */
+    int rdma_poll;                 /* -o rdma_poll: 0 event, 1 spin, 2 adaptive */
+    int rdma_transport;            /* -o rdma_transport: RDMA_SERVE_RC, _UD, _HYBRID (default) */
+    unsigned rdma_rc_max;          /* -o rdma_rc_max: RC connections at most; 0 = no limit */
+    unsigned rdma_ud_keepalive_ms; /* -o rdma_ud_keepalive_ms: probe a silent UD peer; 30000 */
 
     /* process */
     bool daemonize;   /* -d */

@@ -12,6 +12,7 @@
 #include "io.h"
 #include "placement.h"
 #include "sasl.h"
+#include "transport_ud.h"
 
 void lmr_behaviors_defaults(struct lmr_behaviors *b)
 {
@@ -245,7 +246,7 @@ memcached_return_t lmr_client_add_server(struct lmr_client *c, const char *hostn
     if (srv == NULL)
         return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
     if ((type == MEMCACHED_CONNECTION_TCP || type == MEMCACHED_CONNECTION_RDMA ||
-         type == MEMCACHED_CONNECTION_TLS) &&
+         type == MEMCACHED_CONNECTION_RDMA_UD || type == MEMCACHED_CONNECTION_TLS) &&
         port == 0)
         port = MEMCACHED_DEFAULT_PORT;
     lmr_server_init(srv, c, hostname, port, weight == 0 ? 1 : weight, type);
@@ -343,6 +344,7 @@ void memcached_free(memcached_st *ptr)
         if (c->on_cleanup != NULL)
             c->on_cleanup(ptr);
         memcached_servers_reset(ptr);
+        lmr_transport_ud_release(c); /* after its servers' connections */
         lmr_fetch_clear(&c->fetch);
         for (uint32_t i = c->spare_count; i > 0; i--)
             free(c->spare_buffers[i - 1]);

@@ -79,6 +79,7 @@ char *lmr_caller_buffer(const memcached_st *ptr, char *buf, size_t length);
 
 struct lmr_client {
     memcached_st *root;
+    struct lmr_ud_ctx *ud; /* the UD context its rdma+ud:// servers share (transport_ud.c) */
     memcached_instance_st **servers;
     uint32_t server_count;
 
@@ -199,15 +200,17 @@ memcached_return_t lmr_client_add_server(struct lmr_client *c, const char *hostn
 
 /* A host name or address as a configuration string or server list gives
  * it: not empty, no blank, control character or ',' (a list separator). */
-/* A server entry's scheme: "rdma://" or "tls://" is removed from spec (of
- * *len bytes, NUL-ended; *len shrinks) and names the connection type;
- * without one, TCP. */
+/* A server entry's scheme: "rdma://" (RC), "rdma+rc://", "rdma+ud://" or "tls://" is removed from
+ * spec (of *len bytes, NUL-ended; *len shrinks) and names the connection type; without one, TCP. */
 static inline memcached_connection_t lmr_scheme_of(char *spec, size_t *len)
 {
     static const struct {
         const char *prefix;
         memcached_connection_t type;
-    } schemes[] = {{"rdma://", MEMCACHED_CONNECTION_RDMA}, {"tls://", MEMCACHED_CONNECTION_TLS}};
+    } schemes[] = {{"rdma://", MEMCACHED_CONNECTION_RDMA},
+                   {"rdma+rc://", MEMCACHED_CONNECTION_RDMA},
+                   {"rdma+ud://", MEMCACHED_CONNECTION_RDMA_UD},
+                   {"tls://", MEMCACHED_CONNECTION_TLS}};
     for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
         size_t n = strlen(schemes[i].prefix);
         if (strncmp(spec, schemes[i].prefix, n) == 0) {

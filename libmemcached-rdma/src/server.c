@@ -193,6 +193,8 @@ const char *memcached_server_type(const memcached_instance_st *self)
         return "SOCKET";
     case MEMCACHED_CONNECTION_RDMA:
         return "RDMA";
+    case MEMCACHED_CONNECTION_RDMA_UD:
+        return "RDMA+UD";
     case MEMCACHED_CONNECTION_TLS:
         return "TLS";
     }

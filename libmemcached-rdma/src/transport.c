@@ -1,11 +1,12 @@
 /* transport.c: what is common to the transports: which one reaches a
  * server of a given kind, and reading a transport's numeric settings from
  * the environment. The transports themselves live in transport_sock.c,
- * transport_tls.c and transport_rdma.c. */
+ * transport_tls.c, transport_rdma.c and transport_ud.c. */
 #include "transport.h"
 
 #include "config.h"
 #include "transport_rdma.h"
+#include "transport_ud.h"
 
 #include <stdlib.h>
 
@@ -20,6 +21,8 @@ const struct lmr_transport_ops *lmr_transport_for(memcached_connection_t type)
 #ifdef HAVE_RDMA
     case MEMCACHED_CONNECTION_RDMA:
         return &lmr_transport_rdma;
+    case MEMCACHED_CONNECTION_RDMA_UD:
+        return &lmr_transport_ud;
 #endif
     default:
         return NULL;

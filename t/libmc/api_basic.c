@@ -746,6 +746,26 @@ static void test_server_lists(const struct test_server *s)
         list = memcached_servers_parse("rdma:///tmp/x");
         ok(list == NULL, "servers_parse: rdma:// with a socket path is refused");
         memcached_server_list_free(list);
+        list = memcached_servers_parse("rdma+ud:///tmp/x");
+        ok(list == NULL, "servers_parse: rdma+ud:// with a socket path is refused");
+        memcached_server_list_free(list);
+#ifndef REFERENCE_LIBMEMCACHED /* our connection types */
+        list = memcached_servers_parse("rdma+ud://10.0.0.1:11311, rdma+rc://10.0.0.2, rdma://h3");
+        ok(list != NULL && memcached_server_list_count(list) == 3 &&
+               list[0].type == MEMCACHED_CONNECTION_RDMA_UD && list[0].port == 11311 &&
+               strcmp(list[0].hostname, "10.0.0.1") == 0 &&
+               list[1].type == MEMCACHED_CONNECTION_RDMA &&
+               list[1].port == MEMCACHED_DEFAULT_PORT && list[2].type == MEMCACHED_CONNECTION_RDMA,
+           "servers_parse: rdma+ud:// is UD, rdma+rc:// and rdma:// are RC");
+        memcached_server_list_free(list);
+        static const char ud_cfg[] = "--SERVER=rdma+ud://10.0.0.1:11311";
+        memcached_st *ud = memcached(ud_cfg, strlen(ud_cfg));
+        ok(ud != NULL && memcached_server_count(ud) == 1 &&
+               strcmp(memcached_server_type(memcached_server_instance_by_position(ud, 0)),
+                      "RDMA+UD") == 0,
+           "config string: an rdma+ud:// server has the type RDMA+UD");
+        memcached_free(ud);
+#endif
     }
 
     list = memcached_server_list_append(NULL, "127.0.0.1", (in_port_t)s->port, &rc);
@@ -796,8 +816,10 @@ static void test_server_lists(const struct test_server *s)
         "--SERVER=[::1]x:5",
         "--SERVER=[]:1",
         "--SERVER=host\v--BINARY-PROTOCOL",
-        "--SERVER=/tmp/sock",      /* a path is for --SOCKET */
-        "--SERVER=rdma:///tmp/x",  /* and has no rdma:// */
+        "--SERVER=/tmp/sock",     /* a path is for --SOCKET */
+        "--SERVER=rdma:///tmp/x", /* and has no rdma:// */
+        "--SERVER=rdma+ud:///tmp/x",
+        "--SERVER=rdma+ud://",
         "--SERVER=\"local host\"", /* a host with a blank, even quoted */
     };
     int refused = 0;

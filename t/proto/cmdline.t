@@ -258,6 +258,23 @@ for my $case ([64, '-m', '1'], [64, '-m', '0'], [64, '-I', '100k'], [64, '-I', '
       and is($status >> 8, $expect, "@args: with exit status $expect, as memcached")
       and like($log, qr/\S/, "@args: and says why");
 }
+# The RDMA transport options (ours only): bad values are refused with a
+# reason; good ones start the server (serving TCP where no RDMA device is).
+if (target() eq 'ours') {
+    for my $case ([qr/rdma_transport must be rc, ud or hybrid/, '-o', 'rdma_transport=tcp'],
+        [qr/rdma_rc_max must be 0\.\.1000000/, '-o', 'rdma_rc_max=-1'],
+        [qr/rdma_rc_max must be 0\.\.1000000/, '-o', 'rdma_rc_max=x'],
+        [qr/rdma_ud_keepalive_ms must be 100\.\.3600000/, '-o', 'rdma_ud_keepalive_ms=5'])
+    {
+        my ($why, @args) = @$case;
+        my ($exited, $status, $log) = run_briefly(5, @args);
+        ok($exited && !($status & 127) && $status >> 8 == 1, "@args: the server exits with 1")
+          and like($log, $why, "@args: and says why");
+    }
+    my $srv = eval { start_server('-o', 'rdma_transport=ud,rdma_rc_max=4,rdma_ud_keepalive_ms=25000') };
+    ok($srv, 'rdma_transport=ud,rdma_rc_max=4,rdma_ud_keepalive_ms=25000: the server starts');
+    $srv->stop if $srv;
+}
 # The external storage options (-o ext_*), with a file in a fresh directory:
 # memcached's messages and exit statuses; good values start the server.
 {

@@ -83,7 +83,7 @@ static void server_start_with(struct server *s, unsigned tcp_port, unsigned rdma
     tap_bail("server on rdma port %u did not answer", rdma_port);
 }
 
-static void server_start(struct server *s, unsigned tcp_port, unsigned rdma_port)
+static inline void server_start(struct server *s, unsigned tcp_port, unsigned rdma_port)
 {
     server_start_with(s, tcp_port, rdma_port, "2", NULL, NULL);
 }

@@ -1,7 +1,8 @@
-/* t/rdma/rdma_test_results.c: a program gets the same results over rdma://
+/* t/rdma/rdma_test_results.c: a program gets the same results over rdma:// (and
+ * rdma+ud:// with MC_RDMA_SCHEME)
  * as over TCP, with the protocol its behaviours select. Inside the
  * Soft-RoCE guest:
- *   rdma_test_results SERVER_BINARY
+ *   [MC_RDMA_SCHEME=rdma+ud] rdma_test_results SERVER_BINARY
  *
  * One server; the same sequence of libmemcached calls (stores that
  * succeed and that are refused, cas right and stale, append and prepend,
@@ -26,6 +27,8 @@
 #define BIG_OK (1u << 20)       /* under the server's -I 9m */
 #define BIG_REFUSED (10u << 20) /* over it */
 #define KEY_TOO_LONG 251        /* the text protocol's limit is 250 */
+
+static const char *scheme = "rdma"; /* of the RDMA server string */
 
 /* One call's result, as text ("add existing: NOTSTORED"). */
 struct results {
@@ -186,12 +189,12 @@ static void compare(const struct server *s, bool binary, struct results *over_rd
     const char *proto = binary ? "binary" : "text";
     char tcp_server[64], rdma_server[64];
     snprintf(tcp_server, sizeof(tcp_server), "127.0.0.1:%u", s->tcp_port);
-    snprintf(rdma_server, sizeof(rdma_server), "rdma://%s:%u", rxe, s->rdma_port);
+    snprintf(rdma_server, sizeof(rdma_server), "%s://%s:%u", scheme, rxe, s->rdma_port);
     struct results over_tcp = {.count = 0};
     memcached_st *mt = client(tcp_server, binary);
     memcached_st *mr = client(rdma_server, binary);
     tap_ok(memcached_behavior_get(mr, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL) == (uint64_t)binary,
-           "%s: the rdma:// client keeps the protocol its behaviours select", proto);
+           "%s: the %s:// client keeps the protocol its behaviours select", proto, scheme);
     sequence(mt, binary ? 'T' : 't', &over_tcp);
     sequence(mr, binary ? 'R' : 'r', over_rdma);
     tap_ok(over_tcp.count == over_rdma->count, "%s: %u calls over TCP, %u over RDMA", proto,
@@ -225,6 +228,8 @@ int main(int argc, char **argv)
     if (rxe == NULL)
         tap_bail("RXE_VM_ADDR is not set: run inside scripts/rxe-vm");
     server_bin = argv[1];
+    if (getenv("MC_RDMA_SCHEME") != NULL) /* rdma (RC), rdma+rc or rdma+ud */
+        scheme = getenv("MC_RDMA_SCHEME");
     signal(SIGPIPE, SIG_IGN);
     unsigned base = 25000 + (unsigned)(getpid() % 1000) * 2;
     struct server s;

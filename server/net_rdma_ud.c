@@ -1,0 +1,508 @@
+/*
+ * net_rdma_ud.c: the daemon's UD clients (net_rdma_ud.h): one UD endpoint
+ * context per listen address, all of its peers served by one worker thread
+ * (the context is single-threaded, and the RDMA CM gives one listener per
+ * address and port); each peer a conn over the byte stream its messages
+ * carry, with the protocol engine -B selects, as over TCP and RC.
+ *
+ * The stream: every UD message a peer sends carries the next bytes of its
+ * request stream (whole messages arrive in order; the reliability layer
+ * segments them at the path MTU), and an empty message ends the stream
+ * (the client closed). Replies are cut into messages of at most
+ * UD_STREAM_MSG_MAX bytes. No rendezvous: a value of any size travels as
+ * segmented messages.
+ *
+ * Life of a peer: the client's connect makes it (on_peer), a conn is made
+ * over it; the client's empty message, or no answer for the dead timeout
+ * (a killed client: the context probes peers silent for
+ * -o rdma_ud_keepalive_ms, dead timeout as long), reads as end of stream and conn.c closes. A
+ * conn that closes while its replies are unacknowledged keeps its peer
+ * until they are (or the peer is dead), as a socket's kernel sends what
+ * was written before close.
+ */
+#include "net_rdma_ud.h"
+
+#ifdef HAVE_RDMA
+
+#include <errno.h>
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "log.h"
+#include "rdma/stream.h"
+#include "rdma/ud_ep.h"
+#include "settings.h"
+#include "thread.h"
+
+/* Largest message of reply bytes. */
+#define UD_STREAM_MSG_MAX (64 * 1024)
+/* Received and not yet read: beyond this a peer is closed (UD has no
+ * pause; a client sends at most its send queue ahead of the replies). */
+#define UD_INPUT_MAX (64u * 1024 * 1024)
+/* Passes of one service call while work keeps coming (then the event loop
+ * runs the worker's other events first). */
+#define UD_SERVICE_PASSES 16
+/* Connections are numbered from here (plus their serial) where connections
+ * go by descriptor: above any descriptor, apart from RC's numbers. */
+#define UD_CONN_NUMBER_BASE ((1 << 30) + (1 << 29))
+
+struct ud_listen;
+
+/* One peer and the conn over it. */
+struct ud_conn {
+    struct ud_conn *next, *prev; /* listener's list */
+    struct ud_listen *ul;
+    struct mcr_udep_peer *peer; /* NULL once dead */
+    struct conn *conn;          /* NULL after close (lingering) */
+    struct event *ready_ev;     /* reports readiness to conn.c */
+    struct mcr_rdma_bytes in;   /* received, not yet read */
+    bool ended;                 /* end of stream: the client closed, died or misbehaved */
+    bool want_read, want_write;
+    bool send_blocked; /* the peer's send queue was full */
+    bool counted;
+    uint64_t serial;
+};
+
+struct ud_counters {
+    uint64_t peers, retransmits, duplicates, malformed;
+};
+
+struct ud_listen {
+    struct ud_listen *next;
+    struct mcr_udep_ctx *ctx;
+    struct worker *w;
+    struct event *cq_ev, *cm_ev, *timer_ev;
+    struct ud_conn *conns;
+    struct ud_counters ctr; /* written by the worker, read by "stats" */
+    char addr[64];
+    char scratch[UD_STREAM_MSG_MAX]; /* a message gathered from several pieces */
+};
+
+static struct ud_listen *ud_listens;
+
+static unsigned ud_next_worker;
+
+#define UD_CTR_SET(ul, field, v) __atomic_store_n(&(ul)->ctr.field, (v), __ATOMIC_RELAXED)
+
+/* ---- connections ------------------------------------------------------------------- */
+static void ud_kick(struct ud_listen *ul);
+
+static void uconn_free(struct ud_conn *uc)
+{
+    struct ud_listen *ul = uc->ul;
+    ud_kick(ul); /* a pass over the context refreshes the counters (rdma_ud_peers) */
+    if (uc->prev)
+        uc->prev->next = uc->next;
+    else
+        ul->conns = uc->next;
+    if (uc->next)
+        uc->next->prev = uc->prev;
+    if (uc->peer)
+        mcr_udep_peer_close(uc->peer);
+    if (uc->ready_ev)
+        event_free(uc->ready_ev);
+    mcr_rdma_bytes_free(&uc->in);
+    free(uc);
+}
+
+static void uconn_poke(struct ud_conn *uc)
+{
+    if (uc->ready_ev && uc->conn)
+        event_active(uc->ready_ev, EV_READ, 0);
+}
+
+static void uconn_end(struct ud_conn *uc)
+{
+    uc->ended = true;
+    uconn_poke(uc);
+}
+
+static void uconn_ready_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct ud_conn *uc = arg;
+    if (!uc->conn)
+        return;
+    bool readable = uc->want_read && (uc->in.len > 0 || uc->ended);
+    bool writable = uc->want_write && (!uc->send_blocked || uc->ended);
+    if (readable || writable)
+        conn_on_ready(uc->conn, readable, writable);
+}
+
+/* ---- driving the context ---------------------------------------------------------------- */
+static void refresh_counters(struct ud_listen *ul)
+{
+    struct mcr_udep_stats st;
+    mcr_udep_stats(ul->ctx, &st);
+    UD_CTR_SET(ul, peers, st.peers);
+    UD_CTR_SET(ul, retransmits, st.retransmits);
+    UD_CTR_SET(ul, duplicates, st.duplicates);
+    UD_CTR_SET(ul, malformed,
+               st.malformed + st.bad_grh + st.bad_length + st.bad_header + st.unknown_peer +
+                   st.bad_source);
+}
+
+/* Handles what came (completions, CM events, timers), lets writers that
+ * waited for room try again, frees lingering peers that are done, and
+ * arms the context's descriptors and timer for the next wake-up. */
+static void ud_service(struct ud_listen *ul)
+{
+    int timeout_ms = -1;
+    for (unsigned pass = 0;; pass++) {
+        int n = mcr_udep_poll(ul->ctx, 0);
+        if (n < 0)
+            log_msg(LOG_WARN, "rdma ud %s: polling failed: %s", ul->addr, strerror(-n));
+        for (struct ud_conn *uc = ul->conns, *next; uc; uc = next) {
+            next = uc->next;
+            if (!uc->conn) {
+                if (!uc->peer || mcr_udep_peer_idle(uc->peer))
+                    uconn_free(uc); /* a lingering close is done */
+            } else if (uc->send_blocked) {
+                uc->send_blocked = false;
+                if (uc->want_write)
+                    uconn_poke(uc);
+            }
+        }
+        int armed = mcr_udep_arm(ul->ctx, &timeout_ms);
+        if (armed <= 0)
+            break;
+        if (pass + 1 >= UD_SERVICE_PASSES) {
+            timeout_ms = 0; /* more work: come back after the other events */
+            break;
+        }
+    }
+    refresh_counters(ul);
+    if (timeout_ms < 0) {
+        event_del(ul->timer_ev);
+    } else {
+        struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+        event_add(ul->timer_ev, &tv);
+    }
+}
+
+static void ud_event_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    ud_service(arg);
+}
+
+/* After a send: the context's timers changed (a retransmission is due
+ * later); re-arm them once the current callbacks are done. */
+static void ud_kick(struct ud_listen *ul)
+{
+    static const struct timeval now = {0, 0};
+    if (ul->timer_ev) /* NULL once detached from the worker (shutting down) */
+        event_add(ul->timer_ev, &now);
+}
+
+static void ud_close(struct conn *c);
+
+/* ---- the context's callbacks (on the worker's thread, inside mcr_udep_poll) --------------- */
+static void on_peer(struct mcr_udep_peer *peer, void *user)
+{
+    struct ud_listen *ul = user;
+    if (stats_curr_conns() >= (uint64_t)settings.maxconns) {
+        stats_conn_rejected();
+        log_msg(LOG_WARN, "Too many open connections (RDMA UD peer refused)");
+        mcr_udep_peer_close(peer);
+        return;
+    }
+    struct ud_conn *uc = calloc(1, sizeof(*uc));
+    if (uc)
+        uc->ready_ev = event_new(ul->w->base, -1, 0, uconn_ready_cb, uc);
+    if (!uc || !uc->ready_ev) {
+        log_msg(LOG_WARN, "rdma ud %s: out of memory for a new peer", ul->addr);
+        free(uc);
+        mcr_udep_peer_close(peer);
+        return;
+    }
+    static uint64_t serials;
+    uc->ul = ul;
+    uc->peer = peer;
+    uc->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+    uc->next = ul->conns;
+    if (ul->conns)
+        ul->conns->prev = uc;
+    ul->conns = uc;
+    mcr_udep_peer_set_user(peer, uc);
+    uc->counted = true;
+    stats_conn_opened();
+    char listen_addr[80];
+    snprintf(listen_addr, sizeof(listen_addr), "rdma+ud:%s", ul->addr);
+    int number = UD_CONN_NUMBER_BASE + (int)(uc->serial % (1 << 29));
+    /* conn_new calls describe, attach (which sets uc->conn) and want */
+    if (!conn_new(ul->w, &net_rdma_ud_transport, number, uc, conn_engine_for_new(), listen_addr)) {
+        struct conn tmp;
+        memset(&tmp, 0, sizeof(tmp));
+        tmp.tp_data = uc;
+        uc->ended = true;
+        ud_close(&tmp);
+    }
+}
+
+static void on_message(struct mcr_udep_peer *peer, const void *msg, size_t len, void *user)
+{
+    (void)user;
+    struct ud_conn *uc = mcr_udep_peer_user(peer);
+    if (!uc || !uc->conn || uc->ended)
+        return;
+    if (len == 0) {
+        uconn_end(uc); /* the client closed */
+        return;
+    }
+    if (uc->in.len + len > UD_INPUT_MAX || !mcr_rdma_bytes_append(&uc->in, msg, len)) {
+        log_msg(LOG_WARN, "<rdma+ud %s: %zu bytes of input unread, closing", uc->conn->peer_addr,
+                uc->in.len);
+        uconn_end(uc);
+        return;
+    }
+    uconn_poke(uc);
+}
+
+static void on_dead(struct mcr_udep_peer *peer, int reason, void *user)
+{
+    (void)reason;
+    (void)user;
+    struct ud_conn *uc = mcr_udep_peer_user(peer);
+    if (!uc)
+        return;
+    uc->peer = NULL; /* freed by the context when this returns */
+    if (uc->conn) {
+        log_msg(LOG_CMDS, "<rdma+ud %s: the client stopped answering", uc->conn->peer_addr);
+        uconn_end(uc);
+    } else {
+        uconn_free(uc);
+    }
+}
+
+static const struct mcr_udep_callbacks ud_callbacks = {
+    .on_peer = on_peer,
+    .on_message = on_message,
+    .on_dead = on_dead,
+};
+
+/* ---- transport table ------------------------------------------------------------------ */
+static int ud_attach(struct conn *c, struct event_base *base)
+{
+    (void)base;
+    struct ud_conn *uc = c->tp_data;
+    uc->conn = c;
+    return 0;
+}
+
+static ssize_t ud_recv(struct conn *c, void *buf, size_t len)
+{
+    struct ud_conn *uc = c->tp_data;
+    if (uc->in.len == 0) {
+        if (uc->ended)
+            return 0;
+        errno = EAGAIN;
+        return -1;
+    }
+    return (ssize_t)mcr_rdma_bytes_take(&uc->in, buf, len);
+}
+
+/* mcr_rdma_stream_sink: one message of reply bytes to the peer. */
+static ssize_t ud_sink(void *owner, const struct mcr_rdma_stream_out *out,
+                       const struct iovec *msg_iov, int n, size_t msg_len, bool whole)
+{
+    (void)out;
+    (void)whole;
+    struct ud_conn *uc = owner;
+    const void *msg = mcr_rdma_iov_flat(uc->ul->scratch, msg_iov, n);
+    int rc = mcr_udep_send(uc->peer, msg, msg_len);
+    if (rc == -EAGAIN) {
+        uc->send_blocked = true;
+        return 0;
+    }
+    return rc == 0 ? (ssize_t)msg_len : -1;
+}
+
+static ssize_t ud_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
+{
+    struct ud_conn *uc = c->tp_data;
+    size_t total = 0;
+    for (int i = 0; i < iovcnt; i++)
+        total += iov[i].iov_len;
+    if (uc->ended || !uc->peer)
+        return (ssize_t)total; /* no reader any more: dropped, as after a socket's FIN */
+    bool failed = false;
+    size_t sent = mcr_rdma_stream_push(iov, iovcnt, UD_STREAM_MSG_MAX, ud_sink, uc, &failed);
+    if (sent > 0)
+        ud_kick(uc->ul);
+    if (failed) {
+        uconn_end(uc);
+        return sent > 0 ? (ssize_t)sent : (ssize_t)total;
+    }
+    if (sent == 0 && total > 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return (ssize_t)sent;
+}
+
+static void ud_want(struct conn *c, bool readable, bool writable)
+{
+    struct ud_conn *uc = c->tp_data;
+    uc->want_read = readable;
+    uc->want_write = writable;
+    if ((readable && (uc->in.len > 0 || uc->ended)) || (writable && !uc->send_blocked))
+        uconn_poke(uc);
+}
+
+static void ud_close(struct conn *c)
+{
+    struct ud_conn *uc = c->tp_data;
+    c->tp_data = NULL;
+    if (!uc)
+        return;
+    uc->conn = NULL;
+    if (uc->counted) {
+        uc->counted = false;
+        stats_conn_closed();
+    }
+    if (uc->ready_ev) {
+        event_free(uc->ready_ev);
+        uc->ready_ev = NULL;
+    }
+    mcr_rdma_bytes_free(&uc->in);
+    /* replies not yet acknowledged keep the peer (ud_service frees it) */
+    if (uc->peer && !uc->ended && !mcr_udep_peer_idle(uc->peer))
+        ud_kick(uc->ul);
+    else
+        uconn_free(uc);
+}
+
+static void ud_describe(struct conn *c, char *buf, size_t len)
+{
+    struct ud_conn *uc = c->tp_data;
+    snprintf(buf, len, "rdma+ud:%s#%llu", uc->ul->addr, (unsigned long long)uc->serial);
+}
+
+const struct transport_ops net_rdma_ud_transport = {
+    .name = "rdma+ud",
+    .attach = ud_attach,
+    .recv = ud_recv,
+    .sendv = ud_sendv,
+    .want = ud_want,
+    .close = ud_close,
+    .describe = ud_describe,
+};
+
+/* ---- opening and closing ------------------------------------------------------------------ */
+/* On the worker's thread. */
+static void ud_attach_worker(struct worker *w, void *arg)
+{
+    struct ud_listen *ul = arg;
+    int fds[2];
+    mcr_udep_fds(ul->ctx, fds);
+    ul->cq_ev = event_new(w->base, fds[0], EV_READ | EV_PERSIST, ud_event_cb, ul);
+    ul->cm_ev = event_new(w->base, fds[1], EV_READ | EV_PERSIST, ud_event_cb, ul);
+    ul->timer_ev = event_new(w->base, -1, 0, ud_event_cb, ul);
+    if (!ul->cq_ev || !ul->cm_ev || !ul->timer_ev || event_add(ul->cq_ev, NULL) != 0 ||
+        event_add(ul->cm_ev, NULL) != 0) {
+        log_msg(LOG_ALWAYS, "rdma ud %s: worker %u cannot watch its context", ul->addr, w->id);
+        return;
+    }
+    ud_service(ul);
+}
+
+static void ud_detach_worker(struct worker *w, void *arg)
+{
+    (void)w;
+    struct ud_listen *ul = arg;
+    struct event **evs[] = {&ul->timer_ev, &ul->cm_ev, &ul->cq_ev};
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+        if (*evs[i]) {
+            event_free(*evs[i]);
+            *evs[i] = NULL;
+        }
+}
+
+int net_rdma_ud_open(const char *host, uint16_t port)
+{
+    struct ud_listen *ul = calloc(1, sizeof(*ul));
+    if (!ul)
+        return 0;
+    struct mcr_udep_opts o = {.addr = host};
+    mcr_udep_opts_default(&o);
+    o.port = port;
+    o.max_peers = settings.maxconns < 65536 ? (uint32_t)settings.maxconns : 65536;
+    o.max_msg = UD_STREAM_MSG_MAX; /* both ways: values of any size go as several */
+    /* An idle client does not answer (it runs the layer only inside the
+     * library): its peer is probed after this long silent and freed after
+     * as long again unanswered, or once a reply stays unacknowledged this
+     * long. The client library sets a peer up anew after 20 s unused. */
+    o.keepalive_ms = settings.rdma_ud_keepalive_ms;
+    o.dead_ms = settings.rdma_ud_keepalive_ms;
+    char err[256] = "";
+    ul->ctx = mcr_udep_open(&o, &ud_callbacks, ul, err, sizeof(err));
+    if (!ul->ctx) {
+        log_msg(LOG_ALWAYS, "RDMA UD unavailable for %s:%u: %s", host, port, err);
+        free(ul);
+        return 0;
+    }
+    snprintf(ul->addr, sizeof(ul->addr), "%s:%u", host, port);
+    ul->w = worker_at(ud_next_worker++ % workers_count());
+    ul->next = ud_listens;
+    ud_listens = ul;
+    if (worker_call(ul->w, ud_attach_worker, ul) != 0)
+        log_msg(LOG_ALWAYS, "rdma ud %s: cannot reach its worker", ul->addr);
+    struct mcr_udep_stats st;
+    mcr_udep_stats(ul->ctx, &st);
+    log_msg(LOG_WARN,
+            "listening on rdma+ud:%s (UD, worker %u; path MTU %u; up to %u peers; messages of "
+            "up to %u bytes; keepalive and dead timeout %u ms)",
+            ul->addr, ul->w->id, st.mtu, o.max_peers, o.max_msg, o.keepalive_ms);
+    return 1;
+}
+
+void net_rdma_ud_close(void)
+{
+    for (struct ud_listen *ul = ud_listens; ul; ul = ul->next)
+        if (worker_call(ul->w, ud_detach_worker, ul) != 0)
+            log_msg(LOG_ALWAYS, "rdma ud %s: cannot reach its worker", ul->addr);
+}
+
+void net_rdma_ud_shutdown(void)
+{
+    while (ud_listens) {
+        struct ud_listen *ul = ud_listens;
+        ud_listens = ul->next;
+        while (ul->conns) /* lingering peers (the workers closed their conns) */
+            uconn_free(ul->conns);
+        mcr_udep_close(ul->ctx);
+        free(ul);
+    }
+}
+
+void net_rdma_ud_stats(stat_emit_fn emit, void *ctx)
+{
+    struct ud_counters sum = {0};
+    for (struct ud_listen *ul = ud_listens; ul; ul = ul->next) {
+        sum.peers += __atomic_load_n(&ul->ctr.peers, __ATOMIC_RELAXED);
+        sum.retransmits += __atomic_load_n(&ul->ctr.retransmits, __ATOMIC_RELAXED);
+        sum.duplicates += __atomic_load_n(&ul->ctr.duplicates, __ATOMIC_RELAXED);
+        sum.malformed += __atomic_load_n(&ul->ctr.malformed, __ATOMIC_RELAXED);
+    }
+    char buf[32];
+    const struct {
+        const char *name;
+        uint64_t v;
+    } lines[] = {{"rdma_ud_peers", sum.peers},
+                 {"rdma_ud_retransmits", sum.retransmits},
+                 {"rdma_ud_duplicates", sum.duplicates},
+                 {"rdma_ud_malformed", sum.malformed}};
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        snprintf(buf, sizeof(buf), "%llu", (unsigned long long)lines[i].v);
+        emit(ctx, lines[i].name, buf);
+    }
+}
+
+#endif

@@ -1,0 +1,331 @@
+/* t/rdma/rdma_test_ud_client.c: libmemcached-rdma over rdma+ud://host:port
+ * against memcached-rdma serving UD (-o rdma_transport=hybrid|ud). Inside
+ * the Soft-RoCE guest:
+ *   rdma_test_ud_client SERVER_BINARY
+ *
+ * - sets and gets of values from 1 byte to 3 MiB, text and binary protocols, every value read back
+ *   compared byte for byte; an mget of many of them at once; two UD
+ *   servers sharing the client's one UD context;
+ * - the server's stats: rdma_ud_peers counts the client, and goes back
+ *   once the client closed (its empty message) and once a client process
+ *   was killed (keepalive probes unanswered);
+ * - rdma_rc_max=1: a second RC client is refused while a UD client is
+ *   served; rdma_transport=ud serves no RC;
+ * - a server that stops answering fails the requests with
+ *   MEMCACHED_CONNECTION_FAILURE (no hang).
+ */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libmemcached/memcached.h>
+
+#include "t/rdma/mc_server.h"
+#include "t/rdma/proc.h"
+#include "t/rdma/tap.h"
+
+#define MIB (1u << 20)
+
+static memcached_st *ud_client(unsigned port, bool binary)
+{
+    char cfg[160];
+    snprintf(cfg, sizeof(cfg), "--SERVER=rdma+ud://%s:%u%s", rxe, port,
+             binary ? " --BINARY-PROTOCOL" : "");
+    memcached_st *m = memcached(cfg, strlen(cfg));
+    if (m == NULL)
+        tap_bail("memcached(\"%s\") failed", cfg);
+    return m;
+}
+
+static void fill(char *buf, size_t len, unsigned seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < len; i++) {
+        x = x * 1103515245u + 12345u;
+        buf[i] = (char)(x >> 16);
+    }
+}
+
+/* One stat of the server at port tcp_port (over TCP); -1 when missing. */
+static long tcp_stat(unsigned tcp_port, const char *name)
+{
+    char cfg[64];
+    snprintf(cfg, sizeof(cfg), "--SERVER=127.0.0.1:%u", tcp_port);
+    memcached_st *m = memcached(cfg, strlen(cfg));
+    memcached_return_t rc;
+    memcached_stat_st *st = memcached_stat(m, NULL, &rc);
+    char *v = st ? memcached_stat_get_value(m, st, name, &rc) : NULL;
+    long n = v ? atol(v) : -1;
+    free(v);
+    memcached_stat_free(m, st);
+    memcached_free(m);
+    return n;
+}
+
+/* Waits up to ms for the stat to equal want; returns its last value. */
+static long wait_stat(unsigned tcp_port, const char *name, long want, int ms)
+{
+    long v = tcp_stat(tcp_port, name);
+    for (int waited = 0; v != want && waited < ms; waited += 100) {
+        usleep(100000);
+        v = tcp_stat(tcp_port, name);
+    }
+    return v;
+}
+
+static const size_t sizes[] = {1,      2,      100,     1000,  4000,    4060,
+                               4061,   8192,   65535,   65536, 65537,   100000,
+                               262144, 500000, MIB - 1, MIB,   MIB + 1, 3 * MIB + 7};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+/* Sets and gets every size, each value compared byte for byte. */
+static void mixed_sizes(memcached_st *m, const char *proto, char tag)
+{
+    char *want = malloc(4 * MIB), key[32];
+    unsigned stored = 0, same = 0;
+    for (size_t i = 0; i < NSIZES; i++) {
+        size_t len = sizes[i];
+        fill(want, len, (unsigned)i + (unsigned)tag);
+        int klen = snprintf(key, sizeof(key), "%cmix%zu", tag, i);
+        memcached_return_t rc = memcached_set(m, key, (size_t)klen, want, len, 0, (uint32_t)i);
+        if (rc == MEMCACHED_SUCCESS)
+            stored++;
+        else
+            tap_diag("%s: set of %zu bytes: %s (%s)", proto, len, memcached_strerror(m, rc),
+                     memcached_last_error_message(m));
+        size_t got_len = 0;
+        uint32_t flags = 0;
+        char *got = memcached_get(m, key, (size_t)klen, &got_len, &flags, &rc);
+        if (got && got_len == len && flags == i && memcmp(got, want, len) == 0)
+            same++;
+        else
+            tap_diag("%s: get of %zu bytes: %s, %zu bytes", proto, len, memcached_strerror(m, rc),
+                     got_len);
+        free(got);
+    }
+    tap_ok(stored == NSIZES && same == NSIZES,
+           "%s over UD: %u of %zu values of 1 B to 3 MiB stored, %u read back byte for byte", proto,
+           stored, NSIZES, same);
+    /* all at once: one mget, every value checked */
+    const char *keys[NSIZES];
+    size_t klens[NSIZES];
+    static char keybuf[NSIZES][32];
+    for (size_t i = 0; i < NSIZES; i++) {
+        klens[i] = (size_t)snprintf(keybuf[i], sizeof(keybuf[i]), "%cmix%zu", tag, i);
+        keys[i] = keybuf[i];
+    }
+    memcached_return_t rc = memcached_mget(m, keys, klens, NSIZES);
+    unsigned fetched = 0, right = 0;
+    memcached_result_st *res;
+    while (rc == MEMCACHED_SUCCESS && (res = memcached_fetch_result(m, NULL, &rc)) != NULL) {
+        fetched++;
+        unsigned i = memcached_result_flags(res);
+        if (i < NSIZES && memcached_result_length(res) == sizes[i]) {
+            fill(want, sizes[i], i + (unsigned)tag);
+            right += memcmp(memcached_result_value(res), want, sizes[i]) == 0;
+        }
+        memcached_result_free(res);
+    }
+    tap_ok(fetched == NSIZES && right == NSIZES,
+           "%s over UD: one mget of all %zu: %u came, %u right", proto, NSIZES, fetched, right);
+    free(want);
+}
+
+/* Many small requests without waiting (NOREPLY sets, then gets). */
+static void many_small(memcached_st *m)
+{
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_NOREPLY, 1);
+    char key[32], val[64];
+    memcached_return_t rc = MEMCACHED_SUCCESS;
+    for (int i = 0; i < 2000 && rc == MEMCACHED_SUCCESS; i++) {
+        int kl = snprintf(key, sizeof(key), "nr%d", i);
+        int vl = snprintf(val, sizeof(val), "value-%d", i * 7);
+        rc = memcached_set(m, key, (size_t)kl, val, (size_t)vl, 0, 0);
+    }
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_NOREPLY, 0);
+    unsigned right = 0;
+    for (int i = 0; i < 2000; i++) {
+        int kl = snprintf(key, sizeof(key), "nr%d", i);
+        int vl = snprintf(val, sizeof(val), "value-%d", i * 7);
+        size_t len;
+        uint32_t flags;
+        char *v = memcached_get(m, key, (size_t)kl, &len, &flags, &rc);
+        right += v && len == (size_t)vl && memcmp(v, val, len) == 0;
+        free(v);
+    }
+    tap_ok(right == 2000, "2,000 NOREPLY sets over UD, then 2,000 gets: %u right", right);
+}
+
+/* A client process that connects over UD, stores, and is killed. */
+static pid_t killed_client(unsigned port)
+{
+    pid_t pid = proc_fork();
+    if (pid == 0) {
+        memcached_st *m = ud_client(port, false);
+        memcached_set(m, "victim", 6, "x", 1, 0, 0);
+        pause();
+        _exit(0);
+    }
+    return pid;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        tap_bail("usage: rdma_test_ud_client SERVER_BINARY");
+    rxe = getenv("RXE_VM_ADDR");
+    if (rxe == NULL)
+        tap_bail("RXE_VM_ADDR is not set: run inside scripts/rxe-vm");
+    server_bin = argv[1];
+    signal(SIGPIPE, SIG_IGN);
+    unsigned base = 27000 + (unsigned)(getpid() % 500) * 4;
+    struct server s;
+    server_start_with(&s, base, base + 1, "2", NULL, NULL);
+
+    memcached_st *mt = ud_client(s.rdma_port, false);
+    tap_ok(strcmp(memcached_server_type(memcached_server_instance_by_position(mt, 0)), "RDMA+UD") ==
+               0,
+           "an rdma+ud:// server has the type RDMA+UD");
+    mixed_sizes(mt, "text", 't');
+    tap_ok(memcached_set(mt, "bad key", 7, "v", 1, 0, 0) == MEMCACHED_BAD_KEY_PROVIDED &&
+               memcached_add(mt, "tmix0", 5, "v", 1, 0, 0) == MEMCACHED_NOTSTORED,
+           "text over UD: a key with a space is refused, add of an existing key NOTSTORED");
+    memcached_st *mb = ud_client(s.rdma_port, true);
+    memcached_return_t rt = memcached_set(mt, "both", 4, "t", 1, 0, 0);
+    memcached_return_t rb = memcached_set(mb, "both", 4, "b", 1, 0, 0);
+    long peers = tcp_stat(s.tcp_port, "rdma_ud_peers");
+    tap_ok(rt == MEMCACHED_SUCCESS && rb == MEMCACHED_SUCCESS && peers == 2,
+           "stats: rdma_ud_peers %ld with two clients", peers);
+    mixed_sizes(mb, "binary", 'b');
+    tap_ok(memcached_add(mb, "bmix0", 5, "v", 1, 0, 0) == MEMCACHED_DATA_EXISTS,
+           "binary over UD: add of an existing key DATA_EXISTS");
+    many_small(mb);
+    /* the text client was idle meanwhile (maybe past the client's idle
+     * reconnect): it is served as before */
+    size_t len = 0;
+    uint32_t flags = 0;
+    memcached_return_t rg;
+    char *v = memcached_get(mt, "both", 4, &len, &flags, &rg);
+    tap_ok(v && len == 1 && v[0] == 'b', "the first client is served again: %s",
+           memcached_strerror(mt, rg));
+    free(v);
+    tap_ok(tcp_stat(s.tcp_port, "rdma_rc_conns") == 0 &&
+               tcp_stat(s.tcp_port, "rdma_ud_retransmits") >= 0 &&
+               tcp_stat(s.tcp_port, "rdma_ud_duplicates") >= 0 &&
+               tcp_stat(s.tcp_port, "rdma_ud_malformed") >= 0,
+           "stats: rdma_rc_conns 0, rdma_ud_retransmits, _duplicates, _malformed present");
+    memcached_free(mb);
+    memcached_free(mt);
+    peers = wait_stat(s.tcp_port, "rdma_ud_peers", 0, 3000);
+    tap_ok(peers == 0, "closed clients' peers are freed at once: rdma_ud_peers %ld", peers);
+
+    /* two UD servers on one client context */
+    struct server s2;
+    server_start_with(&s2, base + 2, base + 3, "2", NULL, "rdma_ud_keepalive_ms=1000");
+    /* a killed client: the server's probes go unanswered (1 s idle, then
+     * 1 s more: keepalive and dead timeout 1 s) */
+    pid_t victim = killed_client(s2.rdma_port);
+    long before = wait_stat(s2.tcp_port, "rdma_ud_peers", 1, 5000);
+    kill(victim, SIGKILL);
+    proc_reap(victim, 5000);
+    peers = wait_stat(s2.tcp_port, "rdma_ud_peers", 0, 10000);
+    tap_ok(before == 1 && peers == 0, "a killed client's peer is freed: rdma_ud_peers %ld -> %ld",
+           before, peers);
+
+    char cfg[200];
+    snprintf(cfg, sizeof(cfg), "--SERVER=rdma+ud://%s:%u --SERVER=rdma+ud://%s:%u", rxe,
+             s.rdma_port, rxe, s2.rdma_port);
+    memcached_st *m2 = memcached(cfg, strlen(cfg));
+    unsigned right = 0;
+    char key[32];
+    for (int i = 0; i < 200; i++) {
+        int kl = snprintf(key, sizeof(key), "two%d", i);
+        if (memcached_set(m2, key, (size_t)kl, key, (size_t)kl, 0, 0) != MEMCACHED_SUCCESS)
+            continue;
+        size_t vlen;
+        uint32_t vflags;
+        memcached_return_t rc;
+        char *val = memcached_get(m2, key, (size_t)kl, &vlen, &vflags, &rc);
+        right += val && vlen == (size_t)kl && memcmp(val, key, vlen) == 0;
+        free(val);
+    }
+    long p1 = tcp_stat(s.tcp_port, "rdma_ud_peers"), p2 = tcp_stat(s2.tcp_port, "rdma_ud_peers");
+    tap_ok(right == 200 && p1 == 1 && p2 == 1,
+           "two UD servers from one client: %u of 200 right, one peer on each (%ld, %ld)", right,
+           p1, p2);
+
+    /* a server that stops answering: requests fail, none hangs */
+    kill(s2.pid, SIGSTOP);
+    memcached_return_t rc1 = MEMCACHED_SUCCESS;
+    for (int i = 0; i < 200 && rc1 == MEMCACHED_SUCCESS; i++) {
+        int kl = snprintf(key, sizeof(key), "two%d", i);
+        if (memcached_server_by_key(m2, key, (size_t)kl, &rc1) == NULL)
+            break;
+        const memcached_instance_st *inst = memcached_server_by_key(m2, key, (size_t)kl, &rc1);
+        if (memcached_server_port(inst) != s2.rdma_port)
+            continue;
+        rc1 = memcached_set(m2, key, (size_t)kl, "x", 1, 0, 0);
+        if (rc1 == MEMCACHED_SUCCESS) /* taken before the timeout: ask for a reply */
+            free(memcached_get(m2, key, (size_t)kl, NULL, NULL, &rc1));
+    }
+    tap_ok(rc1 == MEMCACHED_CONNECTION_FAILURE || rc1 == MEMCACHED_TIMEOUT,
+           "a stopped UD server fails its requests: %s", memcached_strerror(m2, rc1));
+    memcached_free(m2);
+    kill(s2.pid, SIGCONT);
+    server_stop(&s2, SIGTERM);
+    server_stop(&s, SIGTERM);
+
+    /* rdma_rc_max=1: the second RC client is refused, UD still served */
+    struct server s3;
+    server_start_with(&s3, base + 2, base + 3, "2", NULL, "rdma_rc_max=1");
+    memcached_st *rc_a = rdma_client(&s3); /* server_start's probe closed its own */
+    memcached_return_t ra = memcached_set(rc_a, "a", 1, "1", 1, 0, 0);
+    memcached_st *rc_b = rdma_client(&s3);
+    memcached_return_t r2 = memcached_set(rc_b, "b", 1, "1", 1, 0, 0);
+    memcached_st *ud = ud_client(s3.rdma_port, false);
+    memcached_return_t ru = memcached_set(ud, "c", 1, "1", 1, 0, 0);
+    tap_ok(ra == MEMCACHED_SUCCESS && r2 == MEMCACHED_CONNECTION_FAILURE && ru == MEMCACHED_SUCCESS,
+           "rdma_rc_max=1: first RC client %s, second %s, a UD client %s",
+           memcached_strerror(rc_a, ra), memcached_strerror(rc_b, r2), memcached_strerror(ud, ru));
+    tap_ok(tcp_stat(s3.tcp_port, "rdma_rc_conns") == 1, "stats: rdma_rc_conns 1");
+    memcached_free(ud);
+    memcached_free(rc_b);
+    memcached_free(rc_a);
+    server_stop(&s3, SIGTERM);
+
+    /* rdma_transport=ud: UD only */
+    struct server s4;
+    s4.tcp_port = base + 2;
+    s4.rdma_port = base + 3;
+    char port[16], listen[96];
+    snprintf(port, sizeof(port), "%u", s4.tcp_port);
+    snprintf(listen, sizeof(listen), "rdma_listen=%s:%u", rxe, s4.rdma_port);
+    s4.pid = proc_fork();
+    if (s4.pid == 0) {
+        execl(server_bin, server_bin, "-u", "root", "-l", "127.0.0.1", "-p", port, "-t", "2", "-o",
+              listen, "-o", "rdma_transport=ud", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 100 && !tcp_accepts(s4.tcp_port); i++)
+        usleep(100000);
+    memcached_return_t u4 = MEMCACHED_FAILURE;
+    for (int i = 0; i < 25 && u4 != MEMCACHED_SUCCESS; i++) {
+        memcached_st *m = ud_client(s4.rdma_port, false);
+        u4 = memcached_set(m, "u", 1, "1", 1, 0, 0);
+        memcached_free(m);
+        if (u4 != MEMCACHED_SUCCESS)
+            usleep(200000);
+    }
+    memcached_st *r4 = rdma_client(&s4);
+    memcached_return_t c4 = memcached_set(r4, "r", 1, "1", 1, 0, 0);
+    memcached_free(r4);
+    tap_ok(u4 == MEMCACHED_SUCCESS && c4 == MEMCACHED_CONNECTION_FAILURE,
+           "rdma_transport=ud: UD %s, RC %s", memcached_strerror(NULL, u4),
+           memcached_strerror(NULL, c4));
+    server_stop(&s4, SIGTERM);
+    tap_no_plan_end();
+    return tap_failed == 0 ? 0 : 1;
+}
