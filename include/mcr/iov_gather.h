@@ -21,13 +21,16 @@ static inline size_t mcr_iov_bytes_upto(const struct iovec *iov, int iovcnt, siz
     return len <= cap ? len : cap + 1;
 }
 
-/* Copies the first bytes of the iovecs into buf, at most cap of them;
- * returns the count copied. */
+/* Copies the first bytes of the iovecs into buf, at most cap of them
+ * (empty pieces, whatever their base, are skipped); returns the count
+ * copied. */
 static inline size_t mcr_iov_gather(const struct iovec *iov, int iovcnt, char *buf, size_t cap)
 {
     size_t len = 0;
     for (int i = 0; i < iovcnt && len < cap; i++) {
         size_t n = iov[i].iov_len < cap - len ? iov[i].iov_len : cap - len;
+        if (n == 0)
+            continue; /* an empty piece may have no base: memcpy's is never NULL */
         memcpy(buf + len, iov[i].iov_base, n);
         len += n;
     }
