@@ -27,6 +27,7 @@
 #include "clock.h"
 #include "conn.h"
 #include "log.h"
+#include "mcr/iov_gather.h"
 #include "net_sock.h"
 #include "settings.h"
 #include "settings_tls.h"
@@ -283,12 +284,7 @@ static ssize_t tls_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
             errno = ENOMEM;
             return -1;
         }
-        len = 0;
-        for (int i = 0; i < iovcnt && len < cap; i++) {
-            size_t n = iov[i].iov_len < cap - len ? iov[i].iov_len : cap - len;
-            memcpy(t->wbuf + len, iov[i].iov_base, n);
-            len += n;
-        }
+        len = mcr_iov_gather(iov, iovcnt, t->wbuf, cap);
         data = t->wbuf;
     }
     if (len == 0)

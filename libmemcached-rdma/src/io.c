@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "mcr/iov_gather.h"
 #include "group.h"
 #include "proto.h"
 #include "sasl.h"
@@ -41,6 +42,13 @@
  * much time, which long spins build up. */
 #define LMR_SPIN_QUIET_ROUNDS 4096
 #define LMR_SPIN_CHECK_ROUNDS 256
+/* Where a poll is itself a system call (sockets: a recv that does not
+ * wait), 256 of them take a few hundred microseconds, past the whole
+ * budget: the clock is read and the processor offered every this many
+ * polls, from the first wait on. Without that a client spinning on a busy
+ * machine kept a processor for milliseconds while the server thread that
+ * would answer it (or another client's) waited for one. */
+#define LMR_SPIN_SYSCALL_CHECK_ROUNDS 16
 
 static void pump(memcached_instance_st *srv, bool receive);
 static bool receive_some(memcached_instance_st *srv);
@@ -395,15 +403,9 @@ static bool send_some(memcached_instance_st *srv)
             return true;
         char stage[LMR_COALESCE_MAX];
         if (n > 1 && !srv->conn.ops->copies_on_send) {
-            size_t total = 0;
-            for (int i = 0; i < n && total <= sizeof(stage); i++)
-                total += iov[i].iov_len;
+            size_t total = mcr_iov_bytes_upto(iov, n, sizeof(stage));
             if (total <= sizeof(stage)) {
-                size_t at = 0;
-                for (int i = 0; i < n; i++) {
-                    memcpy(stage + at, iov[i].iov_base, iov[i].iov_len);
-                    at += iov[i].iov_len;
-                }
+                mcr_iov_gather(iov, n, stage, total);
                 iov[0].iov_base = stage;
                 iov[0].iov_len = total;
                 n = 1;
@@ -606,17 +608,19 @@ static unsigned spin_quiet_rounds(void)
     return rounds;
 }
 
-/* Servers whose transport polls input without a system call (RDMA) are
- * polled for up to their spin budget before the pipeline sleeps, then
- * readied for sleeping. True when one of them has input. */
+/* Servers whose transport polls input without sleeping (RDMA: without a
+ * system call; sockets: with a recv that does not wait) are polled for up
+ * to their spin budget before the pipeline sleeps, then readied for
+ * sleeping. True when one of them has input. */
 static bool spin_for_input(struct lmr_client *c)
 {
     unsigned budget = 0;
-    bool pollers = false;
+    bool pollers = false, syscall_polls = false;
     for (uint32_t i = 0; i < c->server_count; i++) {
         memcached_instance_st *srv = c->servers[i];
         if (srv->conn.ops != NULL && srv->conn.ops->poll_input != NULL && srv->queued > 0) {
             pollers = true;
+            syscall_polls = syscall_polls || srv->conn.ops->poll_input_is_syscall;
             if (awaiting_reply(srv) && srv->conn.spin_us > budget &&
                 (srv->conn.ops->peer_shares_cpu == NULL ||
                  !srv->conn.ops->peer_shares_cpu(&srv->conn)))
@@ -635,10 +639,13 @@ static bool spin_for_input(struct lmr_client *c)
      * clock read and a yield at round 256 cost a 1-byte get about 4 us in
      * the test guest; see doc/rdma.md). */
     int64_t until = 0;
-    unsigned next_check = spin_quiet_rounds();
+    unsigned check_every = syscall_polls ? LMR_SPIN_SYSCALL_CHECK_ROUNDS : LMR_SPIN_CHECK_ROUNDS;
+    unsigned next_check = syscall_polls ? check_every : spin_quiet_rounds();
+    if (syscall_polls && budget > 0)
+        until = now_us() + budget; /* the polls cost more than the clock */
     for (unsigned round = 1; budget > 0; round++) {
         if (round == next_check) {
-            next_check += LMR_SPIN_CHECK_ROUNDS;
+            next_check += check_every;
             int64_t now = now_us();
             if (until == 0)
                 until = now + budget;

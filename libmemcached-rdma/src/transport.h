@@ -38,6 +38,10 @@ struct lmr_transport_ops {
      * (RDMA): the pipeline then hands it a request's pieces as they are
      * instead of gathering small ones into one buffer first */
     bool copies_on_send;
+    /* true when poll_input is a system call (sockets): a spinning client
+     * then reads the clock and yields every few polls from the start, so
+     * its budget (conn.spin_us) holds; an RDMA poll reads memory only */
+    bool poll_input_is_syscall;
     /* Connects. A transport with finish_open may return
      * MEMCACHED_IN_PROGRESS instead of waiting: poll_fd then turns writable
      * when finish_open has news, and the pipeline enforces

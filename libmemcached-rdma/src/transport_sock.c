@@ -283,6 +283,7 @@ static void sock_close(struct lmr_conn *conn)
 
 const struct lmr_transport_ops lmr_transport_socket = {
     .name = "socket",
+    .poll_input_is_syscall = true,
     .open = sock_open,
     .finish_open = sock_finish_open,
     .send = sock_send,

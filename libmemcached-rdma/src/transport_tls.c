@@ -24,6 +24,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "mcr/iov_gather.h"
+
 /* Small pieces are gathered into one record up to this size. */
 #define TLS_GATHER_MAX 16384
 
@@ -192,13 +194,7 @@ static ssize_t tls_send(struct lmr_conn *conn, const struct iovec *iov, int iovc
     /* a blocked write is retried with at least the bytes it had (the
      * pipeline resends from the first unsent byte), as OpenSSL requires */
     if (iovcnt > 1 && len < TLS_GATHER_MAX) {
-        len = 0;
-        for (int i = 0; i < iovcnt && len < TLS_GATHER_MAX; i++) {
-            size_t n =
-                iov[i].iov_len < TLS_GATHER_MAX - len ? iov[i].iov_len : TLS_GATHER_MAX - len;
-            memcpy(t->gather + len, iov[i].iov_base, n);
-            len += n;
-        }
+        len = mcr_iov_gather(iov, iovcnt, t->gather, TLS_GATHER_MAX);
         data = t->gather;
     }
     if (len == 0)
@@ -249,6 +245,7 @@ static int tls_poll_fd(const struct lmr_conn *conn)
 
 const struct lmr_transport_ops lmr_transport_tls = {
     .name = "tls",
+    .poll_input_is_syscall = true,
     .open = tls_open,
     .finish_open = tls_finish_open,
     .send = tls_send,
