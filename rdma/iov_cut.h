@@ -11,7 +11,10 @@
 
 #include <stddef.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/uio.h>
+
+#include "mcr/iov_gather.h"
 
 /* iovecs gathered into one message */
 #define MCR_RDMA_MSG_IOV_MAX 64
@@ -73,11 +76,7 @@ static inline const void *mcr_rdma_iov_flat(void *dst, const struct iovec *iov, 
 {
     if (n == 1)
         return iov[0].iov_base;
-    size_t at = 0;
-    for (int i = 0; i < n; i++) {
-        memcpy((char *)dst + at, iov[i].iov_base, iov[i].iov_len);
-        at += iov[i].iov_len;
-    }
+    mcr_iov_gather(iov, n, dst, SIZE_MAX);
     return dst;
 }
 
