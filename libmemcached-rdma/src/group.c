@@ -101,6 +101,14 @@ void lmr_group_issue(struct lmr_group *g, uint32_t i, memcached_instance_st *srv
     memcached_request_st *child = g->children[i];
     g->outstanding++;
     g->progress_marks[i] = srv->completed;
+    if (srv->stalled && srv->stalled_mark == srv->completed && srv->queued > 0) {
+        /* the server stopped answering: an erasure at once, rather than
+         * one more request piling up behind those it does not answer */
+        child->rc = MEMCACHED_TIMEOUT;
+        child->state = LMR_STATE_DONE;
+        lmr_group_child_done(child);
+        return;
+    }
     /* a failure code means it was never queued (a request that was queued
      * and failed completed through the engine, which told the group) */
     if (lmr_op_issue_to(srv, child, kind, args, false) != MEMCACHED_SUCCESS)
@@ -161,8 +169,33 @@ int64_t lmr_group_next_wake_ms(const struct lmr_client *c)
 bool lmr_group_child_stalled(const struct lmr_group *g, uint32_t i)
 {
     const memcached_request_st *child = g->children[i];
-    return child->state == LMR_STATE_QUEUED && child->server != NULL &&
-           child->server->completed == g->progress_marks[i];
+    memcached_instance_st *srv = child->server;
+    if (child->state != LMR_STATE_QUEUED || srv == NULL || srv->completed != g->progress_marks[i])
+        return false;
+    if (!srv->stalled || srv->stalled_mark != srv->completed) {
+        srv->stalled = true;
+        srv->stalled_mark = srv->completed;
+        /* it has answered nothing since the child was issued, a hedge
+         * timeout ago at least */
+        srv->stalled_since_ms = lmr_io_now_ms() - g->client->behaviors.hedge_timeout_ms;
+    }
+    return true;
+}
+
+bool lmr_group_child_hung(const struct lmr_group *g, uint32_t i)
+{
+    const memcached_request_st *child = g->children[i];
+    const memcached_instance_st *srv = child->server;
+    return child->state == LMR_STATE_QUEUED && srv != NULL && srv->stalled &&
+           srv->stalled_mark == srv->completed;
+}
+
+bool lmr_group_only_hung_left(const struct lmr_group *g)
+{
+    for (uint32_t i = 0; i < g->child_count; i++)
+        if (g->children[i]->state == LMR_STATE_QUEUED && !lmr_group_child_hung(g, i))
+            return false;
+    return true;
 }
 
 void lmr_group_finish(struct lmr_group *g, memcached_return_t rc)

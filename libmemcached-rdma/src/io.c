@@ -557,11 +557,47 @@ static void pump(memcached_instance_st *srv, bool receive)
         receive_some(srv);
 }
 
+/* When a server marked stalled (server.h) fails if it still completed
+ * nothing: POLL_TIMEOUT after it stopped answering. -1 when it is not
+ * stalled (any more) or there is no poll timeout. */
+static int64_t stalled_deadline_ms(memcached_instance_st *srv)
+{
+    if (!srv->stalled)
+        return -1;
+    if (srv->stalled_mark != srv->completed || srv->queued == 0 || srv->conn.ops == NULL) {
+        srv->stalled = false; /* it answered, or has nothing left to answer */
+        return -1;
+    }
+    int timeout = srv->client->behaviors.poll_timeout_ms;
+    return timeout < 0 ? -1 : srv->stalled_since_ms + timeout;
+}
+
+/* Fails stalled servers whose deadline passed, even while other servers
+ * keep the pipeline busy (run_until's own timeout needs silence on every
+ * connection): requests left behind on them complete then. */
+static void fail_stalled(struct lmr_client *c)
+{
+    int64_t now = -1;
+    for (uint32_t i = 0; i < c->server_count; i++) {
+        memcached_instance_st *srv = c->servers[i];
+        int64_t deadline = stalled_deadline_ms(srv);
+        if (deadline < 0)
+            continue;
+        if (now < 0)
+            now = lmr_io_now_ms();
+        if (now >= deadline) {
+            srv->stalled = false;
+            lmr_io_fail_server(srv, MEMCACHED_TIMEOUT, "timed out waiting for server");
+        }
+    }
+}
+
 void lmr_io_poll_once(struct lmr_client *c)
 {
     for (uint32_t i = 0; i < c->server_count; i++)
         if (c->servers[i]->queued > 0)
             pump(c->servers[i], true);
+    fail_stalled(c);
     lmr_group_run_timers(c);  /* parents whose timer is due */
     lmr_group_run_pending(c); /* parents whose children completed */
 }
@@ -710,9 +746,14 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
         int timeout = c->behaviors.poll_timeout_ms;
         int64_t now = lmr_io_now_ms();
         int64_t remaining = timeout < 0 ? INT32_MAX : timeout - (now - last_progress);
-        for (uint32_t i = 0; i < c->server_count; i++) /* connect deadlines too */
-            if (c->servers[i]->connecting && c->servers[i]->connect_deadline_ms - now < remaining)
-                remaining = c->servers[i]->connect_deadline_ms - now;
+        for (uint32_t i = 0; i < c->server_count; i++) { /* connect and stall deadlines too */
+            memcached_instance_st *srv = c->servers[i];
+            if (srv->connecting && srv->connect_deadline_ms - now < remaining)
+                remaining = srv->connect_deadline_ms - now;
+            int64_t stalled = stalled_deadline_ms(srv);
+            if (stalled >= 0 && stalled - now < remaining)
+                remaining = stalled - now;
+        }
         int64_t wake = lmr_group_next_wake_ms(c); /* and parents' timers */
         bool woken = wake >= 0 && wake - now < remaining;
         if (woken)

@@ -122,11 +122,7 @@ char *lmr_resilience_value_destination(memcached_request_st *parent, size_t leng
     return parent->lib_buffer;
 }
 
-/* Before an async write completes, its copies still sending from the
- * caller's value take a copy of it (over RDMA they copied when issued, as
- * the server may read the value from the client's memory later). False
- * on ENOMEM: the write then completes with all its copies. */
-static bool own_values(struct lmr_group *g)
+bool lmr_resilience_own_values(struct lmr_group *g)
 {
     for (uint32_t i = 0; i < g->child_count; i++) {
         memcached_request_st *copy = g->children[i];
@@ -137,6 +133,47 @@ static bool own_values(struct lmr_group *g)
     return true;
 }
 
+/* Whether child i, in flight, may be left behind by its parent: it waits
+ * on a server that stopped answering (found by this step's hedge timer,
+ * `woke`, or marked by an earlier parent), and its bytes are its own once
+ * sent (an RDMA server may read a value from the client's memory later). */
+static bool may_leave(struct lmr_group *g, uint32_t i, bool woke)
+{
+    const memcached_request_st *child = g->children[i];
+    if (!(lmr_group_child_hung(g, i) || (woke && lmr_group_child_stalled(g, i))))
+        return false;
+    return child->server->type != MEMCACHED_CONNECTION_RDMA || g->bodies_owned ||
+           child->body_length == 0 || child->body_copy != NULL;
+}
+
+bool lmr_resilience_leave_hung(struct lmr_group *g, uint32_t quorum)
+{
+    bool woke = g->woke;
+    g->woke = false;
+    uint32_t stored = 0;
+    bool leave = true;
+    for (uint32_t i = 0; i < g->child_count; i++) {
+        const memcached_request_st *child = g->children[i];
+        if (child->state == LMR_STATE_DONE)
+            stored += child->rc == MEMCACHED_SUCCESS;
+        else if (leave && !may_leave(g, i, woke))
+            leave = false; /* no break: the timer marks every stalled server */
+    }
+    if (leave && stored >= quorum && lmr_resilience_own_values(g)) {
+        lmr_group_finish(g, MEMCACHED_SOME_ERRORS);
+        return true;
+    }
+    if (woke) /* a server still answering, or too few stored: look again later */
+        lmr_group_wake_after(g, g->client->behaviors.hedge_timeout_ms);
+    return false;
+}
+
+void lmr_resilience_arm_write(struct lmr_group *g)
+{
+    if (g->client->behaviors.hedge_timeout_ms > 0)
+        lmr_group_wake_after(g, g->client->behaviors.hedge_timeout_ms);
+}
+
 static void replicated_write_step(struct lmr_group *g)
 {
     struct replicated_write *w = (struct replicated_write *)g;
@@ -144,12 +181,14 @@ static void replicated_write_step(struct lmr_group *g)
     for (uint32_t i = 0; w->async && i < g->child_count; i++)
         one_stored = one_stored || (g->children[i]->state == LMR_STATE_DONE &&
                                     g->children[i]->rc == MEMCACHED_SUCCESS);
-    if (one_stored && own_values(g)) {
+    if (one_stored && lmr_resilience_own_values(g)) {
         lmr_group_finish(g, MEMCACHED_SUCCESS);
         return;
     }
     if (g->outstanding == 0)
         lmr_group_finish(g, lmr_resilience_combine(g, 1, w->kind));
+    else
+        lmr_resilience_leave_hung(g, 1);
 }
 
 static void replicated_write_release(struct lmr_group *g)
@@ -197,12 +236,13 @@ static bool copy_stalled(struct replicated_read *r)
     if (!g->woke)
         return false;
     g->woke = false;
-    for (uint32_t i = 0; i < r->issued; i++)
+    bool stalled = false;
+    for (uint32_t i = 0; i < r->issued; i++) /* every stalled server is marked */
         if (!r->examined[i] && lmr_group_child_stalled(g, i))
-            return true;
-    if (r->issued < g->child_count && g->outstanding > 0)
+            stalled = true;
+    if (!stalled && r->issued < g->child_count && g->outstanding > 0)
         lmr_group_wake_after(g, g->client->behaviors.hedge_timeout_ms);
-    return false;
+    return stalled;
 }
 
 static void replicated_read_step(struct lmr_group *g)
@@ -228,17 +268,18 @@ static void replicated_read_step(struct lmr_group *g)
             }
         }
         if (r->issued == g->child_count) {
-            if (g->outstanding == 0)
+            if (g->outstanding == 0 || lmr_group_only_hung_left(g))
                 lmr_group_finish(g, r->answer != MEMCACHED_SUCCESS ? r->answer : r->failure);
             return;
         }
         if (g->outstanding > 0 && !hedge)
             return; /* a copy in flight, its server answering */
-        hedge = false;
         uint32_t i = r->issued++;
         lmr_group_issue(g, i, g->client->servers[r->servers[i]], LMR_OP_GET, &r->args);
         if (g->client->behaviors.hedge_timeout_ms > 0)
             lmr_group_wake_after(g, g->client->behaviors.hedge_timeout_ms);
+        /* a server known to have stopped answering: the next copy now */
+        hedge = lmr_group_child_hung(g, i);
     }
 }
 
@@ -289,6 +330,7 @@ static memcached_return_t replicated_issue(struct lmr_client *c, memcached_reque
     w->kind = kind;
     w->g.count_failures = true;
     w->value_copy = value_copy;
+    w->g.bodies_owned = kind != LMR_OP_STORE || value_copy != NULL;
     if (kind == LMR_OP_STORE)
         lmr_resilience_copy_headers(c, w->headers, copies, &value);
     for (uint32_t i = 0; i < copies; i++) {
@@ -299,6 +341,7 @@ static memcached_return_t replicated_issue(struct lmr_client *c, memcached_reque
         }
         lmr_group_issue(&w->g, i, c->servers[servers[i]], kind, &copy);
     }
+    lmr_resilience_arm_write(&w->g);
     return MEMCACHED_SUCCESS;
 }
 

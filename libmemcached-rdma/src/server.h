@@ -44,6 +44,12 @@ struct memcached_instance_st {
     memcached_request_st *head, *tail, *send_next;
     uint32_t queued;
     uint64_t completed; /* requests completed: progress, as hedged reads see it */
+    /* a hedge timer found the server completing nothing (group.c): while
+     * `completed` stays at stalled_mark, parents leave its requests behind,
+     * and POLL_TIMEOUT after stalled_since_ms it fails (io.c) */
+    bool stalled;
+    uint64_t stalled_mark;
+    int64_t stalled_since_ms;
     uint32_t in_window; /* reply-expecting requests started on the wire */
     /* requests issued while earlier ones await replies, not yet offered to
      * the transport (io.c sends them in one go at the next flush) */

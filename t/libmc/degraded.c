@@ -1,0 +1,252 @@
+/* t/libmc/degraded.c: one server down must not cost the poll timeout.
+ * Against five real servers ($MC_SERVER) over TCP and Unix sockets, with
+ * POLL_TIMEOUT at 5 s: with one server killed (connects refused) or
+ * stopped (SIGSTOP: connection open, nothing answered), synchronous
+ * replicated sets, coded sets, coded and replicated gets and coded deletes
+ * complete within 1 s (a functional bound with a fivefold margin, not a
+ * speed claim), writes say SOME_ERRORS, values read back byte-exact. A
+ * stopped server that keeps answering nothing while the others keep the
+ * client busy fails after the poll timeout all the same, and the requests
+ * left behind on it are counted as failures then. */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <libmemcached/memcached.h>
+
+#include "server.h"
+#include "tap.h"
+
+#define SERVERS 5
+#define KEYS 6
+#define SIZE 20000
+#define POLL_MS 5000
+#define BOUND_MS 1000
+
+static struct test_server servers[SERVERS];
+static char values[KEYS][SIZE];
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static memcached_st *client(uint64_t replication, uint64_t coding, int poll_ms)
+{
+    memcached_st *memc = memcached_create(NULL);
+    for (int i = 0; i < SERVERS; i++) {
+        if (servers[i].port == 0)
+            memcached_server_add_unix_socket(memc, servers[i].socket_path);
+        else
+            memcached_server_add(memc, "127.0.0.1", (in_port_t)servers[i].port);
+    }
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, 1);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, (uint64_t)poll_ms);
+    /* every call tries the dead server again: a refused connect each time */
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, 0);
+    if (replication != 0)
+        memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_REPLICATION, replication);
+    if (coding != 0)
+        memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING, coding);
+    return memc;
+}
+
+static void key_of(char *key, size_t size, const char *prefix, int i)
+{
+    snprintf(key, size, "%s-%d", prefix, i);
+}
+
+/* Sets, gets (byte-exact) and, coded, deletes every key with server
+ * `down` killed or stopped; each call within BOUND_MS. */
+static void degraded_calls(memcached_st *memc, const char *prefix, const char *what, int down,
+                           bool coded)
+{
+    char key[48];
+    int64_t slowest_set = 0, slowest_get = 0, slowest_delete = 0;
+    int sets = 0, gets = 0, deletes = 0;
+    for (int i = 0; i < KEYS; i++) {
+        key_of(key, sizeof(key), prefix, i);
+        int64_t start = now_ms();
+        memcached_return_t rc = memcached_set(memc, key, strlen(key), values[i], SIZE, 0, 0);
+        int64_t took = now_ms() - start;
+        slowest_set = took > slowest_set ? took : slowest_set;
+        sets += rc == MEMCACHED_SUCCESS || rc == MEMCACHED_SOME_ERRORS;
+        start = now_ms();
+        size_t length = 0;
+        char *got = memcached_get(memc, key, strlen(key), &length, NULL, &rc);
+        took = now_ms() - start;
+        slowest_get = took > slowest_get ? took : slowest_get;
+        gets += rc == MEMCACHED_SUCCESS && got != NULL && length == SIZE &&
+                memcmp(got, values[i], SIZE) == 0;
+        free(got);
+    }
+    ok(sets == KEYS && slowest_set < BOUND_MS,
+       "%s, server %d %s: %d of %d sets stored, the slowest in %lld ms (poll timeout %d ms)",
+       prefix, down, what, sets, KEYS, (long long)slowest_set, POLL_MS);
+    ok(gets == KEYS && slowest_get < BOUND_MS,
+       "%s: %d of %d gets byte-exact, the slowest in %lld ms", prefix, gets, KEYS,
+       (long long)slowest_get);
+    if (!coded)
+        return;
+    for (int i = 0; i < KEYS; i++) {
+        key_of(key, sizeof(key), prefix, i);
+        int64_t start = now_ms();
+        memcached_return_t rc = memcached_delete(memc, key, strlen(key), 0);
+        int64_t took = now_ms() - start;
+        slowest_delete = took > slowest_delete ? took : slowest_delete;
+        deletes += rc == MEMCACHED_SOME_ERRORS;
+        size_t length;
+        char *got = memcached_get(memc, key, strlen(key), &length, NULL, &rc);
+        deletes -= got != NULL;
+        free(got);
+    }
+    ok(deletes == KEYS && slowest_delete < BOUND_MS,
+       "%s: %d of %d deletes SOME_ERRORS and gone, the slowest in %lld ms", prefix, deletes, KEYS,
+       (long long)slowest_delete);
+}
+
+/* The five servers hold every coded key (K + M = 5); a sync write with
+ * three copies reaches the down server for some keys, and it answers
+ * SOME_ERRORS then: at least one of KEYS does. */
+static int some_errors(memcached_st *memc, const char *prefix)
+{
+    char key[48];
+    int count = 0;
+    for (int i = 0; i < KEYS; i++) {
+        key_of(key, sizeof(key), prefix, i);
+        count +=
+            memcached_set(memc, key, strlen(key), values[i], SIZE, 0, 0) == MEMCACHED_SOME_ERRORS;
+    }
+    return count;
+}
+
+static void killed(bool unix_socket)
+{
+    const char *how = unix_socket ? "unix" : "tcp";
+    memcached_st *sync = client(MEMCACHED_REPLICATION_SYNC(3), 0, POLL_MS);
+    memcached_st *coded = client(0, MEMCACHED_ERASURE_CODING(3, 2), POLL_MS);
+    memcached_set(sync, "warm", 4, "v", 1, 0, 0); /* connections made, then one dies */
+    memcached_set(coded, "warm", 4, values[0], SIZE, 0, 0);
+    test_server_stop(&servers[2], true);
+    char prefix[32];
+    snprintf(prefix, sizeof(prefix), "%s-killed-sync", how);
+    degraded_calls(sync, prefix, "killed", 2, false);
+    ok(some_errors(sync, prefix) > 0, "%s: sync writes that reached it say SOME_ERRORS", prefix);
+    snprintf(prefix, sizeof(prefix), "%s-killed-coded", how);
+    degraded_calls(coded, prefix, "killed", 2, true);
+    ok(some_errors(coded, prefix) == KEYS, "%s: every coded write says SOME_ERRORS", prefix);
+    ok(test_server_restart(&servers[2]), "%s: server 2 runs again", how);
+    memcached_free(coded);
+    memcached_free(sync);
+}
+
+static void stopped(bool unix_socket)
+{
+    const char *how = unix_socket ? "unix" : "tcp";
+    memcached_st *sync = client(MEMCACHED_REPLICATION_SYNC(3), 0, POLL_MS);
+    memcached_st *coded = client(0, MEMCACHED_ERASURE_CODING(3, 2), POLL_MS);
+    memcached_set(sync, "warm", 4, "v", 1, 0, 0);
+    memcached_set(coded, "warm", 4, values[0], SIZE, 0, 0);
+    test_server_pause(&servers[1]);
+    char prefix[32];
+    snprintf(prefix, sizeof(prefix), "%s-stopped-sync", how);
+    degraded_calls(sync, prefix, "stopped", 1, false);
+    snprintf(prefix, sizeof(prefix), "%s-stopped-coded", how);
+    degraded_calls(coded, prefix, "stopped", 1, true);
+    ok(some_errors(coded, prefix) == KEYS, "%s: every coded write says SOME_ERRORS", prefix);
+    test_server_resume(&servers[1]);
+    ok(memcached_wait_all(coded) == MEMCACHED_SUCCESS, "%s: the chunks left behind are reaped",
+       how);
+    memcached_wait_all(sync);
+    /* the chunks left on the stopped server were stored once it ran: the
+     * values read back with any two others down (here: none needed) */
+    char key[48];
+    int exact = 0;
+    for (int i = 0; i < KEYS; i++) {
+        key_of(key, sizeof(key), prefix, i);
+        size_t length;
+        memcached_return_t rc;
+        char *got = memcached_get(coded, key, strlen(key), &length, NULL, &rc);
+        exact += rc == MEMCACHED_SUCCESS && length == SIZE && memcmp(got, values[i], SIZE) == 0;
+        free(got);
+    }
+    ok(exact == KEYS, "%s: coded values byte-exact after it resumed (%d)", how, exact);
+    memcached_free(coded);
+    memcached_free(sync);
+}
+
+/* The poll timeout measures silence on every connection; a stopped server
+ * among busy ones fails after it all the same, so requests left behind
+ * on it complete (as failures) then; new ones fail at once meanwhile. */
+static void stopped_among_busy(void)
+{
+    enum { SHORT_POLL_MS = 600, RUN_MS = 1500 };
+    memcached_st *coded = client(0, MEMCACHED_ERASURE_CODING(3, 2), SHORT_POLL_MS);
+    memcached_set(coded, "warm", 4, values[0], SIZE, 0, 0);
+    ok(memcached_server_error_return(memcached_server_instance_by_position(coded, 3)) !=
+           MEMCACHED_TIMEOUT,
+       "server 3 has not timed out before it stops");
+    test_server_pause(&servers[3]);
+    int64_t start = now_ms();
+    int calls = 0;
+    while (now_ms() - start < RUN_MS && calls < 20000) {
+        char key[48];
+        key_of(key, sizeof(key), "busy", calls % KEYS);
+        memcached_set(coded, key, strlen(key), values[calls % KEYS], SIZE, 0, 0);
+        calls++;
+    }
+    const memcached_instance_st *stopped_server = memcached_server_instance_by_position(coded, 3);
+    memcached_return_t failed_with = memcached_server_error_return(stopped_server);
+    ok(failed_with == MEMCACHED_TIMEOUT,
+       "a stopped server among busy ones fails after the poll timeout (%s, %d sets in %d ms)",
+       memcached_strerror(coded, failed_with), calls, RUN_MS);
+    test_server_resume(&servers[3]);
+    memcached_wait_all(coded);
+    memcached_free(coded);
+}
+
+static bool start_all(bool unix_socket)
+{
+    for (int i = 0; i < SERVERS; i++)
+        if (!test_server_start(&servers[i], unix_socket))
+            return false;
+    return true;
+}
+
+static void stop_all(void)
+{
+    for (int i = SERVERS; i > 0; i--)
+        test_server_stop(&servers[i - 1], false);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    for (int i = 0; i < KEYS; i++)
+        for (int j = 0; j < SIZE; j++)
+            values[i][j] = (char)((i * 131 + j * 7) ^ (j >> 5));
+    memcached_st *probe = memcached_create(NULL);
+    bool coding = memcached_behavior_set(probe, MEMCACHED_BEHAVIOR_ERASURE_CODING,
+                                         MEMCACHED_ERASURE_CODING(3, 2)) == MEMCACHED_SUCCESS;
+    memcached_free(probe);
+    if (!coding) {
+        tap_diag("erasure coding not built (no jerasure): skipped");
+        ok(1, "skipped");
+        return done_testing();
+    }
+    for (int unix_socket = 0; unix_socket <= 1; unix_socket++) {
+        if (!ok(start_all(unix_socket), "five servers over %s", unix_socket ? "unix" : "tcp"))
+            return done_testing();
+        killed(unix_socket);
+        stopped(unix_socket);
+        if (!unix_socket)
+            stopped_among_busy();
+        stop_all();
+    }
+    return done_testing();
+}
