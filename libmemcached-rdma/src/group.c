@@ -7,6 +7,10 @@
 #include "ops.h"
 #include "server.h"
 
+/* Requests a server marked stalled may hold before more children to it
+ * fail at once (each may hold a copy of a value). */
+#define LMR_STALLED_QUEUE_MAX 64
+
 bool lmr_group_is_failure(memcached_return_t rc)
 {
     switch (rc) {
@@ -100,10 +104,12 @@ void lmr_group_issue(struct lmr_group *g, uint32_t i, memcached_instance_st *srv
 {
     memcached_request_st *child = g->children[i];
     g->outstanding++;
-    g->progress_marks[i] = srv->completed;
-    if (srv->stalled && srv->stalled_mark == srv->completed && srv->queued > 0) {
-        /* the server stopped answering: an erasure at once, rather than
-         * one more request piling up behind those it does not answer */
+    g->progress_marks[i] = srv->progress;
+    if (srv->stalled && srv->stalled_mark == srv->progress &&
+        srv->queued >= LMR_STALLED_QUEUE_MAX) {
+        /* the server stopped answering and enough wait on it already: an
+         * erasure at once, rather than one more request (and its copy of
+         * a value) piling up behind those it does not answer */
         child->rc = MEMCACHED_TIMEOUT;
         child->state = LMR_STATE_DONE;
         lmr_group_child_done(child);
@@ -166,18 +172,16 @@ int64_t lmr_group_next_wake_ms(const struct lmr_client *c)
     return earliest;
 }
 
-bool lmr_group_child_stalled(const struct lmr_group *g, uint32_t i)
+bool lmr_group_child_stalled(const struct lmr_group *g, uint32_t i, int quiet_ms)
 {
     const memcached_request_st *child = g->children[i];
     memcached_instance_st *srv = child->server;
-    if (child->state != LMR_STATE_QUEUED || srv == NULL || srv->completed != g->progress_marks[i])
+    if (child->state != LMR_STATE_QUEUED || srv == NULL || srv->progress != g->progress_marks[i])
         return false;
-    if (!srv->stalled || srv->stalled_mark != srv->completed) {
+    if (!srv->stalled || srv->stalled_mark != srv->progress) {
         srv->stalled = true;
-        srv->stalled_mark = srv->completed;
-        /* it has answered nothing since the child was issued, a hedge
-         * timeout ago at least */
-        srv->stalled_since_ms = lmr_io_now_ms() - g->client->behaviors.hedge_timeout_ms;
+        srv->stalled_mark = srv->progress;
+        srv->stalled_since_ms = lmr_io_now_ms() - quiet_ms;
     }
     return true;
 }
@@ -187,15 +191,7 @@ bool lmr_group_child_hung(const struct lmr_group *g, uint32_t i)
     const memcached_request_st *child = g->children[i];
     const memcached_instance_st *srv = child->server;
     return child->state == LMR_STATE_QUEUED && srv != NULL && srv->stalled &&
-           srv->stalled_mark == srv->completed;
-}
-
-bool lmr_group_only_hung_left(const struct lmr_group *g)
-{
-    for (uint32_t i = 0; i < g->child_count; i++)
-        if (g->children[i]->state == LMR_STATE_QUEUED && !lmr_group_child_hung(g, i))
-            return false;
-    return true;
+           srv->stalled_mark == srv->progress;
 }
 
 void lmr_group_finish(struct lmr_group *g, memcached_return_t rc)

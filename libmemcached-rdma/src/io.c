@@ -90,7 +90,7 @@ static void complete(memcached_instance_st *srv, memcached_request_st *req, memc
         srv->conn.ops->release_value_buffer(&srv->conn, req->opaque);
     req->value_offered = false;
     unlink_request(srv, req);
-    srv->completed++;
+    srv->progress++;
     req->server = NULL;
     req->rc = rc;
     req->state = LMR_STATE_DONE;
@@ -484,8 +484,10 @@ static bool receive_some(memcached_instance_st *srv)
             if (got > 0)
                 srv->rend += (size_t)got;
         }
-        if (got > 0)
+        if (got > 0) {
             srv->timeout_count = 0; /* the server answers */
+            srv->progress++;
+        }
         if (got == 0) {
             lmr_io_fail_server(srv, MEMCACHED_CONNECTION_FAILURE, "connection closed by server");
             return false;
@@ -518,7 +520,9 @@ static bool finish_connecting(memcached_instance_st *srv)
 {
     if (!srv->connecting)
         return true;
-    struct pollfd pfd = {.fd = srv->conn.ops->poll_fd(&srv->conn), .events = POLLOUT};
+    /* a socket's connect turns it writable, the RDMA connection manager's
+     * answers readable */
+    struct pollfd pfd = {.fd = srv->conn.ops->poll_fd(&srv->conn), .events = POLLOUT | POLLIN};
     memcached_return_t rc = MEMCACHED_IN_PROGRESS;
     int sys_errno = 0;
     if (poll(&pfd, 1, 0) > 0)
@@ -557,14 +561,14 @@ static void pump(memcached_instance_st *srv, bool receive)
         receive_some(srv);
 }
 
-/* When a server marked stalled (server.h) fails if it still completed
- * nothing: POLL_TIMEOUT after it stopped answering. -1 when it is not
+/* When a server marked stalled (server.h) fails if it still made no
+ * progress: POLL_TIMEOUT after it stopped answering. -1 when it is not
  * stalled (any more) or there is no poll timeout. */
 static int64_t stalled_deadline_ms(memcached_instance_st *srv)
 {
     if (!srv->stalled)
         return -1;
-    if (srv->stalled_mark != srv->completed || srv->queued == 0 || srv->conn.ops == NULL) {
+    if (srv->stalled_mark != srv->progress || srv->queued == 0 || srv->conn.ops == NULL) {
         srv->stalled = false; /* it answered, or has nothing left to answer */
         return -1;
     }
@@ -607,7 +611,8 @@ void lmr_io_poll_events(struct lmr_client *c)
     bool any = false;
     for (uint32_t i = 0; i < c->server_count; i++) {
         memcached_instance_st *srv = c->servers[i];
-        if (srv->queued > 0 && srv->conn.ops != NULL && srv->conn.ops->poll_events != NULL) {
+        if (srv->queued > 0 && srv->conn.ops != NULL && !srv->connecting &&
+            srv->conn.ops->poll_events != NULL) {
             srv->conn.ops->poll_events(&srv->conn);
             any = true;
         }
@@ -651,7 +656,8 @@ static bool spin_for_input(struct lmr_client *c)
     bool pollers = false;
     for (uint32_t i = 0; i < c->server_count; i++) {
         memcached_instance_st *srv = c->servers[i];
-        if (srv->conn.ops != NULL && srv->conn.ops->poll_input != NULL && srv->queued > 0) {
+        if (srv->conn.ops != NULL && srv->conn.ops->poll_input != NULL && srv->queued > 0 &&
+            !srv->connecting) {
             pollers = true;
             if (awaiting_reply(srv) && srv->conn.spin_us > budget &&
                 (srv->conn.ops->peer_shares_cpu == NULL ||
@@ -693,7 +699,7 @@ static bool spin_for_input(struct lmr_client *c)
     for (uint32_t i = 0; i < c->server_count; i++) {
         memcached_instance_st *srv = c->servers[i];
         if (srv->conn.ops != NULL && srv->conn.ops->prepare_sleep != NULL && srv->queued > 0 &&
-            srv->conn.ops->prepare_sleep(&srv->conn))
+            !srv->connecting && srv->conn.ops->prepare_sleep(&srv->conn))
             ready = true;
     }
     return ready;
@@ -731,8 +737,9 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
             if (srv->queued == 0 || srv->conn.ops == NULL)
                 continue;
             short events = 0;
-            if (srv->connecting ||
-                (srv->send_next != NULL && window_allows(srv, srv->send_next, 0)))
+            if (srv->connecting)
+                events |= POLLOUT | POLLIN; /* as finish_connecting() asks */
+            else if (srv->send_next != NULL && window_allows(srv, srv->send_next, 0))
                 events |= POLLOUT;
             if (awaiting_reply(srv))
                 events |= POLLIN;

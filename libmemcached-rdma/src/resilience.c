@@ -133,17 +133,35 @@ bool lmr_resilience_own_values(struct lmr_group *g)
     return true;
 }
 
-/* Whether child i, in flight, may be left behind by its parent: it waits
- * on a server that stopped answering (found by this step's hedge timer,
- * `woke`, or marked by an earlier parent), and its bytes are its own once
- * sent (an RDMA server may read a value from the client's memory later). */
-static bool may_leave(struct lmr_group *g, uint32_t i, bool woke)
+/* How long a write waits for a server that makes no progress before it
+ * completes without it: four hedge timeouts, or an eighth of the poll
+ * timeout when that is longer. Longer than a read's hedge, since a write
+ * left behind says SOME_ERRORS, and a loaded machine can keep a live
+ * server off the processor for a hedge timeout. */
+static int write_delay_ms(const struct lmr_client *c)
 {
-    const memcached_request_st *child = g->children[i];
-    if (!(lmr_group_child_hung(g, i) || (woke && lmr_group_child_stalled(g, i))))
+    int delay = 4 * c->behaviors.hedge_timeout_ms;
+    int poll = c->behaviors.poll_timeout_ms;
+    return poll > 0 && poll / 8 > delay ? poll / 8 : delay;
+}
+
+/* Whether child i, in flight, may be left behind by its parent: its
+ * server made no progress for the write delay (found by this step's
+ * timer, `woke`, which fires that long after the write was issued, or
+ * marked earlier and quiet since). What it sent is the transport's
+ * (sockets, and the RDMA transport, which copies every byte it accepts
+ * into its registered buffers); what it has left to send it copies
+ * (lmr_resilience_own_values). */
+static bool may_leave(struct lmr_group *g, uint32_t i, bool woke, int64_t *now)
+{
+    int delay = write_delay_ms(g->client);
+    if (woke && lmr_group_child_stalled(g, i, delay))
+        return true;
+    if (!lmr_group_child_hung(g, i))
         return false;
-    return child->server->type != MEMCACHED_CONNECTION_RDMA || g->bodies_owned ||
-           child->body_length == 0 || child->body_copy != NULL;
+    if (*now < 0)
+        *now = lmr_io_now_ms();
+    return *now - g->children[i]->server->stalled_since_ms >= delay;
 }
 
 bool lmr_resilience_leave_hung(struct lmr_group *g, uint32_t quorum)
@@ -152,11 +170,12 @@ bool lmr_resilience_leave_hung(struct lmr_group *g, uint32_t quorum)
     g->woke = false;
     uint32_t stored = 0;
     bool leave = true;
+    int64_t now = -1;
     for (uint32_t i = 0; i < g->child_count; i++) {
         const memcached_request_st *child = g->children[i];
         if (child->state == LMR_STATE_DONE)
             stored += child->rc == MEMCACHED_SUCCESS;
-        else if (leave && !may_leave(g, i, woke))
+        else if (!may_leave(g, i, woke, &now))
             leave = false; /* no break: the timer marks every stalled server */
     }
     if (leave && stored >= quorum && lmr_resilience_own_values(g)) {
@@ -171,7 +190,7 @@ bool lmr_resilience_leave_hung(struct lmr_group *g, uint32_t quorum)
 void lmr_resilience_arm_write(struct lmr_group *g)
 {
     if (g->client->behaviors.hedge_timeout_ms > 0)
-        lmr_group_wake_after(g, g->client->behaviors.hedge_timeout_ms);
+        lmr_group_wake_after(g, write_delay_ms(g->client));
 }
 
 static void replicated_write_step(struct lmr_group *g)
@@ -238,7 +257,7 @@ static bool copy_stalled(struct replicated_read *r)
     g->woke = false;
     bool stalled = false;
     for (uint32_t i = 0; i < r->issued; i++) /* every stalled server is marked */
-        if (!r->examined[i] && lmr_group_child_stalled(g, i))
+        if (!r->examined[i] && lmr_group_child_stalled(g, i, g->client->behaviors.hedge_timeout_ms))
             stalled = true;
     if (!stalled && r->issued < g->child_count && g->outstanding > 0)
         lmr_group_wake_after(g, g->client->behaviors.hedge_timeout_ms);
@@ -268,7 +287,7 @@ static void replicated_read_step(struct lmr_group *g)
             }
         }
         if (r->issued == g->child_count) {
-            if (g->outstanding == 0 || lmr_group_only_hung_left(g))
+            if (g->outstanding == 0) /* a stopped server may hold the only copy: wait */
                 lmr_group_finish(g, r->answer != MEMCACHED_SUCCESS ? r->answer : r->failure);
             return;
         }
@@ -330,7 +349,6 @@ static memcached_return_t replicated_issue(struct lmr_client *c, memcached_reque
     w->kind = kind;
     w->g.count_failures = true;
     w->value_copy = value_copy;
-    w->g.bodies_owned = kind != LMR_OP_STORE || value_copy != NULL;
     if (kind == LMR_OP_STORE)
         lmr_resilience_copy_headers(c, w->headers, copies, &value);
     for (uint32_t i = 0; i < copies; i++) {

@@ -54,14 +54,15 @@ memcached_return_t lmr_resilience_combine(const struct lmr_group *g, uint32_t qu
  * caller's value, those take a copy of what they have left to send. False
  * on ENOMEM. */
 bool lmr_resilience_own_values(struct lmr_group *g);
-/* A write's children still in flight all wait on servers that stopped
- * answering (the hedge timer found them completing nothing, or an earlier
- * parent did): once at least `quorum` children stored, the parent
+/* A write's children still in flight all wait on servers that made no
+ * progress for the write delay (four hedge timeouts, or an eighth of the
+ * poll timeout if longer; found by the write's timer, or marked by an
+ * earlier parent): once at least `quorum` children stored, the parent
  * completes with SOME_ERRORS and leaves them behind as stragglers that own
  * their bytes (they complete when the server answers or fails). True if
  * it completed the parent; otherwise the timer is set again if it fired. */
 bool lmr_resilience_leave_hung(struct lmr_group *g, uint32_t quorum);
-/* Sets a write's hedge timer (RESILIENCE_HEDGE_TIMEOUT; none when 0). */
+/* Sets a write's timer (the write delay; none when the hedge timeout is 0). */
 void lmr_resilience_arm_write(struct lmr_group *g);
 /* A stamp for one write: a random start per client, then one more per
  * write, so writes of two clients differ. */

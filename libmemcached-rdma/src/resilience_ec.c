@@ -118,7 +118,6 @@ static memcached_return_t coded_store(struct lmr_client *c, memcached_request_st
     w->scratch = scratch;
     w->g.count_failures = true;
     w->quorum = whole ? 1 : k;
-    w->g.bodies_owned = args->copy_value || length == 0;
     lmr_resilience_arm_write(&w->g);
     const char *value = args->value;
     char *base = scratch;                 /* where parity and padded chunks go */
@@ -196,7 +195,6 @@ static memcached_return_t coded_everywhere(struct lmr_client *c, memcached_reque
     a->g.count_failures = true;
     a->quorum = 1;
     a->kind = kind;
-    a->g.bodies_owned = true;
     for (uint32_t i = 0; i < count; i++)
         lmr_group_issue(&a->g, i, c->servers[servers[i]], kind, args);
     lmr_resilience_arm_write(&a->g);
@@ -359,13 +357,42 @@ static bool hedge_now(struct coded_read *r)
     bool stalled = false, left = false;
     for (uint32_t i = 0; i < r->k + r->m; i++) {
         /* every stalled server is marked (no short cut) */
-        bool this_stalled = r->status[i] == CHUNK_ASKED && lmr_group_child_stalled(g, i);
+        bool this_stalled =
+            r->status[i] == CHUNK_ASKED &&
+            lmr_group_child_stalled(g, i, (int)g->client->behaviors.hedge_timeout_ms);
         stalled = stalled || this_stalled;
         left = left || r->status[i] == CHUNK_NOT_ASKED;
     }
     if (!stalled && left)
         lmr_group_wake_after(g, (int)g->client->behaviors.hedge_timeout_ms);
     return stalled;
+}
+
+/* Whether the chunks still in flight are all on servers that stopped
+ * answering and could not change the answer: no write reaches its K with
+ * them, and none is at a position that may hold a whole copy (0..M). Then
+ * the read completes without them; otherwise it waits for them. */
+static bool only_useless_hung_left(const struct coded_read *r)
+{
+    const struct lmr_group *g = &r->g;
+    uint32_t n = r->k + r->m, hung = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (g->children[i]->state != LMR_STATE_QUEUED)
+            continue;
+        if (!lmr_group_child_hung(g, i) || i <= r->m)
+            return false;
+        hung++;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (r->status[i] != CHUNK_GOOD)
+            continue;
+        uint32_t agreeing = 0;
+        for (uint32_t j = 0; j < n; j++)
+            agreeing += r->status[j] == CHUNK_GOOD && same_write(&r->headers[j], &r->headers[i]);
+        if (agreeing + hung >= r->headers[i].k)
+            return false;
+    }
+    return true;
 }
 
 /* Whether a chunk is left to ask for. */
@@ -400,9 +427,9 @@ static void coded_read_step(struct lmr_group *g)
         if (!asked)
             break;
     }
-    /* everything asked and answered (or left to a server that stopped
-     * answering): not enough */
-    if (g->outstanding == 0 || (!chunk_left_to_ask(r) && lmr_group_only_hung_left(g)))
+    /* everything asked and answered (or left to servers that stopped
+     * answering and cannot help): not enough */
+    if (g->outstanding == 0 || (!chunk_left_to_ask(r) && only_useless_hung_left(r)))
         lmr_group_finish(g, r->failure != MEMCACHED_SUCCESS ? r->failure : MEMCACHED_NOTFOUND);
 }
 

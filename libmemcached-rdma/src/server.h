@@ -43,10 +43,12 @@ struct memcached_instance_st {
     /* requests in issue order; [head, send_next) are sent and await replies */
     memcached_request_st *head, *tail, *send_next;
     uint32_t queued;
-    uint64_t completed; /* requests completed: progress, as hedged reads see it */
-    /* a hedge timer found the server completing nothing (group.c): while
-     * `completed` stays at stalled_mark, parents leave its requests behind,
-     * and POLL_TIMEOUT after stalled_since_ms it fails (io.c) */
+    /* requests completed plus reads that brought bytes: progress, as
+     * hedged reads and writes see it (a value on its way counts) */
+    uint64_t progress;
+    /* a hedge timer found the server making no progress (group.c): while
+     * `progress` stays at stalled_mark, parents do not wait for it, and
+     * POLL_TIMEOUT after stalled_since_ms it fails (io.c) */
     bool stalled;
     uint64_t stalled_mark;
     int64_t stalled_since_ms;
