@@ -176,7 +176,9 @@ bool lmr_group_child_stalled(const struct lmr_group *g, uint32_t i, int quiet_ms
 {
     const memcached_request_st *child = g->children[i];
     memcached_instance_st *srv = child->server;
-    if (child->state != LMR_STATE_QUEUED || srv == NULL || srv->progress != g->progress_marks[i])
+    /* a connect under way has a deadline of its own (CONNECT_TIMEOUT) */
+    if (child->state != LMR_STATE_QUEUED || srv == NULL || srv->connecting ||
+        srv->progress != g->progress_marks[i])
         return false;
     if (!srv->stalled || srv->stalled_mark != srv->progress) {
         srv->stalled = true;

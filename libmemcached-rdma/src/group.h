@@ -73,7 +73,8 @@ void lmr_group_run_timers(struct lmr_client *c);
 int64_t lmr_group_next_wake_ms(const struct lmr_client *c);
 /* Whether child i is in flight and its server made no progress (completed
  * no request, received no bytes) since the child was issued: it has
- * stopped answering, or is very slow. Asked when a timer fired, quiet_ms
+ * stopped answering, or is very slow (a connect under way is not: it
+ * has CONNECT_TIMEOUT). Asked when a timer fired, quiet_ms
  * after the child was issued at least; a stalled server is marked so
  * (server.h), quiet since then. */
 bool lmr_group_child_stalled(const struct lmr_group *g, uint32_t i, int quiet_ms);
