@@ -129,6 +129,7 @@ void lmr_io_close(memcached_instance_st *srv)
     srv->connecting = false;
     srv->deferred = 0;
     srv->deferred_bytes = 0;
+    srv->send_backlog = false;
     reset_receive(srv);
 }
 
@@ -411,11 +412,19 @@ static bool send_some(memcached_instance_st *srv)
         }
         ssize_t written = srv->conn.ops->send(&srv->conn, iov, n);
         if (written < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                srv->send_backlog = true;
                 return true;
+            }
             lmr_io_fail_server(srv, MEMCACHED_WRITE_FAILURE, strerror(errno));
             return false;
         }
+        if (written > 0 && srv->send_backlog)
+            srv->progress++; /* the server drains what its socket had refused */
+        size_t offered = 0;
+        for (int i = 0; i < n; i++)
+            offered += iov[i].iov_len;
+        srv->send_backlog = (size_t)written < offered;
         size_t left = (size_t)written;
         while (left > 0 && srv->send_next != NULL) {
             memcached_request_st *r = srv->send_next;

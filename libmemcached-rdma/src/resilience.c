@@ -146,17 +146,23 @@ static int write_delay_ms(const struct lmr_client *c)
 }
 
 /* Whether child i, in flight, may be left behind by its parent: its
- * server made no progress for the write delay (found by this step's
- * timer, `woke`, which fires that long after the write was issued, or
- * marked earlier and quiet since). What it sent is the transport's
+ * server made no progress since the write was issued (found by this
+ * step's timer, `woke`, which fires the write delay after the write was
+ * issued) or since the timer last looked, or it was marked earlier and
+ * has been quiet for the write delay. What it sent is the transport's
  * (sockets, and the RDMA transport, which copies every byte it accepts
  * into its registered buffers); what it has left to send it copies
  * (lmr_resilience_own_values). */
 static bool may_leave(struct lmr_group *g, uint32_t i, bool woke, int64_t *now)
 {
     int delay = write_delay_ms(g->client);
-    if (woke && lmr_group_child_stalled(g, i, delay))
-        return true;
+    if (woke) {
+        if (lmr_group_child_stalled(g, i, delay))
+            return true;
+        /* it made progress: from now on, stalled means none since this look */
+        if (g->children[i]->server != NULL)
+            g->progress_marks[i] = g->children[i]->server->progress;
+    }
     if (!lmr_group_child_hung(g, i))
         return false;
     if (*now < 0)
