@@ -80,6 +80,11 @@ static memcached_st *client(uint64_t replication, uint64_t coding, bool binary)
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, binary);
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 3000);
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, 0);
+    /* writes here must say SUCCESS with every server up: a write leaves a
+     * server that made no progress for four hedge timeouts behind, and a
+     * loaded machine (sanitizers, the emulated guest) can keep a live
+     * server off the processor for 400 ms */
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_RESILIENCE_HEDGE_TIMEOUT, 1000);
     if (replication != 0)
         memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_REPLICATION, replication);
     if (coding != 0)
