@@ -5,8 +5,8 @@
  * POLL_TIMEOUT at 5 s: with one server killed (connects refused) or
  * stopped (SIGSTOP: connection open, nothing answered), synchronous
  * replicated sets, coded sets, coded and replicated gets and coded deletes
- * complete within 1 s (a functional bound with a fivefold margin, not a
- * speed claim), writes say SOME_ERRORS, values read back byte-exact. A
+ * complete within 2 s (a functional bound, 2.5 times below the poll
+ * timeout, not a speed claim), writes say SOME_ERRORS, values read back byte-exact. A
  * stopped server that keeps answering nothing while the others keep the
  * client busy fails after the poll timeout all the same, and the requests
  * left behind on it are counted as failures then. */
@@ -26,7 +26,10 @@
 #define KEYS 6
 #define SIZE 20000
 #define POLL_MS 5000
-#define BOUND_MS 1000
+/* far below the poll timeout; the first write that meets a stopped server
+ * waits the write delay (an eighth of the poll timeout here: 625 ms), and
+ * sanitizers on a loaded machine added 450 ms to that once */
+#define BOUND_MS 2000
 
 enum transport { OVER_TCP, OVER_UNIX, OVER_RDMA };
 static const char *const transport_names[] = {"tcp", "unix", "rdma"};
