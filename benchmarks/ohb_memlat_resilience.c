@@ -9,7 +9,9 @@
  * gets with one and two servers killed (SIGKILL); memory efficiency (the
  * servers' `bytes` summed over what the program stored); and the time of
  * encoding and of decoding with two chunks lost, per size, next to the set
- * latency. Tables with ratios; --csv writes every number. */
+ * latency; and the floor of a coded get: three plain gets of a chunk's
+ * size on three servers at once. Tables with ratios; --csv writes every
+ * number. */
 #include "ohb_common.h"
 
 #include <arpa/inet.h>
@@ -441,6 +443,80 @@ static bool parse_ec_threshold(void *target, const char *text)
     return true;
 }
 
+/* The floor of a coded get on this machine: K = 3 plain gets (no scheme)
+ * of a data chunk's size, issued together to three distinct servers and
+ * waited for (median us per size). A coded get cannot beat it: it is the
+ * same three round trips. */
+static void fanout_floor(double floor[MAX_SIZES])
+{
+    enum { FANOUT = 3 };
+    memcached_st *memc = client(NONE);
+    char keys[FANOUT][32];
+    size_t key_lengths[FANOUT];
+    uint32_t seen = 0;
+    for (int found = 0, i = 0; found < FANOUT && i < 100000; i++) {
+        char key[32];
+        size_t key_length = (size_t)snprintf(key, sizeof(key), "fan:%d", i);
+        memcached_return_t rc;
+        const memcached_instance_st *owner = memcached_server_by_key(memc, key, key_length, &rc);
+        unsigned port = memcached_server_port(owner);
+        const char *name = memcached_server_name(owner);
+        for (int j = 0; j < SERVERS; j++) {
+            bool same = over_unix
+                            ? strcmp(name, servers[j].path) == 0
+                            : port == (rdma_addr != NULL ? servers[j].rdma_port : servers[j].port);
+            if (same && !(seen & (1u << j))) {
+                seen |= 1u << j;
+                memcpy(keys[found], key, key_length + 1);
+                key_lengths[found++] = key_length;
+            }
+        }
+    }
+    char *value = ohb_value_new(max_size);
+    char *into = malloc((size_t)FANOUT * max_size);
+    memcached_request_st *reqs[FANOUT];
+    for (int i = 0; i < FANOUT; i++)
+        reqs[i] = memcached_request_create(memc);
+    double *samples = malloc(iterations * sizeof(*samples));
+    if (into == NULL || samples == NULL) {
+        fprintf(stderr, "out of memory for the fan-out floor\n");
+        exit(1);
+    }
+    for (unsigned z = 0; z < size_count; z++) {
+        /* a data chunk and its 32-byte header */
+        size_t chunk = lmr_ec_chunk_size(sizes[z], 3) + LMR_EC_HEADER_LENGTH;
+        for (int i = 0; i < FANOUT; i++) {
+            memcached_return_t rc =
+                memcached_set(memc, keys[i], key_lengths[i], value, chunk, 0, 0);
+            if (!stored(rc))
+                ohb_fail(memc, "memcached_set", rc);
+        }
+        double deadline = ohb_now_us() + max_seconds * 1e6;
+        unsigned done = 0;
+        while (done < iterations && (done < 3 || ohb_now_us() < deadline)) {
+            double start = ohb_now_us();
+            for (int i = 0; i < FANOUT; i++)
+                memcached_iget(memc, keys[i], key_lengths[i], into + (size_t)i * max_size, max_size,
+                               reqs[i]);
+            for (int i = 0; i < FANOUT; i++) {
+                memcached_return_t rc = memcached_wait(memc, reqs[i]);
+                if (rc != MEMCACHED_SUCCESS)
+                    ohb_fail(memc, "memcached_wait", rc);
+            }
+            samples[done++] = ohb_now_us() - start;
+        }
+        floor[z] = ohb_median(samples, done);
+        csv_row("get_fanout3", NONE, sizes[z], floor[z]);
+    }
+    free(samples);
+    for (int i = FANOUT; i > 0; i--)
+        memcached_request_free(reqs[i - 1]);
+    free(into);
+    free(value);
+    memcached_free(memc);
+    flush_all();
+}
+
 static void parse(int argc, char **argv)
 {
     const struct ohb_option table[] = {
@@ -519,6 +595,16 @@ int main(int argc, char **argv)
     }
     print_latency("Set latency, blocking (median us)", "set", set_block, RS, SYNC_REP);
     print_latency("Get latency, blocking (median us)", "get", get_block, RS, ASYNC_REP);
+    static double floor_block[MAX_SIZES];
+    fanout_floor(floor_block);
+    printf("\n# Get fan-out floor, blocking (median us): 3 plain gets of a chunk's size on 3\n"
+           "# servers at once (no scheme), what a coded get's 3 data chunks cost at least\n");
+    printf("# %-10s %13s %13s %13s %9s %9s\n", "Size", "none", "3 at once", "RS(3,2)", "RS/3",
+           "3/none");
+    for (unsigned z = 0; z < size_count; z++)
+        printf("%-12zu %13.2f %13.2f %13.2f %9.2f %9.2f\n", sizes[z], get_block[NONE][z],
+               floor_block[z], get_block[RS][z], get_block[RS][z] / floor_block[z],
+               floor_block[z] / get_block[NONE][z]);
     print_latency("Set, window of 64 (us per operation)", "set_window64", set_window, RS, SYNC_REP);
     print_latency("Get, window of 64 (us per operation)", "get_window64", get_window, RS,
                   ASYNC_REP);

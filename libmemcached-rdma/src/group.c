@@ -7,6 +7,10 @@
 #include "ops.h"
 #include "server.h"
 
+/* Requests a server marked stalled may hold before more children to it
+ * fail at once (each may hold a copy of a value). */
+#define LMR_STALLED_QUEUE_MAX 64
+
 bool lmr_group_is_failure(memcached_return_t rc)
 {
     switch (rc) {
@@ -100,7 +104,17 @@ void lmr_group_issue(struct lmr_group *g, uint32_t i, memcached_instance_st *srv
 {
     memcached_request_st *child = g->children[i];
     g->outstanding++;
-    g->progress_marks[i] = srv->completed;
+    g->progress_marks[i] = srv->progress;
+    if (srv->stalled && srv->stalled_mark == srv->progress &&
+        srv->queued >= LMR_STALLED_QUEUE_MAX) {
+        /* the server stopped answering and enough wait on it already: an
+         * erasure at once, rather than one more request (and its copy of
+         * a value) piling up behind those it does not answer */
+        child->rc = MEMCACHED_TIMEOUT;
+        child->state = LMR_STATE_DONE;
+        lmr_group_child_done(child);
+        return;
+    }
     /* a failure code means it was never queued (a request that was queued
      * and failed completed through the engine, which told the group) */
     if (lmr_op_issue_to(srv, child, kind, args, false) != MEMCACHED_SUCCESS)
@@ -158,11 +172,28 @@ int64_t lmr_group_next_wake_ms(const struct lmr_client *c)
     return earliest;
 }
 
-bool lmr_group_child_stalled(const struct lmr_group *g, uint32_t i)
+bool lmr_group_child_stalled(const struct lmr_group *g, uint32_t i, int quiet_ms)
 {
     const memcached_request_st *child = g->children[i];
-    return child->state == LMR_STATE_QUEUED && child->server != NULL &&
-           child->server->completed == g->progress_marks[i];
+    memcached_instance_st *srv = child->server;
+    /* a connect under way has a deadline of its own (CONNECT_TIMEOUT) */
+    if (child->state != LMR_STATE_QUEUED || srv == NULL || srv->connecting ||
+        srv->progress != g->progress_marks[i])
+        return false;
+    if (!srv->stalled || srv->stalled_mark != srv->progress) {
+        srv->stalled = true;
+        srv->stalled_mark = srv->progress;
+        srv->stalled_since_ms = lmr_io_now_ms() - quiet_ms;
+    }
+    return true;
+}
+
+bool lmr_group_child_hung(const struct lmr_group *g, uint32_t i)
+{
+    const memcached_request_st *child = g->children[i];
+    const memcached_instance_st *srv = child->server;
+    return child->state == LMR_STATE_QUEUED && srv != NULL && srv->stalled &&
+           srv->stalled_mark == srv->progress;
 }
 
 void lmr_group_finish(struct lmr_group *g, memcached_return_t rc)

@@ -33,7 +33,7 @@ struct lmr_group {
     const struct lmr_group_ops *ops;
     memcached_request_st *parent; /* NULL once the parent completed */
     memcached_request_st **children;
-    uint64_t *progress_marks; /* each child's server's `completed` when issued */
+    uint64_t *progress_marks; /* each child's server's `progress` when issued */
     uint32_t child_count;
     uint32_t outstanding; /* children issued and not completed */
     bool count_failures;  /* children's server failures count in the client */
@@ -51,7 +51,10 @@ struct lmr_group {
 struct lmr_group *lmr_group_create(struct lmr_client *c, memcached_request_st *parent,
                                    const struct lmr_group_ops *ops, size_t size,
                                    uint32_t child_count);
-/* Issues child i to srv; a child that fails at once is noted as completed. */
+/* Issues child i to srv; a child that fails at once is noted as completed.
+ * A server marked stalled that made no progress since and already holds
+ * LMR_STALLED_QUEUE_MAX requests fails the child at once
+ * (MEMCACHED_TIMEOUT). */
 void lmr_group_issue(struct lmr_group *g, uint32_t i, memcached_instance_st *srv,
                      enum lmr_op_kind kind, const struct lmr_op_args *args);
 /* Completes the parent with rc; the group lives on until its last child
@@ -68,9 +71,16 @@ void lmr_group_wake_after(struct lmr_group *g, int delay_ms);
 void lmr_group_run_timers(struct lmr_client *c);
 /* The earliest timer (lmr_io_now_ms clock), -1 when none. */
 int64_t lmr_group_next_wake_ms(const struct lmr_client *c);
-/* Whether child i is in flight and its server completed no request since
- * the child was issued: it has stopped answering, or is very slow. */
-bool lmr_group_child_stalled(const struct lmr_group *g, uint32_t i);
+/* Whether child i is in flight and its server made no progress (completed
+ * no request, received no bytes) since the child was issued: it has
+ * stopped answering, or is very slow (a connect under way is not: it
+ * has CONNECT_TIMEOUT). Asked when a timer fired, quiet_ms
+ * after the child was issued at least; a stalled server is marked so
+ * (server.h), quiet since then. */
+bool lmr_group_child_stalled(const struct lmr_group *g, uint32_t i, int quiet_ms);
+/* Whether child i is in flight on a server marked stalled that has made
+ * no progress since: later parents need not wait for it either. */
+bool lmr_group_child_hung(const struct lmr_group *g, uint32_t i);
 /* A code that says the server did not answer (as opposed to an answer such
  * as NOTFOUND or NOTSTORED). */
 bool lmr_group_is_failure(memcached_return_t rc);

@@ -98,7 +98,7 @@ static void complete(memcached_instance_st *srv, memcached_request_st *req, memc
         srv->conn.ops->release_value_buffer(&srv->conn, req->opaque);
     req->value_offered = false;
     unlink_request(srv, req);
-    srv->completed++;
+    srv->progress++;
     req->server = NULL;
     req->rc = rc;
     req->state = LMR_STATE_DONE;
@@ -137,6 +137,7 @@ void lmr_io_close(memcached_instance_st *srv)
     srv->connecting = false;
     srv->deferred = 0;
     srv->deferred_bytes = 0;
+    srv->send_backlog = false;
     reset_receive(srv);
 }
 
@@ -175,7 +176,10 @@ void lmr_io_push_all(struct lmr_client *c)
     int64_t deadline = -1; /* set by the first transport that waits */
     for (uint32_t i = 0; i < c->server_count; i++) {
         memcached_instance_st *srv = c->servers[i];
-        if (srv->conn.ops == NULL || srv->conn.ops->push == NULL || srv->connecting)
+        /* a server marked stalled takes nothing: pushing would wait for it
+         * (requests left behind on it go when it runs again) */
+        if (srv->conn.ops == NULL || srv->conn.ops->push == NULL || srv->connecting ||
+            (srv->stalled && srv->stalled_mark == srv->progress))
             continue;
         srv->conn.ops->push(&srv->conn, &deadline, poll_timeout_ms(c));
     }
@@ -413,11 +417,19 @@ static bool send_some(memcached_instance_st *srv)
         }
         ssize_t written = srv->conn.ops->send(&srv->conn, iov, n);
         if (written < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                srv->send_backlog = true;
                 return true;
+            }
             lmr_io_fail_server(srv, MEMCACHED_WRITE_FAILURE, strerror(errno));
             return false;
         }
+        if (written > 0 && srv->send_backlog)
+            srv->progress++; /* the server drains what its socket had refused */
+        size_t offered = 0;
+        for (int i = 0; i < n; i++)
+            offered += iov[i].iov_len;
+        srv->send_backlog = (size_t)written < offered;
         size_t left = (size_t)written;
         while (left > 0 && srv->send_next != NULL) {
             memcached_request_st *r = srv->send_next;
@@ -486,8 +498,10 @@ static bool receive_some(memcached_instance_st *srv)
             if (got > 0)
                 srv->rend += (size_t)got;
         }
-        if (got > 0)
+        if (got > 0) {
             srv->timeout_count = 0; /* the server answers */
+            srv->progress++;
+        }
         if (got == 0) {
             lmr_io_fail_server(srv, MEMCACHED_CONNECTION_FAILURE, "connection closed by server");
             return false;
@@ -520,7 +534,9 @@ static bool finish_connecting(memcached_instance_st *srv)
 {
     if (!srv->connecting)
         return true;
-    struct pollfd pfd = {.fd = srv->conn.ops->poll_fd(&srv->conn), .events = POLLOUT};
+    /* a socket's connect turns it writable, the RDMA connection manager's
+     * answers readable */
+    struct pollfd pfd = {.fd = srv->conn.ops->poll_fd(&srv->conn), .events = POLLOUT | POLLIN};
     memcached_return_t rc = MEMCACHED_IN_PROGRESS;
     int sys_errno = 0;
     if (poll(&pfd, 1, 0) > 0)
@@ -559,11 +575,47 @@ static void pump(memcached_instance_st *srv, bool receive)
         receive_some(srv);
 }
 
+/* When a server marked stalled (server.h) fails if it still made no
+ * progress: POLL_TIMEOUT after it stopped answering. -1 when it is not
+ * stalled (any more) or there is no poll timeout. */
+static int64_t stalled_deadline_ms(memcached_instance_st *srv)
+{
+    if (!srv->stalled)
+        return -1;
+    if (srv->stalled_mark != srv->progress || srv->queued == 0 || srv->conn.ops == NULL) {
+        srv->stalled = false; /* it answered, or has nothing left to answer */
+        return -1;
+    }
+    int timeout = srv->client->behaviors.poll_timeout_ms;
+    return timeout < 0 ? -1 : srv->stalled_since_ms + timeout;
+}
+
+/* Fails stalled servers whose deadline passed, even while other servers
+ * keep the pipeline busy (run_until's own timeout needs silence on every
+ * connection): requests left behind on them complete then. */
+static void fail_stalled(struct lmr_client *c)
+{
+    int64_t now = -1;
+    for (uint32_t i = 0; i < c->server_count; i++) {
+        memcached_instance_st *srv = c->servers[i];
+        int64_t deadline = stalled_deadline_ms(srv);
+        if (deadline < 0)
+            continue;
+        if (now < 0)
+            now = lmr_io_now_ms();
+        if (now >= deadline) {
+            srv->stalled = false;
+            lmr_io_fail_server(srv, MEMCACHED_TIMEOUT, "timed out waiting for server");
+        }
+    }
+}
+
 void lmr_io_poll_once(struct lmr_client *c)
 {
     for (uint32_t i = 0; i < c->server_count; i++)
         if (c->servers[i]->queued > 0)
             pump(c->servers[i], true);
+    fail_stalled(c);
     lmr_group_run_timers(c);  /* parents whose timer is due */
     lmr_group_run_pending(c); /* parents whose children completed */
 }
@@ -573,7 +625,8 @@ void lmr_io_poll_events(struct lmr_client *c)
     bool any = false;
     for (uint32_t i = 0; i < c->server_count; i++) {
         memcached_instance_st *srv = c->servers[i];
-        if (srv->queued > 0 && srv->conn.ops != NULL && srv->conn.ops->poll_events != NULL) {
+        if (srv->queued > 0 && srv->conn.ops != NULL && !srv->connecting &&
+            srv->conn.ops->poll_events != NULL) {
             srv->conn.ops->poll_events(&srv->conn);
             any = true;
         }
@@ -618,7 +671,8 @@ static bool spin_for_input(struct lmr_client *c)
     bool pollers = false, syscall_polls = false;
     for (uint32_t i = 0; i < c->server_count; i++) {
         memcached_instance_st *srv = c->servers[i];
-        if (srv->conn.ops != NULL && srv->conn.ops->poll_input != NULL && srv->queued > 0) {
+        if (srv->conn.ops != NULL && srv->conn.ops->poll_input != NULL && srv->queued > 0 &&
+            !srv->connecting) {
             pollers = true;
             syscall_polls = syscall_polls || srv->conn.ops->poll_input_is_syscall;
             if (awaiting_reply(srv) && srv->conn.spin_us > budget &&
@@ -664,7 +718,7 @@ static bool spin_for_input(struct lmr_client *c)
     for (uint32_t i = 0; i < c->server_count; i++) {
         memcached_instance_st *srv = c->servers[i];
         if (srv->conn.ops != NULL && srv->conn.ops->prepare_sleep != NULL && srv->queued > 0 &&
-            srv->conn.ops->prepare_sleep(&srv->conn))
+            !srv->connecting && srv->conn.ops->prepare_sleep(&srv->conn))
             ready = true;
     }
     return ready;
@@ -702,8 +756,9 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
             if (srv->queued == 0 || srv->conn.ops == NULL)
                 continue;
             short events = 0;
-            if (srv->connecting ||
-                (srv->send_next != NULL && window_allows(srv, srv->send_next, 0)))
+            if (srv->connecting)
+                events |= POLLOUT | POLLIN; /* as finish_connecting() asks */
+            else if (srv->send_next != NULL && window_allows(srv, srv->send_next, 0))
                 events |= POLLOUT;
             if (awaiting_reply(srv))
                 events |= POLLIN;
@@ -717,9 +772,14 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
         int timeout = c->behaviors.poll_timeout_ms;
         int64_t now = lmr_io_now_ms();
         int64_t remaining = timeout < 0 ? INT32_MAX : timeout - (now - last_progress);
-        for (uint32_t i = 0; i < c->server_count; i++) /* connect deadlines too */
-            if (c->servers[i]->connecting && c->servers[i]->connect_deadline_ms - now < remaining)
-                remaining = c->servers[i]->connect_deadline_ms - now;
+        for (uint32_t i = 0; i < c->server_count; i++) { /* connect and stall deadlines too */
+            memcached_instance_st *srv = c->servers[i];
+            if (srv->connecting && srv->connect_deadline_ms - now < remaining)
+                remaining = srv->connect_deadline_ms - now;
+            int64_t stalled = stalled_deadline_ms(srv);
+            if (stalled >= 0 && stalled - now < remaining)
+                remaining = stalled - now;
+        }
         int64_t wake = lmr_group_next_wake_ms(c); /* and parents' timers */
         bool woken = wake >= 0 && wake - now < remaining;
         if (woken)

@@ -122,11 +122,7 @@ char *lmr_resilience_value_destination(memcached_request_st *parent, size_t leng
     return parent->lib_buffer;
 }
 
-/* Before an async write completes, its copies still sending from the
- * caller's value take a copy of it (over RDMA they copied when issued, as
- * the server may read the value from the client's memory later). False
- * on ENOMEM: the write then completes with all its copies. */
-static bool own_values(struct lmr_group *g)
+bool lmr_resilience_own_values(struct lmr_group *g)
 {
     for (uint32_t i = 0; i < g->child_count; i++) {
         memcached_request_st *copy = g->children[i];
@@ -137,6 +133,72 @@ static bool own_values(struct lmr_group *g)
     return true;
 }
 
+/* How long a write waits for a server that makes no progress before it
+ * completes without it: four hedge timeouts, or an eighth of the poll
+ * timeout when that is longer. Longer than a read's hedge, since a write
+ * left behind says SOME_ERRORS, and a loaded machine can keep a live
+ * server off the processor for a hedge timeout. */
+static int write_delay_ms(const struct lmr_client *c)
+{
+    int delay = 4 * c->behaviors.hedge_timeout_ms;
+    int poll = c->behaviors.poll_timeout_ms;
+    return poll > 0 && poll / 8 > delay ? poll / 8 : delay;
+}
+
+/* Whether child i, in flight, may be left behind by its parent: its
+ * server made no progress since the write was issued (found by this
+ * step's timer, `woke`, which fires the write delay after the write was
+ * issued) or since the timer last looked, or it was marked earlier and
+ * has been quiet for the write delay. What it sent is the transport's
+ * (sockets, and the RDMA transport, which copies every byte it accepts
+ * into its registered buffers); what it has left to send it copies
+ * (lmr_resilience_own_values). */
+static bool may_leave(struct lmr_group *g, uint32_t i, bool woke, int64_t *now)
+{
+    int delay = write_delay_ms(g->client);
+    if (woke) {
+        if (lmr_group_child_stalled(g, i, delay))
+            return true;
+        /* it made progress: from now on, stalled means none since this look */
+        if (g->children[i]->server != NULL)
+            g->progress_marks[i] = g->children[i]->server->progress;
+    }
+    if (!lmr_group_child_hung(g, i))
+        return false;
+    if (*now < 0)
+        *now = lmr_io_now_ms();
+    return *now - g->children[i]->server->stalled_since_ms >= delay;
+}
+
+bool lmr_resilience_leave_hung(struct lmr_group *g, uint32_t quorum)
+{
+    bool woke = g->woke;
+    g->woke = false;
+    uint32_t stored = 0;
+    bool leave = true;
+    int64_t now = -1;
+    for (uint32_t i = 0; i < g->child_count; i++) {
+        const memcached_request_st *child = g->children[i];
+        if (child->state == LMR_STATE_DONE)
+            stored += child->rc == MEMCACHED_SUCCESS;
+        else if (!may_leave(g, i, woke, &now))
+            leave = false; /* no break: the timer marks every stalled server */
+    }
+    if (leave && stored >= quorum && lmr_resilience_own_values(g)) {
+        lmr_group_finish(g, MEMCACHED_SOME_ERRORS);
+        return true;
+    }
+    if (woke) /* a server still answering, or too few stored: look again later */
+        lmr_group_wake_after(g, g->client->behaviors.hedge_timeout_ms);
+    return false;
+}
+
+void lmr_resilience_arm_write(struct lmr_group *g)
+{
+    if (g->client->behaviors.hedge_timeout_ms > 0)
+        lmr_group_wake_after(g, write_delay_ms(g->client));
+}
+
 static void replicated_write_step(struct lmr_group *g)
 {
     struct replicated_write *w = (struct replicated_write *)g;
@@ -144,12 +206,14 @@ static void replicated_write_step(struct lmr_group *g)
     for (uint32_t i = 0; w->async && i < g->child_count; i++)
         one_stored = one_stored || (g->children[i]->state == LMR_STATE_DONE &&
                                     g->children[i]->rc == MEMCACHED_SUCCESS);
-    if (one_stored && own_values(g)) {
+    if (one_stored && lmr_resilience_own_values(g)) {
         lmr_group_finish(g, MEMCACHED_SUCCESS);
         return;
     }
     if (g->outstanding == 0)
         lmr_group_finish(g, lmr_resilience_combine(g, 1, w->kind));
+    else
+        lmr_resilience_leave_hung(g, 1);
 }
 
 static void replicated_write_release(struct lmr_group *g)
@@ -197,12 +261,13 @@ static bool copy_stalled(struct replicated_read *r)
     if (!g->woke)
         return false;
     g->woke = false;
-    for (uint32_t i = 0; i < r->issued; i++)
-        if (!r->examined[i] && lmr_group_child_stalled(g, i))
-            return true;
-    if (r->issued < g->child_count && g->outstanding > 0)
+    bool stalled = false;
+    for (uint32_t i = 0; i < r->issued; i++) /* every stalled server is marked */
+        if (!r->examined[i] && lmr_group_child_stalled(g, i, g->client->behaviors.hedge_timeout_ms))
+            stalled = true;
+    if (!stalled && r->issued < g->child_count && g->outstanding > 0)
         lmr_group_wake_after(g, g->client->behaviors.hedge_timeout_ms);
-    return false;
+    return stalled;
 }
 
 static void replicated_read_step(struct lmr_group *g)
@@ -228,17 +293,18 @@ static void replicated_read_step(struct lmr_group *g)
             }
         }
         if (r->issued == g->child_count) {
-            if (g->outstanding == 0)
+            if (g->outstanding == 0) /* a stopped server may hold the only copy: wait */
                 lmr_group_finish(g, r->answer != MEMCACHED_SUCCESS ? r->answer : r->failure);
             return;
         }
         if (g->outstanding > 0 && !hedge)
             return; /* a copy in flight, its server answering */
-        hedge = false;
         uint32_t i = r->issued++;
         lmr_group_issue(g, i, g->client->servers[r->servers[i]], LMR_OP_GET, &r->args);
         if (g->client->behaviors.hedge_timeout_ms > 0)
             lmr_group_wake_after(g, g->client->behaviors.hedge_timeout_ms);
+        /* a server known to have stopped answering: the next copy now */
+        hedge = lmr_group_child_hung(g, i);
     }
 }
 
@@ -299,6 +365,7 @@ static memcached_return_t replicated_issue(struct lmr_client *c, memcached_reque
         }
         lmr_group_issue(&w->g, i, c->servers[servers[i]], kind, &copy);
     }
+    lmr_resilience_arm_write(&w->g);
     return MEMCACHED_SUCCESS;
 }
 

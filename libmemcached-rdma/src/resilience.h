@@ -50,6 +50,20 @@ memcached_return_t lmr_resilience_mget(struct lmr_client *c, const char *group_k
  * SOME_ERRORS if at least `quorum` stored, else the first failure. */
 memcached_return_t lmr_resilience_combine(const struct lmr_group *g, uint32_t quorum,
                                           enum lmr_op_kind kind);
+/* Before a parent completes with children still sending from the
+ * caller's value, those take a copy of what they have left to send. False
+ * on ENOMEM. */
+bool lmr_resilience_own_values(struct lmr_group *g);
+/* A write's children still in flight all wait on servers that made no
+ * progress for the write delay (four hedge timeouts, or an eighth of the
+ * poll timeout if longer; found by the write's timer, or marked by an
+ * earlier parent): once at least `quorum` children stored, the parent
+ * completes with SOME_ERRORS and leaves them behind as stragglers that own
+ * their bytes (they complete when the server answers or fails). True if
+ * it completed the parent; otherwise the timer is set again if it fired. */
+bool lmr_resilience_leave_hung(struct lmr_group *g, uint32_t quorum);
+/* Sets a write's timer (the write delay; none when the hedge timeout is 0). */
+void lmr_resilience_arm_write(struct lmr_group *g);
 /* A stamp for one write: a random start per client, then one more per
  * write, so writes of two clients differ. */
 uint64_t lmr_resilience_next_stamp(struct lmr_client *c);

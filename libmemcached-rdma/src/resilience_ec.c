@@ -65,6 +65,8 @@ static void coded_write_step(struct lmr_group *g)
     struct coded_write *w = (struct coded_write *)g;
     if (g->outstanding == 0)
         lmr_group_finish(g, lmr_resilience_combine(g, w->quorum, LMR_OP_STORE));
+    else
+        lmr_resilience_leave_hung(g, w->quorum);
 }
 
 static void coded_write_release(struct lmr_group *g)
@@ -116,6 +118,7 @@ static memcached_return_t coded_store(struct lmr_client *c, memcached_request_st
     w->scratch = scratch;
     w->g.count_failures = true;
     w->quorum = whole ? 1 : k;
+    lmr_resilience_arm_write(&w->g);
     const char *value = args->value;
     char *base = scratch;                 /* where parity and padded chunks go */
     if (args->copy_value && length > 0) { /* bset: the caller may reuse its buffer */
@@ -174,6 +177,8 @@ static void coded_all_step(struct lmr_group *g)
     struct coded_all *a = (struct coded_all *)g;
     if (g->outstanding == 0)
         lmr_group_finish(g, lmr_resilience_combine(g, a->quorum, a->kind));
+    else
+        lmr_resilience_leave_hung(g, a->quorum);
 }
 
 static const struct lmr_group_ops coded_all_ops = {.step = coded_all_step};
@@ -192,6 +197,7 @@ static memcached_return_t coded_everywhere(struct lmr_client *c, memcached_reque
     a->kind = kind;
     for (uint32_t i = 0; i < count; i++)
         lmr_group_issue(&a->g, i, c->servers[servers[i]], kind, args);
+    lmr_resilience_arm_write(&a->g);
     return MEMCACHED_SUCCESS;
 }
 
@@ -317,8 +323,9 @@ static bool classify_and_ask(struct coded_read *r, bool hedge)
             if (lmr_group_is_failure(child->rc) && r->failure == MEMCACHED_SUCCESS)
                 r->failure = child->rc;
         }
-        if (r->status[i] == CHUNK_BAD)
-            trouble = true;
+        if (r->status[i] == CHUNK_BAD ||
+            (r->status[i] == CHUNK_ASKED && lmr_group_child_hung(g, i)))
+            trouble = true; /* missing, or on a server known to have stopped */
         if (r->status[i] == CHUNK_GOOD) {
             trouble = trouble || (stamp_seen && r->headers[i].stamp != stamp);
             stamp = r->headers[i].stamp;
@@ -349,12 +356,52 @@ static bool hedge_now(struct coded_read *r)
     g->woke = false;
     bool stalled = false, left = false;
     for (uint32_t i = 0; i < r->k + r->m; i++) {
-        stalled = stalled || (r->status[i] == CHUNK_ASKED && lmr_group_child_stalled(g, i));
+        /* every stalled server is marked (no short cut) */
+        bool this_stalled =
+            r->status[i] == CHUNK_ASKED &&
+            lmr_group_child_stalled(g, i, (int)g->client->behaviors.hedge_timeout_ms);
+        stalled = stalled || this_stalled;
         left = left || r->status[i] == CHUNK_NOT_ASKED;
     }
     if (!stalled && left)
         lmr_group_wake_after(g, (int)g->client->behaviors.hedge_timeout_ms);
     return stalled;
+}
+
+/* Whether the chunks still in flight are all on servers that stopped
+ * answering and could not change the answer: no write reaches its K with
+ * them, and none is at a position that may hold a whole copy (0..M). Then
+ * the read completes without them; otherwise it waits for them. */
+static bool only_useless_hung_left(const struct coded_read *r)
+{
+    const struct lmr_group *g = &r->g;
+    uint32_t n = r->k + r->m, hung = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (g->children[i]->state != LMR_STATE_QUEUED)
+            continue;
+        if (!lmr_group_child_hung(g, i) || i <= r->m)
+            return false;
+        hung++;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (r->status[i] != CHUNK_GOOD)
+            continue;
+        uint32_t agreeing = 0;
+        for (uint32_t j = 0; j < n; j++)
+            agreeing += r->status[j] == CHUNK_GOOD && same_write(&r->headers[j], &r->headers[i]);
+        if (agreeing + hung >= r->headers[i].k)
+            return false;
+    }
+    return true;
+}
+
+/* Whether a chunk is left to ask for. */
+static bool chunk_left_to_ask(const struct coded_read *r)
+{
+    for (uint32_t i = 0; i < r->k + r->m; i++)
+        if (r->status[i] == CHUNK_NOT_ASKED)
+            return true;
+    return false;
 }
 
 static void coded_read_step(struct lmr_group *g)
@@ -380,7 +427,9 @@ static void coded_read_step(struct lmr_group *g)
         if (!asked)
             break;
     }
-    if (g->outstanding == 0) /* everything asked and answered: not enough */
+    /* everything asked and answered (or left to servers that stopped
+     * answering and cannot help): not enough */
+    if (g->outstanding == 0 || (!chunk_left_to_ask(r) && only_useless_hung_left(r)))
         lmr_group_finish(g, r->failure != MEMCACHED_SUCCESS ? r->failure : MEMCACHED_NOTFOUND);
 }
 
@@ -406,6 +455,11 @@ static memcached_return_t coded_read(struct lmr_client *c, memcached_request_st 
     }
     if (c->behaviors.hedge_timeout_ms > 0)
         lmr_group_wake_after(&r->g, (int)c->behaviors.hedge_timeout_ms);
+    for (uint32_t i = 0; i < k; i++)
+        if (lmr_group_child_hung(&r->g, i)) { /* ask the parity now */
+            r->g.ops->step(&r->g);
+            break;
+        }
     return MEMCACHED_SUCCESS;
 }
 

@@ -43,7 +43,17 @@ struct memcached_instance_st {
     /* requests in issue order; [head, send_next) are sent and await replies */
     memcached_request_st *head, *tail, *send_next;
     uint32_t queued;
-    uint64_t completed; /* requests completed: progress, as hedged reads see it */
+    /* requests completed, reads that brought bytes and sends that drained
+     * a backlog the socket had refused: progress, as hedged reads and
+     * writes see it (a value on its way, either way, counts) */
+    uint64_t progress;
+    bool send_backlog; /* the last send left bytes the transport refused */
+    /* a hedge timer found the server making no progress (group.c): while
+     * `progress` stays at stalled_mark, parents do not wait for it, and
+     * POLL_TIMEOUT after stalled_since_ms it fails (io.c) */
+    bool stalled;
+    uint64_t stalled_mark;
+    int64_t stalled_since_ms;
     uint32_t in_window; /* reply-expecting requests started on the wire */
     /* requests issued while earlier ones await replies, not yet offered to
      * the transport (io.c sends them in one go at the next flush) */

@@ -19,6 +19,21 @@
 
 #include <libmemcached/memcached.h>
 
+void test_server_add_to(memcached_st *memc, const struct test_server *s)
+{
+    if (s->rdma_port != 0) {
+        char spec[128];
+        snprintf(spec, sizeof(spec), "rdma://%s:%u", s->rdma_addr, s->rdma_port);
+        memcached_server_st *list = memcached_servers_parse(spec);
+        memcached_server_push(memc, list);
+        memcached_server_list_free(list);
+    } else if (s->port == 0) {
+        memcached_server_add_unix_socket(memc, s->socket_path);
+    } else {
+        memcached_server_add(memc, "127.0.0.1", (in_port_t)s->port);
+    }
+}
+
 unsigned test_unused_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

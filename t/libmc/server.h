@@ -34,6 +34,10 @@ bool test_server_restart_fresh(struct test_server *s);
 void test_server_stop(struct test_server *s, bool hard);
 void test_server_pause(struct test_server *s);  /* SIGSTOP */
 void test_server_resume(struct test_server *s); /* SIGCONT */
+/* Adds the server to memc the way it listens: over RDMA when it does
+ * (rdma://addr:port), else its Unix socket or 127.0.0.1:port. */
+struct memcached_st;
+void test_server_add_to(struct memcached_st *memc, const struct test_server *s);
 /* A port on 127.0.0.1 that nothing listens on (bound, then released). */
 unsigned test_unused_port(void);
 

@@ -1,0 +1,290 @@
+/* t/libmc/degraded.c: one server down must not cost the poll timeout.
+ * Against five real servers ($MC_SERVER) over TCP and Unix sockets (with
+ * --rdma, inside the Soft-RoCE guest, RXE_VM_ADDR naming its RDMA address:
+ * over RDMA instead), with
+ * POLL_TIMEOUT at 5 s: with one server killed (connects refused) or
+ * stopped (SIGSTOP: connection open, nothing answered), synchronous
+ * replicated sets, coded sets, coded and replicated gets and coded deletes
+ * complete within 2 s (a functional bound, 2.5 times below the poll
+ * timeout, not a speed claim), writes say SOME_ERRORS, values read back byte-exact. A
+ * stopped server that keeps answering nothing while the others keep the
+ * client busy fails after the poll timeout all the same, and the requests
+ * left behind on it are counted as failures then. */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <libmemcached/memcached.h>
+
+#include "server.h"
+#include "tap.h"
+
+#define SERVERS 5
+#define KEYS 6
+#define SIZE 20000
+#define POLL_MS 5000
+/* far below the poll timeout; the first write that meets a stopped server
+ * waits the write delay (an eighth of the poll timeout here: 625 ms), and
+ * sanitizers on a loaded machine added 450 ms to that once */
+#define BOUND_MS 2000
+
+enum transport { OVER_TCP, OVER_UNIX, OVER_RDMA };
+static const char *const transport_names[] = {"tcp", "unix", "rdma"};
+
+static struct test_server servers[SERVERS];
+static const char *rdma_addr; /* --rdma: RXE_VM_ADDR, an RDMA device's address */
+static char values[KEYS][SIZE];
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static memcached_st *client(uint64_t replication, uint64_t coding, int poll_ms)
+{
+    memcached_st *memc = memcached_create(NULL);
+    for (int i = 0; i < SERVERS; i++)
+        test_server_add_to(memc, &servers[i]);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, 1);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, (uint64_t)poll_ms);
+    /* every call tries the dead server again: a refused connect each time */
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, 0);
+    if (replication != 0)
+        memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_REPLICATION, replication);
+    if (coding != 0)
+        memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING, coding);
+    return memc;
+}
+
+static void key_of(char *key, size_t size, const char *prefix, int i)
+{
+    snprintf(key, size, "%s-%d", prefix, i);
+}
+
+/* Sets, gets (byte-exact) and, coded, deletes every key with server
+ * `down` killed or stopped; each call within BOUND_MS. Whether the deleted
+ * keys are gone is the caller's to check (a get of a missing key waits for
+ * a stopped server that might hold a whole copy). */
+static void degraded_calls(memcached_st *memc, const char *prefix, const char *what, int down,
+                           bool coded)
+{
+    char key[80];
+    int64_t slowest_set = 0, slowest_get = 0, slowest_delete = 0;
+    int sets = 0, gets = 0, deletes = 0;
+    for (int i = 0; i < KEYS; i++) {
+        key_of(key, sizeof(key), prefix, i);
+        int64_t start = now_ms();
+        memcached_return_t rc = memcached_set(memc, key, strlen(key), values[i], SIZE, 0, 0);
+        int64_t took = now_ms() - start;
+        slowest_set = took > slowest_set ? took : slowest_set;
+        sets += rc == MEMCACHED_SUCCESS || rc == MEMCACHED_SOME_ERRORS;
+        start = now_ms();
+        size_t length = 0;
+        char *got = memcached_get(memc, key, strlen(key), &length, NULL, &rc);
+        took = now_ms() - start;
+        slowest_get = took > slowest_get ? took : slowest_get;
+        gets += rc == MEMCACHED_SUCCESS && got != NULL && length == SIZE &&
+                memcmp(got, values[i], SIZE) == 0;
+        free(got);
+    }
+    ok(sets == KEYS && slowest_set < BOUND_MS,
+       "%s, server %d %s: %d of %d sets stored, the slowest in %lld ms (poll timeout %d ms)",
+       prefix, down, what, sets, KEYS, (long long)slowest_set, POLL_MS);
+    ok(gets == KEYS && slowest_get < BOUND_MS,
+       "%s: %d of %d gets byte-exact, the slowest in %lld ms", prefix, gets, KEYS,
+       (long long)slowest_get);
+    if (!coded)
+        return;
+    for (int i = 0; i < KEYS; i++) {
+        key_of(key, sizeof(key), prefix, i);
+        int64_t start = now_ms();
+        memcached_return_t rc = memcached_delete(memc, key, strlen(key), 0);
+        int64_t took = now_ms() - start;
+        slowest_delete = took > slowest_delete ? took : slowest_delete;
+        deletes += rc == MEMCACHED_SOME_ERRORS;
+    }
+    ok(deletes == KEYS && slowest_delete < BOUND_MS,
+       "%s: %d of %d deletes SOME_ERRORS, the slowest in %lld ms", prefix, deletes, KEYS,
+       (long long)slowest_delete);
+}
+
+/* How many of the keys read back as missing (NOTFOUND, or with a server
+ * down the failure of that server: doc/resilience.md), never a value. */
+static int gone(memcached_st *memc, const char *prefix)
+{
+    char key[80];
+    int missing = 0;
+    for (int i = 0; i < KEYS; i++) {
+        key_of(key, sizeof(key), prefix, i);
+        size_t length;
+        memcached_return_t rc;
+        char *got = memcached_get(memc, key, strlen(key), &length, NULL, &rc);
+        missing += got == NULL && rc != MEMCACHED_SUCCESS;
+        free(got);
+    }
+    return missing;
+}
+
+/* The five servers hold every coded key (K + M = 5); a sync write with
+ * three copies reaches the down server for some keys, and it answers
+ * SOME_ERRORS then: at least one of KEYS does. */
+static int some_errors(memcached_st *memc, const char *prefix)
+{
+    char key[80];
+    int count = 0;
+    for (int i = 0; i < KEYS; i++) {
+        key_of(key, sizeof(key), prefix, i);
+        count +=
+            memcached_set(memc, key, strlen(key), values[i], SIZE, 0, 0) == MEMCACHED_SOME_ERRORS;
+    }
+    return count;
+}
+
+static void killed(enum transport transport)
+{
+    const char *how = transport_names[transport];
+    memcached_st *sync = client(MEMCACHED_REPLICATION_SYNC(3), 0, POLL_MS);
+    memcached_st *coded = client(0, MEMCACHED_ERASURE_CODING(3, 2), POLL_MS);
+    memcached_set(sync, "warm", 4, "v", 1, 0, 0); /* connections made, then one dies */
+    memcached_set(coded, "warm", 4, values[0], SIZE, 0, 0);
+    test_server_stop(&servers[2], true);
+    char prefix[32];
+    snprintf(prefix, sizeof(prefix), "%s-killed-sync", how);
+    degraded_calls(sync, prefix, "killed", 2, false);
+    ok(some_errors(sync, prefix) > 0, "%s: sync writes that reached it say SOME_ERRORS", prefix);
+    snprintf(prefix, sizeof(prefix), "%s-killed-coded", how);
+    degraded_calls(coded, prefix, "killed", 2, true);
+    ok(gone(coded, prefix) == KEYS, "%s: the deleted keys are gone", prefix);
+    ok(some_errors(coded, prefix) == KEYS, "%s: every coded write says SOME_ERRORS", prefix);
+    /* over RDMA on a new port: the killed one's stays taken for a while */
+    ok(transport == OVER_RDMA ? test_server_restart_fresh(&servers[2])
+                              : test_server_restart(&servers[2]),
+       "%s: server 2 runs again", how);
+    memcached_free(coded);
+    memcached_free(sync);
+}
+
+static void stopped(enum transport transport)
+{
+    const char *how = transport_names[transport];
+    memcached_st *sync = client(MEMCACHED_REPLICATION_SYNC(3), 0, POLL_MS);
+    memcached_st *coded = client(0, MEMCACHED_ERASURE_CODING(3, 2), POLL_MS);
+    /* connected to every server before one stops: a connect to a stopped
+     * server waits for CONNECT_TIMEOUT (over RDMA the server's process
+     * must accept it) */
+    memcached_version(sync);
+    memcached_version(coded);
+    test_server_pause(&servers[1]);
+    char prefix[32];
+    snprintf(prefix, sizeof(prefix), "%s-stopped-sync", how);
+    degraded_calls(sync, prefix, "stopped", 1, false);
+    snprintf(prefix, sizeof(prefix), "%s-stopped-coded", how);
+    degraded_calls(coded, prefix, "stopped", 1, true);
+    char again[48];
+    snprintf(again, sizeof(again), "%s-again", prefix);
+    ok(some_errors(coded, again) == KEYS, "%s: every coded write says SOME_ERRORS", again);
+    test_server_resume(&servers[1]);
+    ok(memcached_wait_all(coded) == MEMCACHED_SUCCESS, "%s: the chunks left behind are reaped",
+       how);
+    memcached_wait_all(sync);
+    ok(gone(coded, prefix) == KEYS, "%s: the keys deleted while it was stopped are gone", prefix);
+    char key[80];
+    int exact = 0;
+    for (int i = 0; i < KEYS; i++) {
+        key_of(key, sizeof(key), again, i);
+        size_t length;
+        memcached_return_t rc;
+        char *got = memcached_get(coded, key, strlen(key), &length, NULL, &rc);
+        exact += rc == MEMCACHED_SUCCESS && length == SIZE && memcmp(got, values[i], SIZE) == 0;
+        free(got);
+    }
+    ok(exact == KEYS, "%s: coded values byte-exact after it resumed (%d)", how, exact);
+    memcached_free(coded);
+    memcached_free(sync);
+}
+
+/* The poll timeout measures silence on every connection; a stopped server
+ * among busy ones fails after it all the same, so requests left behind
+ * on it complete (as failures) then; new ones fail at once meanwhile. */
+static void stopped_among_busy(void)
+{
+    enum { SHORT_POLL_MS = 600, RUN_MS = 1500 };
+    memcached_st *coded = client(0, MEMCACHED_ERASURE_CODING(3, 2), SHORT_POLL_MS);
+    memcached_set(coded, "warm", 4, values[0], SIZE, 0, 0);
+    ok(memcached_server_error_return(memcached_server_instance_by_position(coded, 3)) !=
+           MEMCACHED_TIMEOUT,
+       "server 3 has not timed out before it stops");
+    test_server_pause(&servers[3]);
+    int64_t start = now_ms();
+    int calls = 0;
+    while (now_ms() - start < RUN_MS && calls < 20000) {
+        char key[80];
+        key_of(key, sizeof(key), "busy", calls % KEYS);
+        memcached_set(coded, key, strlen(key), values[calls % KEYS], SIZE, 0, 0);
+        calls++;
+    }
+    const memcached_instance_st *stopped_server = memcached_server_instance_by_position(coded, 3);
+    memcached_return_t failed_with = memcached_server_error_return(stopped_server);
+    ok(failed_with == MEMCACHED_TIMEOUT,
+       "a stopped server among busy ones fails after the poll timeout (%s, %d sets in %d ms)",
+       memcached_strerror(coded, failed_with), calls, RUN_MS);
+    test_server_resume(&servers[3]);
+    memcached_wait_all(coded);
+    memcached_free(coded);
+}
+
+static bool start_all(enum transport transport)
+{
+    for (int i = 0; i < SERVERS; i++)
+        if (!(transport == OVER_RDMA ? test_server_start_rdma(&servers[i], rdma_addr)
+                                     : test_server_start(&servers[i], transport == OVER_UNIX)))
+            return false;
+    return true;
+}
+
+static void stop_all(void)
+{
+    for (int i = SERVERS; i > 0; i--)
+        test_server_stop(&servers[i - 1], false);
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    enum transport first = OVER_TCP, last = OVER_UNIX;
+    if (argc > 1 && strcmp(argv[1], "--rdma") == 0) {
+        rdma_addr = getenv("RXE_VM_ADDR");
+        if (rdma_addr == NULL || rdma_addr[0] == '\0') {
+            tap_diag("--rdma needs RXE_VM_ADDR, the address of an RDMA device");
+            return 1;
+        }
+        first = last = OVER_RDMA;
+    }
+    for (int i = 0; i < KEYS; i++)
+        for (int j = 0; j < SIZE; j++)
+            values[i][j] = (char)((i * 131 + j * 7) ^ (j >> 5));
+    memcached_st *probe = memcached_create(NULL);
+    bool coding = memcached_behavior_set(probe, MEMCACHED_BEHAVIOR_ERASURE_CODING,
+                                         MEMCACHED_ERASURE_CODING(3, 2)) == MEMCACHED_SUCCESS;
+    memcached_free(probe);
+    if (!coding) {
+        tap_diag("erasure coding not built (no jerasure): skipped");
+        ok(1, "skipped");
+        return done_testing();
+    }
+    for (enum transport t = first; t <= last; t++) {
+        if (!ok(start_all(t), "five servers over %s", transport_names[t]))
+            return done_testing();
+        killed(t);
+        stopped(t);
+        if (t == OVER_TCP)
+            stopped_among_busy();
+        stop_all();
+    }
+    return done_testing();
+}
