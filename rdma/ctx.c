@@ -34,82 +34,11 @@ void mcr_rdma_ctx_opts_default(struct mcr_rdma_ctx_opts *opts)
     opts->resolve_timeout_ms = 2000;
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static int set_nonblocking(int fd)
 {
     int flags = fcntl(fd, F_GETFL);
     if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
         return -errno;
-    return 0;
-}
-
-/* Binds (local address) or resolves (remote address) ctx->device_id so that
- * it names the RDMA device serving opts->addr. */
-static int find_device(struct mcr_rdma_ctx *ctx, char *err, size_t errlen)
-{
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-    struct addrinfo *ai = NULL;
-    int gai = getaddrinfo(ctx->opts.addr, NULL, &hints, &ai);
-    if (gai != 0) {
-        set_err(err, errlen, "cannot resolve %s: %s", ctx->opts.addr, gai_strerror(gai));
-        return -EINVAL;
-    }
-    int rc = rdma_bind_addr(ctx->device_id, ai->ai_addr);
-    if (rc == 0 && ctx->device_id->verbs != NULL) {
-        freeaddrinfo(ai);
-        return 0;
-    }
-    if (rc == 0) {
-        /* Bound to a wildcard address: no device chosen. */
-        freeaddrinfo(ai);
-        set_err(err, errlen, "address %s does not select an RDMA device", ctx->opts.addr);
-        return -EINVAL;
-    }
-    /* Not a local address: resolve it as a peer. */
-    rdma_destroy_id(ctx->device_id);
-    ctx->device_id = NULL;
-    if (rdma_create_id(ctx->device_channel, &ctx->device_id, NULL, RDMA_PS_TCP) != 0) {
-        freeaddrinfo(ai);
-        set_err(err, errlen, "rdma_create_id: %s", strerror(errno));
-        return -errno;
-    }
-    rc = rdma_resolve_addr(ctx->device_id, NULL, ai->ai_addr, ctx->opts.resolve_timeout_ms);
-    freeaddrinfo(ai);
-    if (rc != 0) {
-        rc = -errno;
-        set_err(err, errlen, "no RDMA device reaches %s (rdma_resolve_addr: %s)", ctx->opts.addr,
-                strerror(errno));
-        return rc;
-    }
-    struct pollfd pfd = {.fd = ctx->device_channel->fd, .events = POLLIN};
-    if (poll(&pfd, 1, ctx->opts.resolve_timeout_ms + 1000) <= 0) {
-        set_err(err, errlen, "no RDMA device reaches %s (address resolution timed out)",
-                ctx->opts.addr);
-        return -ETIMEDOUT;
-    }
-    struct rdma_cm_event *ev;
-    if (rdma_get_cm_event(ctx->device_channel, &ev) != 0) {
-        set_err(err, errlen, "rdma_get_cm_event: %s", strerror(errno));
-        return -errno;
-    }
-    enum rdma_cm_event_type type = ev->event;
-    rdma_ack_cm_event(ev);
-    if (type != RDMA_CM_EVENT_ADDR_RESOLVED || ctx->device_id->verbs == NULL) {
-        set_err(err, errlen, "no RDMA device reaches %s (%s)", ctx->opts.addr,
-                rdma_event_str(type));
-        return -ENODEV;
-    }
     return 0;
 }
 
@@ -219,11 +148,11 @@ void mcr_rdma_ctx_flush_reposts(struct mcr_rdma_ctx *ctx)
 struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, char *err,
                                          size_t errlen)
 {
-    set_err(err, errlen, "%s", "");
+    mcr_rdma_set_err(err, errlen, "%s", "");
     if (opts == NULL || opts->addr == NULL || opts->buf_size < MCR_RDMA_HDR_MAX + 64 ||
         opts->recv_bufs == 0 || opts->send_bufs == 0 || opts->credits < 4 ||
         opts->credits > opts->recv_bufs || opts->rnr_retry > 7) {
-        set_err(err, errlen, "invalid RDMA context options");
+        mcr_rdma_set_err(err, errlen, "invalid RDMA context options");
         return NULL;
     }
     int ndev = 0;
@@ -231,15 +160,16 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
     if (devs != NULL)
         ibv_free_device_list(devs);
     if (devs == NULL || ndev == 0) {
-        set_err(err, errlen,
-                "no RDMA device on this machine (libibverbs lists none; RDMA needs an "
-                "RDMA NIC or a Soft-RoCE device, e.g. `rdma link add rxe0 type rxe netdev IF`)");
+        mcr_rdma_set_err(
+            err, errlen,
+            "no RDMA device on this machine (libibverbs lists none; RDMA needs an "
+            "RDMA NIC or a Soft-RoCE device, e.g. `rdma link add rxe0 type rxe netdev IF`)");
         return NULL;
     }
 
     struct mcr_rdma_ctx *ctx = calloc(1, sizeof(*ctx));
     if (ctx == NULL) {
-        set_err(err, errlen, "out of memory");
+        mcr_rdma_set_err(err, errlen, "out of memory");
         return NULL;
     }
     ctx->opts = *opts;
@@ -248,7 +178,7 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
     atomic_init(&ctx->admitted_credits, 0);
     atomic_init(&ctx->inbox_nonempty, false);
     if (pthread_mutex_init(&ctx->inbox_lock, NULL) != 0) {
-        set_err(err, errlen, "pthread_mutex_init failed");
+        mcr_rdma_set_err(err, errlen, "pthread_mutex_init failed");
         free(ctx);
         return NULL;
     }
@@ -256,25 +186,18 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
 
     ctx->device_channel = rdma_create_event_channel();
     if (ctx->device_channel == NULL) {
-        set_err(err, errlen, "no RDMA device usable: cannot open the RDMA CM (%s)",
-                strerror(errno));
+        mcr_rdma_set_err(err, errlen, "no RDMA device usable: cannot open the RDMA CM (%s)",
+                         strerror(errno));
         goto fail;
     }
-    if (rdma_create_id(ctx->device_channel, &ctx->device_id, NULL, RDMA_PS_TCP) != 0) {
-        set_err(err, errlen, "rdma_create_id: %s", strerror(errno));
+    if (mcr_rdma_device_find(&ctx->dev, ctx->device_channel, RDMA_PS_TCP, NULL, opts->addr, 0,
+                             MCR_RDMA_FIND_ANY, opts->resolve_timeout_ms, err, errlen) != 0)
         goto fail;
-    }
-    if (find_device(ctx, err, errlen) != 0)
-        goto fail;
-    ctx->verbs = ctx->device_id->verbs;
-    snprintf(ctx->device_name, sizeof(ctx->device_name), "%s",
-             ibv_get_device_name(ctx->verbs->device));
 
     struct ibv_device_attr dattr;
     struct ibv_port_attr pattr;
-    if (ibv_query_device(ctx->verbs, &dattr) != 0 ||
-        ibv_query_port(ctx->verbs, ctx->device_id->port_num ? ctx->device_id->port_num : 1,
-                       &pattr) != 0) {
+    if (ibv_query_device(ctx->dev.verbs, &dattr) != 0 ||
+        ibv_query_port(ctx->dev.verbs, ctx->dev.port_num, &pattr) != 0) {
         what = "ibv_query_device/port";
         goto fail_errno;
     }
@@ -285,21 +208,13 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
     ctx->rd_atomic = (uint8_t)(rd > 16 ? 16 : rd < 1 ? 1 : rd);
     ctx->max_payload = opts->buf_size - MCR_RDMA_HDR_MAX;
     if (opts->recv_bufs > (uint32_t)dattr.max_srq_wr) {
-        set_err(err, errlen, "%s: recv_bufs %u above the device limit %d", ctx->device_name,
-                opts->recv_bufs, dattr.max_srq_wr);
+        mcr_rdma_set_err(err, errlen, "%s: recv_bufs %u above the device limit %d", ctx->dev.name,
+                         opts->recv_bufs, dattr.max_srq_wr);
         goto fail;
     }
 
-    if (set_nonblocking(ctx->verbs->async_fd) != 0) {
+    if (set_nonblocking(ctx->dev.verbs->async_fd) != 0) {
         what = "making the async event fd non-blocking";
-        goto fail_errno;
-    }
-    if ((ctx->pd = ibv_alloc_pd(ctx->verbs)) == NULL) {
-        what = "ibv_alloc_pd";
-        goto fail_errno;
-    }
-    if ((ctx->comp_channel = ibv_create_comp_channel(ctx->verbs)) == NULL) {
-        what = "ibv_create_comp_channel";
         goto fail_errno;
     }
     uint32_t max_eps = opts->recv_bufs / opts->credits;
@@ -308,33 +223,32 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
     if (cq_size > dattr.max_cqe)
         cq_size = dattr.max_cqe;
     ctx->cq_size = (int)cq_size;
-    if ((ctx->cq = ibv_create_cq(ctx->verbs, ctx->cq_size, ctx, ctx->comp_channel, 0)) == NULL) {
-        what = "ibv_create_cq";
-        goto fail_errno;
-    }
-    if (ibv_req_notify_cq(ctx->cq, 0) != 0 || set_nonblocking(ctx->comp_channel->fd) != 0) {
+    if (mcr_rdma_device_open(&ctx->dev, ctx->cq_size, ctx, err, errlen) != 0)
+        goto fail;
+    if (ibv_req_notify_cq(ctx->dev.cq, 0) != 0) {
         what = "ibv_req_notify_cq";
         goto fail_errno;
     }
     ctx->armed = true;
     struct ibv_srq_init_attr srq_attr = {.attr = {.max_wr = opts->recv_bufs, .max_sge = 1}};
-    if ((ctx->srq = ibv_create_srq(ctx->pd, &srq_attr)) == NULL) {
+    if ((ctx->srq = ibv_create_srq(ctx->dev.pd, &srq_attr)) == NULL) {
         what = "ibv_create_srq";
         goto fail_errno;
     }
-    int rc = mcr_rdma_pool_init(&ctx->recv_pool, ctx->pd, opts->recv_bufs, opts->buf_size);
+    int rc = mcr_rdma_pool_init(&ctx->recv_pool, ctx->dev.pd, opts->recv_bufs, opts->buf_size);
     if (rc == 0)
-        rc = mcr_rdma_pool_init(&ctx->send_pool, ctx->pd, opts->send_bufs, opts->buf_size);
+        rc = mcr_rdma_pool_init(&ctx->send_pool, ctx->dev.pd, opts->send_bufs, opts->buf_size);
     if (rc != 0) {
-        set_err(err, errlen, "%s: registering buffer pools: %s", ctx->device_name, strerror(-rc));
+        mcr_rdma_set_err(err, errlen, "%s: registering buffer pools: %s", ctx->dev.name,
+                         strerror(-rc));
         goto fail;
     }
     if ((ctx->send_ops = calloc(opts->send_bufs, sizeof(*ctx->send_ops))) == NULL) {
-        set_err(err, errlen, "out of memory");
+        mcr_rdma_set_err(err, errlen, "out of memory");
         goto fail;
     }
     if ((rc = mcr_rdma_ctx_fill_recvs(ctx)) != 0) {
-        set_err(err, errlen, "%s: posting receives: %s", ctx->device_name, strerror(-rc));
+        mcr_rdma_set_err(err, errlen, "%s: posting receives: %s", ctx->dev.name, strerror(-rc));
         goto fail;
     }
     if ((ctx->cm_channel = rdma_create_event_channel()) == NULL ||
@@ -347,8 +261,8 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
         what = "eventfd/epoll_create1";
         goto fail_errno;
     }
-    int watched[4] = {ctx->cm_channel->fd, ctx->comp_channel->fd, ctx->wake_fd,
-                      ctx->verbs->async_fd};
+    int watched[4] = {ctx->cm_channel->fd, ctx->dev.comp_channel->fd, ctx->wake_fd,
+                      ctx->dev.verbs->async_fd};
     for (int i = 0; i < 4; i++) {
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = watched[i]};
         if (epoll_ctl(ctx->epoll_fd, EPOLL_CTL_ADD, watched[i], &ev) != 0) {
@@ -359,8 +273,8 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
     return ctx;
 
 fail_errno:
-    set_err(err, errlen, "%s: %s: %s", ctx->device_name[0] ? ctx->device_name : "rdma", what,
-            strerror(errno));
+    mcr_rdma_set_err(err, errlen, "%s: %s: %s", ctx->dev.name[0] ? ctx->dev.name : "rdma", what,
+                     strerror(errno));
 fail:
     mcr_rdma_ctx_destroy(ctx);
     return NULL;
@@ -393,17 +307,7 @@ void mcr_rdma_ctx_destroy(struct mcr_rdma_ctx *ctx)
     if (ctx->srq != NULL)
         ibv_destroy_srq(ctx->srq); /* before its buffers are deregistered */
     mcr_rdma_pool_destroy(&ctx->recv_pool);
-    if (ctx->cq != NULL)
-        ibv_destroy_cq(ctx->cq);
-    if (ctx->comp_channel != NULL)
-        ibv_destroy_comp_channel(ctx->comp_channel);
-    if (ctx->pd != NULL && ibv_dealloc_pd(ctx->pd) != 0)
-        fprintf(stderr,
-                "rdma: %s: protection domain still in use when the context was "
-                "destroyed (a memory registration was not released first)\n",
-                ctx->device_name);
-    if (ctx->device_id != NULL)
-        rdma_destroy_id(ctx->device_id);
+    mcr_rdma_device_close(&ctx->dev); /* its completion queue, protection domain, device */
     if (ctx->device_channel != NULL)
         rdma_destroy_event_channel(ctx->device_channel);
     if (ctx->inbox_lock_ready)
@@ -418,7 +322,7 @@ int mcr_rdma_ctx_fd(const struct mcr_rdma_ctx *ctx)
 
 struct ibv_pd *mcr_rdma_ctx_pd(const struct mcr_rdma_ctx *ctx)
 {
-    return ctx->pd;
+    return ctx->dev.pd;
 }
 
 bool mcr_rdma_ctx_has_windows(const struct mcr_rdma_ctx *ctx)
@@ -428,7 +332,7 @@ bool mcr_rdma_ctx_has_windows(const struct mcr_rdma_ctx *ctx)
 
 const char *mcr_rdma_ctx_device_name(const struct mcr_rdma_ctx *ctx)
 {
-    return ctx->device_name;
+    return ctx->dev.name;
 }
 
 const struct mcr_rdma_ctx_opts *mcr_rdma_ctx_options(const struct mcr_rdma_ctx *ctx)
@@ -677,7 +581,7 @@ static int drain_cq(struct mcr_rdma_ctx *ctx)
 {
     struct ibv_wc wcs[32];
     int total = 0, n;
-    while ((n = ibv_poll_cq(ctx->cq, 32, wcs)) > 0) {
+    while ((n = ibv_poll_cq(ctx->dev.cq, 32, wcs)) > 0) {
         for (int i = 0; i < n; i++)
             dispatch_wc(ctx, &wcs[i]);
         total += n;
@@ -701,7 +605,7 @@ int mcr_rdma_ctx_poll_cq(struct mcr_rdma_ctx *ctx)
 static void drain_async_events(struct mcr_rdma_ctx *ctx)
 {
     struct ibv_async_event ev;
-    while (ibv_get_async_event(ctx->verbs, &ev) == 0)
+    while (ibv_get_async_event(ctx->dev.verbs, &ev) == 0)
         ibv_ack_async_event(&ev);
 }
 
@@ -711,7 +615,7 @@ static int arm_cq(struct mcr_rdma_ctx *ctx)
 {
     if (!ctx->batching)
         mcr_rdma_ctx_flush_reposts(ctx); /* nothing may wait while the owner sleeps */
-    if (ibv_req_notify_cq(ctx->cq, 0) != 0)
+    if (ibv_req_notify_cq(ctx->dev.cq, 0) != 0)
         return -EIO;
     ctx->armed = true;
     int n = mcr_rdma_ctx_poll_cq(ctx);
@@ -736,10 +640,10 @@ static unsigned ready_fds(struct mcr_rdma_ctx *ctx, int timeout_ms)
     unsigned ready = 0;
     for (int i = 0; i < n; i++) {
         int fd = evs[i].data.fd;
-        ready |= fd == ctx->cm_channel->fd     ? READY_CM
-                 : fd == ctx->comp_channel->fd ? READY_COMP
-                 : fd == ctx->wake_fd          ? READY_WAKE
-                                               : READY_ASYNC;
+        ready |= fd == ctx->cm_channel->fd         ? READY_CM
+                 : fd == ctx->dev.comp_channel->fd ? READY_COMP
+                 : fd == ctx->wake_fd              ? READY_WAKE
+                                                   : READY_ASYNC;
     }
     return ready;
 }
@@ -752,7 +656,7 @@ static int handle_cq(struct mcr_rdma_ctx *ctx, unsigned ready)
         /* one event per arming; another one left shows at the next wait */
         struct ibv_cq *ev_cq;
         void *ev_ctx;
-        if (ibv_get_cq_event(ctx->comp_channel, &ev_cq, &ev_ctx) == 0)
+        if (ibv_get_cq_event(ctx->dev.comp_channel, &ev_cq, &ev_ctx) == 0)
             ibv_ack_cq_events(ev_cq, 1);
         ctx->armed = false;
     }

@@ -19,6 +19,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "rdma/ctx.h"
+#include "rdma/device.h"
 #include "rdma/endpoint.h"
 #include "rdma/pool.h"
 
@@ -127,14 +128,9 @@ struct mcr_rdma_listener_link {
 
 struct mcr_rdma_ctx {
     struct mcr_rdma_ctx_opts opts;
-    char device_name[64];
     /* creation order: */
     struct rdma_event_channel *device_channel;
-    struct rdma_cm_id *device_id; /* holds the device */
-    struct ibv_context *verbs;
-    struct ibv_pd *pd;
-    struct ibv_comp_channel *comp_channel;
-    struct ibv_cq *cq;
+    struct mcr_rdma_device dev; /* device, protection domain, completion channel and queue */
     int cq_size;
     struct ibv_srq *srq;
     struct mcr_rdma_pool recv_pool;

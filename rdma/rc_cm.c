@@ -144,11 +144,11 @@ static struct rc_ep *rc_alloc(struct mcr_rdma_ctx *ctx)
 static int rc_create_qp(struct rc_ep *rc)
 {
     struct mcr_rdma_ctx *ctx = rc->base.ctx;
-    if (rc->cm_id->verbs != ctx->verbs)
+    if (rc->cm_id->verbs != ctx->dev.verbs)
         return -EXDEV; /* reached through another device than the context's */
     struct ibv_qp_init_attr attr = {
-        .send_cq = ctx->cq,
-        .recv_cq = ctx->cq,
+        .send_cq = ctx->dev.cq,
+        .recv_cq = ctx->dev.cq,
         .srq = ctx->srq,
         .cap = {.max_send_wr = rc->sq_depth,
                 .max_send_sge = 1,
@@ -157,10 +157,10 @@ static int rc_create_qp(struct rc_ep *rc)
         .qp_type = IBV_QPT_RC,
         .sq_sig_all = 1,
     };
-    if (rdma_create_qp(rc->cm_id, ctx->pd, &attr) != 0) {
+    if (rdma_create_qp(rc->cm_id, ctx->dev.pd, &attr) != 0) {
         /* a device without inline sends: every send from its buffer */
         attr.cap.max_inline_data = 0;
-        if (rdma_create_qp(rc->cm_id, ctx->pd, &attr) != 0)
+        if (rdma_create_qp(rc->cm_id, ctx->dev.pd, &attr) != 0)
             return -errno;
     }
     rc->qp = rc->cm_id->qp;
@@ -631,7 +631,7 @@ int mcr_rdma_rc_listen(struct mcr_rdma_ctx *ctx, const char *addr, uint16_t port
         err = -errno;
     } else if (rdma_bind_addr(l->cm_id, ai->ai_addr) != 0) {
         err = -errno;
-    } else if (l->cm_id->verbs != NULL && l->cm_id->verbs != ctx->verbs) {
+    } else if (l->cm_id->verbs != NULL && l->cm_id->verbs != ctx->dev.verbs) {
         err = -EXDEV;
     } else if (rdma_listen(l->cm_id, backlog) != 0) {
         err = -errno;

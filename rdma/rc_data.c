@@ -580,7 +580,7 @@ static int rc_rdma(struct mcr_rdma_ep *ep, enum mcr_rdma_op_kind kind,
     if ((uint64_t)offset + len > remote->len)
         return -ERANGE; /* outside what the peer advertised */
     uintptr_t lo = (uintptr_t)local, mr_lo = (uintptr_t)local_mr->addr;
-    if (local_mr->pd != ep->ctx->pd || lo < mr_lo || lo - mr_lo > local_mr->length ||
+    if (local_mr->pd != ep->ctx->dev.pd || lo < mr_lo || lo - mr_lo > local_mr->length ||
         len > local_mr->length - (lo - mr_lo))
         return -EINVAL; /* local buffer not inside its registration */
     if (len > ep->ctx->max_msg_size)
@@ -636,9 +636,9 @@ static int rc_bind_window(struct mcr_rdma_ep *ep, struct ibv_mw *mw, struct ibv_
                           uint32_t len, unsigned access, uint32_t *rkey, void *cookie)
 {
     uintptr_t lo = (uintptr_t)addr, mr_lo = (uintptr_t)(mr ? mr->addr : NULL);
-    if (mw == NULL || mr == NULL || len == 0 || mr->pd != ep->ctx->pd || mw->pd != ep->ctx->pd ||
-        lo < mr_lo || lo - mr_lo > mr->length || len > mr->length - (lo - mr_lo) ||
-        mcr_rdma_window_access(access) == 0)
+    if (mw == NULL || mr == NULL || len == 0 || mr->pd != ep->ctx->dev.pd ||
+        mw->pd != ep->ctx->dev.pd || lo < mr_lo || lo - mr_lo > mr->length ||
+        len > mr->length - (lo - mr_lo) || mcr_rdma_window_access(access) == 0)
         return -EINVAL;
     uint32_t key = ibv_inc_rkey(mw->rkey);
     int err = queue_window_op(rc_from_ep(ep),

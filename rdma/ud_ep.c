@@ -3,6 +3,7 @@
  * sorting and checking arrivals, and driving rdma/ud_reliable.c per peer. */
 #include "rdma/ud_ep.h"
 
+#include "rdma/device.h"
 #include "rdma/pool.h"
 
 #include <errno.h>
@@ -62,12 +63,9 @@ struct mcr_udep_ctx {
     struct mcr_udep_callbacks cb;
     void *user;
     struct rdma_event_channel *ch;
-    struct rdma_cm_id *dev_id; /* the listener, or the client's resolved id */
-    struct ibv_context *verbs;
-    uint8_t port_num;
-    struct ibv_pd *pd;
-    struct ibv_comp_channel *cc;
-    struct ibv_cq *cq;
+    /* id: the listener, or the client's resolved id; its protection
+     * domain, completion channel and completion queue */
+    struct mcr_rdma_device dev;
     struct ibv_qp *qp;
     uint32_t mtu, recv_buf_size;
     struct mcr_rdma_pool recv_pool, send_pool; /* registered datagram buffers */
@@ -82,18 +80,6 @@ struct mcr_udep_ctx {
     uint32_t nheld;
     uint8_t *held_mem;
 };
-
-static void set_err(char *err, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t len, const char *fmt, ...)
-{
-    if (err == NULL || len == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
 
 static uint64_t now_us(void)
 {
@@ -381,92 +367,33 @@ static uint32_t mtu_bytes(enum ibv_mtu m)
     return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128u << m : 1024u;
 }
 
-static int wait_cm_event(struct mcr_udep_ctx *ctx, int timeout_ms, struct rdma_cm_event **ev)
-{
-    struct pollfd pfd = {.fd = ctx->ch->fd, .events = POLLIN};
-    for (;;) {
-        if (rdma_get_cm_event(ctx->ch, ev) == 0)
-            return 0;
-        if (errno != EAGAIN)
-            return -errno;
-        int n = poll(&pfd, 1, timeout_ms);
-        if (n == 0)
-            return -ETIMEDOUT;
-        if (n < 0 && errno != EINTR)
-            return -errno;
-    }
-}
-
-/* Resolves addr on a new id to find the device (client). */
-static int resolve(struct mcr_udep_ctx *ctx, struct rdma_cm_id *id, const char *host, uint16_t port,
-                   int timeout_ms, bool route, char *err, size_t errlen)
-{
-    struct addrinfo hints = {.ai_flags = AI_NUMERICSERV}, *ai;
-    char portstr[8];
-    snprintf(portstr, sizeof(portstr), "%u", port);
-    int rc = getaddrinfo(host, portstr, &hints, &ai);
-    if (rc != 0) {
-        set_err(err, errlen, "%s: %s", host, gai_strerror(rc));
-        return -EINVAL;
-    }
-    rc = rdma_resolve_addr(id, NULL, ai->ai_addr, timeout_ms);
-    freeaddrinfo(ai);
-    enum rdma_cm_event_type want = RDMA_CM_EVENT_ADDR_RESOLVED;
-    for (int step = 0; rc == 0 && step < (route ? 2 : 1); step++) {
-        struct rdma_cm_event *ev;
-        rc = wait_cm_event(ctx, timeout_ms, &ev);
-        if (rc != 0)
-            break;
-        enum rdma_cm_event_type got = ev->event;
-        rdma_ack_cm_event(ev);
-        if (got != want) {
-            set_err(err, errlen, "%s: %s", host, rdma_event_str(got));
-            return -EHOSTUNREACH;
-        }
-        if (want == RDMA_CM_EVENT_ADDR_RESOLVED && route) {
-            want = RDMA_CM_EVENT_ROUTE_RESOLVED;
-            rc = rdma_resolve_route(id, timeout_ms);
-        }
-    }
-    if (rc != 0) {
-        set_err(err, errlen, "%s: cannot resolve: %s", host, strerror(rc < 0 ? -rc : errno));
-        return -EHOSTUNREACH;
-    }
-    return 0;
-}
-
 static int make_qp(struct mcr_udep_ctx *ctx, char *err, size_t errlen)
 {
     struct ibv_port_attr pa;
-    if (ibv_query_port(ctx->verbs, ctx->port_num, &pa) != 0) {
-        set_err(err, errlen, "ibv_query_port: %s", strerror(errno));
+    if (ibv_query_port(ctx->dev.verbs, ctx->dev.port_num, &pa) != 0) {
+        mcr_rdma_set_err(err, errlen, "%s: ibv_query_port: %s", ctx->dev.name, strerror(errno));
         return -1;
     }
     ctx->mtu = mtu_bytes(pa.active_mtu);
     ctx->recv_buf_size = ctx->mtu + MCR_UD_GRH_LEN;
-    if ((ctx->pd = ibv_alloc_pd(ctx->verbs)) == NULL ||
-        (ctx->cc = ibv_create_comp_channel(ctx->verbs)) == NULL ||
-        (ctx->cq = ibv_create_cq(ctx->verbs, (int)(ctx->opts.recv_bufs + ctx->opts.send_bufs), NULL,
-                                 ctx->cc, 0)) == NULL) {
-        set_err(err, errlen, "protection domain / completion queue: %s", strerror(errno));
+    if (mcr_rdma_device_open(&ctx->dev, (int)(ctx->opts.recv_bufs + ctx->opts.send_bufs), NULL, err,
+                             errlen) != 0)
         return -1;
-    }
-    fcntl(ctx->cc->fd, F_SETFL, fcntl(ctx->cc->fd, F_GETFL) | O_NONBLOCK);
-    struct ibv_qp_init_attr qa = {.send_cq = ctx->cq,
-                                  .recv_cq = ctx->cq,
+    struct ibv_qp_init_attr qa = {.send_cq = ctx->dev.cq,
+                                  .recv_cq = ctx->dev.cq,
                                   .cap = {.max_send_wr = ctx->opts.send_bufs,
                                           .max_recv_wr = ctx->opts.recv_bufs,
                                           .max_send_sge = 1,
                                           .max_recv_sge = 1},
                                   .qp_type = IBV_QPT_UD,
                                   .sq_sig_all = 1};
-    if ((ctx->qp = ibv_create_qp(ctx->pd, &qa)) == NULL) {
-        set_err(err, errlen, "UD queue pair: %s", strerror(errno));
+    if ((ctx->qp = ibv_create_qp(ctx->dev.pd, &qa)) == NULL) {
+        mcr_rdma_set_err(err, errlen, "%s: ibv_create_qp (UD): %s", ctx->dev.name, strerror(errno));
         return -1;
     }
     struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT,
                              .pkey_index = 0,
-                             .port_num = ctx->port_num,
+                             .port_num = ctx->dev.port_num,
                              .qkey = RDMA_UDP_QKEY};
     int rc =
         ibv_modify_qp(ctx->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
@@ -480,20 +407,22 @@ static int make_qp(struct mcr_udep_ctx *ctx, char *err, size_t errlen)
         rc = ibv_modify_qp(ctx->qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN);
     }
     if (rc != 0) {
-        set_err(err, errlen, "UD queue pair to RTS: %s", strerror(rc));
+        mcr_rdma_set_err(err, errlen, "%s: UD queue pair to RTS: %s", ctx->dev.name, strerror(rc));
         return -1;
     }
     ctx->peers = calloc(ctx->opts.max_peers, sizeof(*ctx->peers));
     ctx->held_mem = malloc((size_t)UDEP_HELD_MAX * ctx->recv_buf_size);
     if (!ctx->peers || !ctx->held_mem) {
-        set_err(err, errlen, "out of memory");
+        mcr_rdma_set_err(err, errlen, "out of memory");
         return -1;
     }
-    int prc = mcr_rdma_pool_init(&ctx->recv_pool, ctx->pd, ctx->opts.recv_bufs, ctx->recv_buf_size);
+    int prc =
+        mcr_rdma_pool_init(&ctx->recv_pool, ctx->dev.pd, ctx->opts.recv_bufs, ctx->recv_buf_size);
     if (prc == 0)
-        prc = mcr_rdma_pool_init(&ctx->send_pool, ctx->pd, ctx->opts.send_bufs, ctx->mtu);
+        prc = mcr_rdma_pool_init(&ctx->send_pool, ctx->dev.pd, ctx->opts.send_bufs, ctx->mtu);
     if (prc != 0) {
-        set_err(err, errlen, "registering buffers: %s", strerror(-prc));
+        mcr_rdma_set_err(err, errlen, "%s: registering buffer pools: %s", ctx->dev.name,
+                         strerror(-prc));
         return -1;
     }
     ctx->st.registered_bytes =
@@ -502,7 +431,8 @@ static int make_qp(struct mcr_udep_ctx *ctx, char *err, size_t errlen)
         ctx->held[i].buf = ctx->held_mem + (size_t)i * ctx->recv_buf_size;
     for (uint32_t i = 0; i < ctx->opts.recv_bufs; i++)
         if (post_recv(ctx, i) != 0) {
-            set_err(err, errlen, "posting receives: %s", strerror(errno));
+            mcr_rdma_set_err(err, errlen, "%s: posting receives: %s", ctx->dev.name,
+                             strerror(errno));
             return -1;
         }
     return 0;
@@ -514,12 +444,12 @@ struct mcr_udep_ctx *mcr_udep_open(const struct mcr_udep_opts *opts,
 {
     if (opts->addr == NULL || opts->recv_bufs == 0 || opts->send_bufs == 0 ||
         opts->max_peers == 0 || opts->max_peers > 65536) {
-        set_err(err, errlen, "bad UD endpoint options");
+        mcr_rdma_set_err(err, errlen, "bad UD endpoint options");
         return NULL;
     }
     struct mcr_udep_ctx *ctx = calloc(1, sizeof(*ctx));
     if (ctx == NULL) {
-        set_err(err, errlen, "out of memory");
+        mcr_rdma_set_err(err, errlen, "out of memory");
         return NULL;
     }
     ctx->opts = *opts;
@@ -528,36 +458,21 @@ struct mcr_udep_ctx *mcr_udep_open(const struct mcr_udep_opts *opts,
     ctx->user = user;
     if (getrandom(&ctx->rng, sizeof(ctx->rng), 0) != sizeof(ctx->rng) || ctx->rng == 0)
         ctx->rng = now_us() | 1;
-    if ((ctx->ch = rdma_create_event_channel()) == NULL ||
-        rdma_create_id(ctx->ch, &ctx->dev_id, ctx, RDMA_PS_UDP) != 0) {
-        set_err(err, errlen, "RDMA CM: %s", strerror(errno));
+    if ((ctx->ch = rdma_create_event_channel()) == NULL) {
+        mcr_rdma_set_err(err, errlen, "RDMA CM: %s", strerror(errno));
         goto fail;
     }
     fcntl(ctx->ch->fd, F_SETFL, fcntl(ctx->ch->fd, F_GETFL) | O_NONBLOCK);
-    if (opts->port != 0) {
-        struct addrinfo hints = {.ai_flags = AI_NUMERICSERV | AI_PASSIVE}, *ai;
-        char portstr[8];
-        snprintf(portstr, sizeof(portstr), "%u", opts->port);
-        int rc = getaddrinfo(opts->addr, portstr, &hints, &ai);
-        if (rc != 0) {
-            set_err(err, errlen, "%s: %s", opts->addr, gai_strerror(rc));
-            goto fail;
-        }
-        rc = rdma_bind_addr(ctx->dev_id, ai->ai_addr);
-        freeaddrinfo(ai);
-        if (rc != 0 || rdma_listen(ctx->dev_id, 128) != 0) {
-            set_err(err, errlen, "listening on %s:%u: %s", opts->addr, opts->port, strerror(errno));
-            goto fail;
-        }
-    } else if (resolve(ctx, ctx->dev_id, opts->addr, 1, 2000, false, err, errlen) != 0) {
+    /* a server binds addr:port and listens there; a client resolves addr */
+    if (mcr_rdma_device_find(&ctx->dev, ctx->ch, RDMA_PS_UDP, ctx, opts->addr, opts->port,
+                             opts->port != 0 ? MCR_RDMA_FIND_BIND : MCR_RDMA_FIND_RESOLVE, 2000,
+                             err, errlen) != 0)
+        goto fail;
+    if (opts->port != 0 && rdma_listen(ctx->dev.id, 128) != 0) {
+        mcr_rdma_set_err(err, errlen, "listening on %s:%u: %s", opts->addr, opts->port,
+                         strerror(errno));
         goto fail;
     }
-    if (ctx->dev_id->verbs == NULL) {
-        set_err(err, errlen, "no RDMA device behind %s", opts->addr);
-        goto fail;
-    }
-    ctx->verbs = ctx->dev_id->verbs;
-    ctx->port_num = ctx->dev_id->port_num ? ctx->dev_id->port_num : 1;
     if (make_qp(ctx, err, errlen) != 0)
         goto fail;
     ctx->st.mtu = ctx->mtu;
@@ -580,14 +495,7 @@ void mcr_udep_close(struct mcr_udep_ctx *ctx)
     free(ctx->peers);
     if (ctx->qp)
         ibv_destroy_qp(ctx->qp);
-    if (ctx->cq)
-        ibv_destroy_cq(ctx->cq);
-    if (ctx->cc)
-        ibv_destroy_comp_channel(ctx->cc);
-    if (ctx->pd)
-        ibv_dealloc_pd(ctx->pd);
-    if (ctx->dev_id)
-        rdma_destroy_id(ctx->dev_id);
+    mcr_rdma_device_close(&ctx->dev);
     if (ctx->ch)
         rdma_destroy_event_channel(ctx->ch);
     free(ctx);
@@ -660,13 +568,13 @@ struct mcr_udep_peer *mcr_udep_connect(struct mcr_udep_ctx *ctx, const char *hos
     struct rdma_cm_id *id;
     struct mcr_udep_peer *peer = NULL;
     if (rdma_create_id(ctx->ch, &id, ctx, RDMA_PS_UDP) != 0) {
-        set_err(err, errlen, "RDMA CM: %s", strerror(errno));
+        mcr_rdma_set_err(err, errlen, "RDMA CM: %s", strerror(errno));
         return NULL;
     }
-    if (resolve(ctx, id, host, port, timeout_ms, true, err, errlen) != 0)
+    if (mcr_rdma_resolve(ctx->ch, id, host, port, timeout_ms, true, err, errlen) != 0)
         goto out;
-    if (id->verbs != ctx->verbs) {
-        set_err(err, errlen, "%s is reached through another device", host);
+    if (id->verbs != ctx->dev.verbs) {
+        mcr_rdma_set_err(err, errlen, "%s is reached through another device", host);
         goto out;
     }
     /* the peer's slot and id are chosen first, its layer opened on answer */
@@ -676,15 +584,15 @@ struct mcr_udep_peer *mcr_udep_connect(struct mcr_udep_ctx *ctx, const char *hos
     struct rdma_conn_param param = {
         .private_data = priv, .private_data_len = UDEP_PD_LEN, .qp_num = ctx->qp->qp_num};
     if (rdma_connect(id, &param) != 0) {
-        set_err(err, errlen, "rdma_connect: %s", strerror(errno));
+        mcr_rdma_set_err(err, errlen, "rdma_connect: %s", strerror(errno));
         goto out;
     }
     uint64_t deadline = now_us() + (uint64_t)timeout_ms * 1000u;
     for (;;) {
         struct rdma_cm_event *ev;
         int left = (int)((deadline - now_us()) / 1000u);
-        if (now_us() >= deadline || wait_cm_event(ctx, left, &ev) != 0) {
-            set_err(err, errlen, "%s:%u: no answer", host, port);
+        if (now_us() >= deadline || mcr_rdma_wait_cm_event(ctx->ch, left, &ev) != 0) {
+            mcr_rdma_set_err(err, errlen, "%s:%u: no answer", host, port);
             goto out;
         }
         if (ev->id != id) {
@@ -692,7 +600,7 @@ struct mcr_udep_peer *mcr_udep_connect(struct mcr_udep_ctx *ctx, const char *hos
             continue;
         }
         if (ev->event != RDMA_CM_EVENT_ESTABLISHED) {
-            set_err(err, errlen, "%s:%u: %s", host, port, rdma_event_str(ev->event));
+            mcr_rdma_set_err(err, errlen, "%s:%u: %s", host, port, rdma_event_str(ev->event));
             rdma_ack_cm_event(ev);
             goto out;
         }
@@ -700,19 +608,21 @@ struct mcr_udep_peer *mcr_udep_connect(struct mcr_udep_ctx *ctx, const char *hos
         const struct ibv_ah_attr *aa = &ev->param.ud.ah_attr;
         if (pd_decode(ev->param.ud.private_data, ev->param.ud.private_data_len, &remote) != 0 ||
             ev->param.ud.qkey != RDMA_UDP_QKEY) {
-            set_err(err, errlen, "%s:%u: not a UD endpoint of ours", host, port);
+            mcr_rdma_set_err(err, errlen, "%s:%u: not a UD endpoint of ours", host, port);
             rdma_ack_cm_event(ev);
             goto out;
         }
         remote.qpn = ev->param.ud.qp_num;
         peer = peer_new(ctx, conn_id, isn, &remote, aa->grh.dgid.raw);
-        if (peer != NULL && (peer->ah = ibv_create_ah(ctx->pd, (struct ibv_ah_attr *)aa)) == NULL) {
+        if (peer != NULL &&
+            (peer->ah = ibv_create_ah(ctx->dev.pd, (struct ibv_ah_attr *)aa)) == NULL) {
             peer_free(peer);
             peer = NULL;
         }
         rdma_ack_cm_event(ev);
         if (peer == NULL)
-            set_err(err, errlen, "%s:%u: cannot set up the peer: %s", host, port, strerror(errno));
+            mcr_rdma_set_err(err, errlen, "%s:%u: cannot set up the peer: %s", host, port,
+                             strerror(errno));
         break;
     }
 out:
@@ -758,8 +668,8 @@ static void handle_dgram(struct mcr_udep_ctx *ctx, const uint8_t *buf, uint32_t 
     }
     if (peer->ah == NULL) {
         /* the server's way back to the client: from its first good datagram */
-        peer->ah = ibv_create_ah_from_wc(ctx->pd, (struct ibv_wc *)wc, (struct ibv_grh *)buf,
-                                         ctx->port_num);
+        peer->ah = ibv_create_ah_from_wc(ctx->dev.pd, (struct ibv_wc *)wc, (struct ibv_grh *)buf,
+                                         ctx->dev.port_num);
     }
     peer->in_input++;
     udr_input(peer->udr, &hdr, dgram + MCR_UD_HDR_LEN, now);
@@ -813,7 +723,7 @@ static int poll_cq(struct mcr_udep_ctx *ctx)
     struct ibv_wc wcs[32];
     int total = 0, n;
     uint64_t now = 0; /* read once something came (a clock read may be a system call) */
-    while ((n = ibv_poll_cq(ctx->cq, 32, wcs)) > 0) {
+    while ((n = ibv_poll_cq(ctx->dev.cq, 32, wcs)) > 0) {
         if (now == 0)
             now = now_us();
         for (int i = 0; i < n; i++) {
@@ -872,15 +782,16 @@ static uint64_t run_timers(struct mcr_udep_ctx *ctx, uint64_t now)
 
 void mcr_udep_fds(const struct mcr_udep_ctx *ctx, int fds[2])
 {
-    fds[0] = ctx->cc->fd;
+    fds[0] = ctx->dev.comp_channel->fd;
     fds[1] = ctx->ch->fd;
 }
 
 int mcr_udep_arm(struct mcr_udep_ctx *ctx, int *timeout_ms)
 {
     if (!ctx->armed) {
-        fcntl(ctx->cc->fd, F_SETFL, fcntl(ctx->cc->fd, F_GETFL) | O_NONBLOCK);
-        if (ibv_req_notify_cq(ctx->cq, 0) != 0)
+        fcntl(ctx->dev.comp_channel->fd, F_SETFL,
+              fcntl(ctx->dev.comp_channel->fd, F_GETFL) | O_NONBLOCK);
+        if (ibv_req_notify_cq(ctx->dev.cq, 0) != 0)
             return -EIO;
         ctx->armed = true;
     }
@@ -923,7 +834,7 @@ int mcr_udep_poll(struct mcr_udep_ctx *ctx, int timeout_ms)
         struct ibv_cq *cq;
         void *cqctx;
         ctx->armed = false;
-        if (ibv_get_cq_event(ctx->cc, &cq, &cqctx) == 0)
+        if (ibv_get_cq_event(ctx->dev.comp_channel, &cq, &cqctx) == 0)
             ibv_ack_cq_events(cq, 1);
     }
     while (rdma_get_cm_event(ctx->ch, &ev) == 0) {
@@ -940,7 +851,7 @@ int mcr_udep_poll(struct mcr_udep_ctx *ctx, int timeout_ms)
     if (handled > 0 || timeout_ms == 0)
         return handled;
     /* sleep until a completion, a CM event, the next deadline or timeout */
-    if (ibv_req_notify_cq(ctx->cq, 0) != 0)
+    if (ibv_req_notify_cq(ctx->dev.cq, 0) != 0)
         return -EIO;
     if ((rc = poll_cq(ctx)) != 0)
         return rc;
@@ -950,12 +861,12 @@ int mcr_udep_poll(struct mcr_udep_ctx *ctx, int timeout_ms)
         if (wait_ms < 0 || left < (uint64_t)wait_ms)
             wait_ms = (int)left;
     }
-    struct pollfd pfd[2] = {{.fd = ctx->cc->fd, .events = POLLIN},
+    struct pollfd pfd[2] = {{.fd = ctx->dev.comp_channel->fd, .events = POLLIN},
                             {.fd = ctx->ch->fd, .events = POLLIN}};
     if (poll(pfd, 2, wait_ms) > 0 && (pfd[0].revents & POLLIN)) {
         struct ibv_cq *cq;
         void *cqctx;
-        if (ibv_get_cq_event(ctx->cc, &cq, &cqctx) == 0)
+        if (ibv_get_cq_event(ctx->dev.comp_channel, &cq, &cqctx) == 0)
             ibv_ack_cq_events(cq, 1);
     }
     while (rdma_get_cm_event(ctx->ch, &ev) == 0) {
