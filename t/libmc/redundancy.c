@@ -908,8 +908,14 @@ static void hung_server(bool binary)
         snprintf(key, sizeof(key), "hung-%d", i);
         size_t length;
         memcached_return_t rc;
+        struct timespec get_start;
+        clock_gettime(CLOCK_MONOTONIC, &get_start);
         char *got = memcached_get(coded, key, strlen(key), &length, NULL, &rc);
-        exact += rc == MEMCACHED_SUCCESS && length == SIZE && memcmp(got, value[i], SIZE) == 0;
+        bool good = rc == MEMCACHED_SUCCESS && length == SIZE && memcmp(got, value[i], SIZE) == 0;
+        exact += good;
+        if (!good)
+            tap_diag("%s: rc %s, length %zu, %lld ms", key, memcached_strerror(NULL, rc), length,
+                     (long long)elapsed_ms(&get_start));
         free(got);
     }
     ok(exact == 2, "hedging off: coded gets byte-exact after the poll timeout (%d)", exact);
