@@ -176,10 +176,7 @@ void lmr_io_push_all(struct lmr_client *c)
     int64_t deadline = -1; /* set by the first transport that waits */
     for (uint32_t i = 0; i < c->server_count; i++) {
         memcached_instance_st *srv = c->servers[i];
-        /* a server marked stalled takes nothing: pushing would wait for it
-         * (requests left behind on it go when it runs again) */
-        if (srv->conn.ops == NULL || srv->conn.ops->push == NULL || srv->connecting ||
-            (srv->stalled && srv->stalled_mark == srv->progress))
+        if (srv->conn.ops == NULL || srv->conn.ops->push == NULL || srv->connecting)
             continue;
         srv->conn.ops->push(&srv->conn, &deadline, poll_timeout_ms(c));
     }

@@ -44,14 +44,13 @@ struct lmr_transport_ops {
     bool poll_input_is_syscall;
     /* Connects. A transport with finish_open may return
      * MEMCACHED_IN_PROGRESS instead of waiting: poll_fd then turns writable
-     * (a socket) or readable (RDMA) when finish_open has news, and the
-     * pipeline enforces
+     * when finish_open has news, and the pipeline enforces
      * connect_timeout_ms. One without finish_open connects before returning,
      * bounded by connect_timeout_ms. On failure returns the libmemcached
      * code, sets *sys_errno and leaves the connection closed. */
     memcached_return_t (*open)(struct lmr_conn *conn, const struct lmr_endpoint *ep,
                                int *sys_errno);
-    /* Optional. After poll_fd turned writable or readable during a connect: SUCCESS,
+    /* Optional. After poll_fd turned writable during a connect: SUCCESS,
      * IN_PROGRESS (still trying, e.g. another address) or a failure (the
      * connection is then closed). */
     memcached_return_t (*finish_open)(struct lmr_conn *conn, int *sys_errno);

@@ -577,18 +577,14 @@ static memcached_return_t rdma_open(struct lmr_conn *conn, const struct lmr_endp
         stream_free(s);
         return MEMCACHED_CONNECTION_FAILURE;
     }
-    /* the connection manager's answers come through epfd: finish_open
-     * takes them as they arrive, the pipeline bounds the wait by
-     * CONNECT_TIMEOUT, a refusal ends it at once */
-    conn->fd = s->epfd;
-    conn->transport_state = s;
-    conn->ops = &lmr_transport_rdma;
-    return MEMCACHED_IN_PROGRESS;
-}
-
-/* The connection is established: its buffers and polling mode. */
-static void connected_setup(struct lmr_conn *conn, struct rdma_stream *s)
-{
+    int64_t deadline = lmr_rdma_now_ms() + timeout;
+    while (!s->connected && !s->closed && lmr_rdma_now_ms() < deadline)
+        mcr_rdma_ctx_progress(s->ctx, 10);
+    if (!s->connected || s->closed) {
+        *sys_errno = s->closed ? ECONNREFUSED : ETIMEDOUT;
+        stream_free(s);
+        return *sys_errno == ETIMEDOUT ? MEMCACHED_TIMEOUT : MEMCACHED_CONNECTION_FAILURE;
+    }
     /* Memory windows where the device binds them (unless
      * LIBMEMCACHED_RDMA_MEMORY_WINDOWS=0): the buffers are registered once
      * without remote access and a window opens them per transfer; otherwise
@@ -622,28 +618,11 @@ static void connected_setup(struct lmr_conn *conn, struct rdma_stream *s)
     /* completions raise no events until the pipeline is about to sleep
      * (rdma_prepare_sleep): the fast path makes no system call but the send */
     mcr_rdma_ctx_set_polling(s->ctx, true);
+    conn->fd = s->epfd;
     conn->spin_us =
         lmr_env_unsigned("LIBMEMCACHED_RDMA_SPIN_US", LMR_SPIN_US_MAX, RDMA_SPIN_US_DEFAULT);
-}
-
-static void rdma_close(struct lmr_conn *conn);
-
-/* A connect under way: handles what the connection manager said, without
- * waiting. A refusal (REJECTED, UNREACHABLE, CONNECT_ERROR, ADDR_ERROR,
- * ROUTE_ERROR: rdma/rc_cm.c) closes the stream, and so ends here at once. */
-static memcached_return_t rdma_finish_open(struct lmr_conn *conn, int *sys_errno)
-{
-    struct rdma_stream *s = conn->transport_state;
-    if (!s->connected && !s->closed)
-        mcr_rdma_ctx_handle_events(s->ctx);
-    if (s->closed) {
-        *sys_errno = ECONNREFUSED;
-        rdma_close(conn);
-        return MEMCACHED_CONNECTION_FAILURE;
-    }
-    if (!s->connected)
-        return MEMCACHED_IN_PROGRESS;
-    connected_setup(conn, s);
+    conn->transport_state = s;
+    conn->ops = &lmr_transport_rdma;
     return MEMCACHED_SUCCESS;
 }
 
@@ -849,7 +828,6 @@ const struct lmr_transport_ops lmr_transport_rdma = {
     .name = "rdma",
     .copies_on_send = true,
     .open = rdma_open,
-    .finish_open = rdma_finish_open,
     .send = rdma_send,
     .recv = rdma_recv,
     .poll_fd = rdma_poll_fd,
