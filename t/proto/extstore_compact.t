@@ -142,8 +142,20 @@ for my $n (1 .. 10) {
 ok($reads_ok >= 3, "k$k read back from flash ($reads_ok times)");
 cmp_ok($after->{recache_from_extstore}, '>', $before->{recache_from_extstore},
     'a value read twice went back to RAM');
-ok(get1($s, "k$k") eq value_of($k), "k$k read from RAM");
-is(mc_stats($s)->{get_extstore}, $after->{get_extstore}, 'without a flash read');
+# memcached puts the value back in RAM a moment after the read that
+# counted the re-cache: a read or two may still go to flash there
+my ($from_ram, $flash_reads, $tries) = (0, 0, 0);
+while (!$from_ram && $tries++ < 5) {
+    my $flash0 = mc_stats($s)->{get_extstore};
+    my $same = get1($s, "k$k") eq value_of($k);
+    my $flash1 = mc_stats($s)->{get_extstore};
+    $from_ram = $same && $flash1 == $flash0;
+    $flash_reads += $flash1 - $flash0;
+    select(undef, undef, undef, 0.1) unless $from_ram;
+}
+ok($from_ram, "k$k read from RAM, without a flash read ($flash_reads flash reads before)");
+cmp_ok($flash_reads, '<=', target() eq 'ours' ? 0 : 2,
+    'flash reads after the re-cache: none for ours, at most 2 for memcached');
 mc_is($s, "extstore recache_rate 0\r\n", "OK\r\n", 'extstore recache_rate 0');
 
 # ---- a get that fails after queuing flash reads -----------------------------
