@@ -274,6 +274,8 @@ void storage_crawl_soon(void);
  * (after storage_start_threads). 0 on success, -1 when it was already in
  * that state or the thread could not start. */
 int storage_crawler_enable(bool on);
+/* Whether the LRU crawler runs now (-o lru_crawler, `lru_crawler enable`). */
+bool storage_crawler_enabled(void);
 /* "lru_crawler sleep <us>" (pause between batches, at most 1000000) and
  * "lru_crawler tocrawl <n>" (items examined per LRU list per pass, 0 = all). */
 int storage_crawler_set_sleep(unsigned usec);

@@ -25,6 +25,7 @@
 #include "net_sock.h"
 #include "net_tls.h"
 #include "flash.h"
+#include "items.h"
 #include "settings.h"
 #include "stats_detail.h"
 #include "thread.h"
@@ -175,16 +176,18 @@ static void rest_of_storage_stats(struct storage_stats *ss, stat_emit_fn emit, v
     free(ss->v);
 }
 
-/* memcached leaves out the crawler's names under -o no_lru_crawler and the
- * LRU maintainer's under -o no_lru_maintainer: so do we. */
+/* memcached leaves out the crawler's names while the crawler is off (-o
+ * no_lru_crawler, until `lru_crawler enable`) and the LRU maintainer's
+ * under -o no_lru_maintainer: so do we. */
 static void drop_stats_memcached_hides(struct storage_stats *ss)
 {
     static const char *const crawler[] = {"lru_crawler_running", "lru_crawler_starts"};
     static const char *const maintainer[] = {
         "lru_maintainer_juggles", "evicted_active",  "moves_to_cold",    "moves_to_warm",
         "moves_within_lru",       "direct_reclaims", "lru_bumps_dropped"};
+    bool crawler_on = storage_crawler_enabled();
     for (size_t i = 0; i < ss->n; i++) {
-        for (size_t k = 0; !settings.lru_crawler && k < sizeof(crawler) / sizeof(*crawler); k++)
+        for (size_t k = 0; !crawler_on && k < sizeof(crawler) / sizeof(*crawler); k++)
             if (strcmp(ss->v[i].name, crawler[k]) == 0)
                 ss->v[i].used = true;
         for (size_t k = 0; !settings.lru_maintainer && k < sizeof(maintainer) / sizeof(*maintainer);

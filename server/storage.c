@@ -154,6 +154,11 @@ int storage_crawler_enable(bool on)
     return rc;
 }
 
+bool storage_crawler_enabled(void)
+{
+    return __atomic_load_n(&storage_rt.cfg.lru_crawler, __ATOMIC_RELAXED);
+}
+
 int storage_crawler_set_sleep(unsigned usec)
 {
     if (usec > 1000000)
