@@ -35,21 +35,6 @@ __attribute__((format(printf, 2, 3))) static inline int tap_ok(int cond, const c
     return cond;
 }
 
-/* A check of a known, not yet understood failure (TAP's TODO): reported
- * with its reason either way, never counted as failed. */
-__attribute__((format(printf, 3, 4))) static inline int tap_todo(int cond, const char *why,
-                                                                 const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s %d - ", cond ? "ok" : "not ok", ++tap_count);
-    vprintf(fmt, ap);
-    printf(" # TODO %s\n", why);
-    va_end(ap);
-    fflush(stdout);
-    return cond;
-}
-
 __attribute__((format(printf, 1, 2))) static inline void tap_diag(const char *fmt, ...)
 {
     va_list ap;
