@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "mcr/iov_gather.h"
 #include "net_tls.h"
 #include "portfile.h"
 #include "settings.h"
@@ -57,24 +56,10 @@ static ssize_t sock_recv(struct conn *c, void *buf, size_t len)
     return recv(c->fd, buf, len, 0);
 }
 
-/* Replies adding up to at most this many bytes in several pieces (a get
- * hit: header, value, "\r\n", "END\r\n"; a batch of pipelined replies)
- * are copied into one buffer and sent with send(): the kernel then imports
- * no iovec array and copies one piece, which costs less than the copy
- * here. Larger ones go with sendmsg() from where they lie. The client
- * library gathers its requests up to the same size (LMR_COALESCE_MAX). */
-#define SOCK_GATHER_MAX 4608
-
 static ssize_t sock_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
 {
-    static _Thread_local char gathered[SOCK_GATHER_MAX];
     if (iovcnt == 1)
         return send(c->fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);
-    size_t len = mcr_iov_bytes_upto(iov, iovcnt, SOCK_GATHER_MAX);
-    if (len <= SOCK_GATHER_MAX) {
-        mcr_iov_gather(iov, iovcnt, gathered, len);
-        return send(c->fd, gathered, len, MSG_NOSIGNAL);
-    }
     struct msghdr msg;
     memset(&msg, 0, sizeof(msg));
     msg.msg_iov = (struct iovec *)iov;
