@@ -106,6 +106,9 @@ class Conn:
     def send(self, data):
         if isinstance(data, str):
             data = data.encode("latin-1")
+        # reads leave the socket with their own short timeout; a send gets
+        # the connection's whole timeout again
+        self.sock.settimeout(self.timeout)
         self.sock.sendall(data)
 
     def _read_until(self, done, timeout):
