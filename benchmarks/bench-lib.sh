@@ -87,6 +87,13 @@ bench_rss_kb() {
   awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
 }
 
+# bench_cpu_ns PID: processor time process PID has run so far, in ns (the
+# sum over its threads of /proc/PID/task/*/schedstat's first field; threads
+# that have exited are not counted).
+bench_cpu_ns() {
+  cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ t += $1 } END { printf "%.0f\n", t }'
+}
+
 # bench_find_built RELPATH: the newest build/*/RELPATH under the source tree,
 # leaving out sanitizer builds (they measure the sanitizers).
 bench_find_built() {
