@@ -339,7 +339,7 @@ static bool classify_and_ask(struct coded_read *r, bool hedge)
         if (r->status[i] != CHUNK_NOT_ASKED)
             continue;
         r->status[i] = CHUNK_ASKED;
-        lmr_group_issue(g, i, g->client->servers[r->servers[i]], LMR_OP_GET, &r->args);
+        lmr_group_issue_read(g, i, g->client->servers[r->servers[i]], &r->args);
         asked = true;
     }
     return asked;
@@ -429,8 +429,16 @@ static void coded_read_step(struct lmr_group *g)
     }
     /* everything asked and answered (or left to servers that stopped
      * answering and cannot help): not enough */
-    if (g->outstanding == 0 || (!chunk_left_to_ask(r) && only_useless_hung_left(r)))
-        lmr_group_finish(g, r->failure != MEMCACHED_SUCCESS ? r->failure : MEMCACHED_NOTFOUND);
+    if (g->outstanding == 0 || (!chunk_left_to_ask(r) && only_useless_hung_left(r))) {
+        /* servers taken as erasures because their connect failed: asked
+         * for real before the read fails */
+        uint32_t again = lmr_group_ask_avoided(g, r->servers, &r->args);
+        for (uint32_t i = 0; i < n; i++)
+            if (again & (UINT32_C(1) << i))
+                r->status[i] = CHUNK_ASKED;
+        if (again == 0)
+            lmr_group_finish(g, r->failure != MEMCACHED_SUCCESS ? r->failure : MEMCACHED_NOTFOUND);
+    }
 }
 
 static const struct lmr_group_ops coded_read_ops = {.step = coded_read_step};
@@ -451,7 +459,7 @@ static memcached_return_t coded_read(struct lmr_client *c, memcached_request_st 
         .key = r->key, .key_length = args->key_length, .sink = LMR_SINK_LIBRARY};
     for (uint32_t i = 0; i < k; i++) {
         r->status[i] = CHUNK_ASKED;
-        lmr_group_issue(&r->g, i, c->servers[servers[i]], LMR_OP_GET, &r->args);
+        lmr_group_issue_read(&r->g, i, c->servers[servers[i]], &r->args);
     }
     if (c->behaviors.hedge_timeout_ms > 0)
         lmr_group_wake_after(&r->g, (int)c->behaviors.hedge_timeout_ms);

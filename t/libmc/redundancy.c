@@ -58,19 +58,14 @@ static enum transport transport_of(int i)
 
 static bool start_servers(void)
 {
+    enum test_transport transports[SERVERS];
     for (int i = 0; i < SERVERS; i++) {
         enum transport t = transport_of(i);
-        if (!(t == OVER_RDMA ? test_server_start_rdma(&servers[i], rdma_addr)
-                             : test_server_start(&servers[i], t == OVER_UNIX)))
-            return false;
+        transports[i] = t == OVER_RDMA   ? TEST_OVER_RDMA
+                        : t == OVER_UNIX ? TEST_OVER_UNIX
+                                         : TEST_OVER_TCP;
     }
-    return true;
-}
-
-static void stop_servers(void)
-{
-    for (int i = SERVERS; i > 0; i--)
-        test_server_stop(&servers[i - 1], false);
+    return test_servers_start(servers, SERVERS, transports, rdma_addr);
 }
 
 static memcached_st *client(uint64_t replication, uint64_t coding, bool binary)
@@ -1041,7 +1036,7 @@ static void run(enum transport transport, bool binary)
         survive_pairs(MEMCACHED_REPLICATION_SYNC(3), 0, binary, "sync replication F=3");
         survive_pairs(MEMCACHED_REPLICATION_ASYNC(3), 0, binary, "async replication F=3");
         replicated_calls(binary);
-        stop_servers();
+        test_servers_stop(servers, SERVERS);
         return;
     }
     if (transport == OVER_TCP && !binary)
@@ -1064,7 +1059,7 @@ static void run(enum transport transport, bool binary)
     lying_copies(binary);
     hung_server(binary);
     failure_counts(binary);
-    stop_servers();
+    test_servers_stop(servers, SERVERS);
 }
 
 int main(int argc, char **argv)
