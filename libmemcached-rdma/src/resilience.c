@@ -188,8 +188,12 @@ bool lmr_resilience_leave_hung(struct lmr_group *g, uint32_t quorum)
         lmr_group_finish(g, MEMCACHED_SOME_ERRORS);
         return true;
     }
-    if (woke) /* a server still answering, or too few stored: look again later */
-        lmr_group_wake_after(g, g->client->behaviors.hedge_timeout_ms);
+    /* a server still answering, or too few stored: look again a write
+     * delay later, so that no progress means none for that long (a hedge
+     * timeout later, a live server off the processor for that long read
+     * as a hung one and the write said SOME_ERRORS) */
+    if (woke)
+        lmr_group_wake_after(g, write_delay_ms(g->client));
     return false;
 }
 

@@ -12,7 +12,9 @@
  * client busy fails after the poll timeout all the same, and the requests
  * left behind on it are counted as failures then. A server whose connects
  * hang costs reads one CONNECT_TIMEOUT in all, not one per call. */
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,6 +247,87 @@ static void stopped_among_busy(void)
     memcached_free(coded);
 }
 
+/* A server that runs 1 ms in every 300 (stopped and continued by a thread
+ * of the test, for at most DUTY_MAX_MS): alive and answering, but off the
+ * processor for longer than a hedge timeout at a time, as on a machine
+ * loaded far beyond its processors. */
+enum { DUTY_RUN_MS = 1, DUTY_STOP_MS = 300, DUTY_MAX_MS = 8000 };
+static atomic_bool duty_stop;
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void *duty_cycle(void *arg)
+{
+    struct test_server *s = arg;
+    int64_t start = now_ms();
+    while (!atomic_load(&duty_stop) && now_ms() - start < DUTY_MAX_MS) {
+        test_server_pause(s);
+        sleep_ms(DUTY_STOP_MS);
+        test_server_resume(s);
+        sleep_ms(DUTY_RUN_MS);
+    }
+    return NULL;
+}
+
+/* Writes whose server is slow but alive wait for it: a window of isets
+ * with the write delay at 1 s (POLL_TIMEOUT 8 s) through a server that is
+ * off the processor 300 ms at a time all say SUCCESS, sync replicated and
+ * coded. The writes are still in flight when their timer first looks (the
+ * server has a queue to work through) and it finds progress; the next
+ * look must again be a write delay later, not a hedge timeout, or a
+ * 300 ms stop reads as a dead server and the write says SOME_ERRORS. */
+static void slow_server(void)
+{
+    enum { WINDOW = 64, BIG = 512 * 1024, SLOW_POLL_MS = 8000 };
+    char *big = malloc(BIG);
+    memcached_request_st *reqs[WINDOW];
+    const char *const prefixes[2] = {"slow-sync", "slow-coded"};
+    memcached_st *clients[2] = {client(MEMCACHED_REPLICATION_SYNC(3), 0, SLOW_POLL_MS),
+                                client(0, MEMCACHED_ERASURE_CODING(3, 2), SLOW_POLL_MS)};
+    for (int i = 0; i < BIG; i++)
+        big[i] = (char)(i * 31 + (i >> 9));
+    for (int c = 0; c < 2; c++) {
+        memcached_st *memc = clients[c];
+        memcached_version(memc); /* connected before the server slows down */
+        for (int i = 0; i < WINDOW; i++)
+            reqs[i] = memcached_request_create(memc);
+        atomic_store(&duty_stop, false);
+        pthread_t duty;
+        bool slowed = pthread_create(&duty, NULL, duty_cycle, &servers[4]) == 0;
+        int64_t start = now_ms();
+        for (int i = 0; i < WINDOW; i++) {
+            char key[80];
+            key_of(key, sizeof(key), prefixes[c], i);
+            memcached_iset(memc, key, strlen(key), big, BIG, 0, 0, reqs[i]);
+        }
+        int stored = 0, some_errors = 0;
+        for (int i = 0; i < WINDOW; i++) {
+            memcached_return_t rc = memcached_wait(memc, reqs[i]);
+            stored += rc == MEMCACHED_SUCCESS;
+            some_errors += rc == MEMCACHED_SOME_ERRORS;
+        }
+        int64_t took = now_ms() - start;
+        atomic_store(&duty_stop, true);
+        if (slowed)
+            pthread_join(duty, NULL);
+        test_server_resume(&servers[4]);
+        memcached_wait_all(memc);
+        ok(slowed && stored == WINDOW,
+           "%s: %d of %d isets SUCCESS (%d SOME_ERRORS) through a server off the processor "
+           "%d ms at a time, in %lld ms",
+           prefixes[c], stored, WINDOW, some_errors, DUTY_STOP_MS, (long long)took);
+        for (int i = WINDOW; i > 0; i--)
+            memcached_request_free(reqs[i - 1]);
+    }
+    memcached_free(clients[1]);
+    memcached_free(clients[0]);
+    free(big);
+}
+
 /* get_hits of server i, asked by a client of its own. */
 static uint64_t get_hits(int i)
 {
@@ -352,6 +435,7 @@ int main(int argc, char **argv)
         if (t == TEST_OVER_TCP) {
             stopped_among_busy();
             connects_hang();
+            slow_server();
         }
         test_servers_stop(servers, SERVERS);
     }
