@@ -59,8 +59,10 @@ static memcached_st *client(uint64_t replication, uint64_t coding, int poll_ms)
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, 0);
     if (replication != 0)
         memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_REPLICATION, replication);
-    if (coding != 0)
+    if (coding != 0) { /* values of SIZE bytes coded, below the library's default */
         memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING, coding);
+        memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD, 1024);
+    }
     return memc;
 }
 

@@ -27,6 +27,9 @@
 
 #define SERVERS 5
 #define VALUES 7
+/* coded clients code values from 1 KiB on (below the library's default),
+ * so the values of 4 and 5 KB and 100 KB are coded too */
+#define CODED_FROM 1024
 
 static const size_t sizes[VALUES] = {0, 10, 100, 4095, 5000, 100000, 1048576 + 3};
 
@@ -83,8 +86,10 @@ static memcached_st *client(uint64_t replication, uint64_t coding, bool binary)
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_RESILIENCE_HEDGE_TIMEOUT, 1000);
     if (replication != 0)
         memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_REPLICATION, replication);
-    if (coding != 0)
+    if (coding != 0) {
         memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING, coding);
+        memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD, CODED_FROM);
+    }
     return memc;
 }
 
@@ -230,7 +235,7 @@ static void three_dead(bool binary)
         char *got = memcached_get(memc, key, strlen(key), &length, &flags, &rc);
         if (rc == MEMCACHED_SUCCESS && (length != sizes[v] || memcmp(got, values[v], length) != 0))
             wrong++;
-        if (sizes[v] >= MEMCACHED_DEFAULT_ERASURE_CODING_THRESHOLD) {
+        if (sizes[v] >= CODED_FROM) {
             coded++;
             failed_coded += rc != MEMCACHED_SUCCESS && rc != MEMCACHED_NOTFOUND;
         }
@@ -992,6 +997,9 @@ static void configuration(void)
     ok(memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_RESILIENCE_HEDGE_TIMEOUT) ==
            MEMCACHED_DEFAULT_RESILIENCE_HEDGE_TIMEOUT,
        "RESILIENCE_HEDGE_TIMEOUT defaults to %d ms", MEMCACHED_DEFAULT_RESILIENCE_HEDGE_TIMEOUT);
+    ok(memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD) ==
+           MEMCACHED_DEFAULT_ERASURE_CODING_THRESHOLD,
+       "ERASURE_CODING_THRESHOLD defaults to %d bytes", MEMCACHED_DEFAULT_ERASURE_CODING_THRESHOLD);
     memcached_free(memc);
     memc = memcached("--SERVER=a --RESILIENCE-HEDGE-TIMEOUT=250", 41);
     ok(memc != NULL &&
