@@ -485,7 +485,8 @@ static memcached_return_t coded_read(struct lmr_client *c, memcached_request_st 
      * whole copy there (one request, as a replicated get); a coded one
      * asks the other data chunks once chunk 0 says so (on a host where
      * every request to a server costs its own round trip, as on loopback
-     * with few processors, that costs no more than asking all at once) */
+     * with few processors, that cost a few us more than asking all at once;
+     * doc/resilience.md) */
     uint32_t first = c->behaviors.ec_threshold > 0 ? 1 : k;
     r->probing = first < k;
     for (uint32_t i = 0; i < first; i++) {
