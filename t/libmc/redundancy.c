@@ -1019,6 +1019,38 @@ static void configuration(void)
 }
 
 /* Whether the library was built with erasure coding (jerasure). */
+/* Over RDMA a connect to a stopped server waits CONNECT_TIMEOUT in the
+ * call (the server's process must accept it). A client that has no
+ * connection to server 0 when it stops pays that once: its reads then take
+ * the server as an erasure instead of connecting again in every call
+ * (RETRY_TIMEOUT is 0 here, so every call could). A functional bound:
+ * one connect each would be 1 s per read; the loop gives up after 8 s. */
+static void stopped_connects(bool binary)
+{
+    enum { CONNECT_MS = 1000, READS = 4, GIVE_UP_MS = 8000 };
+    memcached_st *writer = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
+    make_values(91);
+    ok(write_all(writer, "stopconn") == VALUES, "stopped connects: written with every server up");
+    memcached_free(writer);
+    test_server_pause(&servers[0]);
+    memcached_st *fresh = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
+    memcached_behavior_set(fresh, MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT, CONNECT_MS);
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    int rounds = 0, exact = 0;
+    while (rounds < READS && elapsed_ms(&start) < GIVE_UP_MS) {
+        exact += read_all(fresh, "stopconn");
+        rounds++;
+    }
+    int64_t took = elapsed_ms(&start);
+    ok(exact == READS * VALUES && took < 4 * CONNECT_MS,
+       "server 0 stopped, a client without a connection to it: %d of %d coded gets byte-exact "
+       "in %lld ms (CONNECT_TIMEOUT %d ms, RETRY_TIMEOUT 0)",
+       exact, READS * VALUES, (long long)took, CONNECT_MS);
+    test_server_resume(&servers[0]);
+    memcached_free(fresh);
+}
+
 static bool coding_built(void)
 {
     memcached_st *memc = memcached_create(NULL);
@@ -1066,6 +1098,8 @@ static void run(enum transport transport, bool binary)
     replicated_calls(binary);
     lying_copies(binary);
     hung_server(binary);
+    if (transport == OVER_RDMA || transport == OVER_MIXED) /* server 0 over RDMA */
+        stopped_connects(binary);
     failure_counts(binary);
     test_servers_stop(servers, SERVERS);
 }
