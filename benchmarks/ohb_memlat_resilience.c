@@ -10,8 +10,9 @@
  * servers' `bytes` summed over what the program stored); and the time of
  * encoding and of decoding with two chunks lost, per size, next to the set
  * latency; and the floor of a coded get: three plain gets of a chunk's
- * size on three servers at once. Tables with ratios; --csv writes every
- * number. */
+ * size on three servers at once. The latency tables are measured in
+ * --rounds paired rounds (every scheme in turn per size). Tables with
+ * ratios; --csv writes every number. */
 #include "ohb_common.h"
 
 #include <arpa/inet.h>
@@ -56,6 +57,7 @@ static unsigned iterations = 200;
 static double max_seconds = 0.3;
 static FILE *csv;
 static long long ec_threshold = -1; /* -1: the library's default */
+static unsigned paired_rounds = 3;
 
 static unsigned free_port(void)
 {
@@ -263,13 +265,13 @@ static double blocking(memcached_st *memc, const char *tag, bool set, const char
 }
 
 /* Mean microseconds per operation with WINDOW isets (or igets) in flight. */
-static double windowed(memcached_st *memc, bool set, const char *value, size_t size, char *into,
-                       memcached_request_st **reqs)
+static double windowed(memcached_st *memc, const char *tag, bool set, const char *value,
+                       size_t size, char *into, memcached_request_st **reqs)
 {
     char keys[WINDOW][64];
     size_t lengths[WINDOW];
     for (int i = 0; i < WINDOW; i++) {
-        lengths[i] = (size_t)snprintf(keys[i], sizeof(keys[i]), "resnb:%zu:%d", size, i);
+        lengths[i] = (size_t)snprintf(keys[i], sizeof(keys[i]), "resnb:%s:%zu:%d", tag, size, i);
         memcached_return_t rc = memcached_set(memc, keys[i], lengths[i], value, size, 0, 0);
         if (!stored(rc))
             ohb_fail(memc, "memcached_set", rc);
@@ -307,22 +309,89 @@ static void csv_row(const char *section, enum scheme scheme, size_t size, double
 static size_t sizes[MAX_SIZES];
 static unsigned size_count;
 
-/* latency[scheme][size] for one measurement, printed with ratios */
+/* latency[scheme][size] for one measurement, printed with ratio[size]
+ * (RS over ratio_to, the median of the rounds' ratios) */
 static void print_latency(const char *title, const char *section, double latency[][MAX_SIZES],
-                          enum scheme ratio_of, enum scheme ratio_to)
+                          const double ratio[MAX_SIZES], enum scheme ratio_to)
 {
     printf("\n# %s\n# %-10s", title, "Size");
     for (int s = 0; s < SCHEMES; s++)
         printf(" %13s", scheme_names[s]);
-    printf(" %9s\n", ratio_of == RS && ratio_to == SYNC_REP ? "RS/Sync" : "RS/Async");
+    printf(" %9s\n", ratio_to == SYNC_REP ? "RS/Sync" : "RS/Async");
     for (unsigned z = 0; z < size_count; z++) {
         printf("%-12zu", sizes[z]);
         for (int s = 0; s < SCHEMES; s++) {
             printf(" %13.2f", latency[s][z]);
             csv_row(section, (enum scheme)s, sizes[z], latency[s][z]);
         }
-        printf(" %9.2f\n", latency[ratio_of][z] / latency[ratio_to][z]);
+        printf(" %9.2f\n", ratio[z]);
+        csv_row(ratio_to == SYNC_REP ? "rs_over_sync" : "rs_over_async", RS, sizes[z], ratio[z]);
     }
+}
+
+enum measure { SET_BLOCK, GET_BLOCK, SET_WINDOW, GET_WINDOW, MEASURES };
+/* what RS is compared with in each measurement */
+static const enum scheme ratio_to[MEASURES] = {SYNC_REP, ASYNC_REP, SYNC_REP, ASYNC_REP};
+
+/* The four latency measurements of every scheme, in `rounds` rounds: in
+ * each round every size is measured under every scheme in turn (the order
+ * reversed every other round), so the schemes compared share the
+ * machine's moments. latency[m][s][z] is the median of the rounds' values;
+ * ratio[m][z] the median of the rounds' RS / ratio_to[m] ratios. */
+static void measure_rounds(double latency[MEASURES][SCHEMES][MAX_SIZES],
+                           double ratio[MEASURES][MAX_SIZES])
+{
+    double(*by_round)[MEASURES][SCHEMES][MAX_SIZES] = calloc(paired_rounds, sizeof(*by_round));
+    double *column = malloc(paired_rounds * sizeof(*column));
+    char *value = ohb_value_new(max_size);
+    char *into = malloc((size_t)WINDOW * max_size);
+    if (by_round == NULL || column == NULL || into == NULL) {
+        fprintf(stderr, "out of memory for %u rounds\n", paired_rounds);
+        exit(1);
+    }
+    memcached_st *clients[SCHEMES];
+    memcached_request_st *reqs[SCHEMES][WINDOW];
+    for (int s = 0; s < SCHEMES; s++) {
+        clients[s] = client((enum scheme)s);
+        for (int i = 0; i < WINDOW; i++)
+            reqs[s][i] = memcached_request_create(clients[s]);
+    }
+    for (unsigned r = 0; r < paired_rounds; r++)
+        for (unsigned z = 0; z < size_count; z++) {
+            for (int turn = 0; turn < SCHEMES; turn++) {
+                int s = r % 2 == 0 ? turn : SCHEMES - 1 - turn;
+                memcached_st *memc = clients[s];
+                const char *tag = csv_names[s];
+                double *at[MEASURES];
+                for (int m = 0; m < MEASURES; m++)
+                    at[m] = &by_round[r][m][s][z];
+                *at[SET_BLOCK] = blocking(memc, tag, true, value, sizes[z]);
+                *at[GET_BLOCK] = blocking(memc, tag, false, value, sizes[z]);
+                *at[SET_WINDOW] = windowed(memc, tag, true, value, sizes[z], into, reqs[s]);
+                *at[GET_WINDOW] = windowed(memc, tag, false, value, sizes[z], into, reqs[s]);
+            }
+            flush_all(); /* one size's values at a time on the servers */
+        }
+    for (int m = 0; m < MEASURES; m++)
+        for (unsigned z = 0; z < size_count; z++) {
+            for (int s = 0; s < SCHEMES; s++) {
+                for (unsigned r = 0; r < paired_rounds; r++)
+                    column[r] = by_round[r][m][s][z];
+                latency[m][s][z] = ohb_median(column, paired_rounds);
+            }
+            for (unsigned r = 0; r < paired_rounds; r++)
+                column[r] = by_round[r][m][RS][z] / by_round[r][m][ratio_to[m]][z];
+            ratio[m][z] = ohb_median(column, paired_rounds);
+        }
+    for (int s = SCHEMES; s > 0; s--) {
+        for (int i = WINDOW; i > 0; i--)
+            memcached_request_free(reqs[s - 1][i - 1]);
+        memcached_free(clients[s - 1]);
+    }
+    free(into);
+    free(value);
+    free(column);
+    free(by_round);
 }
 
 static uint64_t servers_bytes(void)
@@ -348,7 +417,7 @@ static void memory_efficiency(void)
     const enum scheme measured[] = {NONE, SYNC_REP, RS};
     printf("\n# Memory efficiency: sum of `bytes` over the servers / bytes stored (%d values)\n",
            VALUES);
-    printf("# %-10s %13s %13s %13s\n", "Size", "none", "Rep=3", "RS(3,2)");
+    printf("# %-10s %13s %13s %13s %9s\n", "Size", "none", "Rep=3", "RS(3,2)", "RS coded");
     char *value = ohb_value_new(max_size);
     static double ratio[3][MAX_SIZES];
     for (int s = 0; s < 3; s++) {
@@ -368,8 +437,12 @@ static void memory_efficiency(void)
         }
         memcached_free(memc);
     }
+    memcached_st *probe = client(RS);
+    uint64_t threshold = memcached_behavior_get(probe, MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD);
+    memcached_free(probe);
     for (unsigned z = 0; z < size_count; z++)
-        printf("%-12zu %13.2f %13.2f %13.2f\n", sizes[z], ratio[0][z], ratio[1][z], ratio[2][z]);
+        printf("%-12zu %13.2f %13.2f %13.2f %9s\n", sizes[z], ratio[0][z], ratio[1][z], ratio[2][z],
+               sizes[z] >= threshold ? "yes" : "no (3 copies)");
     free(value);
     restart_all();
 }
@@ -530,6 +603,8 @@ static void parse(int argc, char **argv)
         {"iterations", OHB_OPT_UNSIGNED, &iterations, "N", "timed operations per size", NULL},
         {"max-time", OHB_OPT_DOUBLE, &max_seconds, "SECONDS", "time cap per size and scheme", NULL},
         {"csv", OHB_OPT_CALL, &csv, "FILE", "also write every number here", open_csv},
+        {"rounds", OHB_OPT_UNSIGNED, &paired_rounds, "N",
+         "paired rounds of the latency tables (--iterations, --max-time: per round)", NULL},
         {"ec-threshold", OHB_OPT_CALL, &ec_threshold, "BYTES",
          "erasure coding from this value size on (default: the library's)", parse_ec_threshold},
     };
@@ -537,7 +612,7 @@ static void parse(int argc, char **argv)
                                     sizeof(table) / sizeof(table[0]), notes};
     ohb_command_parse(&cmd, argc, argv);
     if (min_size == 0 || min_size > max_size || iterations == 0 || max_seconds <= 0 ||
-        (over_unix && rdma_addr != NULL))
+        paired_rounds == 0 || (over_unix && rdma_addr != NULL))
         ohb_usage_error();
 }
 
@@ -573,28 +648,22 @@ int main(int argc, char **argv)
                              : "TCP",
            iterations, max_seconds, ohb_clock_name());
 
-    static double set_block[SCHEMES][MAX_SIZES], get_block[SCHEMES][MAX_SIZES];
-    static double set_window[SCHEMES][MAX_SIZES], get_window[SCHEMES][MAX_SIZES];
+    memcached_st *probe = client(RS);
+    uint64_t threshold = memcached_behavior_get(probe, MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD);
+    memcached_free(probe);
+    printf("# RS(3,2) codes values of %llu bytes and more (ERASURE_CODING_THRESHOLD); smaller\n"
+           "# ones are stored as 3 whole copies. Latencies: the median of %u paired rounds\n",
+           (unsigned long long)threshold, paired_rounds);
+
+    static double latency[MEASURES][SCHEMES][MAX_SIZES], ratio[MEASURES][MAX_SIZES];
+    measure_rounds(latency, ratio);
+    double(*set_block)[MAX_SIZES] = latency[SET_BLOCK],
+    (*get_block)[MAX_SIZES] = latency[GET_BLOCK];
     char *value = ohb_value_new(max_size);
-    char *into = malloc((size_t)WINDOW * max_size);
-    for (int s = 0; s < SCHEMES; s++) {
-        memcached_st *memc = client((enum scheme)s);
-        memcached_request_st *reqs[WINDOW];
-        for (int i = 0; i < WINDOW; i++)
-            reqs[i] = memcached_request_create(memc);
-        for (unsigned z = 0; z < size_count; z++) {
-            set_block[s][z] = blocking(memc, "run", true, value, sizes[z]);
-            get_block[s][z] = blocking(memc, "run", false, value, sizes[z]);
-            set_window[s][z] = windowed(memc, true, value, sizes[z], into, reqs);
-            get_window[s][z] = windowed(memc, false, value, sizes[z], into, reqs);
-        }
-        for (int i = WINDOW; i > 0; i--)
-            memcached_request_free(reqs[i - 1]);
-        memcached_free(memc);
-        flush_all();
-    }
-    print_latency("Set latency, blocking (median us)", "set", set_block, RS, SYNC_REP);
-    print_latency("Get latency, blocking (median us)", "get", get_block, RS, ASYNC_REP);
+    print_latency("Set latency, blocking (median us)", "set", set_block, ratio[SET_BLOCK],
+                  SYNC_REP);
+    print_latency("Get latency, blocking (median us)", "get", get_block, ratio[GET_BLOCK],
+                  ASYNC_REP);
     static double floor_block[MAX_SIZES];
     fanout_floor(floor_block);
     printf("\n# Get fan-out floor, blocking (median us): 3 plain gets of a chunk's size on 3\n"
@@ -605,9 +674,10 @@ int main(int argc, char **argv)
         printf("%-12zu %13.2f %13.2f %13.2f %9.2f %9.2f\n", sizes[z], get_block[NONE][z],
                floor_block[z], get_block[RS][z], get_block[RS][z] / floor_block[z],
                floor_block[z] / get_block[NONE][z]);
-    print_latency("Set, window of 64 (us per operation)", "set_window64", set_window, RS, SYNC_REP);
-    print_latency("Get, window of 64 (us per operation)", "get_window64", get_window, RS,
-                  ASYNC_REP);
+    print_latency("Set, window of 64 (us per operation)", "set_window64", latency[SET_WINDOW],
+                  ratio[SET_WINDOW], SYNC_REP);
+    print_latency("Get, window of 64 (us per operation)", "get_window64", latency[GET_WINDOW],
+                  ratio[GET_WINDOW], ASYNC_REP);
     fflush(stdout);
 
     memory_efficiency();
@@ -652,7 +722,6 @@ int main(int argc, char **argv)
     }
     for (int k = 1; k >= 0; k--)
         memcached_free(readers[k]);
-    free(into);
     free(value);
     if (csv != NULL)
         fclose(csv);

@@ -121,6 +121,33 @@ void lmr_group_issue(struct lmr_group *g, uint32_t i, memcached_instance_st *srv
         lmr_group_child_done(child);
 }
 
+void lmr_group_issue_read(struct lmr_group *g, uint32_t i, memcached_instance_st *srv,
+                          const struct lmr_op_args *args)
+{
+    if (srv->conn.ops != NULL || !srv->connect_failed) {
+        lmr_group_issue(g, i, srv, LMR_OP_GET, args);
+        return;
+    }
+    memcached_request_st *child = g->children[i];
+    g->outstanding++;
+    g->avoided |= UINT32_C(1) << i;
+    child->rc =
+        srv->error_rc != MEMCACHED_SUCCESS ? srv->error_rc : MEMCACHED_SERVER_TEMPORARILY_DISABLED;
+    child->state = LMR_STATE_DONE;
+    lmr_group_child_done(child);
+}
+
+uint32_t lmr_group_ask_avoided(struct lmr_group *g, const uint32_t *servers,
+                               const struct lmr_op_args *args)
+{
+    uint32_t asked = g->avoided;
+    g->avoided = 0;
+    for (uint32_t i = 0; i < g->child_count; i++)
+        if (asked & (UINT32_C(1) << i))
+            lmr_group_issue(g, i, g->client->servers[servers[i]], LMR_OP_GET, args);
+    return asked;
+}
+
 static void unlink_timed(struct lmr_group *g)
 {
     if (!g->timed)

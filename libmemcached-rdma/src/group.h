@@ -42,6 +42,9 @@ struct lmr_group {
     int64_t wake_at_ms; /* the timer, while on the client's timed list */
     bool timed;         /* on that list */
     bool woke;          /* the timer fired since the last step */
+    /* read children failed at once by lmr_group_issue_read (bit i: child
+     * i), to be asked for real if the read cannot complete without them */
+    uint32_t avoided;
     struct lmr_group *next_timed;
 };
 
@@ -57,6 +60,21 @@ struct lmr_group *lmr_group_create(struct lmr_client *c, memcached_request_st *p
  * (MEMCACHED_TIMEOUT). */
 void lmr_group_issue(struct lmr_group *g, uint32_t i, memcached_instance_st *srv,
                      enum lmr_op_kind kind, const struct lmr_op_args *args);
+/* Issues read child i (a get of a chunk or copy) to srv, except when
+ * srv has no connection and its last connect failed: then the child fails
+ * at once with the server's last failure (an erasure, noted in
+ * g->avoided) and no connect is tried, so a server that does not accept
+ * connections (stopped, its machine frozen: a connect there waits
+ * CONNECT_TIMEOUT) costs a read nothing while the other chunks or copies
+ * answer. Writes (lmr_group_issue) connect as RETRY_TIMEOUT allows, and a
+ * successful connect ends this. */
+void lmr_group_issue_read(struct lmr_group *g, uint32_t i, memcached_instance_st *srv,
+                          const struct lmr_op_args *args);
+/* A read that cannot complete without its avoided children asks them now,
+ * connecting (as RETRY_TIMEOUT allows): servers[i] is child i's server.
+ * Returns the children asked again (bits), 0 when none was avoided. */
+uint32_t lmr_group_ask_avoided(struct lmr_group *g, const uint32_t *servers,
+                               const struct lmr_op_args *args);
 /* Completes the parent with rc; the group lives on until its last child
  * completes. The step must not touch the group after this. */
 void lmr_group_finish(struct lmr_group *g, memcached_return_t rc);

@@ -205,6 +205,8 @@ static void note_failure(memcached_instance_st *srv, bool timed_out)
 void lmr_io_fail_server(memcached_instance_st *srv, memcached_return_t rc, const char *why)
 {
     bool timed_out = rc == MEMCACHED_TIMEOUT || srv->connecting;
+    if (srv->connecting && rc != MEMCACHED_SUCCESS)
+        srv->connect_failed = true;
     lmr_io_close(srv);
     snprintf(srv->error_message, sizeof(srv->error_message), "%.120s:%u: %.100s", srv->hostname,
              (unsigned)srv->port, why);
@@ -272,10 +274,12 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
         srv->client->last_errno = sys_errno;
         srv->error_rc = rc;
         srv->client->last_disconnected = srv;
+        srv->connect_failed = true;
         note_failure(srv, true);
         return rc;
     }
     srv->next_retry = 0;
+    srv->connect_failed = false;
     reset_receive(srv);
     if (lmr_sasl_wanted(srv->client)) {
         rc = lmr_sasl_authenticate(srv);
@@ -540,6 +544,7 @@ static bool finish_connecting(memcached_instance_st *srv)
         rc = srv->conn.ops->finish_open(&srv->conn, &sys_errno);
     if (rc == MEMCACHED_SUCCESS) {
         srv->connecting = false;
+        srv->connect_failed = false;
         if (lmr_sasl_wanted(srv->client)) {
             rc = lmr_sasl_authenticate(srv);
             if (rc != MEMCACHED_SUCCESS) {

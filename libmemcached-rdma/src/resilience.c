@@ -188,8 +188,12 @@ bool lmr_resilience_leave_hung(struct lmr_group *g, uint32_t quorum)
         lmr_group_finish(g, MEMCACHED_SOME_ERRORS);
         return true;
     }
-    if (woke) /* a server still answering, or too few stored: look again later */
-        lmr_group_wake_after(g, g->client->behaviors.hedge_timeout_ms);
+    /* a server still answering, or too few stored: look again a write
+     * delay later, so that no progress means none for that long (a hedge
+     * timeout later, a live server off the processor for that long read
+     * as a hung one and the write said SOME_ERRORS) */
+    if (woke)
+        lmr_group_wake_after(g, write_delay_ms(g->client));
     return false;
 }
 
@@ -293,14 +297,22 @@ static void replicated_read_step(struct lmr_group *g)
             }
         }
         if (r->issued == g->child_count) {
-            if (g->outstanding == 0) /* a stopped server may hold the only copy: wait */
+            if (g->outstanding > 0) /* a stopped server may hold the only copy: wait */
+                return;
+            /* copies on servers taken as erasures because their connect
+             * failed: asked for real before the read fails */
+            uint32_t again = lmr_group_ask_avoided(g, r->servers, &r->args);
+            for (uint32_t j = 0; j < r->issued; j++)
+                if (again & (UINT32_C(1) << j))
+                    r->examined[j] = false;
+            if (again == 0)
                 lmr_group_finish(g, r->answer != MEMCACHED_SUCCESS ? r->answer : r->failure);
             return;
         }
         if (g->outstanding > 0 && !hedge)
             return; /* a copy in flight, its server answering */
         uint32_t i = r->issued++;
-        lmr_group_issue(g, i, g->client->servers[r->servers[i]], LMR_OP_GET, &r->args);
+        lmr_group_issue_read(g, i, g->client->servers[r->servers[i]], &r->args);
         if (g->client->behaviors.hedge_timeout_ms > 0)
             lmr_group_wake_after(g, g->client->behaviors.hedge_timeout_ms);
         /* a server known to have stopped answering: the next copy now */

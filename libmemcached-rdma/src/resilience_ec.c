@@ -27,6 +27,9 @@ struct coded_read {
     uint32_t k, m;
     uint32_t servers[LMR_EC_MAX_CHUNKS];
     uint8_t status[LMR_EC_MAX_CHUNKS];
+    /* only position 0 asked so far: values under the threshold are whole
+     * copies there, and a get of one asks no other server */
+    bool probing;
     struct lmr_ec_header headers[LMR_EC_MAX_CHUNKS];
     memcached_return_t failure; /* the first server failure */
     struct lmr_op_args args;
@@ -339,7 +342,7 @@ static bool classify_and_ask(struct coded_read *r, bool hedge)
         if (r->status[i] != CHUNK_NOT_ASKED)
             continue;
         r->status[i] = CHUNK_ASKED;
-        lmr_group_issue(g, i, g->client->servers[r->servers[i]], LMR_OP_GET, &r->args);
+        lmr_group_issue_read(g, i, g->client->servers[r->servers[i]], &r->args);
         asked = true;
     }
     return asked;
@@ -404,6 +407,23 @@ static bool chunk_left_to_ask(const struct coded_read *r)
     return false;
 }
 
+/* Position 0 answered with a good data chunk of a coded value (or the
+ * read stopped probing otherwise): the other data chunks are asked for.
+ * True if it asked. */
+static bool ask_other_data(struct coded_read *r)
+{
+    bool asked = false;
+    r->probing = false;
+    for (uint32_t i = 1; i < r->k; i++) {
+        if (r->status[i] != CHUNK_NOT_ASKED)
+            continue;
+        r->status[i] = CHUNK_ASKED;
+        lmr_group_issue_read(&r->g, i, r->g.client->servers[r->servers[i]], &r->args);
+        asked = true;
+    }
+    return asked;
+}
+
 static void coded_read_step(struct lmr_group *g)
 {
     struct coded_read *r = (struct coded_read *)g;
@@ -411,6 +431,8 @@ static void coded_read_step(struct lmr_group *g)
     bool hedge = hedge_now(r);
     for (;;) {
         bool asked = classify_and_ask(r, hedge);
+        if (asked || hedge)
+            r->probing = false; /* a chunk missing or a server stalled: all asked */
         hedge = false;
         for (uint32_t i = 0; i < n; i++) {
             if (r->status[i] != CHUNK_GOOD)
@@ -424,13 +446,23 @@ static void coded_read_step(struct lmr_group *g)
                 return;
             }
         }
+        if (!asked && r->probing && r->status[0] != CHUNK_ASKED)
+            asked = ask_other_data(r);
         if (!asked)
             break;
     }
     /* everything asked and answered (or left to servers that stopped
      * answering and cannot help): not enough */
-    if (g->outstanding == 0 || (!chunk_left_to_ask(r) && only_useless_hung_left(r)))
-        lmr_group_finish(g, r->failure != MEMCACHED_SUCCESS ? r->failure : MEMCACHED_NOTFOUND);
+    if (g->outstanding == 0 || (!chunk_left_to_ask(r) && only_useless_hung_left(r))) {
+        /* servers taken as erasures because their connect failed: asked
+         * for real before the read fails */
+        uint32_t again = lmr_group_ask_avoided(g, r->servers, &r->args);
+        for (uint32_t i = 0; i < n; i++)
+            if (again & (UINT32_C(1) << i))
+                r->status[i] = CHUNK_ASKED;
+        if (again == 0)
+            lmr_group_finish(g, r->failure != MEMCACHED_SUCCESS ? r->failure : MEMCACHED_NOTFOUND);
+    }
 }
 
 static const struct lmr_group_ops coded_read_ops = {.step = coded_read_step};
@@ -449,13 +481,21 @@ static memcached_return_t coded_read(struct lmr_client *c, memcached_request_st 
     memcpy(r->key, args->key, args->key_length);
     r->args = (struct lmr_op_args){
         .key = r->key, .key_length = args->key_length, .sink = LMR_SINK_LIBRARY};
-    for (uint32_t i = 0; i < k; i++) {
+    /* with a threshold, position 0 alone first: a value under it is a
+     * whole copy there (one request, as a replicated get); a coded one
+     * asks the other data chunks once chunk 0 says so (on a host where
+     * every request to a server costs its own round trip, as on loopback
+     * with few processors, that cost a few us more than asking all at once;
+     * doc/resilience.md) */
+    uint32_t first = c->behaviors.ec_threshold > 0 ? 1 : k;
+    r->probing = first < k;
+    for (uint32_t i = 0; i < first; i++) {
         r->status[i] = CHUNK_ASKED;
-        lmr_group_issue(&r->g, i, c->servers[servers[i]], LMR_OP_GET, &r->args);
+        lmr_group_issue_read(&r->g, i, c->servers[servers[i]], &r->args);
     }
     if (c->behaviors.hedge_timeout_ms > 0)
         lmr_group_wake_after(&r->g, (int)c->behaviors.hedge_timeout_ms);
-    for (uint32_t i = 0; i < k; i++)
+    for (uint32_t i = 0; i < first; i++)
         if (lmr_group_child_hung(&r->g, i)) { /* ask the parity now */
             r->g.ops->step(&r->g);
             break;

@@ -39,6 +39,10 @@ struct memcached_instance_st {
     struct lmr_conn conn;
     bool connecting;             /* connect under way (see transport.h) */
     int64_t connect_deadline_ms; /* CONNECT_TIMEOUT for the attempt */
+    /* the last connect failed (refused, timed out) and none succeeded
+     * since: reads under a scheme take the server as an erasure without
+     * connecting again (group.h, lmr_group_issue_read) */
+    bool connect_failed;
 
     /* requests in issue order; [head, send_next) are sent and await replies */
     memcached_request_st *head, *tail, *send_next;

@@ -1,4 +1,5 @@
-/* t/libmc/degraded.c: one server down must not cost the poll timeout.
+/* t/libmc/degraded.c: one server down must not cost the poll timeout,
+ * nor a connect timeout in every read.
  * Against five real servers ($MC_SERVER) over TCP and Unix sockets (with
  * --rdma, inside the Soft-RoCE guest, RXE_VM_ADDR naming its RDMA address:
  * over RDMA instead), with
@@ -9,8 +10,11 @@
  * timeout, not a speed claim), writes say SOME_ERRORS, values read back byte-exact. A
  * stopped server that keeps answering nothing while the others keep the
  * client busy fails after the poll timeout all the same, and the requests
- * left behind on it are counted as failures then. */
+ * left behind on it are counted as failures then. A server whose connects
+ * hang costs reads one CONNECT_TIMEOUT in all, not one per call. */
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +35,7 @@
  * sanitizers on a loaded machine added 450 ms to that once */
 #define BOUND_MS 2000
 
-enum transport { OVER_TCP, OVER_UNIX, OVER_RDMA };
-static const char *const transport_names[] = {"tcp", "unix", "rdma"};
+static const char *const transport_names[] = {"tcp", "unix", "rdma"}; /* test_transport's */
 
 static struct test_server servers[SERVERS];
 static const char *rdma_addr; /* --rdma: RXE_VM_ADDR, an RDMA device's address */
@@ -56,14 +59,30 @@ static memcached_st *client(uint64_t replication, uint64_t coding, int poll_ms)
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, 0);
     if (replication != 0)
         memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_REPLICATION, replication);
-    if (coding != 0)
+    if (coding != 0) { /* values of SIZE bytes coded, below the library's default */
         memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING, coding);
+        memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD, 1024);
+    }
     return memc;
 }
 
 static void key_of(char *key, size_t size, const char *prefix, int i)
 {
     snprintf(key, size, "%s-%d", prefix, i);
+}
+
+/* Whether the get of key i (named by prefix) gives values[i] byte-exact. */
+static bool reads_back(memcached_st *memc, const char *prefix, int i)
+{
+    char key[80];
+    key_of(key, sizeof(key), prefix, i);
+    size_t length = 0;
+    memcached_return_t rc;
+    char *got = memcached_get(memc, key, strlen(key), &length, NULL, &rc);
+    bool exact = rc == MEMCACHED_SUCCESS && got != NULL && length == SIZE &&
+                 memcmp(got, values[i], SIZE) == 0;
+    free(got);
+    return exact;
 }
 
 /* Sets, gets (byte-exact) and, coded, deletes every key with server
@@ -84,13 +103,9 @@ static void degraded_calls(memcached_st *memc, const char *prefix, const char *w
         slowest_set = took > slowest_set ? took : slowest_set;
         sets += rc == MEMCACHED_SUCCESS || rc == MEMCACHED_SOME_ERRORS;
         start = now_ms();
-        size_t length = 0;
-        char *got = memcached_get(memc, key, strlen(key), &length, NULL, &rc);
+        gets += reads_back(memc, prefix, i);
         took = now_ms() - start;
         slowest_get = took > slowest_get ? took : slowest_get;
-        gets += rc == MEMCACHED_SUCCESS && got != NULL && length == SIZE &&
-                memcmp(got, values[i], SIZE) == 0;
-        free(got);
     }
     ok(sets == KEYS && slowest_set < BOUND_MS,
        "%s, server %d %s: %d of %d sets stored, the slowest in %lld ms (poll timeout %d ms)",
@@ -130,22 +145,22 @@ static int gone(memcached_st *memc, const char *prefix)
     return missing;
 }
 
-/* The five servers hold every coded key (K + M = 5); a sync write with
- * three copies reaches the down server for some keys, and it answers
- * SOME_ERRORS then: at least one of KEYS does. */
-static int some_errors(memcached_st *memc, const char *prefix)
+/* Sets every key; how many answered `want`. The five servers hold every
+ * coded key (K + M = 5); a sync write with three copies reaches a down
+ * server for some keys, and it answers SOME_ERRORS then: at least one of
+ * KEYS does. */
+static int sets_answering(memcached_st *memc, const char *prefix, memcached_return_t want)
 {
     char key[80];
     int count = 0;
     for (int i = 0; i < KEYS; i++) {
         key_of(key, sizeof(key), prefix, i);
-        count +=
-            memcached_set(memc, key, strlen(key), values[i], SIZE, 0, 0) == MEMCACHED_SOME_ERRORS;
+        count += memcached_set(memc, key, strlen(key), values[i], SIZE, 0, 0) == want;
     }
     return count;
 }
 
-static void killed(enum transport transport)
+static void killed(enum test_transport transport)
 {
     const char *how = transport_names[transport];
     memcached_st *sync = client(MEMCACHED_REPLICATION_SYNC(3), 0, POLL_MS);
@@ -156,20 +171,22 @@ static void killed(enum transport transport)
     char prefix[32];
     snprintf(prefix, sizeof(prefix), "%s-killed-sync", how);
     degraded_calls(sync, prefix, "killed", 2, false);
-    ok(some_errors(sync, prefix) > 0, "%s: sync writes that reached it say SOME_ERRORS", prefix);
+    ok(sets_answering(sync, prefix, MEMCACHED_SOME_ERRORS) > 0,
+       "%s: sync writes that reached it say SOME_ERRORS", prefix);
     snprintf(prefix, sizeof(prefix), "%s-killed-coded", how);
     degraded_calls(coded, prefix, "killed", 2, true);
     ok(gone(coded, prefix) == KEYS, "%s: the deleted keys are gone", prefix);
-    ok(some_errors(coded, prefix) == KEYS, "%s: every coded write says SOME_ERRORS", prefix);
+    ok(sets_answering(coded, prefix, MEMCACHED_SOME_ERRORS) == KEYS,
+       "%s: every coded write says SOME_ERRORS", prefix);
     /* over RDMA on a new port: the killed one's stays taken for a while */
-    ok(transport == OVER_RDMA ? test_server_restart_fresh(&servers[2])
-                              : test_server_restart(&servers[2]),
+    ok(transport == TEST_OVER_RDMA ? test_server_restart_fresh(&servers[2])
+                                   : test_server_restart(&servers[2]),
        "%s: server 2 runs again", how);
     memcached_free(coded);
     memcached_free(sync);
 }
 
-static void stopped(enum transport transport)
+static void stopped(enum test_transport transport)
 {
     const char *how = transport_names[transport];
     memcached_st *sync = client(MEMCACHED_REPLICATION_SYNC(3), 0, POLL_MS);
@@ -187,22 +204,16 @@ static void stopped(enum transport transport)
     degraded_calls(coded, prefix, "stopped", 1, true);
     char again[48];
     snprintf(again, sizeof(again), "%s-again", prefix);
-    ok(some_errors(coded, again) == KEYS, "%s: every coded write says SOME_ERRORS", again);
+    ok(sets_answering(coded, again, MEMCACHED_SOME_ERRORS) == KEYS,
+       "%s: every coded write says SOME_ERRORS", again);
     test_server_resume(&servers[1]);
     ok(memcached_wait_all(coded) == MEMCACHED_SUCCESS, "%s: the chunks left behind are reaped",
        how);
     memcached_wait_all(sync);
     ok(gone(coded, prefix) == KEYS, "%s: the keys deleted while it was stopped are gone", prefix);
-    char key[80];
     int exact = 0;
-    for (int i = 0; i < KEYS; i++) {
-        key_of(key, sizeof(key), again, i);
-        size_t length;
-        memcached_return_t rc;
-        char *got = memcached_get(coded, key, strlen(key), &length, NULL, &rc);
-        exact += rc == MEMCACHED_SUCCESS && length == SIZE && memcmp(got, values[i], SIZE) == 0;
-        free(got);
-    }
+    for (int i = 0; i < KEYS; i++)
+        exact += reads_back(coded, again, i);
     ok(exact == KEYS, "%s: coded values byte-exact after it resumed (%d)", how, exact);
     memcached_free(coded);
     memcached_free(sync);
@@ -238,32 +249,173 @@ static void stopped_among_busy(void)
     memcached_free(coded);
 }
 
-static bool start_all(enum transport transport)
+/* A server that runs 1 ms in every 300 (stopped and continued by a thread
+ * of the test, for at most DUTY_MAX_MS): alive and answering, but off the
+ * processor for longer than a hedge timeout at a time, as on a machine
+ * loaded far beyond its processors. */
+enum { DUTY_RUN_MS = 1, DUTY_STOP_MS = 300, DUTY_MAX_MS = 8000 };
+static atomic_bool duty_stop;
+
+static void sleep_ms(int ms)
 {
-    for (int i = 0; i < SERVERS; i++)
-        if (!(transport == OVER_RDMA ? test_server_start_rdma(&servers[i], rdma_addr)
-                                     : test_server_start(&servers[i], transport == OVER_UNIX)))
-            return false;
-    return true;
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
 }
 
-static void stop_all(void)
+static void *duty_cycle(void *arg)
 {
-    for (int i = SERVERS; i > 0; i--)
-        test_server_stop(&servers[i - 1], false);
+    struct test_server *s = arg;
+    int64_t start = now_ms();
+    while (!atomic_load(&duty_stop) && now_ms() - start < DUTY_MAX_MS) {
+        test_server_pause(s);
+        sleep_ms(DUTY_STOP_MS);
+        test_server_resume(s);
+        sleep_ms(DUTY_RUN_MS);
+    }
+    return NULL;
+}
+
+/* Writes whose server is slow but alive wait for it: a window of isets
+ * with the write delay at 1 s (POLL_TIMEOUT 8 s) through a server that is
+ * off the processor 300 ms at a time all say SUCCESS, sync replicated and
+ * coded. The writes are still in flight when their timer first looks (the
+ * server has a queue to work through) and it finds progress; the next
+ * look must again be a write delay later, not a hedge timeout, or a
+ * 300 ms stop reads as a dead server and the write says SOME_ERRORS. */
+static void slow_server(void)
+{
+    enum { WINDOW = 64, BIG = 512 * 1024, SLOW_POLL_MS = 8000 };
+    char *big = malloc(BIG);
+    memcached_request_st *reqs[WINDOW];
+    const char *const prefixes[2] = {"slow-sync", "slow-coded"};
+    memcached_st *clients[2] = {client(MEMCACHED_REPLICATION_SYNC(3), 0, SLOW_POLL_MS),
+                                client(0, MEMCACHED_ERASURE_CODING(3, 2), SLOW_POLL_MS)};
+    for (int i = 0; i < BIG; i++)
+        big[i] = (char)(i * 31 + (i >> 9));
+    for (int c = 0; c < 2; c++) {
+        memcached_st *memc = clients[c];
+        memcached_version(memc); /* connected before the server slows down */
+        for (int i = 0; i < WINDOW; i++)
+            reqs[i] = memcached_request_create(memc);
+        atomic_store(&duty_stop, false);
+        pthread_t duty;
+        bool slowed = pthread_create(&duty, NULL, duty_cycle, &servers[4]) == 0;
+        int64_t start = now_ms();
+        for (int i = 0; i < WINDOW; i++) {
+            char key[80];
+            key_of(key, sizeof(key), prefixes[c], i);
+            memcached_iset(memc, key, strlen(key), big, BIG, 0, 0, reqs[i]);
+        }
+        int stored = 0, some_errors = 0;
+        for (int i = 0; i < WINDOW; i++) {
+            memcached_return_t rc = memcached_wait(memc, reqs[i]);
+            stored += rc == MEMCACHED_SUCCESS;
+            some_errors += rc == MEMCACHED_SOME_ERRORS;
+        }
+        int64_t took = now_ms() - start;
+        atomic_store(&duty_stop, true);
+        if (slowed)
+            pthread_join(duty, NULL);
+        test_server_resume(&servers[4]);
+        memcached_wait_all(memc);
+        ok(slowed && stored == WINDOW,
+           "%s: %d of %d isets SUCCESS (%d SOME_ERRORS) through a server off the processor "
+           "%d ms at a time, in %lld ms",
+           prefixes[c], stored, WINDOW, some_errors, DUTY_STOP_MS, (long long)took);
+        for (int i = WINDOW; i > 0; i--)
+            memcached_request_free(reqs[i - 1]);
+    }
+    memcached_free(clients[1]);
+    memcached_free(clients[0]);
+    free(big);
+}
+
+/* get_hits of server i, asked by a client of its own. */
+static uint64_t get_hits(int i)
+{
+    memcached_st *memc = memcached_create(NULL);
+    test_server_add_to(memc, &servers[i]);
+    memcached_return_t rc;
+    memcached_stat_st *stats = memcached_stat(memc, NULL, &rc);
+    uint64_t hits = stats != NULL ? stats[0].get_hits : 0;
+    memcached_stat_free(memc, stats);
+    memcached_free(memc);
+    return hits;
+}
+
+/* A server whose machine stopped: its connection gone and new connects
+ * hanging (a hung listener on its port). Even with RETRY_TIMEOUT 0, reads
+ * take it as an erasure once a connect to it timed out instead of
+ * connecting again in every call: many coded and replicated gets cost
+ * about one CONNECT_TIMEOUT in all, not one each (a functional bound: one
+ * each would be 60 s; the loop gives up after 6 s). Once it runs again, a
+ * write connects and reads use it again. */
+static void connects_hang(void)
+{
+    enum { CONNECT_MS = 1000, READS = 60, GIVE_UP_MS = 6000, BOUND_ALL_MS = 3 * CONNECT_MS };
+    const char *const prefixes[2] = {"hang-coded", "hang-async"};
+    memcached_st *clients[2] = {client(0, MEMCACHED_ERASURE_CODING(3, 2), POLL_MS),
+                                client(MEMCACHED_REPLICATION_ASYNC(3), 0, POLL_MS)};
+    for (int c = 0; c < 2; c++) {
+        memcached_behavior_set(clients[c], MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT, CONNECT_MS);
+        ok(sets_answering(clients[c], prefixes[c], MEMCACHED_SUCCESS) == KEYS &&
+               memcached_wait_all(clients[c]) == MEMCACHED_SUCCESS,
+           "%s: written with every server up", prefixes[c]);
+    }
+    test_server_stop(&servers[0], true);
+    struct hung_listener hung;
+    if (!ok(hung_listener_start(&hung, servers[0].port), "connects to server 0's port hang")) {
+        test_server_restart(&servers[0]);
+        memcached_free(clients[1]);
+        memcached_free(clients[0]);
+        return;
+    }
+    for (int c = 0; c < 2; c++) {
+        int64_t start = now_ms();
+        int reads = 0, exact = 0;
+        while (reads < READS && now_ms() - start < GIVE_UP_MS)
+            exact += reads_back(clients[c], prefixes[c], reads++ % KEYS);
+        int64_t took = now_ms() - start;
+        ok(exact == READS && took < BOUND_ALL_MS,
+           "%s: %d of %d gets byte-exact while server 0's connects hang, %lld ms in all "
+           "(CONNECT_TIMEOUT %d ms, RETRY_TIMEOUT 0)",
+           prefixes[c], exact, READS, (long long)took, CONNECT_MS);
+    }
+    hung_listener_stop(&hung);
+    ok(test_server_restart(&servers[0]), "server 0 runs again");
+    /* a write connects (RETRY_TIMEOUT allows it) and ends the erasure */
+    ok(sets_answering(clients[0], prefixes[0], MEMCACHED_SUCCESS) == KEYS,
+       "%s: written again with every server up", prefixes[0]);
+    uint64_t hits = get_hits(0);
+    int exact = 0;
+    for (int i = 0; i < KEYS; i++)
+        exact += reads_back(clients[0], prefixes[0], i);
+    ok(exact == KEYS && get_hits(0) > hits,
+       "%s: reads byte-exact (%d) and ask server 0 again (%llu chunks read there)", prefixes[0],
+       exact, (unsigned long long)(get_hits(0) - hits));
+    memcached_free(clients[1]);
+    memcached_free(clients[0]);
+}
+
+static bool start_all(enum test_transport transport)
+{
+    enum test_transport transports[SERVERS];
+    for (int i = 0; i < SERVERS; i++)
+        transports[i] = transport;
+    return test_servers_start(servers, SERVERS, transports, rdma_addr);
 }
 
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
-    enum transport first = OVER_TCP, last = OVER_UNIX;
+    enum test_transport first = TEST_OVER_TCP, last = TEST_OVER_UNIX;
     if (argc > 1 && strcmp(argv[1], "--rdma") == 0) {
         rdma_addr = getenv("RXE_VM_ADDR");
         if (rdma_addr == NULL || rdma_addr[0] == '\0') {
             tap_diag("--rdma needs RXE_VM_ADDR, the address of an RDMA device");
             return 1;
         }
-        first = last = OVER_RDMA;
+        first = last = TEST_OVER_RDMA;
     }
     for (int i = 0; i < KEYS; i++)
         for (int j = 0; j < SIZE; j++)
@@ -277,14 +429,17 @@ int main(int argc, char **argv)
         ok(1, "skipped");
         return done_testing();
     }
-    for (enum transport t = first; t <= last; t++) {
+    for (enum test_transport t = first; t <= last; t++) {
         if (!ok(start_all(t), "five servers over %s", transport_names[t]))
             return done_testing();
         killed(t);
         stopped(t);
-        if (t == OVER_TCP)
+        if (t == TEST_OVER_TCP) {
             stopped_among_busy();
-        stop_all();
+            connects_hang();
+            slow_server();
+        }
+        test_servers_stop(servers, SERVERS);
     }
     return done_testing();
 }

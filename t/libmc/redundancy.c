@@ -27,6 +27,9 @@
 
 #define SERVERS 5
 #define VALUES 7
+/* coded clients code values from 1 KiB on (below the library's default),
+ * so the values of 4 and 5 KB and 100 KB are coded too */
+#define CODED_FROM 1024
 
 static const size_t sizes[VALUES] = {0, 10, 100, 4095, 5000, 100000, 1048576 + 3};
 
@@ -58,19 +61,14 @@ static enum transport transport_of(int i)
 
 static bool start_servers(void)
 {
+    enum test_transport transports[SERVERS];
     for (int i = 0; i < SERVERS; i++) {
         enum transport t = transport_of(i);
-        if (!(t == OVER_RDMA ? test_server_start_rdma(&servers[i], rdma_addr)
-                             : test_server_start(&servers[i], t == OVER_UNIX)))
-            return false;
+        transports[i] = t == OVER_RDMA   ? TEST_OVER_RDMA
+                        : t == OVER_UNIX ? TEST_OVER_UNIX
+                                         : TEST_OVER_TCP;
     }
-    return true;
-}
-
-static void stop_servers(void)
-{
-    for (int i = SERVERS; i > 0; i--)
-        test_server_stop(&servers[i - 1], false);
+    return test_servers_start(servers, SERVERS, transports, rdma_addr);
 }
 
 static memcached_st *client(uint64_t replication, uint64_t coding, bool binary)
@@ -88,8 +86,10 @@ static memcached_st *client(uint64_t replication, uint64_t coding, bool binary)
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_RESILIENCE_HEDGE_TIMEOUT, 1000);
     if (replication != 0)
         memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_REPLICATION, replication);
-    if (coding != 0)
+    if (coding != 0) {
         memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING, coding);
+        memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD, CODED_FROM);
+    }
     return memc;
 }
 
@@ -235,7 +235,7 @@ static void three_dead(bool binary)
         char *got = memcached_get(memc, key, strlen(key), &length, &flags, &rc);
         if (rc == MEMCACHED_SUCCESS && (length != sizes[v] || memcmp(got, values[v], length) != 0))
             wrong++;
-        if (sizes[v] >= MEMCACHED_DEFAULT_ERASURE_CODING_THRESHOLD) {
+        if (sizes[v] >= CODED_FROM) {
             coded++;
             failed_coded += rc != MEMCACHED_SUCCESS && rc != MEMCACHED_NOTFOUND;
         }
@@ -997,6 +997,9 @@ static void configuration(void)
     ok(memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_RESILIENCE_HEDGE_TIMEOUT) ==
            MEMCACHED_DEFAULT_RESILIENCE_HEDGE_TIMEOUT,
        "RESILIENCE_HEDGE_TIMEOUT defaults to %d ms", MEMCACHED_DEFAULT_RESILIENCE_HEDGE_TIMEOUT);
+    ok(memcached_behavior_get(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD) ==
+           MEMCACHED_DEFAULT_ERASURE_CODING_THRESHOLD,
+       "ERASURE_CODING_THRESHOLD defaults to %d bytes", MEMCACHED_DEFAULT_ERASURE_CODING_THRESHOLD);
     memcached_free(memc);
     memc = memcached("--SERVER=a --RESILIENCE-HEDGE-TIMEOUT=250", 41);
     ok(memc != NULL &&
@@ -1016,6 +1019,58 @@ static void configuration(void)
 }
 
 /* Whether the library was built with erasure coding (jerasure). */
+/* Over RDMA a connect to a stopped server waits CONNECT_TIMEOUT in the
+ * call (the server's process must accept it). A client that has no
+ * connection to server 0 when it stops pays that once: its reads then take
+ * the server as an erasure instead of connecting again in every call
+ * (RETRY_TIMEOUT is 0 here, so every call could). A read that connects
+ * takes CONNECT_TIMEOUT (2 s) or more; one that does not takes far less,
+ * even on the emulated device: at most one read may be that slow. The
+ * loop gives up after 12 s. */
+static void stopped_connects(bool binary)
+{
+    enum { CONNECT_MS = 2000, READS = 4, GIVE_UP_MS = 12000 };
+    memcached_st *writer = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
+    largest = SIZE_MAX; /* coded: every value, the one over 1 MiB too */
+    make_values(91);
+    ok(write_all(writer, "stopconn") == VALUES, "stopped connects: written with every server up");
+    memcached_free(writer);
+    test_server_pause(&servers[0]);
+    memcached_st *fresh = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
+    memcached_behavior_set(fresh, MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT, CONNECT_MS);
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    int reads = 0, exact = 0, connecting = 0;
+    int64_t slowest_other = 0;
+    while (reads < READS * VALUES && elapsed_ms(&start) < GIVE_UP_MS) {
+        int v = reads++ % VALUES;
+        char key[64];
+        key_of(key, sizeof(key), "stopconn", v);
+        struct timespec one;
+        clock_gettime(CLOCK_MONOTONIC, &one);
+        size_t length;
+        uint32_t flags;
+        memcached_return_t rc;
+        char *got = memcached_get(fresh, key, strlen(key), &length, &flags, &rc);
+        int64_t took = elapsed_ms(&one);
+        exact +=
+            rc == MEMCACHED_SUCCESS && length == sizes[v] && memcmp(got, values[v], length) == 0;
+        free(got);
+        if (took >= CONNECT_MS)
+            connecting++;
+        else if (took > slowest_other)
+            slowest_other = took;
+    }
+    ok(exact == READS * VALUES && connecting <= 1,
+       "server 0 stopped, a client without a connection to it: %d of %d coded gets byte-exact, "
+       "%d of them as slow as a connect (CONNECT_TIMEOUT %d ms, RETRY_TIMEOUT 0; the others "
+       "within %lld ms; %lld ms in all)",
+       exact, READS * VALUES, connecting, CONNECT_MS, (long long)slowest_other,
+       (long long)elapsed_ms(&start));
+    test_server_resume(&servers[0]);
+    memcached_free(fresh);
+}
+
 static bool coding_built(void)
 {
     memcached_st *memc = memcached_create(NULL);
@@ -1041,7 +1096,7 @@ static void run(enum transport transport, bool binary)
         survive_pairs(MEMCACHED_REPLICATION_SYNC(3), 0, binary, "sync replication F=3");
         survive_pairs(MEMCACHED_REPLICATION_ASYNC(3), 0, binary, "async replication F=3");
         replicated_calls(binary);
-        stop_servers();
+        test_servers_stop(servers, SERVERS);
         return;
     }
     if (transport == OVER_TCP && !binary)
@@ -1063,8 +1118,10 @@ static void run(enum transport transport, bool binary)
     replicated_calls(binary);
     lying_copies(binary);
     hung_server(binary);
+    if (transport == OVER_RDMA || transport == OVER_MIXED) /* server 0 over RDMA */
+        stopped_connects(binary);
     failure_counts(binary);
-    stop_servers();
+    test_servers_stop(servers, SERVERS);
 }
 
 int main(int argc, char **argv)

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,6 +262,56 @@ void test_server_resume(struct test_server *s)
 {
     if (s->pid > 0)
         kill(s->pid, SIGCONT);
+}
+
+bool test_servers_start(struct test_server *servers, int count,
+                        const enum test_transport *transports, const char *rdma_addr)
+{
+    for (int i = 0; i < count; i++)
+        if (!(transports[i] == TEST_OVER_RDMA
+                  ? test_server_start_rdma(&servers[i], rdma_addr)
+                  : test_server_start(&servers[i], transports[i] == TEST_OVER_UNIX)))
+            return false;
+    return true;
+}
+
+void test_servers_stop(struct test_server *servers, int count)
+{
+    for (int i = count; i > 0; i--)
+        test_server_stop(&servers[i - 1], false);
+}
+
+bool hung_listener_start(struct hung_listener *h, unsigned port)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET,
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                              .sin_port = htons((uint16_t)port)};
+    int one = 1;
+    h->queued_fd = -1;
+    h->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (h->listen_fd < 0)
+        return false;
+    /* a backlog of 0 holds one connection; the next SYNs are dropped */
+    if (setsockopt(h->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        bind(h->listen_fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+        listen(h->listen_fd, 0) < 0) {
+        close(h->listen_fd);
+        return false;
+    }
+    h->queued_fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (h->queued_fd < 0 || connect(h->queued_fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+        hung_listener_stop(h);
+        return false;
+    }
+    return true;
+}
+
+void hung_listener_stop(struct hung_listener *h)
+{
+    if (h->queued_fd >= 0)
+        close(h->queued_fd);
+    close(h->listen_fd);
+    h->queued_fd = h->listen_fd = -1;
 }
 
 static void *fake_main(void *arg)

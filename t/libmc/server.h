@@ -34,12 +34,31 @@ bool test_server_restart_fresh(struct test_server *s);
 void test_server_stop(struct test_server *s, bool hard);
 void test_server_pause(struct test_server *s);  /* SIGSTOP */
 void test_server_resume(struct test_server *s); /* SIGCONT */
+/* How a test server listens. */
+enum test_transport { TEST_OVER_TCP, TEST_OVER_UNIX, TEST_OVER_RDMA };
+/* Starts servers[0..count), server i over transports[i] (over RDMA on
+ * rdma_addr); false at the first that does not start. */
+bool test_servers_start(struct test_server *servers, int count,
+                        const enum test_transport *transports, const char *rdma_addr);
+/* Stops them (SIGTERM), the last first. */
+void test_servers_stop(struct test_server *servers, int count);
 /* Adds the server to memc the way it listens: over RDMA when it does
  * (rdma://addr:port), else its Unix socket or 127.0.0.1:port. */
 struct memcached_st;
 void test_server_add_to(struct memcached_st *memc, const struct test_server *s);
 /* A port on 127.0.0.1 that nothing listens on (bound, then released). */
 unsigned test_unused_port(void);
+
+/* A listener on 127.0.0.1:port that accepts nothing and whose accept
+ * queue is full, so a new connection to it hangs (its SYN is dropped)
+ * until the client gives up: what a server that stopped, or whose machine
+ * froze, looks like to a client connecting afresh. */
+struct hung_listener {
+    int listen_fd;
+    int queued_fd; /* the one connection that fills the queue */
+};
+bool hung_listener_start(struct hung_listener *h, unsigned port);
+void hung_listener_stop(struct hung_listener *h);
 
 /* Fake server: a thread accepts one connection at a time, reads a request
  * and answers `reply` (length reply_length), then closes the connection if

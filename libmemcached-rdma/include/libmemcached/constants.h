@@ -39,7 +39,9 @@
 #define MEMCACHED_REPLICATION_ASYNC(copies) ((uint64_t)(copies) | MEMCACHED_REPLICATION_ASYNC_FLAG)
 #define MEMCACHED_ERASURE_CODING(data_chunks, parity_chunks)                                       \
     (((uint64_t)(data_chunks) << 8) | (uint64_t)(parity_chunks))
-#define MEMCACHED_DEFAULT_ERASURE_CODING_THRESHOLD 1024
+/* values from 128 KiB on are coded: below, a coded get (K requests) costs
+ * more than 1.2 times a replicated one (doc/resilience.md) */
+#define MEMCACHED_DEFAULT_ERASURE_CODING_THRESHOLD 131072
 #define MEMCACHED_DEFAULT_RESILIENCE_HEDGE_TIMEOUT 100
 
 enum memcached_return_t {
