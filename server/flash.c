@@ -1,9 +1,11 @@
 /*
  * flash.c: the flash tier's store and its I/O thread. Owns the ext_path
  * files and their pages, the write buffers of memcached's page buckets
- * filled from COLD tails (and by compaction, flash_compact.c), the
- * io_uring ring all flash I/O goes through, page reclamation (the oldest
- * page is dropped when none is free) and the extstore counters.
+ * filled from COLD tails (and by compaction, flash_compact.c), the I/O
+ * thread's io_uring ring its writes and compaction reads go through, the
+ * place and the checks of value reads (the workers submit those on their
+ * own rings, flash_reader.c), page reclamation (the oldest page is
+ * dropped when none is free) and the extstore counters.
  *
  * A record on flash: magic (4 bytes), check (4), value length (4), key
  * length (1), 3 bytes of padding, the key, the value, padded to 8 bytes.
@@ -80,49 +82,66 @@ static void wake(void)
     }
 }
 
-void flash_read_check(struct flash_read *rd)
+bool flash_read_locate(const struct item_flash_loc *loc, int *fd, uint64_t *off)
 {
-    if (!rd->unchecked)
+    bool found = false;
+    pthread_mutex_lock(&tier.lock);
+    const struct flash_page *p =
+        tier.pages && loc->page < tier.npages ? &tier.pages[loc->page] : NULL;
+    if (p && !tier.stop && p->state != PAGE_FREE && p->version == loc->version &&
+        loc->offset + loc->len <= p->fill) {
+        *fd = p->fd;
+        *off = p->file_off + loc->offset;
+        found = true;
+    }
+    pthread_mutex_unlock(&tier.lock);
+    return found;
+}
+
+/* Whether the page loc points into was not reused since loc was taken. */
+static bool page_unchanged(const struct item_flash_loc *loc)
+{
+    pthread_mutex_lock(&tier.lock);
+    bool same = tier.pages && loc->page < tier.npages && !tier.stop &&
+                tier.pages[loc->page].version == loc->version;
+    pthread_mutex_unlock(&tier.lock);
+    return same;
+}
+
+void flash_io_queued(int delta)
+{
+    flash_add(&flash_counters.io_queue, (uint64_t)(int64_t)delta);
+}
+
+void flash_read_finish(struct flash_read *rd, int res)
+{
+    rd->ok = rd->corrupt = false;
+    rd->value = NULL;
+    if (!rd->record || res != (int)rd->loc.len || !page_unchanged(&rd->loc))
         return;
-    rd->unchecked = false;
     const char *rec = rd->record;
-    uint32_t check;
+    uint32_t magic, check, nbytes;
+    memcpy(&magic, rec, 4);
     memcpy(&check, rec + 4, 4);
-    if (flash_record_check(rec, RECORD_HEADER + rd->nkey + rd->nbytes) != check) {
+    memcpy(&nbytes, rec + 8, 4);
+    size_t nkey = (unsigned char)rec[12];
+    if (magic != RECORD_MAGIC || check != rd->loc.check || nbytes != rd->nbytes ||
+        nkey != rd->nkey || flash_record_size(nkey, nbytes) != rd->loc.len ||
+        memcmp(rec + RECORD_HEADER, rd->key, nkey) != 0 ||
+        flash_record_check(rec, RECORD_HEADER + nkey + nbytes) != check) {
         rd->corrupt = true;
         return;
     }
     rd->ok = true;
-    rd->value = rec + RECORD_HEADER + rd->nkey;
+    rd->value = rec + RECORD_HEADER + nkey;
     flash_add(&flash_counters.objects_read, 1);
     flash_add(&flash_counters.bytes_read, rd->loc.len);
 }
 
-void flash_read(struct flash_read *rd)
-{
-    rd->record = NULL;
-    rd->value = NULL;
-    rd->ok = rd->corrupt = rd->unchecked = false;
-    rd->next = NULL;
-    pthread_mutex_lock(&tier.lock);
-    if (!tier.running || tier.stop) {
-        pthread_mutex_unlock(&tier.lock);
-        rd->done(rd);
-        return;
-    }
-    if (tier.rq_tail)
-        tier.rq_tail->next = rd;
-    else
-        tier.rq_head = rd;
-    tier.rq_tail = rd;
-    flash_add(&flash_counters.io_queue, 1);
-    pthread_mutex_unlock(&tier.lock);
-    wake();
-}
-
 #ifdef HAVE_LIBURING
 
-/* user_data of the ring's non-read completions */
+/* user_data of the ring's completions: the wake poll, and the one write
+ * or compaction read in flight */
 static char wake_token, write_token;
 
 static void arm_wake_poll(void)
@@ -147,50 +166,6 @@ static struct io_uring_sqe *next_sqe(void)
     return sqe;
 }
 
-/* On the I/O thread: the checks that cost nothing (page version, length,
- * magic, key); the checksum over the record is left to the worker
- * (flash_read_check), so the one I/O thread does not hash every value. */
-static void finish_read(struct flash_read *rd, int res)
-{
-    struct flash_page *p = &tier.pages[rd->loc.page];
-    if (res == (int)rd->loc.len && p->version == rd->loc.version) {
-        const char *rec = rd->record;
-        uint32_t magic, check, nbytes;
-        memcpy(&magic, rec, 4);
-        memcpy(&check, rec + 4, 4);
-        memcpy(&nbytes, rec + 8, 4);
-        size_t nkey = (unsigned char)rec[12];
-        if (magic == RECORD_MAGIC && check == rd->loc.check && nbytes == rd->nbytes &&
-            nkey == rd->nkey && flash_record_size(nkey, nbytes) == rd->loc.len &&
-            memcmp(rec + RECORD_HEADER, rd->key, nkey) == 0)
-            rd->unchecked = true;
-        else
-            rd->corrupt = true;
-    }
-    flash_add(&flash_counters.io_queue, (uint64_t)-1);
-    rd->done(rd);
-}
-
-static void submit_reads(struct flash_read *list)
-{
-    while (list) {
-        struct flash_read *rd = list;
-        list = rd->next;
-        struct flash_page *p = rd->loc.page < tier.npages ? &tier.pages[rd->loc.page] : NULL;
-        if (!p || p->state == PAGE_FREE || p->version != rd->loc.version ||
-            rd->loc.offset + rd->loc.len > p->fill || !(rd->record = malloc(rd->loc.len))) {
-            flash_add(&flash_counters.io_queue, (uint64_t)-1);
-            rd->done(rd);
-            continue;
-        }
-        struct io_uring_sqe *sqe = next_sqe();
-        io_uring_prep_read(sqe, p->fd, rd->record, rd->loc.len, p->file_off + rd->loc.offset);
-        io_uring_sqe_set_data(sqe, rd);
-        tier.inflight++;
-    }
-    io_uring_submit(&tier.ring);
-}
-
 /* Handles one completion; returns the result when it was the write's. */
 static bool handle_cqe(struct io_uring_cqe *cqe, int *write_res)
 {
@@ -205,23 +180,8 @@ static bool handle_cqe(struct io_uring_cqe *cqe, int *write_res)
         arm_wake_poll();
         return false;
     }
-    if (data == &write_token) {
-        *write_res = res;
-        return true;
-    }
-    tier.inflight--;
-    finish_read(data, res);
-    return false;
-}
-
-static void take_reads(void)
-{
-    pthread_mutex_lock(&tier.lock);
-    struct flash_read *list = tier.rq_head;
-    tier.rq_head = tier.rq_tail = NULL;
-    pthread_mutex_unlock(&tier.lock);
-    if (list)
-        submit_reads(list);
+    *write_res = res;
+    return true; /* the write's (or compaction read's): nothing else uses the ring */
 }
 
 bool flash_ring_io(bool write, int fd, char *buf, size_t len, uint64_t off)
@@ -241,7 +201,6 @@ bool flash_ring_io(bool write, int fd, char *buf, size_t len, uint64_t off)
             if (io_uring_wait_cqe(&tier.ring, &cqe) != 0)
                 continue;
             got = handle_cqe(cqe, &res);
-            take_reads();
         }
         if (res <= 0)
             return false;
@@ -629,10 +588,9 @@ static void *io_thread(void *arg)
         bool stop = tier.stop;
         uint64_t requests = tier.pass_requests;
         pthread_mutex_unlock(&tier.lock);
-        if (stop && tier.inflight == 0)
+        if (stop)
             break;
-        take_reads();
-        if (!stop && (more || requests != tier.passes_done)) {
+        if (more || requests != tier.passes_done) {
             last_pass_ms = now_ms();
             bool wrote;
             more = writer_pass(&wrote);
@@ -659,7 +617,7 @@ static void *io_thread(void *arg)
             handle_cqe(cqe, &ignored);
             rc = io_uring_peek_cqe(&tier.ring, &cqe);
         }
-        /* steady reads must not keep the writer from its turn */
+        /* wakes must not keep the writer from its turn */
         more = now_ms() - last_pass_ms >= interval_ms;
     }
     return NULL;
@@ -796,16 +754,6 @@ void flash_stop(void)
     wake();
     pthread_join(tier.thread, NULL);
     __atomic_store_n(&tier.running, false, __ATOMIC_RELEASE);
-    /* reads queued after the thread's last look fail */
-    pthread_mutex_lock(&tier.lock);
-    struct flash_read *list = tier.rq_head;
-    tier.rq_head = tier.rq_tail = NULL;
-    pthread_mutex_unlock(&tier.lock);
-    while (list) {
-        struct flash_read *rd = list;
-        list = rd->next;
-        rd->done(rd);
-    }
     io_uring_queue_exit(&tier.ring);
     close(tier.wake_fd);
     tier.wake_fd = -1;

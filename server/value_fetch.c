@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "flash.h"
+#include "flash_reader.h"
 #include "log.h"
 #include "thread.h"
 
@@ -68,15 +69,15 @@ static bool retry_moved(struct value_fetch *f)
     f->retried = true;
     flash_read_free(&f->rd);
     f->rd.loc = now;
-    flash_read(&f->rd);
+    flash_reader_read(f->c->worker->flash_reader, &f->rd);
     return true;
 }
 
-static void complete_on_worker(struct worker *w, void *arg)
+/* On the connection's worker, from its loop (flash_reader.h), the record
+ * checked (flash_read_finish). */
+static void read_done(struct flash_read *rd)
 {
-    (void)w;
-    struct value_fetch *f = arg;
-    flash_read_check(&f->rd);
+    struct value_fetch *f = (struct value_fetch *)rd;
     if (retry_moved(f))
         return;
     if (resp_cancelled(f->r)) {
@@ -111,12 +112,15 @@ static void count_abort(struct resp *r)
     flash_count(FC_GET_ABORTED);
 }
 
-/* On the I/O thread (or the caller's, when the tier is stopped). */
-static void read_done(struct flash_read *rd)
+/* The worker's read ring, made at its first flash read. */
+static struct flash_reader *reader_of(struct worker *w)
 {
-    struct value_fetch *f = (struct value_fetch *)rd;
-    if (worker_call(f->c->worker, complete_on_worker, f) != 0)
-        log_msg(LOG_WARN, "flash: cannot hand a read back to its worker");
+    if (!w->flash_reader) {
+        w->flash_reader = flash_reader_new(w->base);
+        if (w->flash_reader)
+            w->flash_reader_free = flash_reader_free;
+    }
+    return w->flash_reader;
 }
 
 bool conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, const char *miss,
@@ -129,7 +133,8 @@ bool conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, co
     flash_count(FC_GET_EXTSTORE);
     if (miss_len > RESP_HEAD_MAX)
         miss_len = 0;
-    struct value_fetch *f = malloc(sizeof(*f));
+    struct flash_reader *rdr = reader_of(c->worker);
+    struct value_fetch *f = rdr ? malloc(sizeof(*f)) : NULL;
     if (!f) {
         flash_count(FC_GET_ABORTED);
         send_miss(r, miss, miss_len);
@@ -162,6 +167,6 @@ bool conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, co
     f->rd.done = read_done;
     r->on_cancel = count_abort;
     resp_park(c, r);
-    flash_read(&f->rd);
+    flash_reader_read(rdr, &f->rd);
     return true;
 }
