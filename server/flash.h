@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "items.h"
 #include "settings_ext.h"
@@ -27,30 +28,44 @@ int flash_start(struct ext_settings *cfg, char *errbuf, size_t errlen);
 void flash_stop(void);
 bool flash_running(void);
 
-/* One read of a flash-resident value. Reads are submitted by the thread
- * that wants the value, on its own ring (flash_reader.h); the tier only
- * says where a record lies and checks what was read. The caller fills
- * loc, key, nkey, nbytes and done. */
+/* The bytes of a record before its key (flash.c describes the record). */
+#define FLASH_RECORD_HEADER 16
+/* iovecs a read holds itself: head, value pieces, pad */
+#define FLASH_READ_IOV 8
+
+/* One read of a flash-resident value, straight into the caller's buffers
+ * (the fresh item's value). Reads are submitted by the thread that wants
+ * the value, on its own ring (flash_reader.h); the tier says where a
+ * record lies and checks what was read. The caller fills loc, key, nkey,
+ * nbytes and done, then calls flash_read_target(). */
 struct flash_read {
     struct flash_read *next; /* the reader's own list */
     struct item_flash_loc loc;
     char key[KEY_MAX_LENGTH];
     size_t nkey, nbytes;
-    char *record;      /* the record read (header, key, value); freed by flash_read_free */
-    const char *value; /* nbytes bytes inside record when ok */
-    bool ok;           /* the record was read and matched key, length and checksum */
-    bool corrupt;      /* read but did not match (badcrc_from_extstore) */
+    char head[FLASH_RECORD_HEADER + KEY_MAX_LENGTH]; /* the record's header and key */
+    char pad[8];                                     /* the record's padding */
+    struct iovec *iov;                               /* head, the caller's value buffers, pad */
+    unsigned niov;
+    struct iovec iov_own[FLASH_READ_IOV];
+    bool queued;  /* in a ring (extstore_io_queue) */
+    bool ok;      /* read and matched key, length and checksum: the value is in place */
+    bool corrupt; /* read but did not match (badcrc_from_extstore) */
     void (*done)(struct flash_read *rd);
 };
+/* The value (nbytes) goes into these n buffers, in order; false when there
+ * is no memory for the list. */
+bool flash_read_target(struct flash_read *rd, const struct iovec *value, unsigned n);
+/* Frees what flash_read_target() allocated. */
+void flash_read_free(struct flash_read *rd);
 /* Where loc's record lies: its file and offset. False when the tier is
  * not running or loc names no record any more (page freed or reused, or
  * beyond what was written). Any thread. */
 bool flash_read_locate(const struct item_flash_loc *loc, int *fd, uint64_t *off);
-/* A read of rd->loc into rd->record ended with res (bytes, or -errno):
- * sets ok (value points into the record) or corrupt, or neither (a
- * failed or short read, a page reused meanwhile), and counts it. */
+/* A read of rd->loc into rd->iov ended with res (bytes, or -errno): sets
+ * ok or corrupt, or neither (a failed or short read, a page reused
+ * meanwhile), and counts it. */
 void flash_read_finish(struct flash_read *rd, int res);
-void flash_read_free(struct flash_read *rd);
 /* extstore_io_queue: reads submitted and not completed (+1, -1). */
 void flash_io_queued(int delta);
 

@@ -19,7 +19,7 @@
 #endif
 
 #define RECORD_MAGIC 0x4652434dU /* "MCRF" */
-#define RECORD_HEADER 16
+#define RECORD_HEADER FLASH_RECORD_HEADER
 
 enum page_state { PAGE_FREE, PAGE_OPEN, PAGE_FULL };
 

@@ -36,8 +36,9 @@ struct flash_reader {
 /* Runs rd's done() with the outcome of its read. */
 static void complete(struct flash_read *rd, int res)
 {
-    if (rd->record)
+    if (rd->queued)
         flash_io_queued(-1);
+    rd->queued = false;
     flash_read_finish(rd, res);
     rd->done(rd);
 }
@@ -146,14 +147,12 @@ fail_alloc:
 
 void flash_reader_read(struct flash_reader *rdr, struct flash_read *rd)
 {
-    rd->record = NULL;
-    rd->value = NULL;
-    rd->ok = rd->corrupt = false;
+    rd->ok = rd->corrupt = rd->queued = false;
     rd->next = NULL;
     int fd;
     uint64_t off;
     struct io_uring_sqe *sqe = NULL;
-    if (flash_read_locate(&rd->loc, &fd, &off) && (rd->record = malloc(rd->loc.len))) {
+    if (flash_read_locate(&rd->loc, &fd, &off)) {
         sqe = io_uring_get_sqe(&rdr->ring);
         if (!sqe) { /* the queue is full: submit what it holds */
             io_uring_submit(&rdr->ring);
@@ -161,13 +160,12 @@ void flash_reader_read(struct flash_reader *rdr, struct flash_read *rd)
         }
     }
     if (sqe) {
-        io_uring_prep_read(sqe, fd, rd->record, rd->loc.len, off);
+        io_uring_prep_readv(sqe, fd, rd->iov, rd->niov, off);
         io_uring_sqe_set_data(sqe, rd);
         rdr->inflight++;
+        rd->queued = true;
         flash_io_queued(1);
     } else {
-        free(rd->record);
-        rd->record = NULL;
         *rdr->unread_tail = rd;
         rdr->unread_tail = &rd->next;
     }

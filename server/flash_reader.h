@@ -20,7 +20,7 @@ struct flash_reader *flash_reader_new(struct event_base *base);
 /* Waits for the reads still in flight and runs their done(), then frees
  * the reader (after base's loop stopped, before its connections go). */
 void flash_reader_free(struct flash_reader *rdr);
-/* Reads rd->loc's record into rd->record. rd->done(rd) runs later from
+/* Reads rd->loc's record into rd->iov (flash_read_target). rd->done(rd) runs later from
  * the loop (never within this call), flash_read_finish() already applied:
  * ok, corrupt, or neither (the record was not there). */
 void flash_reader_read(struct flash_reader *rdr, struct flash_read *rd);

@@ -31,17 +31,6 @@ static void send_miss(struct resp *r, const char *miss, size_t miss_len)
     r->it = NULL;
 }
 
-/* Copies the value read into the fresh item allocated for it. */
-static void fill_value(item *it, const char *value)
-{
-    size_t at = 0;
-    for (unsigned i = 0; i < item_value_nseg(it); i++) {
-        struct iovec seg = item_value_seg(it, i);
-        memcpy(seg.iov_base, value + at, seg.iov_len);
-        at += seg.iov_len;
-    }
-}
-
 /* memcached's ext_recache_rate: one in that many values read from flash
  * whose header was read twice lately goes back into RAM, in the header's
  * place (counted per worker thread, as memcached counts per connection). */
@@ -67,7 +56,6 @@ static bool retry_moved(struct value_fetch *f)
         now.offset == f->rd.loc.offset)
         return false;
     f->retried = true;
-    flash_read_free(&f->rd);
     f->rd.loc = now;
     flash_reader_read(f->c->worker->flash_reader, &f->rd);
     return true;
@@ -82,8 +70,7 @@ static void read_done(struct flash_read *rd)
         return;
     if (resp_cancelled(f->r)) {
         /* counted by count_abort when the request failed */
-    } else if (f->rd.ok) {
-        fill_value(f->fresh, f->rd.value);
+    } else if (f->rd.ok) { /* the value was read into f->fresh */
         maybe_recache(f->header, f->fresh);
         resp_set_item(f->r, f->fresh, f->crlf);
         f->fresh = NULL;
@@ -165,6 +152,23 @@ bool conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, co
     memcpy(f->rd.key, item_key(it), f->rd.nkey);
     f->rd.nbytes = item_nbytes(it);
     f->rd.done = read_done;
+    struct iovec value[FLASH_READ_IOV];
+    unsigned nseg = item_value_nseg(f->fresh);
+    struct iovec *segs = nseg <= FLASH_READ_IOV ? value : malloc(nseg * sizeof(*segs));
+    if (segs)
+        for (unsigned i = 0; i < nseg; i++)
+            segs[i] = item_value_seg(f->fresh, i);
+    bool targeted = segs && flash_read_target(&f->rd, segs, nseg);
+    if (segs != value)
+        free(segs);
+    if (!targeted) {
+        flash_count(FC_GET_ABORTED);
+        send_miss(r, miss, miss_len);
+        item_release(f->fresh);
+        item_release(it);
+        free(f);
+        return true;
+    }
     r->on_cancel = count_abort;
     resp_park(c, r);
     flash_reader_read(rdr, &f->rd);
