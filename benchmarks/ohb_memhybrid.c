@@ -310,7 +310,7 @@ struct probe {
     const struct hybrid_options *o;
     atomic_int phase; /* quiet: readers idle; busy: the data set; ram-busy: the probe items */
     atomic_bool stop;
-    atomic_uint_fast64_t reader_gets[MAX_THREADS];
+    atomic_uint_fast64_t reader_gets[PHASE_COUNT][MAX_THREADS]; /* by the phase a get began in */
 };
 
 struct reader {
@@ -344,17 +344,17 @@ static void *reader_main(void *arg)
             size_t key_len = key_of(key, sizeof(key), "probe:", n);
             fetch(memc, key, key_len, n, PROBE_VALUE_SIZE);
         }
-        atomic_fetch_add_explicit(&pr->reader_gets[rd->index], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&pr->reader_gets[phase][rd->index], 1, memory_order_relaxed);
     }
     memcached_free(memc);
     return NULL;
 }
 
-static uint64_t reader_total(struct probe *pr)
+static uint64_t reader_total(struct probe *pr, int phase)
 {
     uint64_t total = 0;
     for (unsigned i = 0; i < pr->o->threads; i++)
-        total += atomic_load_explicit(&pr->reader_gets[i], memory_order_relaxed);
+        total += atomic_load_explicit(&pr->reader_gets[phase][i], memory_order_relaxed);
     return total;
 }
 
@@ -424,19 +424,17 @@ static void ram_probe(const struct hybrid_options *o)
     /* slices of the three phases, their order turning each round, so
      * the machine's other load falls on all three alike */
     struct ohb_samples samples[PHASE_COUNT] = {{0}};
-    uint64_t misses[PHASE_COUNT] = {0}, reads[PHASE_COUNT] = {0};
+    uint64_t misses[PHASE_COUNT] = {0};
     double seconds[PHASE_COUNT] = {0};
     double part = o->probe_seconds / (PHASE_COUNT * o->probe_slices);
     for (unsigned slice = 0; slice < o->probe_slices; slice++) {
         for (unsigned k = 0; k < PHASE_COUNT; k++) {
             int phase = (int)((slice + k) % PHASE_COUNT);
-            uint64_t before = reader_total(&pr);
             double t0 = ohb_now_us();
             atomic_store(&pr.phase, phase);
             probe_gets(memc, o, part, &samples[phase], &misses[phase]);
             atomic_store(&pr.phase, PHASE_QUIET);
             seconds[phase] += (ohb_now_us() - t0) / 1e6;
-            reads[phase] += reader_total(&pr) - before;
         }
     }
     atomic_store(&pr.stop, true);
@@ -457,7 +455,7 @@ static void ram_probe(const struct hybrid_options *o)
            "p99.9(us)", "ReaderGets/s");
     for (int p = 0; p < PHASE_COUNT; p++)
         probe_row(phase_names[p], &samples[p], misses[p],
-                  seconds[p] > 0 ? (double)reads[p] / seconds[p] : 0, csv);
+                  seconds[p] > 0 ? (double)reader_total(&pr, p) / seconds[p] : 0, csv);
     double quiet = ohb_samples_percentile(&samples[PHASE_QUIET], 99),
            busy = ohb_samples_percentile(&samples[PHASE_BUSY], 99),
            ram_busy = ohb_samples_percentile(&samples[PHASE_RAM_BUSY], 99);
