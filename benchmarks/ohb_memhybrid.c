@@ -10,8 +10,10 @@
  * refilled, so the hit ratio shows what the server kept). Every value
  * carries its key number, so a value returned for the wrong key stops the
  * program. --ram-probe times gets of a few small (RAM-resident) items
- * alone and while the other threads read the data set, paced, so the tail
- * of RAM hits with and without flash reads can be compared in one run.
+ * alone, while the other threads read the data set (flash reads on a
+ * server with flash) and while they read RAM-resident items only, paced,
+ * in short interleaved slices, so the tail of RAM hits with and without
+ * flash reads can be compared in one run.
  * Public libmemcached API only. */
 #include "ohb_common.h"
 #include "ohb_zipfian.h"
@@ -45,6 +47,7 @@ struct hybrid_options {
     unsigned threads;
     bool load, run;
     double probe_seconds, probe_interval_us;
+    unsigned probe_slices;
     const char *csv, *probe_csv;
 };
 
@@ -299,11 +302,15 @@ static void run_pattern(const struct hybrid_options *o, enum pattern p, struct c
 
 /* ---- the RAM-hit probe ---------------------------------------------------- */
 
+/* What the reader threads do during a probe slice. */
+enum probe_phase { PHASE_QUIET, PHASE_BUSY, PHASE_RAM_BUSY, PHASE_COUNT };
+static const char *const phase_names[PHASE_COUNT] = {"quiet", "busy", "ram-busy"};
+
 struct probe {
     const struct hybrid_options *o;
-    atomic_bool busy; /* readers run while set */
+    atomic_int phase; /* quiet: readers idle; busy: the data set; ram-busy: the probe items */
     atomic_bool stop;
-    atomic_uint_fast64_t reader_gets[MAX_THREADS];
+    atomic_uint_fast64_t reader_gets[PHASE_COUNT][MAX_THREADS]; /* by the phase a get began in */
 };
 
 struct reader {
@@ -312,7 +319,7 @@ struct reader {
     unsigned index;
 };
 
-/* Reads the data set uniformly while probe->busy is set. */
+/* Reads the data set uniformly (busy) or the probe items (ram-busy). */
 static void *reader_main(void *arg)
 {
     struct reader *rd = arg;
@@ -323,24 +330,31 @@ static void *reader_main(void *arg)
     char key[64];
     struct timespec idle = {0, 1000000};
     while (!atomic_load(&pr->stop)) {
-        if (!atomic_load(&pr->busy)) {
+        int phase = atomic_load(&pr->phase);
+        if (phase == PHASE_QUIET) {
             nanosleep(&idle, NULL);
             continue;
         }
-        uint64_t n = ohb_random(&rng) % o->keys;
-        size_t key_len = key_of(key, sizeof(key), "", n);
-        fetch(memc, key, key_len, n, o->size);
-        atomic_fetch_add_explicit(&pr->reader_gets[rd->index], 1, memory_order_relaxed);
+        if (phase == PHASE_BUSY) {
+            uint64_t n = ohb_random(&rng) % o->keys;
+            size_t key_len = key_of(key, sizeof(key), "", n);
+            fetch(memc, key, key_len, n, o->size);
+        } else {
+            uint64_t n = ohb_random(&rng) % PROBE_KEYS;
+            size_t key_len = key_of(key, sizeof(key), "probe:", n);
+            fetch(memc, key, key_len, n, PROBE_VALUE_SIZE);
+        }
+        atomic_fetch_add_explicit(&pr->reader_gets[phase][rd->index], 1, memory_order_relaxed);
     }
     memcached_free(memc);
     return NULL;
 }
 
-static uint64_t reader_total(struct probe *pr)
+static uint64_t reader_total(struct probe *pr, int phase)
 {
     uint64_t total = 0;
     for (unsigned i = 0; i < pr->o->threads; i++)
-        total += atomic_load_explicit(&pr->reader_gets[i], memory_order_relaxed);
+        total += atomic_load_explicit(&pr->reader_gets[phase][i], memory_order_relaxed);
     return total;
 }
 
@@ -407,18 +421,21 @@ static void ram_probe(const struct hybrid_options *o)
             exit(1);
         }
     }
-    struct ohb_samples quiet = {0}, busy = {0};
-    uint64_t quiet_misses = 0, busy_misses = 0, busy_reads = 0;
-    double busy_seconds = 0, part = o->probe_seconds / 4;
-    for (int round = 0; round < 2; round++) {
-        probe_gets(memc, o, part, &quiet, &quiet_misses);
-        uint64_t before = reader_total(&pr);
-        double t0 = ohb_now_us();
-        atomic_store(&pr.busy, true);
-        probe_gets(memc, o, part, &busy, &busy_misses);
-        atomic_store(&pr.busy, false);
-        busy_seconds += (ohb_now_us() - t0) / 1e6;
-        busy_reads += reader_total(&pr) - before;
+    /* slices of the three phases, their order turning each round, so
+     * the machine's other load falls on all three alike */
+    struct ohb_samples samples[PHASE_COUNT] = {{0}};
+    uint64_t misses[PHASE_COUNT] = {0};
+    double seconds[PHASE_COUNT] = {0};
+    double part = o->probe_seconds / (PHASE_COUNT * o->probe_slices);
+    for (unsigned slice = 0; slice < o->probe_slices; slice++) {
+        for (unsigned k = 0; k < PHASE_COUNT; k++) {
+            int phase = (int)((slice + k) % PHASE_COUNT);
+            double t0 = ohb_now_us();
+            atomic_store(&pr.phase, phase);
+            probe_gets(memc, o, part, &samples[phase], &misses[phase]);
+            atomic_store(&pr.phase, PHASE_QUIET);
+            seconds[phase] += (ohb_now_us() - t0) / 1e6;
+        }
     }
     atomic_store(&pr.stop, true);
     for (unsigned i = 0; i < o->threads; i++)
@@ -431,22 +448,23 @@ static void ram_probe(const struct hybrid_options *o)
     if (csv)
         fprintf(csv, "phase,gets,misses,p50_us,p99_us,p999_us,reader_gets_per_sec\n");
     printf("\n# OHB RAM Hits Under Data-Set Reads\n");
-    printf("# %u probe items of %d bytes, one get every %.0f us; busy: %u threads read the "
-           "data set uniformly\n",
-           PROBE_KEYS, PROBE_VALUE_SIZE, o->probe_interval_us, o->threads);
-    printf("# %-6s %9s %7s %9s %9s %10s %14s\n", "Phase", "Gets", "Misses", "p50(us)", "p99(us)",
+    printf("# %u probe items of %d bytes, one get every %.0f us, %u slices of each phase; busy: "
+           "%u threads read the data set uniformly; ram-busy: they read the probe items\n",
+           PROBE_KEYS, PROBE_VALUE_SIZE, o->probe_interval_us, o->probe_slices, o->threads);
+    printf("# %-8s %9s %7s %9s %9s %10s %14s\n", "Phase", "Gets", "Misses", "p50(us)", "p99(us)",
            "p99.9(us)", "ReaderGets/s");
-    probe_row("quiet", &quiet, quiet_misses, 0, csv);
-    probe_row("busy", &busy, busy_misses, busy_seconds > 0 ? (double)busy_reads / busy_seconds : 0,
-              csv);
-    printf("# p99 busy/quiet: %.2f\n",
-           ohb_samples_percentile(&quiet, 99) > 0
-               ? ohb_samples_percentile(&busy, 99) / ohb_samples_percentile(&quiet, 99)
-               : 0);
+    for (int p = 0; p < PHASE_COUNT; p++)
+        probe_row(phase_names[p], &samples[p], misses[p],
+                  seconds[p] > 0 ? (double)reader_total(&pr, p) / seconds[p] : 0, csv);
+    double quiet = ohb_samples_percentile(&samples[PHASE_QUIET], 99),
+           busy = ohb_samples_percentile(&samples[PHASE_BUSY], 99),
+           ram_busy = ohb_samples_percentile(&samples[PHASE_RAM_BUSY], 99);
+    printf("# p99 busy/quiet: %.2f, busy/ram-busy: %.2f\n", quiet > 0 ? busy / quiet : 0,
+           ram_busy > 0 ? busy / ram_busy : 0);
     if (csv)
         fclose(csv);
-    ohb_samples_free(&busy);
-    ohb_samples_free(&quiet);
+    for (int p = PHASE_COUNT; p-- > 0;)
+        ohb_samples_free(&samples[p]);
     free(readers);
     free(value);
     memcached_free(memc);
@@ -499,7 +517,8 @@ static void parse(int argc, char **argv, struct hybrid_options *o)
                                  .threads = 4,
                                  .load = true,
                                  .run = true,
-                                 .probe_interval_us = 500};
+                                 .probe_interval_us = 500,
+                                 .probe_slices = 8};
     const struct ohb_option table[] = {
         OHB_OPTION_SERVERS(&o->servers),
         {"size", OHB_OPT_SIZE, &o->size, "N", "value size", NULL},
@@ -519,10 +538,12 @@ static void parse(int argc, char **argv, struct hybrid_options *o)
         {"load-rate", OHB_OPT_DOUBLE, &o->load_mb_per_s, "MB_PER_S",
          "pace of the load, MiB/s (default: 0, as fast as the clients go)", NULL},
         {"ram-probe", OHB_OPT_DOUBLE, &o->probe_seconds, "SECONDS",
-         "time gets of RAM-resident items, quiet then busy (default: 0, none)", NULL},
+         "time gets of RAM-resident items: quiet, busy, ram-busy (default: 0, none)", NULL},
         {"probe-only", OHB_OPT_CALL, o, NULL, "the RAM probe alone (with --ram-probe)", probe_only},
         {"probe-interval-us", OHB_OPT_DOUBLE, &o->probe_interval_us, "N",
          "time between the probe's gets, us", NULL},
+        {"probe-slices", OHB_OPT_UNSIGNED, &o->probe_slices, "N",
+         "slices of each probe phase, interleaved", NULL},
         OHB_OPTION_CSV(&o->csv),
         {"probe-csv", OHB_OPT_STRING, &o->probe_csv, "FILE", "also write the probe's table here",
          NULL},
@@ -534,8 +555,8 @@ static void parse(int argc, char **argv, struct hybrid_options *o)
         o->keys = (uint64_t)(o->ram_mb * o->spill * 1048576.0 / (double)o->size);
     if (o->size < STAMP_LEN || o->keys == 0 || o->seconds <= 0 || o->set_ratio < 0 ||
         o->set_ratio > 1 || o->miss_penalty_us < 0 || o->threads == 0 || o->threads > MAX_THREADS ||
-        o->probe_seconds < 0 || o->probe_interval_us < 0 || o->load_mb_per_s < 0 ||
-        (!o->load && !o->run) ||
+        o->probe_seconds < 0 || o->probe_interval_us < 0 || o->probe_slices == 0 ||
+        o->load_mb_per_s < 0 || (!o->load && !o->run) ||
         (!o->patterns[PATTERN_UNIFORM] && !o->patterns[PATTERN_ZIPFIAN] && o->probe_seconds <= 0))
         ohb_usage_error();
     ohb_clock_calibrate();

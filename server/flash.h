@@ -3,8 +3,8 @@
  * COLD items are written into log-structured pages of the ext_path files
  * by one I/O thread through io_uring; the item in RAM becomes a header
  * holding where the value lies (items.h: item_flash_loc). Reads of such
- * values go through the same thread; the caller is told on that thread
- * and hands the result to its own (value_fetch.c does, for connections).
+ * values are made by each worker on its own ring (flash_reader.h) with
+ * the place and checks this tier gives (value_fetch.c).
  * See doc/storage.md, "Values on flash".
  */
 #ifndef MCR_FLASH_H
@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "items.h"
 #include "settings_ext.h"
@@ -22,33 +23,51 @@
  * memcached, a compact_under of 0 becomes a quarter of the pages, and so
  * does drop_under then (written back into cfg). */
 int flash_start(struct ext_settings *cfg, char *errbuf, size_t errlen);
-/* Stops the thread (reads still queued complete as failures), closes
- * the files. */
+/* Stops the thread and closes the files; reads completing afterwards
+ * fail (flash_read_finish), reads asked for afterwards find no record. */
 void flash_stop(void);
 bool flash_running(void);
 
-/* One read of a flash-resident value. The caller fills loc, key, nkey,
- * nbytes and done; flash_read() fills value (nbytes bytes, malloc'd, the
- * callee's to free) and ok, then calls done(rd) on the I/O thread. */
+/* The bytes of a record before its key (flash.c describes the record). */
+#define FLASH_RECORD_HEADER 16
+/* iovecs a read holds itself: head, value pieces, pad */
+#define FLASH_READ_IOV 8
+
+/* One read of a flash-resident value, straight into the caller's buffers
+ * (the fresh item's value). Reads are submitted by the thread that wants
+ * the value, on its own ring (flash_reader.h); the tier says where a
+ * record lies and checks what was read. The caller fills loc, key, nkey,
+ * nbytes and done, then calls flash_read_target(). */
 struct flash_read {
-    struct flash_read *next;
+    struct flash_read *next; /* the reader's own list */
     struct item_flash_loc loc;
     char key[KEY_MAX_LENGTH];
     size_t nkey, nbytes;
-    char *record; /* the record read (header, key, value); freed by flash_read_free */
-    const char *value;
-    bool ok;        /* the record was read and matched key, length and checksum */
-    bool corrupt;   /* read but did not match (badcrc_from_extstore) */
-    bool unchecked; /* read, matched key and length; checksum not yet checked */
+    char head[FLASH_RECORD_HEADER + KEY_MAX_LENGTH]; /* the record's header and key */
+    char pad[8];                                     /* the record's padding */
+    struct iovec *iov;                               /* head, the caller's value buffers, pad */
+    unsigned niov;
+    struct iovec iov_own[FLASH_READ_IOV];
+    bool queued;  /* in a ring (extstore_io_queue) */
+    bool ok;      /* read and matched key, length and checksum: the value is in place */
+    bool corrupt; /* read but did not match (badcrc_from_extstore) */
     void (*done)(struct flash_read *rd);
-    void *arg;
 };
-/* Queues rd; when the tier is not running done() is called at once. done()
- * runs on the I/O thread; whoever takes the result calls
- * flash_read_check() first (on its own thread), which sets ok or corrupt. */
-void flash_read(struct flash_read *rd);
-void flash_read_check(struct flash_read *rd);
+/* The value (nbytes) goes into these n buffers, in order; false when there
+ * is no memory for the list. */
+bool flash_read_target(struct flash_read *rd, const struct iovec *value, unsigned n);
+/* Frees what flash_read_target() allocated. */
 void flash_read_free(struct flash_read *rd);
+/* Where loc's record lies: its file and offset. False when the tier is
+ * not running or loc names no record any more (page freed or reused, or
+ * beyond what was written). Any thread. */
+bool flash_read_locate(const struct item_flash_loc *loc, int *fd, uint64_t *off);
+/* A read of rd->loc into rd->iov ended with res (bytes, or -errno): sets
+ * ok or corrupt, or neither (a failed or short read, a page reused
+ * meanwhile), and counts it. */
+void flash_read_finish(struct flash_read *rd, int res);
+/* extstore_io_queue: reads submitted and not completed (+1, -1). */
+void flash_io_queued(int delta);
 
 /* A flash header is freed: its record no longer counts as used; a full
  * page left with nothing used is reclaimed (free again). Any thread,

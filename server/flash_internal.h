@@ -1,6 +1,6 @@
 /*
  * flash_internal.h: the flash tier's state shared by its I/O thread's two
- * halves: flash.c (files, pages, write buffers, reads, reclamation, stats)
+ * halves: flash.c (files, pages, write buffers, read checks, reclamation, stats)
  * and flash_compact.c (compaction). Nothing outside the tier includes it.
  */
 #ifndef MCR_FLASH_INTERNAL_H
@@ -19,7 +19,7 @@
 #endif
 
 #define RECORD_MAGIC 0x4652434dU /* "MCRF" */
-#define RECORD_HEADER 16
+#define RECORD_HEADER FLASH_RECORD_HEADER
 
 enum page_state { PAGE_FREE, PAGE_OPEN, PAGE_FULL };
 
@@ -80,16 +80,14 @@ struct flash_tier {
     struct wbucket buckets[BUCKET_COUNT];
     unsigned compacting; /* the page compaction reads; npages: none */
     pthread_t thread;
-    pthread_mutex_t lock; /* the read queue, requests, the page table */
+    pthread_mutex_t lock; /* pass requests, the page table */
     pthread_cond_t passes_cond;
-    struct flash_read *rq_head, *rq_tail;
     bool stop;
     uint64_t pass_requests, passes_done;
     int wake_fd;
 #ifdef HAVE_LIBURING
     struct io_uring ring;
 #endif
-    unsigned inflight;
 };
 
 extern struct flash_tier tier;
@@ -115,7 +113,7 @@ size_t flash_record_size(size_t nkey, size_t nbytes);
 uint32_t flash_record_check(const char *record, size_t len);
 
 /* I/O thread only. Reads or writes len bytes at off of fd through the
- * ring, serving flash reads meanwhile; false on an error or a short read. */
+ * thread's ring; false on an error or a short read. */
 bool flash_ring_io(bool write, int fd, char *buf, size_t len, uint64_t off);
 /* Copies a record compaction rescues (len bytes, as read) into the compact
  * bucket's buffer for header h (referenced; the buffer keeps the

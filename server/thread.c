@@ -239,7 +239,9 @@ fail_lock:
 
 void worker_destroy(struct worker *w)
 {
-    run_messages(w); /* connections handed over late are adopted, then closed */
+    run_messages(w);     /* connections handed over late are adopted, then closed */
+    if (w->flash_reader) /* its reads complete into the connections first */
+        w->flash_reader_free(w->flash_reader);
     while (w->conns)
         conn_destroy(w->conns);
     while (w->rbuf_cached > 0) {

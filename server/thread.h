@@ -19,6 +19,7 @@ struct event;
 struct conn;
 struct resp;
 struct worker_msg;
+struct flash_reader;
 
 /* iovecs gathered for one writev */
 #define WORKER_IOV_MAX 1024 /* IOV_MAX on Linux */
@@ -47,6 +48,10 @@ struct worker {
     size_t mem_limit; /* -o read_buf_mem_limit share, bytes; 0 = none */
     size_t mem_held;  /* read buffers and response objects connections hold */
     struct iovec iov[WORKER_IOV_MAX];
+    /* reads of flash values on this worker's own ring (value_fetch.c makes
+     * it at the first and sets its destructor, run by worker_destroy) */
+    struct flash_reader *flash_reader;
+    void (*flash_reader_free)(struct flash_reader *rdr);
 };
 
 typedef void (*worker_fn)(struct worker *w, void *arg);

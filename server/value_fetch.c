@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "flash.h"
+#include "flash_reader.h"
 #include "log.h"
 #include "thread.h"
 
@@ -28,17 +29,6 @@ static void send_miss(struct resp *r, const char *miss, size_t miss_len)
     memcpy(r->head, miss, miss_len);
     r->head_len = (uint16_t)miss_len;
     r->it = NULL;
-}
-
-/* Copies the value read into the fresh item allocated for it. */
-static void fill_value(item *it, const char *value)
-{
-    size_t at = 0;
-    for (unsigned i = 0; i < item_value_nseg(it); i++) {
-        struct iovec seg = item_value_seg(it, i);
-        memcpy(seg.iov_base, value + at, seg.iov_len);
-        at += seg.iov_len;
-    }
 }
 
 /* memcached's ext_recache_rate: one in that many values read from flash
@@ -66,23 +56,21 @@ static bool retry_moved(struct value_fetch *f)
         now.offset == f->rd.loc.offset)
         return false;
     f->retried = true;
-    flash_read_free(&f->rd);
     f->rd.loc = now;
-    flash_read(&f->rd);
+    flash_reader_read(f->c->worker->flash_reader, &f->rd);
     return true;
 }
 
-static void complete_on_worker(struct worker *w, void *arg)
+/* On the connection's worker, from its loop (flash_reader.h), the record
+ * checked (flash_read_finish). */
+static void read_done(struct flash_read *rd)
 {
-    (void)w;
-    struct value_fetch *f = arg;
-    flash_read_check(&f->rd);
+    struct value_fetch *f = (struct value_fetch *)rd;
     if (retry_moved(f))
         return;
     if (resp_cancelled(f->r)) {
         /* counted by count_abort when the request failed */
-    } else if (f->rd.ok) {
-        fill_value(f->fresh, f->rd.value);
+    } else if (f->rd.ok) { /* the value was read into f->fresh */
         maybe_recache(f->header, f->fresh);
         resp_set_item(f->r, f->fresh, f->crlf);
         f->fresh = NULL;
@@ -111,12 +99,15 @@ static void count_abort(struct resp *r)
     flash_count(FC_GET_ABORTED);
 }
 
-/* On the I/O thread (or the caller's, when the tier is stopped). */
-static void read_done(struct flash_read *rd)
+/* The worker's read ring, made at its first flash read. */
+static struct flash_reader *reader_of(struct worker *w)
 {
-    struct value_fetch *f = (struct value_fetch *)rd;
-    if (worker_call(f->c->worker, complete_on_worker, f) != 0)
-        log_msg(LOG_WARN, "flash: cannot hand a read back to its worker");
+    if (!w->flash_reader) {
+        w->flash_reader = flash_reader_new(w->base);
+        if (w->flash_reader)
+            w->flash_reader_free = flash_reader_free;
+    }
+    return w->flash_reader;
 }
 
 bool conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, const char *miss,
@@ -129,7 +120,8 @@ bool conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, co
     flash_count(FC_GET_EXTSTORE);
     if (miss_len > RESP_HEAD_MAX)
         miss_len = 0;
-    struct value_fetch *f = malloc(sizeof(*f));
+    struct flash_reader *rdr = reader_of(c->worker);
+    struct value_fetch *f = rdr ? malloc(sizeof(*f)) : NULL;
     if (!f) {
         flash_count(FC_GET_ABORTED);
         send_miss(r, miss, miss_len);
@@ -160,8 +152,25 @@ bool conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, co
     memcpy(f->rd.key, item_key(it), f->rd.nkey);
     f->rd.nbytes = item_nbytes(it);
     f->rd.done = read_done;
+    struct iovec value[FLASH_READ_IOV];
+    unsigned nseg = item_value_nseg(f->fresh);
+    struct iovec *segs = nseg <= FLASH_READ_IOV ? value : malloc(nseg * sizeof(*segs));
+    if (segs)
+        for (unsigned i = 0; i < nseg; i++)
+            segs[i] = item_value_seg(f->fresh, i);
+    bool targeted = segs && flash_read_target(&f->rd, segs, nseg);
+    if (segs != value)
+        free(segs);
+    if (!targeted) {
+        flash_count(FC_GET_ABORTED);
+        send_miss(r, miss, miss_len);
+        item_release(f->fresh);
+        item_release(it);
+        free(f);
+        return true;
+    }
     r->on_cancel = count_abort;
     resp_park(c, r);
-    flash_read(&f->rd);
+    flash_reader_read(rdr, &f->rd);
     return true;
 }

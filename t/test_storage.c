@@ -11,9 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server/assoc.h"
 #include "server/clock.h"
+#include "server/flash.h"
+#include "server/flash_internal.h"
 #include "server/items.h"
 #include "server/slabs.h"
 
@@ -2212,6 +2215,116 @@ static void test_threads(void)
     storage_shutdown();
 }
 
+/* What the kernel's readv does: the record's bytes across rd's pieces. */
+static void scatter(struct flash_read *rd, const char *rec, size_t len)
+{
+    for (unsigned i = 0; i < rd->niov && len > 0; i++) {
+        size_t n = rd->iov[i].iov_len < len ? rd->iov[i].iov_len : len;
+        memcpy(rd->iov[i].iov_base, rec, n);
+        rec += n;
+        len -= n;
+    }
+}
+
+/* A read of the record rec (len bytes, at page 0 offset 0) into value
+ * pieces of the given lengths: 1 ok, 0 not read, -1 corrupt; *same: the
+ * pieces hold value. */
+static int read_in_pieces(const char *rec, size_t len, int res, const char *key, const char *value,
+                          size_t nbytes, const size_t *cuts, unsigned ncuts, bool *same)
+{
+    struct flash_read rd;
+    memset(&rd, 0, sizeof(rd));
+    memcpy(&rd.loc.check, rec + 4, 4);
+    rd.loc.len = (uint32_t)len;
+    rd.nkey = strlen(key);
+    memcpy(rd.key, key, rd.nkey);
+    rd.nbytes = nbytes;
+    char *buf = malloc(nbytes);
+    struct iovec pieces[16];
+    size_t at = 0;
+    for (unsigned i = 0; i < ncuts; i++) {
+        pieces[i] = (struct iovec){buf + at, cuts[i]};
+        at += cuts[i];
+    }
+    if (!buf || !flash_read_target(&rd, pieces, ncuts)) {
+        free(buf);
+        return -2;
+    }
+    scatter(&rd, rec, len);
+    flash_read_finish(&rd, res);
+    *same = memcmp(buf, value, nbytes) == 0;
+    flash_read_free(&rd);
+    free(buf);
+    return rd.ok ? 1 : rd.corrupt ? -1 : 0;
+}
+
+/* The flash tier's read check (flash.h): a record read in pieces (header
+ * and key, value pieces of any length, the padding) checks as written;
+ * one changed byte, a short read or a stopped tier does not. */
+static void test_flash_read_check(void)
+{
+    struct storage_config cfg = default_config();
+    start(&cfg);
+    char path[] = "/tmp/test_storage_flash.XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0)
+        close(fd);
+    struct ext_settings ext;
+    memset(&ext, 0, sizeof(ext));
+    ext.paths[0] = (struct ext_path){path, 4u << 20};
+    ext.npaths = 1;
+    ext.page_size = ext.wbuf_size = 2u << 20;
+    ext.item_size = 512;
+    ext.item_age = UINT32_MAX;
+    ext.max_frag = 0.5;
+    char err[256] = "";
+    ok(fd >= 0 && flash_start(&ext, err, sizeof(err)) == 0, "flash tier starts on %s %s", path,
+       err);
+
+    const char *key = "fr:key";
+    size_t nkey = strlen(key), nbytes = 1000;
+    size_t len = flash_record_size(nkey, nbytes);
+    char *rec = calloc(1, len), value[1000];
+    for (size_t i = 0; i < nbytes; i++)
+        value[i] = (char)(i * 131 + 7);
+    uint32_t magic = RECORD_MAGIC, n32 = (uint32_t)nbytes;
+    memcpy(rec, &magic, 4);
+    memcpy(rec + 8, &n32, 4);
+    rec[12] = (char)nkey;
+    memcpy(rec + RECORD_HEADER, key, nkey);
+    memcpy(rec + RECORD_HEADER + nkey, value, nbytes);
+    uint32_t check = flash_record_check(rec, RECORD_HEADER + nkey + nbytes);
+    memcpy(rec + 4, &check, 4);
+
+    bool same = false;
+    const size_t whole[] = {1000};
+    const size_t odd[] = {5, 700, 1, 294};
+    const size_t many[] = {100, 100, 100, 100, 100, 100, 100, 100, 100, 37, 63};
+    ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, whole, 1, &same) == 1 && same,
+       "a record read whole checks, the value in place");
+    ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, odd, 4, &same) == 1 && same,
+       "in pieces of 5, 700, 1 and 294 bytes too");
+    ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, many, 11, &same) == 1 && same,
+       "in more pieces than a read holds itself (11)");
+    rec[RECORD_HEADER + nkey + 703] ^= 0x10;
+    ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, odd, 4, &same) == -1,
+       "one bit changed in the value: corrupt");
+    rec[RECORD_HEADER + nkey + 703] ^= 0x10;
+    rec[RECORD_HEADER + 1] ^= 1;
+    ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, odd, 4, &same) == -1,
+       "another key: corrupt");
+    rec[RECORD_HEADER + 1] ^= 1;
+    ok(read_in_pieces(rec, len, (int)len - 8, key, value, nbytes, odd, 4, &same) == 0 &&
+           read_in_pieces(rec, len, -5, key, value, nbytes, odd, 4, &same) == 0,
+       "a short or failed read: not read, not corrupt");
+    flash_stop();
+    ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, odd, 4, &same) == 0,
+       "after the tier stopped: not read");
+    free(rec);
+    unlink(path);
+    storage_shutdown();
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -2226,6 +2339,9 @@ int main(void)
     test_flush();
     test_eviction();
     test_cold_select();
+#ifdef HAVE_LIBURING
+    test_flash_read_check();
+#endif
     test_borrow();
     test_page_reuse();
     test_value_chunk_pages();
