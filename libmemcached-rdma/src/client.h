@@ -97,6 +97,9 @@ struct lmr_client {
 
     struct lmr_behaviors behaviors;
     struct lmr_fetch_queue fetch;
+    /* the RDMA transport's contexts shared by this client's connections
+     * (lmr_endpoint.shared); NULL while no RDMA connection is open */
+    void *rdma_shared;
     uint64_t query_id;     /* calls that talked to servers (memcached_query_id) */
     uint32_t quiet_unread; /* quiet requests sent since replies were last read */
     /* memcached_callback_set's function callbacks (NULL: none) */
