@@ -37,11 +37,18 @@ static bool tcp_accepts(unsigned port)
     return ok;
 }
 
-static memcached_st *rdma_client(const struct server *s)
+/* A binary-protocol client of the server over scheme ("rdma", "rdma+rc",
+ * "rdma+ud"). */
+static memcached_st *rdma_client_over(const struct server *s, const char *scheme)
 {
     char cfg[128];
-    snprintf(cfg, sizeof(cfg), "--SERVER=rdma://%s:%u --BINARY-PROTOCOL", rxe, s->rdma_port);
+    snprintf(cfg, sizeof(cfg), "--SERVER=%s://%s:%u --BINARY-PROTOCOL", scheme, rxe, s->rdma_port);
     return memcached(cfg, strlen(cfg));
+}
+
+static memcached_st *rdma_client(const struct server *s)
+{
+    return rdma_client_over(s, "rdma");
 }
 
 /* Starts the server with TCP on tcp_port and RDMA on rdma_port; threads
