@@ -46,7 +46,7 @@ static memcached_st *rdma_client_over(const struct server *s, const char *scheme
     return memcached(cfg, strlen(cfg));
 }
 
-static memcached_st *rdma_client(const struct server *s)
+static inline memcached_st *rdma_client(const struct server *s)
 {
     return rdma_client_over(s, "rdma");
 }
@@ -76,11 +76,12 @@ static void server_start_with(struct server *s, unsigned tcp_port, unsigned rdma
             tap_bail("server for tcp port %u exited at start-up (status %d)", tcp_port, status);
         usleep(100000);
     }
-    /* RDMA listeners open after TCP: ask over RDMA until it answers */
+    /* RDMA listeners open after TCP: ask over RC until it answers (an
+     * rdma:// client could be served over UD before RC listens) */
     for (int i = 0; i < 50; i++) {
         if (!proc_alive(s->pid, &status))
             tap_bail("server for rdma port %u exited at start-up (status %d)", rdma_port, status);
-        memcached_st *m = rdma_client(s);
+        memcached_st *m = rdma_client_over(s, "rdma+rc");
         memcached_return_t rc = memcached_version(m);
         memcached_free(m);
         if (rc == MEMCACHED_SUCCESS)

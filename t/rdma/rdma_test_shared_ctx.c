@@ -116,8 +116,11 @@ static unsigned set_all(memcached_st *m, const char *tag)
         char key[64], value[128];
         key_of(key, sizeof(key), tag, i);
         value_of(value, sizeof(value), tag, i);
-        if (memcached_set(m, key, strlen(key), value, strlen(value), 0, 0) == MEMCACHED_SUCCESS)
+        memcached_return_t rc = memcached_set(m, key, strlen(key), value, strlen(value), 0, 0);
+        if (rc == MEMCACHED_SUCCESS)
             stored++;
+        else if (stored == i) /* the first failure says why */
+            tap_diag("set of %s: %s", key, memcached_error(m));
     }
     return stored;
 }
