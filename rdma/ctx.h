@@ -26,7 +26,8 @@ struct ibv_pd;
 
 struct mcr_rdma_ctx_opts {
     /* An address that selects the device: a local address of the RDMA
-     * interface (servers) or the server's address (clients). Required. */
+     * interface (servers) or the server's address (clients). Required;
+     * read by mcr_rdma_ctx_create only (the string need not outlive it). */
     const char *addr;
     uint32_t buf_size;     /* eager buffer size, header included; default 8192 */
     uint32_t recv_bufs;    /* receive buffers in the shared receive queue; 1024 */

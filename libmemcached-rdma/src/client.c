@@ -246,7 +246,8 @@ memcached_return_t lmr_client_add_server(struct lmr_client *c, const char *hostn
     if (srv == NULL)
         return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
     if ((type == MEMCACHED_CONNECTION_TCP || type == MEMCACHED_CONNECTION_RDMA ||
-         type == MEMCACHED_CONNECTION_RDMA_UD || type == MEMCACHED_CONNECTION_TLS) &&
+         type == MEMCACHED_CONNECTION_RDMA_UD || type == MEMCACHED_CONNECTION_RDMA_RC ||
+         type == MEMCACHED_CONNECTION_TLS) &&
         port == 0)
         port = MEMCACHED_DEFAULT_PORT;
     lmr_server_init(srv, c, hostname, port, weight == 0 ? 1 : weight, type);

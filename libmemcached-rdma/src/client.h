@@ -97,6 +97,9 @@ struct lmr_client {
 
     struct lmr_behaviors behaviors;
     struct lmr_fetch_queue fetch;
+    /* the RDMA transport's contexts shared by this client's connections
+     * (lmr_endpoint.shared); NULL while no RDMA connection is open */
+    void *rdma_shared;
     uint64_t query_id;     /* calls that talked to servers (memcached_query_id) */
     uint32_t quiet_unread; /* quiet requests sent since replies were last read */
     /* memcached_callback_set's function callbacks (NULL: none) */
@@ -200,7 +203,8 @@ memcached_return_t lmr_client_add_server(struct lmr_client *c, const char *hostn
 
 /* A host name or address as a configuration string or server list gives
  * it: not empty, no blank, control character or ',' (a list separator). */
-/* A server entry's scheme: "rdma://" (RC), "rdma+rc://", "rdma+ud://" or "tls://" is removed from
+/* A server entry's scheme: "rdma://" (RC, or UD when the server refuses RC), "rdma+rc://" (RC
+ * only), "rdma+ud://" (UD only) or "tls://" is removed from
  * spec (of *len bytes, NUL-ended; *len shrinks) and names the connection type; without one, TCP. */
 static inline memcached_connection_t lmr_scheme_of(char *spec, size_t *len)
 {
@@ -208,7 +212,7 @@ static inline memcached_connection_t lmr_scheme_of(char *spec, size_t *len)
         const char *prefix;
         memcached_connection_t type;
     } schemes[] = {{"rdma://", MEMCACHED_CONNECTION_RDMA},
-                   {"rdma+rc://", MEMCACHED_CONNECTION_RDMA},
+                   {"rdma+rc://", MEMCACHED_CONNECTION_RDMA_RC},
                    {"rdma+ud://", MEMCACHED_CONNECTION_RDMA_UD},
                    {"tls://", MEMCACHED_CONNECTION_TLS}};
     for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {

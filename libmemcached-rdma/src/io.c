@@ -250,7 +250,11 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
         .recv_buffer_size = (int)b->socket_recv_size,
         .snd_timeout_us = b->snd_timeout_us,
         .rcv_timeout_us = b->rcv_timeout_us,
+        .shared = &srv->client->rdma_shared,
     };
+    for (uint32_t i = 0; i < srv->client->server_count; i++)
+        if (srv->client->servers[i]->type == srv->type)
+            ep.shared_peers++;
     int sys_errno = 0;
     srv->conn.fd = -1;
     const struct lmr_transport_ops *transport = lmr_transport_for(srv->type);

@@ -345,7 +345,8 @@ static memcached_return_t replicated_issue(struct lmr_client *c, memcached_reque
      * completes take a copy then (own_values) */
     bool async = c->behaviors.replication_async, over_rdma = false;
     for (uint32_t i = 0; i < copies; i++)
-        over_rdma = over_rdma || c->servers[servers[i]]->type == MEMCACHED_CONNECTION_RDMA;
+        over_rdma = over_rdma || c->servers[servers[i]]->type == MEMCACHED_CONNECTION_RDMA ||
+                    c->servers[servers[i]]->type == MEMCACHED_CONNECTION_RDMA_RC;
     struct lmr_op_args value = *args;
     value.copy_value = false;
     char *value_copy = NULL;

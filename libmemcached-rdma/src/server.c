@@ -195,6 +195,8 @@ const char *memcached_server_type(const memcached_instance_st *self)
         return "RDMA";
     case MEMCACHED_CONNECTION_RDMA_UD:
         return "RDMA+UD";
+    case MEMCACHED_CONNECTION_RDMA_RC:
+        return "RDMA+RC";
     case MEMCACHED_CONNECTION_TLS:
         return "TLS";
     }

@@ -8,7 +8,29 @@
 #include "transport_rdma.h"
 #include "transport_ud.h"
 
+#include <errno.h>
 #include <stdlib.h>
+
+#ifdef HAVE_RDMA
+/* rdma://host:port follows the server's choice: RC, or UD on the same port
+ * when the server refuses RC (its RC connections are at -o rdma_rc_max, or
+ * it serves UD only: rdma_reject, or no RC listener). A server that does
+ * not answer (ETIMEDOUT) is not asked again over UD. Each connect asks for
+ * RC first, so a client reconnecting after RC slots freed gets RC. */
+static memcached_return_t rdma_follow_open(struct lmr_conn *conn, const struct lmr_endpoint *ep,
+                                           int *sys_errno)
+{
+    memcached_return_t rc = lmr_transport_rdma.open(conn, ep, sys_errno);
+    if (rc == MEMCACHED_CONNECTION_FAILURE && *sys_errno == ECONNREFUSED)
+        rc = lmr_transport_ud.open(conn, ep, sys_errno);
+    return rc;
+}
+
+/* Only open: it installs the table of the transport it connected with
+ * (conn->ops), which the pipeline uses from then on. */
+static const struct lmr_transport_ops transport_rdma_follow = {.name = "rdma",
+                                                               .open = rdma_follow_open};
+#endif
 
 const struct lmr_transport_ops *lmr_transport_for(memcached_connection_t type)
 {
@@ -20,6 +42,8 @@ const struct lmr_transport_ops *lmr_transport_for(memcached_connection_t type)
         return &lmr_transport_tls;
 #ifdef HAVE_RDMA
     case MEMCACHED_CONNECTION_RDMA:
+        return &transport_rdma_follow;
+    case MEMCACHED_CONNECTION_RDMA_RC:
         return &lmr_transport_rdma;
     case MEMCACHED_CONNECTION_RDMA_UD:
         return &lmr_transport_ud;

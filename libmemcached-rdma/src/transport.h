@@ -30,6 +30,13 @@ struct lmr_endpoint {
      * non-blocking, so waiting stays bounded by POLL_TIMEOUT */
     int snd_timeout_us;
     int rcv_timeout_us;
+    /* What a transport shares among one client's connections (RDMA: its
+     * substrate contexts): a slot of the client's that the transport
+     * owns, NULL until its first connection and again after its last
+     * close; shared_peers: the client's servers of this connection's
+     * type, to size what is shared. */
+    void **shared;
+    unsigned shared_peers;
 };
 
 struct lmr_transport_ops {

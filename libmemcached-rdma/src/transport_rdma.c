@@ -1,7 +1,10 @@
 /* transport_rdma.c: the RDMA transport (reliable connection through the
- * rdma/ substrate) for servers given as rdma://host:port. Owns one substrate
- * context and one RC endpoint per server connection. Knows nothing of
- * memcached protocols or requests.
+ * rdma/ substrate) for servers given as rdma://host:port. Owns one RC
+ * endpoint per server connection, on a substrate context the client's
+ * RDMA connections share (transport_rdma_ctx.c: one device opening, one
+ * protection domain, one completion queue and one registration of the
+ * send and receive pools per client). Knows nothing of memcached
+ * protocols or requests.
  *
  * Byte stream over messages, as the server sees it: the bytes the pipeline
  * sends are cut into eager messages of at most the endpoint's eager payload,
@@ -185,6 +188,7 @@ static void on_closed(struct mcr_rdma_ep *ep, int reason, const char *why, void 
     (void)why;
     struct rdma_stream *s = user;
     s->closed = true;
+    s->close_reason = reason;
     s->ep = NULL;
     drop_grants(s); /* before the QP they are bound to goes */
 }
@@ -499,12 +503,25 @@ static void progress(struct rdma_stream *s, int timeout_ms)
         mcr_rdma_ep_abort(s->ep);
     if (timeout_ms >= 0) {
         advertise(s);
-        lmr_rdma_sync_signal(s);
+        /* the context's other connections may have got input or ended
+         * meanwhile: their descriptors say so before the pipeline sleeps */
+        for (struct rdma_stream *o = s->shared->streams; o != NULL; o = o->ctx_next)
+            lmr_rdma_sync_signal(o);
     }
 }
 
 /* ---- the transport table ---------------------------------------------------------------- */
-static void stream_free(struct rdma_stream *s)
+static void close_descriptors(struct rdma_stream *s)
+{
+    if (s->epfd >= 0)
+        close(s->epfd);
+    if (s->evfd >= 0)
+        close(s->evfd);
+    s->epfd = s->evfd = -1;
+}
+
+/* Ends the connection and waits (briefly) until the substrate freed it. */
+static void end_endpoint(struct rdma_stream *s)
 {
     if (s->ep != NULL && !s->closed) {
         mcr_rdma_ep_abort(s->ep);
@@ -512,6 +529,11 @@ static void stream_free(struct rdma_stream *s)
         while (!s->closed && lmr_rdma_now_ms() < deadline)
             mcr_rdma_ctx_progress(s->ctx, 10);
     }
+}
+
+static void stream_free(struct rdma_stream *s)
+{
+    end_endpoint(s);
     drop_grants(s); /* windows before the registrations they lie in */
     for (unsigned i = 0; i < s->nvbufs; i++)
         if (s->vbufs[i].mr != NULL)
@@ -521,12 +543,9 @@ static void stream_free(struct rdma_stream *s)
     free(s->land);
     mcr_rdma_region_deregister(&s->src_reg);
     free(s->src);
-    if (s->ctx != NULL)
-        mcr_rdma_ctx_destroy(s->ctx);
-    if (s->evfd >= 0)
-        close(s->evfd);
-    if (s->epfd >= 0)
-        close(s->epfd);
+    close_descriptors(s);
+    if (s->shared != NULL) /* the last connection on it destroys it */
+        lmr_rdma_ctx_release(s->shared, s);
     mcr_rdma_bytes_free(&s->out);
     mcr_rdma_bytes_free(&s->in);
     free(s);
@@ -534,56 +553,76 @@ static void stream_free(struct rdma_stream *s)
 
 const struct lmr_transport_ops lmr_transport_rdma;
 
+/* Attaches s to a context of the client's (a new one when fresh), opens
+ * its descriptors and connects its endpoint within timeout_ms. SUCCESS,
+ * or a failure with *sys_errno, s then holding no context nor endpoint. */
+static memcached_return_t connect_stream(struct rdma_stream *s, const struct lmr_endpoint *ep,
+                                         int timeout, bool fresh, int *sys_errno)
+{
+    char err[256];
+    s->shared = lmr_rdma_ctx_acquire(ep->shared, ep->hostname, ep->shared_peers, timeout, fresh, s,
+                                     err, sizeof(err));
+    if (s->shared == NULL) {
+        *sys_errno = ENODEV;
+        return MEMCACHED_CONNECTION_FAILURE;
+    }
+    s->ctx = s->shared->ctx;
+    s->connected = s->closed = false;
+    s->close_reason = 0;
+    memcached_return_t rc = MEMCACHED_SUCCESS;
+    s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    s->epfd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev_ctx = {.events = EPOLLIN, .data.u32 = 0};
+    struct epoll_event ev_in = {.events = EPOLLIN, .data.u32 = 1};
+    int crc;
+    if (s->evfd < 0 || s->epfd < 0 ||
+        epoll_ctl(s->epfd, EPOLL_CTL_ADD, mcr_rdma_ctx_fd(s->ctx), &ev_ctx) != 0 ||
+        epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, &ev_in) != 0) {
+        *sys_errno = errno;
+        rc = MEMCACHED_CONNECTION_FAILURE;
+    } else if ((crc = mcr_rdma_rc_connect(s->ctx, ep->hostname, (uint16_t)ep->port,
+                                          &stream_callbacks, s, &s->ep)) != 0) {
+        *sys_errno = crc < 0 ? -crc : crc;
+        s->ep = NULL;
+        rc = MEMCACHED_CONNECTION_FAILURE;
+    } else {
+        int64_t deadline = lmr_rdma_now_ms() + timeout;
+        while (!s->connected && !s->closed && lmr_rdma_now_ms() < deadline)
+            mcr_rdma_ctx_progress(s->ctx, 10);
+        if (!s->connected || s->closed) {
+            *sys_errno = s->closed ? (s->close_reason == -EXDEV ? EXDEV : ECONNREFUSED) : ETIMEDOUT;
+            rc = *sys_errno == ETIMEDOUT ? MEMCACHED_TIMEOUT : MEMCACHED_CONNECTION_FAILURE;
+        }
+    }
+    if (rc != MEMCACHED_SUCCESS) {
+        end_endpoint(s);
+        close_descriptors(s);
+        lmr_rdma_ctx_release(s->shared, s);
+        s->shared = NULL;
+        s->ctx = NULL;
+    }
+    return rc;
+}
+
 static memcached_return_t rdma_open(struct lmr_conn *conn, const struct lmr_endpoint *ep,
                                     int *sys_errno)
 {
     *sys_errno = 0;
-    if (ep->unix_socket || ep->port == 0 || ep->port > 65535)
+    if (ep->unix_socket || ep->port == 0 || ep->port > 65535 || ep->shared == NULL)
         return MEMCACHED_INVALID_ARGUMENTS;
     struct rdma_stream *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
     s->epfd = s->evfd = -1;
     int timeout = ep->connect_timeout_ms > 0 ? ep->connect_timeout_ms : 4000;
-    struct mcr_rdma_ctx_opts opts;
-    mcr_rdma_ctx_opts_default(&opts);
-    opts.addr = ep->hostname;
-    opts.recv_bufs = 64; /* one connection per context: its credits only */
-    opts.send_bufs = 64;
-    opts.resolve_timeout_ms = timeout;
-    char err[256];
-    s->ctx = mcr_rdma_ctx_create(&opts, err, sizeof(err));
-    if (s->ctx == NULL) {
-        *sys_errno = ENODEV;
+    memcached_return_t rc = connect_stream(s, ep, timeout, false, sys_errno);
+    /* reached through another device than the client's context's: a
+     * context of its own on that device */
+    if (rc != MEMCACHED_SUCCESS && *sys_errno == EXDEV)
+        rc = connect_stream(s, ep, timeout, true, sys_errno);
+    if (rc != MEMCACHED_SUCCESS) {
         stream_free(s);
-        return MEMCACHED_CONNECTION_FAILURE;
-    }
-    s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    s->epfd = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event ev_ctx = {.events = EPOLLIN, .data.u32 = 0};
-    struct epoll_event ev_in = {.events = EPOLLIN, .data.u32 = 1};
-    if (s->evfd < 0 || s->epfd < 0 ||
-        epoll_ctl(s->epfd, EPOLL_CTL_ADD, mcr_rdma_ctx_fd(s->ctx), &ev_ctx) != 0 ||
-        epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, &ev_in) != 0) {
-        *sys_errno = errno;
-        stream_free(s);
-        return MEMCACHED_CONNECTION_FAILURE;
-    }
-    int rc =
-        mcr_rdma_rc_connect(s->ctx, ep->hostname, (uint16_t)ep->port, &stream_callbacks, s, &s->ep);
-    if (rc != 0) {
-        *sys_errno = rc < 0 ? -rc : rc;
-        s->ep = NULL;
-        stream_free(s);
-        return MEMCACHED_CONNECTION_FAILURE;
-    }
-    int64_t deadline = lmr_rdma_now_ms() + timeout;
-    while (!s->connected && !s->closed && lmr_rdma_now_ms() < deadline)
-        mcr_rdma_ctx_progress(s->ctx, 10);
-    if (!s->connected || s->closed) {
-        *sys_errno = s->closed ? ECONNREFUSED : ETIMEDOUT;
-        stream_free(s);
-        return *sys_errno == ETIMEDOUT ? MEMCACHED_TIMEOUT : MEMCACHED_CONNECTION_FAILURE;
+        return rc;
     }
     /* Memory windows where the device binds them (unless
      * LIBMEMCACHED_RDMA_MEMORY_WINDOWS=0): the buffers are registered once

@@ -1,6 +1,7 @@
 /* transport_rdma.h: the RDMA transport table (transport_rdma.c), present
  * when the library is built with rdma-core; servers given as
- * rdma://host:port (MEMCACHED_CONNECTION_RDMA) use it. */
+ * rdma+rc://host:port (MEMCACHED_CONNECTION_RDMA_RC) and rdma://host:port
+ * (MEMCACHED_CONNECTION_RDMA, unless the server refuses RC) use it. */
 #ifndef LMR_TRANSPORT_RDMA_H
 #define LMR_TRANSPORT_RDMA_H
 

@@ -19,6 +19,7 @@
 #include "rdma/mr.h"
 #include "rdma/stream.h"
 #include "transport.h"
+#include "transport_rdma_ctx.h"
 #include "transport_rdma_grant.h"
 
 /* The landing buffer advertised to the server for large replies. */
@@ -58,10 +59,15 @@ struct value_seg {
 };
 
 struct rdma_stream {
+    /* the client's context this connection shares (transport_rdma_ctx.h)
+     * and its substrate context; ctx_next: the next connection on it */
+    struct lmr_rdma_shared_ctx *shared;
     struct mcr_rdma_ctx *ctx;
+    struct rdma_stream *ctx_next;
     struct mcr_rdma_ep *ep; /* NULL once the substrate freed it */
     int epfd, evfd;
     bool signaled, connected, closed;
+    int close_reason;         /* on_closed's reason (-EXDEV: reached through another device) */
     unsigned event_polls;     /* rdma_poll_events calls */
     struct mcr_rdma_bytes in; /* received, not yet read */
     /* Stream offsets: bytes received so far and read so far, counting

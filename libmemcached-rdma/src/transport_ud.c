@@ -220,6 +220,10 @@ static memcached_return_t ud_open(struct lmr_conn *conn, const struct lmr_endpoi
     memcached_return_t rc = connect_peer(s, sys_errno);
     if (rc != MEMCACHED_SUCCESS) {
         free(s);
+        /* a context no connection uses goes (an rdma:// server that
+         * refused RC may refuse UD too: nothing listens there) */
+        if (c->ud->streams == NULL)
+            lmr_transport_ud_release(c);
         return rc;
     }
     s->next = s->u->streams;

@@ -1,6 +1,7 @@
 /* transport_ud.h: the RDMA UD transport table (transport_ud.c), present
  * when the library is built with rdma-core; servers given as
- * rdma+ud://host:port (MEMCACHED_CONNECTION_RDMA_UD) use it. */
+ * rdma+ud://host:port (MEMCACHED_CONNECTION_RDMA_UD) use it, and
+ * rdma://host:port when the server refuses RC. */
 #ifndef LMR_TRANSPORT_UD_H
 #define LMR_TRANSPORT_UD_H
 

@@ -331,6 +331,10 @@ static void check_server_list(const uint8_t *data, size_t size)
             if (!contains(text_bytes, text_length, "rdma://"))
                 broken("list: [%s] is RDMA without rdma://", host);
             break;
+        case MEMCACHED_CONNECTION_RDMA_RC:
+            if (!contains(text_bytes, text_length, "rdma+rc://"))
+                broken("list: [%s] is RDMA+RC without rdma+rc://", host);
+            break;
         default:
             broken("list: [%s] has type %d", host, entry->type);
         }

@@ -754,9 +754,9 @@ static void test_server_lists(const struct test_server *s)
         ok(list != NULL && memcached_server_list_count(list) == 3 &&
                list[0].type == MEMCACHED_CONNECTION_RDMA_UD && list[0].port == 11311 &&
                strcmp(list[0].hostname, "10.0.0.1") == 0 &&
-               list[1].type == MEMCACHED_CONNECTION_RDMA &&
+               list[1].type == MEMCACHED_CONNECTION_RDMA_RC &&
                list[1].port == MEMCACHED_DEFAULT_PORT && list[2].type == MEMCACHED_CONNECTION_RDMA,
-           "servers_parse: rdma+ud:// is UD, rdma+rc:// and rdma:// are RC");
+           "servers_parse: rdma+ud:// is UD only, rdma+rc:// RC only, rdma:// either");
         memcached_server_list_free(list);
         static const char ud_cfg[] = "--SERVER=rdma+ud://10.0.0.1:11311";
         memcached_st *ud = memcached(ud_cfg, strlen(ud_cfg));
@@ -765,6 +765,15 @@ static void test_server_lists(const struct test_server *s)
                       "RDMA+UD") == 0,
            "config string: an rdma+ud:// server has the type RDMA+UD");
         memcached_free(ud);
+        static const char rc_cfg[] = "--SERVER=rdma+rc://10.0.0.1:11311 --SERVER=rdma://10.0.0.2";
+        memcached_st *rcm = memcached(rc_cfg, strlen(rc_cfg));
+        ok(rcm != NULL && memcached_server_count(rcm) == 2 &&
+               strcmp(memcached_server_type(memcached_server_instance_by_position(rcm, 0)),
+                      "RDMA+RC") == 0 &&
+               strcmp(memcached_server_type(memcached_server_instance_by_position(rcm, 1)),
+                      "RDMA") == 0,
+           "config string: rdma+rc:// has the type RDMA+RC, rdma:// RDMA");
+        memcached_free(rcm);
 #endif
     }
 

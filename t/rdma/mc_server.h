@@ -37,11 +37,18 @@ static bool tcp_accepts(unsigned port)
     return ok;
 }
 
-static memcached_st *rdma_client(const struct server *s)
+/* A binary-protocol client of the server over scheme ("rdma", "rdma+rc",
+ * "rdma+ud"). */
+static memcached_st *rdma_client_over(const struct server *s, const char *scheme)
 {
     char cfg[128];
-    snprintf(cfg, sizeof(cfg), "--SERVER=rdma://%s:%u --BINARY-PROTOCOL", rxe, s->rdma_port);
+    snprintf(cfg, sizeof(cfg), "--SERVER=%s://%s:%u --BINARY-PROTOCOL", scheme, rxe, s->rdma_port);
     return memcached(cfg, strlen(cfg));
+}
+
+static inline memcached_st *rdma_client(const struct server *s)
+{
+    return rdma_client_over(s, "rdma");
 }
 
 /* Starts the server with TCP on tcp_port and RDMA on rdma_port; threads
@@ -69,11 +76,12 @@ static void server_start_with(struct server *s, unsigned tcp_port, unsigned rdma
             tap_bail("server for tcp port %u exited at start-up (status %d)", tcp_port, status);
         usleep(100000);
     }
-    /* RDMA listeners open after TCP: ask over RDMA until it answers */
+    /* RDMA listeners open after TCP: ask over RC until it answers (an
+     * rdma:// client could be served over UD before RC listens) */
     for (int i = 0; i < 50; i++) {
         if (!proc_alive(s->pid, &status))
             tap_bail("server for rdma port %u exited at start-up (status %d)", rdma_port, status);
-        memcached_st *m = rdma_client(s);
+        memcached_st *m = rdma_client_over(s, "rdma+rc");
         memcached_return_t rc = memcached_version(m);
         memcached_free(m);
         if (rc == MEMCACHED_SUCCESS)

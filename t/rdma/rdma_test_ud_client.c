@@ -9,8 +9,11 @@
  * - the server's stats: rdma_ud_peers counts the client, and goes back
  *   once the client closed (its empty message) and once a client process
  *   was killed (keepalive probes unanswered);
- * - rdma_rc_max=1: a second RC client is refused while a UD client is
- *   served; rdma_transport=ud serves no RC;
+ * - rdma_rc_max=1: a second rdma+rc:// client is refused while a UD
+ *   client is served, a second rdma:// client is served over UD (stats:
+ *   rdma_rc_conns 1, rdma_ud_peers 2); rdma_transport=ud serves no RC,
+ *   and rdma:// clients over UD; a port where nothing listens fails an
+ *   rdma:// connect with CONNECTION_FAILURE (not the connect timeout);
  * - a server that stops answering fails the requests with
  *   MEMCACHED_CONNECTION_FAILURE (no hang).
  */
@@ -19,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <libmemcached/memcached.h>
@@ -278,19 +282,34 @@ int main(int argc, char **argv)
     server_stop(&s2, SIGTERM);
     server_stop(&s, SIGTERM);
 
-    /* rdma_rc_max=1: the second RC client is refused, UD still served */
+    /* rdma_rc_max=1: a second rdma+rc:// client is refused, UD still
+     * served, and a second rdma:// client goes over UD by itself */
     struct server s3;
     server_start_with(&s3, base + 2, base + 3, "2", NULL, "rdma_rc_max=1");
     memcached_st *rc_a = rdma_client(&s3); /* server_start's probe closed its own */
     memcached_return_t ra = memcached_set(rc_a, "a", 1, "1", 1, 0, 0);
-    memcached_st *rc_b = rdma_client(&s3);
+    memcached_st *rc_b = rdma_client_over(&s3, "rdma+rc");
     memcached_return_t r2 = memcached_set(rc_b, "b", 1, "1", 1, 0, 0);
     memcached_st *ud = ud_client(s3.rdma_port, false);
     memcached_return_t ru = memcached_set(ud, "c", 1, "1", 1, 0, 0);
     tap_ok(ra == MEMCACHED_SUCCESS && r2 == MEMCACHED_CONNECTION_FAILURE && ru == MEMCACHED_SUCCESS,
-           "rdma_rc_max=1: first RC client %s, second %s, a UD client %s",
+           "rdma_rc_max=1: first RC client %s, second (rdma+rc://) %s, a UD client %s",
            memcached_strerror(rc_a, ra), memcached_strerror(rc_b, r2), memcached_strerror(ud, ru));
-    tap_ok(tcp_stat(s3.tcp_port, "rdma_rc_conns") == 1, "stats: rdma_rc_conns 1");
+    memcached_st *follow = rdma_client(&s3);
+    memcached_return_t rf = memcached_set(follow, "f", 1, "follow", 6, 0, 0);
+    size_t flen = 0;
+    char *fv = memcached_get(rc_a, "f", 1, &flen, NULL, &rf);
+    bool f_ok = fv != NULL && flen == 6 && memcmp(fv, "follow", 6) == 0;
+    free(fv);
+    fv = memcached_get(follow, "a", 1, &flen, NULL, &rf);
+    f_ok = f_ok && fv != NULL && flen == 1 && fv[0] == '1';
+    free(fv);
+    long rcs = tcp_stat(s3.tcp_port, "rdma_rc_conns"), uds = tcp_stat(s3.tcp_port, "rdma_ud_peers");
+    tap_ok(f_ok && rcs == 1 && uds == 2,
+           "rdma_rc_max=1: a second rdma:// client is served (over UD): %s; stats rdma_rc_conns "
+           "%ld, rdma_ud_peers %ld",
+           f_ok ? "values read back" : memcached_strerror(follow, rf), rcs, uds);
+    memcached_free(follow);
     memcached_free(ud);
     memcached_free(rc_b);
     memcached_free(rc_a);
@@ -319,13 +338,35 @@ int main(int argc, char **argv)
         if (u4 != MEMCACHED_SUCCESS)
             usleep(200000);
     }
-    memcached_st *r4 = rdma_client(&s4);
+    memcached_st *r4 = rdma_client_over(&s4, "rdma+rc");
     memcached_return_t c4 = memcached_set(r4, "r", 1, "1", 1, 0, 0);
     memcached_free(r4);
-    tap_ok(u4 == MEMCACHED_SUCCESS && c4 == MEMCACHED_CONNECTION_FAILURE,
-           "rdma_transport=ud: UD %s, RC %s", memcached_strerror(NULL, u4),
-           memcached_strerror(NULL, c4));
+    memcached_st *f4 = rdma_client(&s4);
+    memcached_return_t sf4 = memcached_set(f4, "r", 1, "2", 1, 0, 0);
+    size_t len4 = 0;
+    memcached_return_t gf4;
+    char *v4 = memcached_get(f4, "r", 1, &len4, NULL, &gf4);
+    bool f4_ok = sf4 == MEMCACHED_SUCCESS && v4 != NULL && len4 == 1 && v4[0] == '2';
+    free(v4);
+    memcached_free(f4);
+    tap_ok(u4 == MEMCACHED_SUCCESS && c4 == MEMCACHED_CONNECTION_FAILURE && f4_ok,
+           "rdma_transport=ud: UD %s, rdma+rc:// %s, rdma:// over UD %s",
+           memcached_strerror(NULL, u4), memcached_strerror(NULL, c4),
+           memcached_strerror(NULL, f4_ok                      ? MEMCACHED_SUCCESS
+                                    : sf4 != MEMCACHED_SUCCESS ? sf4
+                                                               : gf4));
     server_stop(&s4, SIGTERM);
+    /* nothing listens on the port any more: RC refused, UD refused too */
+    memcached_st *gone = rdma_client(&s4);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    memcached_return_t rg4 = memcached_set(gone, "r", 1, "1", 1, 0, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    memcached_free(gone);
+    tap_diag("rdma:// to a closed port failed after %ld ms",
+             (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
+    tap_ok(rg4 == MEMCACHED_CONNECTION_FAILURE, "rdma:// to a port where nothing listens: %s",
+           memcached_strerror(NULL, rg4));
     tap_no_plan_end();
     return tap_failed == 0 ? 0 : 1;
 }

@@ -190,9 +190,12 @@ enum memcached_connection_t {
     MEMCACHED_CONNECTION_TCP,
     MEMCACHED_CONNECTION_UDP,
     MEMCACHED_CONNECTION_UNIX_SOCKET,
-    MEMCACHED_CONNECTION_RDMA,   /* rdma://host:port (libmemcached-rdma) */
-    MEMCACHED_CONNECTION_TLS,    /* tls://host:port: TCP with TLS (libmemcached-rdma) */
-    MEMCACHED_CONNECTION_RDMA_UD /* rdma+ud://host:port (libmemcached-rdma) */
+    /* rdma://host:port (libmemcached-rdma): RDMA RC, or UD when the server
+     * refuses RC */
+    MEMCACHED_CONNECTION_RDMA,
+    MEMCACHED_CONNECTION_TLS,     /* tls://host:port: TCP with TLS (libmemcached-rdma) */
+    MEMCACHED_CONNECTION_RDMA_UD, /* rdma+ud://host:port: RDMA UD only (libmemcached-rdma) */
+    MEMCACHED_CONNECTION_RDMA_RC  /* rdma+rc://host:port: RDMA RC only (libmemcached-rdma) */
 };
 typedef enum memcached_connection_t memcached_connection_t;
 
