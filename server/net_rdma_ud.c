@@ -65,6 +65,7 @@ struct ud_conn {
     bool send_blocked; /* the peer's send queue was full */
     bool counted;
     uint64_t serial;
+    char peer_name[56]; /* the client's address and port ("" unknown) */
 };
 
 struct ud_counters {
@@ -226,6 +227,7 @@ static void on_peer(struct mcr_udep_peer *peer, void *user)
     uc->ul = ul;
     uc->peer = peer;
     uc->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+    snprintf(uc->peer_name, sizeof(uc->peer_name), "%s", mcr_udep_peer_name(peer));
     uc->next = ul->conns;
     if (ul->conns)
         ul->conns->prev = uc;
@@ -382,7 +384,9 @@ static void ud_close(struct conn *c)
 static void ud_describe(struct conn *c, char *buf, size_t len)
 {
     struct ud_conn *uc = c->tp_data;
-    snprintf(buf, len, "rdma+ud:%s#%llu", uc->ul->addr, (unsigned long long)uc->serial);
+    /* as a socket names its peer: the client's address, else the listener's */
+    snprintf(buf, len, "rdma+ud:%s#%llu", uc->peer_name[0] ? uc->peer_name : uc->ul->addr,
+             (unsigned long long)uc->serial);
 }
 
 const struct transport_ops net_rdma_ud_transport = {
@@ -460,6 +464,11 @@ int net_rdma_ud_open(const char *host, uint16_t port)
             "listening on rdma+ud:%s (UD, worker %u; path MTU %u; up to %u peers; messages of "
             "up to %u bytes; keepalive and dead timeout %u ms)",
             ul->addr, ul->w->id, st.mtu, o.max_peers, o.max_msg, o.keepalive_ms);
+    if (o.test_drop_ppm || o.test_dup_ppm || o.test_delay_ppm)
+        log_msg(LOG_ALWAYS,
+                "rdma ud %s: testing a lossy network (MCR_UD_TEST_NETWORK): of a million "
+                "datagrams received, %u dropped, %u duplicated, %u held back",
+                ul->addr, o.test_drop_ppm, o.test_dup_ppm, o.test_delay_ppm);
     return 1;
 }
 
