@@ -70,6 +70,7 @@ struct ud_conn {
 
 struct ud_counters {
     uint64_t peers, retransmits, duplicates, malformed;
+    uint64_t bytes_read, bytes_written; /* stream bytes, as conn.c counts them */
 };
 
 struct ud_listen {
@@ -307,7 +308,9 @@ static ssize_t ud_recv(struct conn *c, void *buf, size_t len)
         errno = EAGAIN;
         return -1;
     }
-    return (ssize_t)mcr_rdma_bytes_take(&uc->in, buf, len);
+    size_t n = mcr_rdma_bytes_take(&uc->in, buf, len);
+    __atomic_add_fetch(&uc->ul->ctr.bytes_read, n, __ATOMIC_RELAXED);
+    return (ssize_t)n;
 }
 
 /* mcr_rdma_stream_sink: one message of reply bytes to the peer. */
@@ -336,8 +339,10 @@ static ssize_t ud_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
         return (ssize_t)total; /* no reader any more: dropped, as after a socket's FIN */
     bool failed = false;
     size_t sent = mcr_rdma_stream_push(iov, iovcnt, UD_STREAM_MSG_MAX, ud_sink, uc, &failed);
-    if (sent > 0)
+    if (sent > 0) {
+        __atomic_add_fetch(&uc->ul->ctr.bytes_written, sent, __ATOMIC_RELAXED);
         ud_kick(uc->ul);
+    }
     if (failed) {
         uconn_end(uc);
         return sent > 0 ? (ssize_t)sent : (ssize_t)total;
@@ -488,6 +493,15 @@ void net_rdma_ud_shutdown(void)
             uconn_free(ul->conns);
         mcr_udep_close(ul->ctx);
         free(ul);
+    }
+}
+
+void net_rdma_ud_bytes(uint64_t *read, uint64_t *written)
+{
+    *read = *written = 0;
+    for (struct ud_listen *ul = ud_listens; ul; ul = ul->next) {
+        *read += __atomic_load_n(&ul->ctr.bytes_read, __ATOMIC_RELAXED);
+        *written += __atomic_load_n(&ul->ctr.bytes_written, __ATOMIC_RELAXED);
     }
 }
 
