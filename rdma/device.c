@@ -3,6 +3,7 @@
  * completion queue (rdma/device.h). */
 #include "rdma/device.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -37,6 +38,25 @@ int mcr_rdma_wait_cm_event(struct rdma_event_channel *ch, int timeout_ms, struct
                 return -errno;
         }
     }
+}
+
+int mcr_rdma_addr_name(const struct sockaddr *sa, char *buf, size_t len)
+{
+    char host[INET6_ADDRSTRLEN];
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        if (!inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host)))
+            return -EAFNOSUPPORT;
+        snprintf(buf, len, "%s:%u", host, ntohs(in->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        if (!inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host)))
+            return -EAFNOSUPPORT;
+        snprintf(buf, len, "[%s]:%u", host, ntohs(in6->sin6_port));
+    } else {
+        return -EAFNOSUPPORT;
+    }
+    return 0;
 }
 
 int mcr_rdma_resolve(struct rdma_event_channel *ch, struct rdma_cm_id *id, const char *host,

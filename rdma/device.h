@@ -47,6 +47,10 @@ int mcr_rdma_wait_cm_event(struct rdma_event_channel *ch, int timeout_ms,
 int mcr_rdma_resolve(struct rdma_event_channel *ch, struct rdma_cm_id *id, const char *host,
                      uint16_t port, int timeout_ms, bool route, char *err, size_t errlen);
 
+/* An RDMA CM address as "host:port" ("[host]:port" for IPv6): 0, or
+ * -EAFNOSUPPORT for another family. */
+int mcr_rdma_addr_name(const struct sockaddr *sa, char *buf, size_t len);
+
 /* Creates dev->id on ch (port space ps, context id_context) and makes it
  * name the device behind addr (`how`); fills verbs, port_num and name.
  * 0 or a negative errno with a reason in err; dev->id may be set either

@@ -19,7 +19,6 @@
  */
 #include "rdma/rc_internal.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -298,22 +297,7 @@ int rc_peer_name(const struct mcr_rdma_ep *ep, char *buf, size_t len)
     const struct rc_ep *rc = (const struct rc_ep *)ep;
     if (rc->cm_id == NULL)
         return -ENOTCONN;
-    const struct sockaddr *sa = rdma_get_peer_addr(rc->cm_id);
-    char host[INET6_ADDRSTRLEN];
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        if (!inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host)))
-            return -EAFNOSUPPORT;
-        snprintf(buf, len, "%s:%u", host, ntohs(in->sin_port));
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        if (!inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host)))
-            return -EAFNOSUPPORT;
-        snprintf(buf, len, "[%s]:%u", host, ntohs(in6->sin6_port));
-    } else {
-        return -EAFNOSUPPORT;
-    }
-    return 0;
+    return mcr_rdma_addr_name(rdma_get_peer_addr(rc->cm_id), buf, len);
 }
 
 /* A message can complete before this side saw ESTABLISHED (the peer may

@@ -53,6 +53,7 @@ struct mcr_udep_peer {
     struct ibv_ah *ah; /* client: from the CM; server: from the first datagram */
     uint32_t remote_qpn, remote_conn_id;
     uint8_t gid[16]; /* the peer's GID: its datagrams must come from it */
+    char name[56];   /* server: the client's address and port from its CM request */
     void *user;
     int in_input; /* inside udr_input/udr_tick: closing waits */
     bool close_pending;
@@ -98,6 +99,24 @@ static uint32_t rng_next(struct mcr_udep_ctx *ctx)
     return (uint32_t)(x >> 16);
 }
 
+/* Testing: MCR_UD_TEST_NETWORK="DROP,DUP,DELAY" (receives in a million)
+ * sets the lossy-network knobs of every context opened with the defaults,
+ * so the server and the client library can be tested on a lossy network
+ * (tc netem cannot reach the guest's loopback RDMA traffic). Anything else
+ * than three numbers up to a million leaves them off. */
+static void opts_test_network_from_env(struct mcr_udep_opts *opts)
+{
+    const char *spec = getenv("MCR_UD_TEST_NETWORK");
+    unsigned drop, dup, delay;
+    char extra;
+    if (spec == NULL || sscanf(spec, "%u,%u,%u%c", &drop, &dup, &delay, &extra) != 3 ||
+        drop > 1000000u || dup > 1000000u || delay > 1000000u)
+        return;
+    opts->test_drop_ppm = drop;
+    opts->test_dup_ppm = dup;
+    opts->test_delay_ppm = delay;
+}
+
 void mcr_udep_opts_default(struct mcr_udep_opts *opts)
 {
     const char *addr = opts->addr;
@@ -106,6 +125,7 @@ void mcr_udep_opts_default(struct mcr_udep_opts *opts)
     opts->recv_bufs = 512;
     opts->send_bufs = 256;
     opts->max_peers = 4096;
+    opts_test_network_from_env(opts);
 }
 
 size_t mcr_udep_peer_struct_bytes(void)
@@ -240,6 +260,16 @@ int mcr_udep_send_raw(struct mcr_udep_peer *peer, const void *dgram, size_t len)
 uint32_t mcr_udep_peer_remote_id(const struct mcr_udep_peer *peer)
 {
     return peer->remote_conn_id;
+}
+
+void mcr_udep_peer_seqs(const struct mcr_udep_peer *peer, uint32_t *next_send, uint32_t *next_recv)
+{
+    udr_seqs(peer->udr, next_send, next_recv);
+}
+
+const char *mcr_udep_peer_name(const struct mcr_udep_peer *peer)
+{
+    return peer->name;
 }
 
 static void udep_deliver(void *arg, const uint8_t *msg, size_t len)
@@ -528,6 +558,8 @@ static void on_connect_request(struct mcr_udep_ctx *ctx, struct rdma_cm_event *e
         rdma_destroy_id(id);
         return;
     }
+    if (mcr_rdma_addr_name(rdma_get_peer_addr(id), peer->name, sizeof(peer->name)) != 0)
+        peer->name[0] = '\0';
     uint8_t priv[UDEP_PD_LEN];
     local_pd(ctx, conn_id, isn, priv);
     struct rdma_conn_param param = {

@@ -51,7 +51,8 @@ struct mcr_udep_opts {
     uint32_t keepalive_ms; /* probe a peer silent this long (0: off); with
                               dead_ms, a server finds clients that vanished */
     /* Testing only: drop, duplicate or hold back this many receives in a
-     * million before the checks, as a lossy network would. */
+     * million before the checks, as a lossy network would (defaults from
+     * MCR_UD_TEST_NETWORK="DROP,DUP,DELAY", else 0). */
     uint32_t test_drop_ppm, test_dup_ppm, test_delay_ppm;
 };
 
@@ -96,8 +97,14 @@ void *mcr_udep_peer_user(const struct mcr_udep_peer *peer);
 /* Testing only (hostile senders): posts dgram as it is to the peer's
  * address, QP and qkey, bypassing the reliability layer. */
 int mcr_udep_send_raw(struct mcr_udep_peer *peer, const void *dgram, size_t len);
+/* Testing only: udr_seqs() of the peer (the next sequence number sent, and
+ * the next one expected from it). */
+void mcr_udep_peer_seqs(const struct mcr_udep_peer *peer, uint32_t *next_send, uint32_t *next_recv);
 /* The id the peer gave us for itself (its datagrams' conn_id to us is ours). */
 uint32_t mcr_udep_peer_remote_id(const struct mcr_udep_peer *peer);
+/* Server: the client's address and port as its RDMA CM request named them
+ * ("host:port"); "" on a client or when unknown. */
+const char *mcr_udep_peer_name(const struct mcr_udep_peer *peer);
 
 struct mcr_udep_stats {
     uint32_t peers, mtu;

@@ -30,7 +30,8 @@
  *
  * Time is the caller's: the peer stores deadlines and udr_tick() acts on
  * those that have passed. The peer is dead when what it was sent stays
- * unacknowledged (or a keepalive probe unanswered) for dead_us.
+ * unacknowledged (or a keepalive probe unanswered) for dead_us, and three
+ * retransmission timeouts (or repeated probes) went unanswered meanwhile.
  */
 #include "rdma/ud_reliable.h"
 
@@ -669,11 +670,24 @@ static void send_probe(struct udr_peer *p, uint64_t now_us)
     emit_ack(p, MCR_UD_PROBE);
 }
 
+/* The peer is dead once it has been waited for dead_us and was asked
+ * again this many times meanwhile (retransmission timeouts or repeated
+ * probes): a process that was not scheduled for dead_us (a loaded host, a
+ * stopped virtual machine) sends again before it gives up, instead of
+ * declaring dead a peer whose answer may be waiting in its queue. */
+#define UDR_DEAD_EXPIRIES 3u
+
+static bool dead_due(const struct udr_peer *p, uint64_t now_us)
+{
+    return p->waiting && p->backoff >= UDR_DEAD_EXPIRIES &&
+           now_us - p->waiting_since >= p->cfg.dead_us;
+}
+
 int udr_tick(struct udr_peer *p, uint64_t now_us)
 {
     if (p->dead)
         return -EPIPE;
-    if (p->waiting && now_us - p->waiting_since >= p->cfg.dead_us) {
+    if (dead_due(p, now_us)) {
         p->dead = true;
         return -EPIPE;
     }
@@ -702,7 +716,7 @@ uint64_t udr_next_deadline(const struct udr_peer *p)
         t = p->ack_deadline;
     if (in_flight(p) > 0 || p->probe_out)
         t = min_u64(t, p->rto_deadline);
-    if (p->waiting)
+    if (p->waiting && p->backoff >= UDR_DEAD_EXPIRIES)
         t = min_u64(t, p->waiting_since + p->cfg.dead_us);
     if (p->cfg.keepalive_us != 0 && in_flight(p) == 0 && !p->probe_out)
         t = min_u64(t, p->last_heard + p->cfg.keepalive_us);
@@ -732,4 +746,10 @@ const struct udr_stats *udr_stats(const struct udr_peer *p)
 uint32_t udr_seg_max(const struct udr_peer *p)
 {
     return p->seg_max;
+}
+
+void udr_seqs(const struct udr_peer *p, uint32_t *next_send, uint32_t *next_recv)
+{
+    *next_send = p->snd_nxt;
+    *next_recv = p->rcv_nxt;
 }

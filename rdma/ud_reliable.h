@@ -140,5 +140,8 @@ const struct udr_stats *udr_stats(const struct udr_peer *peer);
 size_t udr_buffered_bytes(const struct udr_peer *peer);
 /* Largest payload of one datagram at this peer's MTU. */
 uint32_t udr_seg_max(const struct udr_peer *peer);
+/* The sequence number of the next DATA datagram sent, and of the next one
+ * expected from the peer (testing: hostile senders replay datagrams). */
+void udr_seqs(const struct udr_peer *peer, uint32_t *next_send, uint32_t *next_recv);
 
 #endif

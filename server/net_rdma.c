@@ -333,6 +333,10 @@ static void rdma_stats(stat_emit_fn emit, void *ctx)
 #undef S
         }
     }
+    uint64_t ud_read, ud_written;
+    net_rdma_ud_bytes(&ud_read, &ud_written);
+    sum.bytes_read += ud_read;
+    sum.bytes_written += ud_written;
     emit_u64(emit, ctx, "rdma_curr_connections", sum.curr_connections);
     emit_u64(emit, ctx, "rdma_total_connections", sum.total_connections);
     emit_u64(emit, ctx, "rdma_bytes_read", sum.bytes_read);

@@ -65,10 +65,12 @@ struct ud_conn {
     bool send_blocked; /* the peer's send queue was full */
     bool counted;
     uint64_t serial;
+    char peer_name[56]; /* the client's address and port ("" unknown) */
 };
 
 struct ud_counters {
     uint64_t peers, retransmits, duplicates, malformed;
+    uint64_t bytes_read, bytes_written; /* stream bytes, as conn.c counts them */
 };
 
 struct ud_listen {
@@ -226,6 +228,7 @@ static void on_peer(struct mcr_udep_peer *peer, void *user)
     uc->ul = ul;
     uc->peer = peer;
     uc->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+    snprintf(uc->peer_name, sizeof(uc->peer_name), "%s", mcr_udep_peer_name(peer));
     uc->next = ul->conns;
     if (ul->conns)
         ul->conns->prev = uc;
@@ -305,7 +308,9 @@ static ssize_t ud_recv(struct conn *c, void *buf, size_t len)
         errno = EAGAIN;
         return -1;
     }
-    return (ssize_t)mcr_rdma_bytes_take(&uc->in, buf, len);
+    size_t n = mcr_rdma_bytes_take(&uc->in, buf, len);
+    __atomic_add_fetch(&uc->ul->ctr.bytes_read, n, __ATOMIC_RELAXED);
+    return (ssize_t)n;
 }
 
 /* mcr_rdma_stream_sink: one message of reply bytes to the peer. */
@@ -334,8 +339,10 @@ static ssize_t ud_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
         return (ssize_t)total; /* no reader any more: dropped, as after a socket's FIN */
     bool failed = false;
     size_t sent = mcr_rdma_stream_push(iov, iovcnt, UD_STREAM_MSG_MAX, ud_sink, uc, &failed);
-    if (sent > 0)
+    if (sent > 0) {
+        __atomic_add_fetch(&uc->ul->ctr.bytes_written, sent, __ATOMIC_RELAXED);
         ud_kick(uc->ul);
+    }
     if (failed) {
         uconn_end(uc);
         return sent > 0 ? (ssize_t)sent : (ssize_t)total;
@@ -382,7 +389,9 @@ static void ud_close(struct conn *c)
 static void ud_describe(struct conn *c, char *buf, size_t len)
 {
     struct ud_conn *uc = c->tp_data;
-    snprintf(buf, len, "rdma+ud:%s#%llu", uc->ul->addr, (unsigned long long)uc->serial);
+    /* as a socket names its peer: the client's address, else the listener's */
+    snprintf(buf, len, "rdma+ud:%s#%llu", uc->peer_name[0] ? uc->peer_name : uc->ul->addr,
+             (unsigned long long)uc->serial);
 }
 
 const struct transport_ops net_rdma_ud_transport = {
@@ -460,6 +469,11 @@ int net_rdma_ud_open(const char *host, uint16_t port)
             "listening on rdma+ud:%s (UD, worker %u; path MTU %u; up to %u peers; messages of "
             "up to %u bytes; keepalive and dead timeout %u ms)",
             ul->addr, ul->w->id, st.mtu, o.max_peers, o.max_msg, o.keepalive_ms);
+    if (o.test_drop_ppm || o.test_dup_ppm || o.test_delay_ppm)
+        log_msg(LOG_ALWAYS,
+                "rdma ud %s: testing a lossy network (MCR_UD_TEST_NETWORK): of a million "
+                "datagrams received, %u dropped, %u duplicated, %u held back",
+                ul->addr, o.test_drop_ppm, o.test_dup_ppm, o.test_delay_ppm);
     return 1;
 }
 
@@ -479,6 +493,15 @@ void net_rdma_ud_shutdown(void)
             uconn_free(ul->conns);
         mcr_udep_close(ul->ctx);
         free(ul);
+    }
+}
+
+void net_rdma_ud_bytes(uint64_t *read, uint64_t *written)
+{
+    *read = *written = 0;
+    for (struct ud_listen *ul = ud_listens; ul; ul = ul->next) {
+        *read += __atomic_load_n(&ul->ctr.bytes_read, __ATOMIC_RELAXED);
+        *written += __atomic_load_n(&ul->ctr.bytes_written, __ATOMIC_RELAXED);
     }
 }
 

@@ -30,6 +30,9 @@ void net_rdma_ud_close(void);
 void net_rdma_ud_shutdown(void);
 /* rdma_ud_peers, rdma_ud_retransmits, rdma_ud_duplicates, rdma_ud_malformed. */
 void net_rdma_ud_stats(stat_emit_fn emit, void *ctx);
+/* Stream bytes received from and sent to UD peers (in rdma_bytes_read and
+ * rdma_bytes_written, with RC's). */
+void net_rdma_ud_bytes(uint64_t *read, uint64_t *written);
 
 #endif
 #endif

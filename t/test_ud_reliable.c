@@ -593,6 +593,33 @@ static void test_dead_peer(void)
            "dead peer: later sends and ticks say -EPIPE");
     sim_close(&sim);
 
+    /* an owner that was not scheduled for longer than the dead timeout
+     * (its first tick comes 6 s after the send) sends again three times
+     * before it gives the peer up, instead of at once */
+    sim_open(&sim, 1024, 0, 0, 0);
+    a = &sim.side[0];
+    b = &sim.side[1];
+    a->silent = b->silent = true;
+    udr_send(a->peer, msg, sizeof(msg), 0);
+    int first = udr_tick(a->peer, 6000000);
+    uint64_t retrans_first = udr_stats(a->peer)->retransmits;
+    int expiries = 0;
+    uint64_t woke = 6000000;
+    for (ticks = 0; ticks < 1000 && !udr_is_dead(a->peer); ticks++) {
+        uint64_t t = udr_next_deadline(a->peer);
+        if (t == UINT64_MAX)
+            break;
+        woke = t > woke ? t : woke; /* a deadline passed already is due now */
+        uint64_t before = udr_stats(a->peer)->timeouts;
+        udr_tick(a->peer, woke);
+        expiries += udr_stats(a->peer)->timeouts > before;
+    }
+    tap_ok(first == 0 && retrans_first == 1 && udr_is_dead(a->peer) && expiries == 2,
+           "dead peer: after 6 s unscheduled, the first tick retransmits (%d, %" PRIu64
+           " retransmissions) and the peer is dead after 2 more timeouts (%d)",
+           first, retrans_first, expiries);
+    sim_close(&sim);
+
     /* keepalive: an idle peer that stops answering probes */
     struct udr_config cfg;
     udr_config_defaults(&cfg, 1024);

@@ -1,7 +1,8 @@
 /* t/rdma/mc_server.h: a memcached-rdma server process for the libmemcached
  * tests of the RDMA suite (TCP on 127.0.0.1 and RDMA on the guest's rxe
- * address), and a client of it over rdma://. Header-only; the including
- * program sets server_bin and rxe before starting one. */
+ * address), and a client of it over rdma:// (or the scheme MC_RDMA_SCHEME
+ * names: rdma+rc, rdma+ud). Header-only; the including program sets
+ * server_bin and rxe before starting one. */
 #ifndef MCR_T_RDMA_MC_SERVER_H
 #define MCR_T_RDMA_MC_SERVER_H
 
@@ -10,6 +11,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -46,9 +48,39 @@ static memcached_st *rdma_client_over(const struct server *s, const char *scheme
     return memcached(cfg, strlen(cfg));
 }
 
+/* The scheme of the RDMA server strings: MC_RDMA_SCHEME (rdma, rdma+rc or
+ * rdma+ud), rdma by default. */
+static inline const char *rdma_scheme(void)
+{
+    const char *scheme = getenv("MC_RDMA_SCHEME");
+    return scheme != NULL && scheme[0] != '\0' ? scheme : "rdma";
+}
+
+static inline bool rdma_over_ud(void)
+{
+    return strcmp(rdma_scheme(), "rdma+ud") == 0;
+}
+
+/* A client over MC_RDMA_SCHEME. */
 static inline memcached_st *rdma_client(const struct server *s)
 {
-    return rdma_client_over(s, "rdma");
+    return rdma_client_over(s, rdma_scheme());
+}
+
+/* One stat of the server at tcp_port (over TCP); -1 when missing. */
+static inline long tcp_stat(unsigned tcp_port, const char *name)
+{
+    char cfg[64];
+    snprintf(cfg, sizeof(cfg), "--SERVER=127.0.0.1:%u", tcp_port);
+    memcached_st *m = memcached(cfg, strlen(cfg));
+    memcached_return_t rc;
+    memcached_stat_st *st = memcached_stat(m, NULL, &rc);
+    char *v = st ? memcached_stat_get_value(m, st, name, &rc) : NULL;
+    long n = v ? atol(v) : -1;
+    free(v);
+    memcached_stat_free(m, st);
+    memcached_free(m);
+    return n;
 }
 
 /* Starts the server with TCP on tcp_port and RDMA on rdma_port; threads

@@ -28,8 +28,6 @@
 #define BIG_REFUSED (10u << 20) /* over it */
 #define KEY_TOO_LONG 251        /* the text protocol's limit is 250 */
 
-static const char *scheme = "rdma"; /* of the RDMA server string */
-
 /* One call's result, as text ("add existing: NOTSTORED"). */
 struct results {
     char line[CALLS_MAX][160];
@@ -189,12 +187,12 @@ static void compare(const struct server *s, bool binary, struct results *over_rd
     const char *proto = binary ? "binary" : "text";
     char tcp_server[64], rdma_server[64];
     snprintf(tcp_server, sizeof(tcp_server), "127.0.0.1:%u", s->tcp_port);
-    snprintf(rdma_server, sizeof(rdma_server), "%s://%s:%u", scheme, rxe, s->rdma_port);
+    snprintf(rdma_server, sizeof(rdma_server), "%s://%s:%u", rdma_scheme(), rxe, s->rdma_port);
     struct results over_tcp = {.count = 0};
     memcached_st *mt = client(tcp_server, binary);
     memcached_st *mr = client(rdma_server, binary);
     tap_ok(memcached_behavior_get(mr, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL) == (uint64_t)binary,
-           "%s: the %s:// client keeps the protocol its behaviours select", proto, scheme);
+           "%s: the %s:// client keeps the protocol its behaviours select", proto, rdma_scheme());
     sequence(mt, binary ? 'T' : 't', &over_tcp);
     sequence(mr, binary ? 'R' : 'r', over_rdma);
     tap_ok(over_tcp.count == over_rdma->count, "%s: %u calls over TCP, %u over RDMA", proto,
@@ -228,8 +226,6 @@ int main(int argc, char **argv)
     if (rxe == NULL)
         tap_bail("RXE_VM_ADDR is not set: run inside scripts/rxe-vm");
     server_bin = argv[1];
-    if (getenv("MC_RDMA_SCHEME") != NULL) /* rdma (RC), rdma+rc or rdma+ud */
-        scheme = getenv("MC_RDMA_SCHEME");
     signal(SIGPIPE, SIG_IGN);
     unsigned base = 25000 + (unsigned)(getpid() % 1000) * 2;
     struct server s;

@@ -53,22 +53,6 @@ static void fill(char *buf, size_t len, unsigned seed)
     }
 }
 
-/* One stat of the server at port tcp_port (over TCP); -1 when missing. */
-static long tcp_stat(unsigned tcp_port, const char *name)
-{
-    char cfg[64];
-    snprintf(cfg, sizeof(cfg), "--SERVER=127.0.0.1:%u", tcp_port);
-    memcached_st *m = memcached(cfg, strlen(cfg));
-    memcached_return_t rc;
-    memcached_stat_st *st = memcached_stat(m, NULL, &rc);
-    char *v = st ? memcached_stat_get_value(m, st, name, &rc) : NULL;
-    long n = v ? atol(v) : -1;
-    free(v);
-    memcached_stat_free(m, st);
-    memcached_free(m);
-    return n;
-}
-
 /* Waits up to ms for the stat to equal want; returns its last value. */
 static long wait_stat(unsigned tcp_port, const char *name, long want, int ms)
 {

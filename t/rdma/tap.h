@@ -35,6 +35,18 @@ __attribute__((format(printf, 2, 3))) static inline int tap_ok(int cond, const c
     return cond;
 }
 
+/* A check that does not apply to this run, and why. */
+__attribute__((format(printf, 1, 2))) static inline void tap_skip(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("ok %d # skip ", ++tap_count);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    fflush(stdout);
+}
+
 __attribute__((format(printf, 1, 2))) static inline void tap_diag(const char *fmt, ...)
 {
     va_list ap;
