@@ -42,6 +42,19 @@ static bool pin_to_cpu(int cpu)
  * first) run apart. */
 static cpu_set_t allowed; /* the CPUs the test started with */
 
+/* The load average over the last minute, or -1 when unknown. */
+static double load_average(void)
+{
+    double load = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%lf", &load) != 1)
+            load = -1;
+        fclose(f);
+    }
+    return load;
+}
+
 static bool two_cpus(int *first, int *second)
 {
     const cpu_set_t set = allowed;
@@ -141,10 +154,18 @@ static void test_budget(bool unix_socket)
         cpu = get_during_stop(&s, "20000", &wall);
         polled = cpu >= 3 || (cpu >= 0.5 && cpu >= 5 * asleep);
     } while (++attempts < 5 && cpu >= 0 && !polled);
-    ok(polled && cpu < 45,
-       "%s: spin 20000: polls about 20 ms, then sleeps (%.1f ms cpu in %.1f ms, attempt %d; "
-       "spin 0: %.2f ms)",
-       over, cpu, wall, attempts, asleep);
+    /* Past a load average of four runnable tasks per processor a polling
+     * client gets a small share of its CPU over the 20 ms it polls (and
+     * gives it up at each yield): no figure tells it from a sleeper then. */
+    double load = load_average();
+    if (!polled && cpu >= 0 && load > 4.0 * (double)sysconf(_SC_NPROCESSORS_ONLN))
+        ok(1, "# SKIP %s: spin 20000: %.1f ms cpu in five waits at a load average of %.1f", over,
+           cpu, load);
+    else
+        ok(polled && cpu < 45,
+           "%s: spin 20000: polls about 20 ms, then sleeps (%.1f ms cpu in %.1f ms, attempt %d; "
+           "spin 0: %.2f ms)",
+           over, cpu, wall, attempts, asleep);
     ok(wall >= RESUME_AFTER_US / 1000 - 5, "%s: the get waited for the stopped server (%.1f ms)",
        over, wall);
 
