@@ -150,6 +150,21 @@ class Conn:
             expected = expected.encode("latin-1")
         return tap.is_(self.read_bytes(len(expected)), expected, name)
 
+    def wait_lru_settled(self, limit=30.0):
+        """Waits (at most limit seconds) until the LRU maintainer's moves
+        (the moves_* counters of 'stats items') stop changing."""
+        def moves():
+            st = self.stats("items")
+            return sum(int(v) for k, v in st.items() if k.rsplit(":", 1)[-1].startswith("moves_"))
+
+        seen, end = moves(), time.time() + limit
+        while time.time() < end:
+            time.sleep(0.5)
+            now = moves()
+            if now == seen:
+                return
+            seen = now
+
     def stats(self, group=None):
         self.send("stats %s\r\n" % group if group else "stats\r\n")
         out = {}

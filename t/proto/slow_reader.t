@@ -110,18 +110,7 @@ t.diag("server RSS after the fill: %d KiB" % rss_kib(srv.pid))
 # the dump walks the LRU lists: let the maintainer finish sorting the new
 # items into their segments first (an item it moves or holds during the
 # walk may be missed, as in memcached's dumps)
-def lru_moves():
-    st = c.stats("items")
-    return sum(int(v) for k, v in st.items() if k.rsplit(":", 1)[-1].startswith("moves_"))
-
-
-moves, settle_end = lru_moves(), time.time() + 30
-while time.time() < settle_end:
-    time.sleep(0.5)
-    now_moves = lru_moves()
-    if now_moves == moves:
-        break
-    moves = now_moves
+c.wait_lru_settled(30)
 
 s = slow_client()
 stall_and_watch("metadump", s, b"lru_crawler metadump all\r\n", SLEEP)

@@ -140,17 +140,7 @@ t.is_(sum(1 for i in range(LATE) if late.get(key_of(i, "late"), (b"", 0))[:2] !=
 # moving between segments may count twice or not at all for a moment
 # (doc/compatibility.md); after a restart it sorts 1,200,000 items: read
 # the count once its moves have stopped (at most 60 s)
-def lru_moves():
-    return sum(int(v) for k, v in c.stats("items").items() if k.rsplit(":", 1)[-1].startswith("moves_"))
-
-
-moves, settle_end = lru_moves(), time.time() + 60
-while time.time() < settle_end:
-    time.sleep(0.5)
-    now_moves = lru_moves()
-    if now_moves == moves:
-        break
-    moves = now_moves
+c.wait_lru_settled(60)
 st = c.stats()
 if not t.is_(st.get("curr_items"), str(ITEMS + LATE), "curr_items after the restart"):
     for ln in restart_log_line(srv):  # what the restart saved and loaded
