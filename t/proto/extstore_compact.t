@@ -153,9 +153,17 @@ while (!$from_ram && $tries++ < 5) {
     $flash_reads += $flash1 - $flash0;
     select(undef, undef, undef, 0.1) unless $from_ram;
 }
-ok($from_ram, "k$k read from RAM, without a flash read ($flash_reads flash reads before)");
-cmp_ok($flash_reads, '<=', target() eq 'ours' ? 0 : 2,
-    'flash reads after the re-cache: none for ours, at most 2 for memcached');
+SKIP: {
+    # memcached re-caches after the reply is sent, and its LRU maintainer
+    # may write the re-cached value back to flash at once when this small
+    # cache is under pressure: on a loaded host its next reads all went to
+    # flash (5 of 5 once in a suite run). Ours must read from RAM.
+    skip "memcached wrote the re-cached value back to flash ($flash_reads flash reads)", 2
+        if target() eq 'memcached' && !$from_ram;
+    ok($from_ram, "k$k read from RAM, without a flash read ($flash_reads flash reads before)");
+    cmp_ok($flash_reads, '<=', target() eq 'ours' ? 0 : 2,
+        'flash reads after the re-cache: none for ours, at most 2 for memcached');
+}
 mc_is($s, "extstore recache_rate 0\r\n", "OK\r\n", 'extstore recache_rate 0');
 
 # ---- a get that fails after queuing flash reads -----------------------------
