@@ -3,10 +3,13 @@
 # over the classes) counts every stored item exactly once, also while the
 # LRU maintainer moves items between the HOT, WARM and COLD segments, and
 # it follows every store, delete, expiry, flush, eviction and chunked item:
-# after each, it equals the number of keys that read back. memcached sums
+# after each, it equals the number of keys that read back; so with values
+# moved to flash (-o ext_path) and read back into RAM. memcached sums
 # "stats items" number over its LRU lists, so there an item being moved
 # may count twice or not at all for a moment (doc/compatibility.md): its
 # per-class sums are only compared once they hold still.
+import os
+import tempfile
 import threading
 import time
 
@@ -31,12 +34,12 @@ def store(c, keys, value, ttl=0):
     return c.line(60) == b"MN\r\n"
 
 
-def readable(c, keys):
+def readable(c, keys, batch=BATCH):
     """How many of keys a get returns (a get also unlinks an expired or
     flushed item it meets, in both servers)."""
     found = 0
-    for at in range(0, len(keys), BATCH):
-        c.send("get %s\r\n" % " ".join(keys[at:at + BATCH]))
+    for at in range(0, len(keys), batch):
+        c.send("get %s\r\n" % " ".join(keys[at:at + batch]))
         found += c.until(b"END\r\n", 30).count(b"VALUE ")
     return found
 
@@ -159,6 +162,52 @@ t.is_(readable(c, keys + ["num", "big1"]), 0, "nothing reads back after flush_al
 check_count(c, 0, "after flush_all, every key read")
 c.close()
 srv.stop()
+
+# ---- values moved to flash and back into RAM ------------------------------------
+def settled_count(c, keys, what):
+    """curr_items against the keys that read back, in a pass with no
+    eviction meanwhile (a flash read allocates and may evict)."""
+    for _ in range(3):
+        before = c.stats().get("evictions")
+        found = readable(c, keys, 20)
+        if c.stats().get("evictions") == before:
+            check_count(c, found, what)
+            return found
+    t.ok(False, "%s: three read passes, each with evictions" % what)
+    return 0
+
+
+flash_dir = tempfile.mkdtemp(prefix="curr-items-flash.")
+flash_file = os.path.join(flash_dir, "flash")
+srv = start_server(t, "-m", "32", "-o", "ext_page_size=8,ext_wbuf_size=2,ext_path=%s:256m,"
+                   "ext_item_age=0,ext_recache_rate=0" % flash_file)
+c = srv.connect(60)
+fkeys = [key_of(i, "f") for i in range(5000)]
+big_value = "f" * 8000
+filled = True
+for at in range(0, len(fkeys), 100):  # paced, for the flash writer to keep up
+    filled &= store(c, fkeys[at:at + 100], big_value)
+    time.sleep(0.02)
+t.ok(filled, "5,000 values of 8,000 bytes stored into -m 32")
+end = time.time() + 20
+while time.time() < end and int(c.stats().get("extstore_objects_written", 0)) < len(fkeys) // 2:
+    time.sleep(0.2)
+t.ok(int(c.stats().get("extstore_objects_written", 0)) >= len(fkeys) // 2, "most went to flash")
+found = settled_count(c, fkeys, "values on flash")
+t.ok(found >= len(fkeys) // 2, "%d of them read back" % found)
+c.is_reply(t, "extstore recache_rate 1\r\n", "OK\r\n", "extstore recache_rate 1")
+recached0 = int(c.stats().get("recache_from_extstore", 0))
+for _ in range(4):  # read twice (fetched, then active): back into RAM
+    readable(c, fkeys[:300], 20)
+    time.sleep(0.1)
+c.is_reply(t, "extstore recache_rate 0\r\n", "OK\r\n", "extstore recache_rate 0")
+recached = int(c.stats().get("recache_from_extstore", 0)) - recached0
+t.ok(recached > 0, "values read twice went back into RAM (%d)" % recached)
+settled_count(c, fkeys, "values read back into RAM")
+c.close()
+srv.stop()
+os.unlink(flash_file)
+os.rmdir(flash_dir)
 
 # ---- eviction -----------------------------------------------------------------------
 srv = start_server(t, "-m", "8")
