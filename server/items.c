@@ -238,13 +238,32 @@ static void stamp_linked(struct item *it)
     __atomic_fetch_or(&it->it_flags, ITEM_LINKED, __ATOMIC_RELEASE);
 }
 
+/* An item entering (added) or leaving the table is counted: curr_items
+ * and bytes (lru_linked_change), and the size histogram. These and
+ * count_replaced() are the only places curr_items changes. */
+static void count_linked(const struct item *it, bool added)
+{
+    size_t total = item_ntotal(it);
+    lru_linked_change(item_lru_class(it), added ? 1 : -1, added ? (int64_t)total : -(int64_t)total);
+    tstat_size_change(it->cas, total, added);
+}
+
+/* new_it took old's place in the table (old_total: old's item_ntotal). */
+static void count_replaced(const struct item *old, size_t old_total, const struct item *new_it)
+{
+    size_t new_total = item_ntotal(new_it);
+    lru_linked_replace(item_lru_class(old), old_total, item_lru_class(new_it), new_total);
+    tstat_size_change(old->cas, old_total, false);
+    tstat_size_change(new_it->cas, new_total, true);
+}
+
 static void link_item(struct item *it, uint64_t hv)
 {
     stamp_linked(it);
     assoc_insert(it, hv);
     item_ref(it);
     item_enter_lru(it);
-    tstat_size_change(it->cas, item_ntotal(it), true);
+    count_linked(it, true);
 }
 
 static void unlink_common(struct item *it, struct lru_list *l, uint64_t hv)
@@ -252,7 +271,7 @@ static void unlink_common(struct item *it, struct lru_list *l, uint64_t hv)
     item_flags_clear(it, ITEM_LINKED);
     assoc_delete(it->data, it->nkey, hv);
     item_list_del(l, it);
-    tstat_size_change(it->cas, item_ntotal(it), false);
+    count_linked(it, false);
 }
 
 void item_unlink_lru_locked(struct item *it, struct lru_list *l, uint64_t hv)
@@ -290,8 +309,7 @@ void replace_item(struct item *old, struct item *new_it, uint64_t hv)
             item_list_del(l, old);
             lru_unlock(l);
             item_enter_lru(new_it);
-            tstat_size_change(old->cas, old_total, false);
-            tstat_size_change(new_it->cas, item_ntotal(new_it), true);
+            count_replaced(old, old_total, new_it);
             item_release(old);
             return;
         }
@@ -466,7 +484,8 @@ bool item_set_exptime(const char *key, size_t nkey, rel_time_t exptime)
 /* ---- slab mover hooks ---------------------------------------------------- */
 /* Copies live item `it` (item and LRU locks held) into spare, a free chunk
  * of its chunk class, which takes its place in the table and (at the head
- * of) its LRU list. */
+ * of) its LRU list: same class, same size, so nothing linked is counted
+ * again. */
 static void rescue_into(struct item *it, void *spare, struct lru_list *l, uint64_t hv)
 {
     struct item *copy = spare;
@@ -874,8 +893,7 @@ bool item_move_to_flash(item *it, uint64_t cas, const struct item_flash_loc *loc
             lru_lock(l);
             item_list_add(l, h);
             lru_unlock(l);
-            tstat_size_change(it->cas, old_total, false);
-            tstat_size_change(h->cas, item_ntotal(h), true);
+            count_replaced(it, old_total, h);
             item_release(it); /* the table's reference */
             moved = true;
         } else {
@@ -1053,7 +1071,7 @@ bool item_restore(item *it, uint64_t unique, rel_time_t last_access, bool fetche
         assoc_insert(it, hv);
         item_ref(it);
         item_enter_lru(it);
-        tstat_size_change(it->cas, item_ntotal(it), true);
+        count_linked(it, true);
         uint_fast64_t seen = atomic_load(&cas_counter);
         while (seen < unique && !atomic_compare_exchange_weak(&cas_counter, &seen, unique))
             ;

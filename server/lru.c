@@ -11,6 +11,42 @@
 
 static struct lru_list lists[SLAB_CLASSES_MAX][LRU_SEGMENTS];
 
+/* Linked items and bytes (lru_linked_change), changed with atomic adds of
+ * two's complement deltas; one cache line per class. */
+struct linked_count {
+    uint64_t items;
+    uint64_t bytes;
+} __attribute__((aligned(64)));
+static struct linked_count linked[SLAB_CLASSES_MAX];
+static struct linked_count linked_all;
+
+static void linked_add(struct linked_count *c, int64_t items, int64_t bytes)
+{
+    if (items != 0)
+        __atomic_add_fetch(&c->items, (uint64_t)items, __ATOMIC_RELAXED);
+    if (bytes != 0)
+        __atomic_add_fetch(&c->bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
+}
+
+void lru_linked_change(unsigned cls, int64_t items, int64_t bytes)
+{
+    linked_add(&linked[cls], items, bytes);
+    linked_add(&linked_all, items, bytes);
+}
+
+void lru_linked_replace(unsigned old_cls, uint64_t old_bytes, unsigned new_cls, uint64_t new_bytes)
+{
+    linked_add(&linked[new_cls], 1, (int64_t)new_bytes);
+    linked_add(&linked[old_cls], -1, -(int64_t)old_bytes);
+    linked_add(&linked_all, 0, (int64_t)new_bytes - (int64_t)old_bytes);
+}
+
+void lru_linked_totals(uint64_t *items, uint64_t *bytes)
+{
+    *items = __atomic_load_n(&linked_all.items, __ATOMIC_RELAXED);
+    *bytes = __atomic_load_n(&linked_all.bytes, __ATOMIC_RELAXED);
+}
+
 void lru_init(void)
 {
     for (unsigned c = 0; c < SLAB_CLASSES_MAX; c++) {
@@ -20,7 +56,9 @@ void lru_init(void)
             l->head = l->tail = NULL;
             memset(&l->n, 0, sizeof(l->n));
         }
+        memset(&linked[c], 0, sizeof(linked[c]));
     }
+    memset(&linked_all, 0, sizeof(linked_all));
 }
 
 void lru_shutdown(void)
@@ -106,8 +144,6 @@ struct item *lru_tail_item(const struct lru_list *l)
 
 static void add_counters(struct lru_counters *to, const struct lru_counters *n)
 {
-    to->curr_items += n->curr_items;
-    to->bytes += n->bytes;
     to->total_items += n->total_items;
     to->evicted += n->evicted;
     to->evicted_nonzero += n->evicted_nonzero;
@@ -143,6 +179,8 @@ void lru_class_stats_get(unsigned cls, struct lru_class_stats *out)
         }
         pthread_mutex_unlock(&l->lock);
     }
+    out->sum.curr_items = __atomic_load_n(&linked[cls].items, __ATOMIC_RELAXED);
+    out->sum.bytes = __atomic_load_n(&linked[cls].bytes, __ATOMIC_RELAXED);
 }
 
 rel_time_t lru_class_age(const struct lru_class_stats *st, rel_time_t now)

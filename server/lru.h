@@ -25,10 +25,13 @@ struct item;
 enum lru_segment { LRU_HOT, LRU_WARM, LRU_COLD, LRU_TEMP, LRU_SEGMENTS };
 
 /* Counters kept per list under the list's lock. The "reset" ones are
- * zeroed by "stats reset"; curr_items and bytes are not. */
+ * zeroed by "stats reset"; curr_items and bytes are not. A list's
+ * curr_items and bytes follow the items moving between segments; what the
+ * table holds is counted apart (lru_linked_*), so that a move never shows
+ * in it. */
 struct lru_counters {
     uint64_t curr_items;
-    uint64_t bytes; /* sum of linked items' sizes (the "bytes" stat) */
+    uint64_t bytes; /* sum of the items' sizes (item_ntotal) */
     /* reset by stats reset: */
     uint64_t total_items;
     uint64_t evicted;
@@ -57,7 +60,9 @@ struct lru_list {
 
 /* One class's lists summed, and what each segment holds. */
 struct lru_class_stats {
-    struct lru_counters sum;            /* evicted_time: COLD's */
+    struct lru_counters sum;            /* evicted_time: COLD's; curr_items
+                                           and bytes: the class's linked
+                                           items (lru_linked_change) */
     uint64_t items[LRU_SEGMENTS];       /* curr_items per segment */
     uint64_t bytes[LRU_SEGMENTS];       /* bytes per segment */
     rel_time_t tail_time[LRU_SEGMENTS]; /* of its tail item, when it has */
@@ -82,6 +87,18 @@ void lru_insert_before(struct lru_list *l, struct item *before, struct item *it)
 struct item *lru_tail_item(const struct lru_list *l);
 /* Puts it just after `after` (towards the tail). */
 void lru_insert_after(struct lru_list *l, struct item *after, struct item *it);
+
+/* Items in the table, per class and in all (curr_items and the "bytes"
+ * stat, as memcached's counters changed at do_item_link and
+ * do_item_unlink): changed only where an item is linked (+1, its size) or
+ * unlinked (-1, minus its size), never by moves between segments. */
+void lru_linked_change(unsigned cls, int64_t items, int64_t bytes);
+/* One item replacing another in the table at once (a store over a key, a
+ * value moving to flash): each class changes, the totals only by the
+ * difference in size, so no reader sees the key counted twice or not at
+ * all. */
+void lru_linked_replace(unsigned old_cls, uint64_t old_bytes, unsigned new_cls, uint64_t new_bytes);
+void lru_linked_totals(uint64_t *items, uint64_t *bytes);
 
 /* Copies one class's counters (takes each list's lock in turn). */
 void lru_class_stats_get(unsigned cls, struct lru_class_stats *out);

@@ -184,8 +184,6 @@ void storage_stats_general(stat_emit_fn emit, void *ctx)
         struct lru_class_stats st;
         lru_class_stats_get(cls, &st);
         const struct lru_counters *c = &st.sum;
-        total.curr_items += c->curr_items;
-        total.bytes += c->bytes;
         total.total_items += c->total_items;
         total.evicted += c->evicted;
         total.reclaimed += c->reclaimed;
@@ -200,6 +198,9 @@ void storage_stats_general(stat_emit_fn emit, void *ctx)
         total.moves_within_lru += c->moves_within_lru;
         total.direct_reclaims += c->direct_reclaims;
     }
+    /* one counter each, changed only at link and unlink (never by the
+     * maintainer's moves between segments) */
+    lru_linked_totals(&total.curr_items, &total.bytes);
     bool maintainer = lru_maintainer_running();
     struct stats_sums *s = sum_since_reset();
     struct slabs_global_stats sg;

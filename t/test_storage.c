@@ -2042,6 +2042,20 @@ static void count_fn(void *ctx, const item *it)
     (*(long *)ctx) += item_nbytes(it) > 0;
 }
 
+/* Sums the "items:N:number" stats. */
+static void sum_numbers(void *ctx, const char *name, const char *value)
+{
+    const char *tail = strrchr(name, ':');
+    if (tail && strcmp(tail, ":number") == 0)
+        *(unsigned long long *)ctx += strtoull(value, NULL, 10);
+}
+
+static void count_every(void *ctx, const item *it)
+{
+    (void)it;
+    (*(long *)ctx)++;
+}
+
 /* Counters ("ctr:N") only ever hold decimal numbers; logs ("log:N") only
  * ever hold whole 8-byte records "<id>......" appended or prepended. */
 static void smoke_side_op(int id, unsigned r)
@@ -2212,6 +2226,20 @@ static void test_threads(void)
          ops, SMOKE_THREADS, general_stat("evictions"), general_stat("slabs_moved"), walked);
     ok(ops > 1000 && torn == 0, "concurrent set/add/get/delete never show a torn value");
     ok(general_stat("hash_power_level") > 10, "the table grew in the background under load");
+    /* Every linked item counted once, whatever the workers, the LRU
+     * maintainer, the crawler and the slab mover did meanwhile: once the
+     * TTLs ran out and the crawler reclaimed those items, curr_items and
+     * the classes' "number" are the number of items a walk finds. */
+    clock_advance_for_tests(10);
+    storage_crawl_now();
+    long linked = 0;
+    storage_walk_items(0, 0, count_every, &linked);
+    unsigned long long curr = general_stat("curr_items");
+    ok(linked > 0 && curr == (unsigned long long)linked,
+       "curr_items %llu after the load: the %ld items a walk finds", curr, linked);
+    unsigned long long numbers = 0;
+    storage_stats_items(sum_numbers, &numbers);
+    ok(numbers == curr, "stats items number sums to curr_items (%llu)", numbers);
     storage_shutdown();
 }
 
