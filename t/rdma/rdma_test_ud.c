@@ -1,8 +1,8 @@
 /* t/rdma/rdma_test_ud.c: the UD endpoint (rdma/ud_ep.c) on real verbs in the
  * Soft-RoCE guest: an echo server and client processes exchanging messages
  * of 1 B to 1 MiB, byte-checked, without and with loss, duplication and
- * reordering; a client killed mid-message; a hostile sender; work requests
- * per round trip and memory per peer. */
+ * reordering; a client killed mid-message; peers that never send; a hostile
+ * sender; work requests per round trip and memory per peer. */
 #include <errno.h>
 #include <malloc.h>
 #include <signal.h>
@@ -399,6 +399,29 @@ static void killed_client(struct server_shared *srv)
            (unsigned long long)srv->killed_len_seen);
 }
 
+/* Peers set up that never send: the server reaches each from its connect
+ * request (not only from a first datagram), so its keepalive probes are
+ * answered and it keeps them past the dead timeout. */
+static void silent_peers(struct server_shared *srv)
+{
+    enum { PEERS = 20 };
+    uint64_t wait_end = ms_now() + 20000;
+    while (srv->st.peers != 0 && ms_now() < wait_end)
+        usleep(50000);
+    uint32_t peers0 = srv->st.peers;
+    uint64_t dead0 = srv->st.dead_peers;
+    volatile int *ready = &shm_clients[45].done;
+    /* past the server's keepalive (1 s) and dead timeout (5 s) */
+    pid_t pid = hold_peers(PEERS, false, 9000, 2000, ready);
+    wait_ready(ready);
+    uint32_t held = srv->st.peers - peers0;
+    uint64_t dead = srv->st.dead_peers - dead0;
+    tap_ok(*ready && held == PEERS && dead == 0,
+           "%u peers that never sent held past the dead timeout (%u held, %llu found dead)", PEERS,
+           held, (unsigned long long)dead);
+    tap_ok(proc_reap(pid, 30000) == 0, "their client set them up and closed");
+}
+
 /* A sender with a peer of its own forges datagrams; the clients beside it
  * must not notice. */
 static void hostile(struct server_shared *srv)
@@ -555,7 +578,7 @@ int main(void)
         tap_bail("mmap: %s", strerror(errno));
     memset(shm_servers, 0, 2 * sizeof(struct server_shared));
     memset(shm_clients, 0, 64 * sizeof(struct client_shared));
-    tap_plan(19);
+    tap_plan(21);
     make_pattern();
 
     pid_t clean = proc_fork();
@@ -575,6 +598,7 @@ int main(void)
     large_per_mille = 2;
     exchange("5% loss, 1% duplicates, 2% late", 2, 50000, PORT_LOSSY, &shm_servers[1]);
     killed_client(&shm_servers[0]);
+    silent_peers(&shm_servers[0]);
     hostile(&shm_servers[0]);
     costs(&shm_servers[0]);
 
