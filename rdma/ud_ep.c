@@ -69,6 +69,9 @@ struct mcr_udep_ctx {
     struct mcr_rdma_device dev;
     struct ibv_qp *qp;
     uint32_t mtu, recv_buf_size;
+    bool roce;      /* the port is Ethernet: an address handle is made from GIDs */
+    int sgid_index; /* server: the GID table entry of sgid (-1: not found yet) */
+    uint8_t sgid[16];
     struct mcr_rdma_pool recv_pool, send_pool; /* registered datagram buffers */
     struct mcr_udep_peer **peers;
     uint32_t npeers;
@@ -405,6 +408,8 @@ static int make_qp(struct mcr_udep_ctx *ctx, char *err, size_t errlen)
         return -1;
     }
     ctx->mtu = mtu_bytes(pa.active_mtu);
+    ctx->roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+    ctx->sgid_index = -1;
     ctx->recv_buf_size = ctx->mtu + MCR_UD_GRH_LEN;
     if (mcr_rdma_device_open(&ctx->dev, (int)(ctx->opts.recv_bufs + ctx->opts.send_bufs), NULL, err,
                              errlen) != 0)
@@ -543,6 +548,55 @@ static void local_pd(struct mcr_udep_ctx *ctx, uint32_t conn_id, uint32_t isn, u
     pd_encode(&pd, out);
 }
 
+/* The GID table index of our address `gid` on the port, RoCE v2 preferred
+ * (what the RDMA CM uses by default); -1 when it is not in the table. Kept
+ * for the next request: a listener has one address. */
+static int local_gid_index(struct mcr_udep_ctx *ctx, const uint8_t gid[16])
+{
+    if (ctx->sgid_index >= 0 && memcmp(ctx->sgid, gid, 16) == 0)
+        return ctx->sgid_index;
+    struct ibv_port_attr pa;
+    if (ibv_query_port(ctx->dev.verbs, ctx->dev.port_num, &pa) != 0)
+        return -1;
+    int found = -1;
+    for (int i = 0; i < pa.gid_tbl_len; i++) {
+        struct ibv_gid_entry e;
+        if (ibv_query_gid_ex(ctx->dev.verbs, ctx->dev.port_num, (uint32_t)i, &e, 0) != 0 ||
+            memcmp(e.gid.raw, gid, 16) != 0)
+            continue;
+        if (found < 0 || e.gid_type == IBV_GID_TYPE_ROCE_V2)
+            found = i;
+        if (e.gid_type == IBV_GID_TYPE_ROCE_V2)
+            break;
+    }
+    if (found >= 0) {
+        ctx->sgid_index = found;
+        memcpy(ctx->sgid, gid, 16);
+    }
+    return found;
+}
+
+/* Server, RoCE: the way back to a client from the GIDs of its request (the
+ * request carries no address handle), so the server can reach a client
+ * that has not sent anything yet (its keepalive probes would otherwise go
+ * nowhere and the client be found dead). NULL when it cannot be made: the
+ * client's first datagram gives one then. */
+static struct ibv_ah *ah_of_request(struct mcr_udep_ctx *ctx, struct rdma_cm_id *id,
+                                    const uint8_t peer_gid[16])
+{
+    uint8_t local[16];
+    if (!ctx->roce || gid_of_sockaddr(rdma_get_local_addr(id), local) != 0)
+        return NULL;
+    int idx = local_gid_index(ctx, local);
+    if (idx < 0)
+        return NULL;
+    struct ibv_ah_attr aa = {.is_global = 1,
+                             .port_num = ctx->dev.port_num,
+                             .grh = {.sgid_index = (uint8_t)idx, .hop_limit = 64}};
+    memcpy(aa.grh.dgid.raw, peer_gid, 16);
+    return ibv_create_ah(ctx->dev.pd, &aa);
+}
+
 /* Server: a client's request. Refused without valid private data or room. */
 static void on_connect_request(struct mcr_udep_ctx *ctx, struct rdma_cm_event *ev)
 {
@@ -560,6 +614,7 @@ static void on_connect_request(struct mcr_udep_ctx *ctx, struct rdma_cm_event *e
     }
     if (mcr_rdma_addr_name(rdma_get_peer_addr(id), peer->name, sizeof(peer->name)) != 0)
         peer->name[0] = '\0';
+    peer->ah = ah_of_request(ctx, id, gid);
     uint8_t priv[UDEP_PD_LEN];
     local_pd(ctx, conn_id, isn, priv);
     struct rdma_conn_param param = {
@@ -699,7 +754,8 @@ static void handle_dgram(struct mcr_udep_ctx *ctx, const uint8_t *buf, uint32_t 
         return;
     }
     if (peer->ah == NULL) {
-        /* the server's way back to the client: from its first good datagram */
+        /* the server's way back to the client when its request gave none:
+         * from its first good datagram */
         peer->ah = ibv_create_ah_from_wc(ctx->dev.pd, (struct ibv_wc *)wc, (struct ibv_grh *)buf,
                                          ctx->dev.port_num);
     }
