@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "net_rdma_move.h"
 #include "settings.h"
 #include "stats.h"
 #include "thread.h"
@@ -301,6 +302,25 @@ static void rdma_want(struct conn *c, bool readable, bool writable)
     rc->want_write = writable;
     if ((readable && (rconn_input_ready(rc) || rc->peer_gone)) || (writable && !rc->send_blocked))
         rconn_poke(rc);
+    if (rc->end_in && !rc->end_out)
+        rconn_try_end(rc);
+}
+
+/* Every -o rdma_move_interval_ms (hybrid): the client's rate, and MOVE to
+ * UD when the policy demotes it (net_rdma_move.h). */
+void rconn_move_tick(struct rdma_conn *rc, unsigned interval_ms)
+{
+    uint64_t rate = rdma_move_rate(rc->msgs, interval_ms);
+    rc->msgs = 0;
+    if (!rc->conn || !rc->movable || rc->move_sent || !rc->ep || rc->peer_gone ||
+        rconn_client_gone(rc) || !rdma_move_demote(rate))
+        return;
+    unsigned char m[MCR_RDMA_MOVE_LEN] = {MCR_RDMA_CTL_MOVE, MCR_RDMA_MOVE_TO_UD};
+    if (rconn_send_control(rc, m, sizeof(m)) != 0)
+        return; /* the next interval tries again */
+    rc->move_sent = true;
+    log_msg(LOG_CMDS, "<rdma %s: %llu messages a second: asked to move to UD", rc->conn->peer_addr,
+            (unsigned long long)rate);
 }
 
 /* conn.c closes while an RDMA READ into or WRITE from slab memory may be
