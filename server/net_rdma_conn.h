@@ -67,7 +67,8 @@ struct rdma_conn {
     bool want_read, want_write;
     bool send_blocked; /* no send buffer was free */
     bool paused;
-    bool counted; /* in curr_connections */
+    bool counted;   /* in curr_connections */
+    bool accepting; /* accepted, not yet counted (rdma_rc_max holds them a slot) */
     /* Rendezvous for output (RDMA WRITE): the landing buffer the client
      * advertised with RNDV_WRITE (one at a time), our local-only staging
      * buffer the WRITE is sent from, and a RNDV_DONE that waits for a send
