@@ -43,6 +43,10 @@ ssize_t lmr_rdma_move_finish(struct lmr_conn *conn, const struct lmr_rdma_move *
     int sys_errno = 0;
     memcached_return_t rc =
         lmr_rdma_follow_open(conn, &move.ep, move.to == MCR_RDMA_MOVE_TO_UD, &sys_errno);
+    /* the server serves UD (it moved us from or to it): an RC connect that
+     * failed otherwise than by a refusal (timed out) goes there too */
+    if (rc != MEMCACHED_SUCCESS && move.to == MCR_RDMA_MOVE_TO_RC && sys_errno != ECONNREFUSED)
+        rc = lmr_rdma_follow_open(conn, &move.ep, true, &sys_errno);
     if (rc != MEMCACHED_SUCCESS) {
         errno = sys_errno != 0 ? sys_errno : ECONNRESET;
         return -1;
