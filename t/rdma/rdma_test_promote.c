@@ -16,7 +16,11 @@
  * watcher reads rdma_rc_conns over TCP throughout. Checks: every process
  * finished, nothing lost, corrupted, failed or hung; rdma_promotions and
  * rdma_demotions both moved (at least MIN_MOVES each); rdma_rc_conns never
- * above 1; nothing evicted.
+ * above 1; nothing evicted. Then malformed moves from a UD peer of our own
+ * (rdma/ud_ep.h): after HELLO a request in a DATA message is answered in
+ * one; a message with an unknown control byte, and an END no MOVE asked
+ * for, each close that peer only (rdma_ud_peers back to 0, and the server
+ * still answers).
  */
 #include <errno.h>
 #include <signal.h>
@@ -29,6 +33,8 @@
 
 #include <libmemcached/memcached.h>
 
+#include "mcr/rdma_wire.h"
+#include "rdma/ud_ep.h"
 #include "t/rdma/mc_server.h"
 #include "t/rdma/proc.h"
 #include "t/rdma/tap.h"
@@ -267,6 +273,88 @@ static int client_process(int k, int seconds, unsigned port)
     return t.lost || t.corrupted || t.failed || t.hung ? 1 : 0;
 }
 
+/* ---- malformed moves from a UD peer of our own --------------------------------------- */
+static unsigned version_replies, other_replies;
+
+static void on_reply(struct mcr_udep_peer *peer, const void *msg, size_t len, void *user)
+{
+    (void)peer;
+    (void)user;
+    const unsigned char *m = msg;
+    if (len >= 9 && m[0] == MCR_RDMA_CTL_DATA && memcmp(m + 1, "VERSION ", 8) == 0)
+        version_replies++;
+    else
+        other_replies++;
+}
+
+/* A movable peer (HELLO sent) of a context of its own; NULL on failure. */
+static struct mcr_udep_peer *movable_peer(unsigned port, struct mcr_udep_ctx **ctx)
+{
+    struct mcr_udep_opts o = {.addr = rxe};
+    mcr_udep_opts_default(&o);
+    struct mcr_udep_callbacks cb = {.on_message = on_reply};
+    char err[256];
+    *ctx = mcr_udep_open(&o, &cb, NULL, err, sizeof(err));
+    if (*ctx == NULL)
+        tap_bail("UD context: %s", err);
+    struct mcr_udep_peer *p = mcr_udep_connect(*ctx, rxe, (uint16_t)port, 5000, err, sizeof(err));
+    if (p == NULL || mcr_udep_send(p, MCR_RDMA_UD_HELLO, MCR_RDMA_UD_HELLO_LEN) != 0)
+        tap_bail("UD peer: %s", err);
+    return p;
+}
+
+/* Polls until `want` version replies came, up to 10 s. */
+static bool await_versions(struct mcr_udep_ctx *ctx, unsigned want)
+{
+    for (int i = 0; i < 10000 && version_replies < want; i++)
+        mcr_udep_poll(ctx, 1);
+    return version_replies >= want;
+}
+
+/* rdma_ud_peers reaches want within 10 s (the peer's context polled, so
+ * that it acknowledges). */
+static long await_peers(struct mcr_udep_ctx *ctx, unsigned tcp_port, long want)
+{
+    long v = tcp_stat(tcp_port, "rdma_ud_peers");
+    for (int i = 0; i < 100 && v != want; i++) {
+        mcr_udep_poll(ctx, 100);
+        v = tcp_stat(tcp_port, "rdma_ud_peers");
+    }
+    return v;
+}
+
+static void malformed_moves(const struct server *s)
+{
+    static const char request[] = "\0version\r\n"; /* DATA, then the request */
+    struct mcr_udep_ctx *ctx;
+    struct mcr_udep_peer *p = movable_peer(s->rdma_port, &ctx);
+    bool answered = mcr_udep_send(p, request, sizeof(request) - 1) == 0 && await_versions(ctx, 1);
+    tap_ok(answered && other_replies == 0,
+           "a movable UD peer's request in a DATA message is answered in one (%u answers, %u "
+           "other messages)",
+           version_replies, other_replies);
+    static const unsigned char unknown[] = {7, 'x'};
+    mcr_udep_send(p, unknown, sizeof(unknown));
+    long peers = await_peers(ctx, s->tcp_port, 0);
+    tap_ok(peers == 0, "an unknown control byte closes that peer (rdma_ud_peers %ld)", peers);
+    mcr_udep_peer_close(p);
+    mcr_udep_close(ctx);
+
+    p = movable_peer(s->rdma_port, &ctx);
+    static const unsigned char end = MCR_RDMA_CTL_END;
+    mcr_udep_send(p, &end, 1);
+    peers = await_peers(ctx, s->tcp_port, 0);
+    tap_ok(peers == 0, "an END no MOVE asked for closes that peer (rdma_ud_peers %ld)", peers);
+    mcr_udep_peer_close(p);
+    mcr_udep_close(ctx);
+
+    memcached_st *m = rdma_client_over(s, "rdma");
+    memcached_return_t rc = memcached_version(m);
+    memcached_free(m);
+    tap_ok(rc == MEMCACHED_SUCCESS, "the server still answers an rdma:// client: %s",
+           memcached_strerror(NULL, rc));
+}
+
 /* Re-executes this program as client k (verbs resources do not survive
  * fork); its stdout goes to *out. */
 static pid_t spawn_client(const char *self, int k, int seconds, unsigned port, int *out)
@@ -377,6 +465,7 @@ int main(int argc, char **argv)
            rc_max_seen);
     long evictions = tcp_stat(s.tcp_port, "evictions");
     tap_ok(evictions == 0, "nothing was evicted (evictions %ld)", evictions);
+    malformed_moves(&s); /* after the last fork: verbs resources do not survive one */
     server_stop(&s, SIGTERM);
     tap_no_plan_end();
     return tap_exit_status();
