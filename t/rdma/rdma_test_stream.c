@@ -104,7 +104,8 @@ static void test_classify(void)
             bool valid =
                 (type == MCR_RDMA_MSG_EAGER &&
                  (flags == 0 || flags == MCR_RDMA_F_READ_DONE || flags == MCR_RDMA_F_RNDV_DONE ||
-                  flags == (MCR_RDMA_F_RNDV_DONE | MCR_RDMA_F_VALUE))) ||
+                  flags == (MCR_RDMA_F_RNDV_DONE | MCR_RDMA_F_VALUE) ||
+                  flags == MCR_RDMA_F_CONTROL)) ||
                 (type == MCR_RDMA_MSG_RNDV_WRITE && (flags == 0 || flags == MCR_RDMA_F_VALUE)) ||
                 (type == MCR_RDMA_MSG_RNDV_READ && flags == 0);
             if (valid)
