@@ -68,6 +68,8 @@ enum mcr_rdma_stream_kind mcr_rdma_stream_classify(const struct mcr_rdma_msg *ms
             out->kind = MCR_RDMA_IN_BYTES;
         else if (msg->flags == MCR_RDMA_F_READ_DONE)
             out->kind = MCR_RDMA_IN_READ_DONE;
+        else if (msg->flags == MCR_RDMA_F_CONTROL && msg->payload_len > 0)
+            out->kind = MCR_RDMA_IN_CONTROL;
         else if ((msg->flags == MCR_RDMA_F_RNDV_DONE ||
                   msg->flags == (MCR_RDMA_F_RNDV_DONE | MCR_RDMA_F_VALUE)) &&
                  mcr_rdma_done_decode(msg->payload, msg->payload_len, &out->done) == 0) {

@@ -54,6 +54,7 @@ enum mcr_rdma_stream_kind {
     MCR_RDMA_IN_VALUE_REGION, /* RNDV_WRITE + VALUE: a region for the value of reply
                                * request_id */
     MCR_RDMA_IN_READ_REGION,  /* RNDV_READ: the stream's next bytes are in the region */
+    MCR_RDMA_IN_CONTROL,      /* EAGER + CONTROL: bytes is one control record, not stream */
     MCR_RDMA_IN_BAD,          /* nothing a peer sends (or an RNDV_DONE without its count) */
 };
 

@@ -21,6 +21,9 @@ const char *mcr_rdma_wire_check(const void *wire, size_t byte_len,
     if ((h.flags & MCR_RDMA_F_READ_DONE) &&
         (h.type != MCR_RDMA_MSG_EAGER || h.flags != MCR_RDMA_F_READ_DONE))
         return "READ_DONE on a message other than a plain EAGER";
+    if ((h.flags & MCR_RDMA_F_CONTROL) &&
+        (h.type != MCR_RDMA_MSG_EAGER || h.flags != MCR_RDMA_F_CONTROL || h.payload_len == 0))
+        return "CONTROL on a message other than a plain EAGER with a record";
     if (h.payload_len > limits->max_payload)
         return "payload longer than a buffer";
     if (h.credits > limits->max_credits)

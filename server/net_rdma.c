@@ -48,6 +48,7 @@ void net_rdma_shutdown(void) {}
 
 #include "net_rdma_conn.h"
 #include "net_rdma_mem.h"
+#include "net_rdma_move.h"
 #include "net_rdma_ud.h"
 #include "stats.h"
 #include "thread.h"
@@ -108,6 +109,8 @@ static void unblock_writers(struct rdma_worker *rw)
             if (rc->want_write)
                 rconn_poke(rc);
         }
+        if (rc->end_pending)
+            rconn_try_end(rc);
     }
 }
 
@@ -242,6 +245,20 @@ static void poll_cb(evutil_socket_t fd, short what, void *arg)
     rdma_watch_reaps(rw);
 }
 
+/* Hybrid: every -o rdma_move_interval_ms, the rates of the worker's RC
+ * clients and their demotions (rconn_move_tick); what it sends goes out
+ * at the end, as in a pass over completions. */
+static void move_tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct rdma_worker *rw = arg;
+    start_collecting(rw);
+    for (struct rdma_conn *rc = rw->conns; rc; rc = rc->next)
+        rconn_move_tick(rc, settings.rdma_move_interval_ms);
+    dispatch_ready(rw);
+}
+
 /* True when the calling thread may run on one processor only. */
 static bool on_one_cpu(void)
 {
@@ -262,12 +279,23 @@ static void worker_attach(struct worker *w, void *arg)
         log_msg(LOG_ALWAYS, "rdma: worker %u cannot watch its RDMA context", w->id);
     else if (settings.rdma_poll == 1)
         keep_polling(rw, 0); /* spin from the start */
+    if (rdma_move_enabled()) {
+        unsigned ms = settings.rdma_move_interval_ms;
+        struct timeval every = {ms / 1000, (ms % 1000) * 1000};
+        rw->move_ev = event_new(w->base, -1, EV_PERSIST, move_tick_cb, rw);
+        if (!rw->move_ev || event_add(rw->move_ev, &every) != 0)
+            log_msg(LOG_ALWAYS, "rdma: worker %u has no timer for moves to UD", w->id);
+    }
 }
 
 static void worker_detach(struct worker *w, void *arg)
 {
     (void)w;
     struct rdma_worker *rw = arg;
+    if (rw->move_ev) {
+        event_free(rw->move_ev);
+        rw->move_ev = NULL;
+    }
     if (rw->reap_ev) {
         event_free(rw->reap_ev);
         rw->reap_ev = NULL;
@@ -352,6 +380,7 @@ static void rdma_stats(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "rdma_work_requests", sum.work_requests);
     emit_u64(emit, ctx, "rdma_rc_conns", sum.curr_connections);
     net_rdma_ud_stats(emit, ctx);
+    rdma_move_stats(emit, ctx);
 }
 
 /* ---- opening ------------------------------------------------------------------------- */

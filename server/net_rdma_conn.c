@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "net_rdma_move.h"
 #include "settings.h"
 #include "stats.h"
 #include "thread.h"
@@ -35,10 +36,26 @@
  * "stats conns"), above any descriptor the process can have. */
 #define RDMA_CONN_NUMBER_BASE (1 << 30)
 
+/* RC connections accepted and not yet established (counted), all
+ * workers: with them -o rdma_rc_max holds while several workers accept at
+ * once (a connection is counted only once established). */
+static uint64_t rc_accepting;
+
+/* The connection no longer waits to be established: it is counted now, or
+ * it never will be. */
+static void accepting_done(struct rdma_conn *rc)
+{
+    if (rc->accepting) {
+        rc->accepting = false;
+        __atomic_sub_fetch(&rc_accepting, 1, __ATOMIC_RELAXED);
+    }
+}
+
 /* ---- connection bookkeeping ------------------------------------------------------- */
 void rconn_unlink_free(struct rdma_conn *rc)
 {
     struct rdma_worker *rw = rc->rw;
+    accepting_done(rc);
     if (rc->prev)
         rc->prev->next = rc->next;
     else
@@ -172,6 +189,7 @@ static void on_connected(struct mcr_rdma_ep *ep, void *user)
     }
     rc->counted = true;
     CTR_ADD(rw, curr_connections, 1);
+    accepting_done(rc); /* after it counts: the two never both miss it */
     CTR_ADD(rw, total_connections, 1);
     stats_conn_opened();
     /* conn_new calls describe, attach (which sets rc->conn) and want */
@@ -251,15 +269,20 @@ int rdma_on_accept(struct mcr_rdma_listener *listener, struct mcr_rdma_ep *ep, v
         log_msg(LOG_WARN, "Too many open connections (RDMA connection refused)");
         return -1;
     }
-    if (settings.rdma_rc_max > 0 && rdma_rc_conns() >= settings.rdma_rc_max) {
+    uint64_t accepting = __atomic_add_fetch(&rc_accepting, 1, __ATOMIC_RELAXED);
+    if (settings.rdma_rc_max > 0 && rdma_rc_conns() + accepting > settings.rdma_rc_max) {
+        __atomic_sub_fetch(&rc_accepting, 1, __ATOMIC_RELAXED);
         log_msg(LOG_WARN, "RDMA RC connection refused: %u RC connections open (-o rdma_rc_max)%s",
                 settings.rdma_rc_max,
                 settings.rdma_transport & RDMA_SERVE_UD ? "; the client may use UD" : "");
         return -1;
     }
     struct rdma_conn *rc = calloc(1, sizeof(*rc));
-    if (!rc)
+    if (!rc) {
+        __atomic_sub_fetch(&rc_accepting, 1, __ATOMIC_RELAXED);
         return -1;
+    }
+    rc->accepting = true;
     static uint64_t serials;
     rc->rw = rw;
     rc->ep = ep;
@@ -301,6 +324,25 @@ static void rdma_want(struct conn *c, bool readable, bool writable)
     rc->want_write = writable;
     if ((readable && (rconn_input_ready(rc) || rc->peer_gone)) || (writable && !rc->send_blocked))
         rconn_poke(rc);
+    if (rc->end_in && !rc->end_out)
+        rconn_try_end(rc);
+}
+
+/* Every -o rdma_move_interval_ms (hybrid): the client's rate, and MOVE to
+ * UD when the policy demotes it (net_rdma_move.h). */
+void rconn_move_tick(struct rdma_conn *rc, unsigned interval_ms)
+{
+    uint64_t rate = rdma_move_rate(rc->msgs, interval_ms);
+    rc->msgs = 0;
+    if (!rc->conn || !rc->movable || rc->move_sent || !rc->ep || rc->peer_gone ||
+        rconn_client_gone(rc) || !rdma_move_demote(rate))
+        return;
+    unsigned char m[MCR_RDMA_MOVE_LEN] = {MCR_RDMA_CTL_MOVE, MCR_RDMA_MOVE_TO_UD};
+    if (rconn_send_control(rc, m, sizeof(m)) != 0)
+        return; /* the next interval tries again */
+    rc->move_sent = true;
+    log_msg(LOG_CMDS, "<rdma %s: %llu messages a second: asked to move to UD", rc->conn->peer_addr,
+            (unsigned long long)rate);
 }
 
 /* conn.c closes while an RDMA READ into or WRITE from slab memory may be

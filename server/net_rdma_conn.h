@@ -67,7 +67,8 @@ struct rdma_conn {
     bool want_read, want_write;
     bool send_blocked; /* no send buffer was free */
     bool paused;
-    bool counted; /* in curr_connections */
+    bool counted;   /* in curr_connections */
+    bool accepting; /* accepted, not yet counted (rdma_rc_max holds them a slot) */
     /* Rendezvous for output (RDMA WRITE): the landing buffer the client
      * advertised with RNDV_WRITE (one at a time), our local-only staging
      * buffer the WRITE is sent from, and a RNDV_DONE that waits for a send
@@ -121,6 +122,11 @@ struct rdma_conn {
     /* Items conn.c released while closing during a transfer (adopt_item). */
     item **held;
     unsigned nheld, held_cap;
+    /* Moves (net_rdma_move.h): the client sent HELLO (it follows the
+     * server); MOVE to UD went; its END came; ours went, or waits for a
+     * send buffer (end_pending); messages in the current interval. */
+    bool movable, move_sent, end_in, end_out, end_pending;
+    uint64_t msgs;
     uint64_t serial; /* names the connection in "stats conns" */
     char listen_addr[80];
     char peer[72]; /* the client's address, "host:port" ("" when unknown) */
@@ -133,6 +139,7 @@ struct rdma_worker {
     struct event *ctx_ev;  /* the context's descriptor */
     struct event *poll_ev; /* spin / adaptive polling */
     struct event *reap_ev; /* comes back while endpoints close (rdma_watch_reaps) */
+    struct event *move_ev; /* hybrid: every -o rdma_move_interval_ms (rconn_move_tick) */
     uint64_t last_busy_us;
     unsigned empty_polls; /* polls in a row that found nothing, across passes */
     unsigned yield_polls; /* empty polls in a row before a yield */
@@ -180,6 +187,7 @@ uint64_t rdma_rc_conns(void); /* RC connections open, all workers */
 void rconn_unlink_free(struct rdma_conn *rc);
 void rconn_release_held(struct rdma_conn *rc);
 void rdma_watch_reaps(struct rdma_worker *rw);
+void rconn_move_tick(struct rdma_conn *rc, unsigned interval_ms);
 bool rconn_client_gone(const struct rdma_conn *rc);
 void rconn_poke(struct rdma_conn *rc);
 void rconn_fail(struct rdma_conn *rc, const char *why);
@@ -195,11 +203,13 @@ void rconn_resume_if_free(struct rdma_conn *rc);
 void rconn_on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, void *user);
 void rconn_send_read_done(struct rdma_conn *rc);
 void rconn_read_done(struct rdma_conn *rc, bool direct, int status);
+void rconn_try_end(struct rdma_conn *rc);
 ssize_t rconn_recv(struct conn *c, void *buf, size_t len);
 
 /* net_rdma_send.c */
 void rconn_zero_copy_write_done(struct rdma_conn *rc, int status);
 int rconn_send_done(struct rdma_conn *rc);
+int rconn_send_control(struct rdma_conn *rc, const void *record, size_t len);
 void rconn_input_held(struct rdma_conn *rc);
 ssize_t rconn_sendv(struct conn *c, const struct iovec *iov, int iovcnt);
 

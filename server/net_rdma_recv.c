@@ -31,6 +31,7 @@
 
 #include "log.h"
 #include "net_rdma_mem.h"
+#include "net_rdma_move.h"
 
 /* Input buffered per connection before the endpoint is paused. */
 #define RDMA_INPUT_HIGH (256 * 1024)
@@ -75,6 +76,50 @@ void rconn_resume_if_free(struct rdma_conn *rc)
 }
 
 static void append_input(struct rdma_conn *rc, const void *data, uint32_t len);
+
+/* After the client's END (a move): once conn.c has read and answered
+ * everything before it (no input left, no region being pulled or owed,
+ * no transfer or RNDV_DONE of output outstanding, nothing parsed and
+ * unanswered), our END goes after those replies. Retried from rdma_want
+ * and after completions. */
+void rconn_try_end(struct rdma_conn *rc)
+{
+    struct conn *c = rc->conn;
+    if (!c || !rc->end_in || rc->end_out || !rc->ep || rc->peer_gone || rc->in.len > 0 ||
+        rc->rsrc_active || rc->rdone_owed || rc->done_pending || rc->write_inflight ||
+        rc->zw.pieces > 0 || rc->zr.inflight || rc->zr.ready)
+        return;
+    if (c->state != CONN_PARSE || c->rlen > 0 || c->resp_head || c->write_blocked)
+        return;
+    unsigned char end = MCR_RDMA_CTL_END;
+    int r = rconn_send_control(rc, &end, 1);
+    rc->end_pending = r == -EAGAIN;
+    if (r == -EAGAIN)
+        return;
+    if (r != 0) {
+        rconn_fail(rc, "cannot end the stream for a move");
+        return;
+    }
+    rc->end_out = true;
+    rdma_move_done(false);
+}
+
+/* A control record from the client: HELLO (it follows the server), or
+ * END after our MOVE. */
+static void on_control(struct rdma_conn *rc, const unsigned char *rec, uint32_t len)
+{
+    if (rec[0] == MCR_RDMA_CTL_HELLO && len == 1 && !rc->movable) {
+        rc->movable = true;
+        return;
+    }
+    if (rec[0] == MCR_RDMA_CTL_END && len == 1 && rc->move_sent && !rc->end_in) {
+        rc->end_in = true;
+        rconn_try_end(rc);
+        return;
+    }
+    rconn_fail(rc, "unexpected control message");
+}
+
 static void start_read(struct rdma_conn *rc, const struct mcr_rdma_msg *msg,
                        const struct mcr_rdma_stream_in *in);
 
@@ -85,7 +130,11 @@ void rconn_on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, vo
     if (!rc->conn)
         return; /* closing: input no longer read */
     struct mcr_rdma_stream_in in;
+    rc->msgs++;
     switch (mcr_rdma_stream_classify(msg, &in)) {
+    case MCR_RDMA_IN_CONTROL:
+        on_control(rc, in.bytes, in.len);
+        return;
     case MCR_RDMA_IN_VALUE_REGION: {
         /* a caller's buffer for the value of the reply to request_id */
         struct rdma_vbuf vb = {.opaque = msg->request_id,

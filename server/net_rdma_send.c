@@ -289,6 +289,22 @@ void rconn_input_held(struct rdma_conn *rc)
     }
 }
 
+/* One control record (include/mcr/rdma_wire.h: moves) on a message of its
+ * own, after the output accepted before it: 0, -EAGAIN (no send buffer),
+ * or another -errno. */
+int rconn_send_control(struct rdma_conn *rc, const void *record, size_t len)
+{
+    if (!rc->ep || rc->peer_gone)
+        return -EPIPE;
+    struct iovec iov = {.iov_base = (void *)record, .iov_len = len};
+    struct mcr_rdma_send s = {
+        .type = MCR_RDMA_MSG_EAGER, .flags = MCR_RDMA_F_CONTROL, .iov = &iov, .iovcnt = 1};
+    int r = mcr_rdma_ep_send(rc->ep, &s);
+    if (r == 0)
+        CTR_ADD(rc->rw, eager_msgs, 1);
+    return r;
+}
+
 ssize_t rconn_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
 {
     struct rdma_conn *rc = c->tp_data;

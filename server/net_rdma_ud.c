@@ -19,6 +19,15 @@
  * conn that closes while its replies are unacknowledged keeps its peer
  * until they are (or the peer is dead), as a socket's kernel sends what
  * was written before close.
+ *
+ * Moves (rdma_transport=hybrid, net_rdma_move.h): a client that follows
+ * the server's choice marks its peer movable with MCR_RDMA_UD_HELLO as its
+ * first message; every later message either way then starts with an
+ * enum mcr_rdma_ctl byte. A movable client whose rate reaches
+ * -o rdma_promote_rate while an RC slot is free is sent MOVE (to RC); its
+ * END mark is answered with ours once conn.c has answered everything
+ * before it (ud_try_end), and the client then closes the peer and
+ * connects over RC.
  */
 #include "net_rdma_ud.h"
 
@@ -33,6 +42,9 @@
 
 #include "conn.h"
 #include "log.h"
+#include "mcr/iov_gather.h"
+#include "mcr/rdma_wire.h"
+#include "net_rdma_move.h"
 #include "rdma/stream.h"
 #include "rdma/ud_ep.h"
 #include "settings.h"
@@ -66,7 +78,18 @@ struct ud_conn {
     bool counted;
     uint64_t serial;
     char peer_name[56]; /* the client's address and port ("" unknown) */
+    /* moves: the first message was seen; it was MCR_RDMA_UD_HELLO (the
+     * messages carry an enum mcr_rdma_ctl byte); MOVE went, holding an RC
+     * slot (slot_held, given back at close or after MOVE_SLOT_HOLD_MS);
+     * the client's END came; ours went */
+    bool hello_seen, movable, move_sent, slot_held, end_in, end_out;
+    unsigned move_ticks; /* intervals since MOVE went */
+    uint64_t msgs;       /* messages in the current interval */
 };
+
+/* An RC slot a MOVE claimed is given back after this long without the
+ * client's END (a client that stopped calling the library). */
+#define MOVE_SLOT_HOLD_MS 5000
 
 struct ud_counters {
     uint64_t peers, retransmits, duplicates, malformed;
@@ -78,6 +101,7 @@ struct ud_listen {
     struct mcr_udep_ctx *ctx;
     struct worker *w;
     struct event *cq_ev, *cm_ev, *timer_ev;
+    struct event *move_ev; /* hybrid: every -o rdma_move_interval_ms */
     struct ud_conn *conns;
     struct ud_counters ctr; /* written by the worker, read by "stats" */
     char addr[64];
@@ -92,10 +116,20 @@ static unsigned ud_next_worker;
 
 /* ---- connections ------------------------------------------------------------------- */
 static void ud_kick(struct ud_listen *ul);
+static void ud_try_end(struct ud_conn *uc);
+
+static void uconn_release_slot(struct ud_conn *uc)
+{
+    if (uc->slot_held) {
+        uc->slot_held = false;
+        rdma_move_release_slot();
+    }
+}
 
 static void uconn_free(struct ud_conn *uc)
 {
     struct ud_listen *ul = uc->ul;
+    uconn_release_slot(uc);
     ud_kick(ul); /* a pass over the context refreshes the counters (rdma_ud_peers) */
     if (uc->prev)
         uc->prev->next = uc->next;
@@ -168,6 +202,7 @@ static void ud_service(struct ud_listen *ul)
                 uc->send_blocked = false;
                 if (uc->want_write)
                     uconn_poke(uc);
+                ud_try_end(uc);
             }
         }
         int armed = mcr_udep_arm(ul->ctx, &timeout_ms);
@@ -204,6 +239,64 @@ static void ud_kick(struct ud_listen *ul)
 }
 
 static void ud_close(struct conn *c);
+
+/* ---- moves ------------------------------------------------------------------------------ */
+/* After the client's END: once conn.c has read and answered everything
+ * before it (nothing unread, nothing parsed but unanswered, no reply
+ * waiting), our END goes after those replies. Retried from ud_want and
+ * ud_service. */
+static void ud_try_end(struct ud_conn *uc)
+{
+    struct conn *c = uc->conn;
+    if (!c || !uc->end_in || uc->end_out || uc->ended || !uc->peer || uc->in.len > 0)
+        return;
+    if (c->state != CONN_PARSE || c->rlen > 0 || c->resp_head || c->write_blocked)
+        return;
+    unsigned char end = MCR_RDMA_CTL_END;
+    int rc = mcr_udep_send(uc->peer, &end, 1);
+    if (rc == -EAGAIN) {
+        uc->send_blocked = true;
+        return;
+    }
+    if (rc != 0) {
+        uconn_end(uc);
+        return;
+    }
+    uc->end_out = true;
+    rdma_move_done(true);
+    ud_kick(uc->ul);
+}
+
+/* Every -o rdma_move_interval_ms: each movable client's rate, and MOVE
+ * to those the policy promotes. */
+static void ud_move_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct ud_listen *ul = arg;
+    unsigned interval = settings.rdma_move_interval_ms;
+    for (struct ud_conn *uc = ul->conns; uc; uc = uc->next) {
+        uint64_t rate = rdma_move_rate(uc->msgs, interval);
+        uc->msgs = 0;
+        if (uc->move_sent) {
+            if (uc->slot_held && ++uc->move_ticks * (uint64_t)interval >= MOVE_SLOT_HOLD_MS)
+                uconn_release_slot(uc);
+            continue;
+        }
+        if (!uc->conn || !uc->movable || uc->ended || !uc->peer || !rdma_move_promote(rate))
+            continue;
+        unsigned char m[MCR_RDMA_MOVE_LEN] = {MCR_RDMA_CTL_MOVE, MCR_RDMA_MOVE_TO_RC};
+        if (mcr_udep_send(uc->peer, m, sizeof(m)) != 0) {
+            rdma_move_release_slot(); /* the next interval tries again */
+            continue;
+        }
+        uc->move_sent = uc->slot_held = true;
+        uc->move_ticks = 0;
+        log_msg(LOG_CMDS, "<rdma+ud %s: %llu messages a second: asked to move to RC",
+                uc->conn->peer_addr, (unsigned long long)rate);
+    }
+    ud_kick(ul);
+}
 
 /* ---- the context's callbacks (on the worker's thread, inside mcr_udep_poll) --------------- */
 static void on_peer(struct mcr_udep_peer *peer, void *user)
@@ -258,6 +351,30 @@ static void on_message(struct mcr_udep_peer *peer, const void *msg, size_t len, 
     if (len == 0) {
         uconn_end(uc); /* the client closed */
         return;
+    }
+    uc->msgs++;
+    if (!uc->hello_seen) {
+        uc->hello_seen = true;
+        if (len == MCR_RDMA_UD_HELLO_LEN && memcmp(msg, MCR_RDMA_UD_HELLO, len) == 0) {
+            uc->movable = true;
+            return;
+        }
+    }
+    if (uc->movable) {
+        const unsigned char *m = msg;
+        if (m[0] == MCR_RDMA_CTL_END && len == 1 && uc->move_sent && !uc->end_in) {
+            uc->end_in = true;
+            ud_try_end(uc);
+            return;
+        }
+        if (m[0] != MCR_RDMA_CTL_DATA || len < 2 || uc->end_in) {
+            log_msg(LOG_WARN, "<rdma+ud %s: unexpected control message (%u, %zu bytes), closing",
+                    uc->conn->peer_addr, m[0], len);
+            uconn_end(uc);
+            return;
+        }
+        msg = m + 1;
+        len--;
     }
     if (uc->in.len + len > UD_INPUT_MAX || !mcr_rdma_bytes_append(&uc->in, msg, len)) {
         log_msg(LOG_WARN, "<rdma+ud %s: %zu bytes of input unread, closing", uc->conn->peer_addr,
@@ -320,8 +437,17 @@ static ssize_t ud_sink(void *owner, const struct mcr_rdma_stream_out *out,
     (void)out;
     (void)whole;
     struct ud_conn *uc = owner;
-    const void *msg = mcr_rdma_iov_flat(uc->ul->scratch, msg_iov, n);
-    int rc = mcr_udep_send(uc->peer, msg, msg_len);
+    const void *msg;
+    size_t len = msg_len;
+    if (uc->movable) { /* DATA and the bytes */
+        uc->ul->scratch[0] = MCR_RDMA_CTL_DATA;
+        mcr_iov_gather(msg_iov, n, uc->ul->scratch + 1, msg_len);
+        msg = uc->ul->scratch;
+        len++;
+    } else {
+        msg = mcr_rdma_iov_flat(uc->ul->scratch, msg_iov, n);
+    }
+    int rc = mcr_udep_send(uc->peer, msg, len);
     if (rc == -EAGAIN) {
         uc->send_blocked = true;
         return 0;
@@ -338,7 +464,8 @@ static ssize_t ud_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
     if (uc->ended || !uc->peer)
         return (ssize_t)total; /* no reader any more: dropped, as after a socket's FIN */
     bool failed = false;
-    size_t sent = mcr_rdma_stream_push(iov, iovcnt, UD_STREAM_MSG_MAX, ud_sink, uc, &failed);
+    size_t sent = mcr_rdma_stream_push(iov, iovcnt, UD_STREAM_MSG_MAX - (uc->movable ? 1 : 0),
+                                       ud_sink, uc, &failed);
     if (sent > 0) {
         __atomic_add_fetch(&uc->ul->ctr.bytes_written, sent, __ATOMIC_RELAXED);
         ud_kick(uc->ul);
@@ -361,6 +488,7 @@ static void ud_want(struct conn *c, bool readable, bool writable)
     uc->want_write = writable;
     if ((readable && (uc->in.len > 0 || uc->ended)) || (writable && !uc->send_blocked))
         uconn_poke(uc);
+    ud_try_end(uc);
 }
 
 static void ud_close(struct conn *c)
@@ -370,6 +498,7 @@ static void ud_close(struct conn *c)
     if (!uc)
         return;
     uc->conn = NULL;
+    uconn_release_slot(uc);
     if (uc->counted) {
         uc->counted = false;
         stats_conn_closed();
@@ -419,6 +548,13 @@ static void ud_attach_worker(struct worker *w, void *arg)
         log_msg(LOG_ALWAYS, "rdma ud %s: worker %u cannot watch its context", ul->addr, w->id);
         return;
     }
+    if (rdma_move_enabled()) {
+        unsigned ms = settings.rdma_move_interval_ms;
+        struct timeval every = {ms / 1000, (ms % 1000) * 1000};
+        ul->move_ev = event_new(w->base, -1, EV_PERSIST, ud_move_cb, ul);
+        if (!ul->move_ev || event_add(ul->move_ev, &every) != 0)
+            log_msg(LOG_ALWAYS, "rdma ud %s: no timer for moves to RC", ul->addr);
+    }
     ud_service(ul);
 }
 
@@ -426,7 +562,7 @@ static void ud_detach_worker(struct worker *w, void *arg)
 {
     (void)w;
     struct ud_listen *ul = arg;
-    struct event **evs[] = {&ul->timer_ev, &ul->cm_ev, &ul->cq_ev};
+    struct event **evs[] = {&ul->move_ev, &ul->timer_ev, &ul->cm_ev, &ul->cq_ev};
     for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
         if (*evs[i]) {
             event_free(*evs[i]);

@@ -68,6 +68,9 @@ void settings_init(struct settings *s)
     s->rdma_eager_max = 8192;
     s->rdma_transport = RDMA_SERVE_HYBRID;
     s->rdma_ud_keepalive_ms = 30000;
+    s->rdma_promote_rate = 1000;
+    s->rdma_demote_rate = 10;
+    s->rdma_move_interval_ms = 1000;
     s->num_threads = 4;
     s->reqs_per_event = 20;
     s->binding_protocol = PROTOCOL_AUTO;
@@ -323,6 +326,11 @@ static void print_usage(FILE *out)
             "   - rdma_rc_max:         RC connections at most, more are refused (default: 0, no\n"
             "                          limit)\n"
             "   - rdma_ud_keepalive_ms: probe a UD client silent this long (default: 30000)\n"
+            "   - rdma_promote_rate:   hybrid: move an rdma:// client from UD to RC at this\n"
+            "                          many messages a second (default: 1000)\n"
+            "   - rdma_demote_rate:    hybrid: move it back to UD below this many (default: 10)\n"
+            "   - rdma_move_interval_ms: hybrid: rates are measured over this long (default:\n"
+            "                          1000)\n"
             "   - tail_repair_time:    accepted\n"
             "   - ext_path:            file for values on flash, PATH:SIZE (repeatable)\n"
             "   - ext_page_size:       flash page size in MiB (default: 64)\n"
@@ -638,6 +646,23 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
             return false;
         }
         s->rdma_ud_keepalive_ms = (unsigned)v;
+    } else if (strcmp(opt, "rdma_promote_rate") == 0 || strcmp(opt, "rdma_demote_rate") == 0) {
+        NEED_VALUE();
+        if (!parse_long(value, 0, 100000000, &v)) {
+            fprintf(errout, "%s must be 0..100000000: %s\n", opt, value);
+            return false;
+        }
+        if (opt[5] == 'p')
+            s->rdma_promote_rate = (unsigned)v;
+        else
+            s->rdma_demote_rate = (unsigned)v;
+    } else if (strcmp(opt, "rdma_move_interval_ms") == 0) {
+        NEED_VALUE();
+        if (!parse_long(value, 10, 3600000, &v)) {
+            fprintf(errout, "rdma_move_interval_ms must be 10..3600000: %s\n", value);
+            return false;
+        }
+        s->rdma_move_interval_ms = (unsigned)v;
     } else if (strcmp(opt, "tail_repair_time") == 0) {
         NEED_VALUE();
         v = lenient_int(value);

@@ -69,6 +69,10 @@ struct settings {
     int rdma_transport;            /* -o rdma_transport: RDMA_SERVE_RC, _UD, _HYBRID (default) */
     unsigned rdma_rc_max;          /* -o rdma_rc_max: RC connections at most; 0 = no limit */
     unsigned rdma_ud_keepalive_ms; /* -o rdma_ud_keepalive_ms: probe a silent UD peer; 30000 */
+    /* hybrid: moves between RC and UD (net_rdma_move.c) */
+    unsigned rdma_promote_rate;     /* -o rdma_promote_rate: UD -> RC at this many msgs/s; 1000 */
+    unsigned rdma_demote_rate;      /* -o rdma_demote_rate: RC -> UD below this many msgs/s; 10 */
+    unsigned rdma_move_interval_ms; /* -o rdma_move_interval_ms: rates measured over; 1000 */
 
     /* process */
     bool daemonize;   /* -d */

@@ -53,7 +53,12 @@ enum mcr_rdma_msg_type {
  * advertised under request_id (it has been read and may be reused); the
  * payload, if any, is ordinary payload (a reply riding along). */
 #define MCR_RDMA_F_READ_DONE 0x0004u
-#define MCR_RDMA_F_ALL (MCR_RDMA_F_RNDV_DONE | MCR_RDMA_F_VALUE | MCR_RDMA_F_READ_DONE)
+/* EAGER only, alone: the payload is not stream bytes but one control
+ * record (enum mcr_rdma_ctl and what follows it: moves between RC and UD,
+ * below). */
+#define MCR_RDMA_F_CONTROL 0x0008u
+#define MCR_RDMA_F_ALL                                                                             \
+    (MCR_RDMA_F_RNDV_DONE | MCR_RDMA_F_VALUE | MCR_RDMA_F_READ_DONE | MCR_RDMA_F_CONTROL)
 
 /* The payload of a message with RNDV_DONE: the count of stream bytes the
  * RDMA WRITE put in the region (4 bytes, little-endian, at least 1), then
@@ -186,5 +191,35 @@ static inline int mcr_rdma_conn_data_decode(const void *wire, unsigned len,
     cd->recv_buf_size = mcr_le_get32(p + 8);
     return 0;
 }
+
+/* ---- moves between RC and UD (rdma_transport=hybrid; doc/rdma.md,
+ * "Promotion and demotion") --------------------------------------------------------------
+ * A client that follows the server's choice (rdma://) marks its UD peer
+ * movable with a first message of exactly MCR_RDMA_UD_HELLO_LEN bytes,
+ * MCR_RDMA_UD_HELLO (it starts with a zero byte, which no memcached request
+ * does). On such a peer every later message in either direction starts
+ * with one byte of enum mcr_rdma_ctl: DATA is followed by stream bytes (at
+ * least one), MOVE by one byte of enum mcr_rdma_move_to, END by nothing.
+ * An empty message still ends the stream (the client closed).
+ * Over RC the same records travel as the payload of EAGER messages with
+ * MCR_RDMA_F_CONTROL, and a movable client's first one is HELLO.
+ * The move: the server sends MOVE; the client sends nothing new on the old
+ * transport but, between two whole requests, END; the server answers every
+ * request before the client's END and then sends END; the client reads up
+ * to the server's END, closes the old transport and opens the other one
+ * (RC refused: UD again). So no byte is lost, duplicated or reordered. */
+enum mcr_rdma_ctl {
+    MCR_RDMA_CTL_DATA = 0,
+    MCR_RDMA_CTL_MOVE = 1,
+    MCR_RDMA_CTL_END = 2,
+    MCR_RDMA_CTL_HELLO = 3, /* RC: the client's first control record marks it movable */
+};
+enum mcr_rdma_move_to {
+    MCR_RDMA_MOVE_TO_RC = 1,
+    MCR_RDMA_MOVE_TO_UD = 2,
+};
+#define MCR_RDMA_UD_HELLO "\0mcr-movable-1\0"
+#define MCR_RDMA_UD_HELLO_LEN 16u
+#define MCR_RDMA_MOVE_LEN 2u /* MOVE and its target */
 
 #endif

@@ -58,6 +58,19 @@ static bool awaiting_reply(const memcached_instance_st *srv)
     return srv->head != NULL && srv->head != srv->send_next;
 }
 
+/* The transport moves the connection (transport.h: switching): the old
+ * transport's last bytes and end are read even when no reply is awaited. */
+static bool switching(const memcached_instance_st *srv)
+{
+    return srv->conn.ops != NULL && srv->conn.ops->switching != NULL &&
+           srv->conn.ops->switching(&srv->conn);
+}
+
+static bool wants_input(const memcached_instance_st *srv)
+{
+    return awaiting_reply(srv) || switching(srv);
+}
+
 int64_t lmr_io_now_ms(void)
 {
     struct timespec ts;
@@ -388,6 +401,10 @@ static bool send_some(memcached_instance_st *srv)
     srv->deferred = 0; /* everything queued is offered now */
     srv->deferred_bytes = 0;
     while (srv->send_next != NULL && srv->conn.ops != NULL) {
+        /* between two whole requests, a transport that moves holds them */
+        if (srv->send_next->sent == 0 && srv->conn.ops->hold_sends != NULL &&
+            srv->conn.ops->hold_sends(&srv->conn))
+            return true;
         struct iovec iov[LMR_IOV_BATCH];
         int n = 0;
         uint32_t starting = 0;
@@ -478,12 +495,28 @@ static bool grow_rbuf(memcached_instance_st *srv)
     return true;
 }
 
+/* The transport moved the connection (transport.h: switching): a new
+ * connection, authenticated anew when the client uses SASL. Returns false
+ * if the server failed. */
+static bool moved(memcached_instance_st *srv)
+{
+    if (!lmr_sasl_wanted(srv->client))
+        return true;
+    memcached_return_t rc = lmr_sasl_authenticate(srv);
+    if (rc != MEMCACHED_SUCCESS) {
+        lmr_io_fail_server(srv, rc, "SASL authentication failed");
+        return false;
+    }
+    return true;
+}
+
 /* Reads what is available and parses it. Returns false if the server failed. */
 static bool receive_some(memcached_instance_st *srv)
 {
     const struct lmr_proto *proto = lmr_proto_of(srv->client);
     for (int round = 0; round < 64 && srv->conn.ops != NULL; round++) {
         struct lmr_body *body = &srv->body;
+        bool was_switching = switching(srv);
         ssize_t got;
         if (body->active && body->dest != NULL && srv->rstart == srv->rend &&
             body->received < body->value_length &&
@@ -513,7 +546,7 @@ static bool receive_some(memcached_instance_st *srv)
         }
         if (got < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return true;
+                return was_switching && !switching(srv) ? moved(srv) : true;
             lmr_io_fail_server(srv, MEMCACHED_READ_FAILURE, strerror(errno));
             return false;
         }
@@ -527,7 +560,7 @@ static bool receive_some(memcached_instance_st *srv)
                                    : "malformed reply from server");
             return false;
         }
-        if (!awaiting_reply(srv))
+        if (!wants_input(srv))
             return true; /* every reply is in: no read that would only say EAGAIN */
     }
     return true;
@@ -577,8 +610,11 @@ static void pump(memcached_instance_st *srv, bool receive)
 {
     if (srv->conn.ops == NULL || !finish_connecting(srv))
         return;
-    if (send_some(srv) && awaiting_reply(srv) && (receive || srv->send_next != NULL))
-        receive_some(srv);
+    if (!send_some(srv) || !wants_input(srv) || (!receive && srv->send_next == NULL))
+        return;
+    bool moving = switching(srv);
+    if (receive_some(srv) && moving && srv->conn.ops != NULL && !switching(srv))
+        send_some(srv); /* moved: the requests held go over the new transport */
 }
 
 /* When a server marked stalled (server.h) fails if it still made no
@@ -715,7 +751,7 @@ static bool spin_for_input(struct lmr_client *c)
         }
         for (uint32_t i = 0; i < c->server_count; i++) {
             memcached_instance_st *srv = c->servers[i];
-            if (srv->conn.ops != NULL && srv->conn.ops->poll_input != NULL && awaiting_reply(srv) &&
+            if (srv->conn.ops != NULL && srv->conn.ops->poll_input != NULL && wants_input(srv) &&
                 srv->conn.ops->poll_input(&srv->conn))
                 return true;
         }
@@ -766,7 +802,7 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
                 events |= POLLOUT | POLLIN; /* as finish_connecting() asks */
             else if (srv->send_next != NULL && window_allows(srv, srv->send_next, 0))
                 events |= POLLOUT;
-            if (awaiting_reply(srv))
+            if (wants_input(srv))
                 events |= POLLIN;
             fds[nfds].fd = srv->conn.ops->poll_fd(&srv->conn);
             fds[nfds].events = events;

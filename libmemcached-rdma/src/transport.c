@@ -6,6 +6,7 @@
 
 #include "config.h"
 #include "transport_rdma.h"
+#include "transport_rdma_move.h"
 #include "transport_ud.h"
 
 #include <errno.h>
@@ -16,14 +17,12 @@
  * when the server refuses RC (its RC connections are at -o rdma_rc_max, or
  * it serves UD only: rdma_reject, or no RC listener). A server that does
  * not answer (ETIMEDOUT) is not asked again over UD. Each connect asks for
- * RC first, so a client reconnecting after RC slots freed gets RC. */
+ * RC first, so a client reconnecting after RC slots freed gets RC; the
+ * server may move it between the two later (transport_rdma_move.h). */
 static memcached_return_t rdma_follow_open(struct lmr_conn *conn, const struct lmr_endpoint *ep,
                                            int *sys_errno)
 {
-    memcached_return_t rc = lmr_transport_rdma.open(conn, ep, sys_errno);
-    if (rc == MEMCACHED_CONNECTION_FAILURE && *sys_errno == ECONNREFUSED)
-        rc = lmr_transport_ud.open(conn, ep, sys_errno);
-    return rc;
+    return lmr_rdma_follow_open(conn, ep, false, sys_errno);
 }
 
 /* Only open: it installs the table of the transport it connected with

@@ -37,6 +37,9 @@ struct lmr_endpoint {
      * type, to size what is shared. */
     void **shared;
     unsigned shared_peers;
+    /* RDMA: the connection follows the server's choice (rdma://) and moves
+     * between RC and UD when the server asks (transport_rdma_move.h) */
+    bool movable;
 };
 
 struct lmr_transport_ops {
@@ -115,6 +118,16 @@ struct lmr_transport_ops {
      * timeout_ms from now first, so that one pass over all servers waits
      * one timeout in all and reads the clock only if something waits. */
     void (*push)(struct lmr_conn *conn, int64_t *deadline_ms, int timeout_ms);
+    /* Optional, for transports that can move the connection to another
+     * one at the server's request (RDMA: between RC and UD): switching
+     * is true from the server's request until the move is done; while it
+     * is, the pipeline keeps reading (the old transport's last replies),
+     * and calls hold_sends between two whole requests before it sends
+     * more: true holds them (the first such call ends the request stream
+     * on the old transport). recv completes the move when the old stream
+     * ends; then sending goes on over the new transport. */
+    bool (*switching)(const struct lmr_conn *conn);
+    bool (*hold_sends)(struct lmr_conn *conn);
 };
 
 struct lmr_conn {

@@ -44,6 +44,9 @@
  * descriptor (completions, connection events) and an eventfd that this file
  * keeps readable while received bytes wait in the input buffer or the
  * connection has gone (so the reader sees end of stream).
+ *
+ * An rdma:// connection (the endpoint's movable) sends HELLO as a control
+ * record first; the server's MOVE moves it to UD (transport_rdma_move.h).
  */
 #include "transport.h"
 
@@ -135,6 +138,20 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
         s->in_received += in.done.count;
         return;
     }
+    case MCR_RDMA_IN_CONTROL: {
+        /* a move: MOVE to UD, or the server's END after ours */
+        const unsigned char *rec = in.bytes;
+        if (s->move.movable && rec[0] == MCR_RDMA_CTL_MOVE && in.len == MCR_RDMA_MOVE_LEN &&
+            rec[1] == MCR_RDMA_MOVE_TO_UD && !s->move.server_end) {
+            s->move.to = MCR_RDMA_MOVE_TO_UD;
+            return;
+        }
+        if (s->move.end_sent && rec[0] == MCR_RDMA_CTL_END && in.len == 1 && !s->move.server_end) {
+            s->move.server_end = true;
+            return;
+        }
+        break;
+    }
     case MCR_RDMA_IN_WRITE_DONE:
         /* the server wrote the next done.count bytes of the stream into
          * the landing buffer */
@@ -154,10 +171,21 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
     mcr_rdma_ep_abort(ep); /* the reader sees the end of the stream */
 }
 
-/* Received bytes wait to be read (in `in` or in a value segment). */
+/* Received bytes wait to be read (in `in` or in a value segment), or the
+ * server's END of a move. */
 static bool input_waiting(const struct rdma_stream *s)
 {
-    return s->in.len > 0 || s->nsegs > 0;
+    return s->in.len > 0 || s->nsegs > 0 || s->move.server_end;
+}
+
+/* One control record on a message of its own: 0 or -errno (-EAGAIN: no
+ * send buffer). */
+static int send_control(struct rdma_stream *s, const void *record, size_t len)
+{
+    struct iovec iov = {.iov_base = (void *)record, .iov_len = len};
+    struct mcr_rdma_send m = {
+        .type = MCR_RDMA_MSG_EAGER, .flags = MCR_RDMA_F_CONTROL, .iov = &iov, .iovcnt = 1};
+    return s->ep == NULL ? -EPIPE : mcr_rdma_ep_send(s->ep, &m);
 }
 
 /* Window operations only (this side starts no RDMA READ or WRITE): a bind
@@ -630,6 +658,10 @@ static memcached_return_t rdma_open(struct lmr_conn *conn, const struct lmr_endp
      * each transfer registers its region and drops it at its end. Without a
      * landing buffer, replies simply stay eager; without a request buffer,
      * requests do. */
+    lmr_rdma_move_init(&s->move, ep);
+    static const unsigned char hello = MCR_RDMA_CTL_HELLO;
+    if (s->move.movable && send_control(s, &hello, 1) != 0)
+        s->move.movable = false; /* served, but never moved */
     s->windows = mcr_rdma_ctx_has_windows(s->ctx) &&
                  lmr_env_unsigned("LIBMEMCACHED_RDMA_MEMORY_WINDOWS", 1, 1) == 1;
     s->land = aligned_alloc(4096, RDMA_LAND_SIZE);
@@ -719,6 +751,8 @@ static ssize_t rdma_recv(struct lmr_conn *conn, void *buf, size_t len)
     struct rdma_stream *s = conn->transport_state;
     if (!input_waiting(s))
         progress(s, -1); /* only then: a poll costs every reply some latency */
+    if (s->in.len == 0 && s->nsegs == 0 && s->move.server_end && !s->closed)
+        return lmr_rdma_move_finish(conn, &s->move);
     if (!input_waiting(s)) {
         if (s->closed)
             return 0;
@@ -854,6 +888,40 @@ static void rdma_poll_events(struct lmr_conn *conn)
     }
 }
 
+static bool rdma_switching(const struct lmr_conn *conn)
+{
+    const struct rdma_stream *s = conn->transport_state;
+    return s->move.to != 0 && !s->closed;
+}
+
+/* Between two whole requests while a move is asked for: END, once, after
+ * every byte taken (what waits in `out` goes first); then nothing more on
+ * this connection. */
+static bool rdma_hold_sends(struct lmr_conn *conn)
+{
+    struct rdma_stream *s = conn->transport_state;
+    if (s->move.to == 0 || s->closed)
+        return false;
+    if (s->move.end_sent)
+        return true;
+    if (!flush_out(s) || s->closed)
+        return false; /* the send that follows fails the server */
+    if (s->out.len > 0) {
+        progress(s, -1);
+        return true; /* END goes at a later call */
+    }
+    static const unsigned char end = MCR_RDMA_CTL_END;
+    int r = send_control(s, &end, 1);
+    if (r == -EAGAIN) {
+        progress(s, -1);
+        return true;
+    }
+    if (r != 0)
+        return false;
+    s->move.end_sent = true;
+    return true;
+}
+
 static void rdma_close(struct lmr_conn *conn)
 {
     if (conn->transport_state != NULL)
@@ -878,6 +946,8 @@ const struct lmr_transport_ops lmr_transport_rdma = {
     .poll_events = rdma_poll_events,
     .drain = rdma_drain,
     .push = rdma_push,
+    .switching = rdma_switching,
+    .hold_sends = rdma_hold_sends,
 };
 
 #endif

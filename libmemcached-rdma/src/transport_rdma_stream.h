@@ -21,6 +21,7 @@
 #include "transport.h"
 #include "transport_rdma_ctx.h"
 #include "transport_rdma_grant.h"
+#include "transport_rdma_move.h"
 
 /* The landing buffer advertised to the server for large replies. */
 #define RDMA_LAND_SIZE (1024u * 1024)
@@ -111,6 +112,9 @@ struct rdma_stream {
      * the endpoint's messages sent and received at the stall). */
     bool push_stalled;
     uint64_t stall_moved;
+    /* rdma:// (move.movable): HELLO went first; the server may ask it to
+     * move to UD (control records, include/mcr/rdma_wire.h) */
+    struct lmr_rdma_move move;
 };
 
 /* transport_rdma.c */

@@ -15,6 +15,10 @@
  * is sent again while the program sleeps in the pipeline. A server that
  * stops answering for the layer's dead timeout (5 s) reads as end of
  * stream: its requests complete with MEMCACHED_CONNECTION_FAILURE.
+ *
+ * An rdma:// connection (the endpoint's movable) marks its peer movable
+ * with MCR_RDMA_UD_HELLO; its messages then carry an enum mcr_rdma_ctl
+ * byte, and the server's MOVE moves it to RC (transport_rdma_move.h).
  */
 #include "config.h"
 
@@ -33,9 +37,12 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "mcr/iov_gather.h"
+#include "mcr/rdma_wire.h"
 #include "rdma/stream.h"
 #include "rdma/ud_ep.h"
 #include "server.h"
+#include "transport_rdma_move.h"
 
 /* Largest message of request bytes (the server's largest for replies). */
 #define UD_STREAM_MSG_MAX (64 * 1024)
@@ -70,6 +77,7 @@ struct ud_stream {
     char host[MEMCACHED_NI_MAXHOST];
     uint16_t port;
     int connect_timeout_ms;
+    struct lmr_rdma_move move; /* move.movable: the messages carry a control byte */
 };
 
 static int64_t coarse_ms(void)
@@ -93,6 +101,24 @@ static void on_message(struct mcr_udep_peer *peer, const void *msg, size_t len, 
     struct ud_stream *s = mcr_udep_peer_user(peer);
     if (s == NULL || s->ended)
         return;
+    if (s->move.movable && len > 0) {
+        const unsigned char *m = msg;
+        if (m[0] == MCR_RDMA_CTL_MOVE && len == MCR_RDMA_MOVE_LEN && !s->move.server_end) {
+            if (m[1] == MCR_RDMA_MOVE_TO_RC) /* the only move from UD */
+                s->move.to = MCR_RDMA_MOVE_TO_RC;
+            return;
+        }
+        if (m[0] == MCR_RDMA_CTL_END && len == 1 && s->move.end_sent) {
+            s->move.server_end = true;
+            return;
+        }
+        if (m[0] != MCR_RDMA_CTL_DATA || len < 2 || s->move.server_end) {
+            s->ended = true; /* not what a server sends */
+            return;
+        }
+        msg = m + 1;
+        len--;
+    }
     if (len == 0 || !mcr_rdma_bytes_append(&s->in, msg, len))
         s->ended = true; /* the server closed, or no memory: the connection ends */
 }
@@ -192,6 +218,14 @@ static memcached_return_t connect_peer(struct ud_stream *s, int *sys_errno)
     }
     mcr_udep_peer_set_user(s->peer, s);
     s->last_use_ms = coarse_ms();
+    s->move.to = 0; /* a new peer: a move asked of the old one is void */
+    s->move.end_sent = s->move.server_end = false;
+    if (s->move.movable && mcr_udep_send(s->peer, MCR_RDMA_UD_HELLO, MCR_RDMA_UD_HELLO_LEN) != 0) {
+        mcr_udep_peer_close(s->peer);
+        s->peer = NULL;
+        *sys_errno = ECONNRESET;
+        return MEMCACHED_CONNECTION_FAILURE;
+    }
     return MEMCACHED_SUCCESS;
 }
 
@@ -217,6 +251,7 @@ static memcached_return_t ud_open(struct lmr_conn *conn, const struct lmr_endpoi
     s->port = (uint16_t)ep->port;
     s->connect_timeout_ms =
         ep->connect_timeout_ms > 0 ? ep->connect_timeout_ms : UD_CONNECT_TIMEOUT_MS;
+    lmr_rdma_move_init(&s->move, ep);
     memcached_return_t rc = connect_peer(s, sys_errno);
     if (rc != MEMCACHED_SUCCESS) {
         free(s);
@@ -255,8 +290,17 @@ static ssize_t ud_sink(void *owner, const struct mcr_rdma_stream_out *out,
     (void)out;
     (void)whole;
     struct ud_stream *s = owner;
-    const void *msg = mcr_rdma_iov_flat(s->u->scratch, msg_iov, n);
-    int rc = mcr_udep_send(s->peer, msg, msg_len);
+    const void *msg;
+    size_t len = msg_len;
+    if (s->move.movable) { /* DATA and the bytes */
+        s->u->scratch[0] = MCR_RDMA_CTL_DATA;
+        mcr_iov_gather(msg_iov, n, s->u->scratch + 1, msg_len);
+        msg = s->u->scratch;
+        len++;
+    } else {
+        msg = mcr_rdma_iov_flat(s->u->scratch, msg_iov, n);
+    }
+    int rc = mcr_udep_send(s->peer, msg, len);
     if (rc == -EAGAIN)
         return 0;
     return rc == 0 ? (ssize_t)msg_len : -1;
@@ -290,7 +334,8 @@ static ssize_t ud_send(struct lmr_conn *conn, const struct iovec *iov, int iovcn
     size_t sent = 0;
     int64_t give_up = now + UD_SEND_WAIT_MAX_MS;
     for (;;) {
-        sent = mcr_rdma_stream_push(iov, iovcnt, UD_STREAM_MSG_MAX, ud_sink, s, &failed);
+        sent = mcr_rdma_stream_push(iov, iovcnt, UD_STREAM_MSG_MAX - (s->move.movable ? 1 : 0),
+                                    ud_sink, s, &failed);
         if (sent > 0 || failed || coarse_ms() >= give_up)
             break;
         mcr_udep_poll(s->u->ctx, 10); /* acks make room */
@@ -314,6 +359,8 @@ static ssize_t ud_recv(struct lmr_conn *conn, void *buf, size_t len)
     if (s->in.len == 0)
         progress_quietly(s->u);
     if (s->in.len == 0) {
+        if (s->move.server_end && !s->ended)
+            return lmr_rdma_move_finish(conn, &s->move);
         if (s->ended)
             return 0;
         errno = EAGAIN;
@@ -333,7 +380,7 @@ static bool ud_poll_input(struct lmr_conn *conn)
 {
     struct ud_stream *s = conn->transport_state;
     progress_quietly(s->u);
-    return s->in.len > 0 || s->ended;
+    return s->in.len > 0 || s->ended || s->move.server_end;
 }
 
 /* Before the pipeline sleeps: completion events armed, the timerfd set for
@@ -356,7 +403,7 @@ static bool ud_prepare_sleep(struct lmr_conn *conn)
     timerfd_settime(u->timerfd, 0, &its, NULL); /* also clears an expiry */
     bool ready = armed != 0;
     for (struct ud_stream *t = u->streams; t && !ready; t = t->next)
-        ready = t->in.len > 0 || t->ended;
+        ready = t->in.len > 0 || t->ended || t->move.server_end;
     return ready;
 }
 
@@ -393,6 +440,36 @@ static void ud_push(struct lmr_conn *conn, int64_t *deadline_ms, int timeout_ms)
     wait_idle(s, *deadline_ms);
 }
 
+static bool ud_switching(const struct lmr_conn *conn)
+{
+    const struct ud_stream *s = conn->transport_state;
+    return s->move.to != 0 && !s->ended;
+}
+
+/* Between two whole requests while a move is asked for: END, once; then
+ * nothing more goes on this peer. The END waits for room in the peer's
+ * send queue as a send does. */
+static bool ud_hold_sends(struct lmr_conn *conn)
+{
+    struct ud_stream *s = conn->transport_state;
+    if (s->move.to == 0 || s->ended || s->peer == NULL)
+        return false;
+    if (s->move.end_sent)
+        return true;
+    unsigned char end = MCR_RDMA_CTL_END;
+    int64_t give_up = coarse_ms() + UD_SEND_WAIT_MAX_MS;
+    int rc;
+    while ((rc = mcr_udep_send(s->peer, &end, 1)) == -EAGAIN && coarse_ms() < give_up &&
+           !s->ended && s->peer != NULL)
+        mcr_udep_poll(s->u->ctx, 10);
+    if (rc != 0) {
+        s->ended = true; /* reads as a lost connection */
+        return false;
+    }
+    s->move.end_sent = true;
+    return true;
+}
+
 static void ud_close(struct lmr_conn *conn)
 {
     struct ud_stream *s = conn->transport_state;
@@ -424,6 +501,8 @@ const struct lmr_transport_ops lmr_transport_ud = {
     .poll_events = ud_poll_events,
     .drain = ud_drain,
     .push = ud_push,
+    .switching = ud_switching,
+    .hold_sends = ud_hold_sends,
 };
 
 #endif

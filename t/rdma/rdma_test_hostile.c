@@ -345,6 +345,8 @@ static void snoop_parse(struct mcr_rdma_ep *ep)
 static void snoop_on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, void *user)
 {
     (void)user;
+    if (msg->flags == MCR_RDMA_F_CONTROL)
+        return; /* an rdma:// client's HELLO: this server moves nobody */
     if (msg->type == MCR_RDMA_MSG_RNDV_WRITE && msg->flags == 0) {
         if (snoop.land_ads == 0)
             snoop.land_first = msg->rndv;

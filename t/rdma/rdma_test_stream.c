@@ -63,6 +63,12 @@ static void test_classify(void)
                    MCR_RDMA_IN_READ_DONE &&
                in.len == 7,
            "EAGER + READ_DONE: ends a READ region, its payload is stream bytes");
+    const unsigned char move[2] = {MCR_RDMA_CTL_MOVE, MCR_RDMA_MOVE_TO_UD};
+    tap_ok(kind_of(MCR_RDMA_MSG_EAGER, MCR_RDMA_F_CONTROL, move, 2, &in) == MCR_RDMA_IN_CONTROL &&
+               in.bytes == move && in.len == 2,
+           "EAGER + CONTROL: a control record, not stream bytes");
+    tap_ok(kind_of(MCR_RDMA_MSG_EAGER, MCR_RDMA_F_CONTROL, move, 0, &in) == MCR_RDMA_IN_BAD,
+           "EAGER + CONTROL without a record: bad");
     unsigned char done[4 + 5];
     mcr_rdma_done_encode_count(70000, done);
     memcpy(done + 4, "head!", 5);
@@ -98,7 +104,8 @@ static void test_classify(void)
             bool valid =
                 (type == MCR_RDMA_MSG_EAGER &&
                  (flags == 0 || flags == MCR_RDMA_F_READ_DONE || flags == MCR_RDMA_F_RNDV_DONE ||
-                  flags == (MCR_RDMA_F_RNDV_DONE | MCR_RDMA_F_VALUE))) ||
+                  flags == (MCR_RDMA_F_RNDV_DONE | MCR_RDMA_F_VALUE) ||
+                  flags == MCR_RDMA_F_CONTROL)) ||
                 (type == MCR_RDMA_MSG_RNDV_WRITE && (flags == 0 || flags == MCR_RDMA_F_VALUE)) ||
                 (type == MCR_RDMA_MSG_RNDV_READ && flags == 0);
             if (valid)

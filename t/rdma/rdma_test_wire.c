@@ -36,7 +36,7 @@ static const char *check(const struct mcr_rdma_hdr *h, size_t total)
 
 int main(void)
 {
-    tap_plan(26);
+    tap_plan(30);
     struct mcr_rdma_hdr h = {.magic = MCR_RDMA_MAGIC,
                              .version = MCR_RDMA_VERSION,
                              .type = MCR_RDMA_MSG_RNDV_WRITE,
@@ -91,6 +91,15 @@ int main(void)
     e.flags = MCR_RDMA_F_READ_DONE;
     e.type = MCR_RDMA_MSG_CREDIT;
     tap_ok(check(&e, BASE) != NULL, "READ_DONE on a credit message rejected");
+    e = good_eager(2);
+    e.flags = MCR_RDMA_F_CONTROL;
+    tap_ok(check(&e, BASE + 2) == NULL, "CONTROL on an eager message with a record accepted");
+    tap_ok(check(&e, BASE) != NULL, "CONTROL without a record rejected");
+    e.flags = MCR_RDMA_F_CONTROL | MCR_RDMA_F_READ_DONE;
+    tap_ok(check(&e, BASE + 2) != NULL, "CONTROL with another flag rejected");
+    e.flags = MCR_RDMA_F_CONTROL;
+    e.type = MCR_RDMA_MSG_CREDIT;
+    tap_ok(check(&e, BASE + 2) != NULL, "CONTROL on a credit message rejected");
     e = good_eager(0);
     tap_ok(check(&e, BASE + limits.max_payload + 1) != NULL, "payload beyond a buffer rejected");
     e = good_eager(0);

@@ -1,0 +1,480 @@
+/* t/rdma/rdma_test_promote.c: promotion and demotion between UD and RC
+ * (-o rdma_transport=hybrid) with requests in flight, inside the
+ * Soft-RoCE guest:
+ *   rdma_test_promote SERVER_BINARY [SECONDS]
+ *
+ * The server allows one RC connection (rdma_rc_max=1), promotes an
+ * rdma:// client at 5 messages a second and demotes an RC client below
+ * 1,000,000 (so every interval of 200 ms the RC client goes back to UD
+ * and a busy UD client takes its place): moves are forced over and over.
+ * CLIENTS client processes over rdma:// run for SECONDS (default 20):
+ * blocking sets and gets, and batches of non-blocking bsets and bgets
+ * issued together and then waited for (requests in flight when a MOVE
+ * comes: those before the client's END complete on the old transport,
+ * the rest go over the new one), values of 1 B to 1 MiB, every value read
+ * back checked byte for byte against what the client stored last. A
+ * watcher reads rdma_rc_conns over TCP throughout. Checks: every process
+ * finished, nothing lost, corrupted, failed or hung; rdma_promotions and
+ * rdma_demotions both moved (at least MIN_MOVES each); rdma_rc_conns never
+ * above 1; nothing evicted. Then malformed moves from a UD peer of our own
+ * (rdma/ud_ep.h): after HELLO a request in a DATA message is answered in
+ * one; a message with an unknown control byte, and an END no MOVE asked
+ * for, each close that peer only (rdma_ud_peers back to 0, and the server
+ * still answers).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libmemcached/memcached.h>
+
+#include "mcr/rdma_wire.h"
+#include "rdma/ud_ep.h"
+#include "t/rdma/mc_server.h"
+#include "t/rdma/proc.h"
+#include "t/rdma/tap.h"
+
+#define CLIENTS 4
+#define KEYS_PER_CLIENT 64
+#define BATCH 8
+#define MIN_MOVES 5
+#define DEFAULT_SECONDS 20
+#define MIB (1u << 20)
+#define SERVER_OPTIONS                                                                             \
+    "rdma_transport=hybrid,rdma_rc_max=1,rdma_promote_rate=5,rdma_demote_rate=1000000,"            \
+    "rdma_move_interval_ms=200"
+
+/* What one client process did, as one line on its stdout. */
+struct tally {
+    long ops, batches, large, lost, corrupted, failed, hung;
+    long slowest_ms; /* the longest call or batch */
+};
+
+static void note_time(struct tally *t, double ms)
+{
+    if (ms > 20000)
+        t->hung++;
+    if (ms > t->slowest_ms)
+        t->slowest_ms = (long)ms;
+}
+
+static uint32_t next_random(uint32_t *state)
+{
+    uint32_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return *state = x;
+}
+
+/* 90% 1 B .. 1 KiB, 9% up to 64 KiB, 1% up to 1 MiB (the first of those
+ * exactly 1 MiB). */
+static size_t value_size(uint32_t *rng, bool *large, bool first_large)
+{
+    uint32_t r = next_random(rng) % 100;
+    *large = false;
+    if (r < 90)
+        return 1 + next_random(rng) % 1024;
+    if (r < 99)
+        return 1025 + next_random(rng) % (65536 - 1024);
+    *large = true;
+    return first_large ? MIB : 65537 + next_random(rng) % (MIB - 65536);
+}
+
+static void fill(char *buf, size_t len, uint32_t seed)
+{
+    uint32_t x = seed * 2654435761u + 7;
+    for (size_t i = 0; i < len; i++) {
+        x = x * 1103515245u + 12345u;
+        buf[i] = (char)(x >> 16);
+    }
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* What a client stored last under each of its keys: seed 0 never stored,
+ * len (size_t)-1 unknown (a set failed). */
+struct model {
+    uint32_t seed[KEYS_PER_CLIENT];
+    size_t len[KEYS_PER_CLIENT];
+};
+
+/* Checks one get's outcome against what was stored last. */
+static void check_get(int k, const char *key, const struct model *m, int i, memcached_return_t rc,
+                      const char *got, size_t len, uint32_t flags, char *want, struct tally *t)
+{
+    if (m->len[i] == (size_t)-1)
+        return; /* after a failed set either value may be there */
+    if (m->seed[i] == 0) {
+        if (rc != MEMCACHED_NOTFOUND) {
+            fprintf(stderr, "client %d: get %s never stored: %s\n", k, key,
+                    memcached_strerror(NULL, rc));
+            t->corrupted++;
+        }
+    } else if (rc == MEMCACHED_NOTFOUND) {
+        fprintf(stderr, "client %d: get %s: lost\n", k, key);
+        t->lost++;
+    } else if (rc != MEMCACHED_SUCCESS || got == NULL) {
+        fprintf(stderr, "client %d: get %s: %s\n", k, key, memcached_strerror(NULL, rc));
+        t->failed++;
+    } else {
+        fill(want, m->len[i], m->seed[i]);
+        if (len != m->len[i] || flags != m->seed[i] || memcmp(got, want, len) != 0) {
+            fprintf(stderr, "client %d: get %s: %zu bytes, flags %u; stored %zu, %u\n", k, key, len,
+                    flags, m->len[i], m->seed[i]);
+            t->corrupted++;
+        }
+    }
+}
+
+static void note_set(int k, const char *key, struct model *m, int i, memcached_return_t rc,
+                     uint32_t seed, size_t len, struct tally *t)
+{
+    if (rc == MEMCACHED_SUCCESS) {
+        m->seed[i] = seed;
+        m->len[i] = len;
+        return;
+    }
+    fprintf(stderr, "client %d: set %s of %zu bytes: %s\n", k, key, len,
+            memcached_strerror(NULL, rc));
+    t->failed++;
+    m->seed[i] = 0;
+    m->len[i] = (size_t)-1;
+}
+
+/* A batch: BATCH bsets and bgets issued together, then waited for. A get
+ * sees the sets issued before it (one server completes in issue order). */
+static void batch(memcached_st *mc, int k, struct model *m, uint32_t *rng, long *op, char *value,
+                  char *want, struct tally *t)
+{
+    memcached_request_st *req[BATCH];
+    int key_of[BATCH];
+    bool is_set[BATCH];
+    uint32_t seed_of[BATCH];
+    size_t len_of[BATCH];
+    struct model expect = *m; /* what each get must see, as issued */
+    struct model at_get[BATCH];
+    char key[BATCH][32];
+    for (int j = 0; j < BATCH; j++) {
+        req[j] = memcached_request_create(mc);
+        key_of[j] = (int)(next_random(rng) % KEYS_PER_CLIENT);
+        snprintf(key[j], sizeof(key[j]), "promote%d-%d", k, key_of[j]);
+        is_set[j] = next_random(rng) % 2 == 0;
+        memcached_return_t rc;
+        if (is_set[j]) {
+            bool large;
+            len_of[j] = value_size(rng, &large, t->large == 0);
+            t->large += large;
+            seed_of[j] = (uint32_t)(k * 10000000 + ++*op);
+            fill(value, len_of[j], seed_of[j]);
+            rc =
+                memcached_bset(mc, key[j], strlen(key[j]), value, len_of[j], 0, seed_of[j], req[j]);
+            /* assumed stored; corrected after the wait if it was not */
+            expect.seed[key_of[j]] = seed_of[j];
+            expect.len[key_of[j]] = len_of[j];
+        } else {
+            ++*op;
+            at_get[j] = expect;
+            rc = memcached_bget(mc, key[j], strlen(key[j]), req[j]);
+        }
+        if (rc != MEMCACHED_SUCCESS)
+            fprintf(stderr, "client %d: issue %s: %s\n", k, key[j], memcached_strerror(mc, rc));
+    }
+    double started = now_ms();
+    memcached_wait_all(mc);
+    note_time(t, now_ms() - started);
+    for (int j = 0; j < BATCH; j++) {
+        memcached_return_t rc = memcached_request_return(req[j]);
+        if (rc == MEMCACHED_TIMEOUT || rc == MEMCACHED_IN_PROGRESS)
+            t->hung++;
+        if (is_set[j]) {
+            note_set(k, key[j], m, key_of[j], rc, seed_of[j], len_of[j], t);
+        } else {
+            size_t len = 0;
+            const char *got = memcached_request_value(req[j], &len);
+            check_get(k, key[j], &at_get[j], key_of[j], rc, got, len,
+                      memcached_request_flags(req[j]), want, t);
+        }
+        memcached_request_free(req[j]);
+        t->ops++;
+    }
+    t->batches++;
+}
+
+/* One client process over rdma://: blocking sets and gets and batches for
+ * `seconds`, every value checked. Prints its tally; exit status 0 when all
+ * held. */
+static int client_process(int k, int seconds, unsigned port)
+{
+    char cfg[160];
+    snprintf(cfg, sizeof(cfg), "--SERVER=rdma://%s:%u%s", rxe, port,
+             k % 2 ? " --BINARY-PROTOCOL" : "");
+    memcached_st *mc = memcached(cfg, strlen(cfg));
+    if (mc == NULL)
+        return 2;
+    memcached_behavior_set(mc, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 20000);
+    struct model m;
+    memset(&m, 0, sizeof(m));
+    char *value = malloc(MIB), *want = malloc(MIB);
+    if (value == NULL || want == NULL)
+        return 2;
+    uint32_t rng = 0x9e3779b9u ^ (uint32_t)(k + 1) * 0x85ebca6bu;
+    struct tally t = {0};
+    long op = 0;
+    double t0 = now_ms();
+    while (now_ms() - t0 < seconds * 1e3) {
+        uint32_t what = next_random(&rng) % 10;
+        if (what < 3) {
+            batch(mc, k, &m, &rng, &op, value, want, &t);
+            continue;
+        }
+        int i = (int)(next_random(&rng) % KEYS_PER_CLIENT);
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "promote%d-%d", k, i);
+        double started = now_ms();
+        memcached_return_t rc;
+        if (what < 7) {
+            bool large;
+            size_t len = value_size(&rng, &large, t.large == 0);
+            uint32_t seed = (uint32_t)(k * 10000000 + ++op);
+            fill(value, len, seed);
+            rc = memcached_set(mc, key, (size_t)kl, value, len, 0, seed);
+            t.large += large;
+            note_set(k, key, &m, i, rc, seed, len, &t);
+        } else {
+            size_t len = 0;
+            uint32_t flags = 0;
+            ++op;
+            char *got = memcached_get(mc, key, (size_t)kl, &len, &flags, &rc);
+            check_get(k, key, &m, i, rc, got, len, flags, want, &t);
+            free(got);
+        }
+        if (rc == MEMCACHED_TIMEOUT)
+            t.hung++;
+        note_time(&t, now_ms() - started);
+        t.ops++;
+    }
+    printf("tally %ld %ld %ld %ld %ld %ld %ld %ld\n", t.ops, t.batches, t.large, t.lost,
+           t.corrupted, t.failed, t.hung, t.slowest_ms);
+    fflush(stdout);
+    free(want);
+    free(value);
+    memcached_free(mc);
+    return t.lost || t.corrupted || t.failed || t.hung ? 1 : 0;
+}
+
+/* ---- malformed moves from a UD peer of our own --------------------------------------- */
+static unsigned version_replies, moves, other_replies;
+
+static void on_reply(struct mcr_udep_peer *peer, const void *msg, size_t len, void *user)
+{
+    (void)peer;
+    (void)user;
+    const unsigned char *m = msg;
+    if (len >= 9 && m[0] == MCR_RDMA_CTL_DATA && memcmp(m + 1, "VERSION ", 8) == 0)
+        version_replies++;
+    else if (len == MCR_RDMA_MOVE_LEN && m[0] == MCR_RDMA_CTL_MOVE) /* its rate may earn one */
+        moves++;
+    else
+        other_replies++;
+}
+
+/* A movable peer (HELLO sent) of a context of its own; NULL on failure. */
+static struct mcr_udep_peer *movable_peer(unsigned port, struct mcr_udep_ctx **ctx)
+{
+    struct mcr_udep_opts o = {.addr = rxe};
+    mcr_udep_opts_default(&o);
+    struct mcr_udep_callbacks cb = {.on_message = on_reply};
+    char err[256];
+    *ctx = mcr_udep_open(&o, &cb, NULL, err, sizeof(err));
+    if (*ctx == NULL)
+        tap_bail("UD context: %s", err);
+    struct mcr_udep_peer *p = mcr_udep_connect(*ctx, rxe, (uint16_t)port, 5000, err, sizeof(err));
+    if (p == NULL || mcr_udep_send(p, MCR_RDMA_UD_HELLO, MCR_RDMA_UD_HELLO_LEN) != 0)
+        tap_bail("UD peer: %s", err);
+    return p;
+}
+
+/* Polls until `want` version replies came, up to 10 s. */
+static bool await_versions(struct mcr_udep_ctx *ctx, unsigned want)
+{
+    for (int i = 0; i < 10000 && version_replies < want; i++)
+        mcr_udep_poll(ctx, 1);
+    return version_replies >= want;
+}
+
+/* rdma_ud_peers reaches want within 10 s (the peer's context polled, so
+ * that it acknowledges). */
+static long await_peers(struct mcr_udep_ctx *ctx, unsigned tcp_port, long want)
+{
+    long v = tcp_stat(tcp_port, "rdma_ud_peers");
+    for (int i = 0; i < 100 && v != want; i++) {
+        mcr_udep_poll(ctx, 100);
+        v = tcp_stat(tcp_port, "rdma_ud_peers");
+    }
+    return v;
+}
+
+static void malformed_moves(const struct server *s)
+{
+    static const char request[] = "\0version\r\n"; /* DATA, then the request */
+    struct mcr_udep_ctx *ctx;
+    struct mcr_udep_peer *p = movable_peer(s->rdma_port, &ctx);
+    bool answered = mcr_udep_send(p, request, sizeof(request) - 1) == 0 && await_versions(ctx, 1);
+    tap_ok(answered && other_replies == 0,
+           "a movable UD peer's request in a DATA message is answered in one (%u answers, %u "
+           "MOVE, %u other messages)",
+           version_replies, moves, other_replies);
+    static const unsigned char unknown[] = {7, 'x'};
+    mcr_udep_send(p, unknown, sizeof(unknown));
+    long peers = await_peers(ctx, s->tcp_port, 0);
+    tap_ok(peers == 0, "an unknown control byte closes that peer (rdma_ud_peers %ld)", peers);
+    mcr_udep_peer_close(p);
+    mcr_udep_close(ctx);
+
+    /* the server may have sent this peer MOVE before the first END came
+     * (two messages at once reach rdma_promote_rate=5): a second END is
+     * never right */
+    p = movable_peer(s->rdma_port, &ctx);
+    static const unsigned char end = MCR_RDMA_CTL_END;
+    mcr_udep_send(p, &end, 1);
+    mcr_udep_send(p, &end, 1);
+    peers = await_peers(ctx, s->tcp_port, 0);
+    tap_ok(peers == 0,
+           "an END no MOVE asked for, or a second one, closes that peer (rdma_ud_peers %ld)",
+           peers);
+    mcr_udep_peer_close(p);
+    mcr_udep_close(ctx);
+
+    memcached_st *m = rdma_client_over(s, "rdma");
+    memcached_return_t rc = memcached_version(m);
+    memcached_free(m);
+    tap_ok(rc == MEMCACHED_SUCCESS, "the server still answers an rdma:// client: %s",
+           memcached_strerror(NULL, rc));
+}
+
+/* Re-executes this program as client k (verbs resources do not survive
+ * fork); its stdout goes to *out. */
+static pid_t spawn_client(const char *self, int k, int seconds, unsigned port, int *out)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        tap_bail("pipe: %s", strerror(errno));
+    pid_t pid = proc_fork();
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        char kb[16], sb[16], pb[16];
+        snprintf(kb, sizeof(kb), "%d", k);
+        snprintf(sb, sizeof(sb), "%d", seconds);
+        snprintf(pb, sizeof(pb), "%u", port);
+        execl(self, self, "--client", kb, sb, pb, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    *out = fds[0];
+    return pid;
+}
+
+int main(int argc, char **argv)
+{
+    rxe = getenv("RXE_VM_ADDR");
+    if (rxe == NULL)
+        tap_bail("RXE_VM_ADDR is not set: run inside scripts/rxe-vm");
+    if (argc == 5 && strcmp(argv[1], "--client") == 0)
+        return client_process(atoi(argv[2]), atoi(argv[3]), (unsigned)atoi(argv[4]));
+    if (argc < 2)
+        tap_bail("usage: rdma_test_promote SERVER_BINARY [SECONDS]");
+    server_bin = argv[1];
+    int seconds = argc > 2 ? atoi(argv[2]) : DEFAULT_SECONDS;
+    signal(SIGPIPE, SIG_IGN);
+    unsigned base = 29000 + (unsigned)(getpid() % 1000) * 2;
+    struct server s;
+    server_start_with(&s, base, base + 1, "2", NULL, SERVER_OPTIONS);
+
+    pid_t pids[CLIENTS];
+    int outs[CLIENTS];
+    double t0 = now_ms();
+    for (int k = 0; k < CLIENTS; k++)
+        pids[k] = spawn_client(argv[0], k, seconds, s.rdma_port, &outs[k]);
+    /* the RC connections, read while the clients run */
+    long rc_max_seen = 0, samples = 0;
+    while (now_ms() - t0 < seconds * 1e3) {
+        long rc_conns = tcp_stat(s.tcp_port, "rdma_rc_conns");
+        if (rc_conns > rc_max_seen)
+            rc_max_seen = rc_conns;
+        samples++;
+        usleep(50000);
+    }
+    struct tally all = {0};
+    int finished = 0, clean = 0;
+    double reap_by = t0 + seconds * 1e3 + 60000;
+    for (int k = 0; k < CLIENTS; k++) {
+        double left = reap_by - now_ms();
+        int ws = proc_reap(pids[k], left > 0 ? (int)left : 0);
+        char line[256] = "";
+        ssize_t n = read(outs[k], line, sizeof(line) - 1);
+        close(outs[k]);
+        line[n > 0 ? n : 0] = '\0';
+        struct tally t = {0};
+        if (sscanf(line, "tally %ld %ld %ld %ld %ld %ld %ld %ld", &t.ops, &t.batches, &t.large,
+                   &t.lost, &t.corrupted, &t.failed, &t.hung, &t.slowest_ms) == 8) {
+            finished++;
+            tap_diag("client %d: %ld operations (%ld in %ld batches of %d in flight; %ld values "
+                     "of more than 64 KiB): %ld lost, %ld corrupted, %ld failed, %ld hung; "
+                     "slowest call %ld ms",
+                     k, t.ops, t.batches * BATCH, t.batches, BATCH, t.large, t.lost, t.corrupted,
+                     t.failed, t.hung, t.slowest_ms);
+        } else {
+            tap_diag("client %d: no tally (%s)", k,
+                     ws == -1 ? "killed at the deadline: hung" : "ended early");
+            t.hung++;
+        }
+        clean += ws != -1 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+        all.ops += t.ops;
+        all.batches += t.batches;
+        all.large += t.large;
+        all.lost += t.lost;
+        all.corrupted += t.corrupted;
+        all.failed += t.failed;
+        all.hung += t.hung;
+    }
+    double took = now_ms() - t0;
+    long promotions = tcp_stat(s.tcp_port, "rdma_promotions");
+    long demotions = tcp_stat(s.tcp_port, "rdma_demotions");
+    tap_ok(finished == CLIENTS && all.ops > 0,
+           "%d client processes over rdma:// made %ld sets and gets (%ld in batches of %d in "
+           "flight; %ld values of more than 64 KiB, up to 1 MiB) in %.1f s",
+           CLIENTS, all.ops, all.batches * BATCH, BATCH, all.large, took / 1e3);
+    tap_ok(promotions >= MIN_MOVES && demotions >= MIN_MOVES,
+           "clients moved both ways while they worked: rdma_promotions %ld, rdma_demotions %ld "
+           "(at least %d each)",
+           promotions, demotions, MIN_MOVES);
+    tap_ok(all.lost == 0 && all.corrupted == 0,
+           "every value read back is the one stored last, byte for byte: %ld lost, %ld corrupted",
+           all.lost, all.corrupted);
+    tap_ok(all.failed == 0 && all.hung == 0 && clean == CLIENTS,
+           "no request failed or hung across the moves: %ld failed, %ld hung (%d of %d clients "
+           "clean)",
+           all.failed, all.hung, clean, CLIENTS);
+    tap_ok(rc_max_seen <= 1 && samples > 0,
+           "rdma_rc_conns never above rdma_rc_max=1 (largest of %ld readings: %ld)", samples,
+           rc_max_seen);
+    long evictions = tcp_stat(s.tcp_port, "evictions");
+    tap_ok(evictions == 0, "nothing was evicted (evictions %ld)", evictions);
+    malformed_moves(&s); /* after the last fork: verbs resources do not survive one */
+    server_stop(&s, SIGTERM);
+    tap_no_plan_end();
+    return tap_exit_status();
+}
