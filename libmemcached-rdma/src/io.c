@@ -232,11 +232,22 @@ static void fail_authentication(memcached_instance_st *srv, memcached_return_t r
     srv->client->last_disconnected = srv;
 }
 
+bool lmr_io_connect_allowed(const memcached_instance_st *srv)
+{
+    return srv->next_retry == 0 || now_seconds() >= srv->next_retry;
+}
+
+bool lmr_io_connects_in_background(const memcached_instance_st *srv)
+{
+    const struct lmr_transport_ops *transport = lmr_transport_for(srv->type);
+    return transport != NULL && transport->finish_open != NULL;
+}
+
 static memcached_return_t ensure_connected(memcached_instance_st *srv)
 {
     if (srv->conn.ops != NULL)
         return MEMCACHED_SUCCESS;
-    if (srv->next_retry != 0 && now_seconds() < srv->next_retry)
+    if (!lmr_io_connect_allowed(srv))
         return srv->ejected ? MEMCACHED_SERVER_MARKED_DEAD : MEMCACHED_SERVER_TEMPORARILY_DISABLED;
     const struct lmr_behaviors *b = &srv->client->behaviors;
     struct lmr_endpoint ep = {

@@ -327,7 +327,7 @@ static bool classify_and_ask(struct coded_read *r, bool hedge)
                 r->failure = child->rc;
         }
         if (r->status[i] == CHUNK_BAD ||
-            (r->status[i] == CHUNK_ASKED && lmr_group_child_hung(g, i)))
+            (r->status[i] == CHUNK_ASKED && lmr_group_child_doubtful(g, i)))
             trouble = true; /* missing, or on a server known to have stopped */
         if (r->status[i] == CHUNK_GOOD) {
             trouble = trouble || (stamp_seen && r->headers[i].stamp != stamp);
@@ -382,7 +382,7 @@ static bool only_useless_hung_left(const struct coded_read *r)
     for (uint32_t i = 0; i < n; i++) {
         if (g->children[i]->state != LMR_STATE_QUEUED)
             continue;
-        if (!lmr_group_child_hung(g, i) || i <= r->m)
+        if (!lmr_group_child_doubtful(g, i) || i <= r->m)
             return false;
         hung++;
     }
@@ -496,7 +496,7 @@ static memcached_return_t coded_read(struct lmr_client *c, memcached_request_st 
     if (c->behaviors.hedge_timeout_ms > 0)
         lmr_group_wake_after(&r->g, (int)c->behaviors.hedge_timeout_ms);
     for (uint32_t i = 0; i < first; i++)
-        if (lmr_group_child_hung(&r->g, i)) { /* ask the parity now */
+        if (lmr_group_child_doubtful(&r->g, i)) { /* ask the parity now */
             r->g.ops->step(&r->g);
             break;
         }
