@@ -11,9 +11,9 @@
  * fail at once (each may hold a copy of a value). */
 #define LMR_STALLED_QUEUE_MAX 64
 /* Over a transport whose connect blocks the caller, reads try a server
- * whose connect failed at most once per this many CONNECT_TIMEOUTs (and
- * RETRY_TIMEOUT), so one that does not accept costs reads at most about a
- * tenth of their time. */
+ * whose connect failed again this many CONNECT_TIMEOUTs after the failure
+ * at the earliest (and as RETRY_TIMEOUT allows), so one that does not
+ * accept costs reads at most about a tenth of their time. */
 #define LMR_BLOCKING_READ_CONNECT_SPACING 10
 
 bool lmr_group_is_failure(memcached_return_t rc)
@@ -127,20 +127,17 @@ void lmr_group_issue(struct lmr_group *g, uint32_t i, memcached_instance_st *srv
 }
 
 /* Whether a read may try to connect to srv, whose last connect failed and
- * which has no connection: RETRY_TIMEOUT allows it, and a connect that
- * blocks the caller was not tried by a read for a while. */
-static bool read_may_connect(memcached_instance_st *srv)
+ * which has no connection: RETRY_TIMEOUT allows it and, for a connect
+ * that blocks the caller, the failed one is a while ago. */
+static bool read_may_connect(const memcached_instance_st *srv)
 {
     if (!lmr_io_connect_allowed(srv))
         return false;
     if (lmr_io_connects_in_background(srv))
         return true;
-    int64_t now = lmr_io_now_ms();
-    if (now < srv->read_connect_after_ms)
-        return false;
-    srv->read_connect_after_ms = now + (int64_t)LMR_BLOCKING_READ_CONNECT_SPACING *
-                                           srv->client->behaviors.connect_timeout_ms;
-    return true;
+    int64_t spacing =
+        (int64_t)LMR_BLOCKING_READ_CONNECT_SPACING * srv->client->behaviors.connect_timeout_ms;
+    return lmr_io_now_ms() - srv->connect_failed_ms >= spacing;
 }
 
 void lmr_group_issue_read(struct lmr_group *g, uint32_t i, memcached_instance_st *srv,

@@ -69,8 +69,8 @@ void lmr_group_issue(struct lmr_group *g, uint32_t i, memcached_instance_st *srv
  * answer. Once RETRY_TIMEOUT allows, a read does connect: in the
  * background where the transport can (the child is then doubtful, below,
  * and the read asks the others at once; later reads take the server as an
- * erasure while that connect is under way), else in the call, at most once
- * per ten CONNECT_TIMEOUTs. Writes (lmr_group_issue) connect as
+ * erasure while that connect is under way), else in the call, ten
+ * CONNECT_TIMEOUTs after the failed connect at the earliest. Writes (lmr_group_issue) connect as
  * RETRY_TIMEOUT allows. A successful connect ends this. */
 void lmr_group_issue_read(struct lmr_group *g, uint32_t i, memcached_instance_st *srv,
                           const struct lmr_op_args *args);

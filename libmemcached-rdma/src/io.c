@@ -72,6 +72,13 @@ static time_t now_seconds(void)
     return ts.tv_sec;
 }
 
+/* A connect failed: reads take the server as an erasure (group.c). */
+static void note_connect_failed(memcached_instance_st *srv)
+{
+    srv->connect_failed = true;
+    srv->connect_failed_ms = lmr_io_now_ms();
+}
+
 static void unlink_request(memcached_instance_st *srv, memcached_request_st *req)
 {
     if (srv->send_next == req)
@@ -206,7 +213,7 @@ void lmr_io_fail_server(memcached_instance_st *srv, memcached_return_t rc, const
 {
     bool timed_out = rc == MEMCACHED_TIMEOUT || srv->connecting;
     if (srv->connecting && rc != MEMCACHED_SUCCESS)
-        srv->connect_failed = true;
+        note_connect_failed(srv);
     lmr_io_close(srv);
     snprintf(srv->error_message, sizeof(srv->error_message), "%.120s:%u: %.100s", srv->hostname,
              (unsigned)srv->port, why);
@@ -289,7 +296,7 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
         srv->client->last_errno = sys_errno;
         srv->error_rc = rc;
         srv->client->last_disconnected = srv;
-        srv->connect_failed = true;
+        note_connect_failed(srv);
         note_failure(srv, true);
         return rc;
     }

@@ -44,9 +44,7 @@ struct memcached_instance_st {
      * to connect only as RETRY_TIMEOUT allows, without waiting for it
      * (group.h, lmr_group_issue_read) */
     bool connect_failed;
-    /* over a transport whose connect blocks the caller: no read tries to
-     * connect before this (lmr_io_now_ms clock) */
-    int64_t read_connect_after_ms;
+    int64_t connect_failed_ms; /* when it last failed (lmr_io_now_ms clock) */
 
     /* requests in issue order; [head, send_next) are sent and await replies */
     memcached_request_st *head, *tail, *send_next;

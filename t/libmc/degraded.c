@@ -441,9 +441,12 @@ static void comes_back(enum test_transport transport)
     for (int c = 0; c < 2; c++) {
         readers[c] = client(replication[c], coding[c], POLL_MS);
         memcached_behavior_set(readers[c], MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, RETRY_S);
-        ok(sets_answering(readers[c], prefixes[c], MEMCACHED_SUCCESS) == KEYS &&
-               memcached_wait_all(readers[c]) == MEMCACHED_SUCCESS,
-           "%s: written with every server up", prefixes[c]);
+        int stored = sets_answering(readers[c], prefixes[c], MEMCACHED_SUCCESS);
+        ok(stored == KEYS && memcached_wait_all(readers[c]) == MEMCACHED_SUCCESS,
+           "%s: written with every server up (%d of %d SUCCESS, failures counted: %llu)",
+           prefixes[c], stored, KEYS,
+           (unsigned long long)memcached_behavior_get(readers[c],
+                                                      MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES));
     }
     test_server_stop(&servers[0], true);
     for (int c = 0; c < 2; c++) {
@@ -460,9 +463,12 @@ static void comes_back(enum test_transport transport)
     ok(test_server_restart(&servers[0]), "%s: server 0 runs again, empty", how);
     for (int c = 0; c < 2; c++) {
         memcached_st *writer = client(replication[c], coding[c], POLL_MS);
-        ok(sets_answering(writer, prefixes[c], MEMCACHED_SUCCESS) == KEYS &&
-               memcached_wait_all(writer) == MEMCACHED_SUCCESS,
-           "%s: written again by another client", prefixes[c]);
+        int stored = sets_answering(writer, prefixes[c], MEMCACHED_SUCCESS);
+        ok(stored == KEYS && memcached_wait_all(writer) == MEMCACHED_SUCCESS,
+           "%s: written again by another client (%d of %d SUCCESS, failures counted: %llu)",
+           prefixes[c], stored, KEYS,
+           (unsigned long long)memcached_behavior_get(writer,
+                                                      MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES));
         memcached_free(writer);
     }
     for (int c = 0; c < 2; c++) {
