@@ -669,8 +669,6 @@ static bool writer_pass(bool *wrote)
                 taken++;
             }
         }
-        if (taken > 0 && taken == want)
-            more = true; /* the sets may have taken more chunks meanwhile */
         if (taken == SELECT_BATCH)
             more = true;
         if (taken > 0)
