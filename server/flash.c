@@ -334,12 +334,9 @@ static void release_pending(struct wbucket *b)
 
 /* A written record now counts as used; for a rescue, its old place stops
  * counting once its header points at the new one. A record taken from RAM
- * keeps its item referenced while its buffer waits (a pass at most), so
- * the sets of a burst evict other items than the ones being written (the
- * oldest of COLD's tail, the first they would take: 128 KiB values set as
- * fast as four clients go kept 40 of the 600 records the writer copied
- * when it let them go); the item is moved only if it is still linked with
- * the CAS copied. */
+ * holds no reference to its item while its buffer waits (so the COLD tail
+ * stays evictable): the item is found again by the record's key and moved
+ * only if its CAS is still the one copied. */
 static void settle(struct pending *pd, const char *rec)
 {
     if (pd->rescue) {
@@ -352,12 +349,13 @@ static void settle(struct pending *pd, const char *rec)
         }
         return;
     }
-    (void)rec;
-    if (item_move_to_flash(pd->it, pd->cas, &pd->loc))
+    item *it = item_peek(rec + RECORD_HEADER, (size_t)(unsigned char)rec[12]);
+    if (it && item_move_to_flash(it, pd->cas, &pd->loc))
         flash_add(&flash_counters.objects_written, 1);
     else
-        flash_forget(&pd->loc); /* deleted or changed meanwhile */
-    /* the reference goes with the buffer's (release_pending) */
+        flash_forget(&pd->loc); /* evicted, deleted or changed meanwhile */
+    if (it)
+        item_release(it);
 }
 
 /* Writes a bucket's buffer to its open page and settles its records. */
@@ -572,8 +570,9 @@ static char *pending_record(unsigned bucket, const struct pending *pd)
     return b->wbuf + (pd->loc.offset - tier.pages[b->open_page].fill);
 }
 
-/* Copies it's value into its bucket's buffer, which keeps the caller's
- * reference until the buffer is written (settle). */
+/* Copies it's value into its bucket's buffer and drops the caller's
+ * reference (settle finds the item again by key once the buffer is
+ * written). */
 static void append_record(item *it, unsigned bucket)
 {
     size_t nkey = item_nkey(it), nbytes = item_nbytes(it);
@@ -599,9 +598,10 @@ static void append_record(item *it, unsigned bucket)
     memset(rec + at, 0, len - at);
     uint32_t check = flash_record_check(rec, RECORD_HEADER + nkey + nbytes);
     memcpy(rec + 4, &check, 4);
-    pd->it = it;
+    pd->it = NULL;
     pd->cas = item_unique(it);
     pd->loc.check = check;
+    item_release(it);
 }
 
 bool flash_append_rescue(item *h, const char *record, size_t len, const struct item_flash_loc *from)
