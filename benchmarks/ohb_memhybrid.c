@@ -2,8 +2,9 @@
  * set larger than the server's RAM (--keys values of --size bytes, or
  * --spill times --ram MiB of values), loaded once, then read with uniform
  * and zipfian key choices (YCSB's scrambled zipfian, 0.99) mixed with
- * --set-ratio sets, from --threads client threads for --time seconds per
- * pattern. Per pattern it prints the hit ratio, ops/s and hit ops/s, get
+ * --set-ratio sets, from --threads client threads for --time seconds (or
+ * --ops operations) per pattern. Per pattern it prints the hit ratio,
+ * ops/s and hit ops/s, get
  * latency percentiles and the average latency per operation, also with a
  * miss penalty (--miss-penalty-us per get miss, the cost of fetching the
  * value from a back-end database, added arithmetically; misses are not
@@ -44,6 +45,7 @@ struct hybrid_options {
     double load_mb_per_s; /* 0: as fast as the clients go */
     bool patterns[PATTERN_COUNT];
     double seconds, set_ratio, miss_penalty_us;
+    uint64_t ops; /* per pattern, over all threads; 0: --time alone */
     unsigned threads;
     bool load, run;
     double probe_seconds, probe_interval_us;
@@ -180,7 +182,10 @@ static void *run_main(void *arg)
     pthread_barrier_wait(&c->run->start); /* main has set the deadline */
     char key[64];
     double now = ohb_now_us();
-    while (now < c->run->deadline_us) {
+    /* this thread's share of --ops (none: until the deadline) */
+    uint64_t left = o->ops ? o->ops / o->threads + (c->index < o->ops % o->threads) : UINT64_MAX;
+    while (now < c->run->deadline_us && left > 0) {
+        left -= o->ops ? 1 : 0;
         uint64_t n = choose_key(c);
         size_t key_len = key_of(key, sizeof(key), "", n);
         bool set = ohb_uniform(&c->rng) < o->set_ratio;
@@ -529,6 +534,10 @@ static void parse(int argc, char **argv, struct hybrid_options *o)
         {"pattern", OHB_OPT_CALL, o, "uniform,zipfian", "key choices run (default: both)",
          parse_patterns},
         {"time", OHB_OPT_DOUBLE, &o->seconds, "SECONDS", "run time per pattern", NULL},
+        {"ops", OHB_OPT_U64, &o->ops, "N",
+         "operations per pattern, over all threads (stops at --time if sooner; default: 0, "
+         "--time alone): servers compared after the same number of sets",
+         NULL},
         {"set-ratio", OHB_OPT_DOUBLE, &o->set_ratio, "F", "the share of sets", NULL},
         {"miss-penalty-us", OHB_OPT_DOUBLE, &o->miss_penalty_us, "N", "time added per get miss, us",
          NULL},

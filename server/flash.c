@@ -709,7 +709,10 @@ static void *io_thread(void *arg)
             interval_ms = wrote ? WRITER_BUSY_MS
                                 : (interval_ms * 2 > WRITER_INTERVAL_MS ? WRITER_INTERVAL_MS
                                                                         : interval_ms * 2);
-            flash_compact_pass();
+            /* a page under compaction takes one buffer per pass, and
+             * the next pass follows at once */
+            if (flash_compact_pass())
+                more = true;
             pthread_mutex_lock(&tier.lock);
             tier.passes_done = requests;
             pthread_cond_broadcast(&tier.passes_cond);
@@ -732,6 +735,7 @@ static void *io_thread(void *arg)
         /* wakes must not keep the writer from its turn */
         more = now_ms() - last_pass_ms >= interval_ms;
     }
+    flash_compact_abandon();
     return NULL;
 }
 

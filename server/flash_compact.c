@@ -5,7 +5,9 @@
  * Runs on the I/O thread after each writer pass. While no more than
  * compact_under pages are free, the oldest full page whose live bytes fall
  * below page_size * max_frag * (share of pages in use) is read back, a
- * write buffer at a time, through the ring; every record a live flash
+ * write buffer per pass (so the writer's passes go on between the reads of
+ * a page: a burst of sets must not wait for a whole page's compaction),
+ * through the ring; every record a live flash
  * header still points at is copied into the compact bucket's write buffer,
  * and once that buffer is written the header is pointed at the copy under
  * its key's lock (flash.c: settle), so a get or delete running meanwhile
@@ -107,62 +109,112 @@ static size_t rescue_records(unsigned page, uint32_t version, bool drop_unread, 
     return at;
 }
 
-static void compact_page(unsigned page, uint32_t version, bool drop_unread)
-{
-    size_t bufsize = tier.cfg.wbuf_size;
-    char *buf = malloc(bufsize);
-    if (!buf)
-        return;
-    pthread_mutex_lock(&tier.lock);
-    tier.compacting = page;
-    const struct flash_page *p = &tier.pages[page];
-    int fd = p->fd;
-    uint64_t base = p->file_off, fill = p->fill;
-    pthread_mutex_unlock(&tier.lock);
-    struct compact_tally t = {0, 0};
-    uint64_t off = 0;
-    bool complete = false;
-    for (;;) {
-        pthread_mutex_lock(&tier.lock);
-        bool same = tier.pages[page].version == version;
-        pthread_mutex_unlock(&tier.lock);
-        if (!same) /* emptied by deletes meanwhile: nothing left to do */
-            break;
-        if (off >= fill) {
-            complete = true;
-            break;
-        }
-        size_t want = fill - off < bufsize ? (size_t)(fill - off) : bufsize;
-        if (!flash_ring_io(false, fd, buf, want, base + off))
-            break; /* read error: the page stays as it is */
-        size_t used = rescue_records(page, version, drop_unread, buf, want, off, &t);
-        if (used == 0) { /* the rest is no record: nothing more to rescue */
-            complete = true;
-            break;
-        }
-        off += used;
-    }
-    flash_flush_bucket(BUCKET_COMPACT); /* the last rescues are settled */
-    flash_add(&flash_counters.compact_lost, t.lost);
-    flash_add(&flash_counters.compact_skipped, t.skipped);
-    if (complete)
-        flash_page_close(page, version);
-    pthread_mutex_lock(&tier.lock);
-    tier.compacting = tier.npages;
-    pthread_mutex_unlock(&tier.lock);
-    free(buf);
-}
-
-void flash_compact_pass(void)
-{
+/* The page being compacted, read one write buffer per step. */
+static struct compaction {
+    bool active;
     unsigned page;
     uint32_t version;
     bool drop_unread;
+    int fd;
+    uint64_t base, fill, off; /* the page in its file, its bytes, read so far */
+    char *buf;
+    struct compact_tally t;
+} cur;
+
+static bool compact_begin(unsigned page, uint32_t version, bool drop_unread)
+{
+    cur.buf = malloc(tier.cfg.wbuf_size);
+    if (!cur.buf)
+        return false;
     pthread_mutex_lock(&tier.lock);
-    bool due = pick_page(&page, &version, &drop_unread);
+    tier.compacting = page;
+    const struct flash_page *p = &tier.pages[page];
+    cur.fd = p->fd;
+    cur.base = p->file_off;
+    cur.fill = p->fill;
     pthread_mutex_unlock(&tier.lock);
-    if (due)
-        compact_page(page, version, drop_unread);
+    cur.active = true;
+    cur.page = page;
+    cur.version = version;
+    cur.drop_unread = drop_unread;
+    cur.off = 0;
+    cur.t = (struct compact_tally){0, 0};
+    return true;
+}
+
+/* Settles the last rescues and, when every record was looked at, frees
+ * the page. */
+static void compact_end(bool complete)
+{
+    flash_flush_bucket(BUCKET_COMPACT);
+    flash_add(&flash_counters.compact_lost, cur.t.lost);
+    flash_add(&flash_counters.compact_skipped, cur.t.skipped);
+    if (complete)
+        flash_page_close(cur.page, cur.version);
+    pthread_mutex_lock(&tier.lock);
+    tier.compacting = tier.npages;
+    pthread_mutex_unlock(&tier.lock);
+    free(cur.buf);
+    cur.buf = NULL;
+    cur.active = false;
+}
+
+/* Reads and handles one write buffer of the page; ends the compaction
+ * when the page is done (or was emptied meanwhile, or a read failed). */
+static void compact_step(void)
+{
+    pthread_mutex_lock(&tier.lock);
+    bool same = tier.pages[cur.page].version == cur.version;
+    pthread_mutex_unlock(&tier.lock);
+    if (!same) { /* emptied by deletes meanwhile: nothing left to do */
+        compact_end(false);
+        return;
+    }
+    if (cur.off >= cur.fill) {
+        compact_end(true);
+        return;
+    }
+    size_t bufsize = tier.cfg.wbuf_size;
+    size_t want = cur.fill - cur.off < bufsize ? (size_t)(cur.fill - cur.off) : bufsize;
+    if (!flash_ring_io(false, cur.fd, cur.buf, want, cur.base + cur.off)) {
+        compact_end(false); /* read error: the page stays as it is */
+        return;
+    }
+    size_t used =
+        rescue_records(cur.page, cur.version, cur.drop_unread, cur.buf, want, cur.off, &cur.t);
+    if (used == 0) { /* the rest is no record: nothing more to rescue */
+        compact_end(true);
+        return;
+    }
+    cur.off += used;
+}
+
+bool flash_compact_pass(void)
+{
+    if (!cur.active) {
+        unsigned page;
+        uint32_t version;
+        bool drop_unread;
+        pthread_mutex_lock(&tier.lock);
+        bool due = pick_page(&page, &version, &drop_unread);
+        pthread_mutex_unlock(&tier.lock);
+        if (!due || !compact_begin(page, version, drop_unread))
+            return false;
+    }
+    compact_step();
+    return cur.active;
+}
+
+void flash_compact_abandon(void)
+{
+    if (!cur.active)
+        return;
+    pthread_mutex_lock(&tier.lock);
+    tier.compacting = tier.npages;
+    pthread_mutex_unlock(&tier.lock);
+    free(cur.buf);
+    cur.buf = NULL;
+    cur.active = false;
 }
 
 #endif

@@ -126,8 +126,14 @@ void flash_flush_bucket(unsigned bucket);
  * pointing into it miss from now on. */
 void flash_page_close(unsigned page, uint32_t version);
 
-/* flash_compact.c: one look at the pages; compacts one page when the
- * settings call for it. I/O thread only. */
-void flash_compact_pass(void);
+/* flash_compact.c: one step of compaction: starts on a page when the
+ * settings call for it, then reads and rescues one write buffer of it per
+ * call; true while a page is being compacted (more steps to come). I/O
+ * thread only. */
+bool flash_compact_pass(void);
+/* The I/O thread stops: a compaction under way is dropped (its page stays
+ * as it is; the rescues waiting in the compact bucket are released with
+ * the buckets). */
+void flash_compact_abandon(void);
 
 #endif

@@ -18,7 +18,8 @@ struct flash_reader;
  * below. */
 struct flash_reader *flash_reader_new(struct event_base *base);
 /* Waits for the reads still in flight and runs their done(), then frees
- * the reader (after base's loop stopped, before its connections go). */
+ * the reader (after base's loop stopped, before its connections go; on
+ * the thread that made it: the ring may accept no other). */
 void flash_reader_free(struct flash_reader *rdr);
 /* Reads rd->loc's record into rd->iov (flash_read_target). rd->done(rd) runs later from
  * the loop (never within this call), flash_read_finish() already applied:

@@ -22,6 +22,9 @@
  * seconds without evicting or taking a page gives pages to the pool the
  * same way, one per look, looking again within a millisecond while it
  * does, as memcached's automove fills its global page pool.
+ * The class of flash headers (-o ext_path) that evicts while flash has room
+ * takes a page from the class holding the most; for a second after it
+ * did, the mover looks every 10 ms.
  * When cache_memlimit lowers the limit below what is held, the mover
  * empties pages of the classes with the oldest items in the same way and
  * leaves them in the pool (their memory returned) until within the limit.
@@ -46,6 +49,7 @@
 #define MOVE_ROUNDS 20         /* visits of a page being emptied that free nothing */
 #define ROUND_PAUSE_NS 5000000 /* between visits: 5 ms */
 #define POOLING_PAUSE_US 1000  /* between looks while pages go to the pool */
+#define HEADERS_PAUSE_US 10000 /* between looks for a second after flash headers got a page */
 
 static struct bg_thread mover = BG_THREAD_INIT;
 
@@ -251,7 +255,7 @@ bool slab_mover_auto(void)
 }
 
 /* What one look did. */
-enum look_result { LOOK_NOTHING, LOOK_MOVED, LOOK_POOLED };
+enum look_result { LOOK_NOTHING, LOOK_MOVED, LOOK_HEADERS, LOOK_POOLED };
 
 /* Whether class c has more than MIN_POOL_SPARE pages' worth of free chunks
  * and went a whole window without evicting or taking a page (decide_lock
@@ -266,7 +270,9 @@ static bool spare_for_pool(unsigned c, const struct slabs_class_stats *sc, rel_t
            now - last_dirty[c] >= window;
 }
 
-static enum look_result look_once(void)
+/* One look; with headers_only (the short looks after flash headers got a
+ * page) the only move between classes made is one to flash headers. */
+static enum look_result look_once(bool headers_only)
 {
     if (!storage_rt.cfg.evict_to_free || !atomic_load(&auto_on))
         return LOOK_NOTHING;
@@ -328,14 +334,14 @@ static enum look_result look_once(void)
          * loses a whole value on flash. */
         bool headers = flash_header_class_short(slabs_class_size(dst));
         unsigned src = 0;
-        for (unsigned c = 1; c <= storage_rt.largest_class; c++) {
+        for (unsigned c = 1; c <= storage_rt.largest_class && (headers || !headers_only); c++) {
             if (c == dst || pages[c] < 2 || (!headers && age[c] <= age[dst]))
                 continue;
             if (!src || (headers ? pages[c] > pages[src] : age[c] > age[src]))
                 src = c;
         }
         if (src && move_page_from(src, 0))
-            result = LOOK_MOVED;
+            result = headers ? LOOK_HEADERS : LOOK_MOVED;
     }
     pthread_mutex_unlock(&decide_lock);
     return result;
@@ -343,18 +349,28 @@ static enum look_result look_once(void)
 
 bool slab_mover_run_once(void)
 {
-    return look_once() != LOOK_NOTHING;
+    return look_once(false) != LOOK_NOTHING;
 }
 
 static void *mover_main(void *arg)
 {
     (void)arg;
     bg_thread_lock(&mover);
-    bool pooling = false; /* the last look gave a page to the pool */
+    bool pooling = false;       /* the last look gave a page to the pool */
+    unsigned headers_looks = 0; /* short looks left after flash headers got a page */
     while (!bg_thread_stopping(&mover)) {
         /* after a page went to the pool more may follow: look again soon,
-         * as memcached */
-        struct timespec until = bg_thread_deadline_us(pooling ? POOLING_PAUSE_US : 1000000);
+         * as memcached; so, for a second, after flash headers took one
+         * (a burst of sets of small values fills flash far faster than a
+         * page a second gives their headers room; the page just taken
+         * lasts them a while, so the next look that finds them evicting
+         * may be many short looks later) */
+        uint64_t pause_us = pooling             ? POOLING_PAUSE_US
+                            : headers_looks > 0 ? HEADERS_PAUSE_US
+                                                : 1000000;
+        if (!pooling && headers_looks > 0)
+            headers_looks--;
+        struct timespec until = bg_thread_deadline_us(pause_us);
         while (!bg_thread_stopping(&mover) && !pending_src &&
                bg_thread_wait_until(&mover, &until)) {
         }
@@ -363,10 +379,14 @@ static void *mover_main(void *arg)
         int request = pending_src, request_dst = pending_dst;
         bg_thread_unlock(&mover);
         pooling = false;
-        if (request)
+        if (request) {
             run_request((unsigned)request, (unsigned)request_dst);
-        else
-            pooling = look_once() == LOOK_POOLED;
+        } else {
+            enum look_result did = look_once(headers_looks > 0);
+            pooling = did == LOOK_POOLED;
+            if (did == LOOK_HEADERS)
+                headers_looks = 1000000 / HEADERS_PAUSE_US;
+        }
         bg_thread_lock(&mover);
         if (request)
             pending_src = 0;

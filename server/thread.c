@@ -268,6 +268,10 @@ static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     event_base_loop(w->base, 0);
+    if (w->flash_reader) { /* its ring takes calls from this thread only */
+        w->flash_reader_free(w->flash_reader);
+        w->flash_reader = NULL;
+    }
     return NULL;
 }
 

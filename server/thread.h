@@ -49,7 +49,8 @@ struct worker {
     size_t mem_held;  /* read buffers and response objects connections hold */
     struct iovec iov[WORKER_IOV_MAX];
     /* reads of flash values on this worker's own ring (value_fetch.c makes
-     * it at the first and sets its destructor, run by worker_destroy) */
+     * it at the first and sets its destructor, run on the worker's thread
+     * when its loop ends, or by worker_destroy for a loop run elsewhere) */
     struct flash_reader *flash_reader;
     void (*flash_reader_free)(struct flash_reader *rdr);
 };
