@@ -708,6 +708,8 @@ static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
         }
         p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
     }
+    if (!p) /* the evictions freed chunks only on a page being emptied */
+        p = slabs_alloc_draining(cls, value);
     if (!p)
         p = borrow_chunk(cls, value, got); /* freed meanwhile */
     if (!p) {
