@@ -21,9 +21,11 @@
  */
 #include "items.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "assoc.h"
 #include "crawler.h"
@@ -628,11 +630,44 @@ static void *borrow_chunk(unsigned cls, bool value, unsigned *got)
     return NULL;
 }
 
+/* Whether class cls's LRU holds items an allocation could not free now:
+ * tail items referenced (a flash write copying them, a parked read, a
+ * queued bump) or locked by another thread, rather than none at all. */
+static bool tail_busy(unsigned cls)
+{
+    if (!storage_rt.cfg.evict_to_free)
+        return false; /* -M: nothing is ever evicted, busy or not */
+    uint64_t held = 0;
+    for (enum lru_segment seg = LRU_HOT; seg <= LRU_COLD; seg++) {
+        struct lru_list *l = lru_of(cls, seg);
+        lru_lock(l);
+        held += l->n.curr_items;
+        lru_unlock(l);
+    }
+    return held > 0;
+}
+
+/* Between tries on busy tails: give the CPU to whoever holds them (on a
+ * loaded host the flash writer may be preempted while it copies a batch),
+ * first by yielding, then by short sleeps (at most a few ms in all). */
+static void wait_for_tail(int tries)
+{
+    if (tries < 3) {
+        sched_yield();
+        return;
+    }
+    struct timespec nap = {0, 100000L * (tries - 2)};
+    nanosleep(&nap, NULL);
+}
+
 /* A chunk of class cls (or, see borrow_chunk(), of a larger class: *got
  * receives the class), making room in cls's LRU when needed as memcached
  * does: flat, reclaim at COLD's tail, then evict there; segmented, evict
- * at COLD's tail and, when COLD has nothing to give, push HOT's tail down
- * to COLD and try again. */
+ * at COLD's tail and, when COLD has nothing to give, push HOT's (then
+ * WARM's) tail down to COLD and try again, EVICT_TRIES times. When
+ * nothing could be freed only because the tail items are momentarily
+ * referenced or locked, the tries wait for them (memcached's flash writer
+ * holds one item at a time; ours copies a batch) instead of failing. */
 static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
 {
     *got = cls;
@@ -661,15 +696,22 @@ static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
             lru_unlock(cold);
         } else if (!segmented || (item_pull_tail(cls, LRU_HOT, 0, 0, 0) == 0 &&
                                   item_pull_tail(cls, LRU_WARM, 0, 0, 0) == 0)) {
-            /* Nothing left to free or move. (memcached leaves WARM to its
+            /* Nothing freed or moved. (memcached leaves WARM to its
              * maintainer; pulling it here only matters when the thread
              * has not caught up, and turns an out-of-memory into an
-             * eviction.) */
+             * eviction.) With no item left, or none that may be evicted,
+             * this is memcached's out of memory. */
             p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
-            break;
+            if (p || !tail_busy(cls))
+                break;
+            wait_for_tail(tries);
         }
         p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
     }
+    if (!p) /* the evictions freed chunks only on a page being emptied */
+        p = slabs_alloc_draining(cls, value);
+    if (!p)
+        p = borrow_chunk(cls, value, got); /* freed meanwhile */
     if (!p) {
         struct lru_list *hot = lru_of(cls, LRU_HOT); /* memcached counts it in HOT */
         lru_lock(hot);

@@ -464,7 +464,7 @@ static void *take_chunk(struct slab_class *c, struct page *pg, bool value)
         pg->value_chunks++;
     }
     c->used_chunks++;
-    if (pg->nfree == 0 && pg->end_left == 0)
+    if (pg->in_partial && pg->nfree == 0 && pg->end_left == 0)
         partial_remove(c, pg);
     return chunk;
 }
@@ -502,6 +502,18 @@ void *slabs_alloc_value(unsigned cls)
 void *slabs_alloc_spare(unsigned cls, bool value)
 {
     return chunk_alloc(cls, value, false);
+}
+
+void *slabs_alloc_draining(unsigned cls, bool value)
+{
+    struct slab_class *c = &classes[cls];
+    void *chunk = NULL;
+    pthread_mutex_lock(&c->lock);
+    for (struct page *pg = c->all; pg && !chunk; pg = pg->class_next)
+        if (pg->drain && !pg->drain->done && pg->free_list)
+            chunk = take_chunk(c, pg, value);
+    pthread_mutex_unlock(&c->lock);
+    return chunk;
 }
 
 bool slabs_grant_page(unsigned cls, bool emptied_for_it)

@@ -47,6 +47,10 @@ void slabs_free_value(void *chunk, unsigned cls);
  * takes a page (used to borrow a larger class's spare chunk when the
  * right class is full and memory is at its limit). */
 void *slabs_alloc_spare(unsigned cls, bool value);
+/* A freed chunk of a page of class cls that the slab mover is emptying,
+ * or NULL: the last resort of an allocation whose evictions freed chunks
+ * only there (the chunk taken is one more the mover waits for). */
+void *slabs_alloc_draining(unsigned cls, bool value);
 
 /* Emptying a page so it can serve another class (the slab mover):
  * slabs_drain_begin() picks the class's page holding only item headers
