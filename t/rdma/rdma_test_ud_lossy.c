@@ -135,10 +135,13 @@ static int client_process(int k, long ops, unsigned port)
             if (stored_len[key_index] == (size_t)-1) {
                 /* after a failed set either value may be there */
             } else if (seed == 0) {
-                if (rc != MEMCACHED_NOTFOUND) {
+                if (rc == MEMCACHED_SUCCESS) { /* a value where none was stored */
+                    fprintf(stderr, "client %d: get %s never stored: %zu bytes\n", k, key, len);
+                    t.corrupted++;
+                } else if (rc != MEMCACHED_NOTFOUND) {
                     fprintf(stderr, "client %d: get %s never stored: %s\n", k, key,
                             memcached_strerror(m, rc));
-                    t.corrupted++;
+                    t.failed++;
                 }
             } else if (rc == MEMCACHED_NOTFOUND) {
                 fprintf(stderr, "client %d: get %s: lost\n", k, key);
