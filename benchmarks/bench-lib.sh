@@ -94,6 +94,15 @@ bench_cpu_ns() {
   cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ t += $1 } END { printf "%.0f\n", t }'
 }
 
+# bench_ctxsw PID: context switches process PID's threads have made so far,
+# voluntary (it waited) and involuntary (it was preempted), as "VOL INVOL"
+# (the sums of /proc/PID/task/*/status; exited threads are not counted).
+bench_ctxsw() {
+  cat /proc/"$1"/task/*/status 2>/dev/null |
+    awk '/^voluntary_ctxt_switches/ { v += $2 } /^nonvoluntary_ctxt_switches/ { n += $2 }
+      END { printf "%.0f %.0f\n", v, n }'
+}
+
 # bench_find_built RELPATH: the newest build/*/RELPATH under the source tree,
 # leaving out sanitizer builds (they measure the sanitizers).
 bench_find_built() {
