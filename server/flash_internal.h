@@ -40,14 +40,14 @@ struct flash_page {
     uint64_t seq;                      /* order in which pages were opened */
 };
 
-/* A record in a write buffer, waiting for the buffer's write: a value
- * leaving RAM (it: the item), or a record compaction rescues (it: its
- * flash header, from: where the record was). */
+/* A record compaction rescues, waiting in the compact bucket's buffer for
+ * its write: it, its flash header (referenced), is pointed from `from` to
+ * loc once the buffer is written. (Values leaving RAM need no entry: their
+ * headers point at the buffered record at once.) */
 struct pending {
     item *it;
     uint64_t cas;
     struct item_flash_loc loc;
-    bool rescue;
     struct item_flash_loc from;
 };
 
@@ -56,7 +56,7 @@ struct wbucket {
     unsigned open_page; /* npages: none */
     char *wbuf;
     size_t wfill;
-    struct pending *pend;
+    struct pending *pend; /* the compact bucket's rescues */
     size_t npend, pend_cap;
 };
 
