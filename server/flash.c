@@ -209,14 +209,20 @@ enum flash_place flash_read_locate(struct flash_read *rd, int *fd, uint64_t *off
             *fd = p->fd;
             *off = p->file_off + loc->offset;
             place = FLASH_PLACE_FILE;
-        } else if (p->state == PAGE_OPEN && tier.buckets[p->bucket].open_page == loc->page &&
-                   loc->offset >= p->fill &&
-                   loc->offset - p->fill + loc->len <= tier.cfg.wbuf_size) {
+        } else if (p->state == PAGE_OPEN && tier.buckets[p->bucket].open_page == loc->page) {
             /* the header was linked after its record was copied in whole;
-             * the buffer is written and reused only after p->fill moves
-             * past it, under this lock */
-            copy_from_wbuf(rd, tier.buckets[p->bucket].wbuf + (loc->offset - p->fill));
-            place = FLASH_PLACE_COPIED;
+             * a buffer is reused only after the write of its bytes moved
+             * p->fill past them, under this lock */
+            const struct wbucket *b = &tier.buckets[p->bucket];
+            uint64_t filling = p->fill + (b->writing ? b->wr_len : 0);
+            if (b->writing && loc->offset >= p->fill && loc->offset + loc->len <= filling) {
+                copy_from_wbuf(rd, b->wr_buf + (loc->offset - p->fill));
+                place = FLASH_PLACE_COPIED;
+            } else if (loc->offset >= filling &&
+                       loc->offset - filling + loc->len <= tier.cfg.wbuf_size) {
+                copy_from_wbuf(rd, b->wbuf + (loc->offset - filling));
+                place = FLASH_PLACE_COPIED;
+            }
         }
     }
     pthread_mutex_unlock(&tier.lock);
@@ -275,9 +281,10 @@ void flash_read_finish(struct flash_read *rd, int res)
 
 #ifdef HAVE_LIBURING
 
-/* user_data of the ring's completions: the wake poll, and the one write
- * or compaction read in flight */
-static char wake_token, write_token;
+/* user_data of the ring's completions: the wake poll, the one
+ * synchronous read or write in flight (flash_ring_io); a bucket's
+ * asynchronous write has the bucket's address */
+static char wake_token, sync_token;
 
 static void arm_wake_poll(void)
 {
@@ -301,8 +308,10 @@ static struct io_uring_sqe *next_sqe(void)
     return sqe;
 }
 
-/* Handles one completion; returns the result when it was the write's. */
-static bool handle_cqe(struct io_uring_cqe *cqe, int *write_res)
+static void write_done(struct wbucket *b, int res);
+
+/* Handles one completion; true (and *sync_res) when it was flash_ring_io's. */
+static bool handle_cqe(struct io_uring_cqe *cqe, int *sync_res)
 {
     void *data = io_uring_cqe_get_data(cqe);
     int res = cqe->res;
@@ -315,9 +324,29 @@ static bool handle_cqe(struct io_uring_cqe *cqe, int *write_res)
         arm_wake_poll();
         return false;
     }
-    *write_res = res;
-    return true; /* the write's (or compaction read's): nothing else uses the ring */
+    if (data == &sync_token) {
+        *sync_res = res;
+        return true;
+    }
+    write_done(data, res);
+    return false;
 }
+
+/* Waits for completions until cond(arg) holds. */
+static void ring_wait_for(bool (*cond)(const void *), const void *arg)
+{
+    int ignored;
+    while (!cond(arg)) {
+        struct io_uring_cqe *cqe;
+        if (io_uring_wait_cqe(&tier.ring, &cqe) == 0)
+            handle_cqe(cqe, &ignored);
+    }
+}
+
+struct sync_io {
+    bool got;
+    int res;
+};
 
 bool flash_ring_io(bool write, int fd, char *buf, size_t len, uint64_t off)
 {
@@ -327,32 +356,28 @@ bool flash_ring_io(bool write, int fd, char *buf, size_t len, uint64_t off)
             io_uring_prep_write(sqe, fd, buf, (unsigned)len, off);
         else
             io_uring_prep_read(sqe, fd, buf, (unsigned)len, off);
-        io_uring_sqe_set_data(sqe, &write_token);
+        io_uring_sqe_set_data(sqe, &sync_token);
         io_uring_submit(&tier.ring);
-        int res = 0;
-        bool got = false;
-        while (!got) {
+        struct sync_io io = {false, 0};
+        while (!io.got) {
             struct io_uring_cqe *cqe;
-            if (io_uring_wait_cqe(&tier.ring, &cqe) != 0)
-                continue;
-            got = handle_cqe(cqe, &res);
+            if (io_uring_wait_cqe(&tier.ring, &cqe) == 0)
+                io.got = handle_cqe(cqe, &io.res);
         }
-        if (res <= 0)
+        if (io.res <= 0)
             return false;
-        buf += res;
-        len -= (size_t)res;
-        off += (uint64_t)res;
+        buf += io.res;
+        len -= (size_t)io.res;
+        off += (uint64_t)io.res;
     }
     return true;
 }
 
-static void release_pending(struct wbucket *b)
+static void release_rescues(struct pending *pend, size_t *n)
 {
-    for (size_t i = b->npend; i-- > 0;)
-        if (b->pend[i].it)
-            item_release(b->pend[i].it);
-    b->npend = 0;
-    b->wfill = 0;
+    for (size_t i = *n; i-- > 0;)
+        item_release(pend[i].it);
+    *n = 0;
 }
 
 /* A written rescue: its header is pointed at the copy if it still points
@@ -370,41 +395,110 @@ static void settle(struct pending *pd)
 
 static void drop_page(unsigned page);
 
-/* Writes a bucket's buffer to its open page and settles its rescues. The
- * values taken from RAM were replaced by their headers when they were
- * copied in (append_record); until this write, reads copy them from the
- * buffer (flash_read_locate). A failed write drops the page: the headers
- * pointing into it miss from then on, as after any page drop. */
-void flash_flush_bucket(unsigned bucket)
+/* The page offset where a bucket's filling buffer starts. */
+static uint64_t filling_base(const struct wbucket *b)
 {
-    struct wbucket *b = &tier.buckets[bucket];
-    if (b->wfill == 0)
-        return;
-    struct flash_page *p = &tier.pages[b->open_page];
-    if (!flash_ring_io(true, p->fd, b->wbuf, b->wfill, p->file_off + p->fill)) {
+    return tier.pages[b->open_page].fill + (b->writing ? b->wr_len : 0);
+}
+
+/* Asks for the rest of a bucket's write. */
+static void write_rest(struct wbucket *b)
+{
+    const struct flash_page *p = &tier.pages[b->open_page];
+    struct io_uring_sqe *sqe = next_sqe();
+    io_uring_prep_write(sqe, p->fd, b->wr_buf + b->wr_done, (unsigned)(b->wr_len - b->wr_done),
+                        p->file_off + p->fill + b->wr_done);
+    io_uring_sqe_set_data(sqe, b);
+    io_uring_submit(&tier.ring);
+}
+
+/* A bucket's write completed (res bytes, or -errno). Once the whole buffer
+ * is written its records are read from the file and its rescues settle. A
+ * failed write drops the page: the headers pointing into it (in this
+ * buffer, the one being filled, or written before) miss from then on, as
+ * after any page drop. */
+static void write_done(struct wbucket *b, int res)
+{
+    if (res > 0) {
+        b->wr_done += (size_t)res;
+        if (b->wr_done < b->wr_len) {
+            write_rest(b);
+            return;
+        }
+    } else {
         fprintf(stderr, "flash: write to page %u failed; the values in it are lost\n",
                 b->open_page);
-        flash_add(&flash_counters.compact_lost, b->npend);
+        flash_add(&flash_counters.compact_lost, b->wr_npend + b->npend);
         pthread_mutex_lock(&tier.lock);
         drop_page(b->open_page);
         b->open_page = tier.npages;
+        b->writing = false;
+        b->wfill = 0;
         pthread_mutex_unlock(&tier.lock);
-        release_pending(b);
+        release_rescues(b->wr_pend, &b->wr_npend);
+        release_rescues(b->pend, &b->npend);
         return;
     }
+    struct flash_page *p = &tier.pages[b->open_page];
     pthread_mutex_lock(&tier.lock);
-    p->fill += b->wfill;
-    p->objects += b->npend;
+    p->fill += b->wr_len;
+    p->objects += b->wr_npend;
     /* counted live first: a header may be freed as soon as it points here */
-    for (size_t i = 0; i < b->npend; i++) {
+    for (size_t i = 0; i < b->wr_npend; i++) {
         p->live_objects++;
-        p->live_bytes += b->pend[i].loc.len;
+        p->live_bytes += b->wr_pend[i].loc.len;
     }
+    b->writing = false;
     pthread_mutex_unlock(&tier.lock);
-    flash_add(&flash_counters.bytes_written, b->wfill);
-    for (size_t i = 0; i < b->npend; i++)
-        settle(&b->pend[i]);
-    release_pending(b);
+    flash_add(&flash_counters.bytes_written, b->wr_len);
+    for (size_t i = 0; i < b->wr_npend; i++)
+        settle(&b->wr_pend[i]);
+    release_rescues(b->wr_pend, &b->wr_npend);
+}
+
+static bool bucket_idle(const void *arg)
+{
+    return !((const struct wbucket *)arg)->writing;
+}
+
+/* Starts the write of a bucket's buffer to its open page; the other
+ * buffer takes the next records. The values taken from RAM were replaced
+ * by their headers when they were copied in (append_record); until their
+ * write completes, reads copy them from the buffers (flash_read_locate).
+ * With a write of the bucket still in flight it is waited for first, or,
+ * unless wait, nothing is started. */
+static void submit_bucket(unsigned bucket, bool wait)
+{
+    struct wbucket *b = &tier.buckets[bucket];
+    if (b->wfill == 0 || (b->writing && !wait))
+        return;
+    ring_wait_for(bucket_idle, b);
+    if (b->wfill == 0) /* the write before failed and took these along */
+        return;
+    pthread_mutex_lock(&tier.lock);
+    char *buf = b->wr_buf;
+    b->wr_buf = b->wbuf;
+    b->wbuf = buf;
+    struct pending *pend = b->wr_pend;
+    size_t cap = b->wr_pend_cap;
+    b->wr_pend = b->pend;
+    b->wr_pend_cap = b->pend_cap;
+    b->wr_npend = b->npend;
+    b->pend = pend;
+    b->pend_cap = cap;
+    b->npend = 0;
+    b->wr_len = b->wfill;
+    b->wr_done = 0;
+    b->wfill = 0;
+    b->writing = true;
+    pthread_mutex_unlock(&tier.lock);
+    write_rest(b);
+}
+
+void flash_flush_bucket(unsigned bucket)
+{
+    submit_bucket(bucket, true);
+    ring_wait_for(bucket_idle, &tier.buckets[bucket]);
 }
 
 /* The oldest full page compaction is not reading (npages: none); tier.lock
@@ -537,16 +631,15 @@ static bool reserve(unsigned bucket, size_t len, struct item_flash_loc *loc)
     if (len > tier.cfg.wbuf_size)
         return false;
     if (b->wfill + len > tier.cfg.wbuf_size)
-        flash_flush_bucket(bucket);
-    if (b->open_page == tier.npages ||
-        tier.pages[b->open_page].fill + b->wfill + len > tier.cfg.page_size) {
-        flash_flush_bucket(bucket);
+        submit_bucket(bucket, true);
+    if (b->open_page == tier.npages || filling_base(b) + b->wfill + len > tier.cfg.page_size) {
+        flash_flush_bucket(bucket); /* no write in flight to a full page */
         if (!open_next_page(bucket))
             return false;
     }
     loc->page = b->open_page;
     loc->version = tier.pages[b->open_page].version;
-    loc->offset = tier.pages[b->open_page].fill + b->wfill;
+    loc->offset = filling_base(b) + b->wfill;
     loc->len = (uint32_t)len;
     b->wfill += len;
     return true;
@@ -561,14 +654,13 @@ static bool reserve_would_flush(unsigned bucket, size_t len)
     if (b->wfill == 0)
         return false;
     return b->wfill + len > tier.cfg.wbuf_size ||
-           (b->open_page != tier.npages &&
-            tier.pages[b->open_page].fill + b->wfill + len > tier.cfg.page_size);
+           (b->open_page != tier.npages && filling_base(b) + b->wfill + len > tier.cfg.page_size);
 }
 
 static char *buffered_record(unsigned bucket, const struct item_flash_loc *loc)
 {
     const struct wbucket *b = &tier.buckets[bucket];
-    return b->wbuf + (loc->offset - tier.pages[b->open_page].fill);
+    return b->wbuf + (loc->offset - filling_base(b));
 }
 
 /* A record just copied into its bucket's buffer counts as used from now
@@ -626,18 +718,18 @@ static void append_record(item *it, unsigned bucket)
 
 bool flash_append_rescue(item *h, const char *record, size_t len, const struct item_flash_loc *from)
 {
+    struct item_flash_loc loc;
+    if (!reserve(BUCKET_COMPACT, len, &loc)) /* may swap the buffers and their lists */
+        return false;
     struct wbucket *b = &tier.buckets[BUCKET_COMPACT];
     if (b->npend == b->pend_cap) {
         size_t cap = b->pend_cap ? b->pend_cap * 2 : 256;
         struct pending *np = realloc(b->pend, cap * sizeof(*np));
         if (!np)
-            return false;
+            return false; /* the space taken stays unused: nothing points at it */
         b->pend = np;
         b->pend_cap = cap;
     }
-    struct item_flash_loc loc;
-    if (!reserve(BUCKET_COMPACT, len, &loc))
-        return false;
     memcpy(buffered_record(BUCKET_COMPACT, &loc), record, len);
     loc.check = from->check;
     b->pend[b->npend++] =
@@ -712,7 +804,7 @@ static bool writer_pass(bool *wrote)
     }
     for (unsigned b = 0; b < BUCKET_COUNT; b++)
         if (filled[b] || !*wrote)
-            flash_flush_bucket(b);
+            submit_bucket(b, filled[b]);
     return more;
 }
 
@@ -777,6 +869,8 @@ static void *io_thread(void *arg)
         more = now_us() - last_pass_us >= interval_us;
     }
     flash_compact_abandon();
+    for (unsigned b = 0; b < BUCKET_COUNT; b++) /* the writes in flight end first */
+        ring_wait_for(bucket_idle, &tier.buckets[b]);
     return NULL;
 }
 
@@ -798,12 +892,13 @@ static void free_buckets(void)
 {
     for (unsigned i = BUCKET_COUNT; i-- > 0;) {
         struct wbucket *b = &tier.buckets[i];
-        release_pending(b);
+        release_rescues(b->wr_pend, &b->wr_npend);
+        release_rescues(b->pend, &b->npend);
+        free(b->wr_pend);
         free(b->pend);
+        free(b->wr_buf);
         free(b->wbuf);
-        b->pend = NULL;
-        b->pend_cap = 0;
-        b->wbuf = NULL;
+        *b = (struct wbucket){.open_page = tier.npages};
     }
 }
 
@@ -843,7 +938,8 @@ int flash_start(struct ext_settings *cfg, char *errbuf, size_t errlen)
     bool buffers = true;
     for (unsigned b = 0; b < BUCKET_COUNT; b++) {
         tier.buckets[b].wbuf = malloc(cfg->wbuf_size);
-        buffers = buffers && tier.buckets[b].wbuf;
+        tier.buckets[b].wr_buf = malloc(cfg->wbuf_size);
+        buffers = buffers && tier.buckets[b].wbuf && tier.buckets[b].wr_buf;
     }
     if (!tier.pages || !buffers) {
         snprintf(errbuf, errlen, "out of memory for %llu pages", (unsigned long long)total_pages);
