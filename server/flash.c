@@ -5,7 +5,8 @@
  * thread's io_uring ring its writes and compaction reads go through, the
  * place and the checks of value reads (the workers submit those on their
  * own rings, flash_reader.c), page reclamation (the oldest page is
- * dropped when none is free) and the extstore counters.
+ * dropped when none is free) and the extstore counters (their stats
+ * lines: flash_stats.c).
  *
  * A record on flash: magic (4 bytes), check (4), value length (4), key
  * length (1), 3 bytes of padding, the key, the value, padded to 8 bytes.
@@ -32,14 +33,9 @@
 #include "slabs.h"
 
 #define SELECT_BATCH 64
-#define WRITER_INTERVAL_MS 50 /* longest wait between writer passes */
-#define WRITER_BUSY_MS 2      /* the wait after a pass that wrote values */
-#define FREE_PAGES_TARGET 3   /* free chunks a class at the limit keeps, in pages */
-
-static const char *const counter_names[FC_COUNT] = {
-    "get_extstore",          "get_aborted_extstore", "get_oom_extstore",
-    "recache_from_extstore", "miss_from_extstore",   "badcrc_from_extstore",
-};
+#define WRITER_INTERVAL_US 50000 /* longest wait between writer passes */
+#define WRITER_BUSY_US 500       /* the wait after a pass that took values */
+#define FREE_PAGES_TARGET 3      /* free chunks a class at the limit keeps, in pages */
 
 struct flash_counters flash_counters;
 
@@ -184,20 +180,49 @@ static void wake(void)
     }
 }
 
-bool flash_read_locate(const struct item_flash_loc *loc, int *fd, uint64_t *off)
+/* Copies a record waiting in a write buffer into rd's buffers (tier.lock
+ * held, so the buffer is not written out and reused meanwhile). */
+static void copy_from_wbuf(struct flash_read *rd, const char *rec)
 {
-    bool found = false;
+    size_t left = rd->loc.len;
+    for (unsigned i = 0; i < rd->niov && left > 0; i++) {
+        size_t n = rd->iov[i].iov_len < left ? rd->iov[i].iov_len : left;
+        memcpy(rd->iov[i].iov_base, rec, n);
+        rec += n;
+        left -= n;
+    }
+}
+
+enum flash_place flash_read_locate(struct flash_read *rd, int *fd, uint64_t *off)
+{
+    const struct item_flash_loc *loc = &rd->loc;
+    enum flash_place place = FLASH_PLACE_NONE;
     pthread_mutex_lock(&tier.lock);
     const struct flash_page *p =
         tier.pages && loc->page < tier.npages ? &tier.pages[loc->page] : NULL;
-    if (p && !tier.stop && p->state != PAGE_FREE && p->version == loc->version &&
-        loc->offset + loc->len <= p->fill) {
-        *fd = p->fd;
-        *off = p->file_off + loc->offset;
-        found = true;
+    if (p && !tier.stop && p->state != PAGE_FREE && p->version == loc->version) {
+        if (loc->offset + loc->len <= p->fill) {
+            *fd = p->fd;
+            *off = p->file_off + loc->offset;
+            place = FLASH_PLACE_FILE;
+        } else if (p->state == PAGE_OPEN && tier.buckets[p->bucket].open_page == loc->page) {
+            /* the header was linked after its record was copied in whole;
+             * a buffer is reused only after the write of its bytes moved
+             * p->fill past them, under this lock */
+            const struct wbucket *b = &tier.buckets[p->bucket];
+            uint64_t filling = p->fill + (b->writing ? b->wr_len : 0);
+            if (b->writing && loc->offset >= p->fill && loc->offset + loc->len <= filling) {
+                copy_from_wbuf(rd, b->wr_buf + (loc->offset - p->fill));
+                place = FLASH_PLACE_COPIED;
+            } else if (loc->offset >= filling &&
+                       loc->offset - filling + loc->len <= tier.cfg.wbuf_size) {
+                copy_from_wbuf(rd, b->wbuf + (loc->offset - filling));
+                place = FLASH_PLACE_COPIED;
+            }
+        }
     }
     pthread_mutex_unlock(&tier.lock);
-    return found;
+    return place;
 }
 
 /* Whether the page loc points into was not reused since loc was taken. */
@@ -252,9 +277,10 @@ void flash_read_finish(struct flash_read *rd, int res)
 
 #ifdef HAVE_LIBURING
 
-/* user_data of the ring's completions: the wake poll, and the one write
- * or compaction read in flight */
-static char wake_token, write_token;
+/* user_data of the ring's completions: the wake poll, the one
+ * synchronous read or write in flight (flash_ring_io); a bucket's
+ * asynchronous write has the bucket's address */
+static char wake_token, sync_token;
 
 static void arm_wake_poll(void)
 {
@@ -278,8 +304,10 @@ static struct io_uring_sqe *next_sqe(void)
     return sqe;
 }
 
-/* Handles one completion; returns the result when it was the write's. */
-static bool handle_cqe(struct io_uring_cqe *cqe, int *write_res)
+static void write_done(struct wbucket *b, int res);
+
+/* Handles one completion; true (and *sync_res) when it was flash_ring_io's. */
+static bool handle_cqe(struct io_uring_cqe *cqe, int *sync_res)
 {
     void *data = io_uring_cqe_get_data(cqe);
     int res = cqe->res;
@@ -292,9 +320,29 @@ static bool handle_cqe(struct io_uring_cqe *cqe, int *write_res)
         arm_wake_poll();
         return false;
     }
-    *write_res = res;
-    return true; /* the write's (or compaction read's): nothing else uses the ring */
+    if (data == &sync_token) {
+        *sync_res = res;
+        return true;
+    }
+    write_done(data, res);
+    return false;
 }
+
+/* Waits for completions until cond(arg) holds. */
+static void ring_wait_for(bool (*cond)(const void *), const void *arg)
+{
+    int ignored;
+    while (!cond(arg)) {
+        struct io_uring_cqe *cqe;
+        if (io_uring_wait_cqe(&tier.ring, &cqe) == 0)
+            handle_cqe(cqe, &ignored);
+    }
+}
+
+struct sync_io {
+    bool got;
+    int res;
+};
 
 bool flash_ring_io(bool write, int fd, char *buf, size_t len, uint64_t off)
 {
@@ -304,96 +352,149 @@ bool flash_ring_io(bool write, int fd, char *buf, size_t len, uint64_t off)
             io_uring_prep_write(sqe, fd, buf, (unsigned)len, off);
         else
             io_uring_prep_read(sqe, fd, buf, (unsigned)len, off);
-        io_uring_sqe_set_data(sqe, &write_token);
+        io_uring_sqe_set_data(sqe, &sync_token);
         io_uring_submit(&tier.ring);
-        int res = 0;
-        bool got = false;
-        while (!got) {
+        struct sync_io io = {false, 0};
+        while (!io.got) {
             struct io_uring_cqe *cqe;
-            if (io_uring_wait_cqe(&tier.ring, &cqe) != 0)
-                continue;
-            got = handle_cqe(cqe, &res);
+            if (io_uring_wait_cqe(&tier.ring, &cqe) == 0)
+                io.got = handle_cqe(cqe, &io.res);
         }
-        if (res <= 0)
+        if (io.res <= 0)
             return false;
-        buf += res;
-        len -= (size_t)res;
-        off += (uint64_t)res;
+        buf += io.res;
+        len -= (size_t)io.res;
+        off += (uint64_t)io.res;
     }
     return true;
 }
 
-static void release_pending(struct wbucket *b)
+static void release_rescues(struct pending *pend, size_t *n)
 {
-    for (size_t i = b->npend; i-- > 0;)
-        if (b->pend[i].it)
-            item_release(b->pend[i].it);
-    b->npend = 0;
-    b->wfill = 0;
+    for (size_t i = *n; i-- > 0;)
+        item_release(pend[i].it);
+    *n = 0;
 }
 
-/* A written record now counts as used; for a rescue, its old place stops
- * counting once its header points at the new one. A record taken from RAM
- * holds no reference to its item while its buffer waits (so the COLD tail
- * stays evictable): the item is found again by the record's key and moved
- * only if its CAS is still the one copied. */
-static void settle(struct pending *pd, const char *rec)
+/* A written rescue: its header is pointed at the copy if it still points
+ * at the old place, which then stops counting. */
+static void settle(struct pending *pd)
 {
-    if (pd->rescue) {
-        if (item_flash_repoint(pd->it, pd->cas, &pd->from, &pd->loc)) {
-            flash_forget(&pd->from);
-            flash_add(&flash_counters.compact_rescues, 1);
-            flash_add(&flash_counters.objects_written, 1); /* memcached counts rewrites too */
-        } else {
-            flash_forget(&pd->loc); /* deleted or changed meanwhile: nothing lost */
+    if (item_flash_repoint(pd->it, pd->cas, &pd->from, &pd->loc)) {
+        flash_forget(&pd->from);
+        flash_add(&flash_counters.compact_rescues, 1);
+        flash_add(&flash_counters.objects_written, 1); /* memcached counts rewrites too */
+    } else {
+        flash_forget(&pd->loc); /* deleted or changed meanwhile: nothing lost */
+    }
+}
+
+static void drop_page(unsigned page);
+
+/* The page offset where a bucket's filling buffer starts. */
+static uint64_t filling_base(const struct wbucket *b)
+{
+    return tier.pages[b->open_page].fill + (b->writing ? b->wr_len : 0);
+}
+
+/* Asks for the rest of a bucket's write. */
+static void write_rest(struct wbucket *b)
+{
+    const struct flash_page *p = &tier.pages[b->open_page];
+    struct io_uring_sqe *sqe = next_sqe();
+    io_uring_prep_write(sqe, p->fd, b->wr_buf + b->wr_done, (unsigned)(b->wr_len - b->wr_done),
+                        p->file_off + p->fill + b->wr_done);
+    io_uring_sqe_set_data(sqe, b);
+    io_uring_submit(&tier.ring);
+}
+
+/* A bucket's write completed (res bytes, or -errno). Once the whole buffer
+ * is written its records are read from the file and its rescues settle. A
+ * failed write drops the page: the headers pointing into it (in this
+ * buffer, the one being filled, or written before) miss from then on, as
+ * after any page drop. */
+static void write_done(struct wbucket *b, int res)
+{
+    if (res > 0) {
+        b->wr_done += (size_t)res;
+        if (b->wr_done < b->wr_len) {
+            write_rest(b);
+            return;
         }
+    } else {
+        fprintf(stderr, "flash: write to page %u failed; the values in it are lost\n",
+                b->open_page);
+        flash_add(&flash_counters.compact_lost, b->wr_npend + b->npend);
+        pthread_mutex_lock(&tier.lock);
+        drop_page(b->open_page);
+        b->open_page = tier.npages;
+        b->writing = false;
+        b->wfill = 0;
+        pthread_mutex_unlock(&tier.lock);
+        release_rescues(b->wr_pend, &b->wr_npend);
+        release_rescues(b->pend, &b->npend);
         return;
     }
-    item *it = item_peek(rec + RECORD_HEADER, (size_t)(unsigned char)rec[12]);
-    if (it && item_move_to_flash(it, pd->cas, &pd->loc))
-        flash_add(&flash_counters.objects_written, 1);
-    else
-        flash_forget(&pd->loc); /* evicted, deleted or changed meanwhile */
-    if (it)
-        item_release(it);
+    struct flash_page *p = &tier.pages[b->open_page];
+    pthread_mutex_lock(&tier.lock);
+    p->fill += b->wr_len;
+    p->objects += b->wr_npend;
+    /* counted live first: a header may be freed as soon as it points here */
+    for (size_t i = 0; i < b->wr_npend; i++) {
+        p->live_objects++;
+        p->live_bytes += b->wr_pend[i].loc.len;
+    }
+    b->writing = false;
+    pthread_mutex_unlock(&tier.lock);
+    flash_add(&flash_counters.bytes_written, b->wr_len);
+    for (size_t i = 0; i < b->wr_npend; i++)
+        settle(&b->wr_pend[i]);
+    release_rescues(b->wr_pend, &b->wr_npend);
 }
 
-/* Writes a bucket's buffer to its open page and settles its records. */
-void flash_flush_bucket(unsigned bucket)
+static bool bucket_idle(const void *arg)
+{
+    return !((const struct wbucket *)arg)->writing;
+}
+
+/* Starts the write of a bucket's buffer to its open page; the other
+ * buffer takes the next records. The values taken from RAM were replaced
+ * by their headers when they were copied in (append_record); until their
+ * write completes, reads copy them from the buffers (flash_read_locate).
+ * With a write of the bucket still in flight it is waited for first, or,
+ * unless wait, nothing is started. */
+static void submit_bucket(unsigned bucket, bool wait)
 {
     struct wbucket *b = &tier.buckets[bucket];
-    if (b->wfill == 0)
+    if (b->wfill == 0 || (b->writing && !wait))
         return;
-    struct flash_page *p = &tier.pages[b->open_page];
-    if (!flash_ring_io(true, p->fd, b->wbuf, b->wfill, p->file_off + p->fill)) {
-        fprintf(stderr, "flash: write to page %u failed; %zu values stay where they were\n",
-                b->open_page, b->npend);
-        for (size_t i = 0; i < b->npend; i++)
-            if (b->pend[i].rescue)
-                flash_add(&flash_counters.compact_lost, 1);
-        release_pending(b);
+    ring_wait_for(bucket_idle, b);
+    if (b->wfill == 0) /* the write before failed and took these along */
         return;
-    }
-    const char *base = b->wbuf - p->fill; /* a record at offset o is base + o */
     pthread_mutex_lock(&tier.lock);
-    p->fill += b->wfill;
-    p->objects += b->npend;
-    /* counted live first: a header may be freed as soon as it is linked */
-    for (size_t i = 0; i < b->npend; i++) {
-        p->live_objects++;
-        p->live_bytes += b->pend[i].loc.len;
-    }
+    char *buf = b->wr_buf;
+    b->wr_buf = b->wbuf;
+    b->wbuf = buf;
+    struct pending *pend = b->wr_pend;
+    size_t cap = b->wr_pend_cap;
+    b->wr_pend = b->pend;
+    b->wr_pend_cap = b->pend_cap;
+    b->wr_npend = b->npend;
+    b->pend = pend;
+    b->pend_cap = cap;
+    b->npend = 0;
+    b->wr_len = b->wfill;
+    b->wr_done = 0;
+    b->wfill = 0;
+    b->writing = true;
     pthread_mutex_unlock(&tier.lock);
-    flash_add(&flash_counters.bytes_written, b->wfill);
-    for (size_t i = 0; i < b->npend; i++)
-        settle(&b->pend[i], base + b->pend[i].loc.offset);
-    release_pending(b);
+    write_rest(b);
 }
 
-static void flush_all(void)
+void flash_flush_bucket(unsigned bucket)
 {
-    for (unsigned i = 0; i < BUCKET_COUNT; i++)
-        flash_flush_bucket(i);
+    submit_bucket(bucket, true);
+    ring_wait_for(bucket_idle, &tier.buckets[bucket]);
 }
 
 /* The oldest full page compaction is not reading (npages: none); tier.lock
@@ -518,37 +619,26 @@ static unsigned bucket_of(const item *it, rel_time_t now)
 }
 
 /* Room for a len-byte record in a bucket's buffer (flushing and changing
- * pages first as needed) and its pending entry, its place filled in;
- * NULL when the record cannot be placed. */
-static struct pending *reserve(unsigned bucket, size_t len)
+ * pages first as needed); *loc gets its place. False when the record
+ * cannot be placed. */
+static bool reserve(unsigned bucket, size_t len, struct item_flash_loc *loc)
 {
     struct wbucket *b = &tier.buckets[bucket];
     if (len > tier.cfg.wbuf_size)
-        return NULL;
+        return false;
     if (b->wfill + len > tier.cfg.wbuf_size)
-        flash_flush_bucket(bucket);
-    if (b->open_page == tier.npages ||
-        tier.pages[b->open_page].fill + b->wfill + len > tier.cfg.page_size) {
-        flash_flush_bucket(bucket);
+        submit_bucket(bucket, true);
+    if (b->open_page == tier.npages || filling_base(b) + b->wfill + len > tier.cfg.page_size) {
+        flash_flush_bucket(bucket); /* no write in flight to a full page */
         if (!open_next_page(bucket))
-            return NULL;
+            return false;
     }
-    if (b->npend == b->pend_cap) {
-        size_t cap = b->pend_cap ? b->pend_cap * 2 : 256;
-        struct pending *np = realloc(b->pend, cap * sizeof(*np));
-        if (!np)
-            return NULL;
-        b->pend = np;
-        b->pend_cap = cap;
-    }
-    struct pending *pd = &b->pend[b->npend++];
-    pd->loc.page = b->open_page;
-    pd->loc.version = tier.pages[b->open_page].version;
-    pd->loc.offset = tier.pages[b->open_page].fill + b->wfill;
-    pd->loc.len = (uint32_t)len;
-    pd->rescue = false;
+    loc->page = b->open_page;
+    loc->version = tier.pages[b->open_page].version;
+    loc->offset = filling_base(b) + b->wfill;
+    loc->len = (uint32_t)len;
     b->wfill += len;
-    return pd;
+    return true;
 }
 
 /* Whether placing a len-byte record would first write the bucket's buffer
@@ -560,29 +650,44 @@ static bool reserve_would_flush(unsigned bucket, size_t len)
     if (b->wfill == 0)
         return false;
     return b->wfill + len > tier.cfg.wbuf_size ||
-           (b->open_page != tier.npages &&
-            tier.pages[b->open_page].fill + b->wfill + len > tier.cfg.page_size);
+           (b->open_page != tier.npages && filling_base(b) + b->wfill + len > tier.cfg.page_size);
 }
 
-static char *pending_record(unsigned bucket, const struct pending *pd)
+static char *buffered_record(unsigned bucket, const struct item_flash_loc *loc)
 {
     const struct wbucket *b = &tier.buckets[bucket];
-    return b->wbuf + (pd->loc.offset - tier.pages[b->open_page].fill);
+    return b->wbuf + (loc->offset - filling_base(b));
 }
 
-/* Copies it's value into its bucket's buffer and drops the caller's
- * reference (settle finds the item again by key once the buffer is
- * written). */
+/* A record just copied into its bucket's buffer counts as used from now
+ * on (before its header is linked: a header may be freed at once). */
+static void count_buffered(const struct item_flash_loc *loc)
+{
+    pthread_mutex_lock(&tier.lock);
+    struct flash_page *p = &tier.pages[loc->page];
+    p->objects++;
+    p->live_objects++;
+    p->live_bytes += loc->len;
+    pthread_mutex_unlock(&tier.lock);
+}
+
+/* Copies it's value into its bucket's buffer and replaces the item by its
+ * flash header at once, as memcached's extstore does: its RAM is free
+ * before the buffer is written, so sets arriving meanwhile take that
+ * memory instead of evicting values on their way to flash. Until the
+ * write, reads of the value copy it from the buffer. Drops the caller's
+ * reference. */
 static void append_record(item *it, unsigned bucket)
 {
     size_t nkey = item_nkey(it), nbytes = item_nbytes(it);
     size_t len = flash_record_size(nkey, nbytes);
-    struct pending *pd = reserve(bucket, len);
-    if (!pd) {
+    uint64_t cas = item_unique(it);
+    struct item_flash_loc loc;
+    if (!reserve(bucket, len, &loc)) {
         item_release(it);
         return;
     }
-    char *rec = pending_record(bucket, pd);
+    char *rec = buffered_record(bucket, &loc);
     uint32_t magic = RECORD_MAGIC, n32 = (uint32_t)nbytes;
     memcpy(rec, &magic, 4);
     memcpy(rec + 8, &n32, 4);
@@ -598,23 +703,33 @@ static void append_record(item *it, unsigned bucket)
     memset(rec + at, 0, len - at);
     uint32_t check = flash_record_check(rec, RECORD_HEADER + nkey + nbytes);
     memcpy(rec + 4, &check, 4);
-    pd->it = NULL;
-    pd->cas = item_unique(it);
-    pd->loc.check = check;
+    loc.check = check;
+    count_buffered(&loc);
+    if (item_move_to_flash(it, cas, &loc))
+        flash_add(&flash_counters.objects_written, 1);
+    else
+        flash_forget(&loc); /* stored, read twice or deleted meanwhile */
     item_release(it);
 }
 
 bool flash_append_rescue(item *h, const char *record, size_t len, const struct item_flash_loc *from)
 {
-    struct pending *pd = reserve(BUCKET_COMPACT, len);
-    if (!pd)
+    struct item_flash_loc loc;
+    if (!reserve(BUCKET_COMPACT, len, &loc)) /* may swap the buffers and their lists */
         return false;
-    memcpy(pending_record(BUCKET_COMPACT, pd), record, len);
-    pd->it = h;
-    pd->cas = item_unique(h);
-    pd->loc.check = from->check;
-    pd->rescue = true;
-    pd->from = *from;
+    struct wbucket *b = &tier.buckets[BUCKET_COMPACT];
+    if (b->npend == b->pend_cap) {
+        size_t cap = b->pend_cap ? b->pend_cap * 2 : 256;
+        struct pending *np = realloc(b->pend, cap * sizeof(*np));
+        if (!np)
+            return false; /* the space taken stays unused: nothing points at it */
+        b->pend = np;
+        b->pend_cap = cap;
+    }
+    memcpy(buffered_record(BUCKET_COMPACT, &loc), record, len);
+    loc.check = from->check;
+    b->pend[b->npend++] =
+        (struct pending){.it = h, .cas = item_unique(h), .loc = loc, .from = *from};
     return true;
 }
 
@@ -630,59 +745,70 @@ static size_t class_shortfall(unsigned cls)
     return st.total_pages == 0 || st.free_chunks >= target ? 0 : target - st.free_chunks;
 }
 
-/* One pass over every class's COLD tail; true when it wrote a full batch
- * somewhere (there may be more to write). *wrote: whether it took any. */
+/* One pass over every class's COLD tail; true when it took a full batch
+ * somewhere (there may be more to take). *wrote: whether it took any. A
+ * buffer is written out when it is full, or when a pass takes nothing
+ * (the values it holds are already headers in RAM and are read from the
+ * buffer meanwhile, so a burst of sets does not wait for the device on
+ * every pass). */
 static bool writer_pass(bool *wrote)
 {
     *wrote = false;
     bool full = memory_full();
     bool aging = flash_tunable(&tier.cfg.item_age) != UINT32_MAX;
-    if (!full && !aging)
-        return false;
-    rel_time_t now = clock_now();
+    bool filled[BUCKET_COUNT] = {false};
     bool more = false;
-    unsigned largest = slabs_largest_class();
-    size_t item_size = flash_tunable(&tier.cfg.item_size);
-    for (unsigned cls = 1; cls <= largest; cls++) {
-        if (slabs_class_size(cls) < item_size)
-            continue; /* too small for a value that goes to flash */
-        size_t want = full ? class_shortfall(cls) : 0;
-        if (want == 0 && !aging)
-            continue;
-        item *sel[SELECT_BATCH];
-        unsigned n = storage_cold_select(cls, SELECT_BATCH, sel);
-        unsigned taken = 0;
-        for (unsigned i = 0; i < n; i++) {
-            unsigned bucket = bucket_of(sel[i], now);
-            if (!eligible(sel[i], taken < want, now)) {
-                item_release(sel[i]);
-            } else if (reserve_would_flush(
-                           bucket, flash_record_size(item_nkey(sel[i]), item_nbytes(sel[i])))) {
-                /* the buffer is full: let these go, write it (below), and
-                 * take them again on the next pass */
-                for (unsigned j = i; j < n; j++)
-                    item_release(sel[j]);
-                more = true;
-                break;
-            } else {
-                append_record(sel[i], bucket);
-                taken++;
+    if (full || aging) {
+        rel_time_t now = clock_now();
+        unsigned largest = slabs_largest_class();
+        size_t item_size = flash_tunable(&tier.cfg.item_size);
+        for (unsigned cls = 1; cls <= largest; cls++) {
+            if (slabs_class_size(cls) < item_size)
+                continue; /* too small for a value that goes to flash */
+            size_t want = full ? class_shortfall(cls) : 0;
+            if (want == 0 && !aging)
+                continue;
+            item *sel[SELECT_BATCH];
+            unsigned n = storage_cold_select(cls, SELECT_BATCH, sel);
+            unsigned taken = 0;
+            for (unsigned i = 0; i < n; i++) {
+                unsigned bucket = bucket_of(sel[i], now);
+                if (!eligible(sel[i], taken < want, now)) {
+                    item_release(sel[i]);
+                } else if (reserve_would_flush(
+                               bucket, flash_record_size(item_nkey(sel[i]), item_nbytes(sel[i])))) {
+                    /* the buffer is full: let these go, write it (below),
+                     * and take them again on the next pass */
+                    for (unsigned j = i; j < n; j++)
+                        item_release(sel[j]);
+                    filled[bucket] = true;
+                    more = true;
+                    break;
+                } else {
+                    append_record(sel[i], bucket);
+                    taken++;
+                }
             }
+            /* under memory pressure, as memcached's writer: while a pass
+             * moves values, the next follows at once (sets may be
+             * using up the chunks it freed) */
+            if (taken == SELECT_BATCH || (full && taken > 0))
+                more = true;
+            if (taken > 0)
+                *wrote = true;
         }
-        if (taken == SELECT_BATCH)
-            more = true;
-        if (taken > 0)
-            *wrote = true;
     }
-    flush_all();
+    for (unsigned b = 0; b < BUCKET_COUNT; b++)
+        if (filled[b] || !*wrote)
+            submit_bucket(b, filled[b]);
     return more;
 }
 
-static uint64_t now_ms(void)
+static uint64_t now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
 static void *io_thread(void *arg)
@@ -690,11 +816,11 @@ static void *io_thread(void *arg)
     (void)arg;
     arm_wake_poll();
     bool more = false;
-    uint64_t last_pass_ms = now_ms();
+    uint64_t last_pass_us = now_us();
     /* the writer looks again soon after a pass that wrote (memory is
      * filling: a burst of sets must not evict what flash could keep),
-     * backing off to WRITER_INTERVAL_MS while there is nothing to write */
-    unsigned interval_ms = WRITER_INTERVAL_MS;
+     * backing off to WRITER_INTERVAL_US while there is nothing to write */
+    unsigned interval_us = WRITER_INTERVAL_US;
     for (;;) {
         pthread_mutex_lock(&tier.lock);
         bool stop = tier.stop;
@@ -703,16 +829,19 @@ static void *io_thread(void *arg)
         if (stop)
             break;
         if (more || requests != tier.passes_done) {
-            last_pass_ms = now_ms();
+            last_pass_us = now_us();
             bool wrote;
             more = writer_pass(&wrote);
-            interval_ms = wrote ? WRITER_BUSY_MS
-                                : (interval_ms * 2 > WRITER_INTERVAL_MS ? WRITER_INTERVAL_MS
-                                                                        : interval_ms * 2);
+            interval_us = wrote ? WRITER_BUSY_US
+                                : (interval_us * 2 > WRITER_INTERVAL_US ? WRITER_INTERVAL_US
+                                                                        : interval_us * 2);
             /* a page under compaction takes one buffer per pass, and
              * the next pass follows at once */
             if (flash_compact_pass())
                 more = true;
+            if (requests != tier.passes_done) /* flash_write_now: everything written */
+                for (unsigned b = 0; b < BUCKET_COUNT; b++)
+                    flash_flush_bucket(b);
             pthread_mutex_lock(&tier.lock);
             tier.passes_done = requests;
             pthread_cond_broadcast(&tier.passes_cond);
@@ -720,7 +849,7 @@ static void *io_thread(void *arg)
             if (more)
                 continue;
         }
-        struct __kernel_timespec ts = {0, (long long)interval_ms * 1000000LL};
+        struct __kernel_timespec ts = {0, (long long)interval_us * 1000LL};
         struct io_uring_cqe *cqe;
         int rc = io_uring_wait_cqe_timeout(&tier.ring, &cqe, &ts);
         if (rc == -ETIME) {
@@ -733,9 +862,11 @@ static void *io_thread(void *arg)
             rc = io_uring_peek_cqe(&tier.ring, &cqe);
         }
         /* wakes must not keep the writer from its turn */
-        more = now_ms() - last_pass_ms >= interval_ms;
+        more = now_us() - last_pass_us >= interval_us;
     }
     flash_compact_abandon();
+    for (unsigned b = 0; b < BUCKET_COUNT; b++) /* the writes in flight end first */
+        ring_wait_for(bucket_idle, &tier.buckets[b]);
     return NULL;
 }
 
@@ -757,12 +888,13 @@ static void free_buckets(void)
 {
     for (unsigned i = BUCKET_COUNT; i-- > 0;) {
         struct wbucket *b = &tier.buckets[i];
-        release_pending(b);
+        release_rescues(b->wr_pend, &b->wr_npend);
+        release_rescues(b->pend, &b->npend);
+        free(b->wr_pend);
         free(b->pend);
+        free(b->wr_buf);
         free(b->wbuf);
-        b->pend = NULL;
-        b->pend_cap = 0;
-        b->wbuf = NULL;
+        *b = (struct wbucket){.open_page = tier.npages};
     }
 }
 
@@ -802,7 +934,8 @@ int flash_start(struct ext_settings *cfg, char *errbuf, size_t errlen)
     bool buffers = true;
     for (unsigned b = 0; b < BUCKET_COUNT; b++) {
         tier.buckets[b].wbuf = malloc(cfg->wbuf_size);
-        buffers = buffers && tier.buckets[b].wbuf;
+        tier.buckets[b].wr_buf = malloc(cfg->wbuf_size);
+        buffers = buffers && tier.buckets[b].wbuf && tier.buckets[b].wr_buf;
     }
     if (!tier.pages || !buffers) {
         snprintf(errbuf, errlen, "out of memory for %llu pages", (unsigned long long)total_pages);
@@ -944,79 +1077,4 @@ bool flash_header_class_short(size_t chunk_size)
 unsigned flash_recache_rate(void)
 {
     return flash_tunable(&tier.cfg.recache_rate);
-}
-
-/* ---- stats ----------------------------------------------------------------- */
-static void emit_u64(flash_emit_fn emit, void *ctx, const char *name, uint64_t v)
-{
-    char buf[24];
-    snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
-    emit(ctx, name, buf);
-}
-
-void flash_stats_gets(flash_emit_fn emit, void *ctx)
-{
-    if (!flash_running()) /* memcached prints them only with ext_path */
-        return;
-    for (int i = 0; i < FC_COUNT; i++)
-        emit_u64(emit, ctx, counter_names[i], flash_get(&flash_counters.gets[i]));
-}
-
-void flash_stats_store(flash_emit_fn emit, void *ctx)
-{
-    if (!flash_running())
-        return;
-    uint64_t free_pages = 0, used_pages = 0, objects = 0, bytes = 0;
-    pthread_mutex_lock(&tier.lock);
-    for (unsigned i = 0; i < tier.npages; i++) {
-        if (tier.pages[i].state == PAGE_FREE) {
-            free_pages++;
-        } else {
-            used_pages++;
-            objects += tier.pages[i].live_objects;
-            bytes += tier.pages[i].live_bytes;
-        }
-    }
-    uint64_t limit = (uint64_t)tier.npages * tier.cfg.page_size;
-    pthread_mutex_unlock(&tier.lock);
-    emit_u64(emit, ctx, "extstore_compact_lost", flash_get(&flash_counters.compact_lost));
-    emit_u64(emit, ctx, "extstore_compact_rescues", flash_get(&flash_counters.compact_rescues));
-    emit_u64(emit, ctx, "extstore_compact_skipped", flash_get(&flash_counters.compact_skipped));
-    emit_u64(emit, ctx, "extstore_page_allocs", flash_get(&flash_counters.page_allocs));
-    emit_u64(emit, ctx, "extstore_page_evictions", flash_get(&flash_counters.page_evictions));
-    emit_u64(emit, ctx, "extstore_page_reclaims", flash_get(&flash_counters.page_reclaims));
-    emit_u64(emit, ctx, "extstore_pages_free", free_pages);
-    emit_u64(emit, ctx, "extstore_pages_used", used_pages);
-    emit_u64(emit, ctx, "extstore_objects_evicted", flash_get(&flash_counters.objects_evicted));
-    emit_u64(emit, ctx, "extstore_objects_read", flash_get(&flash_counters.objects_read));
-    emit_u64(emit, ctx, "extstore_objects_written", flash_get(&flash_counters.objects_written));
-    emit_u64(emit, ctx, "extstore_objects_used", objects);
-    emit_u64(emit, ctx, "extstore_bytes_evicted", flash_get(&flash_counters.bytes_evicted));
-    emit_u64(emit, ctx, "extstore_bytes_written", flash_get(&flash_counters.bytes_written));
-    emit_u64(emit, ctx, "extstore_bytes_read", flash_get(&flash_counters.bytes_read));
-    emit_u64(emit, ctx, "extstore_bytes_used", bytes);
-    emit_u64(emit, ctx, "extstore_bytes_fragmented", used_pages * tier.cfg.page_size - bytes);
-    emit_u64(emit, ctx, "extstore_limit_maxbytes", limit);
-    emit_u64(emit, ctx, "extstore_io_queue", flash_get(&flash_counters.io_queue));
-}
-
-void flash_stats_pages(flash_emit_fn emit, void *ctx)
-{
-    if (!flash_running())
-        return;
-    char name[40];
-    pthread_mutex_lock(&tier.lock);
-    for (unsigned i = 0; i < tier.npages; i++) {
-        const struct flash_page *p = &tier.pages[i];
-        bool used = p->state != PAGE_FREE;
-        snprintf(name, sizeof(name), "%u:version", i);
-        emit_u64(emit, ctx, name, p->version);
-        snprintf(name, sizeof(name), "%u:bytes", i);
-        emit_u64(emit, ctx, name, used ? p->fill : 0);
-        snprintf(name, sizeof(name), "%u:bucket", i);
-        emit_u64(emit, ctx, name, used ? p->bucket : 0);
-        snprintf(name, sizeof(name), "%u:free_bucket", i);
-        emit_u64(emit, ctx, name, 0);
-    }
-    pthread_mutex_unlock(&tier.lock);
 }

@@ -48,6 +48,7 @@ struct flash_read {
     struct iovec *iov;                               /* head, the caller's value buffers, pad */
     unsigned niov;
     struct iovec iov_own[FLASH_READ_IOV];
+    int res;      /* the outcome of a read that needed no ring (flash_read_locate) */
     bool queued;  /* in a ring (extstore_io_queue) */
     bool ok;      /* read and matched key, length and checksum: the value is in place */
     bool corrupt; /* read but did not match (badcrc_from_extstore) */
@@ -58,10 +59,14 @@ struct flash_read {
 bool flash_read_target(struct flash_read *rd, const struct iovec *value, unsigned n);
 /* Frees what flash_read_target() allocated. */
 void flash_read_free(struct flash_read *rd);
-/* Where loc's record lies: its file and offset. False when the tier is
- * not running or loc names no record any more (page freed or reused, or
- * beyond what was written). Any thread. */
-bool flash_read_locate(const struct item_flash_loc *loc, int *fd, uint64_t *off);
+/* Where rd->loc's record lies. FLASH_PLACE_FILE: in its file, at *off of
+ * *fd. FLASH_PLACE_COPIED: still in the write buffer waiting for its
+ * write; its bytes are already in rd's buffers, as a read of loc.len bytes
+ * would have put them. FLASH_PLACE_NONE: the tier is not running or loc
+ * names no record any more (page freed or reused). Any thread; rd's
+ * buffers are set (flash_read_target). */
+enum flash_place { FLASH_PLACE_NONE, FLASH_PLACE_FILE, FLASH_PLACE_COPIED };
+enum flash_place flash_read_locate(struct flash_read *rd, int *fd, uint64_t *off);
 /* A read of rd->loc into rd->iov ended with res (bytes, or -errno): sets
  * ok or corrupt, or neither (a failed or short read, a page reused
  * meanwhile), and counts it. */

@@ -40,24 +40,32 @@ struct flash_page {
     uint64_t seq;                      /* order in which pages were opened */
 };
 
-/* A record in a write buffer, waiting for the buffer's write: a value
- * leaving RAM (it: the item), or a record compaction rescues (it: its
- * flash header, from: where the record was). */
+/* A record compaction rescues, waiting in the compact bucket's buffer for
+ * its write: it, its flash header (referenced), is pointed from `from` to
+ * loc once the buffer is written. (Values leaving RAM need no entry: their
+ * headers point at the buffered record at once.) */
 struct pending {
     item *it;
     uint64_t cas;
     struct item_flash_loc loc;
-    bool rescue;
     struct item_flash_loc from;
 };
 
-/* One bucket's open page and write buffer. */
+/* One bucket's open page and its two write buffers: the I/O thread fills
+ * one while the other is being written (at most one write in flight per
+ * bucket, always to the open page, at its fill). The fields readers use
+ * (open_page, wbuf, writing, wr_buf, wr_len) change under tier.lock. */
 struct wbucket {
     unsigned open_page; /* npages: none */
-    char *wbuf;
+    char *wbuf;         /* being filled */
     size_t wfill;
-    struct pending *pend;
+    struct pending *pend; /* the compact bucket's rescues in wbuf */
     size_t npend, pend_cap;
+    bool writing; /* wr_buf's first wr_len bytes are being written */
+    char *wr_buf;
+    size_t wr_len, wr_done;
+    struct pending *wr_pend; /* the rescues in wr_buf */
+    size_t wr_npend, wr_pend_cap;
 };
 
 struct flash_counters {
@@ -121,6 +129,8 @@ bool flash_ring_io(bool write, int fd, char *buf, size_t len, uint64_t off);
  * still points at `from`. False when there is no room (nothing kept). */
 bool flash_append_rescue(item *h, const char *record, size_t len,
                          const struct item_flash_loc *from);
+/* Writes a bucket's buffer out and waits until it and the write before it
+ * are done (their rescues settled). I/O thread only. */
 void flash_flush_bucket(unsigned bucket);
 /* Frees page (still of `version`) after compaction: headers still
  * pointing into it miss from now on. */

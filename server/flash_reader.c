@@ -3,7 +3,8 @@
  * (see flash_reader.h). Owns the ring, the eventfd its completions signal,
  * the loop events (completions signalled; the end of a round, where reads
  * are submitted and completions taken; the next round) and the reads that
- * found no record, which complete from the loop like the others.
+ * needed no ring (no record found, or the record copied from a write
+ * buffer), which complete from the loop like the others.
  */
 #include "flash_reader.h"
 
@@ -29,16 +30,16 @@
 
 struct flash_reader {
     struct io_uring ring;
-    bool deferred;             /* IORING_SETUP_DEFER_TASKRUN: completion work runs when asked */
-    bool edge;                 /* done_ev is edge-triggered: the eventfd is never read */
-    int done_fd;               /* eventfd the ring signals when completions wait */
-    struct event *done_ev;     /* done_fd signalled */
-    struct event *round_ev;    /* made active: submit and reap at the end of this round */
-    struct event *next_ev;     /* zero timer: reap more in the next round */
-    bool round_active;         /* round_ev is active */
-    unsigned inflight;         /* reads in the ring (queued or submitted) */
-    struct flash_read *unread; /* reads that found no record: done() from the loop */
-    struct flash_read **unread_tail;
+    bool deferred;               /* IORING_SETUP_DEFER_TASKRUN: completion work runs when asked */
+    bool edge;                   /* done_ev is edge-triggered: the eventfd is never read */
+    int done_fd;                 /* eventfd the ring signals when completions wait */
+    struct event *done_ev;       /* done_fd signalled */
+    struct event *round_ev;      /* made active: submit and reap at the end of this round */
+    struct event *next_ev;       /* zero timer: reap more in the next round */
+    bool round_active;           /* round_ev is active */
+    unsigned inflight;           /* reads in the ring (queued or submitted) */
+    struct flash_read *ringless; /* reads that needed no ring: done() from the loop */
+    struct flash_read **ringless_tail;
 };
 
 /* Runs rd's done() with the outcome of its read. */
@@ -67,15 +68,15 @@ static bool reap(struct flash_reader *rdr, unsigned max)
     return io_uring_cq_ready(&rdr->ring) > 0;
 }
 
-/* done() of the reads that found no record (they may queue new reads). */
-static void run_unread(struct flash_reader *rdr)
+/* done() of the reads that needed no ring (they may queue new reads). */
+static void run_ringless(struct flash_reader *rdr)
 {
-    while (rdr->unread) {
-        struct flash_read *rd = rdr->unread;
-        rdr->unread = rd->next;
-        if (!rdr->unread)
-            rdr->unread_tail = &rdr->unread;
-        complete(rd, -ENOENT);
+    while (rdr->ringless) {
+        struct flash_read *rd = rdr->ringless;
+        rdr->ringless = rd->next;
+        if (!rdr->ringless)
+            rdr->ringless_tail = &rdr->ringless;
+        complete(rd, rd->res);
     }
 }
 
@@ -102,7 +103,7 @@ static void round_cb(evutil_socket_t fd, short what, void *arg)
     rdr->round_active = false;
     int rc =
         rdr->deferred ? io_uring_submit_and_get_events(&rdr->ring) : io_uring_submit(&rdr->ring);
-    run_unread(rdr);
+    run_ringless(rdr);
     bool more = reap(rdr, READER_REAP_PER_ROUND);
     if (rc < 0 && rdr->inflight > 0 && io_uring_sq_ready(&rdr->ring) > 0)
         more = true; /* the kernel was busy: once more next round */
@@ -168,7 +169,7 @@ struct flash_reader *flash_reader_new(struct event_base *base)
         log_msg(LOG_WARN, "flash: no memory for a read ring");
         return NULL;
     }
-    rdr->unread_tail = &rdr->unread;
+    rdr->ringless_tail = &rdr->ringless;
     int rc = ring_init(rdr);
     if (rc < 0) {
         log_msg(LOG_WARN, "flash: cannot make a read ring: %s", strerror(-rc));
@@ -218,15 +219,24 @@ void flash_reader_read(struct flash_reader *rdr, struct flash_read *rd)
 {
     rd->ok = rd->corrupt = rd->queued = false;
     rd->next = NULL;
+    rd->res = -ENOENT;
     int fd;
     uint64_t off;
     struct io_uring_sqe *sqe = NULL;
-    if (flash_read_locate(&rd->loc, &fd, &off)) {
+    switch (flash_read_locate(rd, &fd, &off)) {
+    case FLASH_PLACE_FILE:
         sqe = io_uring_get_sqe(&rdr->ring);
         if (!sqe) { /* the queue is full: submit what it holds */
             io_uring_submit(&rdr->ring);
             sqe = io_uring_get_sqe(&rdr->ring);
         }
+        rd->res = -EAGAIN; /* when there is still no room */
+        break;
+    case FLASH_PLACE_COPIED:
+        rd->res = (int)rd->loc.len;
+        break;
+    case FLASH_PLACE_NONE:
+        break;
     }
     if (sqe) {
         io_uring_prep_readv(sqe, fd, rd->iov, rd->niov, off);
@@ -235,8 +245,8 @@ void flash_reader_read(struct flash_reader *rdr, struct flash_read *rd)
         rd->queued = true;
         flash_io_queued(1);
     } else {
-        *rdr->unread_tail = rd;
-        rdr->unread_tail = &rd->next;
+        *rdr->ringless_tail = rd;
+        rdr->ringless_tail = &rd->next;
     }
     want_round(rdr);
 }
@@ -245,9 +255,9 @@ void flash_reader_free(struct flash_reader *rdr)
 {
     if (!rdr)
         return;
-    while (rdr->unread || rdr->inflight > 0) {
+    while (rdr->ringless || rdr->inflight > 0) {
         io_uring_submit(&rdr->ring);
-        run_unread(rdr);
+        run_ringless(rdr);
         struct io_uring_cqe *cqe;
         if (rdr->inflight > 0 && io_uring_wait_cqe(&rdr->ring, &cqe) == 0)
             reap(rdr, UINT_MAX);

@@ -2286,6 +2286,99 @@ static int read_in_pieces(const char *rec, size_t len, int res, const char *key,
     return rd.ok ? 1 : rd.corrupt ? -1 : 0;
 }
 
+/* Whether rd's record at page offset `offset` is copied from a write
+ * buffer into buf (rd's value pieces) and checks as value. */
+static bool copied_at(struct flash_read *rd, uint64_t offset, char *buf, const char *value)
+{
+    int fd;
+    uint64_t off;
+    rd->loc.offset = offset;
+    memset(buf, 0, rd->nbytes);
+    enum flash_place place = flash_read_locate(rd, &fd, &off);
+    flash_read_finish(rd, (int)rd->loc.len);
+    return place == FLASH_PLACE_COPIED && rd->ok && memcmp(buf, value, rd->nbytes) == 0;
+}
+
+/* Where a read finds a record (flash_read_locate): in the buffer being
+ * filled, in the one being written, or, once its write moved the page's
+ * fill past it, in the file; copies from a buffer land in the read's
+ * pieces and check as a read from the file would. The tier's state is set
+ * by hand on a page the idle I/O thread leaves alone (no write pending). */
+static void test_flash_buffered_read(const char *rec, size_t len, const char *key,
+                                     const char *value, size_t nbytes)
+{
+    struct wbucket *b = &tier.buckets[BUCKET_DEFAULT];
+    struct flash_page *p = &tier.pages[0];
+    pthread_mutex_lock(&tier.lock);
+    unsigned saved_open = b->open_page;
+    b->open_page = 0;
+    p->state = PAGE_OPEN;
+    p->bucket = BUCKET_DEFAULT;
+    p->fill = 4096;
+    uint32_t version = p->version;
+    memcpy(b->wbuf + 64, rec, len);    /* at page offset 4096 + 64 */
+    memset(b->wr_buf, 0, 4096);        /* being written: 4096..8191 */
+    memcpy(b->wr_buf + 128, rec, len); /* at page offset 4096 + 128 */
+    pthread_mutex_unlock(&tier.lock);
+
+    const size_t odd[] = {5, 700, 1, 294};
+    char *buf = malloc(nbytes);
+    struct iovec pieces[4];
+    size_t at = 0;
+    for (unsigned i = 0; i < 4; i++) {
+        pieces[i] = (struct iovec){buf + at, odd[i]};
+        at += odd[i];
+    }
+    struct flash_read rd;
+    memset(&rd, 0, sizeof(rd));
+    memcpy(&rd.loc.check, rec + 4, 4);
+    rd.loc.len = (uint32_t)len;
+    rd.loc.version = version;
+    rd.nkey = strlen(key);
+    memcpy(rd.key, key, rd.nkey);
+    rd.nbytes = nbytes;
+    int fd = -1;
+    uint64_t off = 0;
+    bool targeted = buf && flash_read_target(&rd, pieces, 4);
+
+    ok(targeted && copied_at(&rd, 4096 + 64, buf, value),
+       "a record in the buffer being filled is copied from it and checks");
+
+    pthread_mutex_lock(&tier.lock);
+    b->writing = true;
+    b->wr_len = 4096;
+    pthread_mutex_unlock(&tier.lock);
+    ok(targeted && copied_at(&rd, 4096 + 128, buf, value),
+       "a record in the buffer being written is copied from it and checks");
+    ok(targeted && copied_at(&rd, 8192 + 64, buf, value),
+       "the buffer being filled starts after the one being written");
+
+    pthread_mutex_lock(&tier.lock);
+    b->writing = false;
+    p->fill = 8192; /* the write completed */
+    pthread_mutex_unlock(&tier.lock);
+    rd.loc.offset = 4096 + 128;
+    enum flash_place place = targeted ? flash_read_locate(&rd, &fd, &off) : FLASH_PLACE_NONE;
+    ok(place == FLASH_PLACE_FILE && fd == p->fd && off == p->file_off + 4096 + 128,
+       "once written, the record is read from the file");
+    rd.loc.version = version + 1;
+    ok(targeted && flash_read_locate(&rd, &fd, &off) == FLASH_PLACE_NONE,
+       "a record of another version of the page is nowhere");
+    rd.loc.version = version;
+    rd.loc.offset = 8192 + 2 * 1024 * 1024;
+    ok(targeted && flash_read_locate(&rd, &fd, &off) == FLASH_PLACE_NONE,
+       "nor is one past the buffer being filled");
+
+    pthread_mutex_lock(&tier.lock);
+    p->state = PAGE_FREE;
+    p->fill = 0;
+    b->wr_len = 0;
+    b->open_page = saved_open;
+    pthread_mutex_unlock(&tier.lock);
+    flash_read_free(&rd);
+    free(buf);
+}
+
 /* The flash tier's read check (flash.h): a record read in pieces (header
  * and key, value pieces of any length, the padding) checks as written;
  * one changed byte, a short read or a stopped tier does not. */
@@ -2345,6 +2438,7 @@ static void test_flash_read_check(void)
     ok(read_in_pieces(rec, len, (int)len - 8, key, value, nbytes, odd, 4, &same) == 0 &&
            read_in_pieces(rec, len, -5, key, value, nbytes, odd, 4, &same) == 0,
        "a short or failed read: not read, not corrupt");
+    test_flash_buffered_read(rec, len, key, value, nbytes);
     flash_stop();
     ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, odd, 4, &same) == 0,
        "after the tier stopped: not read");
