@@ -33,6 +33,13 @@
 #define UDEP_SEND_FLAG (1ull << 63)
 #define UDEP_HELD_MAX 8 /* testing: datagrams held back to arrive late */
 #define UDEP_QUIET_TIMER_POLLS 256
+#define UDEP_NO_TIMER UINT32_MAX
+#define UDEP_POLL_MAX_DEFAULT 64
+/* One send in this many asks for a completion (and one whenever fewer
+ * send buffers than this are free): a completion frees the buffers of
+ * every send before it (a queue pair's sends complete in order), and a
+ * request and its reply cost no completion event for the send. */
+#define UDEP_SIGNAL_EVERY 16
 
 struct udep_pd {
     uint32_t qpn, conn_id, isn;
@@ -55,7 +62,9 @@ struct mcr_udep_peer {
     uint8_t gid[16]; /* the peer's GID: its datagrams must come from it */
     char name[56];   /* server: the client's address and port from its CM request */
     void *user;
-    int in_input; /* inside udr_input/udr_tick: closing waits */
+    uint64_t deadline;  /* udr_next_deadline() when last looked at */
+    uint32_t timer_pos; /* index in ctx->timers, or UDEP_NO_TIMER */
+    int in_input;       /* inside udr_input/udr_tick: closing waits */
     bool close_pending;
 };
 
@@ -73,10 +82,19 @@ struct mcr_udep_ctx {
     int sgid_index; /* server: the GID table entry of sgid (-1: not found yet) */
     uint8_t sgid[16];
     struct mcr_rdma_pool recv_pool, send_pool; /* registered datagram buffers */
+    /* send buffers posted and not yet completed, oldest first (a ring of
+     * send_bufs entries) */
+    uint32_t *posted;
+    uint32_t posted_head, nposted;
+    uint32_t unsignaled; /* sends posted since the last signaled one */
     struct mcr_udep_peer **peers;
     uint32_t npeers;
+    /* the peers with a deadline: a binary min-heap on it, so finding the
+     * due ones and the next wake-up costs no visit of the other peers */
+    struct mcr_udep_peer **timers;
+    uint32_t ntimers;
     uint64_t rng;
-    struct udr_stats gone; /* counters of freed peers */
+    struct udr_stats sum; /* of every peer, live and freed (their layers add to it) */
     struct mcr_udep_stats st;
     bool armed;           /* mcr_udep_arm requested a completion event */
     unsigned quiet_polls; /* mcr_udep_poll_cq calls */
@@ -128,6 +146,7 @@ void mcr_udep_opts_default(struct mcr_udep_opts *opts)
     opts->recv_bufs = 512;
     opts->send_bufs = 256;
     opts->max_peers = 4096;
+    opts->poll_max = UDEP_POLL_MAX_DEFAULT;
     opts_test_network_from_env(opts);
 }
 
@@ -230,11 +249,13 @@ static int post_dgram(struct mcr_udep_peer *peer, const uint8_t *hdr, size_t hdr
     struct ibv_sge sge = {.addr = (uintptr_t)buf,
                           .length = (uint32_t)(hdr_len + len),
                           .lkey = ctx->send_pool.mr->lkey};
+    bool signaled =
+        ++ctx->unsignaled >= UDEP_SIGNAL_EVERY || ctx->send_pool.free_count < UDEP_SIGNAL_EVERY;
     struct ibv_send_wr wr = {.wr_id = UDEP_SEND_FLAG | idx,
                              .sg_list = &sge,
                              .num_sge = 1,
                              .opcode = IBV_WR_SEND,
-                             .send_flags = IBV_SEND_SIGNALED},
+                             .send_flags = signaled ? IBV_SEND_SIGNALED : 0},
                        *bad;
     wr.wr.ud.ah = peer->ah;
     wr.wr.ud.remote_qpn = peer->remote_qpn;
@@ -245,7 +266,24 @@ static int post_dgram(struct mcr_udep_peer *peer, const uint8_t *hdr, size_t hdr
         mcr_rdma_pool_put(&ctx->send_pool, idx);
         return -EAGAIN;
     }
+    ctx->posted[(ctx->posted_head + ctx->nposted++) % ctx->opts.send_bufs] = idx;
+    if (signaled)
+        ctx->unsignaled = 0;
     return 0;
+}
+
+/* A signaled send completed: its buffer and those of the sends before it
+ * are free. */
+static void sends_done(struct mcr_udep_ctx *ctx, uint32_t idx)
+{
+    while (ctx->nposted > 0) {
+        uint32_t done = ctx->posted[ctx->posted_head];
+        ctx->posted_head = (ctx->posted_head + 1) % ctx->opts.send_bufs;
+        ctx->nposted--;
+        mcr_rdma_pool_put(&ctx->send_pool, done);
+        if (done == idx)
+            break;
+    }
 }
 
 static void udep_emit(void *arg, const uint8_t *hdr, const uint8_t *payload, size_t len)
@@ -286,19 +324,97 @@ static void udep_deliver(void *arg, const uint8_t *msg, size_t len)
 
 static const struct udr_ops udep_udr_ops = {.emit = udep_emit, .deliver = udep_deliver};
 
-/* ---- peers ------------------------------------------------------------ */
+/* ---- the timer heap: peers by the deadline of their layer -------------- */
 
-static void add_stats(struct udr_stats *sum, const struct udr_stats *s)
+static void timer_place(struct mcr_udep_ctx *ctx, uint32_t pos, struct mcr_udep_peer *peer)
 {
-    sum->msgs_sent += s->msgs_sent;
-    sum->msgs_delivered += s->msgs_delivered;
-    sum->data_sent += s->data_sent;
-    sum->retransmits += s->retransmits;
-    sum->acks_sent += s->acks_sent;
-    sum->duplicates += s->duplicates;
-    sum->malformed += s->malformed;
-    sum->timeouts += s->timeouts;
+    ctx->timers[pos] = peer;
+    peer->timer_pos = pos;
 }
+
+static void timer_sift_up(struct mcr_udep_ctx *ctx, uint32_t pos)
+{
+    struct mcr_udep_peer *peer = ctx->timers[pos];
+    while (pos > 0) {
+        uint32_t parent = (pos - 1) / 2;
+        if (ctx->timers[parent]->deadline <= peer->deadline)
+            break;
+        timer_place(ctx, pos, ctx->timers[parent]);
+        pos = parent;
+    }
+    timer_place(ctx, pos, peer);
+}
+
+static void timer_sift_down(struct mcr_udep_ctx *ctx, uint32_t pos)
+{
+    struct mcr_udep_peer *peer = ctx->timers[pos];
+    for (;;) {
+        uint32_t child = 2 * pos + 1;
+        if (child >= ctx->ntimers)
+            break;
+        if (child + 1 < ctx->ntimers &&
+            ctx->timers[child + 1]->deadline < ctx->timers[child]->deadline)
+            child++;
+        if (peer->deadline <= ctx->timers[child]->deadline)
+            break;
+        timer_place(ctx, pos, ctx->timers[child]);
+        pos = child;
+    }
+    timer_place(ctx, pos, peer);
+}
+
+static void timer_remove(struct mcr_udep_peer *peer)
+{
+    struct mcr_udep_ctx *ctx = peer->ctx;
+    uint32_t pos = peer->timer_pos;
+    if (pos == UDEP_NO_TIMER)
+        return;
+    peer->timer_pos = UDEP_NO_TIMER;
+    struct mcr_udep_peer *last = ctx->timers[--ctx->ntimers];
+    if (last == peer)
+        return;
+    timer_place(ctx, pos, last);
+    if (pos > 0 && ctx->timers[(pos - 1) / 2]->deadline > last->deadline)
+        timer_sift_up(ctx, pos);
+    else
+        timer_sift_down(ctx, pos);
+}
+
+/* After every call that may move the peer's deadline (udr_open, udr_send,
+ * udr_input, udr_tick): its place in the heap. */
+static void peer_reschedule(struct mcr_udep_peer *peer)
+{
+    struct mcr_udep_ctx *ctx = peer->ctx;
+    uint64_t d = udr_next_deadline(peer->udr);
+    if (peer->timer_pos == UDEP_NO_TIMER) {
+        if (d == UINT64_MAX)
+            return;
+        peer->deadline = d;
+        timer_place(ctx, ctx->ntimers++, peer);
+        timer_sift_up(ctx, peer->timer_pos);
+        return;
+    }
+    if (d == peer->deadline)
+        return;
+    if (d == UINT64_MAX) {
+        timer_remove(peer);
+        return;
+    }
+    bool earlier = d < peer->deadline;
+    peer->deadline = d;
+    if (earlier)
+        timer_sift_up(ctx, peer->timer_pos);
+    else
+        timer_sift_down(ctx, peer->timer_pos);
+}
+
+/* The earliest deadline of any peer (UINT64_MAX: none). */
+static uint64_t next_deadline(const struct mcr_udep_ctx *ctx)
+{
+    return ctx->ntimers > 0 ? ctx->timers[0]->deadline : UINT64_MAX;
+}
+
+/* ---- peers ------------------------------------------------------------ */
 
 /* A free slot, or max_peers when there is none. */
 static uint32_t free_slot(const struct mcr_udep_ctx *ctx)
@@ -341,6 +457,7 @@ static struct mcr_udep_peer *peer_new(struct mcr_udep_ctx *ctx, uint32_t conn_id
     cfg.peer_window = remote->window;
     cfg.tx_isn = isn;
     cfg.rx_isn = remote->isn;
+    cfg.sum = &ctx->sum;
     peer->udr = udr_open(&cfg, &udep_udr_ops, peer, now_us());
     if (peer->udr == NULL) {
         free(peer);
@@ -348,13 +465,15 @@ static struct mcr_udep_peer *peer_new(struct mcr_udep_ctx *ctx, uint32_t conn_id
     }
     ctx->peers[slot] = peer;
     ctx->npeers++;
+    peer->timer_pos = UDEP_NO_TIMER;
+    peer_reschedule(peer);
     return peer;
 }
 
 static void peer_free(struct mcr_udep_peer *peer)
 {
     struct mcr_udep_ctx *ctx = peer->ctx;
-    add_stats(&ctx->gone, udr_stats(peer->udr));
+    timer_remove(peer);
     udr_close(peer->udr);
     if (peer->ah)
         ibv_destroy_ah(peer->ah);
@@ -375,7 +494,9 @@ int mcr_udep_send(struct mcr_udep_peer *peer, const void *msg, size_t len)
 {
     if (peer->close_pending)
         return -EPIPE;
-    return udr_send(peer->udr, msg, len, now_us());
+    int rc = udr_send(peer->udr, msg, len, now_us());
+    peer_reschedule(peer);
+    return rc;
 }
 
 int mcr_udep_peer_idle(const struct mcr_udep_peer *peer)
@@ -421,7 +542,7 @@ static int make_qp(struct mcr_udep_ctx *ctx, char *err, size_t errlen)
                                           .max_send_sge = 1,
                                           .max_recv_sge = 1},
                                   .qp_type = IBV_QPT_UD,
-                                  .sq_sig_all = 1};
+                                  .sq_sig_all = 0};
     if ((ctx->qp = ibv_create_qp(ctx->dev.pd, &qa)) == NULL) {
         mcr_rdma_set_err(err, errlen, "%s: ibv_create_qp (UD): %s", ctx->dev.name, strerror(errno));
         return -1;
@@ -445,9 +566,13 @@ static int make_qp(struct mcr_udep_ctx *ctx, char *err, size_t errlen)
         mcr_rdma_set_err(err, errlen, "%s: UD queue pair to RTS: %s", ctx->dev.name, strerror(rc));
         return -1;
     }
+    fcntl(ctx->dev.comp_channel->fd, F_SETFL,
+          fcntl(ctx->dev.comp_channel->fd, F_GETFL) | O_NONBLOCK);
     ctx->peers = calloc(ctx->opts.max_peers, sizeof(*ctx->peers));
+    ctx->timers = calloc(ctx->opts.max_peers, sizeof(*ctx->timers));
+    ctx->posted = calloc(ctx->opts.send_bufs, sizeof(*ctx->posted));
     ctx->held_mem = malloc((size_t)UDEP_HELD_MAX * ctx->recv_buf_size);
-    if (!ctx->peers || !ctx->held_mem) {
+    if (!ctx->peers || !ctx->timers || !ctx->posted || !ctx->held_mem) {
         mcr_rdma_set_err(err, errlen, "out of memory");
         return -1;
     }
@@ -488,6 +613,8 @@ struct mcr_udep_ctx *mcr_udep_open(const struct mcr_udep_opts *opts,
         return NULL;
     }
     ctx->opts = *opts;
+    if (ctx->opts.poll_max == 0)
+        ctx->opts.poll_max = UDEP_POLL_MAX_DEFAULT;
     if (cb)
         ctx->cb = *cb;
     ctx->user = user;
@@ -527,6 +654,8 @@ void mcr_udep_close(struct mcr_udep_ctx *ctx)
     mcr_rdma_pool_destroy(&ctx->send_pool);
     mcr_rdma_pool_destroy(&ctx->recv_pool);
     free(ctx->held_mem);
+    free(ctx->posted);
+    free(ctx->timers);
     free(ctx->peers);
     if (ctx->qp)
         ibv_destroy_qp(ctx->qp);
@@ -764,6 +893,8 @@ static void handle_dgram(struct mcr_udep_ctx *ctx, const uint8_t *buf, uint32_t 
     peer->in_input--;
     if (peer->close_pending)
         peer_free(peer);
+    else
+        peer_reschedule(peer);
 }
 
 /* Testing: the network's loss, duplication and reordering, on arrival. */
@@ -806,18 +937,22 @@ static void on_recv(struct mcr_udep_ctx *ctx, const struct ibv_wc *wc, uint64_t 
     }
 }
 
+/* Handles at most opts.poll_max completions (one call of mcr_udep_poll,
+ * mcr_udep_poll_cq or mcr_udep_arm never handles more: a stream of
+ * arrivals cannot keep its caller from the rest of its work). */
 static int poll_cq(struct mcr_udep_ctx *ctx)
 {
     struct ibv_wc wcs[32];
-    int total = 0, n;
+    int total = 0, n = 0, max = (int)ctx->opts.poll_max;
     uint64_t now = 0; /* read once something came (a clock read may be a system call) */
-    while ((n = ibv_poll_cq(ctx->dev.cq, 32, wcs)) > 0) {
+    while (total < max &&
+           (n = ibv_poll_cq(ctx->dev.cq, max - total < 32 ? max - total : 32, wcs)) > 0) {
         if (now == 0)
             now = now_us();
         for (int i = 0; i < n; i++) {
             const struct ibv_wc *wc = &wcs[i];
             if (wc->wr_id & UDEP_SEND_FLAG) {
-                mcr_rdma_pool_put(&ctx->send_pool, (uint32_t)(wc->wr_id & ~UDEP_SEND_FLAG));
+                sends_done(ctx, (uint32_t)(wc->wr_id & ~UDEP_SEND_FLAG));
                 continue;
             }
             if (wc->status == IBV_WC_SUCCESS)
@@ -828,7 +963,7 @@ static int poll_cq(struct mcr_udep_ctx *ctx)
                 return -EIO;
         }
         total += n;
-        if (n < 32)
+        if (n < 32 && total < max)
             break;
     }
     if (n < 0)
@@ -836,36 +971,40 @@ static int poll_cq(struct mcr_udep_ctx *ctx)
     return total;
 }
 
+/* Ticks the peers whose deadline has come (each at most once: a tick
+ * moves its deadline past now); returns the next deadline. */
 static uint64_t run_timers(struct mcr_udep_ctx *ctx, uint64_t now)
 {
-    uint64_t next = UINT64_MAX;
-    for (uint32_t i = 0; i < ctx->opts.max_peers && ctx->npeers > 0; i++) {
-        struct mcr_udep_peer *peer = ctx->peers[i];
-        if (peer == NULL)
+    for (uint32_t budget = ctx->ntimers; budget > 0 && next_deadline(ctx) <= now; budget--) {
+        struct mcr_udep_peer *peer = ctx->timers[0];
+        peer->in_input++;
+        int rc = udr_tick(peer->udr, now);
+        peer->in_input--;
+        if (peer->close_pending) {
+            peer_free(peer);
             continue;
-        uint64_t d = udr_next_deadline(peer->udr);
-        if (d <= now) {
-            peer->in_input++;
-            int rc = udr_tick(peer->udr, now);
-            peer->in_input--;
-            if (peer->close_pending) {
-                peer_free(peer);
-                continue;
-            }
-            if (rc == -EPIPE) {
-                ctx->st.dead_peers++;
-                peer->in_input++; /* a close from the callback waits for us */
-                if (ctx->cb.on_dead)
-                    ctx->cb.on_dead(peer, -ETIMEDOUT, ctx->user);
-                peer_free(peer);
-                continue;
-            }
-            d = udr_next_deadline(peer->udr);
         }
-        if (d < next)
-            next = d;
+        if (rc == -EPIPE) {
+            ctx->st.dead_peers++;
+            peer->in_input++; /* a close from the callback waits for us */
+            if (ctx->cb.on_dead)
+                ctx->cb.on_dead(peer, -ETIMEDOUT, ctx->user);
+            peer_free(peer);
+            continue;
+        }
+        peer_reschedule(peer);
     }
-    return next;
+    return next_deadline(ctx);
+}
+
+uint64_t mcr_udep_next_deadline(const struct mcr_udep_ctx *ctx)
+{
+    return next_deadline(ctx);
+}
+
+uint64_t mcr_udep_now_us(void)
+{
+    return now_us();
 }
 
 void mcr_udep_fds(const struct mcr_udep_ctx *ctx, int fds[2])
@@ -877,19 +1016,11 @@ void mcr_udep_fds(const struct mcr_udep_ctx *ctx, int fds[2])
 int mcr_udep_arm(struct mcr_udep_ctx *ctx, int *timeout_ms)
 {
     if (!ctx->armed) {
-        fcntl(ctx->dev.comp_channel->fd, F_SETFL,
-              fcntl(ctx->dev.comp_channel->fd, F_GETFL) | O_NONBLOCK);
         if (ibv_req_notify_cq(ctx->dev.cq, 0) != 0)
             return -EIO;
         ctx->armed = true;
     }
-    uint64_t now = now_us(), next = UINT64_MAX;
-    for (uint32_t i = 0; i < ctx->opts.max_peers && ctx->npeers > 0; i++)
-        if (ctx->peers[i]) {
-            uint64_t d = udr_next_deadline(ctx->peers[i]->udr);
-            if (d < next)
-                next = d;
-        }
+    uint64_t now = now_us(), next = next_deadline(ctx);
     *timeout_ms = next == UINT64_MAX ? -1 : next <= now ? 0 : (int)((next - now + 999) / 1000);
     if (next <= now || ctx->nheld > 0)
         return 1;
@@ -971,15 +1102,7 @@ int mcr_udep_poll(struct mcr_udep_ctx *ctx, int timeout_ms)
 void mcr_udep_stats(const struct mcr_udep_ctx *ctx, struct mcr_udep_stats *out)
 {
     *out = ctx->st;
-    struct udr_stats sum = ctx->gone;
-    out->peer_heap_bytes = 0;
-    for (uint32_t i = 0; i < ctx->opts.max_peers; i++) {
-        const struct mcr_udep_peer *peer = ctx->peers[i];
-        if (peer == NULL)
-            continue;
-        add_stats(&sum, udr_stats(peer->udr));
-        out->peer_heap_bytes += sizeof(*peer) + udr_buffered_bytes(peer->udr);
-    }
+    const struct udr_stats sum = ctx->sum;
     out->peers = ctx->npeers;
     out->msgs_sent = sum.msgs_sent;
     out->msgs_delivered = sum.msgs_delivered;

@@ -45,6 +45,9 @@ struct mcr_udep_opts {
     uint32_t recv_bufs;    /* receive ring; default 512 */
     uint32_t send_bufs;    /* send buffers; default 256 */
     uint32_t max_peers;    /* default 4096 */
+    uint32_t poll_max;     /* completions handled per call of mcr_udep_poll,
+                              mcr_udep_poll_cq or mcr_udep_arm at most;
+                              default (and 0) 64 */
     uint32_t window;       /* datagrams in flight per peer; 0: the layer's default */
     uint32_t dead_ms;      /* 0: the layer's default (5 s) */
     uint32_t max_msg;      /* 0: the layer's default (2 MiB) */
@@ -72,7 +75,8 @@ struct mcr_udep_peer *mcr_udep_connect(struct mcr_udep_ctx *ctx, const char *hos
  * is full: poll and try again), -EPIPE (dead). */
 int mcr_udep_send(struct mcr_udep_peer *peer, const void *msg, size_t len);
 /* Waits up to timeout_ms (0: not at all) for work, then handles RDMA CM
- * events, completions and due timers. Returns events handled or -errno. */
+ * events, completions (at most opts.poll_max: call again while it returns
+ * more than 0) and due timers. Returns events handled or -errno. */
 int mcr_udep_poll(struct mcr_udep_ctx *ctx, int timeout_ms);
 /* For an owner with an event loop of its own (instead of sleeping in
  * mcr_udep_poll): the descriptors to watch for readability, the
@@ -83,6 +87,12 @@ void mcr_udep_fds(const struct mcr_udep_ctx *ctx, int fds[2]);
  * the next timer of a peer (-1: none). Returns 1 when work came in
  * meanwhile (poll again instead of sleeping), 0, or -errno. */
 int mcr_udep_arm(struct mcr_udep_ctx *ctx, int *timeout_ms);
+/* When the earliest timer of a peer is due, on mcr_udep_now_us()'s clock
+ * (UINT64_MAX: none): an owner that armed its own timer after
+ * mcr_udep_arm re-arms it earlier when a send brought a deadline forward. */
+uint64_t mcr_udep_next_deadline(const struct mcr_udep_ctx *ctx);
+/* The context's clock: CLOCK_MONOTONIC in microseconds. */
+uint64_t mcr_udep_now_us(void);
 /* Completions and due timers only, without a system call (no RDMA CM
  * events, no completion event taken): for a caller polling for input in a
  * loop. Returns completions handled or -errno. */
@@ -123,7 +133,6 @@ struct mcr_udep_stats {
     /* verbs work */
     uint64_t send_wrs, recv_wrs, post_send_calls, post_recv_calls;
     size_t registered_bytes; /* receive ring and send buffers */
-    size_t peer_heap_bytes;  /* what the peers hold: structs and buffered messages */
 };
 void mcr_udep_stats(const struct mcr_udep_ctx *ctx, struct mcr_udep_stats *out);
 /* Bytes of our own structures per peer (not counting buffered messages). */

@@ -110,6 +110,14 @@ struct udr_peer {
     struct udr_stats st;
 };
 
+/* One more of a counter: the peer's, and the caller's sum (cfg.sum). */
+#define COUNT(p, field)                                                                            \
+    do {                                                                                           \
+        (p)->st.field++;                                                                           \
+        if ((p)->cfg.sum != NULL)                                                                  \
+            (p)->cfg.sum->field++;                                                                 \
+    } while (0)
+
 static inline int32_t seq_diff(uint32_t a, uint32_t b)
 {
     return (int32_t)(a - b);
@@ -233,7 +241,7 @@ static void emit_ack(struct udr_peer *p, uint8_t type)
     fill_ack(p, &h, type);
     mcr_ud_hdr_encode(&h, wire);
     acked_now(p);
-    p->st.acks_sent++;
+    COUNT(p, acks_sent);
     p->ops.emit(p->arg, wire, NULL, 0);
 }
 
@@ -286,7 +294,7 @@ static void pump(struct udr_peer *p, uint64_t now_us)
             p->tx_msg = m->next;
             p->tx_off = 0;
         }
-        p->st.data_sent++;
+        COUNT(p, data_sent);
         emit_data(p, seq, now_us);
     }
 }
@@ -316,7 +324,7 @@ int udr_send(struct udr_peer *p, const void *msg, size_t len, uint64_t now_us)
         p->tx_off = 0;
     }
     p->q_bytes += len;
-    p->st.msgs_sent++;
+    COUNT(p, msgs_sent);
     pump(p, now_us);
     return 0;
 }
@@ -414,7 +422,7 @@ static void selective_ack(struct udr_peer *p, uint64_t sack, uint64_t now_us, ui
                    newest_sacked > s->sent_us + reorder_us) {
             s->fast_done = true;
             s->retransmitted = true;
-            p->st.retransmits++;
+            COUNT(p, retransmits);
             emit_data(p, seq, now_us);
         }
     }
@@ -442,11 +450,11 @@ enum udr_verdict udr_parse(const uint8_t *d, size_t len, struct mcr_ud_hdr *h)
 
 static enum udr_verdict drop(struct udr_peer *p, enum udr_verdict v)
 {
-    p->st.malformed++;
+    COUNT(p, malformed);
     if (v == UDR_BAD_PEER)
-        p->st.bad_peer++;
+        COUNT(p, bad_peer);
     else if (v == UDR_OUT_OF_WINDOW)
-        p->st.out_of_window++;
+        COUNT(p, out_of_window);
     return v;
 }
 
@@ -494,7 +502,7 @@ static bool consume(struct udr_peer *p, uint32_t msg_len, uint32_t seg_off, cons
         }
     }
     if (complete) {
-        p->st.msgs_delivered++;
+        COUNT(p, msgs_delivered);
         p->ops.deliver(p->arg, whole, msg_len);
     }
     free(assembled);
@@ -509,7 +517,7 @@ static bool take_data(struct udr_peer *p, const struct mcr_ud_hdr *h, const uint
                       int32_t ahead, uint64_t now_us, enum udr_verdict *verdict)
 {
     if (ahead < 0 || (p->held >> ahead & 1)) {
-        p->st.duplicates++;
+        COUNT(p, duplicates);
         *verdict = UDR_DUPLICATE;
         return true; /* the sender missed our ack */
     }
@@ -548,7 +556,7 @@ static bool take_data(struct udr_peer *p, const struct mcr_ud_hdr *h, const uint
             p->held &= ~1ull;
             free(taken.data);
             if (!fits)
-                p->st.malformed++;
+                COUNT(p, malformed);
             return true; /* the sack changed */
         }
     }
@@ -558,7 +566,7 @@ static bool take_data(struct udr_peer *p, const struct mcr_ud_hdr *h, const uint
 enum udr_verdict udr_input(struct udr_peer *p, const struct mcr_ud_hdr *h, const uint8_t *payload,
                            uint64_t now_us)
 {
-    p->st.dgrams_received++;
+    COUNT(p, dgrams_received);
     if (p->dead)
         return UDR_OK;
     if (h->conn_id != p->cfg.local_conn_id)
@@ -577,7 +585,7 @@ enum udr_verdict udr_input(struct udr_peer *p, const struct mcr_ud_hdr *h, const
         named = named > 0 ? named - 1 : 0;
         if (named < 64 && (sack >> named) != 0) {
             sack &= (1ull << named) - 1;
-            p->st.bad_sack++;
+            COUNT(p, bad_sack);
         }
     }
     int32_t ahead = 0;
@@ -628,7 +636,7 @@ enum udr_verdict udr_receive(struct udr_peer *p, const uint8_t *dgram, size_t le
     struct mcr_ud_hdr h;
     enum udr_verdict v = udr_parse(dgram, len, &h);
     if (v != UDR_OK) {
-        p->st.dgrams_received++;
+        COUNT(p, dgrams_received);
         return drop(p, v);
     }
     return udr_input(p, &h, dgram + MCR_UD_HDR_LEN, now_us);
@@ -641,14 +649,14 @@ enum udr_verdict udr_receive(struct udr_peer *p, const uint8_t *dgram, size_t le
 static void retransmit_timeout(struct udr_peer *p, uint64_t now_us)
 {
     uint32_t rto = rto_current(p);
-    p->st.timeouts++;
+    COUNT(p, timeouts);
     for (uint32_t seq = p->snd_una; seq != p->snd_nxt; seq++) {
         struct udr_txseg *s = &p->tx[seq & p->ring_mask];
         /* the entry at the cumulative ack always goes: it is missing */
         if (seq != p->snd_una && (s->sacked || now_us - s->sent_us < rto))
             continue;
         s->retransmitted = true;
-        p->st.retransmits++;
+        COUNT(p, retransmits);
         emit_data(p, seq, now_us);
     }
     p->backoff++;

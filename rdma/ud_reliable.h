@@ -40,6 +40,7 @@
 #define UDR_WINDOW_MAX 64u /* what the 64-bit sack can describe */
 
 struct udr_peer;
+struct udr_stats;
 
 struct udr_ops {
     /* Post one datagram: hdr (MCR_UD_HDR_LEN bytes) then payload (may be
@@ -68,6 +69,10 @@ struct udr_config {
     uint32_t peer_window;   /* the peer's window if known at setup; 0: 1 until it says */
     uint32_t tx_isn;        /* first sequence number we send */
     uint32_t rx_isn;        /* first sequence number the peer sends */
+    /* Optional (NULL: none): every counter of udr_stats() is also added
+     * here, so an owner of many peers keeps their sum without visiting
+     * each (it must outlive the peer). */
+    struct udr_stats *sum;
 };
 
 /* Counters of one peer (monotonic). */

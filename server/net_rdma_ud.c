@@ -37,8 +37,10 @@
 #include <event2/event.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "conn.h"
 #include "log.h"
@@ -58,6 +60,13 @@
 /* Passes of one service call while work keeps coming (then the event loop
  * runs the worker's other events first). */
 #define UD_SERVICE_PASSES 16
+/* Spin and adaptive polling (-o rdma_poll): a pass polls the completion
+ * queue at most this many times, and returns to the event loop as soon as
+ * a poll handled something (the peers' conns run from there); adaptive
+ * polling stops this long after the last completion. */
+#define UD_SPIN_PASS_POLLS 512
+#define UD_SPIN_YIELD_POLLS 1024
+#define UD_ADAPTIVE_US 200
 /* Connections are numbered from here (plus their serial) where connections
  * go by descriptor: above any descriptor, apart from RC's numbers. */
 #define UD_CONN_NUMBER_BASE ((1 << 30) + (1 << 29))
@@ -102,6 +111,11 @@ struct ud_listen {
     struct worker *w;
     struct event *cq_ev, *cm_ev, *timer_ev;
     struct event *move_ev; /* hybrid: every -o rdma_move_interval_ms */
+    struct event *poll_ev; /* rdma_poll spin or adaptive: the next polling pass */
+    bool polling;          /* passes poll the queue (it is not armed) */
+    unsigned empty_polls;  /* in a row, across passes */
+    uint64_t last_busy_us; /* adaptive: the last pass that handled something */
+    uint64_t timer_due_us; /* when timer_ev fires (mcr_udep_now_us; UINT64_MAX: not armed) */
     struct ud_conn *conns;
     struct ud_counters ctr; /* written by the worker, read by "stats" */
     char addr[64];
@@ -116,6 +130,7 @@ static unsigned ud_next_worker;
 
 /* ---- connections ------------------------------------------------------------------- */
 static void ud_kick(struct ud_listen *ul);
+static void ud_timer_follow(struct ud_listen *ul);
 static void ud_try_end(struct ud_conn *uc);
 
 static void uconn_release_slot(struct ud_conn *uc)
@@ -183,9 +198,81 @@ static void refresh_counters(struct ud_listen *ul)
                    st.bad_source);
 }
 
+/* After a poll: lets writers that waited for room try again and frees
+ * lingering peers that are done. */
+static void ud_after_poll(struct ud_listen *ul)
+{
+    for (struct ud_conn *uc = ul->conns, *next; uc; uc = next) {
+        next = uc->next;
+        if (!uc->conn) {
+            if (!uc->peer || mcr_udep_peer_idle(uc->peer))
+                uconn_free(uc); /* a lingering close is done */
+        } else if (uc->send_blocked) {
+            uc->send_blocked = false;
+            if (uc->want_write)
+                uconn_poke(uc);
+            ud_try_end(uc);
+        }
+    }
+}
+
+/* Spin and adaptive polling: whether the next pass polls (peers exist and,
+ * adaptive, something came within UD_ADAPTIVE_US); schedules it. */
+static bool ud_keep_polling(struct ud_listen *ul, int handled)
+{
+    if (settings.rdma_poll == 0 || !ul->poll_ev)
+        return false;
+    uint64_t now = settings.rdma_poll == 1 ? 0 : mcr_udep_now_us(); /* spin needs no clock */
+    if (handled > 0)
+        ul->last_busy_us = now;
+    ul->polling =
+        ul->conns != NULL && (settings.rdma_poll == 1 || now - ul->last_busy_us < UD_ADAPTIVE_US);
+    if (ul->polling) {
+        /* a zero timeout, not event_active(): the conns made ready by this
+         * pass run first */
+        static const struct timeval next_pass = {0, 0};
+        event_add(ul->poll_ev, &next_pass);
+    }
+    return ul->polling;
+}
+
+static void ud_service(struct ud_listen *ul);
+
+/* One polling pass (rdma_poll spin or adaptive): completions and due
+ * timers without a system call, back to the event loop at the first poll
+ * that handled something or after UD_SPIN_PASS_POLLS. When polling stops
+ * the queue is armed again (ud_service). */
+static void ud_poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct ud_listen *ul = arg;
+    int handled = 0;
+    for (unsigned polls = 0; polls < UD_SPIN_PASS_POLLS && handled == 0; polls++) {
+        int n = mcr_udep_poll_cq(ul->ctx);
+        if (n < 0) {
+            log_msg(LOG_WARN, "rdma ud %s: polling failed: %s", ul->addr, strerror(-n));
+            break;
+        }
+        handled = n;
+        if (n == 0 && ++ul->empty_polls >= UD_SPIN_YIELD_POLLS) {
+            ul->empty_polls = 0;
+            sched_yield(); /* rxe does part of its work in kernel threads */
+        }
+    }
+    if (handled > 0) {
+        ul->empty_polls = 0;
+        ud_after_poll(ul);
+    }
+    refresh_counters(ul);
+    if (!ud_keep_polling(ul, handled))
+        ud_service(ul); /* arms the queue and the timer */
+}
+
 /* Handles what came (completions, CM events, timers), lets writers that
  * waited for room try again, frees lingering peers that are done, and
- * arms the context's descriptors and timer for the next wake-up. */
+ * arms the context's descriptors and timer for the next wake-up (while
+ * polling passes run instead: neither). */
 static void ud_service(struct ud_listen *ul)
 {
     int timeout_ms = -1;
@@ -193,17 +280,12 @@ static void ud_service(struct ud_listen *ul)
         int n = mcr_udep_poll(ul->ctx, 0);
         if (n < 0)
             log_msg(LOG_WARN, "rdma ud %s: polling failed: %s", ul->addr, strerror(-n));
-        for (struct ud_conn *uc = ul->conns, *next; uc; uc = next) {
-            next = uc->next;
-            if (!uc->conn) {
-                if (!uc->peer || mcr_udep_peer_idle(uc->peer))
-                    uconn_free(uc); /* a lingering close is done */
-            } else if (uc->send_blocked) {
-                uc->send_blocked = false;
-                if (uc->want_write)
-                    uconn_poke(uc);
-                ud_try_end(uc);
-            }
+        ud_after_poll(ul);
+        if (ul->polling || ud_keep_polling(ul, n)) {
+            refresh_counters(ul);
+            event_del(ul->timer_ev);
+            ul->timer_due_us = UINT64_MAX;
+            return;
         }
         int armed = mcr_udep_arm(ul->ctx, &timeout_ms);
         if (armed <= 0)
@@ -216,9 +298,11 @@ static void ud_service(struct ud_listen *ul)
     refresh_counters(ul);
     if (timeout_ms < 0) {
         event_del(ul->timer_ev);
+        ul->timer_due_us = UINT64_MAX;
     } else {
         struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
         event_add(ul->timer_ev, &tv);
+        ul->timer_due_us = timeout_ms == 0 ? 0 : mcr_udep_next_deadline(ul->ctx);
     }
 }
 
@@ -230,12 +314,31 @@ static void ud_event_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* After a send: the context's timers changed (a retransmission is due
- * later); re-arm them once the current callbacks are done. */
+ * later); re-arm them once the current callbacks are done (polling passes
+ * look at the timers anyway). */
 static void ud_kick(struct ud_listen *ul)
 {
     static const struct timeval now = {0, 0};
-    if (ul->timer_ev) /* NULL once detached from the worker (shutting down) */
+    if (ul->timer_ev && !ul->polling) { /* NULL once detached from the worker (shutting down) */
         event_add(ul->timer_ev, &now);
+        ul->timer_due_us = 0;
+    }
+}
+
+/* After a reply: its retransmission timer may be due before the wake-up
+ * timer_ev is armed for; if so, that timer is brought forward (no pass
+ * over the context: the reply's completion, and the ack, come to one). */
+static void ud_timer_follow(struct ud_listen *ul)
+{
+    if (!ul->timer_ev || ul->polling)
+        return;
+    uint64_t due = mcr_udep_next_deadline(ul->ctx);
+    if (due >= ul->timer_due_us)
+        return;
+    uint64_t now = mcr_udep_now_us(), left = due > now ? due - now : 0;
+    struct timeval tv = {(time_t)(left / 1000000u), (suseconds_t)(left % 1000000u)};
+    event_add(ul->timer_ev, &tv);
+    ul->timer_due_us = due;
 }
 
 static void ud_close(struct conn *c);
@@ -468,7 +571,7 @@ static ssize_t ud_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
                                        ud_sink, uc, &failed);
     if (sent > 0) {
         __atomic_add_fetch(&uc->ul->ctr.bytes_written, sent, __ATOMIC_RELAXED);
-        ud_kick(uc->ul);
+        ud_timer_follow(uc->ul);
     }
     if (failed) {
         uconn_end(uc);
@@ -543,8 +646,10 @@ static void ud_attach_worker(struct worker *w, void *arg)
     ul->cq_ev = event_new(w->base, fds[0], EV_READ | EV_PERSIST, ud_event_cb, ul);
     ul->cm_ev = event_new(w->base, fds[1], EV_READ | EV_PERSIST, ud_event_cb, ul);
     ul->timer_ev = event_new(w->base, -1, 0, ud_event_cb, ul);
-    if (!ul->cq_ev || !ul->cm_ev || !ul->timer_ev || event_add(ul->cq_ev, NULL) != 0 ||
-        event_add(ul->cm_ev, NULL) != 0) {
+    if (settings.rdma_poll != 0)
+        ul->poll_ev = event_new(w->base, -1, 0, ud_poll_cb, ul);
+    if (!ul->cq_ev || !ul->cm_ev || !ul->timer_ev || (settings.rdma_poll != 0 && !ul->poll_ev) ||
+        event_add(ul->cq_ev, NULL) != 0 || event_add(ul->cm_ev, NULL) != 0) {
         log_msg(LOG_ALWAYS, "rdma ud %s: worker %u cannot watch its context", ul->addr, w->id);
         return;
     }
@@ -562,7 +667,7 @@ static void ud_detach_worker(struct worker *w, void *arg)
 {
     (void)w;
     struct ud_listen *ul = arg;
-    struct event **evs[] = {&ul->move_ev, &ul->timer_ev, &ul->cm_ev, &ul->cq_ev};
+    struct event **evs[] = {&ul->move_ev, &ul->poll_ev, &ul->timer_ev, &ul->cm_ev, &ul->cq_ev};
     for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
         if (*evs[i]) {
             event_free(*evs[i]);

@@ -403,6 +403,42 @@ static void test_lossy(const char *name, uint32_t mtu, uint32_t n, uint32_t isn0
     sim_close(&sim);
 }
 
+/* cfg.sum: both peers add every counter to one shared sum, which then
+ * equals their own counters added up (the UD endpoint keeps its totals
+ * so, without visiting its peers). */
+static struct udr_stats shared_sum;
+
+static void sum_into_shared(int side, struct udr_config *cfg)
+{
+    (void)side;
+    cfg->sum = &shared_sum;
+}
+
+static void test_stats_sum(void)
+{
+    memset(&shared_sum, 0, sizeof(shared_sum));
+    sim_config_hook = sum_into_shared;
+    struct sim sim;
+    sim_open(&sim, 1024, 500, 0, 0);
+    sim_config_hook = NULL;
+    sim.ch.loss_pct10 = 50;
+    sim.ch.dup_pct10 = 10;
+    sim.ch.delay_us = 20;
+    sim.ch.jitter_us = 80;
+    bool ok = sim_run(&sim, 300000, 10ull * 1000 * 1000);
+    const struct udr_stats *a = udr_stats(sim.side[0].peer), *b = udr_stats(sim.side[1].peer);
+    const uint64_t *pa = (const uint64_t *)a, *pb = (const uint64_t *)b,
+                   *ps = (const uint64_t *)&shared_sum;
+    size_t fields = sizeof(shared_sum) / sizeof(uint64_t), equal = 0;
+    for (size_t i = 0; i < fields; i++)
+        equal += ps[i] == pa[i] + pb[i];
+    tap_ok(ok && equal == fields && shared_sum.retransmits > 0 && shared_sum.msgs_delivered == 1000,
+           "a shared sum (cfg.sum) equals the peers' counters added up: %zu of %zu fields "
+           "(retransmits %" PRIu64 ", delivered %" PRIu64 ")",
+           equal, fields, shared_sum.retransmits, shared_sum.msgs_delivered);
+    sim_close(&sim);
+}
+
 /* Allocations in the layer fail now and then: a refused send is tried
  * again, a datagram that cannot be held or start a reassembly counts as
  * lost. Everything still arrives. */
@@ -885,6 +921,7 @@ int main(void)
     test_hostile();
     test_forged_in_window();
     test_killed_mid_message();
+    test_stats_sum();
     tap_no_plan_end();
     return tap_exit_status();
 }

@@ -46,6 +46,7 @@ struct client_shared {
     uint64_t verified, corrupted, server_dead;
     struct mcr_udep_stats st;
     int done;
+    int polls_handled[2]; /* poll_cap: what its first two polls handled */
 };
 
 static struct server_shared *shm_servers;
@@ -191,11 +192,14 @@ static void on_server_dead(struct mcr_udep_peer *peer, int reason, void *user)
     cs->peer_gone = true;
 }
 
-static struct mcr_udep_ctx *client_ctx(struct client_state *cs, uint32_t loss_ppm,
-                                       struct mcr_udep_peer **peer, uint16_t port)
+static struct mcr_udep_ctx *client_ctx_capped(struct client_state *cs, uint32_t loss_ppm,
+                                              struct mcr_udep_peer **peer, uint16_t port,
+                                              uint32_t poll_max)
 {
     struct mcr_udep_opts o = {.addr = guest_addr()};
     mcr_udep_opts_default(&o);
+    if (poll_max)
+        o.poll_max = poll_max;
     o.test_drop_ppm = loss_ppm;
     o.test_dup_ppm = loss_ppm ? 10000 : 0;
     o.test_delay_ppm = loss_ppm ? 20000 : 0;
@@ -212,6 +216,12 @@ static struct mcr_udep_ctx *client_ctx(struct client_state *cs, uint32_t loss_pp
         _exit(2);
     }
     return ctx;
+}
+
+static struct mcr_udep_ctx *client_ctx(struct client_state *cs, uint32_t loss_ppm,
+                                       struct mcr_udep_peer **peer, uint16_t port)
+{
+    return client_ctx_capped(cs, loss_ppm, peer, port, 0);
 }
 
 /* Sends nmsgs messages with a few outstanding, checks every echo. */
@@ -498,6 +508,45 @@ static void hostile(struct server_shared *srv)
            (unsigned long long)(s->unknown_peer - before.unknown_peer));
 }
 
+/* One call of mcr_udep_poll handles at most poll_max completions: a client
+ * with poll_max 4 sends 20 messages and lets their send completions and
+ * echoes pile up before it polls. */
+static void poll_cap(void)
+{
+    enum { MSGS = 20, CAP = 4 };
+    struct client_shared *sh = &shm_clients[42];
+    pid_t pid = proc_fork();
+    if (pid == 0) {
+        struct client_state cs = {.id = 42, .nmsgs = MSGS, .fixed_len = 1, .sh = sh};
+        struct mcr_udep_peer *peer;
+        struct mcr_udep_ctx *ctx = client_ctx_capped(&cs, 0, &peer, PORT_CLEAN, CAP);
+        for (uint32_t i = 0; i < MSGS; i++) {
+            cs.out_bytes += 1;
+            cs.nsent++;
+            if (mcr_udep_send(peer, msg_bytes(42, i), 1) != 0)
+                _exit(1);
+        }
+        usleep(500000);
+        int first = mcr_udep_poll(ctx, 0);
+        int second = mcr_udep_poll(ctx, 0);
+        uint64_t end = ms_now() + 10000;
+        while (cs.nrecv < MSGS && ms_now() < end && !cs.peer_gone)
+            mcr_udep_poll(ctx, 10);
+        sh->polls_handled[0] = first;
+        sh->polls_handled[1] = second;
+        mcr_udep_close(ctx);
+        _exit(0);
+    }
+    (void)proc_reap(pid, 60000);
+    int first = sh->polls_handled[0], second = sh->polls_handled[1];
+    tap_diag("poll_max %d, %d messages sent before polling: the first poll handled %d, the "
+             "next %d",
+             CAP, MSGS, first, second);
+    tap_ok(first >= 1 && first <= CAP && second >= 1 && second <= CAP,
+           "a poll handles at most poll_max completions, the next one goes on");
+    tap_ok(sh->verified == MSGS && sh->corrupted == 0, "every echo arrived across capped polls");
+}
+
 /* Work requests per small round trip, and memory per peer. */
 static void costs(struct server_shared *srv)
 {
@@ -578,7 +627,7 @@ int main(void)
         tap_bail("mmap: %s", strerror(errno));
     memset(shm_servers, 0, 2 * sizeof(struct server_shared));
     memset(shm_clients, 0, 64 * sizeof(struct client_shared));
-    tap_plan(21);
+    tap_plan(23);
     make_pattern();
 
     pid_t clean = proc_fork();
@@ -600,6 +649,7 @@ int main(void)
     killed_client(&shm_servers[0]);
     silent_peers(&shm_servers[0]);
     hostile(&shm_servers[0]);
+    poll_cap();
     costs(&shm_servers[0]);
 
     shm_servers[0].stop = shm_servers[1].stop = 1;

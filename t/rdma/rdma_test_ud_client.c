@@ -2,6 +2,8 @@
  * against memcached-rdma serving UD (-o rdma_transport=hybrid|ud). Inside
  * the Soft-RoCE guest:
  *   rdma_test_ud_client SERVER_BINARY
+ * With MC_RDMA_POLL=spin|adaptive the servers of the first three parts
+ * poll that way (-o rdma_poll), with one worker.
  *
  * - sets and gets of values from 1 byte to 3 MiB, text and binary protocols, every value read back
  *   compared byte for byte; an mget of many of them at once; two UD
@@ -171,7 +173,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     unsigned base = 27000 + (unsigned)(getpid() % 500) * 4;
     struct server s;
-    server_start_with(&s, base, base + 1, "2", NULL, NULL);
+    const char *poll = getenv("MC_RDMA_POLL"), *threads = poll ? "1" : "2";
+    server_start_with(&s, base, base + 1, threads, poll, NULL);
 
     memcached_st *mt = ud_client(s.rdma_port, false);
     tap_ok(strcmp(memcached_server_type(memcached_server_instance_by_position(mt, 0)), "RDMA+UD") ==
@@ -212,7 +215,7 @@ int main(int argc, char **argv)
 
     /* two UD servers on one client context */
     struct server s2;
-    server_start_with(&s2, base + 2, base + 3, "2", NULL, "rdma_ud_keepalive_ms=1000");
+    server_start_with(&s2, base + 2, base + 3, threads, poll, "rdma_ud_keepalive_ms=1000");
     /* a killed client: the server's probes go unanswered (1 s idle, then
      * 1 s more: keepalive and dead timeout 1 s) */
     pid_t victim = killed_client(s2.rdma_port);
@@ -269,7 +272,7 @@ int main(int argc, char **argv)
     /* rdma_rc_max=1: a second rdma+rc:// client is refused, UD still
      * served, and a second rdma:// client goes over UD by itself */
     struct server s3;
-    server_start_with(&s3, base + 2, base + 3, "2", NULL, "rdma_rc_max=1");
+    server_start_with(&s3, base + 2, base + 3, threads, poll, "rdma_rc_max=1");
     memcached_st *rc_a = rdma_client(&s3); /* server_start's probe closed its own */
     memcached_return_t ra = memcached_set(rc_a, "a", 1, "1", 1, 0, 0);
     memcached_st *rc_b = rdma_client_over(&s3, "rdma+rc");
