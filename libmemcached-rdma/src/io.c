@@ -85,6 +85,13 @@ static time_t now_seconds(void)
     return ts.tv_sec;
 }
 
+/* A connect failed: reads take the server as an erasure (group.c). */
+static void note_connect_failed(memcached_instance_st *srv)
+{
+    srv->connect_failed = true;
+    srv->connect_failed_ms = lmr_io_now_ms();
+}
+
 static void unlink_request(memcached_instance_st *srv, memcached_request_st *req)
 {
     if (srv->send_next == req)
@@ -219,7 +226,7 @@ void lmr_io_fail_server(memcached_instance_st *srv, memcached_return_t rc, const
 {
     bool timed_out = rc == MEMCACHED_TIMEOUT || srv->connecting;
     if (srv->connecting && rc != MEMCACHED_SUCCESS)
-        srv->connect_failed = true;
+        note_connect_failed(srv);
     lmr_io_close(srv);
     snprintf(srv->error_message, sizeof(srv->error_message), "%.120s:%u: %.100s", srv->hostname,
              (unsigned)srv->port, why);
@@ -245,11 +252,22 @@ static void fail_authentication(memcached_instance_st *srv, memcached_return_t r
     srv->client->last_disconnected = srv;
 }
 
+bool lmr_io_connect_allowed(const memcached_instance_st *srv)
+{
+    return srv->next_retry == 0 || now_seconds() >= srv->next_retry;
+}
+
+bool lmr_io_connects_in_background(const memcached_instance_st *srv)
+{
+    const struct lmr_transport_ops *transport = lmr_transport_for(srv->type);
+    return transport != NULL && transport->finish_open != NULL;
+}
+
 static memcached_return_t ensure_connected(memcached_instance_st *srv)
 {
     if (srv->conn.ops != NULL)
         return MEMCACHED_SUCCESS;
-    if (srv->next_retry != 0 && now_seconds() < srv->next_retry)
+    if (!lmr_io_connect_allowed(srv))
         return srv->ejected ? MEMCACHED_SERVER_MARKED_DEAD : MEMCACHED_SERVER_TEMPORARILY_DISABLED;
     const struct lmr_behaviors *b = &srv->client->behaviors;
     struct lmr_endpoint ep = {
@@ -291,7 +309,7 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
         srv->client->last_errno = sys_errno;
         srv->error_rc = rc;
         srv->client->last_disconnected = srv;
-        srv->connect_failed = true;
+        note_connect_failed(srv);
         note_failure(srv, true);
         return rc;
     }
