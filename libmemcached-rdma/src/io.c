@@ -292,6 +292,7 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
     if (transport == NULL)
         return MEMCACHED_NOT_SUPPORTED;
     memcached_return_t rc = transport->open(&srv->conn, &ep, &sys_errno);
+    srv->client->connect_returned_ms = lmr_io_now_ms();
     if (rc == MEMCACHED_IN_PROGRESS && transport->finish_open != NULL) {
         /* finished by finish_connecting() from the poll loop */
         srv->connecting = true;
@@ -810,6 +811,11 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
         if (last_progress < 0)
             last_progress =
                 lmr_io_now_ms(); /* not before: a reply found while spinning needs no clock */
+        /* a connect that blocked the caller (a step asked a server whose
+         * connection had closed) is not silence of the servers: requests
+         * asked after it get their whole poll timeout */
+        if (c->connect_returned_ms > last_progress)
+            last_progress = c->connect_returned_ms;
         nfds_t nfds = 0;
         for (uint32_t i = 0; i < c->server_count; i++) {
             memcached_instance_st *srv = c->servers[i];
