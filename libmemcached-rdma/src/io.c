@@ -92,6 +92,14 @@ static void note_connect_failed(memcached_instance_st *srv)
     srv->connect_failed_ms = lmr_io_now_ms();
 }
 
+/* A connect, or its handshake, returned to the caller: the time it took
+ * (up to CONNECT_TIMEOUT where it blocks: RDMA's connect, TLS's handshake,
+ * SASL) is not silence of the servers (run_until). */
+static void note_connect_returned(memcached_instance_st *srv)
+{
+    srv->client->connect_returned_ms = lmr_io_now_ms();
+}
+
 static void unlink_request(memcached_instance_st *srv, memcached_request_st *req)
 {
     if (srv->send_next == req)
@@ -292,7 +300,7 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
     if (transport == NULL)
         return MEMCACHED_NOT_SUPPORTED;
     memcached_return_t rc = transport->open(&srv->conn, &ep, &sys_errno);
-    srv->client->connect_returned_ms = lmr_io_now_ms();
+    note_connect_returned(srv);
     if (rc == MEMCACHED_IN_PROGRESS && transport->finish_open != NULL) {
         /* finished by finish_connecting() from the poll loop */
         srv->connecting = true;
@@ -319,6 +327,7 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
     reset_receive(srv);
     if (lmr_sasl_wanted(srv->client)) {
         rc = lmr_sasl_authenticate(srv);
+        note_connect_returned(srv);
         if (rc != MEMCACHED_SUCCESS) {
             fail_authentication(srv, rc);
             return rc;
@@ -596,13 +605,17 @@ static bool finish_connecting(memcached_instance_st *srv)
     struct pollfd pfd = {.fd = srv->conn.ops->poll_fd(&srv->conn), .events = POLLOUT | POLLIN};
     memcached_return_t rc = MEMCACHED_IN_PROGRESS;
     int sys_errno = 0;
-    if (poll(&pfd, 1, 0) > 0)
+    if (poll(&pfd, 1, 0) > 0) {
         rc = srv->conn.ops->finish_open(&srv->conn, &sys_errno);
+        if (rc != MEMCACHED_IN_PROGRESS)
+            note_connect_returned(srv);
+    }
     if (rc == MEMCACHED_SUCCESS) {
         srv->connecting = false;
         srv->connect_failed = false;
         if (lmr_sasl_wanted(srv->client)) {
             rc = lmr_sasl_authenticate(srv);
+            note_connect_returned(srv);
             if (rc != MEMCACHED_SUCCESS) {
                 lmr_io_fail_server(srv, rc, "SASL authentication failed");
                 return false;
@@ -812,8 +825,8 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
             last_progress =
                 lmr_io_now_ms(); /* not before: a reply found while spinning needs no clock */
         /* a connect that blocked the caller (a step asked a server whose
-         * connection had closed) is not silence of the servers: requests
-         * asked after it get their whole poll timeout */
+         * connection had closed; a handshake) is not silence of the
+         * servers: requests asked after it get their whole poll timeout */
         if (c->connect_returned_ms > last_progress)
             last_progress = c->connect_returned_ms;
         nfds_t nfds = 0;
