@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,6 +59,9 @@ static double max_seconds = 0.3;
 static FILE *csv;
 static long long ec_threshold = -1; /* -1: the library's default */
 static unsigned paired_rounds = 3;
+static bool degraded_only;   /* --degraded-only: the degraded-get tables alone */
+static unsigned timed_count; /* operations of the last timed() */
+static double window_cpu_us; /* the client's processor time per operation, last windowed() */
 
 static unsigned free_port(void)
 {
@@ -245,6 +249,7 @@ static double timed(memcached_st *memc, const char *key, size_t key_length, bool
         }
         samples[done++] = ohb_now_us() - start;
     }
+    timed_count = done;
     return ohb_median(samples, done);
 }
 
@@ -264,7 +269,18 @@ static double blocking(memcached_st *memc, const char *tag, bool set, const char
     return median;
 }
 
-/* Mean microseconds per operation with WINDOW isets (or igets) in flight. */
+/* This process's processor time (user and system) in microseconds: the
+ * client's alone, the servers are other processes. */
+static double process_cpu_us(void)
+{
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return (double)(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e6 +
+           (double)(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+/* Mean microseconds per operation with WINDOW isets (or igets) in flight;
+ * window_cpu_us: the client's processor time per operation. */
 static double windowed(memcached_st *memc, const char *tag, bool set, const char *value,
                        size_t size, char *into, memcached_request_st **reqs)
 {
@@ -278,6 +294,7 @@ static double windowed(memcached_st *memc, const char *tag, bool set, const char
     }
     memcached_wait_all(memc);
     double start = ohb_now_us(), deadline = start + max_seconds * 1e6;
+    double cpu_start = process_cpu_us();
     unsigned rounds = 0;
     while (rounds < 2 || (rounds * WINDOW < iterations && ohb_now_us() < deadline)) {
         for (int i = 0; i < WINDOW; i++) {
@@ -290,12 +307,17 @@ static double windowed(memcached_st *memc, const char *tag, bool set, const char
         }
         for (int i = 0; i < WINDOW; i++) {
             memcached_return_t rc = memcached_wait(memc, reqs[i]);
-            if (!stored(rc))
-                ohb_fail(memc, "memcached_wait", rc);
+            if (!stored(rc)) {
+                char what[96];
+                snprintf(what, sizeof(what), "memcached_wait (%s, %s of %zu bytes)", tag,
+                         set ? "iset" : "iget", size);
+                ohb_fail(memc, what, rc);
+            }
         }
         rounds++;
     }
     double per = (ohb_now_us() - start) / (rounds * WINDOW);
+    window_cpu_us = (process_cpu_us() - cpu_start) / (rounds * WINDOW);
     memcached_wait_all(memc);
     return per;
 }
@@ -329,9 +351,9 @@ static void print_latency(const char *title, const char *section, double latency
     }
 }
 
-enum measure { SET_BLOCK, GET_BLOCK, SET_WINDOW, GET_WINDOW, MEASURES };
+enum measure { SET_BLOCK, GET_BLOCK, SET_WINDOW, GET_WINDOW, GET_WINDOW_CPU, MEASURES };
 /* what RS is compared with in each measurement */
-static const enum scheme ratio_to[MEASURES] = {SYNC_REP, ASYNC_REP, SYNC_REP, ASYNC_REP};
+static const enum scheme ratio_to[MEASURES] = {SYNC_REP, ASYNC_REP, SYNC_REP, ASYNC_REP, ASYNC_REP};
 
 /* The four latency measurements of every scheme, in `rounds` rounds: in
  * each round every size is measured under every scheme in turn (the order
@@ -369,6 +391,7 @@ static void measure_rounds(double latency[MEASURES][SCHEMES][MAX_SIZES],
                 *at[GET_BLOCK] = blocking(memc, tag, false, value, sizes[z]);
                 *at[SET_WINDOW] = windowed(memc, tag, true, value, sizes[z], into, reqs[s]);
                 *at[GET_WINDOW] = windowed(memc, tag, false, value, sizes[z], into, reqs[s]);
+                *at[GET_WINDOW_CPU] = window_cpu_us;
             }
             flush_all(); /* one size's values at a time on the servers */
         }
@@ -394,16 +417,19 @@ static void measure_rounds(double latency[MEASURES][SCHEMES][MAX_SIZES],
     free(by_round);
 }
 
-static uint64_t servers_bytes(void)
+/* The servers' `bytes` (gets: `cmd_get`) summed over those running. */
+static uint64_t servers_stat(bool gets)
 {
     uint64_t total = 0;
     for (int i = 0; i < SERVERS; i++) {
+        if (servers[i].pid <= 0)
+            continue;
         memcached_st *memc = memcached_create(NULL);
         add_server(memc, i, true); /* stats: over TCP or the Unix socket */
         memcached_return_t rc;
         memcached_stat_st *stats = memcached_stat(memc, NULL, &rc);
         if (stats != NULL)
-            total += stats[0].bytes;
+            total += gets ? stats[0].cmd_get : stats[0].bytes;
         memcached_stat_free(memc, stats);
         memcached_free(memc);
     }
@@ -424,7 +450,7 @@ static void memory_efficiency(void)
         restart_all(); /* empty servers: nothing flushed still counts */
         memcached_st *memc = client(measured[s]);
         for (unsigned z = 0; z < size_count; z++) {
-            uint64_t before = servers_bytes();
+            uint64_t before = servers_stat(false);
             for (int v = 0; v < VALUES; v++) {
                 char key[64];
                 size_t key_length = (size_t)snprintf(key, sizeof(key), "mem:%zu:%d", sizes[z], v);
@@ -432,7 +458,7 @@ static void memory_efficiency(void)
                 if (!stored(rc))
                     ohb_fail(memc, "memcached_set", rc);
             }
-            ratio[s][z] = (double)(servers_bytes() - before) / ((double)sizes[z] * VALUES);
+            ratio[s][z] = (double)(servers_stat(false) - before) / ((double)sizes[z] * VALUES);
             csv_row("memory", measured[s], sizes[z], ratio[s][z]);
         }
         memcached_free(memc);
@@ -607,6 +633,8 @@ static void parse(int argc, char **argv)
          "paired rounds of the latency tables (--iterations, --max-time: per round)", NULL},
         {"ec-threshold", OHB_OPT_CALL, &ec_threshold, "BYTES",
          "erasure coding from this value size on (default: the library's)", parse_ec_threshold},
+        {"degraded-only", OHB_OPT_SET, &degraded_only, NULL,
+         "only the degraded gets (servers killed) and their requests per get", NULL},
     };
     const struct ohb_command cmd = {"ohb_memlat_resilience", table,
                                     sizeof(table) / sizeof(table[0]), notes};
@@ -624,6 +652,102 @@ static void kill_servers(void)
     if (over_unix)
         for (int i = 0; i < SERVERS; i++)
             unlink(servers[i].path);
+}
+
+/* The tables of every scheme with every server up, memory and coding. */
+static void all_but_degraded(void)
+{
+    static double latency[MEASURES][SCHEMES][MAX_SIZES], ratio[MEASURES][MAX_SIZES];
+    measure_rounds(latency, ratio);
+    double(*set_block)[MAX_SIZES] = latency[SET_BLOCK],
+    (*get_block)[MAX_SIZES] = latency[GET_BLOCK];
+    print_latency("Set latency, blocking (median us)", "set", set_block, ratio[SET_BLOCK],
+                  SYNC_REP);
+    print_latency("Get latency, blocking (median us)", "get", get_block, ratio[GET_BLOCK],
+                  ASYNC_REP);
+    static double floor_block[MAX_SIZES];
+    fanout_floor(floor_block);
+    printf("\n# Get fan-out floor, blocking (median us): 3 plain gets of a chunk's size on 3\n"
+           "# servers at once (no scheme), what a coded get's 3 data chunks cost at least\n");
+    printf("# %-10s %13s %13s %13s %9s %9s\n", "Size", "none", "3 at once", "RS(3,2)", "RS/3",
+           "3/none");
+    for (unsigned z = 0; z < size_count; z++)
+        printf("%-12zu %13.2f %13.2f %13.2f %9.2f %9.2f\n", sizes[z], get_block[NONE][z],
+               floor_block[z], get_block[RS][z], get_block[RS][z] / floor_block[z],
+               floor_block[z] / get_block[NONE][z]);
+    print_latency("Set, window of 64 (us per operation)", "set_window64", latency[SET_WINDOW],
+                  ratio[SET_WINDOW], SYNC_REP);
+    print_latency("Get, window of 64 (us per operation)", "get_window64", latency[GET_WINDOW],
+                  ratio[GET_WINDOW], ASYNC_REP);
+    print_latency("Get, window of 64: the client's processor time (us per operation)",
+                  "get_window64_cpu", latency[GET_WINDOW_CPU], ratio[GET_WINDOW_CPU], ASYNC_REP);
+    fflush(stdout);
+
+    memory_efficiency();
+    coding_time(set_block);
+    fflush(stdout);
+}
+
+/* A degraded-gets table: table[RS or Async-Rep][servers killed][size];
+ * with the latencies (`suffix` ""), RS-2 over Async-2. */
+static void print_degraded(const char *title, const char *suffix, double table[2][3][MAX_SIZES])
+{
+    const enum scheme kept[2] = {RS, ASYNC_REP};
+    bool latency = suffix[0] == '\0';
+    printf("\n# %s\n# %-10s %9s %9s %9s %9s %9s %9s %9s\n", title, "Size", "RS-0", "RS-1", "RS-2",
+           "Async-0", "Async-1", "Async-2", latency ? "RS-2/A-2" : "");
+    for (unsigned z = 0; z < size_count; z++) {
+        printf("%-12zu", sizes[z]);
+        for (int k = 0; k < 2; k++)
+            for (int killed = 0; killed < 3; killed++) {
+                printf(" %9.2f", table[k][killed][z]);
+                char section[48];
+                snprintf(section, sizeof(section), "get_degraded%d%s", killed, suffix);
+                csv_row(section, kept[k], sizes[z], table[k][killed][z]);
+            }
+        if (latency)
+            printf(" %9.2f", table[0][2][z] / table[1][2][z]);
+        printf("\n");
+    }
+}
+
+/* Gets of values written with all servers up, then with one and two
+ * servers killed (each key's copies and chunks include some of them):
+ * latency, and requests per get (the live servers' cmd_get). */
+static void degraded_gets(const char *value)
+{
+    static double degraded[2][3][MAX_SIZES]; /* [RS, Async-Rep][killed][size] */
+    static double requests[2][3][MAX_SIZES];
+    const enum scheme kept[2] = {RS, ASYNC_REP};
+    const char *tags[2] = {"rs", "async"};
+    memcached_st *readers[2];
+    for (int k = 0; k < 2; k++) {
+        readers[k] = client(kept[k]);
+        for (unsigned z = 0; z < size_count; z++) {
+            uint64_t before = servers_stat(true);
+            degraded[k][0][z] = blocking(readers[k], tags[k], false, value, sizes[z]);
+            requests[k][0][z] = (double)(servers_stat(true) - before) / timed_count;
+        }
+    }
+    for (int killed = 1; killed <= 2; killed++) {
+        server_kill(killed - 1);
+        for (int k = 0; k < 2; k++)
+            for (unsigned z = 0; z < size_count; z++) {
+                /* the value was stored with every server up: read it only */
+                char key[64];
+                size_t key_length =
+                    (size_t)snprintf(key, sizeof(key), "res:%s:%zu", tags[k], sizes[z]);
+                uint64_t before = servers_stat(true);
+                degraded[k][killed][z] = timed(readers[k], key, key_length, false, value, sizes[z]);
+                requests[k][killed][z] = (double)(servers_stat(true) - before) / timed_count;
+            }
+    }
+    print_degraded("Degraded get latency, blocking (median us), servers killed with SIGKILL", "",
+                   degraded);
+    print_degraded("Degraded gets: requests per get (cmd_get of the live servers / gets)",
+                   "_requests", requests);
+    for (int k = 1; k >= 0; k--)
+        memcached_free(readers[k]);
 }
 
 int main(int argc, char **argv)
@@ -655,73 +779,10 @@ int main(int argc, char **argv)
            "# ones are stored as 3 whole copies. Latencies: the median of %u paired rounds\n",
            (unsigned long long)threshold, paired_rounds);
 
-    static double latency[MEASURES][SCHEMES][MAX_SIZES], ratio[MEASURES][MAX_SIZES];
-    measure_rounds(latency, ratio);
-    double(*set_block)[MAX_SIZES] = latency[SET_BLOCK],
-    (*get_block)[MAX_SIZES] = latency[GET_BLOCK];
     char *value = ohb_value_new(max_size);
-    print_latency("Set latency, blocking (median us)", "set", set_block, ratio[SET_BLOCK],
-                  SYNC_REP);
-    print_latency("Get latency, blocking (median us)", "get", get_block, ratio[GET_BLOCK],
-                  ASYNC_REP);
-    static double floor_block[MAX_SIZES];
-    fanout_floor(floor_block);
-    printf("\n# Get fan-out floor, blocking (median us): 3 plain gets of a chunk's size on 3\n"
-           "# servers at once (no scheme), what a coded get's 3 data chunks cost at least\n");
-    printf("# %-10s %13s %13s %13s %9s %9s\n", "Size", "none", "3 at once", "RS(3,2)", "RS/3",
-           "3/none");
-    for (unsigned z = 0; z < size_count; z++)
-        printf("%-12zu %13.2f %13.2f %13.2f %9.2f %9.2f\n", sizes[z], get_block[NONE][z],
-               floor_block[z], get_block[RS][z], get_block[RS][z] / floor_block[z],
-               floor_block[z] / get_block[NONE][z]);
-    print_latency("Set, window of 64 (us per operation)", "set_window64", latency[SET_WINDOW],
-                  ratio[SET_WINDOW], SYNC_REP);
-    print_latency("Get, window of 64 (us per operation)", "get_window64", latency[GET_WINDOW],
-                  ratio[GET_WINDOW], ASYNC_REP);
-    fflush(stdout);
-
-    memory_efficiency();
-    coding_time(set_block);
-    fflush(stdout);
-
-    /* degraded gets: values written with all servers up, then one and two
-     * servers killed (each key's copies and chunks include some of them) */
-    static double degraded[2][3][MAX_SIZES]; /* [RS, Async-Rep][killed][size] */
-    const enum scheme kept[2] = {RS, ASYNC_REP};
-    const char *tags[2] = {"rs", "async"};
-    memcached_st *readers[2];
-    for (int k = 0; k < 2; k++) {
-        readers[k] = client(kept[k]);
-        for (unsigned z = 0; z < size_count; z++)
-            degraded[k][0][z] = blocking(readers[k], tags[k], false, value, sizes[z]);
-    }
-    for (int killed = 1; killed <= 2; killed++) {
-        server_kill(killed - 1);
-        for (int k = 0; k < 2; k++)
-            for (unsigned z = 0; z < size_count; z++) {
-                /* the value was stored with every server up: read it only */
-                char key[64];
-                size_t key_length =
-                    (size_t)snprintf(key, sizeof(key), "res:%s:%zu", tags[k], sizes[z]);
-                degraded[k][killed][z] = timed(readers[k], key, key_length, false, value, sizes[z]);
-            }
-    }
-    printf("\n# Degraded get latency, blocking (median us), servers killed with SIGKILL\n");
-    printf("# %-10s %9s %9s %9s %9s %9s %9s %9s\n", "Size", "RS-0", "RS-1", "RS-2", "Async-0",
-           "Async-1", "Async-2", "RS-2/A-2");
-    for (unsigned z = 0; z < size_count; z++) {
-        printf("%-12zu", sizes[z]);
-        for (int k = 0; k < 2; k++)
-            for (int killed = 0; killed < 3; killed++) {
-                printf(" %9.2f", degraded[k][killed][z]);
-                char section[32];
-                snprintf(section, sizeof(section), "get_degraded%d", killed);
-                csv_row(section, kept[k], sizes[z], degraded[k][killed][z]);
-            }
-        printf(" %9.2f\n", degraded[0][2][z] / degraded[1][2][z]);
-    }
-    for (int k = 1; k >= 0; k--)
-        memcached_free(readers[k]);
+    if (!degraded_only)
+        all_but_degraded();
+    degraded_gets(value);
     free(value);
     if (csv != NULL)
         fclose(csv);

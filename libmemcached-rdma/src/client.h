@@ -117,6 +117,11 @@ struct lmr_client {
     size_t namespace_length;
     uint32_t next_opaque;                     /* binary protocol request ids */
     memcached_instance_st *last_disconnected; /* the last server that failed */
+    /* when the last connect or handshake returned to the caller
+     * (lmr_io_now_ms clock): one that blocks (RDMA's connect, TLS, SASL)
+     * may take CONNECT_TIMEOUT, time in which the servers asked are not
+     * silent (io.c, run_until) */
+    int64_t connect_returned_ms;
 
     /* resilience: parents whose children completed (group.h), copies and
      * chunks that failed (MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES), the

@@ -10,6 +10,11 @@
 /* Requests a server marked stalled may hold before more children to it
  * fail at once (each may hold a copy of a value). */
 #define LMR_STALLED_QUEUE_MAX 64
+/* Over a transport whose connect blocks the caller, reads try a server
+ * whose connect failed again this many CONNECT_TIMEOUTs after the failure
+ * at the earliest (and as RETRY_TIMEOUT allows), so one that does not
+ * accept costs reads at most about a tenth of their time. */
+#define LMR_BLOCKING_READ_CONNECT_SPACING 10
 
 bool lmr_group_is_failure(memcached_return_t rc)
 {
@@ -121,10 +126,27 @@ void lmr_group_issue(struct lmr_group *g, uint32_t i, memcached_instance_st *srv
         lmr_group_child_done(child);
 }
 
+/* Whether a read may try to connect to srv, whose last connect failed and
+ * which has no connection: RETRY_TIMEOUT allows it and, for a connect
+ * that blocks the caller, the failed one is a while ago. */
+static bool read_may_connect(const memcached_instance_st *srv)
+{
+    if (!lmr_io_connect_allowed(srv))
+        return false;
+    if (lmr_io_connects_in_background(srv))
+        return true;
+    int64_t spacing =
+        (int64_t)LMR_BLOCKING_READ_CONNECT_SPACING * srv->client->behaviors.connect_timeout_ms;
+    return lmr_io_now_ms() - srv->connect_failed_ms >= spacing;
+}
+
 void lmr_group_issue_read(struct lmr_group *g, uint32_t i, memcached_instance_st *srv,
                           const struct lmr_op_args *args)
 {
-    if (srv->conn.ops != NULL || !srv->connect_failed) {
+    if (!srv->connect_failed || (srv->conn.ops != NULL && !srv->connecting) ||
+        (srv->conn.ops == NULL && read_may_connect(srv))) {
+        /* after a failed connect, a connect in the background: the read
+         * does not wait for it (lmr_group_child_doubtful) */
         lmr_group_issue(g, i, srv, LMR_OP_GET, args);
         return;
     }
@@ -221,6 +243,14 @@ bool lmr_group_child_hung(const struct lmr_group *g, uint32_t i)
     const memcached_instance_st *srv = child->server;
     return child->state == LMR_STATE_QUEUED && srv != NULL && srv->stalled &&
            srv->stalled_mark == srv->progress;
+}
+
+bool lmr_group_child_doubtful(const struct lmr_group *g, uint32_t i)
+{
+    const memcached_request_st *child = g->children[i];
+    const memcached_instance_st *srv = child->server;
+    return lmr_group_child_hung(g, i) || (child->state == LMR_STATE_QUEUED && srv != NULL &&
+                                          srv->connecting && srv->connect_failed);
 }
 
 void lmr_group_finish(struct lmr_group *g, memcached_return_t rc)

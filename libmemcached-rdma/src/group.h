@@ -63,11 +63,15 @@ void lmr_group_issue(struct lmr_group *g, uint32_t i, memcached_instance_st *srv
 /* Issues read child i (a get of a chunk or copy) to srv, except when
  * srv has no connection and its last connect failed: then the child fails
  * at once with the server's last failure (an erasure, noted in
- * g->avoided) and no connect is tried, so a server that does not accept
- * connections (stopped, its machine frozen: a connect there waits
+ * g->avoided) and no connect is waited for, so a server that does not
+ * accept connections (stopped, its machine frozen: a connect there waits
  * CONNECT_TIMEOUT) costs a read nothing while the other chunks or copies
- * answer. Writes (lmr_group_issue) connect as RETRY_TIMEOUT allows, and a
- * successful connect ends this. */
+ * answer. Once RETRY_TIMEOUT allows, a read does connect: in the
+ * background where the transport can (the child is then doubtful, below,
+ * and the read asks the others at once; later reads take the server as an
+ * erasure while that connect is under way), else in the call, ten
+ * CONNECT_TIMEOUTs after the failed connect at the earliest. Writes (lmr_group_issue) connect as
+ * RETRY_TIMEOUT allows. A successful connect ends this. */
 void lmr_group_issue_read(struct lmr_group *g, uint32_t i, memcached_instance_st *srv,
                           const struct lmr_op_args *args);
 /* A read that cannot complete without its avoided children asks them now,
@@ -99,6 +103,10 @@ bool lmr_group_child_stalled(const struct lmr_group *g, uint32_t i, int quiet_ms
 /* Whether child i is in flight on a server marked stalled that has made
  * no progress since: later parents need not wait for it either. */
 bool lmr_group_child_hung(const struct lmr_group *g, uint32_t i);
+/* Whether a read need not wait for child i: it is hung (above), or waits
+ * for a connect under way to a server whose last connect failed (it may
+ * not answer before CONNECT_TIMEOUT). */
+bool lmr_group_child_doubtful(const struct lmr_group *g, uint32_t i);
 /* A code that says the server did not answer (as opposed to an answer such
  * as NOTFOUND or NOTSTORED). */
 bool lmr_group_is_failure(memcached_return_t rc);

@@ -85,6 +85,21 @@ static time_t now_seconds(void)
     return ts.tv_sec;
 }
 
+/* A connect failed: reads take the server as an erasure (group.c). */
+static void note_connect_failed(memcached_instance_st *srv)
+{
+    srv->connect_failed = true;
+    srv->connect_failed_ms = lmr_io_now_ms();
+}
+
+/* A connect, or its handshake, returned to the caller: the time it took
+ * (up to CONNECT_TIMEOUT where it blocks: RDMA's connect, TLS's handshake,
+ * SASL) is not silence of the servers (run_until). */
+static void note_connect_returned(memcached_instance_st *srv)
+{
+    srv->client->connect_returned_ms = lmr_io_now_ms();
+}
+
 static void unlink_request(memcached_instance_st *srv, memcached_request_st *req)
 {
     if (srv->send_next == req)
@@ -219,7 +234,7 @@ void lmr_io_fail_server(memcached_instance_st *srv, memcached_return_t rc, const
 {
     bool timed_out = rc == MEMCACHED_TIMEOUT || srv->connecting;
     if (srv->connecting && rc != MEMCACHED_SUCCESS)
-        srv->connect_failed = true;
+        note_connect_failed(srv);
     lmr_io_close(srv);
     snprintf(srv->error_message, sizeof(srv->error_message), "%.120s:%u: %.100s", srv->hostname,
              (unsigned)srv->port, why);
@@ -245,11 +260,22 @@ static void fail_authentication(memcached_instance_st *srv, memcached_return_t r
     srv->client->last_disconnected = srv;
 }
 
+bool lmr_io_connect_allowed(const memcached_instance_st *srv)
+{
+    return srv->next_retry == 0 || now_seconds() >= srv->next_retry;
+}
+
+bool lmr_io_connects_in_background(const memcached_instance_st *srv)
+{
+    const struct lmr_transport_ops *transport = lmr_transport_for(srv->type);
+    return transport != NULL && transport->finish_open != NULL;
+}
+
 static memcached_return_t ensure_connected(memcached_instance_st *srv)
 {
     if (srv->conn.ops != NULL)
         return MEMCACHED_SUCCESS;
-    if (srv->next_retry != 0 && now_seconds() < srv->next_retry)
+    if (!lmr_io_connect_allowed(srv))
         return srv->ejected ? MEMCACHED_SERVER_MARKED_DEAD : MEMCACHED_SERVER_TEMPORARILY_DISABLED;
     const struct lmr_behaviors *b = &srv->client->behaviors;
     struct lmr_endpoint ep = {
@@ -274,6 +300,7 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
     if (transport == NULL)
         return MEMCACHED_NOT_SUPPORTED;
     memcached_return_t rc = transport->open(&srv->conn, &ep, &sys_errno);
+    note_connect_returned(srv);
     if (rc == MEMCACHED_IN_PROGRESS && transport->finish_open != NULL) {
         /* finished by finish_connecting() from the poll loop */
         srv->connecting = true;
@@ -291,7 +318,7 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
         srv->client->last_errno = sys_errno;
         srv->error_rc = rc;
         srv->client->last_disconnected = srv;
-        srv->connect_failed = true;
+        note_connect_failed(srv);
         note_failure(srv, true);
         return rc;
     }
@@ -300,6 +327,7 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
     reset_receive(srv);
     if (lmr_sasl_wanted(srv->client)) {
         rc = lmr_sasl_authenticate(srv);
+        note_connect_returned(srv);
         if (rc != MEMCACHED_SUCCESS) {
             fail_authentication(srv, rc);
             return rc;
@@ -577,13 +605,17 @@ static bool finish_connecting(memcached_instance_st *srv)
     struct pollfd pfd = {.fd = srv->conn.ops->poll_fd(&srv->conn), .events = POLLOUT | POLLIN};
     memcached_return_t rc = MEMCACHED_IN_PROGRESS;
     int sys_errno = 0;
-    if (poll(&pfd, 1, 0) > 0)
+    if (poll(&pfd, 1, 0) > 0) {
         rc = srv->conn.ops->finish_open(&srv->conn, &sys_errno);
+        if (rc != MEMCACHED_IN_PROGRESS)
+            note_connect_returned(srv);
+    }
     if (rc == MEMCACHED_SUCCESS) {
         srv->connecting = false;
         srv->connect_failed = false;
         if (lmr_sasl_wanted(srv->client)) {
             rc = lmr_sasl_authenticate(srv);
+            note_connect_returned(srv);
             if (rc != MEMCACHED_SUCCESS) {
                 lmr_io_fail_server(srv, rc, "SASL authentication failed");
                 return false;
@@ -792,6 +824,11 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
         if (last_progress < 0)
             last_progress =
                 lmr_io_now_ms(); /* not before: a reply found while spinning needs no clock */
+        /* a connect that blocked the caller (a step asked a server whose
+         * connection had closed; a handshake) is not silence of the
+         * servers: requests asked after it get their whole poll timeout */
+        if (c->connect_returned_ms > last_progress)
+            last_progress = c->connect_returned_ms;
         nfds_t nfds = 0;
         for (uint32_t i = 0; i < c->server_count; i++) {
             memcached_instance_st *srv = c->servers[i];

@@ -32,6 +32,13 @@ void lmr_io_poll_events(struct lmr_client *c);
 
 /* Completes the request at the head of srv's queue with rc (parsers). */
 void lmr_io_complete_head(memcached_instance_st *srv, memcached_return_t rc);
+/* Whether RETRY_TIMEOUT (or DEAD_TIMEOUT, ejected) allows a call to
+ * connect to srv, which has no connection, now. */
+bool lmr_io_connect_allowed(const memcached_instance_st *srv);
+/* Whether srv's transport connects in the background (the poll loop
+ * finishes the connect), as sockets do; false when a connect blocks the
+ * caller until it is done (RDMA). */
+bool lmr_io_connects_in_background(const memcached_instance_st *srv);
 /* Closes srv's connection and completes all its requests with rc. */
 void lmr_io_fail_server(memcached_instance_st *srv, memcached_return_t rc, const char *why);
 /* Closes the connection without failing anything (nothing may be queued). */

@@ -274,6 +274,17 @@ static bool copy_stalled(struct replicated_read *r)
     return stalled;
 }
 
+/* Whether a copy asked for is in flight on a server worth waiting for
+ * (not hung, not connecting again after a failed connect). */
+static bool copy_worth_waiting_for(const struct replicated_read *r)
+{
+    for (uint32_t i = 0; i < r->issued; i++)
+        if (!r->examined[i] && r->g.children[i]->state == LMR_STATE_QUEUED &&
+            !lmr_group_child_doubtful(&r->g, i))
+            return true;
+    return false;
+}
+
 static void replicated_read_step(struct lmr_group *g)
 {
     struct replicated_read *r = (struct replicated_read *)g;
@@ -309,14 +320,14 @@ static void replicated_read_step(struct lmr_group *g)
                 lmr_group_finish(g, r->answer != MEMCACHED_SUCCESS ? r->answer : r->failure);
             return;
         }
-        if (g->outstanding > 0 && !hedge)
+        if (!hedge && copy_worth_waiting_for(r))
             return; /* a copy in flight, its server answering */
         uint32_t i = r->issued++;
         lmr_group_issue_read(g, i, g->client->servers[r->servers[i]], &r->args);
         if (g->client->behaviors.hedge_timeout_ms > 0)
             lmr_group_wake_after(g, g->client->behaviors.hedge_timeout_ms);
         /* a server known to have stopped answering: the next copy now */
-        hedge = lmr_group_child_hung(g, i);
+        hedge = lmr_group_child_doubtful(g, i);
     }
 }
 

@@ -2,8 +2,10 @@
  * erasure.h). A set cuts the value into K data chunks sent at once from the
  * caller's memory, encodes the M parity chunks while those are on their
  * way, then sends the parity; values below the threshold go whole to M + 1
- * servers instead. A get asks for the K data chunks in parallel and, when
- * one is missing, malformed or from another write, for the parity too; it
+ * servers instead. A get asks for position 0 first (with a threshold: a
+ * value under it is a whole copy there) or the K data chunks in parallel
+ * and, for each chunk missing, malformed or on a server known to be down,
+ * one more (the next position that may hold a whole copy, or parity); it
  * completes with the first write that K matching chunks (one, for a whole
  * copy) agree on. Delete and touch go to all K + M servers. */
 #include "resilience.h"
@@ -306,45 +308,131 @@ static void deliver(struct coded_read *r, uint32_t first)
     lmr_group_finish(g, rc);
 }
 
-/* Looks at chunks that arrived; true if it asked for more. `hedge`: a
- * server stopped answering, ask the others. */
-static bool classify_and_ask(struct coded_read *r, bool hedge)
+/* Looks at the chunks that arrived: good or bad. */
+static void classify(struct coded_read *r)
+{
+    struct lmr_group *g = &r->g;
+    for (uint32_t i = 0; i < r->k + r->m; i++) {
+        memcached_request_st *child = g->children[i];
+        if (r->status[i] != CHUNK_ASKED || child->state != LMR_STATE_DONE)
+            continue;
+        struct lmr_ec_header *h = &r->headers[i];
+        bool good = child->rc == MEMCACHED_SUCCESS &&
+                    lmr_ec_header_read(child->lib_buffer, child->value_length, h) &&
+                    h->index == i && h->m == r->m && (h->k == r->k || h->k == 1);
+        r->status[i] = good ? CHUNK_GOOD : CHUNK_BAD;
+        if (lmr_group_is_failure(child->rc) && r->failure == MEMCACHED_SUCCESS)
+            r->failure = child->rc;
+    }
+}
+
+/* A good chunk whose write has enough good chunks for the value, or -1. */
+static int complete_write(const struct coded_read *r)
+{
+    uint32_t n = r->k + r->m;
+    for (uint32_t i = 0; i < n; i++) {
+        if (r->status[i] != CHUNK_GOOD)
+            continue;
+        uint32_t agreeing = 0;
+        for (uint32_t j = 0; j < n; j++)
+            agreeing += r->status[j] == CHUNK_GOOD && same_write(&r->headers[j], &r->headers[i]);
+        if (agreeing >= r->headers[i].k)
+            return (int)i;
+    }
+    return -1;
+}
+
+/* Whether good chunks of two different writes arrived (concurrent
+ * writers). */
+static bool writes_differ(const struct coded_read *r)
+{
+    const struct lmr_ec_header *first = NULL;
+    for (uint32_t i = 0; i < r->k + r->m; i++) {
+        if (r->status[i] != CHUNK_GOOD)
+            continue;
+        if (first != NULL && r->headers[i].stamp != first->stamp)
+            return true;
+        first = &r->headers[i];
+    }
+    return false;
+}
+
+/* Whether chunk i may still help: good, or asked for and in flight on a
+ * server worth waiting for (not one that failed at once, stopped
+ * answering or is connecting again after a failed connect). */
+static bool hopeful(const struct coded_read *r, uint32_t i)
+{
+    return r->status[i] == CHUNK_GOOD ||
+           (r->status[i] == CHUNK_ASKED && r->g.children[i]->state == LMR_STATE_QUEUED &&
+            !lmr_group_child_doubtful(&r->g, i));
+}
+
+static void ask(struct coded_read *r, uint32_t i)
+{
+    r->status[i] = CHUNK_ASKED;
+    lmr_group_issue_read(&r->g, i, r->g.client->servers[r->servers[i]], &r->args);
+}
+
+/* Asks for the chunks the read needs next; true if it asked. A chunk
+ * asked for whose server is known to be down fails at once (not
+ * hopeful), and the next is asked for in the same pass: a known erasure
+ * costs no round trip.
+ * - `hedge` (a server stopped answering) or good chunks of two writes:
+ *   every chunk not asked yet.
+ * - While probing (a threshold is set and no coded chunk arrived yet):
+ *   one position that may hold a whole copy (0..M), the first not known
+ *   to be down; all of them once one of them answered a miss (the key
+ *   may be missing everywhere: M + 1 misses say so).
+ * - Else K hopeful chunks, in position order (data chunks first, parity
+ *   in place of those missing), while a write can still have K. */
+static bool ask_more(struct coded_read *r, bool hedge)
 {
     struct lmr_group *g = &r->g;
     uint32_t n = r->k + r->m;
-    bool trouble = hedge;
-    uint64_t stamp = 0;
-    bool stamp_seen = false;
-    for (uint32_t i = 0; i < n; i++) {
-        memcached_request_st *child = g->children[i];
-        if (r->status[i] == CHUNK_ASKED && child->state == LMR_STATE_DONE) {
-            struct lmr_ec_header *h = &r->headers[i];
-            bool good = child->rc == MEMCACHED_SUCCESS &&
-                        lmr_ec_header_read(child->lib_buffer, child->value_length, h) &&
-                        h->index == i && h->m == r->m && (h->k == r->k || h->k == 1);
-            r->status[i] = good ? CHUNK_GOOD : CHUNK_BAD;
-            if (lmr_group_is_failure(child->rc) && r->failure == MEMCACHED_SUCCESS)
-                r->failure = child->rc;
-        }
-        if (r->status[i] == CHUNK_BAD ||
-            (r->status[i] == CHUNK_ASKED && lmr_group_child_hung(g, i)))
-            trouble = true; /* missing, or on a server known to have stopped */
-        if (r->status[i] == CHUNK_GOOD) {
-            trouble = trouble || (stamp_seen && r->headers[i].stamp != stamp);
-            stamp = r->headers[i].stamp;
-            stamp_seen = true;
-        }
-    }
-    if (!trouble)
-        return false;
     bool asked = false;
-    for (uint32_t i = 0; i < n; i++) {
-        if (r->status[i] != CHUNK_NOT_ASKED)
-            continue;
-        r->status[i] = CHUNK_ASKED;
-        lmr_group_issue_read(g, i, g->client->servers[r->servers[i]], &r->args);
-        asked = true;
+    if (hedge || writes_differ(r)) {
+        r->probing = false;
+        for (uint32_t i = 0; i < n; i++)
+            if (r->status[i] == CHUNK_NOT_ASKED) {
+                ask(r, i);
+                asked = true;
+            }
+        return asked;
     }
+    for (uint32_t i = 0; i < n; i++)
+        if (r->status[i] == CHUNK_GOOD && r->headers[i].k > 1)
+            r->probing = false; /* a coded value: K chunks */
+    if (r->probing) {
+        bool missed = false;
+        uint32_t hope = 0;
+        for (uint32_t i = 0; i <= r->m; i++) {
+            missed =
+                missed || (r->status[i] == CHUNK_BAD && !lmr_group_is_failure(g->children[i]->rc));
+            hope += hopeful(r, i);
+        }
+        for (uint32_t i = 0; i <= r->m && (missed || hope == 0); i++)
+            if (r->status[i] == CHUNK_NOT_ASKED) {
+                ask(r, i);
+                asked = true;
+                hope += hopeful(r, i);
+            }
+        if (asked || hope > 0)
+            return asked;
+        r->probing = false; /* none of 0..M can give a whole copy: K chunks */
+    }
+    uint32_t hope = 0, bad = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        hope += hopeful(r, i);
+        bad += r->status[i] == CHUNK_BAD;
+    }
+    if (n - bad < r->k)
+        return false; /* no write can have K chunks any more */
+    for (uint32_t i = 0; i < n && hope < r->k; i++)
+        if (r->status[i] == CHUNK_NOT_ASKED) {
+            ask(r, i);
+            asked = true;
+            hope += hopeful(r, i);
+        }
     return asked;
 }
 
@@ -372,7 +460,7 @@ static bool hedge_now(struct coded_read *r)
 }
 
 /* Whether the chunks still in flight are all on servers that stopped
- * answering and could not change the answer: no write reaches its K with
+ * answering (or connect again) and could not change the answer: no write reaches its K with
  * them, and none is at a position that may hold a whole copy (0..M). Then
  * the read completes without them; otherwise it waits for them. */
 static bool only_useless_hung_left(const struct coded_read *r)
@@ -382,7 +470,7 @@ static bool only_useless_hung_left(const struct coded_read *r)
     for (uint32_t i = 0; i < n; i++) {
         if (g->children[i]->state != LMR_STATE_QUEUED)
             continue;
-        if (!lmr_group_child_hung(g, i) || i <= r->m)
+        if (!lmr_group_child_doubtful(g, i) || i <= r->m)
             return false;
         hung++;
     }
@@ -398,62 +486,26 @@ static bool only_useless_hung_left(const struct coded_read *r)
     return true;
 }
 
-/* Whether a chunk is left to ask for. */
-static bool chunk_left_to_ask(const struct coded_read *r)
-{
-    for (uint32_t i = 0; i < r->k + r->m; i++)
-        if (r->status[i] == CHUNK_NOT_ASKED)
-            return true;
-    return false;
-}
-
-/* Position 0 answered with a good data chunk of a coded value (or the
- * read stopped probing otherwise): the other data chunks are asked for.
- * True if it asked. */
-static bool ask_other_data(struct coded_read *r)
-{
-    bool asked = false;
-    r->probing = false;
-    for (uint32_t i = 1; i < r->k; i++) {
-        if (r->status[i] != CHUNK_NOT_ASKED)
-            continue;
-        r->status[i] = CHUNK_ASKED;
-        lmr_group_issue_read(&r->g, i, r->g.client->servers[r->servers[i]], &r->args);
-        asked = true;
-    }
-    return asked;
-}
-
 static void coded_read_step(struct lmr_group *g)
 {
     struct coded_read *r = (struct coded_read *)g;
     uint32_t n = r->k + r->m;
     bool hedge = hedge_now(r);
     for (;;) {
-        bool asked = classify_and_ask(r, hedge);
-        if (asked || hedge)
-            r->probing = false; /* a chunk missing or a server stalled: all asked */
-        hedge = false;
-        for (uint32_t i = 0; i < n; i++) {
-            if (r->status[i] != CHUNK_GOOD)
-                continue;
-            uint32_t agreeing = 0;
-            for (uint32_t j = 0; j < n; j++)
-                agreeing +=
-                    r->status[j] == CHUNK_GOOD && same_write(&r->headers[j], &r->headers[i]);
-            if (agreeing >= r->headers[i].k) {
-                deliver(r, i);
-                return;
-            }
+        classify(r);
+        int first = complete_write(r);
+        if (first >= 0) {
+            deliver(r, (uint32_t)first);
+            return;
         }
-        if (!asked && r->probing && r->status[0] != CHUNK_ASKED)
-            asked = ask_other_data(r);
+        bool asked = ask_more(r, hedge);
+        hedge = false;
         if (!asked)
             break;
     }
-    /* everything asked and answered (or left to servers that stopped
-     * answering and cannot help): not enough */
-    if (g->outstanding == 0 || (!chunk_left_to_ask(r) && only_useless_hung_left(r))) {
+    /* nothing more worth asking for, and everything asked answered (or
+     * left to servers that cannot help): not enough */
+    if (g->outstanding == 0 || only_useless_hung_left(r)) {
         /* servers taken as erasures because their connect failed: asked
          * for real before the read fails */
         uint32_t again = lmr_group_ask_avoided(g, r->servers, &r->args);
@@ -489,14 +541,14 @@ static memcached_return_t coded_read(struct lmr_client *c, memcached_request_st 
      * doc/resilience.md) */
     uint32_t first = c->behaviors.ec_threshold > 0 ? 1 : k;
     r->probing = first < k;
-    for (uint32_t i = 0; i < first; i++) {
-        r->status[i] = CHUNK_ASKED;
-        lmr_group_issue_read(&r->g, i, c->servers[servers[i]], &r->args);
-    }
+    for (uint32_t i = 0; i < first; i++)
+        ask(r, i);
     if (c->behaviors.hedge_timeout_ms > 0)
         lmr_group_wake_after(&r->g, (int)c->behaviors.hedge_timeout_ms);
+    /* one on a server that stopped answering or is connecting again: the
+     * others now (one that failed at once is stepped by the caller) */
     for (uint32_t i = 0; i < first; i++)
-        if (lmr_group_child_hung(&r->g, i)) { /* ask the parity now */
+        if (lmr_group_child_doubtful(&r->g, i)) {
             r->g.ops->step(&r->g);
             break;
         }

@@ -40,9 +40,11 @@ struct memcached_instance_st {
     bool connecting;             /* connect under way (see transport.h) */
     int64_t connect_deadline_ms; /* CONNECT_TIMEOUT for the attempt */
     /* the last connect failed (refused, timed out) and none succeeded
-     * since: reads under a scheme take the server as an erasure without
-     * connecting again (group.h, lmr_group_issue_read) */
+     * since: reads under a scheme take the server as an erasure and try
+     * to connect only as RETRY_TIMEOUT allows, without waiting for it
+     * (group.h, lmr_group_issue_read) */
     bool connect_failed;
+    int64_t connect_failed_ms; /* when it last failed (lmr_io_now_ms clock) */
 
     /* requests in issue order; [head, send_next) are sent and await replies */
     memcached_request_st *head, *tail, *send_next;

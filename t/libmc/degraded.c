@@ -11,7 +11,9 @@
  * stopped server that keeps answering nothing while the others keep the
  * client busy fails after the poll timeout all the same, and the requests
  * left behind on it are counted as failures then. A server whose connects
- * hang costs reads one CONNECT_TIMEOUT in all, not one per call. */
+ * hang costs reads one CONNECT_TIMEOUT in all, not one per call, and a
+ * server that runs again is read again once RETRY_TIMEOUT has passed,
+ * by clients that only read. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -330,17 +332,23 @@ static void slow_server(void)
     free(big);
 }
 
-/* get_hits of server i, asked by a client of its own. */
-static uint64_t get_hits(int i)
+/* get_hits (hits: true) or cmd_get of server i, asked by a client of its
+ * own. */
+static uint64_t server_gets(int i, bool hits)
 {
     memcached_st *memc = memcached_create(NULL);
     test_server_add_to(memc, &servers[i]);
     memcached_return_t rc;
     memcached_stat_st *stats = memcached_stat(memc, NULL, &rc);
-    uint64_t hits = stats != NULL ? stats[0].get_hits : 0;
+    uint64_t count = stats == NULL ? 0 : hits ? stats[0].get_hits : stats[0].cmd_get;
     memcached_stat_free(memc, stats);
     memcached_free(memc);
-    return hits;
+    return count;
+}
+
+static uint64_t get_hits(int i)
+{
+    return server_gets(i, true);
 }
 
 /* A server whose machine stopped: its connection gone and new connects
@@ -385,6 +393,21 @@ static void connects_hang(void)
     }
     hung_listener_stop(&hung);
     ok(test_server_restart(&servers[0]), "server 0 runs again");
+    /* reads alone ask it again (RETRY_TIMEOUT 0: at once), each client
+     * connecting in the background without waiting for it */
+    for (int c = 0; c < 2; c++) {
+        uint64_t asked = server_gets(0, false);
+        int64_t start = now_ms();
+        int reads = 0, exact = 0;
+        while (now_ms() - start < GIVE_UP_MS && server_gets(0, false) == asked) {
+            for (int i = 0; i < KEYS; i++, reads++)
+                exact += reads_back(clients[c], prefixes[c], i);
+            sleep_ms(20);
+        }
+        ok(exact == reads && server_gets(0, false) > asked,
+           "%s: reads alone ask server 0 again once it runs (%lld ms, %d gets, %d byte-exact)",
+           prefixes[c], (long long)(now_ms() - start), reads, exact);
+    }
     /* a write connects (RETRY_TIMEOUT allows it) and ends the erasure */
     ok(sets_answering(clients[0], prefixes[0], MEMCACHED_SUCCESS) == KEYS,
        "%s: written again with every server up", prefixes[0]);
@@ -397,6 +420,76 @@ static void connects_hang(void)
        exact, (unsigned long long)(get_hits(0) - hits));
     memcached_free(clients[1]);
     memcached_free(clients[0]);
+}
+
+/* A server that was dead and runs again is read again by clients that
+ * only read, once RETRY_TIMEOUT has passed, as libmemcached's calls use a
+ * failed server again then. Server 0 is killed and read around long enough
+ * for a connect to it to be refused (reads then take it as an erasure
+ * without connecting in every call), started again empty, and its values
+ * are written again by other clients; the readers, which never write,
+ * then get chunks and copies from it (its get_hits grow) within the
+ * retry timeout and a few reads. */
+static void comes_back(enum test_transport transport)
+{
+    enum { RETRY_S = 1, DOWN_MS = 2500, GIVE_UP_MS = 5000, PAUSE_MS = 20 };
+    const char *how = transport_names[transport];
+    char prefixes[2][32];
+    snprintf(prefixes[0], sizeof(prefixes[0]), "%s-back-coded", how);
+    snprintf(prefixes[1], sizeof(prefixes[1]), "%s-back-async", how);
+    const uint64_t replication[2] = {0, MEMCACHED_REPLICATION_ASYNC(3)};
+    const uint64_t coding[2] = {MEMCACHED_ERASURE_CODING(3, 2), 0};
+    memcached_st *readers[2];
+    for (int c = 0; c < 2; c++) {
+        readers[c] = client(replication[c], coding[c], POLL_MS);
+        memcached_behavior_set(readers[c], MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, RETRY_S);
+        int stored = sets_answering(readers[c], prefixes[c], MEMCACHED_SUCCESS);
+        ok(stored == KEYS && memcached_wait_all(readers[c]) == MEMCACHED_SUCCESS,
+           "%s: written with every server up (%d of %d SUCCESS, failures counted: %llu)",
+           prefixes[c], stored, KEYS,
+           (unsigned long long)memcached_behavior_get(readers[c],
+                                                      MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES));
+    }
+    test_server_stop(&servers[0], true);
+    for (int c = 0; c < 2; c++) {
+        int64_t start = now_ms();
+        int reads = 0, exact = 0;
+        while (now_ms() - start < DOWN_MS) {
+            for (int i = 0; i < KEYS; i++, reads++)
+                exact += reads_back(readers[c], prefixes[c], i);
+            sleep_ms(PAUSE_MS);
+        }
+        ok(exact == reads, "%s: %d of %d gets byte-exact in %d ms with server 0 killed",
+           prefixes[c], exact, reads, DOWN_MS);
+    }
+    ok(test_server_restart(&servers[0]), "%s: server 0 runs again, empty", how);
+    for (int c = 0; c < 2; c++) {
+        memcached_st *writer = client(replication[c], coding[c], POLL_MS);
+        int stored = sets_answering(writer, prefixes[c], MEMCACHED_SUCCESS);
+        ok(stored == KEYS && memcached_wait_all(writer) == MEMCACHED_SUCCESS,
+           "%s: written again by another client (%d of %d SUCCESS, failures counted: %llu)",
+           prefixes[c], stored, KEYS,
+           (unsigned long long)memcached_behavior_get(writer,
+                                                      MEMCACHED_BEHAVIOR_RESILIENCE_FAILURES));
+        memcached_free(writer);
+    }
+    for (int c = 0; c < 2; c++) {
+        uint64_t hits = get_hits(0);
+        int64_t start = now_ms();
+        int reads = 0, exact = 0;
+        while (now_ms() - start < GIVE_UP_MS && get_hits(0) == hits) {
+            for (int i = 0; i < KEYS; i++, reads++)
+                exact += reads_back(readers[c], prefixes[c], i);
+            sleep_ms(PAUSE_MS);
+        }
+        ok(exact == reads && get_hits(0) > hits,
+           "%s: reads alone get values from server 0 again (%llu hits there after %lld ms and "
+           "%d gets, %d byte-exact; RETRY_TIMEOUT %d s)",
+           prefixes[c], (unsigned long long)(get_hits(0) - hits), (long long)(now_ms() - start),
+           reads, exact, RETRY_S);
+    }
+    memcached_free(readers[1]);
+    memcached_free(readers[0]);
 }
 
 static bool start_all(enum test_transport transport)
@@ -436,6 +529,8 @@ int main(int argc, char **argv)
             return done_testing();
         killed(t);
         stopped(t);
+        if (t != TEST_OVER_RDMA)
+            comes_back(t); /* over RDMA a restarted server listens on a new port */
         if (t == TEST_OVER_TCP) {
             stopped_among_busy();
             connects_hang();

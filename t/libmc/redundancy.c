@@ -930,6 +930,88 @@ static void hung_server(bool binary)
     memcached_free(coded);
 }
 
+/* A coded get that connects again, in the call, to a stopped server
+ * whose connection the poll timeout closed (over RDMA a connect blocks
+ * until CONNECT_TIMEOUT, here longer than the poll timeout) and asks the
+ * next chunks after that connect failed: those requests get a poll timeout
+ * of their own, the connect's wait is not silence of the servers asked
+ * after it. The stopped server holds chunk 1 of the key (chunk 0 answers
+ * first, then chunk 1 is asked); over the mixed cluster it is one reached
+ * over RDMA. */
+static void reconnect_after_poll_timeout(bool binary)
+{
+    enum { KEYS = 64, SIZE = 20000, POLL_MS = 500, CONNECT_MS = 1500 };
+    memcached_st *writer = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
+    char *value = malloc(SIZE), key[32];
+    int chosen = -1, stopped = -1;
+    for (int i = 0; i < KEYS && chosen < 0; i++) {
+        fill(value, SIZE, 700 + (unsigned)i);
+        snprintf(key, sizeof(key), "chunk1-%d", i);
+        memcached_set(writer, key, strlen(key), value, SIZE, 0, 0);
+        int server_of[SERVERS] = {-1, -1, -1, -1, -1}; /* chunk index -> server */
+        for (int j = 0; j < SERVERS; j++) {
+            memcached_st *holder = plain_client(j);
+            size_t length;
+            memcached_return_t rc;
+            char *item = memcached_get(holder, key, strlen(key), &length, NULL, &rc);
+            if (rc == MEMCACHED_SUCCESS && length > 32 && memcmp(item, "RSc1", 4) == 0 &&
+                (unsigned char)item[5] < SERVERS)
+                server_of[(unsigned char)item[5]] = j;
+            free(item);
+            memcached_free(holder);
+        }
+        /* over the mixed cluster: chunk 1 over RDMA, chunks 2 and 3 (asked
+         * after its connect) over sockets, whose replies no completion of
+         * the sends announces */
+        if (server_of[1] >= 0 &&
+            (mode != OVER_MIXED || (transport_of(server_of[1]) == OVER_RDMA && server_of[2] >= 0 &&
+                                    transport_of(server_of[2]) != OVER_RDMA && server_of[3] >= 0 &&
+                                    transport_of(server_of[3]) != OVER_RDMA))) {
+            chosen = i;
+            stopped = server_of[1];
+        }
+    }
+    memcached_free(writer);
+    if (!ok(chosen >= 0, "a key whose chunk 1 is on server %d (%d)", stopped, chosen)) {
+        free(value);
+        return;
+    }
+    /* no spinning: chunk 0's reply wakes the sleeping pipeline, as on a
+     * loaded machine, so the connect comes after the poll timeout's clock
+     * started */
+    setenv("LIBMEMCACHED_RDMA_SPIN_US", "0", 1);
+    setenv("LIBMEMCACHED_SOCKET_SPIN_US", "0", 1);
+    memcached_st *reader = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
+    memcached_behavior_set(reader, MEMCACHED_BEHAVIOR_RESILIENCE_HEDGE_TIMEOUT, 0);
+    memcached_behavior_set(reader, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, POLL_MS);
+    memcached_behavior_set(reader, MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT, CONNECT_MS);
+    size_t length;
+    memcached_return_t rc;
+    free(memcached_get(reader, key, strlen(key), &length, NULL, &rc)); /* connected */
+    unsetenv("LIBMEMCACHED_RDMA_SPIN_US");
+    unsetenv("LIBMEMCACHED_SOCKET_SPIN_US");
+    test_server_pause(&servers[stopped]);
+    /* the first get times the connection out, the second connects again */
+    int exact = 0;
+    for (int round = 0; round < 2; round++) {
+        struct timespec start;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        char *got = memcached_get(reader, key, strlen(key), &length, NULL, &rc);
+        bool good = rc == MEMCACHED_SUCCESS && length == SIZE && memcmp(got, value, SIZE) == 0;
+        exact += good;
+        tap_diag("get %d with server %d stopped: rc %s, length %zu, %lld ms", round + 1, stopped,
+                 memcached_strerror(NULL, rc), length, (long long)elapsed_ms(&start));
+        free(got);
+    }
+    ok(exact == 2,
+       "chunk 1 stopped, connect again (CONNECT_TIMEOUT %d ms > POLL_TIMEOUT %d ms): %d of 2 "
+       "coded gets byte-exact",
+       CONNECT_MS, POLL_MS, exact);
+    test_server_resume(&servers[stopped]);
+    memcached_free(reader);
+    free(value);
+}
+
 /* Failures of copies are counted; synchronous writes say SOME_ERRORS. */
 static void failure_counts(bool binary)
 {
@@ -1118,6 +1200,7 @@ static void run(enum transport transport, bool binary)
     replicated_calls(binary);
     lying_copies(binary);
     hung_server(binary);
+    reconnect_after_poll_timeout(binary);
     if (transport == OVER_RDMA || transport == OVER_MIXED) /* server 0 over RDMA */
         stopped_connects(binary);
     failure_counts(binary);
