@@ -49,6 +49,8 @@
     "rdma_transport=hybrid,rdma_rc_max=1,rdma_promote_rate=5,rdma_demote_rate=1000000,"            \
     "rdma_move_interval_ms=200"
 
+_Static_assert(KEYS_PER_CLIENT <= WORKLOAD_MAX_KEYS, "a client's keys fit its model");
+
 /* 90% 1 B .. 1 KiB, 9% up to 64 KiB, 1% up to 1 MiB (the first of those
  * exactly 1 MiB). */
 static const struct workload_sizes value_sizes = {.small = 900, .medium = 90};

@@ -46,6 +46,8 @@
 #define DEADLINE_MS_PER_OP 250            /* (or this per operation, when more) */
 #define REAP_GRACE_MS 40000               /* and is killed (hung) this much later */
 
+_Static_assert(KEYS_PER_CLIENT <= WORKLOAD_MAX_KEYS, "a client's keys fit its model");
+
 /* 95% 1 B .. 1 KiB, 4.9% up to 64 KiB, 0.1% up to 1 MiB (the first of
  * those exactly 1 MiB). */
 static const struct workload_sizes value_sizes = {.small = 950, .medium = 49};
