@@ -4,7 +4,7 @@
  * key holds and the checks of every reply against it, the tally a client
  * process prints as one line, and the client processes themselves (this
  * program re-executed, its stdout on a pipe, reaped by a deadline).
- * Header-only, like the suite's other helpers. */
+ * Header-only, like the suite's other shared headers. */
 #ifndef MCR_T_RDMA_MIXED_WORKLOAD_H
 #define MCR_T_RDMA_MIXED_WORKLOAD_H
 
