@@ -2,7 +2,8 @@
  * tests of the RDMA suite (TCP on 127.0.0.1 and RDMA on the guest's rxe
  * address), and a client of it over rdma:// (or the scheme MC_RDMA_SCHEME
  * names: rdma+rc, rdma+ud). Header-only; the including program sets
- * server_bin and rxe before starting one. */
+ * server_bin and rxe before starting one (and server_probe_scheme, to ask
+ * a starting server over another scheme than rdma+rc). */
 #ifndef MCR_T_RDMA_MC_SERVER_H
 #define MCR_T_RDMA_MC_SERVER_H
 
@@ -23,6 +24,8 @@
 
 static const char *server_bin;
 static const char *rxe;
+/* The scheme server_start_with() asks a starting server over; NULL: rdma+rc. */
+static const char *server_probe_scheme;
 
 struct server {
     pid_t pid;
@@ -109,11 +112,13 @@ static void server_start_with(struct server *s, unsigned tcp_port, unsigned rdma
         usleep(100000);
     }
     /* RDMA listeners open after TCP: ask over RC until it answers (an
-     * rdma:// client could be served over UD before RC listens) */
+     * rdma:// client could be served over UD before RC listens), or over
+     * the scheme the program named */
     for (int i = 0; i < 50; i++) {
         if (!proc_alive(s->pid, &status))
             tap_bail("server for rdma port %u exited at start-up (status %d)", rdma_port, status);
-        memcached_st *m = rdma_client_over(s, "rdma+rc");
+        memcached_st *m =
+            rdma_client_over(s, server_probe_scheme ? server_probe_scheme : "rdma+rc");
         memcached_return_t rc = memcached_version(m);
         memcached_free(m);
         if (rc == MEMCACHED_SUCCESS)

@@ -36,6 +36,7 @@
 #include "mcr/rdma_wire.h"
 #include "rdma/ud_ep.h"
 #include "t/rdma/mc_server.h"
+#include "t/rdma/mixed_workload.h"
 #include "t/rdma/proc.h"
 #include "t/rdma/tap.h"
 
@@ -44,139 +45,41 @@
 #define BATCH 8
 #define MIN_MOVES 5
 #define DEFAULT_SECONDS 20
-#define MIB (1u << 20)
 #define SERVER_OPTIONS                                                                             \
     "rdma_transport=hybrid,rdma_rc_max=1,rdma_promote_rate=5,rdma_demote_rate=1000000,"            \
     "rdma_move_interval_ms=200"
 
-/* What one client process did, as one line on its stdout. */
-struct tally {
-    long ops, batches, large, lost, corrupted, failed, hung;
-    long slowest_ms; /* the longest call or batch */
-};
-
-static void note_time(struct tally *t, double ms)
-{
-    if (ms > 20000)
-        t->hung++;
-    if (ms > t->slowest_ms)
-        t->slowest_ms = (long)ms;
-}
-
-static uint32_t next_random(uint32_t *state)
-{
-    uint32_t x = *state;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return *state = x;
-}
+_Static_assert(KEYS_PER_CLIENT <= WORKLOAD_MAX_KEYS, "a client's keys fit its model");
 
 /* 90% 1 B .. 1 KiB, 9% up to 64 KiB, 1% up to 1 MiB (the first of those
  * exactly 1 MiB). */
-static size_t value_size(uint32_t *rng, bool *large, bool first_large)
-{
-    uint32_t r = next_random(rng) % 100;
-    *large = false;
-    if (r < 90)
-        return 1 + next_random(rng) % 1024;
-    if (r < 99)
-        return 1025 + next_random(rng) % (65536 - 1024);
-    *large = true;
-    return first_large ? MIB : 65537 + next_random(rng) % (MIB - 65536);
-}
-
-static void fill(char *buf, size_t len, uint32_t seed)
-{
-    uint32_t x = seed * 2654435761u + 7;
-    for (size_t i = 0; i < len; i++) {
-        x = x * 1103515245u + 12345u;
-        buf[i] = (char)(x >> 16);
-    }
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-/* What a client stored last under each of its keys: seed 0 never stored,
- * len (size_t)-1 unknown (a set failed). */
-struct model {
-    uint32_t seed[KEYS_PER_CLIENT];
-    size_t len[KEYS_PER_CLIENT];
-};
-
-/* Checks one get's outcome against what was stored last. */
-static void check_get(int k, const char *key, const struct model *m, int i, memcached_return_t rc,
-                      const char *got, size_t len, uint32_t flags, char *want, struct tally *t)
-{
-    if (m->len[i] == (size_t)-1)
-        return; /* after a failed set either value may be there */
-    if (m->seed[i] == 0) {
-        if (rc != MEMCACHED_NOTFOUND) {
-            fprintf(stderr, "client %d: get %s never stored: %s\n", k, key,
-                    memcached_strerror(NULL, rc));
-            t->corrupted++;
-        }
-    } else if (rc == MEMCACHED_NOTFOUND) {
-        fprintf(stderr, "client %d: get %s: lost\n", k, key);
-        t->lost++;
-    } else if (rc != MEMCACHED_SUCCESS || got == NULL) {
-        fprintf(stderr, "client %d: get %s: %s\n", k, key, memcached_strerror(NULL, rc));
-        t->failed++;
-    } else {
-        fill(want, m->len[i], m->seed[i]);
-        if (len != m->len[i] || flags != m->seed[i] || memcmp(got, want, len) != 0) {
-            fprintf(stderr, "client %d: get %s: %zu bytes, flags %u; stored %zu, %u\n", k, key, len,
-                    flags, m->len[i], m->seed[i]);
-            t->corrupted++;
-        }
-    }
-}
-
-static void note_set(int k, const char *key, struct model *m, int i, memcached_return_t rc,
-                     uint32_t seed, size_t len, struct tally *t)
-{
-    if (rc == MEMCACHED_SUCCESS) {
-        m->seed[i] = seed;
-        m->len[i] = len;
-        return;
-    }
-    fprintf(stderr, "client %d: set %s of %zu bytes: %s\n", k, key, len,
-            memcached_strerror(NULL, rc));
-    t->failed++;
-    m->seed[i] = 0;
-    m->len[i] = (size_t)-1;
-}
+static const struct workload_sizes value_sizes = {.small = 900, .medium = 90};
 
 /* A batch: BATCH bsets and bgets issued together, then waited for. A get
  * sees the sets issued before it (one server completes in issue order). */
-static void batch(memcached_st *mc, int k, struct model *m, uint32_t *rng, long *op, char *value,
-                  char *want, struct tally *t)
+static void batch(memcached_st *mc, int k, struct workload_model *m, uint32_t *rng, long *op,
+                  char *value, char *want, struct workload_tally *t)
 {
     memcached_request_st *req[BATCH];
     int key_of[BATCH];
     bool is_set[BATCH];
     uint32_t seed_of[BATCH];
     size_t len_of[BATCH];
-    struct model expect = *m; /* what each get must see, as issued */
-    struct model at_get[BATCH];
+    struct workload_model expect = *m; /* what each get must see, as issued */
+    static struct workload_model at_get[BATCH];
     char key[BATCH][32];
     for (int j = 0; j < BATCH; j++) {
         req[j] = memcached_request_create(mc);
-        key_of[j] = (int)(next_random(rng) % KEYS_PER_CLIENT);
+        key_of[j] = (int)(workload_random(rng) % KEYS_PER_CLIENT);
         snprintf(key[j], sizeof(key[j]), "promote%d-%d", k, key_of[j]);
-        is_set[j] = next_random(rng) % 2 == 0;
+        is_set[j] = workload_random(rng) % 2 == 0;
         memcached_return_t rc;
         if (is_set[j]) {
             bool large;
-            len_of[j] = value_size(rng, &large, t->large == 0);
+            len_of[j] = workload_value_size(rng, value_sizes, &large, t->large == 0);
             t->large += large;
             seed_of[j] = (uint32_t)(k * 10000000 + ++*op);
-            fill(value, len_of[j], seed_of[j]);
+            workload_fill(value, len_of[j], seed_of[j]);
             rc =
                 memcached_bset(mc, key[j], strlen(key[j]), value, len_of[j], 0, seed_of[j], req[j]);
             /* assumed stored; corrected after the wait if it was not */
@@ -190,20 +93,20 @@ static void batch(memcached_st *mc, int k, struct model *m, uint32_t *rng, long 
         if (rc != MEMCACHED_SUCCESS)
             fprintf(stderr, "client %d: issue %s: %s\n", k, key[j], memcached_strerror(mc, rc));
     }
-    double started = now_ms();
+    double started = workload_now_ms();
     memcached_wait_all(mc);
-    note_time(t, now_ms() - started);
+    workload_note_call(t, MEMCACHED_SUCCESS, workload_now_ms() - started);
     for (int j = 0; j < BATCH; j++) {
         memcached_return_t rc = memcached_request_return(req[j]);
         if (rc == MEMCACHED_TIMEOUT || rc == MEMCACHED_IN_PROGRESS)
             t->hung++;
         if (is_set[j]) {
-            note_set(k, key[j], m, key_of[j], rc, seed_of[j], len_of[j], t);
+            workload_note_set(k, key[j], m, key_of[j], rc, seed_of[j], len_of[j], t);
         } else {
             size_t len = 0;
             const char *got = memcached_request_value(req[j], &len);
-            check_get(k, key[j], &at_get[j], key_of[j], rc, got, len,
-                      memcached_request_flags(req[j]), want, t);
+            workload_check_get(k, key[j], &at_get[j], key_of[j], rc, got, len,
+                               memcached_request_flags(req[j]), want, t);
         }
         memcached_request_free(req[j]);
         t->ops++;
@@ -223,54 +126,50 @@ static int client_process(int k, int seconds, unsigned port)
     if (mc == NULL)
         return 2;
     memcached_behavior_set(mc, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 20000);
-    struct model m;
-    memset(&m, 0, sizeof(m));
-    char *value = malloc(MIB), *want = malloc(MIB);
+    static struct workload_model m; /* all never stored */
+    char *value = malloc(WORKLOAD_MIB), *want = malloc(WORKLOAD_MIB);
     if (value == NULL || want == NULL)
         return 2;
     uint32_t rng = 0x9e3779b9u ^ (uint32_t)(k + 1) * 0x85ebca6bu;
-    struct tally t = {0};
+    struct workload_tally t = {0};
     long op = 0;
-    double t0 = now_ms();
-    while (now_ms() - t0 < seconds * 1e3) {
-        uint32_t what = next_random(&rng) % 10;
+    double t0 = workload_now_ms();
+    while (workload_now_ms() - t0 < seconds * 1e3) {
+        uint32_t what = workload_random(&rng) % 10;
         if (what < 3) {
             batch(mc, k, &m, &rng, &op, value, want, &t);
             continue;
         }
-        int i = (int)(next_random(&rng) % KEYS_PER_CLIENT);
+        int i = (int)(workload_random(&rng) % KEYS_PER_CLIENT);
         char key[32];
         int kl = snprintf(key, sizeof(key), "promote%d-%d", k, i);
-        double started = now_ms();
+        double started = workload_now_ms();
         memcached_return_t rc;
         if (what < 7) {
             bool large;
-            size_t len = value_size(&rng, &large, t.large == 0);
+            size_t len = workload_value_size(&rng, value_sizes, &large, t.large == 0);
             uint32_t seed = (uint32_t)(k * 10000000 + ++op);
-            fill(value, len, seed);
+            workload_fill(value, len, seed);
             rc = memcached_set(mc, key, (size_t)kl, value, len, 0, seed);
             t.large += large;
-            note_set(k, key, &m, i, rc, seed, len, &t);
+            workload_note_set(k, key, &m, i, rc, seed, len, &t);
         } else {
             size_t len = 0;
             uint32_t flags = 0;
             ++op;
             char *got = memcached_get(mc, key, (size_t)kl, &len, &flags, &rc);
-            check_get(k, key, &m, i, rc, got, len, flags, want, &t);
+            workload_check_get(k, key, &m, i, rc, got, len, flags, want, &t);
             free(got);
         }
-        if (rc == MEMCACHED_TIMEOUT)
-            t.hung++;
-        note_time(&t, now_ms() - started);
+        workload_note_call(&t, rc, workload_now_ms() - started);
         t.ops++;
     }
-    printf("tally %ld %ld %ld %ld %ld %ld %ld %ld\n", t.ops, t.batches, t.large, t.lost,
-           t.corrupted, t.failed, t.hung, t.slowest_ms);
-    fflush(stdout);
+    t.ms = (long)(workload_now_ms() - t0);
+    workload_tally_print(&t);
     free(want);
     free(value);
     memcached_free(mc);
-    return t.lost || t.corrupted || t.failed || t.hung ? 1 : 0;
+    return workload_tally_clean(&t) ? 0 : 1;
 }
 
 /* ---- malformed moves from a UD peer of our own --------------------------------------- */
@@ -363,30 +262,6 @@ static void malformed_moves(const struct server *s)
            memcached_strerror(NULL, rc));
 }
 
-/* Re-executes this program as client k (verbs resources do not survive
- * fork); its stdout goes to *out. */
-static pid_t spawn_client(const char *self, int k, int seconds, unsigned port, int *out)
-{
-    int fds[2];
-    if (pipe(fds) != 0)
-        tap_bail("pipe: %s", strerror(errno));
-    pid_t pid = proc_fork();
-    if (pid == 0) {
-        dup2(fds[1], STDOUT_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        char kb[16], sb[16], pb[16];
-        snprintf(kb, sizeof(kb), "%d", k);
-        snprintf(sb, sizeof(sb), "%d", seconds);
-        snprintf(pb, sizeof(pb), "%u", port);
-        execl(self, self, "--client", kb, sb, pb, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    *out = fds[0];
-    return pid;
-}
-
 int main(int argc, char **argv)
 {
     rxe = getenv("RXE_VM_ADDR");
@@ -405,31 +280,26 @@ int main(int argc, char **argv)
 
     pid_t pids[CLIENTS];
     int outs[CLIENTS];
-    double t0 = now_ms();
-    for (int k = 0; k < CLIENTS; k++)
-        pids[k] = spawn_client(argv[0], k, seconds, s.rdma_port, &outs[k]);
+    double t0 = workload_now_ms();
+    workload_spawn_clients(argv[0], CLIENTS, seconds, s.rdma_port, pids, outs);
     /* the RC connections, read while the clients run */
     long rc_max_seen = 0, samples = 0;
-    while (now_ms() - t0 < seconds * 1e3) {
+    while (workload_now_ms() - t0 < seconds * 1e3) {
         long rc_conns = tcp_stat(s.tcp_port, "rdma_rc_conns");
         if (rc_conns > rc_max_seen)
             rc_max_seen = rc_conns;
         samples++;
         usleep(50000);
     }
-    struct tally all = {0};
+    struct workload_tally all = {0};
     int finished = 0, clean = 0;
     double reap_by = t0 + seconds * 1e3 + 60000;
     for (int k = 0; k < CLIENTS; k++) {
-        double left = reap_by - now_ms();
-        int ws = proc_reap(pids[k], left > 0 ? (int)left : 0);
-        char line[256] = "";
-        ssize_t n = read(outs[k], line, sizeof(line) - 1);
-        close(outs[k]);
-        line[n > 0 ? n : 0] = '\0';
-        struct tally t = {0};
-        if (sscanf(line, "tally %ld %ld %ld %ld %ld %ld %ld %ld", &t.ops, &t.batches, &t.large,
-                   &t.lost, &t.corrupted, &t.failed, &t.hung, &t.slowest_ms) == 8) {
+        double left = reap_by - workload_now_ms();
+        char line[256];
+        int ws = workload_finish(pids[k], outs[k], left > 0 ? (int)left : 0, line, sizeof(line));
+        struct workload_tally t = {0};
+        if (workload_tally_parse(line, &t)) {
             finished++;
             tap_diag("client %d: %ld operations (%ld in %ld batches of %d in flight; %ld values "
                      "of more than 64 KiB): %ld lost, %ld corrupted, %ld failed, %ld hung; "
@@ -442,15 +312,9 @@ int main(int argc, char **argv)
             t.hung++;
         }
         clean += ws != -1 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
-        all.ops += t.ops;
-        all.batches += t.batches;
-        all.large += t.large;
-        all.lost += t.lost;
-        all.corrupted += t.corrupted;
-        all.failed += t.failed;
-        all.hung += t.hung;
+        workload_tally_add(&all, &t);
     }
-    double took = now_ms() - t0;
+    double took = workload_now_ms() - t0;
     long promotions = tcp_stat(s.tcp_port, "rdma_promotions");
     long demotions = tcp_stat(s.tcp_port, "rdma_demotions");
     tap_ok(finished == CLIENTS && all.ops > 0,

@@ -30,6 +30,7 @@
 #include "mcr/ud_wire.h"
 #include "rdma/ud_ep.h"
 #include "t/rdma/mc_server.h"
+#include "t/rdma/mixed_workload.h"
 #include "t/rdma/proc.h"
 #include "t/rdma/tap.h"
 
@@ -200,15 +201,6 @@ static int hostile_process(unsigned port)
 }
 
 /* ---- the well-behaved clients ------------------------------------------------------- */
-static void fill(char *buf, size_t len, unsigned seed)
-{
-    uint32_t x = seed * 2654435761u + 3;
-    for (size_t i = 0; i < len; i++) {
-        x = x * 1103515245u + 12345u;
-        buf[i] = (char)(x >> 16);
-    }
-}
-
 /* GOOD_OPS sets and gets over scheme://, every value checked; exit status
  * 0 when all held. */
 static int good_process(const char *scheme, unsigned port)
@@ -225,7 +217,7 @@ static int good_process(const char *scheme, unsigned port)
         char key[48];
         int kl = snprintf(key, sizeof(key), "good-%s-%d", scheme, i);
         size_t len = i % 50 == 0 ? 150000 : 1 + (size_t)(i * 97) % 9000;
-        fill(value, len, (unsigned)i);
+        workload_fill(value, len, (uint32_t)i);
         memcached_return_t rc = memcached_set(m, key, (size_t)kl, value, len, 0, 0);
         size_t got_len = 0;
         memcached_return_t grc;
@@ -244,38 +236,19 @@ static int good_process(const char *scheme, unsigned port)
     return wrong ? 1 : 0;
 }
 
-/* Re-executes this program in a role (verbs resources do not survive
- * fork); its stdout goes to *out. */
+/* Re-executes this program in a role; its stdout goes to *out. */
 static pid_t spawn(const char *self, const char *role, unsigned port, int *out)
 {
-    int fds[2];
-    if (pipe(fds) != 0)
-        tap_bail("pipe: %s", strerror(errno));
-    pid_t pid = proc_fork();
-    if (pid == 0) {
-        dup2(fds[1], STDOUT_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        char pb[16];
-        snprintf(pb, sizeof(pb), "%u", port);
-        execl(self, self, role, pb, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    *out = fds[0];
-    return pid;
+    char port_arg[16];
+    snprintf(port_arg, sizeof(port_arg), "%u", port);
+    return workload_spawn(self, (const char *[]){role, port_arg, NULL}, out);
 }
 
-/* Reaps pid (up to timeout_ms) and reads its one line of output. */
+/* Reaps pid (up to timeout_ms) and reads its one line of output; its exit
+ * status, -1 when it was killed. */
 static int finish(pid_t pid, int out, int timeout_ms, char *line, size_t cap)
 {
-    int ws = proc_reap(pid, timeout_ms);
-    ssize_t n = read(out, line, cap - 1);
-    close(out);
-    line[n > 0 ? n : 0] = '\0';
-    char *nl = strchr(line, '\n');
-    if (nl)
-        *nl = '\0';
+    int ws = workload_finish(pid, out, timeout_ms, line, cap);
     return ws != -1 && WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
 }
 

@@ -1,19 +1,26 @@
 /* t/rdma/rdma_test_ud_lossy.c: memcached-rdma and libmemcached-rdma over
  * rdma+ud:// on a lossy network, inside the Soft-RoCE guest:
- *   rdma_test_ud_lossy SERVER_BINARY [OPS_PER_CLIENT]
+ *   rdma_test_ud_lossy [--netem DEV,DEV] SERVER_BINARY [OPS_PER_CLIENT]
  *
- * The server and every client process run with MCR_UD_TEST_NETWORK: of the
- * datagrams each end receives, 5% are dropped, 1% duplicated and 2% held
- * back to arrive after later ones (tc netem on the guest's interface never
- * sees this traffic: rxe loops datagrams to its own address back inside
- * the driver). CLIENTS client processes each make OPS_PER_CLIENT random
- * sets and gets of values of 1 B to 1 MiB (most small, see value_size) on
- * keys of their own, and check every get against what they stored last,
- * byte for byte: nothing lost, nothing corrupted, no request failed or
- * hung (each call is bounded by the poll timeout, each process by a
- * deadline: one that runs out of time reports how far it came, and the
- * count check fails). The server's retransmission and duplicate counters must move
- * and nothing may be evicted (a loss would hide behind an eviction).
+ * The network loses 5% of the datagrams, duplicates 1% and reorders some.
+ * Without --netem the loss is the UD endpoint's own (MCR_UD_TEST_NETWORK,
+ * at the server and every client process: of the datagrams each end
+ * receives, 5% are dropped, 1% duplicated and 2% held back to arrive after
+ * later ones), on the guest's one rxe device, whose traffic to its own
+ * address never leaves the driver. With --netem it is the kernel's: the
+ * two devices named carry a tc netem qdisc each (t/rdma/netem-link sets
+ * them up: a veth pair with an rxe device on each end), RXE_VM_ADDR is the
+ * server's end, the clients reach it from the other, and the endpoint's
+ * own knobs stay off; netem's drop counters must move.
+ *
+ * CLIENTS client processes each make OPS_PER_CLIENT random sets and gets
+ * of values of 1 B to 1 MiB (most small, see value_size) on keys of their
+ * own, and check every get against what they stored last, byte for byte:
+ * nothing lost, nothing corrupted, no request failed or hung (each call is
+ * bounded by the poll timeout, each process by a deadline: one that runs
+ * out of time reports how far it came, and the count check fails). The
+ * server's retransmission and duplicate counters must move and nothing may
+ * be evicted (a loss would hide behind an eviction).
  */
 #include <errno.h>
 #include <signal.h>
@@ -27,59 +34,62 @@
 #include <libmemcached/memcached.h>
 
 #include "t/rdma/mc_server.h"
+#include "t/rdma/mixed_workload.h"
 #include "t/rdma/proc.h"
 #include "t/rdma/tap.h"
 
 #define CLIENTS 4
 #define KEYS_PER_CLIENT 256
 #define DEFAULT_OPS_PER_CLIENT 1000
-#define MIB (1u << 20)
 #define LOSSY_NETWORK "50000,10000,20000" /* drop, duplicate, hold back: in a million */
-#define CLIENT_DEADLINE_MS 200000         /* a client stops starting operations after it */
-#define REAP_DEADLINE_MS 240000           /* and is killed (hung) after this */
+#define MIN_CLIENT_DEADLINE_MS 200000     /* a client stops starting operations after it */
+#define DEADLINE_MS_PER_OP 250            /* (or this per operation, when more) */
+#define REAP_GRACE_MS 40000               /* and is killed (hung) this much later */
 
-/* What one client process did, as one line on its stdout. */
-struct tally {
-    long ops, sets, gets, large, lost, corrupted, failed, hung, ms;
-};
-
-static uint32_t next_random(uint32_t *state)
-{
-    uint32_t x = *state;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return *state = x;
-}
+_Static_assert(KEYS_PER_CLIENT <= WORKLOAD_MAX_KEYS, "a client's keys fit its model");
 
 /* 95% 1 B .. 1 KiB, 4.9% up to 64 KiB, 0.1% up to 1 MiB (the first of
  * those exactly 1 MiB). */
-static size_t value_size(uint32_t *rng, bool *large, bool first_large)
+static const struct workload_sizes value_sizes = {.small = 950, .medium = 49};
+
+/* How long a client of ops operations may keep starting them. */
+static double client_deadline_ms(long ops)
 {
-    uint32_t r = next_random(rng) % 1000;
-    *large = false;
-    if (r < 950)
-        return 1 + next_random(rng) % 1024;
-    if (r < 999)
-        return 1025 + next_random(rng) % (65536 - 1024);
-    *large = true;
-    return first_large ? MIB : 65537 + next_random(rng) % (MIB - 65536);
+    double by_ops = (double)ops * DEADLINE_MS_PER_OP;
+    return by_ops > MIN_CLIENT_DEADLINE_MS ? by_ops : MIN_CLIENT_DEADLINE_MS;
 }
 
-static void fill(char *buf, size_t len, uint32_t seed)
+/* The packets tc's qdisc on dev sent and dropped (netem counts the ones
+ * it loses as dropped); false when tc printed no counters. */
+static bool qdisc_counts(const char *dev, long *sent, long *dropped)
 {
-    uint32_t x = seed * 2654435761u + 7;
-    for (size_t i = 0; i < len; i++) {
-        x = x * 1103515245u + 12345u;
-        buf[i] = (char)(x >> 16);
+    char cmd[96], line[512];
+    snprintf(cmd, sizeof(cmd), "tc -s qdisc show dev %s root 2>&1", dev);
+    FILE *tc = popen(cmd, "r");
+    if (tc == NULL)
+        return false;
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), tc) != NULL)
+        found = sscanf(line, " Sent %*[0-9] bytes %ld pkt (dropped %ld", sent, dropped) == 2;
+    pclose(tc);
+    return found;
+}
+
+/* The sums of qdisc_counts() over the comma-separated devices devs. */
+static bool netem_counts(const char *devs, long *sent, long *dropped)
+{
+    char list[64];
+    snprintf(list, sizeof(list), "%s", devs);
+    *sent = *dropped = 0;
+    for (char *save = NULL, *dev = strtok_r(list, ",", &save); dev != NULL;
+         dev = strtok_r(NULL, ",", &save)) {
+        long s = 0, d = 0;
+        if (!qdisc_counts(dev, &s, &d))
+            return false;
+        *sent += s;
+        *dropped += d;
     }
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+    return true;
 }
 
 /* One client process: OPS random sets and gets over rdma+ud://, every
@@ -93,108 +103,48 @@ static int client_process(int k, long ops, unsigned port)
     if (m == NULL)
         return 2;
     memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 20000);
-    uint32_t stored_seed[KEYS_PER_CLIENT] = {0}; /* 0: never stored */
-    size_t stored_len[KEYS_PER_CLIENT] = {0};
-    char *value = malloc(MIB), *want = malloc(MIB);
+    /* the UD connect is the RDMA CM's exchange (SIDR), which the kernel
+     * sends again only after about 4 s: longer than the default connect
+     * timeout, so under netem one lost CM datagram would fail it */
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT, 20000);
+    static struct workload_model model; /* all never stored */
+    char *value = malloc(WORKLOAD_MIB), *want = malloc(WORKLOAD_MIB);
     if (value == NULL || want == NULL)
         return 2;
     uint32_t rng = 0x9e3779b9u ^ (uint32_t)(k + 1) * 0x85ebca6bu;
-    struct tally t = {0};
-    double t0 = now_ms();
-    for (long op = 0; op < ops && now_ms() - t0 < CLIENT_DEADLINE_MS; op++) {
-        int key_index = (int)(next_random(&rng) % KEYS_PER_CLIENT);
+    struct workload_tally t = {0};
+    double t0 = workload_now_ms(), deadline = client_deadline_ms(ops);
+    for (long op = 0; op < ops && workload_now_ms() - t0 < deadline; op++) {
+        int key_index = (int)(workload_random(&rng) % KEYS_PER_CLIENT);
         char key[32];
         int kl = snprintf(key, sizeof(key), "lossy%d-%d", k, key_index);
-        double started = now_ms();
+        double started = workload_now_ms();
         memcached_return_t rc;
-        if (next_random(&rng) % 2 == 0) {
+        if (workload_random(&rng) % 2 == 0) {
             bool large;
-            size_t len = value_size(&rng, &large, t.large == 0);
+            size_t len = workload_value_size(&rng, value_sizes, &large, t.large == 0);
             uint32_t seed = (uint32_t)(k * 10000000 + op + 1);
-            fill(value, len, seed);
+            workload_fill(value, len, seed);
             rc = memcached_set(m, key, (size_t)kl, value, len, 0, seed);
-            t.sets++;
             t.large += large;
-            if (rc == MEMCACHED_SUCCESS) {
-                stored_seed[key_index] = seed;
-                stored_len[key_index] = len;
-            } else {
-                fprintf(stderr, "client %d: set %s of %zu bytes: %s\n", k, key, len,
-                        memcached_strerror(m, rc));
-                t.failed++;
-                stored_seed[key_index] = 0; /* not known any more */
-                stored_len[key_index] = (size_t)-1;
-            }
+            workload_note_set(k, key, &model, key_index, rc, seed, len, &t);
         } else {
             size_t len = 0;
             uint32_t flags = 0;
             char *got = memcached_get(m, key, (size_t)kl, &len, &flags, &rc);
-            t.gets++;
-            uint32_t seed = stored_seed[key_index];
             t.large += len > 65536;
-            if (stored_len[key_index] == (size_t)-1) {
-                /* after a failed set either value may be there */
-            } else if (seed == 0) {
-                if (rc == MEMCACHED_SUCCESS) { /* a value where none was stored */
-                    fprintf(stderr, "client %d: get %s never stored: %zu bytes\n", k, key, len);
-                    t.corrupted++;
-                } else if (rc != MEMCACHED_NOTFOUND) {
-                    fprintf(stderr, "client %d: get %s never stored: %s\n", k, key,
-                            memcached_strerror(m, rc));
-                    t.failed++;
-                }
-            } else if (rc == MEMCACHED_NOTFOUND) {
-                fprintf(stderr, "client %d: get %s: lost\n", k, key);
-                t.lost++;
-            } else if (rc != MEMCACHED_SUCCESS || got == NULL) {
-                fprintf(stderr, "client %d: get %s: %s\n", k, key, memcached_strerror(m, rc));
-                t.failed++;
-            } else {
-                fill(want, stored_len[key_index], seed);
-                if (len != stored_len[key_index] || flags != seed || memcmp(got, want, len) != 0) {
-                    fprintf(stderr, "client %d: get %s: %zu bytes, flags %u; stored %zu, %u\n", k,
-                            key, len, flags, stored_len[key_index], seed);
-                    t.corrupted++;
-                }
-            }
+            workload_check_get(k, key, &model, key_index, rc, got, len, flags, want, &t);
             free(got);
         }
-        if (rc == MEMCACHED_TIMEOUT || now_ms() - started > 20000)
-            t.hung++;
+        workload_note_call(&t, rc, workload_now_ms() - started);
         t.ops++;
     }
-    t.ms = (long)(now_ms() - t0);
-    printf("tally %ld %ld %ld %ld %ld %ld %ld %ld %ld\n", t.ops, t.sets, t.gets, t.large, t.lost,
-           t.corrupted, t.failed, t.hung, t.ms);
-    fflush(stdout);
+    t.ms = (long)(workload_now_ms() - t0);
+    workload_tally_print(&t);
     free(want);
     free(value);
     memcached_free(m);
-    return t.lost || t.corrupted || t.failed || t.hung ? 1 : 0;
-}
-
-/* Re-executes this program as client k (verbs resources do not survive
- * fork); its stdout goes to *out. */
-static pid_t spawn_client(const char *self, int k, long ops, unsigned port, int *out)
-{
-    int fds[2];
-    if (pipe(fds) != 0)
-        tap_bail("pipe: %s", strerror(errno));
-    pid_t pid = proc_fork();
-    if (pid == 0) {
-        dup2(fds[1], STDOUT_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        char kb[16], ob[24], pb[16];
-        snprintf(kb, sizeof(kb), "%d", k);
-        snprintf(ob, sizeof(ob), "%ld", ops);
-        snprintf(pb, sizeof(pb), "%u", port);
-        execl(self, self, "--client", kb, ob, pb, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    *out = fds[0];
-    return pid;
+    return workload_tally_clean(&t) ? 0 : 1;
 }
 
 int main(int argc, char **argv)
@@ -204,12 +154,29 @@ int main(int argc, char **argv)
         tap_bail("RXE_VM_ADDR is not set: run inside scripts/rxe-vm");
     if (argc == 5 && strcmp(argv[1], "--client") == 0)
         return client_process(atoi(argv[2]), atol(argv[3]), (unsigned)atoi(argv[4]));
+    const char *self = argv[0], *netem_devs = NULL;
+    if (argc > 2 && strcmp(argv[1], "--netem") == 0) {
+        netem_devs = argv[2];
+        argc -= 2;
+        argv += 2;
+    }
     if (argc < 2)
-        tap_bail("usage: rdma_test_ud_lossy SERVER_BINARY [OPS_PER_CLIENT]");
+        tap_bail("usage: rdma_test_ud_lossy [--netem DEV,DEV] SERVER_BINARY [OPS_PER_CLIENT]");
     server_bin = argv[1];
     long ops = argc > 2 ? atol(argv[2]) : DEFAULT_OPS_PER_CLIENT;
     signal(SIGPIPE, SIG_IGN);
-    setenv("MCR_UD_TEST_NETWORK", LOSSY_NETWORK, 1); /* the server's and the clients' */
+    long netem_sent0 = 0, netem_dropped0 = 0;
+    if (netem_devs != NULL) {
+        unsetenv("MCR_UD_TEST_NETWORK"); /* the kernel's loss only */
+        if (!netem_counts(netem_devs, &netem_sent0, &netem_dropped0))
+            tap_bail("no queueing discipline counters on %s (t/rdma/netem-link up)", netem_devs);
+        /* the server's address is the clients' peer's, not their own:
+         * an RC client context would open the server's device */
+        server_probe_scheme = "rdma+ud";
+    } else {
+        setenv("MCR_UD_TEST_NETWORK", LOSSY_NETWORK, 1); /* the server's and the clients' */
+    }
+    const char *network = netem_devs ? "tc netem" : "MCR_UD_TEST_NETWORK";
     unsigned base = 27000 + (unsigned)(getpid() % 1000) * 2;
     struct server s;
     server_start_with(&s, base, base + 1, "2", NULL, NULL);
@@ -218,21 +185,16 @@ int main(int argc, char **argv)
 
     pid_t pids[CLIENTS];
     int outs[CLIENTS];
-    double t0 = now_ms();
-    for (int k = 0; k < CLIENTS; k++)
-        pids[k] = spawn_client(argv[0], k, ops, s.rdma_port, &outs[k]);
-    struct tally all = {0};
+    double t0 = workload_now_ms(), reap_deadline = client_deadline_ms(ops) + REAP_GRACE_MS;
+    workload_spawn_clients(self, CLIENTS, ops, s.rdma_port, pids, outs);
+    struct workload_tally all = {0};
     int finished = 0, clean = 0;
     for (int k = 0; k < CLIENTS; k++) {
-        double left = REAP_DEADLINE_MS - (now_ms() - t0);
-        int ws = proc_reap(pids[k], left > 0 ? (int)left : 0);
-        char line[256] = "";
-        ssize_t n = read(outs[k], line, sizeof(line) - 1);
-        close(outs[k]);
-        line[n > 0 ? n : 0] = '\0';
-        struct tally t = {0};
-        if (sscanf(line, "tally %ld %ld %ld %ld %ld %ld %ld %ld %ld", &t.ops, &t.sets, &t.gets,
-                   &t.large, &t.lost, &t.corrupted, &t.failed, &t.hung, &t.ms) == 9) {
+        double left = reap_deadline - (workload_now_ms() - t0);
+        char line[256];
+        int ws = workload_finish(pids[k], outs[k], left > 0 ? (int)left : 0, line, sizeof(line));
+        struct workload_tally t = {0};
+        if (workload_tally_parse(line, &t)) {
             finished++;
             tap_diag("client %d: %ld operations (%ld sets, %ld gets, %ld of more than 64 KiB) in "
                      "%ld ms: %ld lost, %ld corrupted, %ld failed, %ld hung",
@@ -244,21 +206,14 @@ int main(int argc, char **argv)
             t.hung = ops;
         }
         clean += ws != -1 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
-        all.ops += t.ops;
-        all.sets += t.sets;
-        all.gets += t.gets;
-        all.large += t.large;
-        all.lost += t.lost;
-        all.corrupted += t.corrupted;
-        all.failed += t.failed;
-        all.hung += t.hung;
+        workload_tally_add(&all, &t);
     }
-    double took = now_ms() - t0;
+    double took = workload_now_ms() - t0;
     tap_ok(finished == CLIENTS && all.ops == ops * CLIENTS,
-           "%d client processes over rdma+ud:// on a lossy network made %ld of %ld sets and gets "
-           "(%ld sets, %ld gets; %ld values of more than 64 KiB, up to 1 MiB) in %.1f s, %.0f "
-           "per second",
-           CLIENTS, all.ops, ops * CLIENTS, all.sets, all.gets, all.large, took / 1e3,
+           "%d client processes over rdma+ud:// on a lossy network (%s) made %ld of %ld sets and "
+           "gets (%ld sets, %ld gets; %ld values of more than 64 KiB, up to 1 MiB) in %.1f s, "
+           "%.0f per second",
+           CLIENTS, network, all.ops, ops * CLIENTS, all.sets, all.gets, all.large, took / 1e3,
            all.ops / (took / 1e3));
     tap_ok(all.lost == 0 && all.corrupted == 0,
            "every value read back is the one stored last, byte for byte: %ld lost, %ld corrupted",
@@ -272,6 +227,16 @@ int main(int argc, char **argv)
     tap_ok(retrans > 0 && dups > 0,
            "the server retransmitted %ld datagrams and dropped %ld duplicates", retrans, dups);
     tap_ok(evictions == 0, "nothing was evicted (evictions %ld)", evictions);
+    if (netem_devs != NULL) {
+        long sent = 0, dropped = 0;
+        bool counted = netem_counts(netem_devs, &sent, &dropped);
+        sent -= netem_sent0;
+        dropped -= netem_dropped0;
+        tap_ok(counted && dropped > 0,
+               "the traffic passed tc netem on %s: it sent %ld packets and dropped %ld (%.1f%%)",
+               netem_devs, sent, dropped,
+               sent + dropped > 0 ? 100.0 * dropped / (sent + dropped) : 0);
+    }
     server_stop(&s, SIGTERM);
     tap_no_plan_end();
     return tap_exit_status();
