@@ -75,7 +75,7 @@ static void recv_wr(const struct mcr_rdma_ctx *ctx, uint32_t buf_index, struct i
     *sge = (struct ibv_sge){
         .addr = (uintptr_t)mcr_rdma_pool_buf(&ctx->recv_pool, buf_index),
         .length = (uint32_t)ctx->recv_pool.buf_size,
-        .lkey = ctx->recv_pool.mr->lkey,
+        .lkey = mcr_rdma_pool_lkey(&ctx->recv_pool, buf_index),
     };
     *wr = (struct ibv_recv_wr){.wr_id = MCR_RDMA_WR_RECV | buf_index, .sg_list = sge, .num_sge = 1};
 }
@@ -235,9 +235,12 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
         what = "ibv_create_srq";
         goto fail_errno;
     }
-    int rc = mcr_rdma_pool_init(&ctx->recv_pool, ctx->dev.pd, opts->recv_bufs, opts->buf_size);
+    /* registered a connection's credits at a time, as connections come */
+    int rc = mcr_rdma_pool_init_growing(&ctx->recv_pool, ctx->dev.pd, opts->recv_bufs,
+                                        opts->buf_size, opts->credits);
     if (rc == 0)
-        rc = mcr_rdma_pool_init(&ctx->send_pool, ctx->dev.pd, opts->send_bufs, opts->buf_size);
+        rc = mcr_rdma_pool_init_growing(&ctx->send_pool, ctx->dev.pd, opts->send_bufs,
+                                        opts->buf_size, opts->credits);
     if (rc != 0) {
         mcr_rdma_set_err(err, errlen, "%s: registering buffer pools: %s", ctx->dev.name,
                          strerror(-rc));
@@ -343,8 +346,10 @@ const struct mcr_rdma_ctx_opts *mcr_rdma_ctx_options(const struct mcr_rdma_ctx *
 void mcr_rdma_ctx_stats(const struct mcr_rdma_ctx *ctx, struct mcr_rdma_ctx_stats *out)
 {
     *out = ctx->stats;
-    out->send_bufs_free = ctx->send_pool.free_count;
-    out->recv_bufs_free = ctx->recv_pool.free_count;
+    out->send_bufs_free = mcr_rdma_pool_unused(&ctx->send_pool);
+    out->recv_bufs_free = mcr_rdma_pool_unused(&ctx->recv_pool);
+    out->registered_bytes = mcr_rdma_pool_registered_bytes(&ctx->recv_pool) +
+                            mcr_rdma_pool_registered_bytes(&ctx->send_pool);
     out->recv_deferred = ctx->repost_count;
 }
 
@@ -475,6 +480,12 @@ bool mcr_rdma_ctx_reserve_credits(struct mcr_rdma_ctx *ctx, uint32_t credits)
             return false;
     } while (!atomic_compare_exchange_weak(&ctx->admitted_credits, &cur, cur + credits));
     return true;
+}
+
+uint32_t mcr_rdma_ctx_credits_left(struct mcr_rdma_ctx *ctx)
+{
+    unsigned cur = atomic_load(&ctx->admitted_credits);
+    return cur < ctx->opts.recv_bufs ? ctx->opts.recv_bufs - cur : 0;
 }
 
 void mcr_rdma_ctx_release_credits(struct mcr_rdma_ctx *ctx, uint32_t credits)

@@ -3,7 +3,9 @@
  * One context per worker thread: the RDMA device (found through the RDMA CM
  * from an address), a protection domain, one completion queue with its
  * completion channel, a shared receive queue fed from a registered receive
- * pool (so memory stays flat however many RC peers connect), a send pool,
+ * pool (so memory stays flat however many RC peers connect; both pools
+ * register their buffers a connection's credits at a time, as they are
+ * first needed), a send pool,
  * the RDMA CM event channel, and every endpoint and listener created on it.
  *
  * Driving it: either call mcr_rdma_ctx_progress() in a loop, or watch the one
@@ -30,8 +32,8 @@ struct mcr_rdma_ctx_opts {
      * read by mcr_rdma_ctx_create only (the string need not outlive it). */
     const char *addr;
     uint32_t buf_size;     /* eager buffer size, header included; default 8192 */
-    uint32_t recv_bufs;    /* receive buffers in the shared receive queue; 1024 */
-    uint32_t send_bufs;    /* send buffers shared by all endpoints; 512 */
+    uint32_t recv_bufs;    /* receive buffers in the shared receive queue, at most; 1024 */
+    uint32_t send_bufs;    /* send buffers shared by all endpoints, at most; 512 */
     uint16_t credits;      /* receive credits granted to each peer; 32 (>= 4) */
     uint32_t max_rndv_len; /* largest rendezvous region accepted; 64 MiB */
     uint8_t rnr_retry;     /* 0..7 (7: retry forever); default 7. Credits make
@@ -111,6 +113,10 @@ struct ibv_pd *mcr_rdma_ctx_pd(const struct mcr_rdma_ctx *ctx);
 bool mcr_rdma_ctx_has_windows(const struct mcr_rdma_ctx *ctx);
 const char *mcr_rdma_ctx_device_name(const struct mcr_rdma_ctx *ctx);
 const struct mcr_rdma_ctx_opts *mcr_rdma_ctx_options(const struct mcr_rdma_ctx *ctx);
+/* Receive credits the context can still grant (recv_bufs less those
+ * reserved by its endpoints, closing ones included); any thread may ask,
+ * e.g. a listener's placement. A connection takes opts.credits. */
+uint32_t mcr_rdma_ctx_credits_left(struct mcr_rdma_ctx *ctx);
 
 struct mcr_rdma_ctx_stats {
     unsigned endpoints; /* alive, including closing ones */
@@ -120,7 +126,10 @@ struct mcr_rdma_ctx_stats {
     uint32_t recv_deferred;   /* receive buffers waiting to go back to it */
     uint32_t recv_bufs_free;  /* receive buffers in neither: the queue holds one
                                  per granted credit */
-    uint32_t send_bufs_free;
+    uint32_t send_bufs_free;  /* send buffers not in use */
+    /* message buffers registered so far: the pools grow a connection's
+     * credits at a time as they are needed, up to recv_bufs + send_bufs */
+    uint64_t registered_bytes;
     uint64_t malformed;     /* connections closed for a malformed message */
     uint64_t rejected;      /* connection requests refused */
     uint64_t wc_errors;     /* completions with an error status (not flushes) */

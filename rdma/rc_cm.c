@@ -464,20 +464,26 @@ static void rc_destroy_now(struct mcr_rdma_ep *ep)
 
 /* ---- listener ------------------------------------------------------------ */
 
-/* Attaches a requested connection's endpoint to its context (its receives
- * posted before the peer may send) and accepts it, or refuses it, on that
- * context's thread. Returns false when refused: the caller frees the
+/* Asks the owner, then attaches a requested connection's endpoint to its
+ * context (its receives posted before the peer may send) and accepts it,
+ * or refuses it, on that context's thread. The owner decides first, so a
+ * connection it refuses takes no buffers (the pools register theirs as
+ * endpoints attach). Returns false when refused: the caller frees the
  * endpoint and destroys the CM id. */
 static bool rc_attach_and_accept(struct rc_ep *rc)
 {
     struct mcr_rdma_listener *l = rc->listener;
     /* not CONNECTING: an event of its CM id closed it before it got here */
-    if (!rc_attach(rc) || rc->state != RC_CONNECTING || l->on_accept(l, &rc->base, l->user) != 0) {
+    if (rc->state != RC_CONNECTING || l->on_accept(l, &rc->base, l->user) != 0) {
         rdma_reject(rc->cm_id, NULL, 0);
         return false;
     }
-    if (rdma_accept(rc->cm_id, &rc->accept_param) != 0) {
-        /* the owner has the endpoint now: it learns of this through on_closed */
+    /* the owner has the endpoint now: it learns of a failure through on_closed */
+    if (!rc_attach(rc)) {
+        rc->base.ctx->stats.rejected++;
+        rdma_reject(rc->cm_id, NULL, 0);
+        rc_fail(rc, -ENOBUFS, "no buffers for the connection");
+    } else if (rdma_accept(rc->cm_id, &rc->accept_param) != 0) {
         int err = -errno;
         rc->base.ctx->stats.rejected++;
         rdma_reject(rc->cm_id, NULL, 0);

@@ -105,8 +105,9 @@ static void build_wr(struct rc_ep *rc, struct mcr_rdma_op *op, struct ibv_send_w
         uint32_t in_flight = (uint32_t)rc->peer_credits - rc->send_credits;
         if (in_flight > rc->stats.max_in_flight)
             rc->stats.max_in_flight = in_flight;
-        *sge = (struct ibv_sge){
-            .addr = (uintptr_t)buf, .length = op->len, .lkey = ctx->send_pool.mr->lkey};
+        *sge = (struct ibv_sge){.addr = (uintptr_t)buf,
+                                .length = op->len,
+                                .lkey = mcr_rdma_pool_lkey(&ctx->send_pool, op->buf_index)};
         wr->opcode = IBV_WR_SEND;
         if (op->len <= rc->max_inline)
             wr->send_flags |= IBV_SEND_INLINE; /* the device copies it now: no memory lookup */

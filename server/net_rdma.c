@@ -177,6 +177,8 @@ static void dispatch_ready(struct rdma_worker *rw)
         rw->doorbells_seen = st.doorbells;
         rw->work_requests_seen = st.work_requests;
     }
+    /* the pools grow as connections come (a connection's credits at a time) */
+    __atomic_store_n(&rw->ctr.buffer_bytes, st.registered_bytes, __ATOMIC_RELAXED);
 }
 
 /* Starts a pass over the completions: connections they make ready are
@@ -358,6 +360,7 @@ static void rdma_stats(stat_emit_fn emit, void *ctx)
             S(credit_stalls);
             S(doorbells);
             S(work_requests);
+            S(buffer_bytes);
 #undef S
         }
     }
@@ -379,6 +382,7 @@ static void rdma_stats(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "rdma_doorbells", sum.doorbells);
     emit_u64(emit, ctx, "rdma_work_requests", sum.work_requests);
     emit_u64(emit, ctx, "rdma_rc_conns", sum.curr_connections);
+    emit_u64(emit, ctx, "rdma_rc_buffer_bytes", sum.buffer_bytes);
     net_rdma_ud_stats(emit, ctx);
     rdma_move_stats(emit, ctx);
 }
@@ -389,11 +393,43 @@ static const char *poll_mode_name(void)
     return settings.rdma_poll == 1 ? "spin" : settings.rdma_poll == 2 ? "adaptive" : "event";
 }
 
-static void ctx_opts_for(struct mcr_rdma_ctx_opts *o, const char *addr)
+/* Receive credits each RC connection gets: -o rdma_rc_credits, else 32
+ * where every client is on RC and 8 in hybrid, where RC is for the busiest
+ * few clients and each credit is a registered message buffer. */
+unsigned rdma_rc_credits(void)
+{
+    if (settings.rdma_rc_credits)
+        return settings.rdma_rc_credits;
+    return settings.rdma_transport == RDMA_SERVE_HYBRID ? 8 : 32;
+}
+
+/* RC connections one worker context takes: 32, or with -o rdma_rc_max an
+ * even share of that limit and two more (a closing connection keeps its
+ * credits until its endpoint is freed), at most 64 and 16,384 receives.
+ * The placement skips workers that are full (rdma_place). The buffers
+ * behind them are registered as connections come (rdma/pool.h), so this
+ * sizes the queues, not the registered memory. */
+static unsigned rc_conns_per_worker(unsigned nworkers, unsigned credits)
+{
+    unsigned conns = 32;
+    if (settings.rdma_rc_max > 0)
+        conns = (unsigned)(((uint64_t)settings.rdma_rc_max + nworkers - 1) / nworkers + 2);
+    if (conns > 64)
+        conns = 64;
+    if (conns * credits > 16384)
+        conns = 16384 / credits;
+    return conns;
+}
+
+static void ctx_opts_for(struct mcr_rdma_ctx_opts *o, const char *addr, unsigned nworkers)
 {
     mcr_rdma_ctx_opts_default(o);
     o->addr = addr;
     o->buf_size = settings.rdma_eager_max;
+    o->credits = (uint16_t)rdma_rc_credits();
+    unsigned conns = rc_conns_per_worker(nworkers, o->credits);
+    o->recv_bufs = conns * o->credits;
+    o->send_bufs = conns * 16;
     /* a client that returns no credits holds at most this many send
      * buffers waiting, an even share of the worker's: it cannot take
      * those every other connection of the worker needs for its replies */
@@ -418,7 +454,7 @@ static struct rdma_group *group_for(const char *device, const char *addr)
     for (unsigned i = 0; i < n; i++) {
         struct mcr_rdma_ctx_opts o;
         char err[256] = "";
-        ctx_opts_for(&o, addr);
+        ctx_opts_for(&o, addr, n);
         struct rdma_worker *rw = &g->workers[i];
         rw->w = worker_at(i);
         rw->mem_slot = mem_slots + i;
@@ -531,8 +567,9 @@ static int open_one(struct event_base *base, const char *spec)
     const struct mcr_rdma_ctx_opts *eff = mcr_rdma_ctx_options(l->group->workers[0].ctx);
     log_msg(LOG_WARN,
             "listening on rdma:%s (device %s, RC; %u worker contexts; %u-byte messages, %u "
-            "credits per connection, %u receive and %u send buffers per worker: up to %u "
-            "connections per worker; large values by RDMA READ/WRITE; polling %s)",
+            "credits per connection, up to %u receive and %u send buffers per worker, "
+            "registered as connections come: up to %u connections per worker; large values "
+            "by RDMA READ/WRITE; polling %s)",
             l->addr, mcr_rdma_ctx_device_name(ctx), l->group->nworkers, eff->buf_size, eff->credits,
             eff->recv_bufs, eff->send_bufs, eff->recv_bufs / eff->credits, poll_mode_name());
     l->next = listens;

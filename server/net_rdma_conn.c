@@ -305,7 +305,14 @@ struct mcr_rdma_ctx *rdma_place(struct mcr_rdma_listener *listener, void *user)
     struct rdma_listen *l = user;
     struct rdma_group *g = l->group;
     unsigned i = __atomic_fetch_add(&g->next_worker, 1, __ATOMIC_RELAXED) % g->nworkers;
-    return g->workers[i].ctx;
+    /* in turn, skipping workers without room for another connection's
+     * credits (sized by -o rdma_rc_max: rc_conns_per_worker) */
+    for (unsigned k = 0; k < g->nworkers; k++) {
+        struct mcr_rdma_ctx *ctx = g->workers[(i + k) % g->nworkers].ctx;
+        if (mcr_rdma_ctx_credits_left(ctx) >= mcr_rdma_ctx_options(ctx)->credits)
+            return ctx;
+    }
+    return g->workers[i].ctx; /* all full: the substrate refuses it */
 }
 
 /* ---- transport table ------------------------------------------------------------------ */

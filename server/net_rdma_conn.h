@@ -48,6 +48,7 @@ struct rdma_counters {
     uint64_t credit_stalls;
     uint64_t doorbells;     /* posts to the send queues */
     uint64_t work_requests; /* work requests they carried */
+    uint64_t buffer_bytes;  /* message buffers the worker context registered (a gauge) */
 };
 
 /* One RDMA connection: the endpoint and the conn over it. Freed when both
@@ -181,7 +182,8 @@ struct rdma_listen {
                      __ATOMIC_RELAXED)
 
 /* net_rdma.c */
-uint64_t rdma_rc_conns(void); /* RC connections open, all workers */
+uint64_t rdma_rc_conns(void);   /* RC connections open, all workers */
+unsigned rdma_rc_credits(void); /* receive credits per RC connection */
 
 /* net_rdma_conn.c */
 void rconn_unlink_free(struct rdma_conn *rc);

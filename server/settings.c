@@ -325,6 +325,8 @@ static void print_usage(FILE *out)
             "   - rdma_transport:      serve RDMA as rc, ud or hybrid (both; default: hybrid)\n"
             "   - rdma_rc_max:         RC connections at most, more are refused (default: 0, no\n"
             "                          limit)\n"
+            "   - rdma_rc_credits:     receive credits (message buffers) per RC connection,\n"
+            "                          4..1024 (default: 32 with rc, 8 with hybrid)\n"
             "   - rdma_ud_keepalive_ms: probe a UD client silent this long (default: 30000)\n"
             "   - rdma_promote_rate:   hybrid: move an rdma:// client from UD to RC at this\n"
             "                          many messages a second (default: 1000)\n"
@@ -639,6 +641,13 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
             return false;
         }
         s->rdma_rc_max = (unsigned)v;
+    } else if (strcmp(opt, "rdma_rc_credits") == 0) {
+        NEED_VALUE();
+        if (!parse_long(value, 4, 1024, &v)) {
+            fprintf(errout, "rdma_rc_credits must be 4..1024: %s\n", value);
+            return false;
+        }
+        s->rdma_rc_credits = (unsigned)v;
     } else if (strcmp(opt, "rdma_ud_keepalive_ms") == 0) {
         NEED_VALUE();
         if (!parse_long(value, 100, 3600000, &v)) {

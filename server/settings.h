@@ -68,6 +68,8 @@ struct settings {
     int rdma_poll;                 /* -o rdma_poll: 0 event, 1 spin, 2 adaptive */
     int rdma_transport;            /* -o rdma_transport: RDMA_SERVE_RC, _UD, _HYBRID (default) */
     unsigned rdma_rc_max;          /* -o rdma_rc_max: RC connections at most; 0 = no limit */
+    unsigned rdma_rc_credits;      /* -o rdma_rc_credits: receive credits per RC connection; 0 =
+                                      the transport's default (rc 32, hybrid 8) */
     unsigned rdma_ud_keepalive_ms; /* -o rdma_ud_keepalive_ms: probe a silent UD peer; 30000 */
     /* hybrid: moves between RC and UD (net_rdma_move.c) */
     unsigned rdma_promote_rate;     /* -o rdma_promote_rate: UD -> RC at this many msgs/s; 1000 */

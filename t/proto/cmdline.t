@@ -264,6 +264,8 @@ if (target() eq 'ours') {
     for my $case ([qr/rdma_transport must be rc, ud or hybrid/, '-o', 'rdma_transport=tcp'],
         [qr/rdma_rc_max must be 0\.\.1000000/, '-o', 'rdma_rc_max=-1'],
         [qr/rdma_rc_max must be 0\.\.1000000/, '-o', 'rdma_rc_max=x'],
+        [qr/rdma_rc_credits must be 4\.\.1024/, '-o', 'rdma_rc_credits=3'],
+        [qr/rdma_rc_credits must be 4\.\.1024/, '-o', 'rdma_rc_credits=1025'],
         [qr/rdma_ud_keepalive_ms must be 100\.\.3600000/, '-o', 'rdma_ud_keepalive_ms=5'],
         [qr/rdma_promote_rate must be 0\.\.100000000/, '-o', 'rdma_promote_rate=x'],
         [qr/rdma_demote_rate must be 0\.\.100000000/, '-o', 'rdma_demote_rate=-1'],
@@ -277,7 +279,8 @@ if (target() eq 'ours') {
     my $srv = eval { start_server('-o', 'rdma_transport=ud,rdma_rc_max=4,rdma_ud_keepalive_ms=25000') };
     ok($srv, 'rdma_transport=ud,rdma_rc_max=4,rdma_ud_keepalive_ms=25000: the server starts');
     $srv->stop if $srv;
-    my $opts = 'rdma_rc_max=1,rdma_promote_rate=5,rdma_demote_rate=100,rdma_move_interval_ms=200';
+    my $opts = 'rdma_rc_max=1,rdma_rc_credits=4,rdma_promote_rate=5,rdma_demote_rate=100,'
+      . 'rdma_move_interval_ms=200';
     $srv = eval { start_server('-o', $opts) };
     ok($srv, "$opts: the server starts");
     $srv->stop if $srv;

@@ -858,12 +858,25 @@ static void test_admission(void)
     o.credits = 16;
     server_start(&small, &o);
     static struct test_client cl[5];
-    int ok = 0;
-    for (int i = 0; i < 4; i++)
+    struct mcr_rdma_ctx_stats st0, st1, st;
+    mcr_rdma_ctx_stats(small.ctx, &st0);
+    int ok = client_connect(&cl[0], NULL, small.port);
+    mcr_rdma_ctx_stats(small.ctx, &st1);
+    for (int i = 1; i < 4; i++)
         ok += client_connect(&cl[i], NULL, small.port);
     bool fifth = client_connect(&cl[4], NULL, small.port);
-    struct mcr_rdma_ctx_stats st;
     mcr_rdma_ctx_stats(small.ctx, &st);
+    /* the pools register a connection's credits (16 buffers) at a time as
+     * connections come: nothing at first; one connection, its 16 receives
+     * and a chunk of 16 send buffers (its credit message's buffer); four,
+     * 64 receives and still one send chunk (nothing waits to be sent) */
+    const uint64_t chunk = 16u * o.buf_size;
+    tap_ok(st0.registered_bytes == 0 && st1.registered_bytes == 2 * chunk &&
+               st.registered_bytes == 5 * chunk,
+           "buffers registered as connections come: %llu bytes with none, %llu with one, %llu "
+           "with four (chunks of %llu)",
+           (unsigned long long)st0.registered_bytes, (unsigned long long)st1.registered_bytes,
+           (unsigned long long)st.registered_bytes, (unsigned long long)chunk);
     tap_ok(ok == 4 && !fifth && cl[4].closed && st.rejected == 1,
            "receive queue of 64 with 16 credits each: 4 accepted, the 5th refused (%s)",
            cl[4].close_why);

@@ -829,7 +829,10 @@ static int held_values_stored(struct client *c, int n, size_t len)
 static void test_held_at_disconnect(uint16_t p)
 {
     enum { N = 24, VALUE_LEN = 60000 };
-    static const char *const big_buffers[] = {"-o", "rdma_eager_max=65536", NULL};
+    /* 32 credits (a hybrid server's default is 8): all 25 messages go
+     * while the server is stopped */
+    static const char *const big_buffers[] = {"-o", "rdma_eager_max=65536,rdma_rc_credits=32",
+                                              NULL};
     pid_t pid = spawn_server(p, big_buffers);
     struct mcr_rdma_ctx_opts o;
     test_opts(&o);

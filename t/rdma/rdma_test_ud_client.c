@@ -13,7 +13,8 @@
  *   was killed (keepalive probes unanswered);
  * - rdma_rc_max=1: a second rdma+rc:// client is refused while a UD
  *   client is served, a second rdma:// client is served over UD (stats:
- *   rdma_rc_conns 1, rdma_ud_peers 2); rdma_transport=ud serves no RC,
+ *   rdma_rc_conns 1, rdma_ud_peers 2), and only one RC connection's
+ *   message buffers are registered (rdma_rc_buffer_bytes); rdma_transport=ud serves no RC,
  *   and rdma:// clients over UD; a port where nothing listens fails an
  *   rdma:// connect with CONNECTION_FAILURE (not the connect timeout);
  * - a server that stops answering fails the requests with
@@ -296,6 +297,17 @@ int main(int argc, char **argv)
            "rdma_rc_max=1: a second rdma:// client is served (over UD): %s; stats rdma_rc_conns "
            "%ld, rdma_ud_peers %ld",
            f_ok ? "values read back" : memcached_strerror(follow, rf), rcs, uds);
+    /* message buffers are registered as RC connections come, in chunks
+     * of a connection's credits (hybrid: 8 buffers of 8,192 bytes), one
+     * chunk of receives a connection and a chunk of send buffers a worker:
+     * the refused RC client and the UD ones add nothing. A worker keeps
+     * what it registered, so the probe of server_start (RC too) may have
+     * added a chunk or two: 2 to 4 chunks, never more. */
+    long chunk = 8L * 8192, bufs = tcp_stat(s3.tcp_port, "rdma_rc_buffer_bytes");
+    tap_ok(bufs % chunk == 0 && bufs >= 2 * chunk && bufs <= 4 * chunk,
+           "rdma_rc_max=1: %ld bytes of RC message buffers registered (chunks of %ld), with one "
+           "RC client, one refused and two over UD",
+           bufs, chunk);
     memcached_free(follow);
     memcached_free(ud);
     memcached_free(rc_b);
