@@ -10,6 +10,7 @@
 #include "settings.h"
 
 #include "settings_ext.h"
+#include "settings_rdma.h"
 #include "settings_tls.h"
 
 #include "config.h"
@@ -65,12 +66,7 @@ void settings_init(struct settings *s)
     s->backlog = 1024;
     s->maxconns = 1024;
     s->maxconns_fast = true;
-    s->rdma_eager_max = 8192;
-    s->rdma_transport = RDMA_SERVE_HYBRID;
-    s->rdma_ud_keepalive_ms = 30000;
-    s->rdma_promote_rate = 1000;
-    s->rdma_demote_rate = 10;
-    s->rdma_move_interval_ms = 1000;
+    settings_rdma_init(s);
     s->num_threads = 4;
     s->reqs_per_event = 20;
     s->binding_protocol = PROTOCOL_AUTO;
@@ -120,7 +116,7 @@ void settings_free(struct settings *s)
 }
 
 /* Whole-string decimal integer in [min, max]. */
-static bool parse_long(const char *text, long min, long max, long *out)
+bool settings_ranged_long(const char *text, long min, long max, long *out)
 {
     char *end;
     errno = 0;
@@ -411,6 +407,9 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
     enum ext_suboption_result ext = settings_ext_suboption(&s->ext, opt, value, errout);
     if (ext != EXT_SUBOPT_NOT_MINE)
         return ext == EXT_SUBOPT_OK;
+    enum rdma_suboption_result rdma = settings_rdma_suboption(s, opt, value, errout);
+    if (rdma != RDMA_SUBOPT_NOT_MINE)
+        return rdma == RDMA_SUBOPT_OK;
 
 #define NEED_VALUE()                                                                               \
     do {                                                                                           \
@@ -439,7 +438,7 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
     } else if (strcmp(opt, "slab_chunk_max") == 0) {
         NEED_VALUE();
         /* bytes, whatever memcached's help says (kilobytes) */
-        if (!parse_long(value, 1, 1024L * 1024 * 1024, &v)) {
+        if (!settings_ranged_long(value, 1, 1024L * 1024 * 1024, &v)) {
             fprintf(errout, "could not parse argument to slab_chunk_max\n");
             return false;
         }
@@ -595,83 +594,6 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
         }
         /* megabytes; memcached keeps the product in 32 bits */
         s->read_buf_mem_limit = (size_t)(uint32_t)(uv * 1024 * 1024);
-    } else if (strcmp(opt, "rdma_listen") == 0) {
-        NEED_VALUE();
-        char *joined = NULL;
-        if (asprintf(&joined, "%s%s%s", s->rdma_listen ? s->rdma_listen : "",
-                     s->rdma_listen ? " " : "", value) < 0)
-            return false;
-        free(s->rdma_listen);
-        s->rdma_listen = joined;
-    } else if (strcmp(opt, "rdma_eager_max") == 0) {
-        NEED_VALUE();
-        if (!parse_long(value, 1024, 1024 * 1024, &v)) {
-            fprintf(errout, "rdma_eager_max must be 1024..1048576 bytes: %s\n", value);
-            return false;
-        }
-        s->rdma_eager_max = (unsigned)v;
-    } else if (strcmp(opt, "rdma_poll") == 0) {
-        NEED_VALUE();
-        if (strcmp(value, "event") == 0)
-            s->rdma_poll = 0;
-        else if (strcmp(value, "spin") == 0)
-            s->rdma_poll = 1;
-        else if (strcmp(value, "adaptive") == 0)
-            s->rdma_poll = 2;
-        else {
-            fprintf(errout, "rdma_poll must be event, spin or adaptive: %s\n", value);
-            return false;
-        }
-    } else if (strcmp(opt, "rdma_transport") == 0) {
-        NEED_VALUE();
-        if (strcmp(value, "rc") == 0)
-            s->rdma_transport = RDMA_SERVE_RC;
-        else if (strcmp(value, "ud") == 0)
-            s->rdma_transport = RDMA_SERVE_UD;
-        else if (strcmp(value, "hybrid") == 0)
-            s->rdma_transport = RDMA_SERVE_HYBRID;
-        else {
-            fprintf(errout, "rdma_transport must be rc, ud or hybrid: %s\n", value);
-            return false;
-        }
-    } else if (strcmp(opt, "rdma_rc_max") == 0) {
-        NEED_VALUE();
-        if (!parse_long(value, 0, 1000000, &v)) {
-            fprintf(errout, "rdma_rc_max must be 0..1000000: %s\n", value);
-            return false;
-        }
-        s->rdma_rc_max = (unsigned)v;
-    } else if (strcmp(opt, "rdma_rc_credits") == 0) {
-        NEED_VALUE();
-        if (!parse_long(value, 4, 1024, &v)) {
-            fprintf(errout, "rdma_rc_credits must be 4..1024: %s\n", value);
-            return false;
-        }
-        s->rdma_rc_credits = (unsigned)v;
-    } else if (strcmp(opt, "rdma_ud_keepalive_ms") == 0) {
-        NEED_VALUE();
-        if (!parse_long(value, 100, 3600000, &v)) {
-            fprintf(errout, "rdma_ud_keepalive_ms must be 100..3600000: %s\n", value);
-            return false;
-        }
-        s->rdma_ud_keepalive_ms = (unsigned)v;
-    } else if (strcmp(opt, "rdma_promote_rate") == 0 || strcmp(opt, "rdma_demote_rate") == 0) {
-        NEED_VALUE();
-        if (!parse_long(value, 0, 100000000, &v)) {
-            fprintf(errout, "%s must be 0..100000000: %s\n", opt, value);
-            return false;
-        }
-        if (opt[5] == 'p')
-            s->rdma_promote_rate = (unsigned)v;
-        else
-            s->rdma_demote_rate = (unsigned)v;
-    } else if (strcmp(opt, "rdma_move_interval_ms") == 0) {
-        NEED_VALUE();
-        if (!parse_long(value, 10, 3600000, &v)) {
-            fprintf(errout, "rdma_move_interval_ms must be 10..3600000: %s\n", value);
-            return false;
-        }
-        s->rdma_move_interval_ms = (unsigned)v;
     } else if (strcmp(opt, "tail_repair_time") == 0) {
         NEED_VALUE();
         v = lenient_int(value);
@@ -989,7 +911,7 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             break;
         case 'v':
             if (optarg) {
-                if (!parse_long(optarg, 0, 3, &v)) {
+                if (!settings_ranged_long(optarg, 0, 3, &v)) {
                     fprintf(errout, "Invalid verbosity: %s (0..3)\n", optarg);
                     return SETTINGS_EXIT_FAILED;
                 }

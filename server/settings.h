@@ -156,6 +156,8 @@ extern struct settings settings;
  * sign, at most max) and safe_strtod, for the suboption parsers. */
 bool settings_strict_ulong(const char *text, unsigned long max, unsigned long *out);
 bool settings_strict_double(const char *text, double *out);
+/* A whole decimal string (no blanks) whose value is in [min, max]. */
+bool settings_ranged_long(const char *text, long min, long max, long *out);
 void settings_lock(void);
 void settings_unlock(void);
 

@@ -269,7 +269,13 @@ if (target() eq 'ours') {
         [qr/rdma_ud_keepalive_ms must be 100\.\.3600000/, '-o', 'rdma_ud_keepalive_ms=5'],
         [qr/rdma_promote_rate must be 0\.\.100000000/, '-o', 'rdma_promote_rate=x'],
         [qr/rdma_demote_rate must be 0\.\.100000000/, '-o', 'rdma_demote_rate=-1'],
-        [qr/rdma_move_interval_ms must be 10\.\.3600000/, '-o', 'rdma_move_interval_ms=5'])
+        [qr/rdma_move_interval_ms must be 10\.\.3600000/, '-o', 'rdma_move_interval_ms=5'],
+        [qr/rdma_eager_max must be 1024\.\.1048576 bytes/, '-o', 'rdma_eager_max=1023'],
+        [qr/rdma_eager_max must be 1024\.\.1048576 bytes/, '-o', 'rdma_eager_max=8k'],
+        [qr/rdma_poll must be event, spin or adaptive/, '-o', 'rdma_poll=busy'],
+        [qr/Missing rdma_listen argument/, '-o', 'rdma_listen'],
+        [qr/Missing rdma_rc_max argument/, '-o', 'rdma_rc_max'],
+        [qr/Illegal suboption "rdma_nonsense=1"/, '-o', 'rdma_nonsense=1'])
     {
         my ($why, @args) = @$case;
         my ($exited, $status, $log) = run_briefly(5, @args);
