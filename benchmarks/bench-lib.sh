@@ -94,6 +94,19 @@ bench_cpu_ns() {
   cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ t += $1 } END { printf "%.0f\n", t }'
 }
 
+# bench_runq_ns PID: time process PID's threads have spent so far waiting on
+# a run queue for a processor, in ns (schedstat's second field).
+bench_runq_ns() {
+  cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ t += $2 } END { printf "%.0f\n", t }'
+}
+
+# bench_host_busy_ns: processor time the whole host has spent so far outside
+# idle and I/O wait, all CPUs and all processes, in ns (/proc/stat).
+bench_host_busy_ns() {
+  awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" {
+    printf "%.0f\n", ($2 + $3 + $4 + $7 + $8 + $9) * 1e9 / hz; exit }' /proc/stat
+}
+
 # bench_ctxsw PID: context switches process PID's threads have made so far,
 # voluntary (it waited) and involuntary (it was preempted), as "VOL INVOL"
 # (the sums of /proc/PID/task/*/status; exited threads are not counted).

@@ -3,7 +3,11 @@
  * connection (its own memcached_st), runs a get/set mix on --keys keys of
  * --size bytes for --time seconds and prints the aggregate operations per
  * second and the p50 / p99 / p99.9 latency of all operations as an
- * OSU-style table. Blocking calls by default (public libmemcached API, so
+ * OSU-style table (with --requests=N each thread makes exactly N operations
+ * instead, for counts that do not depend on timing, as under valgrind).
+ * The CSV also has the client threads' processor time and run-queue wait
+ * over the row (/proc/thread-self/schedstat).
+ * Blocking calls by default (public libmemcached API, so
  * the same source builds against Debian's libmemcached and
  * libmemcached-rdma); with --window=W above 1 each thread keeps W requests
  * in flight with memcached_iget / memcached_iset (libmemcached-rdma only),
@@ -30,9 +34,30 @@ struct thr_options {
     double get_ratio;
     unsigned keys;
     double seconds;
+    uint64_t requests; /* per thread; 0: run for seconds */
     unsigned window;
     const char *csv;
 };
+
+/* A thread's processor time and the time it waited on a run queue for a
+ * processor, from /proc/thread-self/schedstat (ns; zeros where it cannot be
+ * read). */
+struct thread_sched {
+    uint64_t run_ns, wait_ns;
+};
+
+static struct thread_sched thread_sched_now(void)
+{
+    struct thread_sched t = {0, 0};
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    if (f) {
+        unsigned long long run, wait;
+        if (fscanf(f, "%llu %llu", &run, &wait) == 2)
+            t = (struct thread_sched){run, wait};
+        fclose(f);
+    }
+    return t;
+}
 
 struct client {
     pthread_t thread;
@@ -42,6 +67,7 @@ struct client {
     const double *deadline; /* set by main between the two barrier waits */
     uint64_t rng;
     uint64_t ops;
+    struct thread_sched sched; /* over the timed loop */
     struct ohb_samples latency;
     memcached_st *memc;
 };
@@ -79,6 +105,8 @@ static void parse(int argc, char **argv, struct thr_options *o)
          NULL},
         {"keys", OHB_OPT_UNSIGNED, &o->keys, "N", "keys the operations choose from", NULL},
         {"time", OHB_OPT_DOUBLE, &o->seconds, "SECONDS", "run time per row", NULL},
+        {"requests", OHB_OPT_U64, &o->requests, "N",
+         "operations per thread and row instead of --time", NULL},
         {"window", OHB_OPT_UNSIGNED, &o->window, "W", OHB_WINDOW_HELP, NULL},
         OHB_OPTION_CSV(&o->csv),
     };
@@ -133,12 +161,19 @@ static void blocking_op(struct client *c, bool get, const char *key, size_t key_
     }
 }
 
+/* Whether thread c goes on: before its deadline, or with --requests below
+ * its count. */
+static bool more(const struct client *c, double now)
+{
+    return c->opts->requests ? c->ops < c->opts->requests : now < *c->deadline;
+}
+
 static void run_blocking(struct client *c)
 {
     char key[64];
     size_t key_len;
     double now = ohb_now_us();
-    while (now < *c->deadline) {
+    while (more(c, now)) {
         bool get = choose(c, key, sizeof(key), &key_len);
         blocking_op(c, get, key, key_len);
         double end = ohb_now_us();
@@ -205,7 +240,10 @@ static void run_window(struct client *c)
             ohb_fail(c->memc, "memcached_request_create", MEMCACHED_MEMORY_ALLOCATION_FAILURE);
         slots[i].buffer = ohb_value_new(c->opts->size);
     }
-    for (unsigned i = 0; ohb_now_us() < *c->deadline; i = (i + 1) % n) {
+    uint64_t issued = 0;
+    for (unsigned i = 0;
+         c->opts->requests ? issued < c->opts->requests : ohb_now_us() < *c->deadline;
+         i = (i + 1) % n, issued++) {
         slot_complete(c, &slots[i]);
         slot_issue(c, &slots[i]);
     }
@@ -228,13 +266,15 @@ static void *client_main(void *arg)
     blocking_op(c, true, key, key_len);
     pthread_barrier_wait(c->start);
     pthread_barrier_wait(c->start); /* main has set the deadline */
+    struct thread_sched before = thread_sched_now();
 #ifdef OHB_HAVE_NONBLOCKING
-    if (c->opts->window > 1) {
+    if (c->opts->window > 1)
         run_window(c);
-        return NULL;
-    }
+    else
 #endif
-    run_blocking(c);
+        run_blocking(c);
+    struct thread_sched after = thread_sched_now();
+    c->sched = (struct thread_sched){after.run_ns - before.run_ns, after.wait_ns - before.wait_ns};
     return NULL;
 }
 
@@ -279,10 +319,12 @@ static void run_row(const struct thr_options *o, unsigned n, const char *value, 
     deadline = begin + o->seconds * 1e6;
     pthread_barrier_wait(&start);
     struct ohb_samples all = {0};
-    uint64_t ops = 0;
+    uint64_t ops = 0, run_ns = 0, wait_ns = 0;
     for (unsigned i = 0; i < n; i++) {
         pthread_join(clients[i].thread, NULL);
         ops += clients[i].ops;
+        run_ns += clients[i].sched.run_ns;
+        wait_ns += clients[i].sched.wait_ns;
         ohb_samples_merge(&all, &clients[i].latency);
     }
     double elapsed_s = (ohb_now_us() - begin) / 1e6;
@@ -292,8 +334,8 @@ static void run_row(const struct thr_options *o, unsigned n, const char *value, 
     printf("%-10u %14.0f %12.2f %12.2f %12.2f\n", n, rate, p50, p99, p999);
     fflush(stdout);
     if (csv)
-        fprintf(csv, "%u,%.0f,%.3f,%.3f,%.3f,%llu\n", n, rate, p50, p99, p999,
-                (unsigned long long)ops);
+        fprintf(csv, "%u,%.0f,%.3f,%.3f,%.3f,%llu,%.0f,%.0f\n", n, rate, p50, p99, p999,
+                (unsigned long long)ops, run_ns / 1e3, wait_ns / 1e3);
     ohb_samples_free(&all);
     for (unsigned i = n; i-- > 0;) {
         ohb_samples_free(&clients[i].latency);
@@ -313,14 +355,20 @@ int main(int argc, char **argv)
         return 1;
     }
     if (csv)
-        fprintf(csv, "threads,ops_per_sec,p50_us,p99_us,p999_us,operations\n");
+        fprintf(csv, "threads,ops_per_sec,p50_us,p99_us,p999_us,operations,client_cpu_us,"
+                     "client_runq_us\n");
     char *value = ohb_value_new(o.size);
     preload(&o, value);
 
     printf("# OHB Memcached Throughput Test\n");
-    printf("# Servers: %s  Size: %zu  Gets: %.0f%%  Keys: %u  Time: %g s  Mode: %s  Window: %u  "
+    char length[64];
+    if (o.requests)
+        snprintf(length, sizeof(length), "Requests: %llu a thread", (unsigned long long)o.requests);
+    else
+        snprintf(length, sizeof(length), "Time: %g s", o.seconds);
+    printf("# Servers: %s  Size: %zu  Gets: %.0f%%  Keys: %u  %s  Mode: %s  Window: %u  "
            "Clock: %s\n",
-           o.servers, o.size, o.get_ratio * 100, o.keys, o.seconds,
+           o.servers, o.size, o.get_ratio * 100, o.keys, length,
            o.window > 1 ? "non-blocking" : "blocking", o.window, ohb_clock_name());
     printf("# %-8s %14s %12s %12s %12s\n", "Threads", "Ops/s", "p50(us)", "p99(us)", "p99.9(us)");
     fflush(stdout);
