@@ -113,7 +113,7 @@ void lmr_ec_header_write(char out[LMR_EC_HEADER_LENGTH], const struct lmr_ec_hea
     lmr_ec_header_write_summed(out, h, &sum);
 }
 
-bool lmr_ec_header_read(const char *chunk, size_t chunk_length, struct lmr_ec_header *h)
+bool lmr_ec_header_parse(const char *chunk, size_t chunk_length, struct lmr_ec_header *h)
 {
     if (chunk == NULL || chunk_length < LMR_EC_HEADER_LENGTH || memcmp(chunk, ec_magic, 4) != 0 ||
         chunk[4] != EC_VERSION)
@@ -129,11 +129,23 @@ bool lmr_ec_header_read(const char *chunk, size_t chunk_length, struct lmr_ec_he
     if (h->k == 1 ? h->index > h->m : h->index >= h->k + h->m)
         return false;
     size_t payload = chunk_length - LMR_EC_HEADER_LENGTH;
-    if (h->value_length > (uint64_t)SIZE_MAX / 2 || payload != lmr_ec_payload_length(h))
+    return h->value_length <= (uint64_t)SIZE_MAX / 2 && payload == lmr_ec_payload_length(h);
+}
+
+bool lmr_ec_header_read_split(const char *header, const char *payload, size_t chunk_length,
+                              struct lmr_ec_header *h)
+{
+    if (!lmr_ec_header_parse(header, chunk_length, h))
         return false;
     struct lmr_ec_payload_sum sum;
-    lmr_ec_payload_sum(chunk + LMR_EC_HEADER_LENGTH, payload, &sum);
-    return mcr_le_get32(chunk + 28) == checksum(chunk, &sum);
+    lmr_ec_payload_sum(payload, chunk_length - LMR_EC_HEADER_LENGTH, &sum);
+    return mcr_le_get32(header + 28) == checksum(header, &sum);
+}
+
+bool lmr_ec_header_read(const char *chunk, size_t chunk_length, struct lmr_ec_header *h)
+{
+    return lmr_ec_header_read_split(chunk, chunk == NULL ? NULL : chunk + LMR_EC_HEADER_LENGTH,
+                                    chunk_length, h);
 }
 
 #ifdef HAVE_JERASURE
