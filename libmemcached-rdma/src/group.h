@@ -26,6 +26,14 @@ struct lmr_group_ops {
     void (*step)(struct lmr_group *g);
     /* Frees what the policy owns (not the group or its children). */
     void (*release)(struct lmr_group *g);
+    /* Optional, reads: where the rest of child i's value goes once its
+     * first prefix_length bytes (`prefix`) arrived, of value_length in
+     * all: a place in the parent's value (received there, not copied
+     * later), or NULL for the child's own buffer. Asked only while the
+     * parent is in progress; when it completes, children still receiving
+     * go on into their own buffers (lmr_io_unplace). */
+    char *(*place)(struct lmr_group *g, uint32_t i, const char *prefix, size_t value_length);
+    size_t prefix_length;
 };
 
 struct lmr_group {
@@ -107,6 +115,11 @@ bool lmr_group_child_hung(const struct lmr_group *g, uint32_t i);
  * for a connect under way to a server whose last connect failed (it may
  * not answer before CONNECT_TIMEOUT). */
 bool lmr_group_child_doubtful(const struct lmr_group *g, uint32_t i);
+/* The bytes of child's value (value_length in all) to receive before its
+ * group places the rest (struct lmr_group_ops: place), 0 when it does not. */
+size_t lmr_group_child_prefix(const memcached_request_st *child, size_t value_length);
+/* The group's place for the rest of child's value, or NULL (above). */
+char *lmr_group_place_payload(memcached_request_st *child, const char *prefix, size_t value_length);
 /* A code that says the server did not answer (as opposed to an answer such
  * as NOTFOUND or NOTSTORED). */
 bool lmr_group_is_failure(memcached_return_t rc);

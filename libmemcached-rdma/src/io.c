@@ -538,6 +538,15 @@ static bool moved(memcached_instance_st *srv)
     return true;
 }
 
+/* Where the body's next byte goes: dest, or past a placed value's prefix
+ * its payload (lmr_group_place_payload). */
+static char *body_target(const struct lmr_body *body)
+{
+    if (body->payload != NULL && body->received >= body->prefix_length)
+        return body->payload + (body->received - body->prefix_length);
+    return body->dest + body->received;
+}
+
 /* Reads what is available and parses it. Returns false if the server failed. */
 static bool receive_some(memcached_instance_st *srv)
 {
@@ -547,10 +556,10 @@ static bool receive_some(memcached_instance_st *srv)
         bool was_switching = switching(srv);
         ssize_t got;
         if (body->active && body->dest != NULL && srv->rstart == srv->rend &&
-            body->received < body->value_length &&
+            body->received >= body->prefix_length && body->received < body->value_length &&
             body->value_length - body->received >= LMR_DIRECT_RECV_MIN) {
             /* large value: straight into its destination */
-            got = srv->conn.ops->recv(&srv->conn, body->dest + body->received,
+            got = srv->conn.ops->recv(&srv->conn, body_target(body),
                                       body->value_length - body->received);
             if (got > 0)
                 body->received += (size_t)got;
@@ -937,6 +946,20 @@ void lmr_io_start_body(memcached_instance_st *srv, char *dest, size_t value_leng
     srv->body.value_length = value_length;
     srv->body.received = 0;
     srv->body.trailer_length = trailer_length;
+    srv->body.payload = NULL;
+    srv->body.prefix_length = 0;
+    memcached_request_st *req = srv->head; /* a group's child may place its value */
+    if (dest != NULL && req != NULL && req->group != NULL && dest == req->lib_buffer)
+        srv->body.prefix_length = lmr_group_child_prefix(req, value_length);
+}
+
+void lmr_io_unplace(memcached_request_st *req)
+{
+    memcached_instance_st *srv = req->server;
+    if (srv != NULL && srv->head == req && srv->body.active) {
+        srv->body.payload = NULL; /* the rest into the child's own buffer */
+        srv->body.prefix_length = 0;
+    }
 }
 
 bool lmr_io_feed_body(memcached_instance_st *srv)
@@ -947,12 +970,16 @@ bool lmr_io_feed_body(memcached_instance_st *srv)
         size_t avail = srv->rend - srv->rstart;
         const char *src = srv->rbuf + srv->rstart;
         if (body->received < body->value_length) {
-            size_t want = body->value_length - body->received;
+            size_t want = body->received < body->prefix_length
+                              ? body->prefix_length - body->received
+                              : body->value_length - body->received;
             size_t take = avail < want ? avail : want;
             if (body->dest != NULL)
-                memcpy(body->dest + body->received, src, take);
+                memcpy(body_target(body), src, take);
             body->received += take;
             srv->rstart += take;
+            if (body->prefix_length > 0 && body->received == body->prefix_length)
+                body->payload = lmr_group_place_payload(srv->head, body->dest, body->value_length);
         } else {
             body->trailer[body->received - body->value_length] = *src;
             body->received++;

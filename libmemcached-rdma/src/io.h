@@ -64,5 +64,9 @@ void lmr_io_note_quiet(struct lmr_client *c);
 void lmr_io_start_body(memcached_instance_st *srv, char *dest, size_t value_length,
                        size_t trailer_length);
 bool lmr_io_feed_body(memcached_instance_st *srv);
+/* A child of a group that places values (lmr_group_place_payload) whose
+ * value is arriving: the rest of it goes to its own buffer (its parent
+ * completed: a straggler never writes into the parent's memory). */
+void lmr_io_unplace(memcached_request_st *req);
 
 #endif

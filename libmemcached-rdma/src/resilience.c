@@ -101,6 +101,11 @@ char *lmr_resilience_value_destination(memcached_request_st *parent, size_t leng
 {
     parent->got_value = true;
     parent->value_length = length;
+    return lmr_resilience_value_room(parent, length, rc);
+}
+
+char *lmr_resilience_value_room(memcached_request_st *parent, size_t length, memcached_return_t *rc)
+{
     *rc = MEMCACHED_SUCCESS;
     if (parent->sink == LMR_SINK_USER) {
         if (length > parent->user_capacity) {

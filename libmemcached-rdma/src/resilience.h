@@ -75,6 +75,10 @@ void lmr_resilience_copy_headers(struct lmr_client *c, char (*headers)[LMR_EC_HE
  * memory); NULL with *rc set (E2BIG, ENOMEM) when it cannot. */
 char *lmr_resilience_value_destination(memcached_request_st *parent, size_t length,
                                        memcached_return_t *rc);
+/* The same place without noting the value in the parent (a library
+ * buffer is grown; it stays where it is for that length). */
+char *lmr_resilience_value_room(memcached_request_st *parent, size_t length,
+                                memcached_return_t *rc);
 /* Erasure-coded operations (resilience_ec.c); servers[0..K+M) are the
  * key's distinct servers. */
 memcached_return_t lmr_ec_issue(struct lmr_client *c, memcached_request_st *req,

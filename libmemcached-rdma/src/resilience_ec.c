@@ -34,6 +34,12 @@ struct coded_read {
     bool probing;
     struct lmr_ec_header headers[LMR_EC_MAX_CHUNKS];
     memcached_return_t failure; /* the first server failure */
+    /* payloads received in their place in the parent's value (coded_place):
+     * those of one write (`placed_write`), data chunks or one whole copy */
+    char *placed[LMR_EC_MAX_CHUNKS];
+    struct lmr_ec_header placed_write;
+    bool placing; /* placed_write is set */
+    bool placed_whole;
     struct lmr_op_args args;
     char key[MEMCACHED_MAX_KEY];
 };
@@ -216,7 +222,36 @@ static bool same_write(const struct lmr_ec_header *a, const struct lmr_ec_header
 
 static const char *payload_of(const struct coded_read *r, uint32_t i)
 {
-    return r->g.children[i]->lib_buffer + LMR_EC_HEADER_LENGTH;
+    return r->placed[i] != NULL ? r->placed[i]
+                                : r->g.children[i]->lib_buffer + LMR_EC_HEADER_LENGTH;
+}
+
+/* Where chunk i's payload goes once its header (`prefix`) arrived: a data
+ * chunk of the write placed first, or the first whole copy, straight into
+ * its place in the parent's value, so that a get whose data chunks all
+ * arrive copies nothing; anything else into the child's buffer. The
+ * header is checked (not the checksum: classify does that, and a bad chunk
+ * placed is rebuilt by deliver). */
+static char *coded_place(struct lmr_group *g, uint32_t i, const char *prefix, size_t value_length)
+{
+    struct coded_read *r = (struct coded_read *)g;
+    struct lmr_ec_header h;
+    if (g->parent->kind != LMR_OP_GET || r->placed_whole ||
+        !lmr_ec_header_parse(prefix, value_length, &h) || h.index != i || h.m != r->m ||
+        (h.k != r->k && h.k != 1) || (h.k == r->k && i >= r->k) ||
+        (r->placing && (h.k == 1 || !same_write(&h, &r->placed_write))))
+        return NULL;
+    size_t payload = value_length - LMR_EC_HEADER_LENGTH;
+    size_t at = h.k == 1 ? 0 : (size_t)i * lmr_ec_chunk_size(h.value_length, h.k);
+    memcached_return_t rc;
+    char *room = payload == 0 ? NULL : lmr_resilience_value_room(g->parent, h.value_length, &rc);
+    if (room == NULL || at + payload > h.value_length)
+        return NULL;
+    r->placing = true;
+    r->placed_write = h;
+    r->placed_whole = h.k == 1;
+    r->placed[i] = room + at;
+    return r->placed[i];
 }
 
 /* Completes the parent with the value of the write chunk `first` belongs
@@ -240,7 +275,8 @@ static void deliver(struct coded_read *r, uint32_t first)
         return;
     }
     if (h->k == 1) {
-        memcpy(dest, payload_of(r, first), length);
+        if (payload_of(r, first) != dest) /* unless it arrived there */
+            memcpy(dest, payload_of(r, first), length);
         lmr_group_finish(g, MEMCACHED_SUCCESS);
         return;
     }
@@ -252,7 +288,7 @@ static void deliver(struct coded_read *r, uint32_t first)
     if (have_data) {
         for (uint32_t i = 0; i < r->k; i++) {
             size_t payload = lmr_ec_payload_length(&r->headers[i]);
-            if (payload > 0)
+            if (payload > 0 && payload_of(r, i) != dest + (size_t)i * chunk_size)
                 memcpy(dest + (size_t)i * chunk_size, payload_of(r, i), payload);
         }
         lmr_group_finish(g, MEMCACHED_SUCCESS);
@@ -299,7 +335,7 @@ static void deliver(struct coded_read *r, uint32_t first)
         lmr_ec_decode(r->k, r->m, matrix, erasures, slots, slots + r->k, chunk_size)) {
         for (uint32_t i = 0; i < r->k; i++) {
             size_t at = (size_t)i * chunk_size;
-            if (at < length)
+            if (at < length && slots[i] != dest + at)
                 memcpy(dest + at, slots[i], length - at < chunk_size ? length - at : chunk_size);
         }
         rc = MEMCACHED_SUCCESS;
@@ -317,9 +353,10 @@ static void classify(struct coded_read *r)
         if (r->status[i] != CHUNK_ASKED || child->state != LMR_STATE_DONE)
             continue;
         struct lmr_ec_header *h = &r->headers[i];
-        bool good = child->rc == MEMCACHED_SUCCESS &&
-                    lmr_ec_header_read(child->lib_buffer, child->value_length, h) &&
-                    h->index == i && h->m == r->m && (h->k == r->k || h->k == 1);
+        bool good =
+            child->rc == MEMCACHED_SUCCESS &&
+            lmr_ec_header_read_split(child->lib_buffer, payload_of(r, i), child->value_length, h) &&
+            h->index == i && h->m == r->m && (h->k == r->k || h->k == 1);
         r->status[i] = good ? CHUNK_GOOD : CHUNK_BAD;
         if (lmr_group_is_failure(child->rc) && r->failure == MEMCACHED_SUCCESS)
             r->failure = child->rc;
@@ -370,6 +407,7 @@ static bool hopeful(const struct coded_read *r, uint32_t i)
 static void ask(struct coded_read *r, uint32_t i)
 {
     r->status[i] = CHUNK_ASKED;
+    r->placed[i] = NULL;
     lmr_group_issue_read(&r->g, i, r->g.client->servers[r->servers[i]], &r->args);
 }
 
@@ -517,7 +555,11 @@ static void coded_read_step(struct lmr_group *g)
     }
 }
 
-static const struct lmr_group_ops coded_read_ops = {.step = coded_read_step};
+static const struct lmr_group_ops coded_read_ops = {
+    .step = coded_read_step,
+    .place = coded_place,
+    .prefix_length = LMR_EC_HEADER_LENGTH,
+};
 
 static memcached_return_t coded_read(struct lmr_client *c, memcached_request_st *req,
                                      const uint32_t *servers, const struct lmr_op_args *args)

@@ -26,6 +26,11 @@ struct lmr_body {
     size_t trailer_length; /* text protocol: 2 ("\r\n") */
     char trailer[2];
     struct lmr_fetched *fetched; /* mget: where the value belongs */
+    /* a child of a group that places values (group.h): the first
+     * prefix_length bytes go to dest, the rest to payload once the group
+     * chose it (NULL: to dest too) */
+    size_t prefix_length;
+    char *payload;
 };
 
 struct memcached_instance_st {

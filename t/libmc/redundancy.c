@@ -374,6 +374,17 @@ static void lying_chunks(bool binary)
         ok(rc == MEMCACHED_SUCCESS && length == size && flags == 3 && memcmp(got, value, size) == 0,
            "data chunk 0 replaced by %s: decoded from the others, byte-exact", lies[l].what);
         free(got);
+        /* into the caller's buffer, where data chunks land as they arrive
+         * (a lying one too, until the value is rebuilt over it) */
+        char *into = malloc(size);
+        memset(into, '#', size);
+        memcached_request_st *req = memcached_request_create(memc);
+        memcached_iget(memc, "liar", 4, into, size, req);
+        rc = memcached_wait(memc, req);
+        ok(rc == MEMCACHED_SUCCESS && memcmp(into, value, size) == 0,
+           "... and with iget into the caller's buffer");
+        memcached_request_free(req);
+        free(into);
     }
     /* three liars: not enough true chunks, and nothing decoded */
     memcached_set(p1, "liar", 4, "nope", 4, 0, 0);
