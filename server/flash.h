@@ -91,8 +91,7 @@ unsigned flash_recache_rate(void);
  * flash values (its chunks are smaller than ext_item_size) while flash
  * still has room for more values (more than the one page always kept
  * free): the slab mover then gives it pages when it evicts, since each
- * header evicted there loses a value flash could keep, and takes none of
- * its pages for a class of values (whose COLD tail can go to flash). */
+ * header evicted there loses a value flash could keep. */
 bool flash_header_class_short(size_t chunk_size);
 
 /* Run one writer pass now in the I/O thread and wait for it (tests). */

@@ -331,17 +331,11 @@ static enum look_result look_once(bool headers_only)
          * class of flash headers that evicts while flash has room takes a
          * page from the class holding the most, whatever the ages: a
          * header's item keeps its old access time, and each header lost
-         * loses a whole value on flash. For the same reason a value class
-         * never takes a page from such a class while flash has room (its
-         * headers would look oldest, and a page of them holds some 11,000
-         * values against some 900 of 1 KiB the page would take): its COLD
-         * tail goes to flash instead. */
+         * loses a whole value on flash. */
         bool headers = flash_header_class_short(slabs_class_size(dst));
         unsigned src = 0;
         for (unsigned c = 1; c <= storage_rt.largest_class && (headers || !headers_only); c++) {
             if (c == dst || pages[c] < 2 || (!headers && age[c] <= age[dst]))
-                continue;
-            if (!headers && flash_header_class_short(slabs_class_size(c)))
                 continue;
             if (!src || (headers ? pages[c] > pages[src] : age[c] > age[src]))
                 src = c;
