@@ -641,16 +641,22 @@ static bool reserve(unsigned bucket, size_t len, struct item_flash_loc *loc)
     return true;
 }
 
-/* Whether placing a len-byte record would first write the bucket's buffer
- * out (a synchronous write the writer must not make while it holds items
- * of a COLD tail, which evictions need). */
-static bool reserve_would_flush(unsigned bucket, size_t len)
+/* What placing a len-byte record in a bucket's buffer would first have to
+ * wait for: nothing, the write in flight before the full buffer can go
+ * (FILL_BUFFER), or the bucket's writes before it changes pages
+ * (FILL_PAGE). The writer must not wait while it holds items of a COLD
+ * tail: a set's eviction steps past them, but the slab mover's page
+ * drains wait for them, and a 2 MiB write can take hundreds of ms while
+ * the device is busy. (A full buffer with no write in flight, or a new
+ * page with nothing buffered or in flight, costs no wait.) */
+enum fill_wait { FILL_NONE, FILL_BUFFER, FILL_PAGE };
+
+static enum fill_wait reserve_would_wait(unsigned bucket, size_t len)
 {
     const struct wbucket *b = &tier.buckets[bucket];
-    if (b->wfill == 0)
-        return false;
-    return b->wfill + len > tier.cfg.wbuf_size ||
-           (b->open_page != tier.npages && filling_base(b) + b->wfill + len > tier.cfg.page_size);
+    if (b->open_page == tier.npages || filling_base(b) + b->wfill + len > tier.cfg.page_size)
+        return b->wfill > 0 || b->writing ? FILL_PAGE : FILL_NONE;
+    return b->wfill + len > tier.cfg.wbuf_size && b->writing ? FILL_BUFFER : FILL_NONE;
 }
 
 static char *buffered_record(unsigned bucket, const struct item_flash_loc *loc)
@@ -756,7 +762,7 @@ static bool writer_pass(bool *wrote)
     *wrote = false;
     bool full = memory_full();
     bool aging = flash_tunable(&tier.cfg.item_age) != UINT32_MAX;
-    bool filled[BUCKET_COUNT] = {false};
+    enum fill_wait filled[BUCKET_COUNT] = {FILL_NONE};
     bool more = false;
     if (full || aging) {
         rel_time_t now = clock_now();
@@ -768,20 +774,26 @@ static bool writer_pass(bool *wrote)
             size_t want = full ? class_shortfall(cls) : 0;
             if (want == 0 && !aging)
                 continue;
+            /* only as many as the class needs (the rest would be
+             * referenced for nothing), unless aging takes any old one */
+            unsigned max = aging || want >= SELECT_BATCH ? SELECT_BATCH : (unsigned)want;
             item *sel[SELECT_BATCH];
-            unsigned n = storage_cold_select(cls, SELECT_BATCH, sel);
+            unsigned n = storage_cold_select(cls, max, sel);
             unsigned taken = 0;
             for (unsigned i = 0; i < n; i++) {
                 unsigned bucket = bucket_of(sel[i], now);
+                enum fill_wait wait = FILL_NONE;
                 if (!eligible(sel[i], taken < want, now)) {
                     item_release(sel[i]);
-                } else if (reserve_would_flush(
-                               bucket, flash_record_size(item_nkey(sel[i]), item_nbytes(sel[i])))) {
-                    /* the buffer is full: let these go, write it (below),
+                } else if ((wait = reserve_would_wait(
+                                bucket, flash_record_size(item_nkey(sel[i]),
+                                                          item_nbytes(sel[i])))) != FILL_NONE) {
+                    /* let these go, wait for the bucket's write (below),
                      * and take them again on the next pass */
                     for (unsigned j = i; j < n; j++)
                         item_release(sel[j]);
-                    filled[bucket] = true;
+                    if (wait > filled[bucket])
+                        filled[bucket] = wait;
                     more = true;
                     break;
                 } else {
@@ -798,9 +810,12 @@ static bool writer_pass(bool *wrote)
                 *wrote = true;
         }
     }
-    for (unsigned b = 0; b < BUCKET_COUNT; b++)
-        if (filled[b] || !*wrote)
-            submit_bucket(b, filled[b]);
+    for (unsigned b = 0; b < BUCKET_COUNT; b++) {
+        if (filled[b] == FILL_PAGE)
+            flash_flush_bucket(b); /* the next pass opens a page at once */
+        else if (filled[b] == FILL_BUFFER || !*wrote)
+            submit_bucket(b, filled[b] == FILL_BUFFER);
+    }
     return more;
 }
 
