@@ -52,9 +52,10 @@ const struct mcr_rdma_ep_impl mcr_rdma_rc_impl = {
 
 #define NO_CREDIT_BUF UINT32_MAX
 
-/* Send-queue depth for an endpoint whose peer grants `credits`: its sends
- * (at most credits - 1 data messages and one CREDIT message in flight) and
- * RC_SQ_RDMA_OPS RDMA operations, rounded up to what the device allocates
+/* Send-queue depth for an endpoint of a context that grants `credits`
+ * (the QP exists before the peer's credits are known): about as many sends,
+ * a CREDIT message and RC_SQ_RDMA_OPS RDMA operations, rounded up to what
+ * the device allocates
  * anyway: rxe (and most providers) make a ring of a power of two slots, one
  * kept empty, each slot as large as a work request with the inline bytes,
  * and map it into the process, so every slot is resident memory (512 bytes
