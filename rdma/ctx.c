@@ -43,19 +43,20 @@ static int set_nonblocking(int fd)
 }
 
 /* Receives the shared receive queue should hold: one per credit granted to
- * the context's endpoints. Buffers beyond that stay in the pool, most
+ * the context's endpoints, or with opts.recv_window no more than the
+ * current window (widen_recv_window). Buffers beyond that stay in the pool, most
  * recently used first, so a lightly used context keeps touching the same
  * few buffers (fewer pages and cache lines than cycling through all). */
 static uint32_t recv_target(const struct mcr_rdma_ctx *ctx)
 {
-    return ctx->stats.granted_credits < ctx->opts.recv_bufs ? ctx->stats.granted_credits
-                                                            : ctx->opts.recv_bufs;
+    uint32_t n = ctx->stats.granted_credits < ctx->opts.recv_bufs ? ctx->stats.granted_credits
+                                                                  : ctx->opts.recv_bufs;
+    return ctx->opts.recv_window != 0 && ctx->recv_window < n ? ctx->recv_window : n;
 }
 
-int mcr_rdma_ctx_fill_recvs(struct mcr_rdma_ctx *ctx)
+/* Posts receives from the pool until the queue holds recv_target. */
+static int post_from_pool(struct mcr_rdma_ctx *ctx)
 {
-    if (!ctx->batching)
-        mcr_rdma_ctx_flush_reposts(ctx); /* buffers waiting to go back count first */
     int64_t idx;
     while (ctx->stats.recv_posted < recv_target(ctx) &&
            (idx = mcr_rdma_pool_get(&ctx->recv_pool)) >= 0) {
@@ -66,6 +67,26 @@ int mcr_rdma_ctx_fill_recvs(struct mcr_rdma_ctx *ctx)
         }
     }
     return 0;
+}
+
+/* opts.recv_window: a receive completed and fewer than half a window are
+ * left posted: the queue may hold a window more (posted from the pool at
+ * once, registering buffers if none is free). */
+static void widen_recv_window(struct mcr_rdma_ctx *ctx)
+{
+    uint32_t step = ctx->opts.recv_window;
+    if (step == 0 || ctx->destroying || ctx->stats.recv_posted >= step / 2 ||
+        ctx->recv_window >= ctx->stats.granted_credits)
+        return;
+    ctx->recv_window += step;
+    (void)post_from_pool(ctx); /* a failed post shows at the next fill */
+}
+
+int mcr_rdma_ctx_fill_recvs(struct mcr_rdma_ctx *ctx)
+{
+    if (!ctx->batching)
+        mcr_rdma_ctx_flush_reposts(ctx); /* buffers waiting to go back count first */
+    return post_from_pool(ctx);
 }
 
 /* The receive work request for one pool buffer (next: NULL). */
@@ -173,6 +194,7 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
         return NULL;
     }
     ctx->opts = *opts;
+    ctx->recv_window = opts->recv_window;
     ctx->wake_fd = ctx->epoll_fd = -1;
     const char *what = NULL;
     atomic_init(&ctx->admitted_credits, 0);
@@ -571,6 +593,7 @@ static void dispatch_wc(struct mcr_rdma_ctx *ctx, const struct ibv_wc *wc)
     if (wc->wr_id & MCR_RDMA_WR_RECV) {
         uint32_t idx = (uint32_t)(wc->wr_id & ~MCR_RDMA_WR_RECV);
         ctx->stats.recv_posted--;
+        widen_recv_window(ctx);
         if (ctx->destroying) {
             mcr_rdma_pool_put(&ctx->recv_pool, idx);
             return;

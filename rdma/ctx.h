@@ -46,6 +46,15 @@ struct mcr_rdma_ctx_opts {
      * credits from taking every send buffer of the context. */
     uint32_t ep_sends_waiting_max;
     int resolve_timeout_ms; /* address/route resolution; default 2000 */
+    /* 0 (default): the shared receive queue holds one receive per credit
+     * granted, so a peer never meets receiver-not-ready. N: it holds at
+     * most N at first and N more each time a receive completes with fewer
+     * than N / 2 left in it, up to one per credit granted: the registered
+     * receive buffers follow the messages in flight, not the connections
+     * times their credits. A burst beyond the queue meets receiver-not-
+     * ready, which the sender's device retries (rnr_retry 7) until the
+     * owner posted more (mcr_rdma_ctx_rnr_timer: how soon). */
+    uint32_t recv_window;
 };
 
 /* Defaults for every field except addr. */

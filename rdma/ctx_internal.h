@@ -161,6 +161,7 @@ struct mcr_rdma_ctx {
         struct mcr_rdma_ep_link *owner; /* NULL once the endpoint is gone */
     } repost[MCR_RDMA_REPOST_MAX];      /* receive buffers waiting to be posted */
     uint32_t repost_count;
+    uint32_t recv_window; /* receives the queue holds at most now (opts.recv_window) */
     /* Credits promised to peers, including endpoints still in the inbox:
      * other threads reserve here when they place a connection on this
      * context. Never above opts.recv_bufs. */

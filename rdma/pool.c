@@ -49,6 +49,10 @@ int mcr_rdma_pool_init_growing(struct mcr_rdma_pool *pool, struct ibv_pd *pd, ui
     void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED)
         return -ENOMEM;
+    /* small pages: a registered chunk pins what it covers, no more (with
+     * transparent huge pages the first touch of a chunk made a whole 2 MiB
+     * page resident, most of it never used) */
+    (void)madvise(mem, bytes, MADV_NOHUGEPAGE);
     pool->chunk_shift = shift_for(chunk_bufs);
     uint32_t nchunks =
         (uint32_t)(((uint64_t)count + (1u << pool->chunk_shift) - 1) >> pool->chunk_shift);

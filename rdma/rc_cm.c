@@ -31,6 +31,9 @@
  * short reply) are copied into the work request, sparing the device a
  * lookup of the send buffer's memory. */
 #define RC_MAX_INLINE 256
+/* Receiver-not-ready wait asked of the peer where the shared receive queue
+ * may run short (opts.recv_window): 8 is 0.16 ms in the verbs' encoding. */
+#define RC_MIN_RNR_TIMER 8
 
 static struct rdma_cm_id *rc_cm_event(struct mcr_rdma_cm_owner *owner, struct rdma_cm_event *ev);
 static bool rc_try_reap(struct mcr_rdma_ep *ep, bool check_deadlines);
@@ -48,6 +51,24 @@ const struct mcr_rdma_ep_impl mcr_rdma_rc_impl = {
 };
 
 #define NO_CREDIT_BUF UINT32_MAX
+
+/* Send-queue depth for an endpoint of a context that grants `credits`
+ * (the QP exists before the peer's credits are known): about as many sends,
+ * a CREDIT message and RC_SQ_RDMA_OPS RDMA operations, rounded up to what
+ * the device allocates
+ * anyway: rxe (and most providers) make a ring of a power of two slots, one
+ * kept empty, each slot as large as a work request with the inline bytes,
+ * and map it into the process, so every slot is resident memory (512 bytes
+ * each with 256 inline bytes). Operations beyond it wait in the endpoint's
+ * queue, in order. */
+#define RC_SQ_RDMA_OPS 4
+static uint32_t rc_sq_depth(uint32_t credits)
+{
+    uint32_t want = credits + 2 + RC_SQ_RDMA_OPS, slots = 1;
+    while (slots < want + 1)
+        slots <<= 1;
+    return slots - 1;
+}
 
 /* Creates an endpoint for ctx and reserves its credits there. Callable from
  * any thread: ctx does not know the endpoint until rc_attach(). */
@@ -67,7 +88,7 @@ static struct rc_ep *rc_new(struct mcr_rdma_ctx *ctx)
     rc->cm_owner.on_cm_event = rc_cm_event;
     rc->granted = ctx->opts.credits;
     rc->credit_threshold = rc->granted / 4 > 1 ? rc->granted / 4 : 2;
-    rc->sq_depth = (uint32_t)ctx->opts.credits + MCR_RDMA_OPS_PER_EP + 2;
+    rc->sq_depth = rc_sq_depth(ctx->opts.credits);
     rc->stats.granted_credits = rc->granted;
     rc->credit_buf = NO_CREDIT_BUF;
     rc->held_index = calloc(rc->granted, sizeof(uint32_t));
@@ -82,23 +103,35 @@ static struct rc_ep *rc_new(struct mcr_rdma_ctx *ctx)
     return rc;
 }
 
-/* Makes the endpoint known to its context (on the context's thread): its
- * credit-message buffer, the endpoint list, the QP lookup and receives for
- * its credits. Returns false when no send buffer is left for credit
- * messages or the receives cannot be posted. */
+/* The credit message's buffer, once the QP tells whether the device takes
+ * it inline: a send-pool buffer only where it does not. */
+static int rc_take_credit_buf(struct rc_ep *rc)
+{
+    if (rc->max_inline >= MCR_RDMA_HDR_BASE)
+        return 0;
+    int64_t credit_buf = mcr_rdma_pool_get(&rc->base.ctx->send_pool);
+    if (credit_buf < 0)
+        return -ENOBUFS;
+    rc->credit_buf = (uint32_t)credit_buf;
+    return 0;
+}
+
+/* Makes the endpoint known to its context (on the context's thread): the
+ * endpoint list, the QP lookup, receives for its credits and, once its QP
+ * exists, its credit-message buffer (rc_take_credit_buf). Returns false
+ * when no send buffer is left for credit messages or the receives cannot
+ * be posted. */
 static bool rc_attach(struct rc_ep *rc)
 {
     struct mcr_rdma_ctx *ctx = rc->base.ctx;
-    int64_t credit_buf = mcr_rdma_pool_get(&ctx->send_pool);
-    if (credit_buf >= 0)
-        rc->credit_buf = (uint32_t)credit_buf;
     ctx->stats.granted_credits += rc->granted;
     mcr_rdma_ctx_link_ep(ctx, &rc->link);
     rc->attached = true;
-    if (rc->qp != NULL)
+    if (rc->qp != NULL) /* a server's, created on the listener's thread */
         mcr_rdma_ctx_set_qp(ctx, &rc->link, rc->qp->qp_num);
-    bool receives = mcr_rdma_ctx_fill_recvs(ctx) == 0; /* before the peer may send */
-    return credit_buf >= 0 && receives;
+    if (rc->qp != NULL && rc_take_credit_buf(rc) != 0)
+        return false;
+    return mcr_rdma_ctx_fill_recvs(ctx) == 0; /* before the peer may send */
 }
 
 /* Frees what rc_new, rc_attach and later steps created, newest first,
@@ -164,6 +197,11 @@ static int rc_create_qp(struct rc_ep *rc)
     }
     rc->qp = rc->cm_id->qp;
     rc->max_inline = attr.cap.max_inline_data; /* what the device granted */
+    if (rc->attached) { /* a client's: else rc_attach takes it, on the context's thread */
+        int err = rc_take_credit_buf(rc);
+        if (err != 0)
+            return err;
+    }
     if (rc->attached)
         mcr_rdma_ctx_set_qp(ctx, &rc->link, rc->qp->qp_num);
     return 0;
@@ -488,6 +526,13 @@ static bool rc_attach_and_accept(struct rc_ep *rc)
         rc->base.ctx->stats.rejected++;
         rdma_reject(rc->cm_id, NULL, 0);
         rc_fail(rc, err, "rdma_accept failed");
+    } else if (rc->base.ctx->opts.recv_window != 0) {
+        /* The shared receive queue may run short of the credits granted
+         * (ctx.h, recv_window): the peer retries a message that met an
+         * empty queue after this long, not the RDMA CM's 655 ms. Where the
+         * device refuses, the longer wait stays: nothing fails. */
+        struct ibv_qp_attr attr = {.min_rnr_timer = RC_MIN_RNR_TIMER};
+        (void)ibv_modify_qp(rc->qp, &attr, IBV_QP_MIN_RNR_TIMER);
     }
     return true;
 }

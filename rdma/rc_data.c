@@ -94,7 +94,9 @@ static void build_wr(struct rc_ep *rc, struct mcr_rdma_op *op, struct ibv_send_w
     *wr = (struct ibv_send_wr){
         .wr_id = (uintptr_t)op, .sg_list = sge, .num_sge = 1, .send_flags = IBV_SEND_SIGNALED};
     if (op->kind == MCR_RDMA_OP_SEND) {
-        unsigned char *buf = mcr_rdma_pool_buf(&ctx->send_pool, op->buf_index);
+        bool own = op == &rc->credit_op; /* inline, from the endpoint */
+        unsigned char *buf =
+            own ? rc->credit_hdr : mcr_rdma_pool_buf(&ctx->send_pool, op->buf_index);
         if (!op->raw) {
             uint16_t credits = htole16(rc->to_return);
             memcpy(buf + 4, &credits, 2); /* header field "credits" */
@@ -105,9 +107,10 @@ static void build_wr(struct rc_ep *rc, struct mcr_rdma_op *op, struct ibv_send_w
         uint32_t in_flight = (uint32_t)rc->peer_credits - rc->send_credits;
         if (in_flight > rc->stats.max_in_flight)
             rc->stats.max_in_flight = in_flight;
-        *sge = (struct ibv_sge){.addr = (uintptr_t)buf,
-                                .length = op->len,
-                                .lkey = mcr_rdma_pool_lkey(&ctx->send_pool, op->buf_index)};
+        *sge =
+            (struct ibv_sge){.addr = (uintptr_t)buf,
+                             .length = op->len,
+                             .lkey = own ? 0 : mcr_rdma_pool_lkey(&ctx->send_pool, op->buf_index)};
         wr->opcode = IBV_WR_SEND;
         if (op->len <= rc->max_inline)
             wr->send_flags |= IBV_SEND_INLINE; /* the device copies it now: no memory lookup */
@@ -231,11 +234,12 @@ static void post_op(struct rc_ep *rc, struct mcr_rdma_op *op)
 static void send_credit_msg(struct rc_ep *rc)
 {
     struct mcr_rdma_ctx *ctx = rc->base.ctx;
-    if (rc->credit_busy || rc->credit_buf == UINT32_MAX)
+    bool inline_hdr = rc->max_inline >= MCR_RDMA_HDR_BASE;
+    if (rc->credit_busy || (!inline_hdr && rc->credit_buf == UINT32_MAX))
         return; /* retried when the one in flight completes */
-    uint32_t idx = rc->credit_buf;
+    uint32_t idx = inline_hdr ? 0 : rc->credit_buf;
     rc->credit_busy = true;
-    struct mcr_rdma_op *op = &ctx->send_ops[idx];
+    struct mcr_rdma_op *op = inline_hdr ? &rc->credit_op : &ctx->send_ops[idx];
     *op = (struct mcr_rdma_op){.kind = MCR_RDMA_OP_SEND,
                                .ep = &rc->base,
                                .impl = &mcr_rdma_rc_impl,
@@ -244,7 +248,7 @@ static void send_credit_msg(struct rc_ep *rc)
                                .is_credit_msg = true};
     struct mcr_rdma_hdr h = {
         .magic = MCR_RDMA_MAGIC, .version = MCR_RDMA_VERSION, .type = MCR_RDMA_MSG_CREDIT};
-    mcr_rdma_hdr_encode(&h, mcr_rdma_pool_buf(&ctx->send_pool, idx));
+    mcr_rdma_hdr_encode(&h, inline_hdr ? rc->credit_hdr : mcr_rdma_pool_buf(&ctx->send_pool, idx));
     rc->stats.credit_msgs_sent++;
     post_op(rc, op);
 }

@@ -58,11 +58,16 @@ struct rc_ep {
     uint16_t to_return;        /* receives consumed and reposted, not returned */
     uint16_t peer_unreturned;  /* peer messages we have not returned credit for */
     uint16_t credit_threshold;
-    /* A send buffer of its own for CREDIT messages, so credits can always be
+    /* CREDIT messages have a buffer of their own, so credits can always be
      * returned even when every shared send buffer waits for credit (both
-     * peers stuck that way would otherwise deadlock). One in flight. */
+     * peers stuck that way would otherwise deadlock). One in flight. Where
+     * the device takes the header inline (max_inline), it goes from
+     * credit_hdr with credit_op, and the endpoint holds no send-pool buffer;
+     * else credit_buf is a send-pool buffer of its own. */
     uint32_t credit_buf;
     bool credit_busy;
+    struct mcr_rdma_op credit_op;
+    unsigned char credit_hdr[MCR_RDMA_HDR_BASE];
 
     /* send queue */
     uint32_t sq_depth;

@@ -434,6 +434,12 @@ static void ctx_opts_for(struct mcr_rdma_ctx_opts *o, const char *addr, unsigned
      * buffers waiting, an even share of the worker's: it cannot take
      * those every other connection of the worker needs for its replies */
     o->ep_sends_waiting_max = o->send_bufs / (o->recv_bufs / o->credits);
+    /* hybrid: the worker's receive queue holds a connection's credits at
+     * first and grows a connection's credits at a time when it runs low
+     * (rdma/ctx.h), so its RC clients' receive buffers follow their
+     * messages in flight, not their number */
+    if (settings.rdma_transport == RDMA_SERVE_HYBRID)
+        o->recv_window = o->credits;
 }
 
 static struct rdma_group *group_for(const char *device, const char *addr)
