@@ -778,22 +778,30 @@ static void handle_cm_event(struct mcr_udep_ctx *ctx, struct rdma_cm_event *ev)
     rdma_ack_cm_event(ev);
 }
 
-struct mcr_udep_peer *mcr_udep_connect(struct mcr_udep_ctx *ctx, const char *host, uint16_t port,
-                                       int timeout_ms, char *err, size_t errlen)
+/* One connect request (SIDR) on a fresh CM id, answered within wait_ms.
+ * Returns the peer, or NULL with *retry set when no answer came in time
+ * (the request or its answer may have been lost: worth sending again). */
+static struct mcr_udep_peer *connect_attempt(struct mcr_udep_ctx *ctx, const char *host,
+                                             uint16_t port, int wait_ms, bool *retry, char *err,
+                                             size_t errlen)
 {
     struct rdma_cm_id *id;
     struct mcr_udep_peer *peer = NULL;
+    *retry = false;
     if (rdma_create_id(ctx->ch, &id, ctx, RDMA_PS_UDP) != 0) {
         mcr_rdma_set_err(err, errlen, "RDMA CM: %s", strerror(errno));
         return NULL;
     }
-    if (mcr_rdma_resolve(ctx->ch, id, host, port, timeout_ms, true, err, errlen) != 0)
+    uint64_t deadline = now_us() + (uint64_t)wait_ms * 1000u;
+    if (mcr_rdma_resolve(ctx->ch, id, host, port, wait_ms, true, err, errlen) != 0)
         goto out;
     if (id->verbs != ctx->dev.verbs) {
         mcr_rdma_set_err(err, errlen, "%s is reached through another device", host);
         goto out;
     }
-    /* the peer's slot and id are chosen first, its layer opened on answer */
+    /* the peer's slot and id are chosen first, its layer opened on answer;
+     * each attempt takes a new id, so datagrams of a peer the server made
+     * from an earlier, unanswered attempt are dropped as an unknown peer's */
     uint32_t conn_id = (rng_next(ctx) << 16) | free_slot(ctx), isn = rng_next(ctx);
     uint8_t priv[UDEP_PD_LEN];
     local_pd(ctx, conn_id, isn, priv);
@@ -803,12 +811,13 @@ struct mcr_udep_peer *mcr_udep_connect(struct mcr_udep_ctx *ctx, const char *hos
         mcr_rdma_set_err(err, errlen, "rdma_connect: %s", strerror(errno));
         goto out;
     }
-    uint64_t deadline = now_us() + (uint64_t)timeout_ms * 1000u;
     for (;;) {
         struct rdma_cm_event *ev;
-        int left = (int)((deadline - now_us()) / 1000u);
-        if (now_us() >= deadline || mcr_rdma_wait_cm_event(ctx->ch, left, &ev) != 0) {
+        uint64_t now = now_us();
+        if (now >= deadline ||
+            mcr_rdma_wait_cm_event(ctx->ch, (int)((deadline - now) / 1000u), &ev) != 0) {
             mcr_rdma_set_err(err, errlen, "%s:%u: no answer", host, port);
+            *retry = true;
             goto out;
         }
         if (ev->id != id) {
@@ -817,6 +826,8 @@ struct mcr_udep_peer *mcr_udep_connect(struct mcr_udep_ctx *ctx, const char *hos
         }
         if (ev->event != RDMA_CM_EVENT_ESTABLISHED) {
             mcr_rdma_set_err(err, errlen, "%s:%u: %s", host, port, rdma_event_str(ev->event));
+            /* the CM gave up on its own resends: a loss, not a refusal */
+            *retry = ev->event == RDMA_CM_EVENT_UNREACHABLE;
             rdma_ack_cm_event(ev);
             goto out;
         }
@@ -844,6 +855,36 @@ struct mcr_udep_peer *mcr_udep_connect(struct mcr_udep_ctx *ctx, const char *hos
 out:
     rdma_destroy_id(id);
     return peer;
+}
+
+/* The kernel's CM sends a UD connect request again only after about 4 s,
+ * as long as a whole default connect timeout: on a network that loses a
+ * datagram the request is sent again here, on a fresh id, after 1 s, then
+ * after 2 s, 4 s, ... until timeout_ms is used up. */
+#define UDEP_CONNECT_FIRST_WAIT_MS 1000
+
+struct mcr_udep_peer *mcr_udep_connect(struct mcr_udep_ctx *ctx, const char *host, uint16_t port,
+                                       int timeout_ms, char *err, size_t errlen)
+{
+    uint64_t deadline = now_us() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000u;
+    int wait_ms = UDEP_CONNECT_FIRST_WAIT_MS;
+    for (;;) {
+        uint64_t now = now_us();
+        int left = now < deadline ? (int)((deadline - now) / 1000u) : 0;
+        /* the last attempt takes all that is left rather than a sliver */
+        int this_wait = left < 2 * wait_ms ? left : wait_ms;
+        if (this_wait <= 0) {
+            mcr_rdma_set_err(err, errlen, "%s:%u: no answer", host, port);
+            return NULL;
+        }
+        bool retry;
+        struct mcr_udep_peer *peer =
+            connect_attempt(ctx, host, port, this_wait, &retry, err, errlen);
+        if (peer != NULL || !retry)
+            return peer;
+        ctx->st.connect_resends++;
+        wait_ms *= 2;
+    }
 }
 
 /* ---- arrivals, timers, polling ---------------------------------------- */
