@@ -859,15 +859,16 @@ out:
 
 /* The kernel's CM sends a UD connect request again only after about 4 s,
  * as long as a whole default connect timeout: on a network that loses a
- * datagram the request is sent again here, on a fresh id, after 1 s, then
- * after 2 s, 4 s, ... until timeout_ms is used up. */
-#define UDEP_CONNECT_FIRST_WAIT_MS 1000
+ * datagram the request is sent again here, on a fresh id, every second
+ * (four tries in the default 4 s) until timeout_ms is used up; the last
+ * try waits for all that is left. */
+#define UDEP_CONNECT_RESEND_MS 1000
 
 struct mcr_udep_peer *mcr_udep_connect(struct mcr_udep_ctx *ctx, const char *host, uint16_t port,
                                        int timeout_ms, char *err, size_t errlen)
 {
     uint64_t deadline = now_us() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000u;
-    int wait_ms = UDEP_CONNECT_FIRST_WAIT_MS;
+    const int wait_ms = UDEP_CONNECT_RESEND_MS;
     for (;;) {
         uint64_t now = now_us();
         int left = now < deadline ? (int)((deadline - now) / 1000u) : 0;
@@ -883,7 +884,6 @@ struct mcr_udep_peer *mcr_udep_connect(struct mcr_udep_ctx *ctx, const char *hos
         if (peer != NULL || !retry)
             return peer;
         ctx->st.connect_resends++;
-        wait_ms *= 2;
     }
 }
 
