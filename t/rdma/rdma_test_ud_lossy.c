@@ -160,7 +160,7 @@ static int client_process(int k, long ops, unsigned port)
  * CONNECTED_AFTER_LIFT_MS of the lift. Then the link gets NETEM_OPTS
  * back. */
 #define LOSS_WINDOW_MS 300
-#define CONNECTED_AFTER_LIFT_MS 1500
+#define CONNECTED_AFTER_LIFT_MS 2000
 static void check_connect_after_loss(const struct server *s)
 {
     const char *link = getenv("NETEM_LINK"), *opts = getenv("NETEM_OPTS");
