@@ -223,7 +223,7 @@ static int post_recv(struct mcr_udep_ctx *ctx, uint32_t idx)
 {
     struct ibv_sge sge = {.addr = (uintptr_t)mcr_rdma_pool_buf(&ctx->recv_pool, idx),
                           .length = ctx->recv_buf_size,
-                          .lkey = ctx->recv_pool.mr->lkey};
+                          .lkey = mcr_rdma_pool_lkey(&ctx->recv_pool, idx)};
     struct ibv_recv_wr wr = {.wr_id = idx, .sg_list = &sge, .num_sge = 1}, *bad;
     ctx->st.recv_wrs++;
     ctx->st.post_recv_calls++;
@@ -248,7 +248,7 @@ static int post_dgram(struct mcr_udep_peer *peer, const uint8_t *hdr, size_t hdr
         memcpy(buf + hdr_len, payload, len);
     struct ibv_sge sge = {.addr = (uintptr_t)buf,
                           .length = (uint32_t)(hdr_len + len),
-                          .lkey = ctx->send_pool.mr->lkey};
+                          .lkey = mcr_rdma_pool_lkey(&ctx->send_pool, idx)};
     bool signaled =
         ++ctx->unsignaled >= UDEP_SIGNAL_EVERY || ctx->send_pool.free_count < UDEP_SIGNAL_EVERY;
     struct ibv_send_wr wr = {.wr_id = UDEP_SEND_FLAG | idx,
