@@ -778,6 +778,19 @@ static void handle_cm_event(struct mcr_udep_ctx *ctx, struct rdma_cm_event *ev)
     rdma_ack_cm_event(ev);
 }
 
+/* Whether an answer to a connect request says the kernel's CM gave up on
+ * its own resends (UNREACHABLE with status ETIMEDOUT, negative in current
+ * kernels): a loss, worth sending again. UNREACHABLE with the status of the
+ * server's reply (1: nothing listens on the port, 2: rejected, ...) is a
+ * refusal, final at once: sending it again only delays the failure to the
+ * connect timeout (a killed server then cost every connect its whole
+ * timeout). */
+static bool cm_gave_up(const struct rdma_cm_event *ev)
+{
+    return ev->event == RDMA_CM_EVENT_UNREACHABLE &&
+           (ev->status == -ETIMEDOUT || ev->status == ETIMEDOUT);
+}
+
 /* One connect request (SIDR) on a fresh CM id, answered within wait_ms.
  * Returns the peer, or NULL with *retry set when no answer came in time
  * (the request or its answer may have been lost: worth sending again). */
@@ -825,9 +838,9 @@ static struct mcr_udep_peer *connect_attempt(struct mcr_udep_ctx *ctx, const cha
             continue;
         }
         if (ev->event != RDMA_CM_EVENT_ESTABLISHED) {
-            mcr_rdma_set_err(err, errlen, "%s:%u: %s", host, port, rdma_event_str(ev->event));
-            /* the CM gave up on its own resends: a loss, not a refusal */
-            *retry = ev->event == RDMA_CM_EVENT_UNREACHABLE;
+            mcr_rdma_set_err(err, errlen, "%s:%u: %s (status %d)", host, port,
+                             rdma_event_str(ev->event), ev->status);
+            *retry = cm_gave_up(ev);
             rdma_ack_cm_event(ev);
             goto out;
         }
