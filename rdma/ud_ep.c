@@ -1,37 +1,21 @@
 /* rdma/ud_ep.c: the UD endpoint (rdma/ud_ep.h): the context's verbs objects
- * and its one UD queue pair, peer setup over the RDMA CM (RDMA_PS_UDP),
- * sorting and checking arrivals, and driving rdma/ud_reliable.c per peer. */
-#include "rdma/ud_ep.h"
-
-#include "rdma/device.h"
-#include "rdma/pool.h"
+ * and its one UD queue pair, the peer table and its timers, the datagram
+ * path (posting, sorting and checking arrivals) and driving
+ * rdma/ud_reliable.c per peer. Peers are set up through the RDMA CM in
+ * rdma/ud_connect.c. */
+#include "rdma/ud_ep_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
-#include <stdarg.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
-
-#include <infiniband/verbs.h>
-#include <rdma/rdma_cma.h>
 
 #include "mcr/ud_wire.h"
-#include "rdma/ud_reliable.h"
-
-/* Private data of the RDMA CM exchange, both ways, little-endian:
- * magic(2) version(1) reserved(1) qpn(4) conn_id(4) window(2) mtu(2) isn(4) */
-#define UDEP_PD_MAGIC 0x5544u
-#define UDEP_PD_VERSION 1u
-#define UDEP_PD_LEN 20u
 
 #define UDEP_SEND_FLAG (1ull << 63)
-#define UDEP_HELD_MAX 8 /* testing: datagrams held back to arrive late */
 #define UDEP_QUIET_TIMER_POLLS 256
 #define UDEP_NO_TIMER UINT32_MAX
 #define UDEP_POLL_MAX_DEFAULT 64
@@ -40,85 +24,6 @@
  * every send before it (a queue pair's sends complete in order), and a
  * request and its reply cost no completion event for the send. */
 #define UDEP_SIGNAL_EVERY 16
-
-struct udep_pd {
-    uint32_t qpn, conn_id, isn;
-    uint16_t window, mtu;
-};
-
-struct udep_held {
-    uint8_t *buf;
-    uint32_t len;
-    struct ibv_wc wc;
-};
-
-struct mcr_udep_peer {
-    struct mcr_udep_ctx *ctx;
-    uint32_t slot;
-    uint32_t local_conn_id;
-    struct udr_peer *udr;
-    struct ibv_ah *ah; /* client: from the CM; server: from the first datagram */
-    uint32_t remote_qpn, remote_conn_id;
-    uint8_t gid[16]; /* the peer's GID: its datagrams must come from it */
-    char name[56];   /* server: the client's address and port from its CM request */
-    void *user;
-    uint64_t deadline;  /* udr_next_deadline() when last looked at */
-    uint32_t timer_pos; /* index in ctx->timers, or UDEP_NO_TIMER */
-    int in_input;       /* inside udr_input/udr_tick: closing waits */
-    bool close_pending;
-};
-
-struct mcr_udep_ctx {
-    struct mcr_udep_opts opts;
-    struct mcr_udep_callbacks cb;
-    void *user;
-    struct rdma_event_channel *ch;
-    /* id: the listener, or the client's resolved id; its protection
-     * domain, completion channel and completion queue */
-    struct mcr_rdma_device dev;
-    struct ibv_qp *qp;
-    uint32_t mtu, recv_buf_size;
-    bool roce;      /* the port is Ethernet: an address handle is made from GIDs */
-    int sgid_index; /* server: the GID table entry of sgid (-1: not found yet) */
-    uint8_t sgid[16];
-    struct mcr_rdma_pool recv_pool, send_pool; /* registered datagram buffers */
-    /* send buffers posted and not yet completed, oldest first (a ring of
-     * send_bufs entries) */
-    uint32_t *posted;
-    uint32_t posted_head, nposted;
-    uint32_t unsignaled; /* sends posted since the last signaled one */
-    struct mcr_udep_peer **peers;
-    uint32_t npeers;
-    /* the peers with a deadline: a binary min-heap on it, so finding the
-     * due ones and the next wake-up costs no visit of the other peers */
-    struct mcr_udep_peer **timers;
-    uint32_t ntimers;
-    uint64_t rng;
-    struct udr_stats sum; /* of every peer, live and freed (their layers add to it) */
-    struct mcr_udep_stats st;
-    bool armed;           /* mcr_udep_arm requested a completion event */
-    unsigned quiet_polls; /* mcr_udep_poll_cq calls */
-    struct udep_held held[UDEP_HELD_MAX];
-    uint32_t nheld;
-    uint8_t *held_mem;
-};
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static uint32_t rng_next(struct mcr_udep_ctx *ctx)
-{
-    uint64_t x = ctx->rng; /* xorshift64 */
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    ctx->rng = x;
-    return (uint32_t)(x >> 16);
-}
 
 /* Testing: MCR_UD_TEST_NETWORK="DROP,DUP,DELAY" (receives in a million)
  * sets the lossy-network knobs of every context opened with the defaults,
@@ -155,50 +60,6 @@ size_t mcr_udep_peer_struct_bytes(void)
     return sizeof(struct mcr_udep_peer);
 }
 
-static void pd_encode(const struct udep_pd *pd, uint8_t *out)
-{
-    mcr_ud_put16(out, UDEP_PD_MAGIC);
-    out[2] = UDEP_PD_VERSION;
-    out[3] = 0;
-    mcr_ud_put32(out + 4, pd->qpn);
-    mcr_ud_put32(out + 8, pd->conn_id);
-    mcr_ud_put16(out + 12, pd->window);
-    mcr_ud_put16(out + 14, pd->mtu);
-    mcr_ud_put32(out + 16, pd->isn);
-}
-
-static int pd_decode(const void *data, size_t len, struct udep_pd *pd)
-{
-    const uint8_t *p = data;
-    if (p == NULL || len < UDEP_PD_LEN || mcr_ud_get16(p) != UDEP_PD_MAGIC ||
-        p[2] != UDEP_PD_VERSION)
-        return -EPROTO;
-    pd->qpn = mcr_ud_get32(p + 4) & 0xffffffu;
-    pd->conn_id = mcr_ud_get32(p + 8);
-    pd->window = mcr_ud_get16(p + 12);
-    pd->mtu = mcr_ud_get16(p + 14);
-    pd->isn = mcr_ud_get32(p + 16);
-    if (pd->window < 1 || pd->window > UDR_WINDOW_MAX || pd->mtu < 256 || pd->mtu > 4096)
-        return -EPROTO;
-    return 0;
-}
-
-/* The GID of an address as RoCE names it (IPv4 mapped into IPv6). */
-static int gid_of_sockaddr(const struct sockaddr *sa, uint8_t gid[16])
-{
-    if (sa->sa_family == AF_INET) {
-        memset(gid, 0, 10);
-        gid[10] = gid[11] = 0xff;
-        memcpy(gid + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
-        return 0;
-    }
-    if (sa->sa_family == AF_INET6) {
-        memcpy(gid, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
-        return 0;
-    }
-    return -EAFNOSUPPORT;
-}
-
 /* The source GID from the 40 bytes before a datagram: an IPv6 header (IB,
  * RoCE v1, RoCE v2 over IPv6) or, in its last 20 bytes, an IPv4 header
  * (RoCE v2 over IPv4). */
@@ -223,7 +84,7 @@ static int post_recv(struct mcr_udep_ctx *ctx, uint32_t idx)
 {
     struct ibv_sge sge = {.addr = (uintptr_t)mcr_rdma_pool_buf(&ctx->recv_pool, idx),
                           .length = ctx->recv_buf_size,
-                          .lkey = ctx->recv_pool.mr->lkey};
+                          .lkey = mcr_rdma_pool_lkey(&ctx->recv_pool, idx)};
     struct ibv_recv_wr wr = {.wr_id = idx, .sg_list = &sge, .num_sge = 1}, *bad;
     ctx->st.recv_wrs++;
     ctx->st.post_recv_calls++;
@@ -248,7 +109,7 @@ static int post_dgram(struct mcr_udep_peer *peer, const uint8_t *hdr, size_t hdr
         memcpy(buf + hdr_len, payload, len);
     struct ibv_sge sge = {.addr = (uintptr_t)buf,
                           .length = (uint32_t)(hdr_len + len),
-                          .lkey = ctx->send_pool.mr->lkey};
+                          .lkey = mcr_rdma_pool_lkey(&ctx->send_pool, idx)};
     bool signaled =
         ++ctx->unsignaled >= UDEP_SIGNAL_EVERY || ctx->send_pool.free_count < UDEP_SIGNAL_EVERY;
     struct ibv_send_wr wr = {.wr_id = UDEP_SEND_FLAG | idx,
@@ -416,8 +277,7 @@ static uint64_t next_deadline(const struct mcr_udep_ctx *ctx)
 
 /* ---- peers ------------------------------------------------------------ */
 
-/* A free slot, or max_peers when there is none. */
-static uint32_t free_slot(const struct mcr_udep_ctx *ctx)
+uint32_t udep_free_slot(const struct mcr_udep_ctx *ctx)
 {
     uint32_t slot;
     for (slot = 0; slot < ctx->opts.max_peers; slot++)
@@ -427,8 +287,8 @@ static uint32_t free_slot(const struct mcr_udep_ctx *ctx)
 }
 
 /* conn_id names slot in its low 16 bits, the rest random. */
-static struct mcr_udep_peer *peer_new(struct mcr_udep_ctx *ctx, uint32_t conn_id, uint32_t isn,
-                                      const struct udep_pd *remote, const uint8_t gid[16])
+struct mcr_udep_peer *udep_peer_new(struct mcr_udep_ctx *ctx, uint32_t conn_id, uint32_t isn,
+                                    const struct udep_pd *remote, const uint8_t gid[16])
 {
     uint32_t slot = conn_id & 0xffffu;
     if (slot >= ctx->opts.max_peers || ctx->peers[slot] != NULL)
@@ -458,7 +318,7 @@ static struct mcr_udep_peer *peer_new(struct mcr_udep_ctx *ctx, uint32_t conn_id
     cfg.tx_isn = isn;
     cfg.rx_isn = remote->isn;
     cfg.sum = &ctx->sum;
-    peer->udr = udr_open(&cfg, &udep_udr_ops, peer, now_us());
+    peer->udr = udr_open(&cfg, &udep_udr_ops, peer, udep_now_us());
     if (peer->udr == NULL) {
         free(peer);
         return NULL;
@@ -470,7 +330,7 @@ static struct mcr_udep_peer *peer_new(struct mcr_udep_ctx *ctx, uint32_t conn_id
     return peer;
 }
 
-static void peer_free(struct mcr_udep_peer *peer)
+void udep_peer_free(struct mcr_udep_peer *peer)
 {
     struct mcr_udep_ctx *ctx = peer->ctx;
     timer_remove(peer);
@@ -487,14 +347,14 @@ void mcr_udep_peer_close(struct mcr_udep_peer *peer)
     if (peer->in_input)
         peer->close_pending = true;
     else
-        peer_free(peer);
+        udep_peer_free(peer);
 }
 
 int mcr_udep_send(struct mcr_udep_peer *peer, const void *msg, size_t len)
 {
     if (peer->close_pending)
         return -EPIPE;
-    int rc = udr_send(peer->udr, msg, len, now_us());
+    int rc = udr_send(peer->udr, msg, len, udep_now_us());
     peer_reschedule(peer);
     return rc;
 }
@@ -619,7 +479,7 @@ struct mcr_udep_ctx *mcr_udep_open(const struct mcr_udep_opts *opts,
         ctx->cb = *cb;
     ctx->user = user;
     if (getrandom(&ctx->rng, sizeof(ctx->rng), 0) != sizeof(ctx->rng) || ctx->rng == 0)
-        ctx->rng = now_us() | 1;
+        ctx->rng = udep_now_us() | 1;
     if ((ctx->ch = rdma_create_event_channel()) == NULL) {
         mcr_rdma_set_err(err, errlen, "RDMA CM: %s", strerror(errno));
         goto fail;
@@ -650,7 +510,7 @@ void mcr_udep_close(struct mcr_udep_ctx *ctx)
         return;
     for (uint32_t i = 0; ctx->peers && i < ctx->opts.max_peers; i++)
         if (ctx->peers[i])
-            peer_free(ctx->peers[i]);
+            udep_peer_free(ctx->peers[i]);
     mcr_rdma_pool_destroy(&ctx->send_pool);
     mcr_rdma_pool_destroy(&ctx->recv_pool);
     free(ctx->held_mem);
@@ -663,187 +523,6 @@ void mcr_udep_close(struct mcr_udep_ctx *ctx)
     if (ctx->ch)
         rdma_destroy_event_channel(ctx->ch);
     free(ctx);
-}
-
-/* ---- connection setup ------------------------------------------------- */
-
-static void local_pd(struct mcr_udep_ctx *ctx, uint32_t conn_id, uint32_t isn, uint8_t *out)
-{
-    struct udep_pd pd = {.qpn = ctx->qp->qp_num,
-                         .conn_id = conn_id,
-                         .isn = isn,
-                         .window = (uint16_t)(ctx->opts.window ? ctx->opts.window : 32),
-                         .mtu = (uint16_t)ctx->mtu};
-    pd_encode(&pd, out);
-}
-
-/* The GID table index of our address `gid` on the port, RoCE v2 preferred
- * (what the RDMA CM uses by default); -1 when it is not in the table. Kept
- * for the next request: a listener has one address. */
-static int local_gid_index(struct mcr_udep_ctx *ctx, const uint8_t gid[16])
-{
-    if (ctx->sgid_index >= 0 && memcmp(ctx->sgid, gid, 16) == 0)
-        return ctx->sgid_index;
-    struct ibv_port_attr pa;
-    if (ibv_query_port(ctx->dev.verbs, ctx->dev.port_num, &pa) != 0)
-        return -1;
-    int found = -1;
-    for (int i = 0; i < pa.gid_tbl_len; i++) {
-        struct ibv_gid_entry e;
-        if (ibv_query_gid_ex(ctx->dev.verbs, ctx->dev.port_num, (uint32_t)i, &e, 0) != 0 ||
-            memcmp(e.gid.raw, gid, 16) != 0)
-            continue;
-        if (found < 0 || e.gid_type == IBV_GID_TYPE_ROCE_V2)
-            found = i;
-        if (e.gid_type == IBV_GID_TYPE_ROCE_V2)
-            break;
-    }
-    if (found >= 0) {
-        ctx->sgid_index = found;
-        memcpy(ctx->sgid, gid, 16);
-    }
-    return found;
-}
-
-/* Server, RoCE: the way back to a client from the GIDs of its request (the
- * request carries no address handle), so the server can reach a client
- * that has not sent anything yet (its keepalive probes would otherwise go
- * nowhere and the client be found dead). NULL when it cannot be made: the
- * client's first datagram gives one then. */
-static struct ibv_ah *ah_of_request(struct mcr_udep_ctx *ctx, struct rdma_cm_id *id,
-                                    const uint8_t peer_gid[16])
-{
-    uint8_t local[16];
-    if (!ctx->roce || gid_of_sockaddr(rdma_get_local_addr(id), local) != 0)
-        return NULL;
-    int idx = local_gid_index(ctx, local);
-    if (idx < 0)
-        return NULL;
-    struct ibv_ah_attr aa = {.is_global = 1,
-                             .port_num = ctx->dev.port_num,
-                             .grh = {.sgid_index = (uint8_t)idx, .hop_limit = 64}};
-    memcpy(aa.grh.dgid.raw, peer_gid, 16);
-    return ibv_create_ah(ctx->dev.pd, &aa);
-}
-
-/* Server: a client's request. Refused without valid private data or room. */
-static void on_connect_request(struct mcr_udep_ctx *ctx, struct rdma_cm_event *ev)
-{
-    struct rdma_cm_id *id = ev->id;
-    struct udep_pd remote;
-    uint8_t gid[16];
-    struct mcr_udep_peer *peer = NULL;
-    uint32_t conn_id = (rng_next(ctx) << 16) | free_slot(ctx), isn = rng_next(ctx);
-    if (pd_decode(ev->param.ud.private_data, ev->param.ud.private_data_len, &remote) != 0 ||
-        gid_of_sockaddr(rdma_get_peer_addr(id), gid) != 0 ||
-        (peer = peer_new(ctx, conn_id, isn, &remote, gid)) == NULL) {
-        rdma_reject(id, NULL, 0);
-        rdma_destroy_id(id);
-        return;
-    }
-    if (mcr_rdma_addr_name(rdma_get_peer_addr(id), peer->name, sizeof(peer->name)) != 0)
-        peer->name[0] = '\0';
-    peer->ah = ah_of_request(ctx, id, gid);
-    uint8_t priv[UDEP_PD_LEN];
-    local_pd(ctx, conn_id, isn, priv);
-    struct rdma_conn_param param = {
-        .private_data = priv, .private_data_len = UDEP_PD_LEN, .qp_num = ctx->qp->qp_num};
-    if (rdma_accept(id, &param) != 0) {
-        peer_free(peer);
-        rdma_destroy_id(id);
-        return;
-    }
-    rdma_destroy_id(id);
-    if (ctx->cb.on_peer)
-        ctx->cb.on_peer(peer, ctx->user);
-}
-
-static void handle_cm_event(struct mcr_udep_ctx *ctx, struct rdma_cm_event *ev)
-{
-    if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-        struct rdma_cm_event copy = *ev;
-        /* the request's id is ours to destroy once the event is acked */
-        uint8_t priv[256];
-        size_t plen = ev->param.ud.private_data_len;
-        if (plen > sizeof(priv))
-            plen = sizeof(priv);
-        if (plen)
-            memcpy(priv, ev->param.ud.private_data, plen);
-        copy.param.ud.private_data = priv;
-        copy.param.ud.private_data_len = (uint8_t)plen;
-        rdma_ack_cm_event(ev);
-        on_connect_request(ctx, &copy);
-        return;
-    }
-    rdma_ack_cm_event(ev);
-}
-
-struct mcr_udep_peer *mcr_udep_connect(struct mcr_udep_ctx *ctx, const char *host, uint16_t port,
-                                       int timeout_ms, char *err, size_t errlen)
-{
-    struct rdma_cm_id *id;
-    struct mcr_udep_peer *peer = NULL;
-    if (rdma_create_id(ctx->ch, &id, ctx, RDMA_PS_UDP) != 0) {
-        mcr_rdma_set_err(err, errlen, "RDMA CM: %s", strerror(errno));
-        return NULL;
-    }
-    if (mcr_rdma_resolve(ctx->ch, id, host, port, timeout_ms, true, err, errlen) != 0)
-        goto out;
-    if (id->verbs != ctx->dev.verbs) {
-        mcr_rdma_set_err(err, errlen, "%s is reached through another device", host);
-        goto out;
-    }
-    /* the peer's slot and id are chosen first, its layer opened on answer */
-    uint32_t conn_id = (rng_next(ctx) << 16) | free_slot(ctx), isn = rng_next(ctx);
-    uint8_t priv[UDEP_PD_LEN];
-    local_pd(ctx, conn_id, isn, priv);
-    struct rdma_conn_param param = {
-        .private_data = priv, .private_data_len = UDEP_PD_LEN, .qp_num = ctx->qp->qp_num};
-    if (rdma_connect(id, &param) != 0) {
-        mcr_rdma_set_err(err, errlen, "rdma_connect: %s", strerror(errno));
-        goto out;
-    }
-    uint64_t deadline = now_us() + (uint64_t)timeout_ms * 1000u;
-    for (;;) {
-        struct rdma_cm_event *ev;
-        int left = (int)((deadline - now_us()) / 1000u);
-        if (now_us() >= deadline || mcr_rdma_wait_cm_event(ctx->ch, left, &ev) != 0) {
-            mcr_rdma_set_err(err, errlen, "%s:%u: no answer", host, port);
-            goto out;
-        }
-        if (ev->id != id) {
-            handle_cm_event(ctx, ev);
-            continue;
-        }
-        if (ev->event != RDMA_CM_EVENT_ESTABLISHED) {
-            mcr_rdma_set_err(err, errlen, "%s:%u: %s", host, port, rdma_event_str(ev->event));
-            rdma_ack_cm_event(ev);
-            goto out;
-        }
-        struct udep_pd remote;
-        const struct ibv_ah_attr *aa = &ev->param.ud.ah_attr;
-        if (pd_decode(ev->param.ud.private_data, ev->param.ud.private_data_len, &remote) != 0 ||
-            ev->param.ud.qkey != RDMA_UDP_QKEY) {
-            mcr_rdma_set_err(err, errlen, "%s:%u: not a UD endpoint of ours", host, port);
-            rdma_ack_cm_event(ev);
-            goto out;
-        }
-        remote.qpn = ev->param.ud.qp_num;
-        peer = peer_new(ctx, conn_id, isn, &remote, aa->grh.dgid.raw);
-        if (peer != NULL &&
-            (peer->ah = ibv_create_ah(ctx->dev.pd, (struct ibv_ah_attr *)aa)) == NULL) {
-            peer_free(peer);
-            peer = NULL;
-        }
-        rdma_ack_cm_event(ev);
-        if (peer == NULL)
-            mcr_rdma_set_err(err, errlen, "%s:%u: cannot set up the peer: %s", host, port,
-                             strerror(errno));
-        break;
-    }
-out:
-    rdma_destroy_id(id);
-    return peer;
 }
 
 /* ---- arrivals, timers, polling ---------------------------------------- */
@@ -892,7 +571,7 @@ static void handle_dgram(struct mcr_udep_ctx *ctx, const uint8_t *buf, uint32_t 
     udr_input(peer->udr, &hdr, dgram + MCR_UD_HDR_LEN, now);
     peer->in_input--;
     if (peer->close_pending)
-        peer_free(peer);
+        udep_peer_free(peer);
     else
         peer_reschedule(peer);
 }
@@ -900,7 +579,7 @@ static void handle_dgram(struct mcr_udep_ctx *ctx, const uint8_t *buf, uint32_t 
 /* Testing: the network's loss, duplication and reordering, on arrival. */
 static bool test_chance(struct mcr_udep_ctx *ctx, uint32_t ppm)
 {
-    return ppm != 0 && rng_next(ctx) % 1000000u < ppm;
+    return ppm != 0 && udep_rng_next(ctx) % 1000000u < ppm;
 }
 
 static void release_held(struct mcr_udep_ctx *ctx, uint64_t now)
@@ -948,7 +627,7 @@ static int poll_cq(struct mcr_udep_ctx *ctx)
     while (total < max &&
            (n = ibv_poll_cq(ctx->dev.cq, max - total < 32 ? max - total : 32, wcs)) > 0) {
         if (now == 0)
-            now = now_us();
+            now = udep_now_us();
         for (int i = 0; i < n; i++) {
             const struct ibv_wc *wc = &wcs[i];
             if (wc->wr_id & UDEP_SEND_FLAG) {
@@ -981,7 +660,7 @@ static uint64_t run_timers(struct mcr_udep_ctx *ctx, uint64_t now)
         int rc = udr_tick(peer->udr, now);
         peer->in_input--;
         if (peer->close_pending) {
-            peer_free(peer);
+            udep_peer_free(peer);
             continue;
         }
         if (rc == -EPIPE) {
@@ -989,7 +668,7 @@ static uint64_t run_timers(struct mcr_udep_ctx *ctx, uint64_t now)
             peer->in_input++; /* a close from the callback waits for us */
             if (ctx->cb.on_dead)
                 ctx->cb.on_dead(peer, -ETIMEDOUT, ctx->user);
-            peer_free(peer);
+            udep_peer_free(peer);
             continue;
         }
         peer_reschedule(peer);
@@ -1004,7 +683,7 @@ uint64_t mcr_udep_next_deadline(const struct mcr_udep_ctx *ctx)
 
 uint64_t mcr_udep_now_us(void)
 {
-    return now_us();
+    return udep_now_us();
 }
 
 void mcr_udep_fds(const struct mcr_udep_ctx *ctx, int fds[2])
@@ -1020,7 +699,7 @@ int mcr_udep_arm(struct mcr_udep_ctx *ctx, int *timeout_ms)
             return -EIO;
         ctx->armed = true;
     }
-    uint64_t now = now_us(), next = next_deadline(ctx);
+    uint64_t now = udep_now_us(), next = next_deadline(ctx);
     *timeout_ms = next == UINT64_MAX ? -1 : next <= now ? 0 : (int)((next - now + 999) / 1000);
     if (next <= now || ctx->nheld > 0)
         return 1;
@@ -1037,7 +716,7 @@ int mcr_udep_poll_cq(struct mcr_udep_ctx *ctx)
     /* the clock (and the timers) only after completions, or every
      * UDEP_QUIET_TIMER_POLLS empty polls */
     if (rc > 0 || ++ctx->quiet_polls % UDEP_QUIET_TIMER_POLLS == 0) {
-        uint64_t now = now_us();
+        uint64_t now = udep_now_us();
         if (ctx->nheld > 0 && rc > 0)
             release_held(ctx, now);
         run_timers(ctx, now);
@@ -1057,13 +736,13 @@ int mcr_udep_poll(struct mcr_udep_ctx *ctx, int timeout_ms)
             ibv_ack_cq_events(cq, 1);
     }
     while (rdma_get_cm_event(ctx->ch, &ev) == 0) {
-        handle_cm_event(ctx, ev);
+        udep_handle_cm_event(ctx, ev);
         handled++;
     }
     if ((rc = poll_cq(ctx)) < 0)
         return rc;
     handled += rc;
-    uint64_t now = now_us();
+    uint64_t now = udep_now_us();
     if (ctx->nheld > 0 && (handled > 0 || timeout_ms > 0))
         release_held(ctx, now);
     uint64_t next = run_timers(ctx, now);
@@ -1089,13 +768,13 @@ int mcr_udep_poll(struct mcr_udep_ctx *ctx, int timeout_ms)
             ibv_ack_cq_events(cq, 1);
     }
     while (rdma_get_cm_event(ctx->ch, &ev) == 0) {
-        handle_cm_event(ctx, ev);
+        udep_handle_cm_event(ctx, ev);
         handled++;
     }
     if ((rc = poll_cq(ctx)) < 0)
         return rc;
     handled += rc;
-    run_timers(ctx, now_us());
+    run_timers(ctx, udep_now_us());
     return handled;
 }
 

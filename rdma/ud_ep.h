@@ -129,6 +129,7 @@ struct mcr_udep_stats {
     uint64_t bad_source;   /* the peer's id from another QP or GID */
     uint64_t send_drops;   /* datagrams not posted (no send buffer): resent later */
     uint64_t dead_peers;
+    uint64_t connect_resends; /* client: connect requests sent again, unanswered */
     uint64_t test_dropped, test_duplicated, test_delayed;
     /* verbs work */
     uint64_t send_wrs, recv_wrs, post_send_calls, post_recv_calls;

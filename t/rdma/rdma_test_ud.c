@@ -22,6 +22,7 @@
 
 #define PORT_CLEAN 7471
 #define PORT_LOSSY 7472
+#define PORT_NOBODY 7473 /* nothing listens there */
 #define MSGS_PER_CLIENT 5000
 #define NCLIENTS 2
 #define MAX_OUT_BYTES (1536u * 1024u)
@@ -616,6 +617,33 @@ static void costs(struct server_shared *srv)
     (void)proc_reap(pid, 30000);
 }
 
+/* A connect to a port nothing listens on: the server's CM answers with a
+ * refusal (a SIDR reply whose status says so), and the endpoint fails the
+ * connect at once, without sending the request again until the connect
+ * timeout (which made every connect to a killed server take all of it). */
+static void refused_connect(void)
+{
+    enum { CONNECT_MS = 4000 };
+    struct mcr_udep_opts o = {.addr = guest_addr()};
+    mcr_udep_opts_default(&o);
+    char err[256] = "";
+    struct mcr_udep_ctx *ctx = mcr_udep_open(&o, NULL, NULL, err, sizeof(err));
+    if (ctx == NULL)
+        tap_bail("client context: %s", err);
+    uint64_t t0 = ms_now();
+    struct mcr_udep_peer *peer =
+        mcr_udep_connect(ctx, guest_addr(), PORT_NOBODY, CONNECT_MS, err, sizeof(err));
+    uint64_t took = ms_now() - t0;
+    struct mcr_udep_stats st;
+    mcr_udep_stats(ctx, &st);
+    tap_ok(peer == NULL && st.connect_resends == 0,
+           "a connect to a port nothing listens on fails without a resend: %s, %llu resends, "
+           "%llu ms (connect timeout %d ms)",
+           peer ? "connected" : err, (unsigned long long)st.connect_resends,
+           (unsigned long long)took, CONNECT_MS);
+    mcr_udep_close(ctx);
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -627,7 +655,7 @@ int main(void)
         tap_bail("mmap: %s", strerror(errno));
     memset(shm_servers, 0, 2 * sizeof(struct server_shared));
     memset(shm_clients, 0, 64 * sizeof(struct client_shared));
-    tap_plan(23);
+    tap_plan(24);
     make_pattern();
 
     pid_t clean = proc_fork();
@@ -651,6 +679,7 @@ int main(void)
     hostile(&shm_servers[0]);
     poll_cap();
     costs(&shm_servers[0]);
+    refused_connect();
 
     shm_servers[0].stop = shm_servers[1].stop = 1;
     tap_ok(proc_reap(clean, 10000) == 0 && proc_reap(lossy, 10000) == 0,
