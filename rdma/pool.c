@@ -21,8 +21,6 @@ static int pool_grow(struct mcr_rdma_pool *pool)
     if (mr == NULL)
         return errno ? -errno : -ENOMEM;
     pool->chunks[pool->grown >> pool->chunk_shift] = mr;
-    if (pool->grown == 0)
-        pool->mr = mr;
     for (uint32_t i = n; i-- > 0;)
         pool->free_stack[pool->free_count++] = pool->grown + i;
     pool->grown += n;

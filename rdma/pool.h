@@ -7,7 +7,7 @@
  * pool is remotely readable or writable. Not thread-safe (one worker owns it).
  *
  * An eager pool (mcr_rdma_pool_init) registers all its buffers at once, under
- * one memory region (`mr`). A growing pool (mcr_rdma_pool_init_growing)
+ * one memory region. A growing pool (mcr_rdma_pool_init_growing)
  * reserves address space for `count` buffers but registers them a chunk at a
  * time, when a get finds none free: its registered (pinned, resident) memory
  * follows the most buffers it has had in use at once, not `count`. Chunks
@@ -30,7 +30,6 @@ struct mcr_rdma_pool {
     uint32_t grown;       /* buffers registered so far (the first `grown`) */
     uint32_t chunk_shift; /* a chunk is 1 << chunk_shift buffers */
     struct ibv_pd *pd;
-    struct ibv_mr *mr;      /* the first chunk's region: all of an eager pool */
     struct ibv_mr **chunks; /* one region per chunk */
     uint32_t *free_stack;   /* indices of free registered buffers */
     uint32_t free_count;
