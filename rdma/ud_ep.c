@@ -937,6 +937,29 @@ static void on_recv(struct mcr_udep_ctx *ctx, const struct ibv_wc *wc, uint64_t 
     }
 }
 
+/* The completions one poll found; 0 or -EIO. Never inlined: its
+ * instructions are the work of a poll that found something, apart from
+ * the idle polls (benchmarks/rdma-instructions counts them by this name). */
+__attribute__((noinline)) static int udep_handle_wcs(struct mcr_udep_ctx *ctx,
+                                                     const struct ibv_wc *wcs, int n)
+{
+    uint64_t now = now_us(); /* once something came (a clock read may be a system call) */
+    for (int i = 0; i < n; i++) {
+        const struct ibv_wc *wc = &wcs[i];
+        if (wc->wr_id & UDEP_SEND_FLAG) {
+            sends_done(ctx, (uint32_t)(wc->wr_id & ~UDEP_SEND_FLAG));
+            continue;
+        }
+        if (wc->status == IBV_WC_SUCCESS)
+            on_recv(ctx, wc, now);
+        else if (wc->status != IBV_WC_WR_FLUSH_ERR)
+            ctx->st.bad_length++;
+        if (wc->status != IBV_WC_WR_FLUSH_ERR && post_recv(ctx, (uint32_t)wc->wr_id) != 0)
+            return -EIO;
+    }
+    return 0;
+}
+
 /* Handles at most opts.poll_max completions (one call of mcr_udep_poll,
  * mcr_udep_poll_cq or mcr_udep_arm never handles more: a stream of
  * arrivals cannot keep its caller from the rest of its work). */
@@ -944,24 +967,10 @@ static int poll_cq(struct mcr_udep_ctx *ctx)
 {
     struct ibv_wc wcs[32];
     int total = 0, n = 0, max = (int)ctx->opts.poll_max;
-    uint64_t now = 0; /* read once something came (a clock read may be a system call) */
     while (total < max &&
            (n = ibv_poll_cq(ctx->dev.cq, max - total < 32 ? max - total : 32, wcs)) > 0) {
-        if (now == 0)
-            now = now_us();
-        for (int i = 0; i < n; i++) {
-            const struct ibv_wc *wc = &wcs[i];
-            if (wc->wr_id & UDEP_SEND_FLAG) {
-                sends_done(ctx, (uint32_t)(wc->wr_id & ~UDEP_SEND_FLAG));
-                continue;
-            }
-            if (wc->status == IBV_WC_SUCCESS)
-                on_recv(ctx, wc, now);
-            else if (wc->status != IBV_WC_WR_FLUSH_ERR)
-                ctx->st.bad_length++;
-            if (wc->status != IBV_WC_WR_FLUSH_ERR && post_recv(ctx, (uint32_t)wc->wr_id) != 0)
-                return -EIO;
-        }
+        if (udep_handle_wcs(ctx, wcs, n) != 0)
+            return -EIO;
         total += n;
         if (n < 32 && total < max)
             break;
@@ -1029,6 +1038,16 @@ int mcr_udep_arm(struct mcr_udep_ctx *ctx, int *timeout_ms)
     return rc < 0 ? rc : rc > 0;
 }
 
+/* After a poll that found completions: held datagrams and due timers.
+ * Never inlined, as udep_handle_wcs. */
+__attribute__((noinline)) static void udep_after_completions(struct mcr_udep_ctx *ctx)
+{
+    uint64_t now = now_us();
+    if (ctx->nheld > 0)
+        release_held(ctx, now);
+    run_timers(ctx, now);
+}
+
 int mcr_udep_poll_cq(struct mcr_udep_ctx *ctx)
 {
     int rc = poll_cq(ctx);
@@ -1036,12 +1055,10 @@ int mcr_udep_poll_cq(struct mcr_udep_ctx *ctx)
         return rc;
     /* the clock (and the timers) only after completions, or every
      * UDEP_QUIET_TIMER_POLLS empty polls */
-    if (rc > 0 || ++ctx->quiet_polls % UDEP_QUIET_TIMER_POLLS == 0) {
-        uint64_t now = now_us();
-        if (ctx->nheld > 0 && rc > 0)
-            release_held(ctx, now);
-        run_timers(ctx, now);
-    }
+    if (rc > 0)
+        udep_after_completions(ctx);
+    else if (++ctx->quiet_polls % UDEP_QUIET_TIMER_POLLS == 0)
+        run_timers(ctx, now_us());
     return rc;
 }
 
