@@ -492,9 +492,15 @@ void mcr_udep_peer_close(struct mcr_udep_peer *peer)
 
 int mcr_udep_send(struct mcr_udep_peer *peer, const void *msg, size_t len)
 {
+    struct iovec one = {.iov_base = (void *)msg, .iov_len = len};
+    return mcr_udep_sendv(peer, &one, 1);
+}
+
+int mcr_udep_sendv(struct mcr_udep_peer *peer, const struct iovec *iov, int iovcnt)
+{
     if (peer->close_pending)
         return -EPIPE;
-    int rc = udr_send(peer->udr, msg, len, now_us());
+    int rc = udr_sendv(peer->udr, iov, iovcnt, now_us());
     peer_reschedule(peer);
     return rc;
 }
