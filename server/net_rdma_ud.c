@@ -44,7 +44,6 @@
 
 #include "conn.h"
 #include "log.h"
-#include "mcr/iov_gather.h"
 #include "mcr/rdma_wire.h"
 #include "net_rdma_move.h"
 #include "rdma/stream.h"
@@ -76,6 +75,10 @@ struct ud_listen;
 /* One peer and the conn over it. */
 struct ud_conn {
     struct ud_conn *next, *prev; /* listener's list */
+    /* on a list of conns that wait for a poll: a writer for room in the
+     * peer's send queue, a lingering close for its replies' acks (the
+     * list's head: ul->waiting, or ul->wait_todo while ud_after_poll runs) */
+    struct ud_conn *wait_next, *wait_prev, **wait_head;
     struct ud_listen *ul;
     struct mcr_udep_peer *peer; /* NULL once dead */
     struct conn *conn;          /* NULL after close (lingering) */
@@ -117,9 +120,9 @@ struct ud_listen {
     uint64_t last_busy_us; /* adaptive: the last pass that handled something */
     uint64_t timer_due_us; /* when timer_ev fires (mcr_udep_now_us; UINT64_MAX: not armed) */
     struct ud_conn *conns;
-    struct ud_counters ctr; /* written by the worker, read by "stats" */
+    struct ud_conn *waiting, *wait_todo; /* see struct ud_conn's wait_head */
+    struct ud_counters ctr;              /* written by the worker, read by "stats" */
     char addr[64];
-    char scratch[UD_STREAM_MSG_MAX]; /* a message gathered from several pieces */
 };
 
 static struct ud_listen *ud_listens;
@@ -132,6 +135,42 @@ static unsigned ud_next_worker;
 static void ud_kick(struct ud_listen *ul);
 static void ud_timer_follow(struct ud_listen *ul);
 static void ud_try_end(struct ud_conn *uc);
+
+static void wait_unlink(struct ud_conn *uc)
+{
+    if (!uc->wait_head)
+        return;
+    if (uc->wait_prev)
+        uc->wait_prev->wait_next = uc->wait_next;
+    else
+        *uc->wait_head = uc->wait_next;
+    if (uc->wait_next)
+        uc->wait_next->wait_prev = uc->wait_prev;
+    uc->wait_next = uc->wait_prev = NULL;
+    uc->wait_head = NULL;
+}
+
+/* The conn waits for a poll (its writer for room, or its lingering close
+ * for acks): ud_after_poll looks at it, not at every peer. */
+static void wait_for_poll(struct ud_conn *uc)
+{
+    if (uc->wait_head)
+        return;
+    struct ud_listen *ul = uc->ul;
+    uc->wait_prev = NULL;
+    uc->wait_next = ul->waiting;
+    if (ul->waiting)
+        ul->waiting->wait_prev = uc;
+    ul->waiting = uc;
+    uc->wait_head = &ul->waiting;
+}
+
+/* The peer's send queue was full: the writer tries again after a poll. */
+static void uconn_block(struct ud_conn *uc)
+{
+    uc->send_blocked = true;
+    wait_for_poll(uc);
+}
 
 static void uconn_release_slot(struct ud_conn *uc)
 {
@@ -146,6 +185,7 @@ static void uconn_free(struct ud_conn *uc)
     struct ud_listen *ul = uc->ul;
     uconn_release_slot(uc);
     ud_kick(ul); /* a pass over the context refreshes the counters (rdma_ud_peers) */
+    wait_unlink(uc);
     if (uc->prev)
         uc->prev->next = uc->next;
     else
@@ -199,14 +239,24 @@ static void refresh_counters(struct ud_listen *ul)
 }
 
 /* After a poll: lets writers that waited for room try again and frees
- * lingering peers that are done. */
+ * lingering peers that are done (those on the waiting list only: one that
+ * is still waiting goes back on it). */
 static void ud_after_poll(struct ud_listen *ul)
 {
-    for (struct ud_conn *uc = ul->conns, *next; uc; uc = next) {
-        next = uc->next;
+    if (!ul->waiting)
+        return;
+    ul->wait_todo = ul->waiting;
+    ul->waiting = NULL;
+    for (struct ud_conn *uc = ul->wait_todo; uc; uc = uc->wait_next)
+        uc->wait_head = &ul->wait_todo;
+    while (ul->wait_todo) {
+        struct ud_conn *uc = ul->wait_todo;
+        wait_unlink(uc);
         if (!uc->conn) {
             if (!uc->peer || mcr_udep_peer_idle(uc->peer))
                 uconn_free(uc); /* a lingering close is done */
+            else
+                wait_for_poll(uc);
         } else if (uc->send_blocked) {
             uc->send_blocked = false;
             if (uc->want_write)
@@ -368,7 +418,7 @@ static void ud_try_end(struct ud_conn *uc)
     unsigned char end = MCR_RDMA_CTL_END;
     int rc = mcr_udep_send(uc->peer, &end, 1);
     if (rc == -EAGAIN) {
-        uc->send_blocked = true;
+        uconn_block(uc);
         return;
     }
     if (rc != 0) {
@@ -550,19 +600,18 @@ static ssize_t ud_sink(void *owner, const struct mcr_rdma_stream_out *out,
     (void)out;
     (void)whole;
     struct ud_conn *uc = owner;
-    const void *msg;
-    size_t len = msg_len;
+    int rc;
     if (uc->movable) { /* DATA and the bytes */
-        uc->ul->scratch[0] = MCR_RDMA_CTL_DATA;
-        mcr_iov_gather(msg_iov, n, uc->ul->scratch + 1, msg_len);
-        msg = uc->ul->scratch;
-        len++;
+        static const unsigned char data_mark = MCR_RDMA_CTL_DATA;
+        struct iovec with_mark[MCR_RDMA_MSG_IOV_MAX + 1];
+        with_mark[0] = (struct iovec){.iov_base = (void *)&data_mark, .iov_len = 1};
+        memcpy(with_mark + 1, msg_iov, (size_t)n * sizeof(*msg_iov));
+        rc = mcr_udep_sendv(uc->peer, with_mark, n + 1);
     } else {
-        msg = mcr_rdma_iov_flat(uc->ul->scratch, msg_iov, n);
+        rc = mcr_udep_sendv(uc->peer, msg_iov, n); /* gathered into the send queue */
     }
-    int rc = mcr_udep_send(uc->peer, msg, len);
     if (rc == -EAGAIN) {
-        uc->send_blocked = true;
+        uconn_block(uc);
         return 0;
     }
     return rc == 0 ? (ssize_t)msg_len : -1;
@@ -621,10 +670,11 @@ static void ud_close(struct conn *c)
         uc->ready_ev = NULL;
     }
     mcr_rdma_bytes_free(&uc->in);
-    /* replies not yet acknowledged keep the peer (ud_service frees it) */
-    if (uc->peer && !uc->ended && !mcr_udep_peer_idle(uc->peer))
+    /* replies not yet acknowledged keep the peer (ud_after_poll frees it) */
+    if (uc->peer && !uc->ended && !mcr_udep_peer_idle(uc->peer)) {
+        wait_for_poll(uc);
         ud_kick(uc->ul);
-    else
+    } else
         uconn_free(uc);
 }
 
