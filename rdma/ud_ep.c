@@ -98,6 +98,7 @@ struct mcr_udep_ctx {
     struct mcr_udep_stats st;
     bool armed;           /* mcr_udep_arm requested a completion event */
     unsigned quiet_polls; /* mcr_udep_poll_cq calls */
+    uint64_t polled_us;   /* the clock when the last poll found something */
     struct udep_held held[UDEP_HELD_MAX];
     uint32_t nheld;
     uint8_t *held_mem;
@@ -950,6 +951,7 @@ __attribute__((noinline)) static int udep_handle_wcs(struct mcr_udep_ctx *ctx,
                                                      const struct ibv_wc *wcs, int n)
 {
     uint64_t now = now_us(); /* once something came (a clock read may be a system call) */
+    ctx->polled_us = now;
     for (int i = 0; i < n; i++) {
         const struct ibv_wc *wc = &wcs[i];
         if (wc->wr_id & UDEP_SEND_FLAG) {
@@ -1044,11 +1046,13 @@ int mcr_udep_arm(struct mcr_udep_ctx *ctx, int *timeout_ms)
     return rc < 0 ? rc : rc > 0;
 }
 
-/* After a poll that found completions: held datagrams and due timers.
- * Never inlined, as udep_handle_wcs. */
+/* After a poll that found completions: held datagrams and due timers, by
+ * the clock of that poll (no second read; and a delayed ack that the
+ * datagrams just made owed is not due before the reply that carries it
+ * could go). Never inlined, as udep_handle_wcs. */
 __attribute__((noinline)) static void udep_after_completions(struct mcr_udep_ctx *ctx)
 {
-    uint64_t now = now_us();
+    uint64_t now = ctx->polled_us;
     if (ctx->nheld > 0)
         release_held(ctx, now);
     run_timers(ctx, now);
