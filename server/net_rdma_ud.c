@@ -116,6 +116,7 @@ struct ud_listen {
     struct event *move_ev; /* hybrid: every -o rdma_move_interval_ms */
     struct event *poll_ev; /* rdma_poll spin or adaptive: the next polling pass */
     bool polling;          /* passes poll the queue (it is not armed) */
+    bool cq_unwatched;     /* polling: cq_ev is out of the event loop */
     unsigned empty_polls;  /* in a row, across passes */
     uint64_t last_busy_us; /* adaptive: the last pass that handled something */
     uint64_t timer_due_us; /* when timer_ev fires (mcr_udep_now_us; UINT64_MAX: not armed) */
@@ -266,6 +267,21 @@ static void ud_after_poll(struct ud_listen *ul)
     }
 }
 
+/* The completion channel's descriptor is watched only while the queue may
+ * be armed: while passes poll it, an event the channel still got (the
+ * queue was armed before polling began) would wake the loop at every
+ * pass, since nothing reads it until the queue is armed again. */
+static void ud_watch_cq(struct ud_listen *ul, bool watch)
+{
+    if (watch != ul->cq_unwatched || !ul->cq_ev)
+        return;
+    ul->cq_unwatched = !watch;
+    if (watch)
+        event_add(ul->cq_ev, NULL);
+    else
+        event_del(ul->cq_ev);
+}
+
 /* Spin and adaptive polling: whether the next pass polls (peers exist and,
  * adaptive, something came within UD_ADAPTIVE_US); schedules it. */
 static bool ud_keep_polling(struct ud_listen *ul, int handled)
@@ -277,6 +293,7 @@ static bool ud_keep_polling(struct ud_listen *ul, int handled)
         ul->last_busy_us = now;
     ul->polling =
         ul->conns != NULL && (settings.rdma_poll == 1 || now - ul->last_busy_us < UD_ADAPTIVE_US);
+    ud_watch_cq(ul, !ul->polling);
     if (ul->polling) {
         /* a zero timeout, not event_active(): the conns made ready by this
          * pass run first */
