@@ -35,6 +35,7 @@
 #define UDEP_QUIET_TIMER_POLLS 256
 #define UDEP_NO_TIMER UINT32_MAX
 #define UDEP_POLL_MAX_DEFAULT 64
+#define UDEP_REPOST_BATCH 16 /* receive buffers posted again at once, at most */
 /* One send in this many asks for a completion (and one whenever fewer
  * send buffers than this are free): a completion frees the buffers of
  * every send before it (a queue pair's sends complete in order), and a
@@ -99,6 +100,10 @@ struct mcr_udep_ctx {
     bool armed;           /* mcr_udep_arm requested a completion event */
     unsigned quiet_polls; /* mcr_udep_poll_cq calls */
     uint64_t polled_us;   /* the clock when the last poll found something */
+    /* receive buffers consumed and not yet posted again: they go back
+     * repost_batch at a time, in one ibv_post_recv call */
+    uint32_t repost[UDEP_REPOST_BATCH];
+    uint32_t nrepost, repost_batch;
     struct udep_held held[UDEP_HELD_MAX];
     uint32_t nheld;
     uint8_t *held_mem;
@@ -219,6 +224,39 @@ static int gid_of_grh(const uint8_t *grh, uint8_t gid[16])
 }
 
 /* ---- verbs posting ---------------------------------------------------- */
+
+/* Posts the consumed receive buffers again, in one call; 0 or -1. */
+static int flush_reposts(struct mcr_udep_ctx *ctx)
+{
+    uint32_t n = ctx->nrepost;
+    if (n == 0)
+        return 0;
+    struct ibv_sge sge[UDEP_REPOST_BATCH];
+    struct ibv_recv_wr wr[UDEP_REPOST_BATCH], *bad;
+    for (uint32_t i = 0; i < n; i++) {
+        sge[i] =
+            (struct ibv_sge){.addr = (uintptr_t)mcr_rdma_pool_buf(&ctx->recv_pool, ctx->repost[i]),
+                             .length = ctx->recv_buf_size,
+                             .lkey = ctx->recv_pool.mr->lkey};
+        wr[i] = (struct ibv_recv_wr){.wr_id = ctx->repost[i],
+                                     .sg_list = &sge[i],
+                                     .num_sge = 1,
+                                     .next = i + 1 < n ? &wr[i + 1] : NULL};
+    }
+    ctx->nrepost = 0;
+    ctx->st.recv_wrs += n;
+    ctx->st.post_recv_calls++;
+    return ibv_post_recv(ctx->qp, wr, &bad) == 0 ? 0 : -1;
+}
+
+/* A consumed receive buffer goes back to the queue with the next
+ * repost_batch - 1 (at most that many fewer than recv_bufs are posted:
+ * a datagram a full queue finds no room for is as if lost). 0 or -1. */
+static int repost_recv(struct mcr_udep_ctx *ctx, uint32_t idx)
+{
+    ctx->repost[ctx->nrepost++] = idx;
+    return ctx->nrepost >= ctx->repost_batch ? flush_reposts(ctx) : 0;
+}
 
 static int post_recv(struct mcr_udep_ctx *ctx, uint32_t idx)
 {
@@ -622,6 +660,12 @@ struct mcr_udep_ctx *mcr_udep_open(const struct mcr_udep_opts *opts,
     ctx->opts = *opts;
     if (ctx->opts.poll_max == 0)
         ctx->opts.poll_max = UDEP_POLL_MAX_DEFAULT;
+    /* an eighth of the receives at most wait to be posted again */
+    ctx->repost_batch = ctx->opts.recv_bufs / 8;
+    if (ctx->repost_batch > UDEP_REPOST_BATCH)
+        ctx->repost_batch = UDEP_REPOST_BATCH;
+    if (ctx->repost_batch == 0)
+        ctx->repost_batch = 1;
     if (cb)
         ctx->cb = *cb;
     ctx->user = user;
@@ -962,7 +1006,7 @@ __attribute__((noinline)) static int udep_handle_wcs(struct mcr_udep_ctx *ctx,
             on_recv(ctx, wc, now);
         else if (wc->status != IBV_WC_WR_FLUSH_ERR)
             ctx->st.bad_length++;
-        if (wc->status != IBV_WC_WR_FLUSH_ERR && post_recv(ctx, (uint32_t)wc->wr_id) != 0)
+        if (wc->status != IBV_WC_WR_FLUSH_ERR && repost_recv(ctx, (uint32_t)wc->wr_id) != 0)
             return -EIO;
     }
     return 0;
