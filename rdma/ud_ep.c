@@ -80,6 +80,39 @@ static int gid_of_grh(const uint8_t *grh, uint8_t gid[16])
 
 /* ---- verbs posting ---------------------------------------------------- */
 
+/* Posts the consumed receive buffers again, in one call; 0 or -1. */
+static int flush_reposts(struct mcr_udep_ctx *ctx)
+{
+    uint32_t n = ctx->nrepost;
+    if (n == 0)
+        return 0;
+    struct ibv_sge sge[UDEP_REPOST_BATCH];
+    struct ibv_recv_wr wr[UDEP_REPOST_BATCH], *bad;
+    for (uint32_t i = 0; i < n; i++) {
+        sge[i] =
+            (struct ibv_sge){.addr = (uintptr_t)mcr_rdma_pool_buf(&ctx->recv_pool, ctx->repost[i]),
+                             .length = ctx->recv_buf_size,
+                             .lkey = mcr_rdma_pool_lkey(&ctx->recv_pool, ctx->repost[i])};
+        wr[i] = (struct ibv_recv_wr){.wr_id = ctx->repost[i],
+                                     .sg_list = &sge[i],
+                                     .num_sge = 1,
+                                     .next = i + 1 < n ? &wr[i + 1] : NULL};
+    }
+    ctx->nrepost = 0;
+    ctx->st.recv_wrs += n;
+    ctx->st.post_recv_calls++;
+    return ibv_post_recv(ctx->qp, wr, &bad) == 0 ? 0 : -1;
+}
+
+/* A consumed receive buffer goes back to the queue with the next
+ * repost_batch - 1 (at most that many fewer than recv_bufs are posted:
+ * a datagram a full queue finds no room for is as if lost). 0 or -1. */
+static int repost_recv(struct mcr_udep_ctx *ctx, uint32_t idx)
+{
+    ctx->repost[ctx->nrepost++] = idx;
+    return ctx->nrepost >= ctx->repost_batch ? flush_reposts(ctx) : 0;
+}
+
 static int post_recv(struct mcr_udep_ctx *ctx, uint32_t idx)
 {
     struct ibv_sge sge = {.addr = (uintptr_t)mcr_rdma_pool_buf(&ctx->recv_pool, idx),
@@ -352,9 +385,15 @@ void mcr_udep_peer_close(struct mcr_udep_peer *peer)
 
 int mcr_udep_send(struct mcr_udep_peer *peer, const void *msg, size_t len)
 {
+    struct iovec one = {.iov_base = (void *)msg, .iov_len = len};
+    return mcr_udep_sendv(peer, &one, 1);
+}
+
+int mcr_udep_sendv(struct mcr_udep_peer *peer, const struct iovec *iov, int iovcnt)
+{
     if (peer->close_pending)
         return -EPIPE;
-    int rc = udr_send(peer->udr, msg, len, udep_now_us());
+    int rc = udr_sendv(peer->udr, iov, iovcnt, udep_now_us());
     peer_reschedule(peer);
     return rc;
 }
@@ -475,6 +514,12 @@ struct mcr_udep_ctx *mcr_udep_open(const struct mcr_udep_opts *opts,
     ctx->opts = *opts;
     if (ctx->opts.poll_max == 0)
         ctx->opts.poll_max = UDEP_POLL_MAX_DEFAULT;
+    /* an eighth of the receives at most wait to be posted again */
+    ctx->repost_batch = ctx->opts.recv_bufs / 8;
+    if (ctx->repost_batch > UDEP_REPOST_BATCH)
+        ctx->repost_batch = UDEP_REPOST_BATCH;
+    if (ctx->repost_batch == 0)
+        ctx->repost_batch = 1;
     if (cb)
         ctx->cb = *cb;
     ctx->user = user;
@@ -616,6 +661,30 @@ static void on_recv(struct mcr_udep_ctx *ctx, const struct ibv_wc *wc, uint64_t 
     }
 }
 
+/* The completions one poll found; 0 or -EIO. Never inlined: its
+ * instructions are the work of a poll that found something, apart from
+ * the idle polls (benchmarks/rdma-instructions counts them by this name). */
+__attribute__((noinline)) static int udep_handle_wcs(struct mcr_udep_ctx *ctx,
+                                                     const struct ibv_wc *wcs, int n)
+{
+    uint64_t now = udep_now_us(); /* once something came (a clock read may be a system call) */
+    ctx->polled_us = now;
+    for (int i = 0; i < n; i++) {
+        const struct ibv_wc *wc = &wcs[i];
+        if (wc->wr_id & UDEP_SEND_FLAG) {
+            sends_done(ctx, (uint32_t)(wc->wr_id & ~UDEP_SEND_FLAG));
+            continue;
+        }
+        if (wc->status == IBV_WC_SUCCESS)
+            on_recv(ctx, wc, now);
+        else if (wc->status != IBV_WC_WR_FLUSH_ERR)
+            ctx->st.bad_length++;
+        if (wc->status != IBV_WC_WR_FLUSH_ERR && repost_recv(ctx, (uint32_t)wc->wr_id) != 0)
+            return -EIO;
+    }
+    return 0;
+}
+
 /* Handles at most opts.poll_max completions (one call of mcr_udep_poll,
  * mcr_udep_poll_cq or mcr_udep_arm never handles more: a stream of
  * arrivals cannot keep its caller from the rest of its work). */
@@ -623,24 +692,10 @@ static int poll_cq(struct mcr_udep_ctx *ctx)
 {
     struct ibv_wc wcs[32];
     int total = 0, n = 0, max = (int)ctx->opts.poll_max;
-    uint64_t now = 0; /* read once something came (a clock read may be a system call) */
     while (total < max &&
            (n = ibv_poll_cq(ctx->dev.cq, max - total < 32 ? max - total : 32, wcs)) > 0) {
-        if (now == 0)
-            now = udep_now_us();
-        for (int i = 0; i < n; i++) {
-            const struct ibv_wc *wc = &wcs[i];
-            if (wc->wr_id & UDEP_SEND_FLAG) {
-                sends_done(ctx, (uint32_t)(wc->wr_id & ~UDEP_SEND_FLAG));
-                continue;
-            }
-            if (wc->status == IBV_WC_SUCCESS)
-                on_recv(ctx, wc, now);
-            else if (wc->status != IBV_WC_WR_FLUSH_ERR)
-                ctx->st.bad_length++;
-            if (wc->status != IBV_WC_WR_FLUSH_ERR && post_recv(ctx, (uint32_t)wc->wr_id) != 0)
-                return -EIO;
-        }
+        if (udep_handle_wcs(ctx, wcs, n) != 0)
+            return -EIO;
         total += n;
         if (n < 32 && total < max)
             break;
@@ -708,6 +763,18 @@ int mcr_udep_arm(struct mcr_udep_ctx *ctx, int *timeout_ms)
     return rc < 0 ? rc : rc > 0;
 }
 
+/* After a poll that found completions: held datagrams and due timers, by
+ * the clock of that poll (no second read; and a delayed ack that the
+ * datagrams just made owed is not due before the reply that carries it
+ * could go). Never inlined, as udep_handle_wcs. */
+__attribute__((noinline)) static void udep_after_completions(struct mcr_udep_ctx *ctx)
+{
+    uint64_t now = ctx->polled_us;
+    if (ctx->nheld > 0)
+        release_held(ctx, now);
+    run_timers(ctx, now);
+}
+
 int mcr_udep_poll_cq(struct mcr_udep_ctx *ctx)
 {
     int rc = poll_cq(ctx);
@@ -715,12 +782,10 @@ int mcr_udep_poll_cq(struct mcr_udep_ctx *ctx)
         return rc;
     /* the clock (and the timers) only after completions, or every
      * UDEP_QUIET_TIMER_POLLS empty polls */
-    if (rc > 0 || ++ctx->quiet_polls % UDEP_QUIET_TIMER_POLLS == 0) {
-        uint64_t now = udep_now_us();
-        if (ctx->nheld > 0 && rc > 0)
-            release_held(ctx, now);
-        run_timers(ctx, now);
-    }
+    if (rc > 0)
+        udep_after_completions(ctx);
+    else if (++ctx->quiet_polls % UDEP_QUIET_TIMER_POLLS == 0)
+        run_timers(ctx, udep_now_us());
     return rc;
 }
 

@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 struct mcr_udep_ctx;
 struct mcr_udep_peer;
@@ -74,6 +75,9 @@ struct mcr_udep_peer *mcr_udep_connect(struct mcr_udep_ctx *ctx, const char *hos
 /* Queues a message (copied): 0, -EMSGSIZE, -EAGAIN (the peer's send queue
  * is full: poll and try again), -EPIPE (dead). */
 int mcr_udep_send(struct mcr_udep_peer *peer, const void *msg, size_t len);
+/* The same, the message being the iovcnt pieces of iov (gathered into the
+ * send queue: one copy). */
+int mcr_udep_sendv(struct mcr_udep_peer *peer, const struct iovec *iov, int iovcnt);
 /* Waits up to timeout_ms (0: not at all) for work, then handles RDMA CM
  * events, completions (at most opts.poll_max: call again while it returns
  * more than 0) and due timers. Returns events handled or -errno. */

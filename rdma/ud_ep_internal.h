@@ -18,7 +18,8 @@
 #include "rdma/ud_ep.h"
 #include "rdma/ud_reliable.h"
 
-#define UDEP_HELD_MAX 8 /* testing: datagrams held back to arrive late */
+#define UDEP_HELD_MAX 8      /* testing: datagrams held back to arrive late */
+#define UDEP_REPOST_BATCH 16 /* receive buffers posted again at once, at most */
 
 /* What one side of the CM exchange says of itself (its private data). */
 struct udep_pd {
@@ -78,6 +79,11 @@ struct mcr_udep_ctx {
     struct mcr_udep_stats st;
     bool armed;           /* mcr_udep_arm requested a completion event */
     unsigned quiet_polls; /* mcr_udep_poll_cq calls */
+    uint64_t polled_us;   /* the clock when the last poll found something */
+    /* receive buffers consumed and not yet posted again: they go back
+     * repost_batch at a time, in one ibv_post_recv call */
+    uint32_t repost[UDEP_REPOST_BATCH];
+    uint32_t nrepost, repost_batch;
     struct udep_held held[UDEP_HELD_MAX];
     uint32_t nheld;
     uint8_t *held_mem;

@@ -3,7 +3,9 @@
  * defaults: doc/rdma.md, "UD reliability").
  *
  * Sending. udr_send() copies a message into the send queue (a FIFO of
- * messages not yet wholly acknowledged). pump() cuts the next segment of
+ * messages not yet wholly acknowledged; udr_sendv() gathers its pieces
+ * there, the one copy; a small message's buffer, once acknowledged, is
+ * kept for the next one instead of freed). pump() cuts the next segment of
  * the queue's first unsent message whenever fewer than the window's
  * datagrams are in flight, gives it the next sequence number, remembers it
  * in the transmit ring (indexed by seq) and emits it. A cumulative ack
@@ -37,6 +39,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <sys/uio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,8 +52,17 @@
 struct udr_msg {
     struct udr_msg *next;
     uint32_t len;
+    uint32_t cap; /* bytes data has room for */
     uint8_t data[];
 };
+
+/* A message buffer of up to this many bytes is kept for the next message
+ * once acknowledged (one per peer): a stream of small requests and
+ * replies needs no allocation per message. Buffers are allocated in
+ * multiples of MSG_CAP_STEP, so that messages of about the same length fit
+ * each other's. */
+#define SPARE_CAP 512u
+#define MSG_CAP_STEP 128u
 
 /* one DATA datagram sent and not yet cumulatively acknowledged */
 struct udr_txseg {
@@ -80,6 +92,7 @@ struct udr_peer {
     /* sending */
     struct udr_msg *q_head, *q_tail; /* not wholly acknowledged, oldest first */
     struct udr_msg *tx_msg;          /* next new segment comes from here (NULL: none) */
+    struct udr_msg *spare;           /* an acknowledged small message's buffer, for the next */
     uint32_t tx_off;
     size_t q_bytes;
     uint32_t snd_una, snd_nxt;
@@ -209,6 +222,7 @@ void udr_close(struct udr_peer *p)
         p->q_head = m->next;
         free(m);
     }
+    free(p->spare);
     free(p->rx);
     free(p->tx);
     free(p);
@@ -299,21 +313,46 @@ static void pump(struct udr_peer *p, uint64_t now_us)
     }
 }
 
+/* A buffer for a message of len bytes: the spare one if it fits. */
+static struct udr_msg *msg_alloc(struct udr_peer *p, size_t len)
+{
+    struct udr_msg *m = p->spare;
+    if (m != NULL && m->cap >= len) {
+        p->spare = NULL;
+        return m;
+    }
+    size_t cap = (len + MSG_CAP_STEP - 1) / MSG_CAP_STEP * MSG_CAP_STEP;
+    m = malloc(sizeof(*m) + cap);
+    if (m != NULL)
+        m->cap = (uint32_t)cap;
+    return m;
+}
+
 int udr_send(struct udr_peer *p, const void *msg, size_t len, uint64_t now_us)
 {
+    struct iovec one = {.iov_base = (void *)msg, .iov_len = len};
+    return udr_sendv(p, &one, 1, now_us);
+}
+
+int udr_sendv(struct udr_peer *p, const struct iovec *iov, int iovcnt, uint64_t now_us)
+{
+    size_t len = 0;
+    for (int i = 0; i < iovcnt; i++)
+        len += iov[i].iov_len;
     if (p->dead)
         return -EPIPE;
     if (len > p->cfg.max_msg)
         return -EMSGSIZE;
     if (p->q_bytes + len > p->cfg.sendq_max)
         return -EAGAIN;
-    struct udr_msg *m = malloc(sizeof(*m) + len);
+    struct udr_msg *m = msg_alloc(p, len);
     if (m == NULL)
         return -ENOMEM;
     m->next = NULL;
     m->len = (uint32_t)len;
-    if (len > 0)
-        memcpy(m->data, msg, len);
+    for (size_t i = 0, off = 0; i < (size_t)iovcnt; off += iov[i].iov_len, i++)
+        if (iov[i].iov_len > 0)
+            memcpy(m->data + off, iov[i].iov_base, iov[i].iov_len);
     if (p->q_tail != NULL)
         p->q_tail->next = m;
     else
@@ -373,7 +412,10 @@ static void cumulative_ack(struct udr_peer *p, uint32_t ack, uint64_t now_us, ui
             if (p->q_head == NULL)
                 p->q_tail = NULL;
             p->q_bytes -= m->len;
-            free(m);
+            if (p->spare == NULL && m->cap <= SPARE_CAP)
+                p->spare = m;
+            else
+                free(m);
         }
         *s = (struct udr_txseg){0};
     }

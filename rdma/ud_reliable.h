@@ -25,7 +25,9 @@
  * deliver carries the ack), never udr_close().
  *
  * Memory per peer: the messages queued for sending (at most sendq_max
- * bytes, udr_send() says -EAGAIN beyond), at most `window` datagram
+ * bytes, udr_send() says -EAGAIN beyond; each in a buffer rounded up to
+ * 128 bytes, one of at most 512 kept for the next message once
+ * acknowledged), at most `window` datagram
  * payloads received out of order, and one message being reassembled (at
  * most max_msg bytes). udr_close() frees everything.
  */
@@ -34,6 +36,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "mcr/ud_wire.h"
 
@@ -111,6 +114,9 @@ void udr_close(struct udr_peer *peer);
 /* Queues a message of len bytes (copied). 0, or -EMSGSIZE (len > max_msg),
  * -EAGAIN (the send queue is full: try after acks arrive), -EPIPE (dead). */
 int udr_send(struct udr_peer *peer, const void *msg, size_t len, uint64_t now_us);
+/* The same, the message being the iovcnt pieces of iov in order (gathered
+ * into the send queue: one copy). */
+int udr_sendv(struct udr_peer *peer, const struct iovec *iov, int iovcnt, uint64_t now_us);
 
 /* Checks what needs no peer state: the length against the header, version,
  * type, check, segment bounds. On UDR_OK fills *hdr; conn_id then names

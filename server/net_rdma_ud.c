@@ -44,7 +44,6 @@
 
 #include "conn.h"
 #include "log.h"
-#include "mcr/iov_gather.h"
 #include "mcr/rdma_wire.h"
 #include "net_rdma_move.h"
 #include "rdma/stream.h"
@@ -76,6 +75,10 @@ struct ud_listen;
 /* One peer and the conn over it. */
 struct ud_conn {
     struct ud_conn *next, *prev; /* listener's list */
+    /* on a list of conns that wait for a poll: a writer for room in the
+     * peer's send queue, a lingering close for its replies' acks (the
+     * list's head: ul->waiting, or ul->wait_todo while ud_after_poll runs) */
+    struct ud_conn *wait_next, *wait_prev, **wait_head;
     struct ud_listen *ul;
     struct mcr_udep_peer *peer; /* NULL once dead */
     struct conn *conn;          /* NULL after close (lingering) */
@@ -113,13 +116,14 @@ struct ud_listen {
     struct event *move_ev; /* hybrid: every -o rdma_move_interval_ms */
     struct event *poll_ev; /* rdma_poll spin or adaptive: the next polling pass */
     bool polling;          /* passes poll the queue (it is not armed) */
+    bool cq_unwatched;     /* polling: cq_ev is out of the event loop */
     unsigned empty_polls;  /* in a row, across passes */
     uint64_t last_busy_us; /* adaptive: the last pass that handled something */
     uint64_t timer_due_us; /* when timer_ev fires (mcr_udep_now_us; UINT64_MAX: not armed) */
     struct ud_conn *conns;
-    struct ud_counters ctr; /* written by the worker, read by "stats" */
+    struct ud_conn *waiting, *wait_todo; /* see struct ud_conn's wait_head */
+    struct ud_counters ctr;              /* written by the worker, read by "stats" */
     char addr[64];
-    char scratch[UD_STREAM_MSG_MAX]; /* a message gathered from several pieces */
 };
 
 static struct ud_listen *ud_listens;
@@ -132,6 +136,42 @@ static unsigned ud_next_worker;
 static void ud_kick(struct ud_listen *ul);
 static void ud_timer_follow(struct ud_listen *ul);
 static void ud_try_end(struct ud_conn *uc);
+
+static void wait_unlink(struct ud_conn *uc)
+{
+    if (!uc->wait_head)
+        return;
+    if (uc->wait_prev)
+        uc->wait_prev->wait_next = uc->wait_next;
+    else
+        *uc->wait_head = uc->wait_next;
+    if (uc->wait_next)
+        uc->wait_next->wait_prev = uc->wait_prev;
+    uc->wait_next = uc->wait_prev = NULL;
+    uc->wait_head = NULL;
+}
+
+/* The conn waits for a poll (its writer for room, or its lingering close
+ * for acks): ud_after_poll looks at it, not at every peer. */
+static void wait_for_poll(struct ud_conn *uc)
+{
+    if (uc->wait_head)
+        return;
+    struct ud_listen *ul = uc->ul;
+    uc->wait_prev = NULL;
+    uc->wait_next = ul->waiting;
+    if (ul->waiting)
+        ul->waiting->wait_prev = uc;
+    ul->waiting = uc;
+    uc->wait_head = &ul->waiting;
+}
+
+/* The peer's send queue was full: the writer tries again after a poll. */
+static void uconn_block(struct ud_conn *uc)
+{
+    uc->send_blocked = true;
+    wait_for_poll(uc);
+}
 
 static void uconn_release_slot(struct ud_conn *uc)
 {
@@ -146,6 +186,7 @@ static void uconn_free(struct ud_conn *uc)
     struct ud_listen *ul = uc->ul;
     uconn_release_slot(uc);
     ud_kick(ul); /* a pass over the context refreshes the counters (rdma_ud_peers) */
+    wait_unlink(uc);
     if (uc->prev)
         uc->prev->next = uc->next;
     else
@@ -199,14 +240,24 @@ static void refresh_counters(struct ud_listen *ul)
 }
 
 /* After a poll: lets writers that waited for room try again and frees
- * lingering peers that are done. */
+ * lingering peers that are done (those on the waiting list only: one that
+ * is still waiting goes back on it). */
 static void ud_after_poll(struct ud_listen *ul)
 {
-    for (struct ud_conn *uc = ul->conns, *next; uc; uc = next) {
-        next = uc->next;
+    if (!ul->waiting)
+        return;
+    ul->wait_todo = ul->waiting;
+    ul->waiting = NULL;
+    for (struct ud_conn *uc = ul->wait_todo; uc; uc = uc->wait_next)
+        uc->wait_head = &ul->wait_todo;
+    while (ul->wait_todo) {
+        struct ud_conn *uc = ul->wait_todo;
+        wait_unlink(uc);
         if (!uc->conn) {
             if (!uc->peer || mcr_udep_peer_idle(uc->peer))
                 uconn_free(uc); /* a lingering close is done */
+            else
+                wait_for_poll(uc);
         } else if (uc->send_blocked) {
             uc->send_blocked = false;
             if (uc->want_write)
@@ -214,6 +265,21 @@ static void ud_after_poll(struct ud_listen *ul)
             ud_try_end(uc);
         }
     }
+}
+
+/* The completion channel's descriptor is watched only while the queue may
+ * be armed: while passes poll it, an event the channel still got (the
+ * queue was armed before polling began) would wake the loop at every
+ * pass, since nothing reads it until the queue is armed again. */
+static void ud_watch_cq(struct ud_listen *ul, bool watch)
+{
+    if (watch != ul->cq_unwatched || !ul->cq_ev)
+        return;
+    ul->cq_unwatched = !watch;
+    if (watch)
+        event_add(ul->cq_ev, NULL);
+    else
+        event_del(ul->cq_ev);
 }
 
 /* Spin and adaptive polling: whether the next pass polls (peers exist and,
@@ -227,6 +293,7 @@ static bool ud_keep_polling(struct ud_listen *ul, int handled)
         ul->last_busy_us = now;
     ul->polling =
         ul->conns != NULL && (settings.rdma_poll == 1 || now - ul->last_busy_us < UD_ADAPTIVE_US);
+    ud_watch_cq(ul, !ul->polling);
     if (ul->polling) {
         /* a zero timeout, not event_active(): the conns made ready by this
          * pass run first */
@@ -237,6 +304,17 @@ static bool ud_keep_polling(struct ud_listen *ul, int handled)
 }
 
 static void ud_service(struct ud_listen *ul);
+
+/* After a poll of a polling pass that found completions. Never inlined:
+ * with the completions' dispatch, the work of a poll that found something
+ * (benchmarks/rdma-instructions counts it by this name, apart from the
+ * idle polls). */
+__attribute__((noinline)) static void ud_serve_polled(struct ud_listen *ul)
+{
+    ul->empty_polls = 0;
+    ud_after_poll(ul);
+    refresh_counters(ul);
+}
 
 /* One polling pass (rdma_poll spin or adaptive): completions and due
  * timers without a system call, back to the event loop at the first poll
@@ -260,11 +338,10 @@ static void ud_poll_cb(evutil_socket_t fd, short what, void *arg)
             sched_yield(); /* rxe does part of its work in kernel threads */
         }
     }
-    if (handled > 0) {
-        ul->empty_polls = 0;
-        ud_after_poll(ul);
-    }
-    refresh_counters(ul);
+    if (handled > 0)
+        ud_serve_polled(ul);
+    else
+        refresh_counters(ul); /* the timers may have retransmitted */
     if (!ud_keep_polling(ul, handled))
         ud_service(ul); /* arms the queue and the timer */
 }
@@ -358,7 +435,7 @@ static void ud_try_end(struct ud_conn *uc)
     unsigned char end = MCR_RDMA_CTL_END;
     int rc = mcr_udep_send(uc->peer, &end, 1);
     if (rc == -EAGAIN) {
-        uc->send_blocked = true;
+        uconn_block(uc);
         return;
     }
     if (rc != 0) {
@@ -540,19 +617,18 @@ static ssize_t ud_sink(void *owner, const struct mcr_rdma_stream_out *out,
     (void)out;
     (void)whole;
     struct ud_conn *uc = owner;
-    const void *msg;
-    size_t len = msg_len;
+    int rc;
     if (uc->movable) { /* DATA and the bytes */
-        uc->ul->scratch[0] = MCR_RDMA_CTL_DATA;
-        mcr_iov_gather(msg_iov, n, uc->ul->scratch + 1, msg_len);
-        msg = uc->ul->scratch;
-        len++;
+        static const unsigned char data_mark = MCR_RDMA_CTL_DATA;
+        struct iovec with_mark[MCR_RDMA_MSG_IOV_MAX + 1];
+        with_mark[0] = (struct iovec){.iov_base = (void *)&data_mark, .iov_len = 1};
+        memcpy(with_mark + 1, msg_iov, (size_t)n * sizeof(*msg_iov));
+        rc = mcr_udep_sendv(uc->peer, with_mark, n + 1);
     } else {
-        msg = mcr_rdma_iov_flat(uc->ul->scratch, msg_iov, n);
+        rc = mcr_udep_sendv(uc->peer, msg_iov, n); /* gathered into the send queue */
     }
-    int rc = mcr_udep_send(uc->peer, msg, len);
     if (rc == -EAGAIN) {
-        uc->send_blocked = true;
+        uconn_block(uc);
         return 0;
     }
     return rc == 0 ? (ssize_t)msg_len : -1;
@@ -611,10 +687,11 @@ static void ud_close(struct conn *c)
         uc->ready_ev = NULL;
     }
     mcr_rdma_bytes_free(&uc->in);
-    /* replies not yet acknowledged keep the peer (ud_service frees it) */
-    if (uc->peer && !uc->ended && !mcr_udep_peer_idle(uc->peer))
+    /* replies not yet acknowledged keep the peer (ud_after_poll frees it) */
+    if (uc->peer && !uc->ended && !mcr_udep_peer_idle(uc->peer)) {
+        wait_for_poll(uc);
         ud_kick(uc->ul);
-    else
+    } else
         uconn_free(uc);
 }
 

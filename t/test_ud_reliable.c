@@ -239,6 +239,23 @@ static void side_deliver(void *arg, const uint8_t *msg, size_t len)
 
 static const struct udr_ops side_ops = {.emit = side_emit, .deliver = side_deliver};
 
+/* when set, side_feed hands each message to udr_sendv in up to four
+ * pieces of random lengths (some empty) */
+static bool feed_in_pieces;
+
+static int send_in_pieces(struct side *s, size_t len)
+{
+    struct iovec iov[4];
+    size_t off = 0;
+    for (int i = 0; i < 3; i++) {
+        size_t n = len - off > 0 ? (size_t)rng_below(len - off + 1) : 0;
+        iov[i] = (struct iovec){.iov_base = s->out + off, .iov_len = n};
+        off += n;
+    }
+    iov[3] = (struct iovec){.iov_base = s->out + off, .iov_len = len - off};
+    return udr_sendv(s->peer, iov, 4, *s->now);
+}
+
 static void side_feed(struct side *s)
 {
     while (s->next_send < s->n_msgs) {
@@ -247,7 +264,7 @@ static void side_feed(struct side *s)
             msg_fill(s->id, s->next_send, s->out, len);
         s->out_filled = true;
         in_layer = true;
-        int rc = udr_send(s->peer, s->out, len, *s->now);
+        int rc = feed_in_pieces ? send_in_pieces(s, len) : udr_send(s->peer, s->out, len, *s->now);
         in_layer = false;
         if (rc == -EAGAIN || rc == -ENOMEM)
             return; /* again at the next step */
@@ -912,6 +929,9 @@ int main(void)
     test_limits();
     test_lossy("lossy mtu 4096", 4096, 10000, 0, 0);
     test_lossy("lossy mtu 1024, seq wrapping", 1024, 2000, UINT32_MAX - 3000, UINT32_MAX - 10);
+    feed_in_pieces = true; /* udr_sendv: messages gathered from pieces */
+    test_lossy("lossy mtu 1024, messages in pieces", 1024, 2000, 0, 0);
+    feed_in_pieces = false;
     test_alloc_failures();
     test_pingpong_acks();
     test_stream_acks();
