@@ -19,7 +19,7 @@
  *           retransmission recovers the losses: the rxe devices' counters
  *           of sequence errors and retries must move. Slow: a lost packet
  *           at the end of a message is sent again only after the ACK
- *           timeout the RDMA CM sets (about half a second on RoCE).
+ *           timeout the RDMA CM sets (0.5 s or more on RoCE).
  *   hybrid: -o rdma_transport=hybrid with rdma_rc_max=1 and rates that move
  *           a client every second, clients over rdma://: promotions and
  *           demotions must both happen, and the server's UD retransmissions
