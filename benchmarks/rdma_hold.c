@@ -112,6 +112,7 @@ static int hold_rc(const char *addr, uint16_t port, long count, const char *file
     struct mcr_rdma_ctx_opts o;
     mcr_rdma_ctx_opts_default(&o);
     o.addr = addr;
+    o.addr_is_peer = true;
     o.recv_bufs = (uint32_t)(count * o.credits + 64); /* credits for every connection */
     o.send_bufs = 256;
     char err[256];

@@ -213,7 +213,8 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
         goto fail;
     }
     if (mcr_rdma_device_find(&ctx->dev, ctx->device_channel, RDMA_PS_TCP, NULL, opts->addr, 0,
-                             MCR_RDMA_FIND_ANY, opts->resolve_timeout_ms, err, errlen) != 0)
+                             opts->addr_is_peer ? MCR_RDMA_FIND_RESOLVE : MCR_RDMA_FIND_ANY,
+                             opts->resolve_timeout_ms, err, errlen) != 0)
         goto fail;
 
     struct ibv_device_attr dattr;

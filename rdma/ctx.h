@@ -31,6 +31,13 @@ struct mcr_rdma_ctx_opts {
      * interface (servers) or the server's address (clients). Required;
      * read by mcr_rdma_ctx_create only (the string need not outlive it). */
     const char *addr;
+    /* addr is the peer's (a client's context): the device is the one the
+     * route to addr leaves through, as rdma_resolve_addr picks it without a
+     * source address, even when addr is local (on a host with two RDMA
+     * devices, the server's own device is the wrong one to send from).
+     * false (default): addr is bound when it is a local address (servers,
+     * and contexts that both listen and connect), else resolved. */
+    bool addr_is_peer;
     uint32_t buf_size;     /* eager buffer size, header included; default 8192 */
     uint32_t recv_bufs;    /* receive buffers in the shared receive queue, at most; 1024 */
     uint32_t send_bufs;    /* send buffers shared by all endpoints, at most; 512 */

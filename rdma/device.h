@@ -27,9 +27,14 @@ struct mcr_rdma_device {
 
 /* How mcr_rdma_device_find reaches the device. */
 enum mcr_rdma_find {
-    MCR_RDMA_FIND_BIND,    /* bind addr:port, a local address (a listener) */
-    MCR_RDMA_FIND_RESOLVE, /* resolve addr as a peer's */
-    MCR_RDMA_FIND_ANY,     /* bind addr when local, else resolve it */
+    MCR_RDMA_FIND_BIND, /* bind addr:port, a local address (a listener) */
+    /* resolve addr as a peer's, local or not (no source address): the
+     * device the route to it leaves through, the one a client sends from */
+    MCR_RDMA_FIND_RESOLVE,
+    /* bind addr when local, else resolve it: the device that owns a local
+     * address (a context that both listens and connects), which on a host
+     * with two devices need not be the one the route to it leaves through */
+    MCR_RDMA_FIND_ANY,
 };
 
 /* Writes a one-line reason into err (ignored when NULL or errlen 0). */

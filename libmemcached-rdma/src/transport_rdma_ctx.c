@@ -23,6 +23,7 @@ static struct lmr_rdma_shared_ctx *create(const char *host, unsigned peers, int 
     struct mcr_rdma_ctx_opts opts;
     mcr_rdma_ctx_opts_default(&opts);
     opts.addr = host;
+    opts.addr_is_peer = true; /* the device our route to the server leaves through */
     /* each connection's credits, and one connection's worth for receives
      * waiting to be posted again and for sends waiting for credit */
     opts.recv_bufs = opts.send_bufs = LMR_RDMA_BUFS_PER_CONN * (sc->capacity + 1);

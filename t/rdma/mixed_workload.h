@@ -1,6 +1,6 @@
 /* t/rdma/mixed_workload.h: the mixed sets and gets of the RDMA suite's
  * client processes (rdma_test_ud_lossy, rdma_test_promote,
- * rdma_test_ud_hostile): value sizes and contents, the model of what each
+ * rdma_test_ud_hostile, rdma_test_netem_rc): value sizes and contents, the model of what each
  * key holds and the checks of every reply against it, the tally a client
  * process prints as one line, and the client processes themselves (this
  * program re-executed, its stdout on a pipe, reaped by a deadline).
@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <time.h>
@@ -150,6 +151,38 @@ static inline void workload_note_call(struct workload_tally *t, memcached_return
         t->hung++;
     if (ms > t->slowest_ms)
         t->slowest_ms = (long)ms;
+}
+
+/* One blocking call of client k on key index i (named "PREFIXk-i"): a set
+ * (is_set) of a value of a size from mix (rng) made from seed, or a get
+ * checked against the model (value and want: scratch of 1 MiB each);
+ * counted in t, timed as one call. */
+static inline void workload_one_call(memcached_st *mc, int k, const char *prefix, int i,
+                                     bool is_set, uint32_t seed, struct workload_sizes mix,
+                                     uint32_t *rng, struct workload_model *m, char *value,
+                                     char *want, struct workload_tally *t)
+{
+    char key[48];
+    int kl = snprintf(key, sizeof(key), "%s%d-%d", prefix, k, i);
+    double started = workload_now_ms();
+    memcached_return_t rc;
+    if (is_set) {
+        bool large;
+        size_t len = workload_value_size(rng, mix, &large, t->large == 0);
+        workload_fill(value, len, seed);
+        rc = memcached_set(mc, key, (size_t)kl, value, len, 0, seed);
+        t->large += large;
+        workload_note_set(k, key, m, i, rc, seed, len, t);
+    } else {
+        size_t len = 0;
+        uint32_t flags = 0;
+        char *got = memcached_get(mc, key, (size_t)kl, &len, &flags, &rc);
+        t->large += len > 65536;
+        workload_check_get(k, key, m, i, rc, got, len, flags, want, t);
+        free(got);
+    }
+    workload_note_call(t, rc, workload_now_ms() - started);
+    t->ops++;
 }
 
 /* The tally as one line on stdout (flushed), and read back from one. */

@@ -141,28 +141,9 @@ static int client_process(int k, int seconds, unsigned port)
             continue;
         }
         int i = (int)(workload_random(&rng) % KEYS_PER_CLIENT);
-        char key[32];
-        int kl = snprintf(key, sizeof(key), "promote%d-%d", k, i);
-        double started = workload_now_ms();
-        memcached_return_t rc;
-        if (what < 7) {
-            bool large;
-            size_t len = workload_value_size(&rng, value_sizes, &large, t.large == 0);
-            uint32_t seed = (uint32_t)(k * 10000000 + ++op);
-            workload_fill(value, len, seed);
-            rc = memcached_set(mc, key, (size_t)kl, value, len, 0, seed);
-            t.large += large;
-            workload_note_set(k, key, &m, i, rc, seed, len, &t);
-        } else {
-            size_t len = 0;
-            uint32_t flags = 0;
-            ++op;
-            char *got = memcached_get(mc, key, (size_t)kl, &len, &flags, &rc);
-            workload_check_get(k, key, &m, i, rc, got, len, flags, want, &t);
-            free(got);
-        }
-        workload_note_call(&t, rc, workload_now_ms() - started);
-        t.ops++;
+        ++op;
+        workload_one_call(mc, k, "promote", i, what < 7, (uint32_t)(k * 10000000 + op), value_sizes,
+                          &rng, &m, value, want, &t);
     }
     t.ms = (long)(workload_now_ms() - t0);
     workload_tally_print(&t);
