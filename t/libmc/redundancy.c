@@ -136,8 +136,12 @@ static int write_all(memcached_st *memc, const char *prefix)
         }
         char key[64];
         key_of(key, sizeof(key), prefix, v);
-        stored += memcached_set(memc, key, strlen(key), values[v], sizes[v], 0, (uint32_t)v) ==
-                  MEMCACHED_SUCCESS;
+        memcached_return_t rc =
+            memcached_set(memc, key, strlen(key), values[v], sizes[v], 0, (uint32_t)v);
+        if (rc == MEMCACHED_SUCCESS)
+            stored++;
+        else
+            tap_diag("%s: set of %zu bytes: %s", key, sizes[v], memcached_strerror(NULL, rc));
     }
     return stored;
 }
@@ -203,6 +207,8 @@ static void survive_pairs(uint64_t replication, uint64_t coding, bool binary, co
              * keys as the first did, by the servers' positions) */
             bool restarted =
                 test_server_restart_fresh(&servers[a]) && test_server_restart_fresh(&servers[b]);
+            if (!restarted)
+                tap_diag("%s: servers %d and %d did not start again", prefix, a, b);
             memcached_free(memc);
             memc = client(replication, coding, binary);
             exact_back += restarted && read_all(memc, prefix) == VALUES;

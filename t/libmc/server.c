@@ -205,13 +205,20 @@ bool test_server_start_rdma(struct test_server *s, const char *rdma_addr)
 
 bool test_server_restart_fresh(struct test_server *s)
 {
-    if (s->rdma_port != 0) {
+    if (s->rdma_port == 0)
+        return start_once(s, s->port == 0, true, NULL, NULL);
+    /* a port free for TCP may still be held in the RDMA CM's port space
+     * (a killed server's listener, for seconds): then the server serves
+     * TCP only and start_once gives up on it; another port is tried */
+    for (int attempt = 0; attempt < 5; attempt++) {
         unsigned port = test_unused_port();
         if (port == 0)
             return false;
         s->rdma_port = port;
+        if (start_once(s, s->port == 0, true, NULL, NULL))
+            return true;
     }
-    return start_once(s, s->port == 0, true, NULL, NULL);
+    return false;
 }
 
 bool test_server_restart(struct test_server *s)
