@@ -150,10 +150,12 @@ t.is_(readable(c, keys + ["num", "big1"]), n, "as many keys read back")
 
 # expiry: the items whose TTL ended are unlinked as they are met (a get
 # here, or the crawler) and stop counting
+# (3 s: the servers' clock ticks once a second, so a 1 s TTL could end
+# within milliseconds of the store, before the count)
 short = [key_of(i, "x") for i in range(2000)]
-t.ok(store(c, short, "e" * 20, ttl=1), "2,000 items with a 1 s TTL stored")
+t.ok(store(c, short, "e" * 20, ttl=3), "2,000 items with a 3 s TTL stored")
 check_count(c, n + len(short), "with the short-lived items")
-time.sleep(2.5)
+time.sleep(4.5)
 t.is_(readable(c, short), 0, "none reads back once their TTL ended")
 check_count(c, n, "after their expiry")
 
