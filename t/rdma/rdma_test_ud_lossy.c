@@ -107,9 +107,9 @@ static int client_process(int k, long ops, unsigned port)
     if (m == NULL)
         return 2;
     memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 20000);
-    /* the endpoint sends an unanswered UD connect request again 1 s after
-     * the first (check_connect_after_loss): two attempts in the default
-     * 4 s, each lost about one time in ten at 5% loss; 20 s leaves room */
+    /* the endpoint sends an unanswered UD connect request again every
+     * second (check_connect_after_loss): four attempts in the default
+     * 4 s; 20 s leaves room for a loaded guest */
     memcached_behavior_set(m, MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT, 20000);
     static struct workload_model model; /* all never stored */
     char *value = malloc(WORKLOAD_MIB), *want = malloc(WORKLOAD_MIB);
@@ -227,8 +227,8 @@ int main(int argc, char **argv)
         unsetenv("MCR_UD_TEST_NETWORK"); /* the kernel's loss only */
         if (!netem_counts(netem_devs, &netem_sent0, &netem_dropped0))
             tap_bail("no queueing discipline counters on %s (t/rdma/netem-link up)", netem_devs);
-        /* the server's address is the clients' peer's, not their own:
-         * an RC client context would open the server's device */
+        /* the server is asked over UD, the transport under test (its
+         * address is the clients' peer's: rdma_test_netem_rc asks over RC) */
         server_probe_scheme = "rdma+ud";
     } else {
         setenv("MCR_UD_TEST_NETWORK", LOSSY_NETWORK, 1); /* the server's and the clients' */
