@@ -153,6 +153,25 @@ static inline void workload_note_call(struct workload_tally *t, memcached_return
         t->slowest_ms = (long)ms;
 }
 
+/* Client k's connection to host:port over scheme ("rdma", "rdma+rc",
+ * "rdma+ud"), binary protocol for odd k. Poll and connect timeouts are
+ * 20 s: a call through a lossy link may wait for retransmissions, and the
+ * RDMA CM's own exchanges are sent again only after seconds. NULL on
+ * failure. */
+static inline memcached_st *workload_client_open(const char *scheme, const char *host,
+                                                 unsigned port, int k)
+{
+    char cfg[160];
+    snprintf(cfg, sizeof(cfg), "--SERVER=%s://%s:%u%s", scheme, host, port,
+             k % 2 ? " --BINARY-PROTOCOL" : "");
+    memcached_st *m = memcached(cfg, strlen(cfg));
+    if (m == NULL)
+        return NULL;
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 20000);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT, 20000);
+    return m;
+}
+
 /* One blocking call of client k on key index i (named "PREFIXk-i"): a set
  * (is_set) of a value of a size from mix (rng) made from seed, or a get
  * checked against the model (value and want: scratch of 1 MiB each);

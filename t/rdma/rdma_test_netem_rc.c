@@ -109,16 +109,9 @@ static bool rxe_counters(const char *devs, long counts[RXE_COUNTERS])
  * checked. Prints its tally; exit status 0 when all held. */
 static int client_process(const char *scheme, int k, long ops, unsigned port)
 {
-    char cfg[160];
-    snprintf(cfg, sizeof(cfg), "--SERVER=%s://%s:%u%s", scheme, rxe, port,
-             k % 2 ? " --BINARY-PROTOCOL" : "");
-    memcached_st *m = memcached(cfg, strlen(cfg));
+    memcached_st *m = workload_client_open(scheme, rxe, port, k);
     if (m == NULL)
         return 2;
-    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 20000);
-    /* the RDMA CM's exchanges are sent again only after seconds: one lost
-     * under netem must not fail the connect */
-    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT, 20000);
     static struct workload_model model; /* all never stored */
     char *value = malloc(WORKLOAD_MIB), *want = malloc(WORKLOAD_MIB);
     if (value == NULL || want == NULL)

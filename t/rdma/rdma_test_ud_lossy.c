@@ -100,17 +100,9 @@ static bool netem_counts(const char *devs, long *sent, long *dropped)
  * value checked. Prints its tally; exit status 0 when all held. */
 static int client_process(int k, long ops, unsigned port)
 {
-    char cfg[160];
-    snprintf(cfg, sizeof(cfg), "--SERVER=rdma+ud://%s:%u%s", rxe, port,
-             k % 2 ? " --BINARY-PROTOCOL" : "");
-    memcached_st *m = memcached(cfg, strlen(cfg));
+    memcached_st *m = workload_client_open("rdma+ud", rxe, port, k);
     if (m == NULL)
         return 2;
-    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 20000);
-    /* the endpoint sends an unanswered UD connect request again every
-     * second (check_connect_after_loss): four attempts in the default
-     * 4 s; 20 s leaves room for a loaded guest */
-    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT, 20000);
     static struct workload_model model; /* all never stored */
     char *value = malloc(WORKLOAD_MIB), *want = malloc(WORKLOAD_MIB);
     if (value == NULL || want == NULL)
