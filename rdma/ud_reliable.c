@@ -1,6 +1,6 @@
 /* rdma/ud_reliable.c: software reliability for UD, per peer (API and the
  * model: rdma/ud_reliable.h; wire format: include/mcr/ud_wire.h; rules and
- * defaults: doc/rdma.md, "UD reliability").
+ * defaults: doc/rdma-ud.md, "UD reliability").
  *
  * Sending. udr_send() copies a message into the send queue (a FIFO of
  * messages not yet wholly acknowledged; udr_sendv() gathers its pieces

@@ -102,7 +102,7 @@ enum udr_verdict {
     UDR_OUT_OF_WINDOW /* seq or ack outside what can be true */
 };
 
-/* udr_config with the defaults (doc/rdma.md, "UD reliability") for a path
+/* udr_config with the defaults (doc/rdma-ud.md, "UD reliability") for a path
  * MTU; the caller then sets the ids and, if it wants, sequence numbers. */
 void udr_config_defaults(struct udr_config *cfg, uint32_t mtu);
 

@@ -222,7 +222,7 @@ __attribute__((noinline)) static void rdma_serve_completions(struct rdma_worker 
  * completions, so a spinning worker enters the event loop (a system call)
  * only that often. Requests that follow each other closely are served in
  * one pass: every system call between two doorbells makes the next one
- * slower on an emulated device (see doc/rdma.md). */
+ * slower on an emulated device (see doc/rdma-measurements.md). */
 static void poll_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;

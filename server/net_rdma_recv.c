@@ -18,7 +18,7 @@
  * message with READ_DONE frees the client's region: the first message of
  * output that follows in the same pass (usually the set's reply) carries
  * it, else one of its own goes when the connection has been served
- * (doc/rdma.md). Landing buffers and value buffers the client advertises
+ * (doc/rdma-design.md). Landing buffers and value buffers the client advertises
  * are noted here for the send path.
  */
 #include "net_rdma_conn.h"

@@ -9,7 +9,7 @@
  * wire; use mcr_rdma_hdr_encode()/mcr_rdma_hdr_decode() rather than touching
  * the packed bytes. This file owns the layout only: validation of a received
  * header lives in the substrate (rdma/wire.c), which must run it before any
- * field is used. See doc/rdma.md for the protocol rules.
+ * field is used. See doc/rdma-wire.md for the protocol rules.
  */
 #ifndef MCR_RDMA_WIRE_H
 #define MCR_RDMA_WIRE_H
@@ -192,7 +192,7 @@ static inline int mcr_rdma_conn_data_decode(const void *wire, unsigned len,
     return 0;
 }
 
-/* ---- moves between RC and UD (rdma_transport=hybrid; doc/rdma.md,
+/* ---- moves between RC and UD (rdma_transport=hybrid; doc/rdma-hybrid.md,
  * "Promotion and demotion") --------------------------------------------------------------
  * A client that follows the server's choice (rdma://) marks its UD peer
  * movable with a first message of exactly MCR_RDMA_UD_HELLO_LEN bytes,

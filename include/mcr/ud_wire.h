@@ -9,7 +9,7 @@
  * This file owns the layout and the header check only: every other rule a
  * received datagram must pass (lengths against the datagram, the sequence
  * window, the peer's identity) is enforced by rdma/ud_reliable.c before any
- * field is used. See doc/rdma.md, "UD reliability".
+ * field is used. See doc/rdma-ud.md, "UD reliability".
  *
  * Wire layout, byte offsets:
  *   0 version(1) 1 type(1) 2 window(2)

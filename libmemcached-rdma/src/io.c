@@ -774,7 +774,7 @@ static bool spin_for_input(struct lmr_client *c)
      * a small request's reply comes within them, and on an emulated device
      * any system call between two doorbells makes the next one slower (a
      * clock read and a yield at round 256 cost a 1-byte get about 4 us in
-     * the test guest; see doc/rdma.md). */
+     * the test guest; see doc/rdma-measurements.md). */
     int64_t until = 0;
     unsigned check_every = syscall_polls ? LMR_SPIN_SYSCALL_CHECK_ROUNDS : LMR_SPIN_CHECK_ROUNDS;
     unsigned next_check = syscall_polls ? check_every : spin_quiet_rounds();

@@ -1,7 +1,7 @@
 /* transport_rdma_move.h: an rdma:// connection follows the server's
  * choice between RC and UD: it opens RC, or UD when the server refuses RC,
  * and moves between them when the server asks (rdma_transport=hybrid:
- * include/mcr/rdma_wire.h has the MOVE and END marks, doc/rdma.md
+ * include/mcr/rdma_wire.h has the MOVE and END marks, doc/rdma-hybrid.md
  * "Promotion and demotion"). The transports keep a struct lmr_rdma_move
  * per connection and call lmr_rdma_move_finish when the old stream ended
  * with the server's END. */

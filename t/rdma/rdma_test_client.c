@@ -987,7 +987,7 @@ static void drain_bounded(unsigned base)
     if (rdma_over_ud()) {
         tap_skip("RC only: over UD a noreply store waits for the server's ack when it is sent, "
                  "and a server silent for the dead timeout (5 s) is given up, with what waited "
-                 "for it (doc/rdma.md)");
+                 "for it (doc/rdma-ud.md)");
         return;
     }
     struct server a, b;
@@ -1065,7 +1065,7 @@ static void noreply_on_its_way(unsigned tcp_port, unsigned rdma_port)
 
     if (rdma_over_ud()) { /* UD gives a server silent for 5 s up, with what waited */
         tap_skip("RC only: over UD a server stopped for the dead timeout (5 s) is given up and "
-                 "the stores waiting for it are lost (doc/rdma.md)");
+                 "the stores waiting for it are lost (doc/rdma-ud.md)");
         memcached_free(m);
         memcached_free(check);
         server_stop(&s, SIGTERM);

@@ -183,7 +183,7 @@ static void run_clients(const char *self, const char *scheme, long ops, unsigned
            "%s: every value read back is the one stored last, byte for byte: %ld lost, %ld "
            "corrupted",
            scheme, all.lost, all.corrupted);
-    /* hybrid through netem: known to fail (doc/rdma.md, Known limits) */
+    /* hybrid through netem: known to fail (doc/rdma-hybrid.md, Not done yet) */
     bool todo = strcmp(scheme, "rdma") == 0;
     if (!tap_ok(all.failed == 0 && all.hung == 0 && clean == CLIENTS,
                 "%s: no request failed or hung: %ld failed, %ld hung (%d of %d clients clean)%s",

@@ -376,7 +376,7 @@ static void killed_client(struct server_shared *srv)
          * polls. A client that took the acks sent on within the very
          * poll that saw its first ones: 32 to 105 datagrams in one
          * poll, and now and then all of them, the whole message then
-         * rightly delivered (doc/rdma.md). */
+         * rightly delivered (doc/rdma-ud.md). */
         struct mcr_udep_ctx *ctx = client_ctx(&cs, 1000000, &peer, PORT_CLEAN);
         uint8_t *buf = calloc(1, KILLED_MSG_LEN);
         if (buf == NULL || mcr_udep_send(peer, buf, KILLED_MSG_LEN) != 0)
