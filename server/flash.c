@@ -205,16 +205,19 @@ enum flash_place flash_read_locate(struct flash_read *rd, int *fd, uint64_t *off
             *fd = p->fd;
             *off = p->file_off + loc->offset;
             place = FLASH_PLACE_FILE;
-        } else if (p->state == PAGE_OPEN && tier.buckets[p->bucket].open_page == loc->page) {
+        } else if (p->state == PAGE_OPEN) {
             /* the header was linked after its record was copied in whole;
              * a buffer is reused only after the write of its bytes moved
-             * p->fill past them, under this lock */
+             * p->fill past them, under this lock. The page is its
+             * bucket's open page, or the one before whose last write is
+             * in flight. */
             const struct wbucket *b = &tier.buckets[p->bucket];
-            uint64_t filling = p->fill + (b->writing ? b->wr_len : 0);
-            if (b->writing && loc->offset >= p->fill && loc->offset + loc->len <= filling) {
+            bool in_flight = b->writing && b->wr_page == loc->page;
+            uint64_t filling = p->fill + (in_flight ? b->wr_len : 0);
+            if (in_flight && loc->offset >= p->fill && loc->offset + loc->len <= filling) {
                 copy_from_wbuf(rd, b->wr_buf + (loc->offset - p->fill));
                 place = FLASH_PLACE_COPIED;
-            } else if (loc->offset >= filling &&
+            } else if (b->open_page == loc->page && loc->offset >= filling &&
                        loc->offset - filling + loc->len <= tier.cfg.wbuf_size) {
                 copy_from_wbuf(rd, b->wbuf + (loc->offset - filling));
                 place = FLASH_PLACE_COPIED;
@@ -371,13 +374,14 @@ static void drop_page(unsigned page);
 /* The page offset where a bucket's filling buffer starts. */
 static uint64_t filling_base(const struct wbucket *b)
 {
-    return tier.pages[b->open_page].fill + (b->writing ? b->wr_len : 0);
+    bool in_flight = b->writing && b->wr_page == b->open_page;
+    return tier.pages[b->open_page].fill + (in_flight ? b->wr_len : 0);
 }
 
 /* Asks for the rest of a bucket's write. */
 static void write_rest(struct wbucket *b)
 {
-    const struct flash_page *p = &tier.pages[b->open_page];
+    const struct flash_page *p = &tier.pages[b->wr_page];
     struct io_uring_sqe *sqe = next_sqe();
     io_uring_prep_write(sqe, p->fd, b->wr_buf + b->wr_done, (unsigned)(b->wr_len - b->wr_done),
                         p->file_off + p->fill + b->wr_done);
@@ -386,10 +390,11 @@ static void write_rest(struct wbucket *b)
 }
 
 /* A bucket's write completed (res bytes, or -errno). Once the whole buffer
- * is written its records are read from the file and its rescues settle. A
- * failed write drops the page: the headers pointing into it (in this
- * buffer, the one being filled, or written before) miss from then on, as
- * after any page drop. */
+ * is written its records are read from the file and its rescues settle,
+ * and a page the bucket has left since (this was its last write) is full.
+ * A failed write drops its page: the headers pointing into it (in this
+ * buffer, the one being filled when it is the same page, or written
+ * before) miss from then on, as after any page drop. */
 static void write_done(struct wbucket *b, int res)
 {
     if (res > 0) {
@@ -399,22 +404,27 @@ static void write_done(struct wbucket *b, int res)
             return;
         }
     } else {
-        fprintf(stderr, "flash: write to page %u failed; the values in it are lost\n",
-                b->open_page);
-        flash_add(&flash_counters.compact_lost, b->wr_npend + b->npend);
+        fprintf(stderr, "flash: write to page %u failed; the values in it are lost\n", b->wr_page);
+        bool same_page = b->wr_page == b->open_page;
+        flash_add(&flash_counters.compact_lost, b->wr_npend + (same_page ? b->npend : 0));
         pthread_mutex_lock(&tier.lock);
-        drop_page(b->open_page);
-        b->open_page = tier.npages;
+        drop_page(b->wr_page);
         b->writing = false;
         b->flush_after = false;
-        b->wfill = 0;
+        if (same_page) {
+            b->open_page = tier.npages;
+            b->wfill = 0;
+        }
         pthread_mutex_unlock(&tier.lock);
         release_rescues(b->wr_pend, &b->wr_npend);
-        release_rescues(b->pend, &b->npend);
+        if (same_page)
+            release_rescues(b->pend, &b->npend);
         return;
     }
-    struct flash_page *p = &tier.pages[b->open_page];
+    struct flash_page *p = &tier.pages[b->wr_page];
     pthread_mutex_lock(&tier.lock);
+    if (b->wr_page != b->open_page)
+        p->state = PAGE_FULL; /* its last write */
     p->fill += b->wr_len;
     p->objects += b->wr_npend;
     /* counted live first: a header may be freed as soon as it points here */
@@ -465,6 +475,7 @@ static void submit_bucket(unsigned bucket, bool wait)
     b->pend = pend;
     b->pend_cap = cap;
     b->npend = 0;
+    b->wr_page = b->open_page;
     b->wr_len = b->wfill;
     b->wr_done = 0;
     b->wfill = 0;
@@ -492,7 +503,7 @@ enum flash_fill_wait flash_fill_wait(unsigned bucket, size_t len)
 {
     const struct wbucket *b = &tier.buckets[bucket];
     if (b->open_page == tier.npages || filling_base(b) + b->wfill + len > tier.cfg.page_size)
-        return b->wfill > 0 || b->writing ? FILL_PAGE : FILL_NONE;
+        return b->wfill > 0 && b->writing ? FILL_PAGE : FILL_NONE;
     return b->wfill + len > tier.cfg.wbuf_size && b->writing ? FILL_BUFFER : FILL_NONE;
 }
 
@@ -538,7 +549,9 @@ static bool open_next_page(unsigned bucket)
 {
     struct wbucket *b = &tier.buckets[bucket];
     pthread_mutex_lock(&tier.lock);
-    if (b->open_page < tier.npages)
+    /* a page whose last write is in flight is full once it completes
+     * (write_done); until then it is neither dropped nor compacted */
+    if (b->open_page < tier.npages && !(b->writing && b->wr_page == b->open_page))
         tier.pages[b->open_page].state = PAGE_FULL;
     b->open_page = tier.npages;
     unsigned pick = tier.npages;
@@ -628,7 +641,9 @@ static bool reserve(unsigned bucket, size_t len, struct item_flash_loc *loc)
     if (b->wfill + len > tier.cfg.wbuf_size)
         submit_bucket(bucket, true);
     if (b->open_page == tier.npages || filling_base(b) + b->wfill + len > tier.cfg.page_size) {
-        flash_flush_bucket(bucket); /* no write in flight to a full page */
+        /* the page's last buffer goes (after the write in flight before
+         * it); the next page is filled meanwhile */
+        submit_bucket(bucket, true);
         if (!open_next_page(bucket))
             return false;
     }

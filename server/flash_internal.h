@@ -53,15 +53,18 @@ struct pending {
 
 /* One bucket's open page and its two write buffers: the I/O thread fills
  * one while the other is being written (at most one write in flight per
- * bucket, always to the open page, at its fill). The fields readers use
- * (open_page, wbuf, writing, wr_buf, wr_len) change under tier.lock. */
+ * bucket, at its page's fill: to the open page, or the last write of the
+ * page before, which stays open until that write completes). The fields
+ * readers use (open_page, wbuf, writing, wr_page, wr_buf, wr_len) change
+ * under tier.lock. */
 struct wbucket {
     unsigned open_page; /* npages: none */
     char *wbuf;         /* being filled */
     size_t wfill;
     struct pending *pend; /* the compact bucket's rescues in wbuf */
     size_t npend, pend_cap;
-    bool writing;     /* wr_buf's first wr_len bytes are being written */
+    bool writing;     /* wr_buf's first wr_len bytes are being written to wr_page */
+    unsigned wr_page; /* open_page, or the one before (its last write) */
     bool flush_after; /* wbuf is written as soon as that write completes */
     char *wr_buf;
     size_t wr_len, wr_done;
