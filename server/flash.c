@@ -205,16 +205,19 @@ enum flash_place flash_read_locate(struct flash_read *rd, int *fd, uint64_t *off
             *fd = p->fd;
             *off = p->file_off + loc->offset;
             place = FLASH_PLACE_FILE;
-        } else if (p->state == PAGE_OPEN && tier.buckets[p->bucket].open_page == loc->page) {
+        } else if (p->state == PAGE_OPEN) {
             /* the header was linked after its record was copied in whole;
              * a buffer is reused only after the write of its bytes moved
-             * p->fill past them, under this lock */
+             * p->fill past them, under this lock. The page is its
+             * bucket's open page, or the one before whose last write is
+             * in flight. */
             const struct wbucket *b = &tier.buckets[p->bucket];
-            uint64_t filling = p->fill + (b->writing ? b->wr_len : 0);
-            if (b->writing && loc->offset >= p->fill && loc->offset + loc->len <= filling) {
+            bool in_flight = b->writing && b->wr_page == loc->page;
+            uint64_t filling = p->fill + (in_flight ? b->wr_len : 0);
+            if (in_flight && loc->offset >= p->fill && loc->offset + loc->len <= filling) {
                 copy_from_wbuf(rd, b->wr_buf + (loc->offset - p->fill));
                 place = FLASH_PLACE_COPIED;
-            } else if (loc->offset >= filling &&
+            } else if (b->open_page == loc->page && loc->offset >= filling &&
                        loc->offset - filling + loc->len <= tier.cfg.wbuf_size) {
                 copy_from_wbuf(rd, b->wbuf + (loc->offset - filling));
                 place = FLASH_PLACE_COPIED;
@@ -277,10 +280,9 @@ void flash_read_finish(struct flash_read *rd, int res)
 
 #ifdef HAVE_LIBURING
 
-/* user_data of the ring's completions: the wake poll, the one
- * synchronous read or write in flight (flash_ring_io); a bucket's
- * asynchronous write has the bucket's address */
-static char wake_token, sync_token;
+/* user_data of the ring's completions: the wake poll, compaction's read
+ * (flash_ring_read); a bucket's write has the bucket's address */
+static char wake_token, compact_read_token;
 
 static void arm_wake_poll(void)
 {
@@ -305,9 +307,12 @@ static struct io_uring_sqe *next_sqe(void)
 }
 
 static void write_done(struct wbucket *b, int res);
+static void submit_bucket(unsigned bucket, bool wait);
 
-/* Handles one completion; true (and *sync_res) when it was flash_ring_io's. */
-static bool handle_cqe(struct io_uring_cqe *cqe, int *sync_res)
+/* Handles one completion: a write or compaction's read that completed
+ * counts as progress (the thread's next pass may go on with what waited
+ * for it). */
+static void handle_cqe(struct io_uring_cqe *cqe)
 {
     void *data = io_uring_cqe_get_data(cqe);
     int res = cqe->res;
@@ -318,55 +323,30 @@ static bool handle_cqe(struct io_uring_cqe *cqe, int *sync_res)
             /* nothing was pending */
         }
         arm_wake_poll();
-        return false;
+        return;
     }
-    if (data == &sync_token) {
-        *sync_res = res;
-        return true;
-    }
-    write_done(data, res);
-    return false;
+    tier.io_progress = true;
+    if (data == &compact_read_token)
+        flash_compact_read_done(res);
+    else
+        write_done(data, res);
 }
 
-/* Waits for completions until cond(arg) holds. */
-static void ring_wait_for(bool (*cond)(const void *), const void *arg)
+void flash_ring_wait_for(bool (*cond)(const void *), const void *arg)
 {
-    int ignored;
     while (!cond(arg)) {
         struct io_uring_cqe *cqe;
         if (io_uring_wait_cqe(&tier.ring, &cqe) == 0)
-            handle_cqe(cqe, &ignored);
+            handle_cqe(cqe);
     }
 }
 
-struct sync_io {
-    bool got;
-    int res;
-};
-
-bool flash_ring_io(bool write, int fd, char *buf, size_t len, uint64_t off)
+void flash_ring_read(int fd, char *buf, size_t len, uint64_t off)
 {
-    while (len > 0) {
-        struct io_uring_sqe *sqe = next_sqe();
-        if (write)
-            io_uring_prep_write(sqe, fd, buf, (unsigned)len, off);
-        else
-            io_uring_prep_read(sqe, fd, buf, (unsigned)len, off);
-        io_uring_sqe_set_data(sqe, &sync_token);
-        io_uring_submit(&tier.ring);
-        struct sync_io io = {false, 0};
-        while (!io.got) {
-            struct io_uring_cqe *cqe;
-            if (io_uring_wait_cqe(&tier.ring, &cqe) == 0)
-                io.got = handle_cqe(cqe, &io.res);
-        }
-        if (io.res <= 0)
-            return false;
-        buf += io.res;
-        len -= (size_t)io.res;
-        off += (uint64_t)io.res;
-    }
-    return true;
+    struct io_uring_sqe *sqe = next_sqe();
+    io_uring_prep_read(sqe, fd, buf, (unsigned)len, off);
+    io_uring_sqe_set_data(sqe, &compact_read_token);
+    io_uring_submit(&tier.ring);
 }
 
 static void release_rescues(struct pending *pend, size_t *n)
@@ -394,13 +374,14 @@ static void drop_page(unsigned page);
 /* The page offset where a bucket's filling buffer starts. */
 static uint64_t filling_base(const struct wbucket *b)
 {
-    return tier.pages[b->open_page].fill + (b->writing ? b->wr_len : 0);
+    bool in_flight = b->writing && b->wr_page == b->open_page;
+    return tier.pages[b->open_page].fill + (in_flight ? b->wr_len : 0);
 }
 
 /* Asks for the rest of a bucket's write. */
 static void write_rest(struct wbucket *b)
 {
-    const struct flash_page *p = &tier.pages[b->open_page];
+    const struct flash_page *p = &tier.pages[b->wr_page];
     struct io_uring_sqe *sqe = next_sqe();
     io_uring_prep_write(sqe, p->fd, b->wr_buf + b->wr_done, (unsigned)(b->wr_len - b->wr_done),
                         p->file_off + p->fill + b->wr_done);
@@ -409,10 +390,11 @@ static void write_rest(struct wbucket *b)
 }
 
 /* A bucket's write completed (res bytes, or -errno). Once the whole buffer
- * is written its records are read from the file and its rescues settle. A
- * failed write drops the page: the headers pointing into it (in this
- * buffer, the one being filled, or written before) miss from then on, as
- * after any page drop. */
+ * is written its records are read from the file and its rescues settle,
+ * and a page the bucket has left since (this was its last write) is full.
+ * A failed write drops its page: the headers pointing into it (in this
+ * buffer, the one being filled when it is the same page, or written
+ * before) miss from then on, as after any page drop. */
 static void write_done(struct wbucket *b, int res)
 {
     if (res > 0) {
@@ -422,21 +404,27 @@ static void write_done(struct wbucket *b, int res)
             return;
         }
     } else {
-        fprintf(stderr, "flash: write to page %u failed; the values in it are lost\n",
-                b->open_page);
-        flash_add(&flash_counters.compact_lost, b->wr_npend + b->npend);
+        fprintf(stderr, "flash: write to page %u failed; the values in it are lost\n", b->wr_page);
+        bool same_page = b->wr_page == b->open_page;
+        flash_add(&flash_counters.compact_lost, b->wr_npend + (same_page ? b->npend : 0));
         pthread_mutex_lock(&tier.lock);
-        drop_page(b->open_page);
-        b->open_page = tier.npages;
+        drop_page(b->wr_page);
         b->writing = false;
-        b->wfill = 0;
+        b->flush_after = false;
+        if (same_page) {
+            b->open_page = tier.npages;
+            b->wfill = 0;
+        }
         pthread_mutex_unlock(&tier.lock);
         release_rescues(b->wr_pend, &b->wr_npend);
-        release_rescues(b->pend, &b->npend);
+        if (same_page)
+            release_rescues(b->pend, &b->npend);
         return;
     }
-    struct flash_page *p = &tier.pages[b->open_page];
+    struct flash_page *p = &tier.pages[b->wr_page];
     pthread_mutex_lock(&tier.lock);
+    if (b->wr_page != b->open_page)
+        p->state = PAGE_FULL; /* its last write */
     p->fill += b->wr_len;
     p->objects += b->wr_npend;
     /* counted live first: a header may be freed as soon as it points here */
@@ -450,6 +438,10 @@ static void write_done(struct wbucket *b, int res)
     for (size_t i = 0; i < b->wr_npend; i++)
         settle(&b->wr_pend[i]);
     release_rescues(b->wr_pend, &b->wr_npend);
+    if (b->flush_after) { /* the filling buffer was asked to follow */
+        b->flush_after = false;
+        submit_bucket((unsigned)(b - tier.buckets), false);
+    }
 }
 
 static bool bucket_idle(const void *arg)
@@ -468,8 +460,8 @@ static void submit_bucket(unsigned bucket, bool wait)
     struct wbucket *b = &tier.buckets[bucket];
     if (b->wfill == 0 || (b->writing && !wait))
         return;
-    ring_wait_for(bucket_idle, b);
-    if (b->wfill == 0) /* the write before failed and took these along */
+    flash_ring_wait_for(bucket_idle, b);
+    if (b->wfill == 0) /* written meanwhile, or the write before failed and took these along */
         return;
     pthread_mutex_lock(&tier.lock);
     char *buf = b->wr_buf;
@@ -483,6 +475,7 @@ static void submit_bucket(unsigned bucket, bool wait)
     b->pend = pend;
     b->pend_cap = cap;
     b->npend = 0;
+    b->wr_page = b->open_page;
     b->wr_len = b->wfill;
     b->wr_done = 0;
     b->wfill = 0;
@@ -494,7 +487,24 @@ static void submit_bucket(unsigned bucket, bool wait)
 void flash_flush_bucket(unsigned bucket)
 {
     submit_bucket(bucket, true);
-    ring_wait_for(bucket_idle, &tier.buckets[bucket]);
+    flash_ring_wait_for(bucket_idle, &tier.buckets[bucket]);
+}
+
+void flash_request_flush(unsigned bucket)
+{
+    struct wbucket *b = &tier.buckets[bucket];
+    if (b->writing)
+        b->flush_after = true;
+    else
+        submit_bucket(bucket, false);
+}
+
+enum flash_fill_wait flash_fill_wait(unsigned bucket, size_t len)
+{
+    const struct wbucket *b = &tier.buckets[bucket];
+    if (b->open_page == tier.npages || filling_base(b) + b->wfill + len > tier.cfg.page_size)
+        return b->wfill > 0 && b->writing ? FILL_PAGE : FILL_NONE;
+    return b->wfill + len > tier.cfg.wbuf_size && b->writing ? FILL_BUFFER : FILL_NONE;
 }
 
 /* The oldest full page compaction is not reading (npages: none); tier.lock
@@ -539,7 +549,9 @@ static bool open_next_page(unsigned bucket)
 {
     struct wbucket *b = &tier.buckets[bucket];
     pthread_mutex_lock(&tier.lock);
-    if (b->open_page < tier.npages)
+    /* a page whose last write is in flight is full once it completes
+     * (write_done); until then it is neither dropped nor compacted */
+    if (b->open_page < tier.npages && !(b->writing && b->wr_page == b->open_page))
         tier.pages[b->open_page].state = PAGE_FULL;
     b->open_page = tier.npages;
     unsigned pick = tier.npages;
@@ -629,7 +641,9 @@ static bool reserve(unsigned bucket, size_t len, struct item_flash_loc *loc)
     if (b->wfill + len > tier.cfg.wbuf_size)
         submit_bucket(bucket, true);
     if (b->open_page == tier.npages || filling_base(b) + b->wfill + len > tier.cfg.page_size) {
-        flash_flush_bucket(bucket); /* no write in flight to a full page */
+        /* the page's last buffer goes (after the write in flight before
+         * it); the next page is filled meanwhile */
+        submit_bucket(bucket, true);
         if (!open_next_page(bucket))
             return false;
     }
@@ -639,24 +653,6 @@ static bool reserve(unsigned bucket, size_t len, struct item_flash_loc *loc)
     loc->len = (uint32_t)len;
     b->wfill += len;
     return true;
-}
-
-/* What placing a len-byte record in a bucket's buffer would first have to
- * wait for: nothing, the write in flight before the full buffer can go
- * (FILL_BUFFER), or the bucket's writes before it changes pages
- * (FILL_PAGE). The writer must not wait while it holds items of a COLD
- * tail: a set's eviction steps past them, but the slab mover's page
- * drains wait for them, and a 2 MiB write can take hundreds of ms while
- * the device is busy. (A full buffer with no write in flight, or a new
- * page with nothing buffered or in flight, costs no wait.) */
-enum fill_wait { FILL_NONE, FILL_BUFFER, FILL_PAGE };
-
-static enum fill_wait reserve_would_wait(unsigned bucket, size_t len)
-{
-    const struct wbucket *b = &tier.buckets[bucket];
-    if (b->open_page == tier.npages || filling_base(b) + b->wfill + len > tier.cfg.page_size)
-        return b->wfill > 0 || b->writing ? FILL_PAGE : FILL_NONE;
-    return b->wfill + len > tier.cfg.wbuf_size && b->writing ? FILL_BUFFER : FILL_NONE;
 }
 
 static char *buffered_record(unsigned bucket, const struct item_flash_loc *loc)
@@ -762,7 +758,7 @@ static bool writer_pass(bool *wrote)
     *wrote = false;
     bool full = memory_full();
     bool aging = flash_tunable(&tier.cfg.item_age) != UINT32_MAX;
-    enum fill_wait filled[BUCKET_COUNT] = {FILL_NONE};
+    enum flash_fill_wait filled[BUCKET_COUNT] = {FILL_NONE};
     bool more = false;
     if (full || aging) {
         rel_time_t now = clock_now();
@@ -782,19 +778,19 @@ static bool writer_pass(bool *wrote)
             unsigned taken = 0;
             for (unsigned i = 0; i < n; i++) {
                 unsigned bucket = bucket_of(sel[i], now);
-                enum fill_wait wait = FILL_NONE;
+                enum flash_fill_wait wait = FILL_NONE;
                 if (!eligible(sel[i], taken < want, now)) {
                     item_release(sel[i]);
-                } else if ((wait = reserve_would_wait(
+                } else if ((wait = flash_fill_wait(
                                 bucket, flash_record_size(item_nkey(sel[i]),
                                                           item_nbytes(sel[i])))) != FILL_NONE) {
-                    /* let these go, wait for the bucket's write (below),
-                     * and take them again on the next pass */
+                    /* let these go and take them again on the pass
+                     * the write's completion brings (the thread waits
+                     * on its ring meanwhile, compaction goes on) */
                     for (unsigned j = i; j < n; j++)
                         item_release(sel[j]);
                     if (wait > filled[bucket])
                         filled[bucket] = wait;
-                    more = true;
                     break;
                 } else {
                     append_record(sel[i], bucket);
@@ -810,12 +806,12 @@ static bool writer_pass(bool *wrote)
                 *wrote = true;
         }
     }
-    for (unsigned b = 0; b < BUCKET_COUNT; b++) {
-        if (filled[b] == FILL_PAGE)
-            flash_flush_bucket(b); /* the next pass opens a page at once */
-        else if (filled[b] == FILL_BUFFER || !*wrote)
-            submit_bucket(b, filled[b] == FILL_BUFFER);
-    }
+    /* a bucket that made the writer stop, and every buffer after a pass
+     * that moved nothing, is written as soon as the bucket's write in
+     * flight completes (without waiting for it here) */
+    for (unsigned b = 0; b < BUCKET_COUNT; b++)
+        if (filled[b] != FILL_NONE || !*wrote)
+            flash_request_flush(b);
     return more;
 }
 
@@ -845,13 +841,14 @@ static void *io_thread(void *arg)
             break;
         if (more || requests != tier.passes_done) {
             last_pass_us = now_us();
+            tier.io_progress = false;
             bool wrote;
             more = writer_pass(&wrote);
             interval_us = wrote ? WRITER_BUSY_US
                                 : (interval_us * 2 > WRITER_INTERVAL_US ? WRITER_INTERVAL_US
                                                                         : interval_us * 2);
-            /* a page under compaction takes one buffer per pass, and
-             * the next pass follows at once */
+            /* compaction's steps wait for nothing: its reads and the
+             * compact bucket's writes complete on the ring meanwhile */
             if (flash_compact_pass())
                 more = true;
             if (requests != tier.passes_done) /* flash_write_now: everything written */
@@ -861,7 +858,7 @@ static void *io_thread(void *arg)
             tier.passes_done = requests;
             pthread_cond_broadcast(&tier.passes_cond);
             pthread_mutex_unlock(&tier.lock);
-            if (more)
+            if (more || tier.io_progress) /* completions came in the pass */
                 continue;
         }
         struct __kernel_timespec ts = {0, (long long)interval_us * 1000LL};
@@ -871,17 +868,18 @@ static void *io_thread(void *arg)
             more = true; /* time for a writer pass */
             continue;
         }
-        int ignored;
+        tier.io_progress = false;
         while (rc == 0) {
-            handle_cqe(cqe, &ignored);
+            handle_cqe(cqe);
             rc = io_uring_peek_cqe(&tier.ring, &cqe);
         }
-        /* wakes must not keep the writer from its turn */
-        more = now_us() - last_pass_us >= interval_us;
+        /* a completed write or read lets what waited for it go on at
+         * once; wakes must not keep the writer from its turn */
+        more = tier.io_progress || now_us() - last_pass_us >= interval_us;
     }
     flash_compact_abandon();
     for (unsigned b = 0; b < BUCKET_COUNT; b++) /* the writes in flight end first */
-        ring_wait_for(bucket_idle, &tier.buckets[b]);
+        flash_ring_wait_for(bucket_idle, &tier.buckets[b]);
     return NULL;
 }
 

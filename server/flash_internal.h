@@ -53,15 +53,19 @@ struct pending {
 
 /* One bucket's open page and its two write buffers: the I/O thread fills
  * one while the other is being written (at most one write in flight per
- * bucket, always to the open page, at its fill). The fields readers use
- * (open_page, wbuf, writing, wr_buf, wr_len) change under tier.lock. */
+ * bucket, at its page's fill: to the open page, or the last write of the
+ * page before, which stays open until that write completes). The fields
+ * readers use (open_page, wbuf, writing, wr_page, wr_buf, wr_len) change
+ * under tier.lock. */
 struct wbucket {
     unsigned open_page; /* npages: none */
     char *wbuf;         /* being filled */
     size_t wfill;
     struct pending *pend; /* the compact bucket's rescues in wbuf */
     size_t npend, pend_cap;
-    bool writing; /* wr_buf's first wr_len bytes are being written */
+    bool writing;     /* wr_buf's first wr_len bytes are being written to wr_page */
+    unsigned wr_page; /* open_page, or the one before (its last write) */
+    bool flush_after; /* wbuf is written as soon as that write completes */
     char *wr_buf;
     size_t wr_len, wr_done;
     struct pending *wr_pend; /* the rescues in wr_buf */
@@ -93,6 +97,7 @@ struct flash_tier {
     bool stop;
     uint64_t pass_requests, passes_done;
     int wake_fd;
+    bool io_progress; /* I/O thread: a write or read completed since it was cleared */
 #ifdef HAVE_LIBURING
     struct io_uring ring;
 #endif
@@ -120,9 +125,26 @@ size_t flash_record_size(size_t nkey, size_t nbytes);
 /* The check of a record: over everything after the check itself. */
 uint32_t flash_record_check(const char *record, size_t len);
 
-/* I/O thread only. Reads or writes len bytes at off of fd through the
- * thread's ring; false on an error or a short read. */
-bool flash_ring_io(bool write, int fd, char *buf, size_t len, uint64_t off);
+/* I/O thread only: asks the ring for a read of len bytes at off of fd
+ * into buf; its completion calls flash_compact_read_done (the only
+ * reader). */
+void flash_ring_read(int fd, char *buf, size_t len, uint64_t off);
+/* I/O thread only: handles the ring's completions until cond(arg). */
+void flash_ring_wait_for(bool (*cond)(const void *), const void *arg);
+/* What placing a len-byte record in a bucket's buffer would first have to
+ * wait for: nothing, the write in flight before the full buffer can go
+ * (FILL_BUFFER), or the bucket's writes before it changes pages
+ * (FILL_PAGE). The I/O thread waits for neither: the writer must not
+ * wait while it holds items of a COLD tail (the slab mover's page drains
+ * wait for them), and neither the writer nor compaction may hold the
+ * other up, or sets evict values the writer has not moved yet. (A full
+ * buffer with no write in flight, or a new page with nothing buffered or
+ * in flight, costs no wait.) */
+enum flash_fill_wait { FILL_NONE, FILL_BUFFER, FILL_PAGE };
+enum flash_fill_wait flash_fill_wait(unsigned bucket, size_t len);
+/* Has the bucket's filling buffer written now, or as soon as its write in
+ * flight completes. */
+void flash_request_flush(unsigned bucket);
 /* Copies a record compaction rescues (len bytes, as read) into the compact
  * bucket's buffer for header h (referenced; the buffer keeps the
  * reference). When the buffer is written, h is pointed at the copy if it
@@ -137,10 +159,13 @@ void flash_flush_bucket(unsigned bucket);
 void flash_page_close(unsigned page, uint32_t version);
 
 /* flash_compact.c: one step of compaction: starts on a page when the
- * settings call for it, then reads and rescues one write buffer of it per
- * call; true while a page is being compacted (more steps to come). I/O
- * thread only. */
+ * settings call for it, asks for the read of its next write buffer, and
+ * rescues the records of a completed read until the compact bucket would
+ * have to wait for its write; true when there is more to do at once
+ * (false while it waits for the ring). I/O thread only. */
 bool flash_compact_pass(void);
+/* The ring completed compaction's read (res bytes, or -errno). */
+void flash_compact_read_done(int res);
 /* The I/O thread stops: a compaction under way is dropped (its page stays
  * as it is; the rescues waiting in the compact bucket are released with
  * the buckets). */

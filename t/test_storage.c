@@ -2346,12 +2346,27 @@ static void test_flash_buffered_read(const char *rec, size_t len, const char *ke
 
     pthread_mutex_lock(&tier.lock);
     b->writing = true;
+    b->wr_page = 0;
     b->wr_len = 4096;
     pthread_mutex_unlock(&tier.lock);
     ok(targeted && copied_at(&rd, 4096 + 128, buf, value),
        "a record in the buffer being written is copied from it and checks");
     ok(targeted && copied_at(&rd, 8192 + 64, buf, value),
        "the buffer being filled starts after the one being written");
+
+    /* the bucket went on to another page while this one's last write is
+     * in flight */
+    pthread_mutex_lock(&tier.lock);
+    b->open_page = 1;
+    pthread_mutex_unlock(&tier.lock);
+    ok(targeted && copied_at(&rd, 4096 + 128, buf, value),
+       "the last write of a page the bucket has left is still read from its buffer");
+    rd.loc.offset = 8192 + 64;
+    ok(targeted && flash_read_locate(&rd, &fd, &off) == FLASH_PLACE_NONE,
+       "nothing of that page lies after its last write");
+    pthread_mutex_lock(&tier.lock);
+    b->open_page = 0;
+    pthread_mutex_unlock(&tier.lock);
 
     pthread_mutex_lock(&tier.lock);
     b->writing = false;
