@@ -47,6 +47,29 @@ size_t item_ntotal(const struct item *it);
 void item_ref(struct item *it);
 /* Tells the eviction observer, if any, about it (its locks held). */
 void item_report_eviction(const struct item *it, unsigned cls, rel_time_t now);
+/* Value chunks of a chunked value of nbytes. */
+size_t chunk_count(size_t nbytes);
+/* The class of the chunk holding the item's header; the class whose LRU
+ * holds the item; the class of value chunk i of n. */
+unsigned item_chunk_class(const struct item *it);
+unsigned item_lru_class(const struct item *it);
+unsigned value_chunk_class(const struct item *it, size_t i, size_t n);
+/* Frees the item's chunks (or its flash record) and header. */
+void item_free(struct item *it);
+/* Unlinks a linked item from the table and from l (both locks held). */
+void unlink_common(struct item *it, struct lru_list *l, uint64_t hv);
+
+/* ---- item_alloc.c ---------------------------------------------------------- */
+/* memcached's size of such an item, against which -I is checked. */
+size_t memcached_item_size(size_t nkey, uint32_t flags, size_t nbytes);
+/* The chunk holding an item's header (header bytes of it), filled with
+ * key, flags, exptime and length; *cls is the class it came from. */
+struct item *alloc_header(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime,
+                          size_t nbytes, size_t header, bool chunked, unsigned *cls);
+/* A new unlinked item (header and value chunks), evicting when memory is
+ * full; NULL with *why set when it cannot be had. */
+struct item *alloc_item(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime,
+                        size_t nbytes, enum alloc_result *why);
 
 /* ---- item_lru.c ------------------------------------------------------------ */
 /* Whether new items enter HOT (segmented) or COLD (flat). */
