@@ -44,6 +44,24 @@ enum mcr_rdma_op_kind {
     MCR_RDMA_OP_INVALIDATE
 };
 
+/* The kind in words, for the reason a failed work request gives. */
+static inline const char *mcr_rdma_op_kind_name(enum mcr_rdma_op_kind kind)
+{
+    switch (kind) {
+    case MCR_RDMA_OP_SEND:
+        return "send";
+    case MCR_RDMA_OP_READ:
+        return "RDMA read";
+    case MCR_RDMA_OP_WRITE:
+        return "RDMA write";
+    case MCR_RDMA_OP_BIND:
+        return "memory window bind";
+    case MCR_RDMA_OP_INVALIDATE:
+        return "memory window invalidation";
+    }
+    return "work request";
+}
+
 /* One send-queue work request, posted or waiting in an endpoint's queue. */
 struct mcr_rdma_ep_impl;
 struct mcr_rdma_op {

@@ -304,7 +304,8 @@ void rc_on_recv(struct mcr_rdma_ep *ep, uint32_t buf_index, const struct ibv_wc 
     if (wc->status != IBV_WC_SUCCESS) {
         /* e.g. a message longer than our buffers: the QP is in error now */
         char why[96];
-        snprintf(why, sizeof(why), "receive failed: %s", ibv_wc_status_str(wc->status));
+        snprintf(why, sizeof(why), "work completion failed: %s (status %d) on receive",
+                 ibv_wc_status_str(wc->status), (int)wc->status);
         if (mcr_rdma_ctx_repost_recv(ctx, buf_index) != 0)
             mcr_rdma_pool_put(&ctx->recv_pool, buf_index);
         rc_fail(rc, -EIO, why);
@@ -467,7 +468,8 @@ void rc_on_send_wc(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct 
     }
     if (!ok && rc->state != RC_CLOSING && !rc->peer_left) { /* a peer that left flushes them */
         char why[96];
-        snprintf(why, sizeof(why), "work request failed: %s", ibv_wc_status_str(wc->status));
+        snprintf(why, sizeof(why), "work completion failed: %s (status %d) on %s",
+                 ibv_wc_status_str(wc->status), (int)wc->status, mcr_rdma_op_kind_name(op->kind));
         rc_fail(rc, wc->status == IBV_WC_REM_ACCESS_ERR ? -EACCES : -EIO, why);
     }
     if (rc->state == RC_ESTABLISHED)

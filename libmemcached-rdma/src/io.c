@@ -230,17 +230,28 @@ static void note_failure(memcached_instance_st *srv, bool timed_out)
     }
 }
 
+/* Why the transport says the connection failed (transport.h: why), else
+ * `otherwise` (errno's text, the end of the stream). */
+static const char *transport_why(const memcached_instance_st *srv, const char *otherwise)
+{
+    return srv->conn.why[0] != '\0' ? srv->conn.why : otherwise;
+}
+
 void lmr_io_fail_server(memcached_instance_st *srv, memcached_return_t rc, const char *why)
 {
     bool timed_out = rc == MEMCACHED_TIMEOUT || srv->connecting;
     if (srv->connecting && rc != MEMCACHED_SUCCESS)
         note_connect_failed(srv);
     lmr_io_close(srv);
-    snprintf(srv->error_message, sizeof(srv->error_message), "%.120s:%u: %.100s", srv->hostname,
+    snprintf(srv->error_message, sizeof(srv->error_message), "%.120s:%u: %.127s", srv->hostname,
              (unsigned)srv->port, why);
     if (rc != MEMCACHED_SUCCESS) {
         srv->error_rc = rc;
         srv->client->last_disconnected = srv;
+        /* also the client's last error, as libmemcached records a server's:
+         * requests waited for without a call of their own (memcached_wait,
+         * memcached_wait_all) have no other place to say why they failed */
+        lmr_client_result(srv->client, rc, srv->error_message);
     }
     /* every queued request completes exactly once, in issue order */
     while (srv->head != NULL)
@@ -296,6 +307,7 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
             ep.shared_peers++;
     int sys_errno = 0;
     srv->conn.fd = -1;
+    srv->conn.why[0] = '\0';
     const struct lmr_transport_ops *transport = lmr_transport_for(srv->type);
     if (transport == NULL)
         return MEMCACHED_NOT_SUPPORTED;
@@ -313,8 +325,9 @@ static memcached_return_t ensure_connected(memcached_instance_st *srv)
         rc = MEMCACHED_CONNECTION_FAILURE;
     }
     if (rc != MEMCACHED_SUCCESS) {
-        snprintf(srv->error_message, sizeof(srv->error_message), "%.120s:%u: connect: %.100s",
-                 srv->hostname, (unsigned)srv->port, sys_errno ? strerror(sys_errno) : "failed");
+        snprintf(srv->error_message, sizeof(srv->error_message), "%.120s:%u: connect: %.118s",
+                 srv->hostname, (unsigned)srv->port,
+                 transport_why(srv, sys_errno ? strerror(sys_errno) : "failed"));
         srv->client->last_errno = sys_errno;
         srv->error_rc = rc;
         srv->client->last_disconnected = srv;
@@ -471,7 +484,7 @@ static bool send_some(memcached_instance_st *srv)
                 srv->send_backlog = true;
                 return true;
             }
-            lmr_io_fail_server(srv, MEMCACHED_WRITE_FAILURE, strerror(errno));
+            lmr_io_fail_server(srv, MEMCACHED_WRITE_FAILURE, transport_why(srv, strerror(errno)));
             return false;
         }
         if (written > 0 && srv->send_backlog)
@@ -578,13 +591,14 @@ static bool receive_some(memcached_instance_st *srv)
             srv->progress++;
         }
         if (got == 0) {
-            lmr_io_fail_server(srv, MEMCACHED_CONNECTION_FAILURE, "connection closed by server");
+            lmr_io_fail_server(srv, MEMCACHED_CONNECTION_FAILURE,
+                               transport_why(srv, "connection closed by server"));
             return false;
         }
         if (got < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return was_switching && !switching(srv) ? moved(srv) : true;
-            lmr_io_fail_server(srv, MEMCACHED_READ_FAILURE, strerror(errno));
+            lmr_io_fail_server(srv, MEMCACHED_READ_FAILURE, transport_why(srv, strerror(errno)));
             return false;
         }
         /* the parser decides about bytes nobody waits for (binary: errors

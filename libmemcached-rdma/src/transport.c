@@ -1,7 +1,8 @@
 /* transport.c: what is common to the transports: which one reaches a
- * server of a given kind, and reading a transport's numeric settings from
- * the environment. The transports themselves live in transport_sock.c,
- * transport_tls.c, transport_rdma.c and transport_ud.c. */
+ * server of a given kind, reading a transport's numeric settings from the
+ * environment, and recording why a connection failed (conn->why). The
+ * transports themselves live in transport_sock.c, transport_tls.c,
+ * transport_rdma.c and transport_ud.c. */
 #include "transport.h"
 
 #include "config.h"
@@ -10,6 +11,8 @@
 #include "transport_ud.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #ifdef HAVE_RDMA
@@ -60,4 +63,14 @@ unsigned lmr_env_unsigned(const char *env_name, unsigned max, unsigned default_v
     char *end;
     unsigned long n = strtoul(v, &end, 10);
     return *end == '\0' && n <= max ? (unsigned)n : default_value;
+}
+
+void lmr_conn_note_why(struct lmr_conn *conn, const char *fmt, ...)
+{
+    if (conn->why[0] != '\0')
+        return; /* the first cause stands: what follows is its consequence */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(conn->why, sizeof(conn->why), fmt, ap);
+    va_end(ap);
 }

@@ -143,6 +143,13 @@ struct lmr_conn {
     bool cpu_shared;
     int cpu_checked_on;
     unsigned cpu_check_reuses;
+    /* Why the connection failed or could not open, in words, when the
+     * transport knows more than errno or the end of the stream says (RDMA:
+     * a failed work completion, a connection manager event, a silent
+     * peer); "" otherwise. The pipeline reports it as the cause in the
+     * server's error (memcached_server_error) instead of strerror. Cleared
+     * before each open; the first cause recorded stands. */
+    char why[128];
 };
 
 extern const struct lmr_transport_ops lmr_transport_socket;
@@ -151,6 +158,10 @@ extern const struct lmr_transport_ops lmr_transport_tls; /* TLS over TCP */
 /* A transport setting from the environment: the number in env_name,
  * 0 .. max; default_value when unset or not such a number. */
 unsigned lmr_env_unsigned(const char *env_name, unsigned max, unsigned default_value);
+
+/* Records why conn failed (conn->why), unless a cause is recorded already. */
+__attribute__((format(printf, 2, 3))) void lmr_conn_note_why(struct lmr_conn *conn, const char *fmt,
+                                                             ...);
 
 /* Largest spin budget (conn->spin_us) a *_SPIN_US variable may ask for. */
 #define LMR_SPIN_US_MAX 1000000u

@@ -56,6 +56,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -168,7 +169,9 @@ static void on_message(struct mcr_rdma_ep *ep, const struct mcr_rdma_msg *msg, v
     default:
         break;
     }
-    mcr_rdma_ep_abort(ep); /* the reader sees the end of the stream */
+    char why[64];
+    snprintf(why, sizeof(why), "unexpected message from the server (type %u)", msg->type);
+    lmr_rdma_abort(s, why); /* the reader sees the end of the stream */
 }
 
 /* Received bytes wait to be read (in `in` or in a value segment), or the
@@ -209,12 +212,16 @@ static void drop_grants(struct rdma_stream *s)
         lmr_grant_drop(&s->value_grants[i]);
 }
 
+/* Why the connection went, for the pipeline's report (transport.h: why):
+ * the substrate's words (a failed work completion with its status and
+ * operation, a connection manager event, the peer's disconnect). Not for a
+ * close of ours (0) nor our own abort (lmr_rdma_abort said why first). */
 static void on_closed(struct mcr_rdma_ep *ep, int reason, const char *why, void *user)
 {
     (void)ep;
-    (void)reason;
-    (void)why;
     struct rdma_stream *s = user;
+    if (reason != 0 && reason != -ECONNABORTED && s->conn != NULL)
+        lmr_conn_note_why(s->conn, "RDMA: %s", why);
     s->closed = true;
     s->close_reason = reason;
     s->ep = NULL;
@@ -489,6 +496,15 @@ void lmr_rdma_sync_signal(struct rdma_stream *s)
     }
 }
 
+void lmr_rdma_abort(struct rdma_stream *s, const char *why)
+{
+    if (s->ep == NULL || s->closed)
+        return;
+    if (s->conn != NULL)
+        lmr_conn_note_why(s->conn, "RDMA: %s", why);
+    mcr_rdma_ep_abort(s->ep);
+}
+
 /* (Re-)advertises the landing buffer in a message of its own. Used when
  * the client waits for input with nothing to send (the server may hold
  * more large output); otherwise the advertisement rides on the next
@@ -512,7 +528,9 @@ static void advertise(struct rdma_stream *s)
     if (rc == 0) {
         land_advertised(s);
     } else if (rc != -EAGAIN) {
-        mcr_rdma_ep_abort(s->ep);
+        char why[96];
+        snprintf(why, sizeof(why), "advertising the landing buffer failed: %s", strerror(-rc));
+        lmr_rdma_abort(s, why);
     }
 }
 
@@ -525,10 +543,13 @@ static void progress(struct rdma_stream *s, int timeout_ms)
     int rc = timeout_ms > 0    ? mcr_rdma_ctx_progress(s->ctx, timeout_ms)
              : timeout_ms == 0 ? mcr_rdma_ctx_handle_events(s->ctx)
                                : mcr_rdma_ctx_poll(s->ctx);
-    if (rc < 0 && s->ep != NULL && !s->closed)
-        mcr_rdma_ep_abort(s->ep);
-    if (!flush_out(s) && s->ep != NULL && !s->closed)
-        mcr_rdma_ep_abort(s->ep);
+    if (rc < 0) {
+        char why[96];
+        snprintf(why, sizeof(why), "handling the device's events failed: %s", strerror(-rc));
+        lmr_rdma_abort(s, why);
+    }
+    if (!flush_out(s))
+        lmr_rdma_abort(s, "sending the bytes kept for later failed");
     if (timeout_ms >= 0) {
         advertise(s);
         /* the context's other connections may have got input or ended
@@ -588,10 +609,12 @@ static memcached_return_t connect_stream(struct rdma_stream *s, const struct lmr
                                          int timeout, bool fresh, int *sys_errno)
 {
     char err[256];
+    s->conn->why[0] = '\0'; /* a try before (another device's) is not why this one fails */
     s->shared = lmr_rdma_ctx_acquire(ep->shared, ep->hostname, ep->shared_peers, timeout, fresh, s,
                                      err, sizeof(err));
     if (s->shared == NULL) {
         *sys_errno = ENODEV;
+        lmr_conn_note_why(s->conn, "RDMA: %s", err);
         return MEMCACHED_CONNECTION_FAILURE;
     }
     s->ctx = s->shared->ctx;
@@ -613,6 +636,7 @@ static memcached_return_t connect_stream(struct rdma_stream *s, const struct lmr
         *sys_errno = crc < 0 ? -crc : crc;
         s->ep = NULL;
         rc = MEMCACHED_CONNECTION_FAILURE;
+        lmr_conn_note_why(s->conn, "RDMA: %s", strerror(*sys_errno));
     } else {
         int64_t deadline = lmr_rdma_now_ms() + timeout;
         while (!s->connected && !s->closed && lmr_rdma_now_ms() < deadline)
@@ -620,6 +644,8 @@ static memcached_return_t connect_stream(struct rdma_stream *s, const struct lmr
         if (!s->connected || s->closed) {
             *sys_errno = s->closed ? (s->close_reason == -EXDEV ? EXDEV : ECONNREFUSED) : ETIMEDOUT;
             rc = *sys_errno == ETIMEDOUT ? MEMCACHED_TIMEOUT : MEMCACHED_CONNECTION_FAILURE;
+            if (!s->closed)
+                lmr_conn_note_why(s->conn, "RDMA: no answer within %d ms", timeout);
         }
     }
     if (rc != MEMCACHED_SUCCESS) {
@@ -642,6 +668,7 @@ static memcached_return_t rdma_open(struct lmr_conn *conn, const struct lmr_endp
     if (s == NULL)
         return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
     s->epfd = s->evfd = -1;
+    s->conn = conn;
     int timeout = ep->connect_timeout_ms > 0 ? ep->connect_timeout_ms : 4000;
     memcached_return_t rc = connect_stream(s, ep, timeout, false, sys_errno);
     /* reached through another device than the client's context's: a

@@ -66,6 +66,7 @@ struct rdma_stream {
     struct mcr_rdma_ctx *ctx;
     struct rdma_stream *ctx_next;
     struct mcr_rdma_ep *ep; /* NULL once the substrate freed it */
+    struct lmr_conn *conn;  /* the pipeline's connection: why it failed goes to conn->why */
     int epfd, evfd;
     bool signaled, connected, closed;
     int close_reason;         /* on_closed's reason (-EXDEV: reached through another device) */
@@ -121,6 +122,9 @@ struct rdma_stream {
 int64_t lmr_rdma_now_ms(void);
 /* The eventfd is readable exactly while input waits or the stream ended. */
 void lmr_rdma_sync_signal(struct rdma_stream *s);
+/* Ends the connection at once because of `why` (words for the pipeline's
+ * report: transport.h, why); the reader sees the end of the stream. */
+void lmr_rdma_abort(struct rdma_stream *s, const char *why);
 
 /* transport_rdma_value.c: callers' buffers advertised for one GET's value */
 /* The RNDV_WRITE that advertises vb, the buffer opened for it (once: a

@@ -122,7 +122,7 @@ static void close_value_grant(struct rdma_stream *s, struct lmr_grant *g)
         if (deadline == 0)
             deadline = lmr_rdma_now_ms() + RDMA_CLOSE_GRANT_MS;
         if (lmr_rdma_now_ms() >= deadline) {
-            mcr_rdma_ep_abort(s->ep);
+            lmr_rdma_abort(s, "a value buffer's window was not invalidated in time");
             lmr_grant_drop(g); /* the window goes now, not with the connection */
             return;
         }
@@ -155,8 +155,7 @@ void lmr_rdma_release_value_buffer(struct lmr_conn *conn, uint32_t opaque)
              * be read from it any more, so the stream ends here */
             s->nsegs = 0;
             mcr_rdma_bytes_take(&s->in, NULL, s->in.len);
-            if (s->ep != NULL && !s->closed)
-                mcr_rdma_ep_abort(s->ep);
+            lmr_rdma_abort(s, "a value buffer was released before its value was read");
         }
         close_value_grant(s, &s->value_grants[s->vbufs[i].grant]);
         s->value_grant_taken[s->vbufs[i].grant] = false;

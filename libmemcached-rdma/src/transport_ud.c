@@ -13,8 +13,9 @@
  * completion channel, its RDMA CM channel and a timerfd armed for the
  * reliability layer's next timer (retransmission, ack), so a lost datagram
  * is sent again while the program sleeps in the pipeline. A server that
- * stops answering for the layer's dead timeout (5 s) reads as end of
- * stream: its requests complete with MEMCACHED_CONNECTION_FAILURE.
+ * stops answering for the dead timeout (UD_DEAD_MS) reads as end of
+ * stream: its requests complete with MEMCACHED_CONNECTION_FAILURE, and the
+ * server's error says why (transport.h: why), as for every end here.
  *
  * An rdma:// connection (the endpoint's movable) marks its peer movable
  * with MCR_RDMA_UD_HELLO; its messages then carry an enum mcr_rdma_ctl
@@ -54,6 +55,9 @@
 #define UD_CONNECT_TIMEOUT_MS 4000
 /* Longest a send waits for room in the peer's send queue. */
 #define UD_SEND_WAIT_MAX_MS 10000
+/* A server that acknowledges nothing we sent for this long is dead (the
+ * reliability layer's default, named here for the error it gives). */
+#define UD_DEAD_MS 5000u
 
 struct ud_stream;
 
@@ -71,6 +75,7 @@ struct ud_stream {
     struct ud_stream *next, *prev;
     struct lmr_ud_ctx *u;
     struct mcr_udep_peer *peer; /* NULL once dead */
+    struct lmr_conn *conn;      /* the pipeline's connection: why it ended goes to conn->why */
     struct mcr_rdma_bytes in;   /* received, not yet read */
     bool ended;                 /* end of stream: the server is gone */
     int64_t last_use_ms;
@@ -85,6 +90,13 @@ static int64_t coarse_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The stream ends (reads as end of stream) because of `why`. */
+static void end_stream(struct ud_stream *s, const char *why)
+{
+    lmr_conn_note_why(s->conn, "RDMA UD: %s", why);
+    s->ended = true;
 }
 
 static struct lmr_client *client_of_conn(struct lmr_conn *conn)
@@ -113,25 +125,30 @@ static void on_message(struct mcr_udep_peer *peer, const void *msg, size_t len, 
             return;
         }
         if (m[0] != MCR_RDMA_CTL_DATA || len < 2 || s->move.server_end) {
-            s->ended = true; /* not what a server sends */
+            end_stream(s, "unexpected message from the server");
             return;
         }
         msg = m + 1;
         len--;
     }
-    if (len == 0 || !mcr_rdma_bytes_append(&s->in, msg, len))
-        s->ended = true; /* the server closed, or no memory: the connection ends */
+    if (len == 0)
+        end_stream(s, "the server closed the connection");
+    else if (!mcr_rdma_bytes_append(&s->in, msg, len))
+        end_stream(s, "no memory for a received message");
 }
 
+/* reason is -ETIMEDOUT, the only one the layer gives */
 static void on_dead(struct mcr_udep_peer *peer, int reason, void *user)
 {
-    (void)reason;
     (void)user;
     struct ud_stream *s = mcr_udep_peer_user(peer);
     if (s == NULL)
         return;
     s->peer = NULL; /* the context frees it */
-    s->ended = true;
+    char why[96];
+    snprintf(why, sizeof(why), "server silent for %u ms (nothing acknowledged: %s)", UD_DEAD_MS,
+             strerror(-reason));
+    end_stream(s, why);
 }
 
 static const struct mcr_udep_callbacks ud_callbacks = {.on_message = on_message,
@@ -154,6 +171,7 @@ static struct lmr_ud_ctx *ctx_open(const char *host, char *err, size_t errlen)
     o.send_bufs = 128;
     o.max_peers = 1024;
     o.max_msg = UD_STREAM_MSG_MAX;
+    o.dead_ms = UD_DEAD_MS;
     u->ctx = mcr_udep_open(&o, &ud_callbacks, u, err, errlen);
     if (u->ctx == NULL) {
         free(u);
@@ -214,16 +232,20 @@ static memcached_return_t connect_peer(struct ud_stream *s, int *sys_errno)
         mcr_udep_connect(s->u->ctx, s->host, s->port, s->connect_timeout_ms, err, sizeof(err));
     if (s->peer == NULL) {
         *sys_errno = ECONNREFUSED;
+        lmr_conn_note_why(s->conn, "RDMA UD: %s", err[0] != '\0' ? err : "connect failed");
         return MEMCACHED_CONNECTION_FAILURE;
     }
     mcr_udep_peer_set_user(s->peer, s);
     s->last_use_ms = coarse_ms();
     s->move.to = 0; /* a new peer: a move asked of the old one is void */
     s->move.end_sent = s->move.server_end = false;
-    if (s->move.movable && mcr_udep_send(s->peer, MCR_RDMA_UD_HELLO, MCR_RDMA_UD_HELLO_LEN) != 0) {
+    int hello;
+    if (s->move.movable &&
+        (hello = mcr_udep_send(s->peer, MCR_RDMA_UD_HELLO, MCR_RDMA_UD_HELLO_LEN)) != 0) {
         mcr_udep_peer_close(s->peer);
         s->peer = NULL;
         *sys_errno = ECONNRESET;
+        lmr_conn_note_why(s->conn, "RDMA UD: sending HELLO failed: %s", strerror(-hello));
         return MEMCACHED_CONNECTION_FAILURE;
     }
     return MEMCACHED_SUCCESS;
@@ -234,6 +256,7 @@ static memcached_return_t ud_open(struct lmr_conn *conn, const struct lmr_endpoi
 {
     struct lmr_client *c = client_of_conn(conn);
     *sys_errno = 0;
+    conn->why[0] = '\0'; /* an RC try before (rdma://) is not why this one fails */
     if (ep->unix_socket || ep->port == 0 || ep->port > 65535) {
         *sys_errno = EINVAL;
         return MEMCACHED_CONNECTION_FAILURE;
@@ -241,11 +264,13 @@ static memcached_return_t ud_open(struct lmr_conn *conn, const struct lmr_endpoi
     char err[256] = "";
     if (c->ud == NULL && (c->ud = ctx_open(ep->hostname, err, sizeof(err))) == NULL) {
         *sys_errno = ENODEV;
+        lmr_conn_note_why(conn, "RDMA UD: %s", err);
         return MEMCACHED_CONNECTION_FAILURE;
     }
     struct ud_stream *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+    s->conn = conn;
     s->u = c->ud;
     snprintf(s->host, sizeof(s->host), "%s", ep->hostname);
     s->port = (uint16_t)ep->port;
@@ -303,7 +328,13 @@ static ssize_t ud_sink(void *owner, const struct mcr_rdma_stream_out *out,
     int rc = mcr_udep_send(s->peer, msg, len);
     if (rc == -EAGAIN)
         return 0;
-    return rc == 0 ? (ssize_t)msg_len : -1;
+    if (rc != 0) {
+        char why[96];
+        snprintf(why, sizeof(why), "send failed: %s", strerror(-rc));
+        end_stream(s, why);
+        return -1;
+    }
+    return (ssize_t)msg_len;
 }
 
 static ssize_t ud_send(struct lmr_conn *conn, const struct iovec *iov, int iovcnt)
@@ -321,7 +352,7 @@ static ssize_t ud_send(struct lmr_conn *conn, const struct iovec *iov, int iovcn
         int sys_errno;
         release_peer(s);
         if (connect_peer(s, &sys_errno) != MEMCACHED_SUCCESS) {
-            s->ended = true;
+            s->ended = true; /* connect_peer said why */
             errno = sys_errno;
             return -1;
         }
@@ -347,6 +378,7 @@ static ssize_t ud_send(struct lmr_conn *conn, const struct iovec *iov, int iovcn
         return -1;
     }
     if (sent == 0) {
+        lmr_conn_note_why(conn, "RDMA UD: no room to send for %d ms", UD_SEND_WAIT_MAX_MS);
         errno = ETIMEDOUT;
         return -1;
     }
@@ -463,7 +495,9 @@ static bool ud_hold_sends(struct lmr_conn *conn)
            !s->ended && s->peer != NULL)
         mcr_udep_poll(s->u->ctx, 10);
     if (rc != 0) {
-        s->ended = true; /* reads as a lost connection */
+        char why[96];
+        snprintf(why, sizeof(why), "sending the move's END failed: %s", strerror(-rc));
+        end_stream(s, why); /* reads as a lost connection */
         return false;
     }
     s->move.end_sent = true;

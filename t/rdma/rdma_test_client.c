@@ -9,7 +9,8 @@
  * mixed cluster (one server over TCP, one over RDMA), several client
  * processes at once, and a server killed with requests in flight (they
  * complete with MEMCACHED_CONNECTION_FAILURE; after a restart the next call
- * reconnects).
+ * reconnects; killed mid-request over rdma+rc:// and rdma+ud://, the error
+ * messages name the RDMA cause).
  *
  * With MC_RDMA_SCHEME=rdma+ud the whole suite runs over UD: the checks of
  * RC's rendezvous and of values written straight into iget buffers check
@@ -680,6 +681,16 @@ static int mixed_key(const struct mixed *x, int i, char *key, size_t cap)
     return snprintf(key, cap, "mix%d-%d", x->k, i);
 }
 
+/* The library's words for the last failure: the client's last error and
+ * the server's (which names the RDMA cause: a failed work completion, a
+ * disconnect, a silent peer), for a failure's diagnostics. */
+static void mixed_why(const struct mixed *x)
+{
+    const char *server = memcached_server_error(memcached_server_instance_by_position(x->m, 0));
+    fprintf(stderr, "mixed %d:   last error: %s; server error: %s\n", x->k,
+            memcached_last_error_message(x->m), server ? server : "(none)");
+}
+
 /* A read of key i returned (rc, v, len): what the process stored last. */
 static void mixed_check(struct mixed *x, int i, const char *how, memcached_return_t rc,
                         const char *v, size_t len)
@@ -695,6 +706,8 @@ static void mixed_check(struct mixed *x, int i, const char *how, memcached_retur
     if (!ok) {
         fprintf(stderr, "mixed %d: %s of key %d: %s, %zu bytes (want %zu)\n", x->k, how, i,
                 memcached_strerror(x->m, rc), len, x->present[i] ? x->len[i] : 0);
+        if (rc != MEMCACHED_SUCCESS && rc != MEMCACHED_NOTFOUND)
+            mixed_why(x);
         x->wrong++;
     }
 }
@@ -714,6 +727,7 @@ static void mixed_op(struct mixed *x)
         if (rc != MEMCACHED_SUCCESS) {
             fprintf(stderr, "mixed %d: set of %zu bytes: %s\n", x->k, n,
                     memcached_strerror(x->m, rc));
+            mixed_why(x);
             x->wrong++;
             return;
         }
@@ -762,6 +776,9 @@ static void mixed_op(struct mixed *x)
                 x->seed[at] = seeds[j];
                 x->present[at] = true;
             } else {
+                fprintf(stderr, "mixed %d: bset of key %d: %s\n", x->k, at,
+                        memcached_strerror(x->m, memcached_request_return(sets[j])));
+                mixed_why(x);
                 x->wrong++;
             }
             size_t len = 0;
@@ -1086,6 +1103,51 @@ static void noreply_on_its_way(unsigned tcp_port, unsigned rdma_port)
            N, took_ms, present, N);
     memcached_free(check);
     server_stop(&s, SIGTERM);
+}
+
+/* A server killed (SIGKILL) with a request of ours in flight, over
+ * rdma+rc:// and rdma+ud://: the request fails with CONNECTION_FAILURE and
+ * the library says why in RDMA's terms (RC: the connection manager's
+ * disconnect or a failed work completion; UD: the server silent for the
+ * dead timeout), in memcached_server_error and in
+ * memcached_last_error_message, not only the generic code. */
+static void killed_server_names_cause(unsigned base)
+{
+    static const char *const schemes[] = {"rdma+rc", "rdma+ud"};
+    for (unsigned k = 0; k < 2; k++) {
+        const char *scheme = schemes[k];
+        if (rdma_over_ud() && k == 0)
+            continue; /* the RC run has it */
+        struct server s;
+        server_probe_scheme = scheme;
+        server_start_with(&s, base + 2 * k, base + 2 * k + 1, "2", NULL, NULL);
+        server_probe_scheme = NULL;
+        memcached_st *m = rdma_client_over(&s, scheme);
+        /* longer than UD's dead timeout: the transport finds the cause */
+        memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 20000);
+        memcached_return_t set = memcached_set(m, "cause", 5, "1", 1, 0, 0);
+        kill(s.pid, SIGSTOP);
+        usleep(300000); /* stopped for sure before the request goes out */
+        memcached_request_st *req = memcached_request_create(m);
+        memcached_bget(m, "cause", 5, req);
+        memcached_test(m, req); /* on its way */
+        server_stop(&s, SIGKILL);
+        double t0 = wall_ms();
+        memcached_return_t rc = memcached_wait(m, req);
+        double took = wall_ms() - t0;
+        memcached_request_free(req);
+        const char *last = memcached_last_error_message(m);
+        const char *server = memcached_server_error(memcached_server_instance_by_position(m, 0));
+        const char *cause = k == 0 ? "RDMA: " : "RDMA UD: ";
+        tap_ok(set == MEMCACHED_SUCCESS && rc == MEMCACHED_CONNECTION_FAILURE && server != NULL &&
+                   strstr(server, cause) != NULL && strstr(last, server) != NULL,
+               "%s: a server killed mid-request fails it with %s after %.0f ms, and the "
+               "library names the cause: memcached_last_error_message \"%s\"",
+               scheme, memcached_strerror(m, rc), took, last);
+        if (server == NULL || strstr(server, cause) == NULL)
+            tap_diag("memcached_server_error: %s", server ? server : "(none)");
+        memcached_free(m);
+    }
 }
 
 /* memcached_test until the request is done or `ms` passed; its last result. */
@@ -1653,6 +1715,7 @@ int main(int argc, char **argv)
         server_stop(&s3, SIGTERM);
     }
 
+    killed_server_names_cause(base + 18);
     idle_rdma_connection(base + 6, base + 7);
     polling_with_test_only(base + 8, base + 9);
     stores_before_close(base + 10, base + 11);
