@@ -341,6 +341,12 @@ void rconn_move_tick(struct rdma_conn *rc, unsigned interval_ms)
 {
     uint64_t rate = rdma_move_rate(rc->msgs, interval_ms);
     rc->msgs = 0;
+    /* moved: the client's disconnect is overdue (RDMA_MOVE_END_GRACE_MS) */
+    if (rc->end_out && rc->conn && rc->ep && !rc->peer_gone &&
+        ++rc->end_ticks * (uint64_t)interval_ms >= RDMA_MOVE_END_GRACE_MS) {
+        rconn_fail(rc, "still connected after the move to UD ended");
+        return;
+    }
     if (!rc->conn || !rc->movable || rc->move_sent || !rc->ep || rc->peer_gone ||
         rconn_client_gone(rc) || !rdma_move_demote(rate))
         return;

@@ -125,8 +125,10 @@ struct rdma_conn {
     unsigned nheld, held_cap;
     /* Moves (net_rdma_move.h): the client sent HELLO (it follows the
      * server); MOVE to UD went; its END came; ours went, or waits for a
-     * send buffer (end_pending); messages in the current interval. */
+     * send buffer (end_pending); intervals since ours went; messages in
+     * the current interval. */
     bool movable, move_sent, end_in, end_out, end_pending;
+    unsigned end_ticks;
     uint64_t msgs;
     uint64_t serial; /* names the connection in "stats conns" */
     char listen_addr[80];

@@ -32,6 +32,12 @@ void rdma_move_release_slot(void);
  * rdma_demote_rate, or a busier UD client wants its slot: that note is
  * then taken). */
 bool rdma_move_demote(uint64_t rate);
+/* After our END of a move to UD the client disconnects the RC connection.
+ * One still open this long after that END is closed by the server: the
+ * client's disconnect request was lost (its RDMA CM does not send it again
+ * once the client destroyed its CM id, which it does at once), and the
+ * connection would hold an RC slot, refusing every promotion, for good. */
+#define RDMA_MOVE_END_GRACE_MS 5000
 /* A move completed (both END marks passed). */
 void rdma_move_done(bool to_rc);
 /* rdma_promotions, rdma_demotions. */

@@ -49,8 +49,11 @@
 #define REAP_GRACE_MS 40000       /* and is killed (hung) this much later */
 /* A known failure (TAP's TODO): an rdma:// client of the hybrid server
  * sometimes times out a call (then fails its next ones until the retry
- * timeout), and in some runs no client moves. */
-#define HYBRID_TODO " # TODO hybrid through netem: a call can time out and moves can fail"
+ * timeout): seen on a connection just promoted to RC whose request the
+ * server never read, the client's messages posted and not acknowledged,
+ * no completion error within the 20 s poll timeout. Cause not found. The
+ * moves stop meanwhile (that client makes no requests). */
+#define HYBRID_TODO " # TODO hybrid through netem: a call can time out, and moves stop"
 #define HYBRID_MIN_MS 12000 /* hybrid clients run at least this long: a dozen moves' time */
 #define HYBRID_OPTIONS                                                                             \
     "rdma_transport=hybrid,rdma_rc_max=1,rdma_promote_rate=5,rdma_demote_rate=1000000,"            \
@@ -230,9 +233,13 @@ static void hybrid_phase(const char *self, long ops, unsigned base)
     long promotions = tcp_stat(s.tcp_port, "rdma_promotions") - promotions0;
     long demotions = tcp_stat(s.tcp_port, "rdma_demotions") - demotions0;
     long retrans = tcp_stat(s.tcp_port, "rdma_ud_retransmits") - retrans0;
-    if (!tap_ok(promotions > 0 && demotions > 0,
-                "hybrid (%s): clients moved both ways through the netem link: %ld promotions, %ld "
-                "demotions" HYBRID_TODO,
+    /* a demoted client's lost disconnect request kept its RC connection,
+     * and so the only RC slot, for good (now closed after
+     * RDMA_MOVE_END_GRACE_MS); a client whose call timed out makes no
+     * requests for 20 s, and a run then ended with 1 promotion */
+    if (!tap_ok(promotions >= 2 && demotions >= 2,
+                "hybrid (%s): clients moved both ways through the netem link, more than once: %ld "
+                "promotions, %ld demotions" HYBRID_TODO,
                 HYBRID_OPTIONS, promotions, demotions))
         tap_failed--; /* a known failure does not fail the program */
     tap_ok(retrans > 0, "hybrid: the server retransmitted %ld UD datagrams", retrans);
