@@ -12,8 +12,12 @@
  * latency; and the floor of a coded get: three plain gets of a chunk's
  * size on three servers at once. The latency tables are measured in
  * --rounds paired rounds (every scheme in turn per size); --latency-only
- * prints those tables alone. Tables with ratios; --csv writes every
- * number. */
+ * prints those tables alone. --pairs=N measures only gets of Async-Rep=3
+ * and RS(3,2) in N short paired rounds and prints every round's RS/Async
+ * ratio and their median; --count-gets=N runs a fixed number of gets of
+ * one scheme (counted_gets) for counters run from outside (callgrind,
+ * strace); --hedge-timeout sets the clients' hedge timeout. Tables with
+ * ratios; --csv writes every number. */
 #include "ohb_common.h"
 
 #include <arpa/inet.h>
@@ -58,10 +62,16 @@ static size_t min_size = 1024, max_size = 1048576;
 static unsigned iterations = 200;
 static double max_seconds = 0.3;
 static FILE *csv;
-static long long ec_threshold = -1; /* -1: the library's default */
+static long long ec_threshold = -1;  /* -1: the library's default */
+static long long hedge_timeout = -1; /* --hedge-timeout; -1: the library's default */
 static unsigned paired_rounds = 3;
-static bool degraded_only;   /* --degraded-only: the degraded-get tables alone */
-static bool latency_only;    /* --latency-only: the paired latency tables alone */
+static bool degraded_only;      /* --degraded-only: the degraded-get tables alone */
+static bool latency_only;       /* --latency-only: the paired latency tables alone */
+static unsigned pair_rounds;    /* --pairs: short paired get rounds of Async-Rep=3 and RS */
+static unsigned pair_gets = 16; /* --pair-gets: blocking gets per scheme and round */
+static unsigned count_gets;     /* --count-gets: gets of one scheme, for outside counters */
+static enum scheme count_scheme = RS;
+static bool count_window;    /* --count-window: those gets are igets in windows of 64 */
 static unsigned timed_count; /* operations of the last timed() */
 static double window_cpu_us; /* the client's processor time per operation, last windowed() */
 
@@ -181,6 +191,9 @@ static memcached_st *client(enum scheme scheme)
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, 1);
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_TCP_NODELAY, 1);
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, 3600);
+    if (hedge_timeout >= 0)
+        memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_RESILIENCE_HEDGE_TIMEOUT,
+                               (uint64_t)hedge_timeout);
     if (scheme == SYNC_REP)
         memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_REPLICATION, MEMCACHED_REPLICATION_SYNC(3));
     if (scheme == ASYNC_REP)
@@ -223,19 +236,24 @@ static bool stored(memcached_return_t rc)
 }
 
 /* The median microseconds of blocking sets (get: false) of size bytes on
- * key, over up to `iterations` operations or max_seconds (the median: the
+ * key, over up to `count` operations or max_seconds (the median: the
  * machine is shared, and a stall of someone else's should not count). */
-static double timed(memcached_st *memc, const char *key, size_t key_length, bool set,
-                    const char *value, size_t size)
+static double timed_count_of(memcached_st *memc, const char *key, size_t key_length, bool set,
+                             const char *value, size_t size, unsigned count)
 {
     static double *samples;
-    if (samples == NULL && (samples = malloc(iterations * sizeof(*samples))) == NULL) {
-        fprintf(stderr, "out of memory for %u timings\n", iterations);
-        exit(1);
+    static unsigned capacity;
+    if (capacity < count) {
+        free(samples);
+        if ((samples = malloc(count * sizeof(*samples))) == NULL) {
+            fprintf(stderr, "out of memory for %u timings\n", count);
+            exit(1);
+        }
+        capacity = count;
     }
     double deadline = ohb_now_us() + max_seconds * 1e6;
     unsigned done = 0;
-    while (done < iterations && (done < 3 || ohb_now_us() < deadline)) {
+    while (done < count && (done < 3 || ohb_now_us() < deadline)) {
         double start = ohb_now_us();
         memcached_return_t rc;
         if (set) {
@@ -253,6 +271,13 @@ static double timed(memcached_st *memc, const char *key, size_t key_length, bool
     }
     timed_count = done;
     return ohb_median(samples, done);
+}
+
+/* timed_count_of with `iterations` operations. */
+static double timed(memcached_st *memc, const char *key, size_t key_length, bool set,
+                    const char *value, size_t size)
+{
+    return timed_count_of(memc, key, key_length, set, value, size, iterations);
 }
 
 /* Blocking sets (get: false) of size bytes on a key named by tag and size,
@@ -281,24 +306,39 @@ static double process_cpu_us(void)
            (double)(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
 }
 
-/* Mean microseconds per operation with WINDOW isets (or igets) in flight;
- * window_cpu_us: the client's processor time per operation. */
-static double windowed(memcached_st *memc, const char *tag, bool set, const char *value,
-                       size_t size, char *into, memcached_request_st **reqs)
-{
+/* The keys of a window (tag and size name them), stored with value. */
+struct window_keys {
     char keys[WINDOW][64];
     size_t lengths[WINDOW];
+};
+
+static void window_store(memcached_st *memc, const char *tag, const char *value, size_t size,
+                         struct window_keys *w)
+{
     for (int i = 0; i < WINDOW; i++) {
-        lengths[i] = (size_t)snprintf(keys[i], sizeof(keys[i]), "resnb:%s:%zu:%d", tag, size, i);
-        memcached_return_t rc = memcached_set(memc, keys[i], lengths[i], value, size, 0, 0);
+        w->lengths[i] =
+            (size_t)snprintf(w->keys[i], sizeof(w->keys[i]), "resnb:%s:%zu:%d", tag, size, i);
+        memcached_return_t rc = memcached_set(memc, w->keys[i], w->lengths[i], value, size, 0, 0);
         if (!stored(rc))
             ohb_fail(memc, "memcached_set", rc);
     }
     memcached_wait_all(memc);
+}
+
+/* Mean microseconds per operation with WINDOW isets (or igets) of w's
+ * keys in flight, for at least min_windows windows and then up to
+ * `iterations` operations or max_seconds; window_cpu_us: the client's
+ * processor time per operation. */
+static double window_pass(memcached_st *memc, const char *tag, bool set, const char *value,
+                          size_t size, char *into, memcached_request_st **reqs,
+                          const struct window_keys *w, unsigned min_windows)
+{
+    const char(*keys)[64] = w->keys;
+    const size_t *lengths = w->lengths;
     double start = ohb_now_us(), deadline = start + max_seconds * 1e6;
     double cpu_start = process_cpu_us();
     unsigned rounds = 0;
-    while (rounds < 2 || (rounds * WINDOW < iterations && ohb_now_us() < deadline)) {
+    while (rounds < min_windows || (rounds * WINDOW < iterations && ohb_now_us() < deadline)) {
         for (int i = 0; i < WINDOW; i++) {
             memcached_return_t rc =
                 set ? memcached_iset(memc, keys[i], lengths[i], value, size, 0, 0, reqs[i])
@@ -322,6 +362,17 @@ static double windowed(memcached_st *memc, const char *tag, bool set, const char
     window_cpu_us = (process_cpu_us() - cpu_start) / (rounds * WINDOW);
     memcached_wait_all(memc);
     return per;
+}
+
+/* Mean microseconds per operation with WINDOW isets (or igets) in flight,
+ * on keys stored first; window_cpu_us: the client's processor time per
+ * operation. */
+static double windowed(memcached_st *memc, const char *tag, bool set, const char *value,
+                       size_t size, char *into, memcached_request_st **reqs)
+{
+    struct window_keys w;
+    window_store(memc, tag, value, size, &w);
+    return window_pass(memc, tag, set, value, size, into, reqs, &w, 2);
 }
 
 static void csv_row(const char *section, enum scheme scheme, size_t size, double value)
@@ -357,6 +408,26 @@ enum measure { SET_BLOCK, GET_BLOCK, SET_WINDOW, GET_WINDOW, GET_WINDOW_CPU, MEA
 /* what RS is compared with in each measurement */
 static const enum scheme ratio_to[MEASURES] = {SYNC_REP, ASYNC_REP, SYNC_REP, ASYNC_REP, ASYNC_REP};
 
+/* A client per scheme (schemes[0..count)), each with a window of requests. */
+static void clients_open(const enum scheme *schemes, int count, memcached_st **clients,
+                         memcached_request_st *(*reqs)[WINDOW])
+{
+    for (int s = 0; s < count; s++) {
+        clients[s] = client(schemes[s]);
+        for (int i = 0; i < WINDOW; i++)
+            reqs[s][i] = memcached_request_create(clients[s]);
+    }
+}
+
+static void clients_close(int count, memcached_st **clients, memcached_request_st *(*reqs)[WINDOW])
+{
+    for (int s = count; s > 0; s--) {
+        for (int i = WINDOW; i > 0; i--)
+            memcached_request_free(reqs[s - 1][i - 1]);
+        memcached_free(clients[s - 1]);
+    }
+}
+
 /* The four latency measurements of every scheme, in `rounds` rounds: in
  * each round every size is measured under every scheme in turn (the order
  * reversed every other round), so the schemes compared share the
@@ -375,11 +446,8 @@ static void measure_rounds(double latency[MEASURES][SCHEMES][MAX_SIZES],
     }
     memcached_st *clients[SCHEMES];
     memcached_request_st *reqs[SCHEMES][WINDOW];
-    for (int s = 0; s < SCHEMES; s++) {
-        clients[s] = client((enum scheme)s);
-        for (int i = 0; i < WINDOW; i++)
-            reqs[s][i] = memcached_request_create(clients[s]);
-    }
+    const enum scheme schemes[SCHEMES] = {NONE, SYNC_REP, ASYNC_REP, RS};
+    clients_open(schemes, SCHEMES, clients, reqs);
     for (unsigned r = 0; r < paired_rounds; r++)
         for (unsigned z = 0; z < size_count; z++) {
             for (int turn = 0; turn < SCHEMES; turn++) {
@@ -408,15 +476,212 @@ static void measure_rounds(double latency[MEASURES][SCHEMES][MAX_SIZES],
                 column[r] = by_round[r][m][RS][z] / by_round[r][m][ratio_to[m]][z];
             ratio[m][z] = ohb_median(column, paired_rounds);
         }
-    for (int s = SCHEMES; s > 0; s--) {
-        for (int i = WINDOW; i > 0; i--)
-            memcached_request_free(reqs[s - 1][i - 1]);
-        memcached_free(clients[s - 1]);
-    }
+    clients_close(SCHEMES, clients, reqs);
     free(into);
     free(value);
     free(column);
     free(by_round);
+}
+
+enum pair_measure { PAIR_BLOCK, PAIR_WINDOW, PAIR_WINDOW_CPU, PAIR_MEASURES };
+static const char *pair_titles[PAIR_MEASURES] = {
+    "Get, blocking (median us of the round's gets)", "Get, window of 64 (us per get)",
+    "Get, window of 64: the client's processor time (us per get)"};
+static const char *pair_sections[PAIR_MEASURES] = {"pair_get", "pair_get_window64",
+                                                   "pair_get_window64_cpu"};
+
+/* The quartiles of n values (copied, not reordered). */
+static void quartiles(const double *values, unsigned n, double q[3])
+{
+    struct ohb_samples sorted = {0};
+    for (unsigned i = 0; i < n; i++)
+        ohb_samples_add(&sorted, values[i]);
+    ohb_samples_sort(&sorted);
+    q[0] = ohb_samples_percentile(&sorted, 25);
+    q[1] = ohb_samples_percentile(&sorted, 50);
+    q[2] = ohb_samples_percentile(&sorted, 75);
+    ohb_samples_free(&sorted);
+}
+
+/* --pairs: gets of Async-Rep=3 and RS(3,2) alone, in pair_rounds short
+ * paired rounds per size: in each round both schemes in turn (the order
+ * swapped every other round) do pair_gets blocking gets (their median)
+ * and one window of 64 igets (wall and processor time per get), so the
+ * two measurements of a round share the machine's moment. Prints every
+ * round's RS/Async ratio, their quartiles (the median is the judgement)
+ * and the quartiles of each scheme's own values. */
+static void paired_get_rounds(void)
+{
+    const enum scheme pair[2] = {ASYNC_REP, RS};
+    double(*values)[2][PAIR_MEASURES] = calloc(pair_rounds, sizeof(*values));
+    double *column = malloc(pair_rounds * sizeof(*column));
+    char *value = ohb_value_new(max_size);
+    char *into = malloc((size_t)WINDOW * max_size);
+    struct window_keys *keys = malloc(2 * sizeof(*keys));
+    if (values == NULL || column == NULL || into == NULL || keys == NULL) {
+        fprintf(stderr, "out of memory for %u rounds\n", pair_rounds);
+        exit(1);
+    }
+    memcached_st *clients[2];
+    memcached_request_st *reqs[2][WINDOW];
+    clients_open(pair, 2, clients, reqs);
+    printf("# Paired get rounds: %u rounds per size, each: %u blocking gets and a window of %d\n"
+           "# igets per scheme, Async-Rep=3 and RS(3,2) in turn (swapped every other round)\n",
+           pair_rounds, pair_gets, WINDOW);
+    for (unsigned z = 0; z < size_count; z++) {
+        char key[2][64];
+        size_t key_length[2];
+        for (int p = 0; p < 2; p++) {
+            const char *tag = csv_names[pair[p]];
+            key_length[p] = (size_t)snprintf(key[p], sizeof(key[p]), "res:%s:%zu", tag, sizes[z]);
+            memcached_return_t rc =
+                memcached_set(clients[p], key[p], key_length[p], value, sizes[z], 0, 0);
+            if (!stored(rc))
+                ohb_fail(clients[p], "memcached_set", rc);
+            window_store(clients[p], tag, value, sizes[z], &keys[p]);
+        }
+        for (unsigned r = 0; r < pair_rounds; r++)
+            for (int turn = 0; turn < 2; turn++) {
+                int p = r % 2 == 0 ? turn : 1 - turn;
+                double *at = values[r][p];
+                at[PAIR_BLOCK] = timed_count_of(clients[p], key[p], key_length[p], false, value,
+                                                sizes[z], pair_gets);
+                at[PAIR_WINDOW] = window_pass(clients[p], csv_names[pair[p]], false, value,
+                                              sizes[z], into, reqs[p], &keys[p], 1);
+                at[PAIR_WINDOW_CPU] = window_cpu_us;
+            }
+        for (int m = 0; m < PAIR_MEASURES; m++) {
+            printf("\n# %zu bytes, %s\n# RS/Async per round:", sizes[z], pair_titles[m]);
+            for (unsigned r = 0; r < pair_rounds; r++) {
+                column[r] = values[r][1][m] / values[r][0][m];
+                printf("%s%.2f", r % 16 == 0 ? "\n" : " ", column[r]);
+                if (csv != NULL)
+                    fprintf(csv, "%s_round%u,rs_over_async,%zu,%.4f\n", pair_sections[m], r,
+                            sizes[z], column[r]);
+            }
+            double q[3];
+            quartiles(column, pair_rounds, q);
+            printf("\n# RS/Async: median %.2f (quartiles %.2f, %.2f)", q[1], q[0], q[2]);
+            csv_row(pair_sections[m], RS, sizes[z], q[1]);
+            for (int p = 0; p < 2; p++) {
+                for (unsigned r = 0; r < pair_rounds; r++)
+                    column[r] = values[r][p][m];
+                quartiles(column, pair_rounds, q);
+                printf("; %s median %.2f (%.2f, %.2f)", scheme_names[pair[p]], q[1], q[0], q[2]);
+            }
+            printf("\n");
+        }
+        fflush(stdout);
+        flush_all();
+    }
+    clients_close(2, clients, reqs);
+    free(keys);
+    free(into);
+    free(value);
+    free(column);
+    free(values);
+}
+
+/* `count` gets of key (blocking), or igets of w's keys in windows of 64
+ * (count_window). */
+static void gets_of(memcached_st *memc, const char *key, size_t key_length, size_t size,
+                    const struct window_keys *w, char *into, memcached_request_st **reqs,
+                    unsigned count)
+{
+    for (unsigned done = 0; done < count;) {
+        if (!count_window) {
+            memcached_return_t rc;
+            size_t length;
+            char *got = memcached_get(memc, key, key_length, &length, NULL, &rc);
+            if (got == NULL || length != size)
+                ohb_fail(memc, "memcached_get", rc);
+            free(got);
+            done++;
+            continue;
+        }
+        unsigned window = count - done < WINDOW ? count - done : WINDOW;
+        for (unsigned i = 0; i < window; i++) {
+            memcached_return_t rc = memcached_iget(memc, w->keys[i], w->lengths[i],
+                                                   into + (size_t)i * size, size, reqs[i]);
+            if (rc != MEMCACHED_SUCCESS)
+                ohb_fail(memc, "memcached_iget", rc);
+        }
+        for (unsigned i = 0; i < window; i++) {
+            memcached_return_t rc = memcached_wait(memc, reqs[i]);
+            if (rc != MEMCACHED_SUCCESS)
+                ohb_fail(memc, "memcached_wait", rc);
+        }
+        done += window;
+    }
+}
+
+/* --count-gets: count_gets gets, with no time cap: callgrind
+ * --toggle-collect=counted_gets counts these alone (not the warm-up). */
+__attribute__((noinline)) static void counted_gets(memcached_st *memc, const char *key,
+                                                   size_t key_length, size_t size,
+                                                   const struct window_keys *w, char *into,
+                                                   memcached_request_st **reqs)
+{
+    gets_of(memc, key, key_length, size, w, into, reqs, count_gets);
+}
+
+/* --count-gets: per size, count_gets gets of count_scheme after one
+ * untimed get of each key (connections made, buffers grown); prints the
+ * wall and processor time and minor page faults per get. */
+static void count_only(void)
+{
+    memcached_st *clients[1];
+    memcached_request_st *reqs[1][WINDOW];
+    clients_open(&count_scheme, 1, clients, reqs);
+    memcached_st *memc = clients[0];
+    char *value = ohb_value_new(max_size);
+    char *into = malloc((size_t)WINDOW * max_size);
+    struct window_keys w;
+    if (into == NULL) {
+        fprintf(stderr, "out of memory for a window\n");
+        exit(1);
+    }
+    printf("# %u %s of %s per size\n# %-10s %13s %13s %13s\n", count_gets,
+           count_window ? "igets in windows of 64" : "blocking gets", scheme_names[count_scheme],
+           "Size", "wall us/get", "cpu us/get", "faults/get");
+    for (unsigned z = 0; z < size_count; z++) {
+        const char *tag = csv_names[count_scheme];
+        char key[64];
+        size_t key_length = (size_t)snprintf(key, sizeof(key), "res:%s:%zu", tag, sizes[z]);
+        memcached_return_t rc = memcached_set(memc, key, key_length, value, sizes[z], 0, 0);
+        if (!stored(rc))
+            ohb_fail(memc, "memcached_set", rc);
+        window_store(memc, tag, value, sizes[z], &w);
+        /* the warm-up: connections made, buffers grown */
+        gets_of(memc, key, key_length, sizes[z], &w, into, reqs[0], count_window ? WINDOW : 1);
+        struct rusage before, after;
+        /* marks for a system call tracer (strace): the calls between
+         * them are the counted gets' */
+        (void)access("ohb-counted-gets-start", F_OK);
+        getrusage(RUSAGE_SELF, &before);
+        double start = ohb_now_us(), cpu_start = process_cpu_us();
+        counted_gets(memc, key, key_length, sizes[z], &w, into, reqs[0]);
+        double wall = ohb_now_us() - start, cpu = process_cpu_us() - cpu_start;
+        getrusage(RUSAGE_SELF, &after);
+        (void)access("ohb-counted-gets-end", F_OK);
+        printf("%-12zu %13.2f %13.2f %13.2f\n", sizes[z], wall / count_gets, cpu / count_gets,
+               (double)(after.ru_minflt - before.ru_minflt) / count_gets);
+        memcached_wait_all(memc);
+        flush_all();
+    }
+    free(into);
+    free(value);
+    clients_close(1, clients, reqs);
+}
+
+static bool parse_scheme(void *target, const char *text)
+{
+    for (int s = 0; s < SCHEMES; s++)
+        if (text != NULL && strcmp(text, csv_names[s]) == 0) {
+            *(enum scheme *)target = (enum scheme)s;
+            return true;
+        }
+    return false;
 }
 
 /* The servers' `bytes` (gets: `cmd_get`) summed over those running. */
@@ -535,11 +800,14 @@ static bool open_csv(void *target, const char *path)
     return true;
 }
 
-static bool parse_ec_threshold(void *target, const char *text)
+/* A count of bytes or milliseconds, 0 or more. */
+static bool parse_nonnegative(void *target, const char *text)
 {
+    if (text == NULL)
+        return false;
     char *end;
     *(long long *)target = strtoll(text, &end, 10);
-    if (end == text || *end != '\0')
+    if (end == text || *end != '\0' || *(long long *)target < 0)
         ohb_usage_error();
     return true;
 }
@@ -634,19 +902,38 @@ static void parse(int argc, char **argv)
         {"rounds", OHB_OPT_UNSIGNED, &paired_rounds, "N",
          "paired rounds of the latency tables (--iterations, --max-time: per round)", NULL},
         {"ec-threshold", OHB_OPT_CALL, &ec_threshold, "BYTES",
-         "erasure coding from this value size on (default: the library's)", parse_ec_threshold},
+         "erasure coding from this value size on (default: the library's)", parse_nonnegative},
+        {"hedge-timeout", OHB_OPT_CALL, &hedge_timeout, "MS",
+         "RESILIENCE_HEDGE_TIMEOUT of every client (default: the library's; 0: no hedged reads)",
+         parse_nonnegative},
         {"degraded-only", OHB_OPT_SET, &degraded_only, NULL,
          "only the degraded gets (servers killed) and their requests per get", NULL},
         {"latency-only", OHB_OPT_SET, &latency_only, NULL,
          "only the latency tables of the paired rounds (no fan-out floor, memory, coding or "
          "degraded gets)",
          NULL},
+        {"pairs", OHB_OPT_UNSIGNED, &pair_rounds, "N",
+         "only gets of Async-Rep=3 and RS(3,2) in N short paired rounds, each round's ratio "
+         "printed",
+         NULL},
+        {"pair-gets", OHB_OPT_UNSIGNED, &pair_gets, "N",
+         "blocking gets per scheme and round with --pairs (default 16)", NULL},
+        {"count-gets", OHB_OPT_UNSIGNED, &count_gets, "N",
+         "only N gets of one scheme per size, no time cap (callgrind --toggle-collect="
+         "counted_gets, strace)",
+         NULL},
+        {"count-scheme", OHB_OPT_CALL, &count_scheme, "NAME",
+         "the scheme of --count-gets: none, sync-rep-3, async-rep-3 or rs-3-2 (default)",
+         parse_scheme},
+        {"count-window", OHB_OPT_SET, &count_window, NULL,
+         "--count-gets issues igets in windows of 64", NULL},
     };
     const struct ohb_command cmd = {"ohb_memlat_resilience", table,
                                     sizeof(table) / sizeof(table[0]), notes};
     ohb_command_parse(&cmd, argc, argv);
     if (min_size == 0 || min_size > max_size || iterations == 0 || max_seconds <= 0 ||
-        paired_rounds == 0 || (over_unix && rdma_addr != NULL) || (latency_only && degraded_only))
+        paired_rounds == 0 || pair_gets == 0 || (over_unix && rdma_addr != NULL) ||
+        (latency_only + degraded_only + (pair_rounds > 0) + (count_gets > 0)) > 1)
         ohb_usage_error();
 }
 
@@ -796,6 +1083,15 @@ int main(int argc, char **argv)
            "# ones are stored as 3 whole copies. Latencies: the median of %u paired rounds\n",
            (unsigned long long)threshold, paired_rounds);
 
+    if (pair_rounds > 0 || count_gets > 0) {
+        if (pair_rounds > 0)
+            paired_get_rounds();
+        else
+            count_only();
+        if (csv != NULL)
+            fclose(csv);
+        return 0;
+    }
     char *value = ohb_value_new(max_size);
     if (!degraded_only)
         all_but_degraded();

@@ -23,16 +23,21 @@ struct replicated_write {
 };
 
 /* Replicated reads: one copy at a time, in placement order, until one has
- * a good copy (its header and checksum agree), into library memory; the
- * next copy is also asked when the server of one in flight has completed
- * nothing for the hedge timeout, and the first good copy wins. The key is
- * kept, since later copies are asked after the call that issued the read
- * returned. */
+ * a good copy (its header and checksum agree); the next copy is also asked
+ * when the server of one in flight has completed nothing for the hedge
+ * timeout, and the first good copy wins. The first copy whose header
+ * arrives is received straight into the parent's value (replicated_place),
+ * others into library memory. The key is kept, since later copies are
+ * asked after the call that issued the read returned. */
 struct replicated_read {
     struct lmr_group g;
     uint32_t servers[LMR_EC_MAX_CHUNKS];
     bool examined[LMR_EC_MAX_CHUNKS]; /* its answer was looked at */
     uint32_t issued;
+    /* the copy whose payload is received in the parent's value, and where */
+    bool placing;
+    uint32_t placed_copy;
+    char *placed;
     memcached_return_t answer;  /* NOTFOUND from a live copy */
     memcached_return_t failure; /* the first server failure */
     struct lmr_op_args args;
@@ -102,6 +107,14 @@ char *lmr_resilience_value_destination(memcached_request_st *parent, size_t leng
     parent->got_value = true;
     parent->value_length = length;
     return lmr_resilience_value_room(parent, length, rc);
+}
+
+char *lmr_resilience_place(memcached_request_st *parent, const struct lmr_ec_header *h, size_t at,
+                           size_t payload)
+{
+    memcached_return_t rc;
+    char *room = payload == 0 ? NULL : lmr_resilience_value_room(parent, h->value_length, &rc);
+    return room == NULL || at + payload > h->value_length ? NULL : room + at;
 }
 
 char *lmr_resilience_value_room(memcached_request_st *parent, size_t length, memcached_return_t *rc)
@@ -235,30 +248,70 @@ static const struct lmr_group_ops replicated_write_ops = {
     .release = replicated_write_release,
 };
 
-/* Whether the copy that copy position `i` answered is a whole copy of a
- * value for `copies` copies, written for that position. */
-static bool good_copy(const memcached_request_st *copy, uint32_t i, uint32_t copies,
-                      struct lmr_ec_header *h)
+/* Whether a parsed header is that of a whole copy of a value for `copies`
+ * copies, written for copy position `i`. */
+static bool copy_header_fits(const struct lmr_ec_header *h, uint32_t i, uint32_t copies)
 {
-    return lmr_ec_header_read(copy->lib_buffer, copy->value_length, h) && h->k == 1 &&
-           h->index == i && h->m == copies - 1;
+    return h->k == 1 && h->index == i && h->m == copies - 1;
 }
 
-/* Completes the parent with a good copy's value. */
-static void deliver_copy(struct lmr_group *g, const memcached_request_st *copy,
-                         const struct lmr_ec_header *h)
+/* Where copy i's payload is: in the parent's value when it was placed
+ * there, else after the header in the child's buffer. */
+static const char *copy_payload(const struct replicated_read *r, uint32_t i)
 {
+    const memcached_request_st *copy = r->g.children[i];
+    if (r->placing && r->placed_copy == i)
+        return r->placed;
+    return copy->lib_buffer == NULL ? NULL : copy->lib_buffer + LMR_EC_HEADER_LENGTH;
+}
+
+/* Whether the copy that copy position `i` answered is a whole copy of a
+ * value for `copies` copies, written for that position, with its checksum. */
+static bool good_copy(const struct replicated_read *r, uint32_t i, struct lmr_ec_header *h)
+{
+    const memcached_request_st *copy = r->g.children[i];
+    return lmr_ec_header_read_split(copy->lib_buffer, copy_payload(r, i), copy->value_length, h) &&
+           copy_header_fits(h, i, r->g.child_count);
+}
+
+/* Where copy i's payload goes once its header (`prefix`) arrived: the
+ * parent's value, for the first copy whose header is that of a whole copy
+ * for this position (another one once that copy was found bad), so that a
+ * get copies nothing; else NULL, the child's own buffer (the group's
+ * placement hook, group.h). */
+static char *replicated_place(struct lmr_group *g, uint32_t i, const char *prefix,
+                              size_t value_length)
+{
+    struct replicated_read *r = (struct replicated_read *)g;
+    struct lmr_ec_header h;
+    if (g->parent->kind != LMR_OP_GET || (r->placing && !r->examined[r->placed_copy]) ||
+        !lmr_ec_header_parse(prefix, value_length, &h) || !copy_header_fits(&h, i, g->child_count))
+        return NULL;
+    char *room = lmr_resilience_place(g->parent, &h, 0, value_length - LMR_EC_HEADER_LENGTH);
+    if (room == NULL)
+        return NULL;
+    r->placing = true;
+    r->placed_copy = i;
+    r->placed = room;
+    return room;
+}
+
+/* Completes the parent with good copy i's value. */
+static void deliver_copy(struct replicated_read *r, uint32_t i, const struct lmr_ec_header *h)
+{
+    struct lmr_group *g = &r->g;
     memcached_request_st *parent = g->parent;
     parent->flags = h->flags;
-    parent->cas = copy->cas;
+    parent->cas = g->children[i]->cas;
     if (parent->kind == LMR_OP_EXIST) {
         lmr_group_finish(g, MEMCACHED_SUCCESS);
         return;
     }
     memcached_return_t rc;
     char *dest = lmr_resilience_value_destination(parent, (size_t)h->value_length, &rc);
-    if (dest != NULL && h->value_length > 0)
-        memcpy(dest, copy->lib_buffer + LMR_EC_HEADER_LENGTH, (size_t)h->value_length);
+    const char *payload = copy_payload(r, i);
+    if (dest != NULL && h->value_length > 0 && payload != dest) /* unless it arrived there */
+        memcpy(dest, payload, (size_t)h->value_length);
     lmr_group_finish(g, rc);
 }
 
@@ -301,8 +354,8 @@ static void replicated_read_step(struct lmr_group *g)
                 continue;
             r->examined[i] = true;
             struct lmr_ec_header h;
-            if (copy->rc == MEMCACHED_SUCCESS && good_copy(copy, i, g->child_count, &h)) {
-                deliver_copy(g, copy, &h);
+            if (copy->rc == MEMCACHED_SUCCESS && good_copy(r, i, &h)) {
+                deliver_copy(r, i, &h);
                 return;
             }
             if (lmr_group_is_failure(copy->rc)) {
@@ -336,7 +389,11 @@ static void replicated_read_step(struct lmr_group *g)
     }
 }
 
-static const struct lmr_group_ops replicated_read_ops = {.step = replicated_read_step};
+static const struct lmr_group_ops replicated_read_ops = {
+    .step = replicated_read_step,
+    .place = replicated_place,
+    .prefix_length = LMR_EC_HEADER_LENGTH,
+};
 
 static memcached_return_t replicated_issue(struct lmr_client *c, memcached_request_st *req,
                                            enum lmr_op_kind kind, const uint32_t *servers,

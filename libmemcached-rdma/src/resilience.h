@@ -75,6 +75,12 @@ void lmr_resilience_copy_headers(struct lmr_client *c, char (*headers)[LMR_EC_HE
  * memory); NULL with *rc set (E2BIG, ENOMEM) when it cannot. */
 char *lmr_resilience_value_destination(memcached_request_st *parent, size_t length,
                                        memcached_return_t *rc);
+/* Where a payload of `payload` bytes of the write h describes goes in the
+ * parent's value, `at` bytes in (its buffer, or its library buffer grown
+ * for the value): a group's placement hook (group.h) receives it there.
+ * NULL when it does not fit, is empty or there is no room. */
+char *lmr_resilience_place(memcached_request_st *parent, const struct lmr_ec_header *h, size_t at,
+                           size_t payload);
 /* The same place without noting the value in the parent (a library
  * buffer is grown; it stays where it is for that length). */
 char *lmr_resilience_value_room(memcached_request_st *parent, size_t length,

@@ -241,17 +241,15 @@ static char *coded_place(struct lmr_group *g, uint32_t i, const char *prefix, si
         (h.k != r->k && h.k != 1) || (h.k == r->k && i >= r->k) ||
         (r->placing && (h.k == 1 || !same_write(&h, &r->placed_write))))
         return NULL;
-    size_t payload = value_length - LMR_EC_HEADER_LENGTH;
     size_t at = h.k == 1 ? 0 : (size_t)i * lmr_ec_chunk_size(h.value_length, h.k);
-    memcached_return_t rc;
-    char *room = payload == 0 ? NULL : lmr_resilience_value_room(g->parent, h.value_length, &rc);
-    if (room == NULL || at + payload > h.value_length)
+    char *room = lmr_resilience_place(g->parent, &h, at, value_length - LMR_EC_HEADER_LENGTH);
+    if (room == NULL)
         return NULL;
     r->placing = true;
     r->placed_write = h;
     r->placed_whole = h.k == 1;
-    r->placed[i] = room + at;
-    return r->placed[i];
+    r->placed[i] = room;
+    return room;
 }
 
 /* Completes the parent with the value of the write chunk `first` belongs
