@@ -124,9 +124,24 @@ void mcr_rdma_ctx_defer_repost(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link
     ctx->repost[i].owner = owner;
 }
 
+void mcr_rdma_ctx_repost_due(struct mcr_rdma_ctx *ctx)
+{
+    ctx->repost_due = true;
+}
+
+/* After a pass: the deferred receive buffers go back, unless the owner
+ * busy-polls and they may wait for more (opts.repost_hold). */
+static void flush_reposts_unless_held(struct mcr_rdma_ctx *ctx)
+{
+    if (ctx->polling && !ctx->repost_due && ctx->repost_count < ctx->opts.repost_hold)
+        return;
+    mcr_rdma_ctx_flush_reposts(ctx);
+}
+
 void mcr_rdma_ctx_flush_reposts(struct mcr_rdma_ctx *ctx)
 {
     uint32_t n = ctx->repost_count;
+    ctx->repost_due = false;
     if (n == 0)
         return;
     /* the queue holds one receive per granted credit; the rest wait in the
@@ -172,7 +187,8 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
     mcr_rdma_set_err(err, errlen, "%s", "");
     if (opts == NULL || opts->addr == NULL || opts->buf_size < MCR_RDMA_HDR_MAX + 64 ||
         opts->recv_bufs == 0 || opts->send_bufs == 0 || opts->credits < 4 ||
-        opts->credits > opts->recv_bufs || opts->rnr_retry > 7) {
+        opts->credits > opts->recv_bufs || opts->rnr_retry > 7 ||
+        opts->repost_hold > MCR_RDMA_REPOST_MAX) {
         mcr_rdma_set_err(err, errlen, "invalid RDMA context options");
         return NULL;
     }
@@ -732,14 +748,16 @@ int mcr_rdma_ctx_poll(struct mcr_rdma_ctx *ctx)
         mcr_rdma_ctx_adopt_pending(ctx);
     int handled = drain_cq(ctx);
     if (handled == 0 && !ctx->batching)
-        mcr_rdma_ctx_flush_reposts(ctx); /* idle: off the path to any reply */
-    reap_endpoints(ctx, false);          /* endpoints whose last completions this poll took */
+        flush_reposts_unless_held(ctx); /* idle: off the path to any reply */
+    reap_endpoints(ctx, false);         /* endpoints whose last completions this poll took */
     return handled;
 }
 
 int mcr_rdma_ctx_set_polling(struct mcr_rdma_ctx *ctx, bool polling)
 {
     ctx->polling = polling;
+    if (!polling && !ctx->batching)
+        mcr_rdma_ctx_flush_reposts(ctx); /* none held back once polling stops */
     if (polling || ctx->armed)
         return 0;
     int n = arm_cq(ctx);
@@ -773,7 +791,7 @@ void mcr_rdma_ctx_batch_end(struct mcr_rdma_ctx *ctx)
         link->batch_listed = false;
         link->impl->post_batch(link->ep);
     }
-    mcr_rdma_ctx_flush_reposts(ctx); /* after the replies: off their path */
+    flush_reposts_unless_held(ctx); /* after the replies: off their path */
 }
 
 /* Handles what the descriptors in `ready` (READY_*) have, and the
@@ -788,7 +806,7 @@ static int handle_ready(struct mcr_rdma_ctx *ctx, unsigned ready)
     }
     int cq = handle_cq(ctx, ready);
     if (!ctx->batching)
-        mcr_rdma_ctx_flush_reposts(ctx);
+        flush_reposts_unless_held(ctx);
     return cq < 0 ? cq : cm + cq;
 }
 

@@ -62,6 +62,18 @@ struct mcr_rdma_ctx_opts {
      * ready, which the sender's device retries (rnr_retry 7) until the
      * owner posted more (mcr_rdma_ctx_rnr_timer: how soon). */
     uint32_t recv_window;
+    /* 0 (default): receive buffers an endpoint is done with go back to the
+     * shared receive queue after each pass over completions (and before a
+     * sleep). N (up to 16): while the owner busy-polls (set_polling true),
+     * they may wait until N of them are due, and go back in one post (one
+     * doorbell instead of N); an endpoint whose peer has used half its
+     * credits has its buffers (and so its credits) go back at the end of
+     * the pass, and all of them go before the owner stops polling. Credits
+     * are returned for buffers once they are posted again, so a peer
+     * never sends into a missing receive; keep N below a quarter of the
+     * credits, so that one post returns fewer credits than make an
+     * explicit credit message. */
+    uint32_t repost_hold;
 };
 
 /* Defaults for every field except addr. */

@@ -30,7 +30,8 @@
 /* Receive buffers an endpoint has finished with wait to be posted again
  * (mcr_rdma_ctx_defer_repost), at most this many, and go back to the shared
  * receive queue in one post: after a pass's sends (batch_end), or when the
- * owner polls and finds nothing, or before it sleeps. So reposting is off
+ * owner polls and finds nothing, or before it sleeps (opts.repost_hold: a
+ * busy-polling owner may keep some waiting longer). So reposting is off
  * the path from a request to its reply, on both sides. */
 #define MCR_RDMA_REPOST_MAX 16
 
@@ -179,6 +180,7 @@ struct mcr_rdma_ctx {
         struct mcr_rdma_ep_link *owner; /* NULL once the endpoint is gone */
     } repost[MCR_RDMA_REPOST_MAX];      /* receive buffers waiting to be posted */
     uint32_t repost_count;
+    bool repost_due;      /* an endpoint's peer runs low on credits: no holding back */
     uint32_t recv_window; /* receives the queue holds at most now (opts.recv_window) */
     /* Credits promised to peers, including endpoints still in the inbox:
      * other threads reserve here when they place a connection on this
@@ -231,6 +233,9 @@ void mcr_rdma_ctx_defer_repost(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link
 /* Posts the deferred receive buffers now (those the queue needs; the rest
  * go back to the pool). */
 void mcr_rdma_ctx_flush_reposts(struct mcr_rdma_ctx *ctx);
+/* The buffers waiting now go back at the end of the pass even where
+ * opts.repost_hold would let them wait: a peer runs low on credits. */
+void mcr_rdma_ctx_repost_due(struct mcr_rdma_ctx *ctx);
 /* Posts receives from the pool until the queue holds one per credit
  * granted to attached endpoints; on the context's thread, before a new
  * endpoint's peer can send. 0 or a negative errno. */

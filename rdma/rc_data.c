@@ -362,8 +362,11 @@ void rc_on_recv(struct mcr_rdma_ep *ep, uint32_t buf_index, const struct ibv_wc 
         if (ep->cb.on_message != NULL)
             ep->cb.on_message(ep, &msg, ep->user);
     }
-    /* its credit goes back once the buffer is in the queue again */
+    /* its credit goes back once the buffer is in the queue again; not
+     * held back (opts.repost_hold) once the peer has used half its credits */
     mcr_rdma_ctx_defer_repost(ctx, &rc->link, buf_index);
+    if (rc->peer_unreturned >= rc->granted / 2)
+        mcr_rdma_ctx_repost_due(ctx);
     if (rc->state == RC_ESTABLISHED)
         rc_pump(rc); /* the credits the header returned may let waiting sends go */
 }

@@ -451,6 +451,10 @@ static void ctx_opts_for(struct mcr_rdma_ctx_opts *o, const char *addr, unsigned
      * messages in flight, not their number */
     if (settings.rdma_transport == RDMA_SERVE_HYBRID)
         o->recv_window = o->credits;
+    /* spinning: receive buffers go back a few at a time, below the count
+     * that makes an explicit credit message (a quarter of the credits) */
+    if (settings.rdma_poll != 0)
+        o->repost_hold = o->credits / 4 - 1 < 16 ? o->credits / 4 - 1 : 16;
 }
 
 static struct rdma_group *group_for(const char *device, const char *addr)
