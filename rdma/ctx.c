@@ -69,24 +69,52 @@ static int post_from_pool(struct mcr_rdma_ctx *ctx)
     return 0;
 }
 
+/* opts.recv_window: asks the device for IBV_EVENT_SRQ_LIMIT_REACHED once
+ * fewer than half a window of receives are left in the queue. recv_posted
+ * counts receives until their completions are polled, so it lags: a burst
+ * can take every receive while the owner handles the previous pass, and
+ * only the device sees that in time. Armed while the window may still grow
+ * and the queue holds more than the limit (the event would come at once). */
+static void arm_srq_limit(struct mcr_rdma_ctx *ctx)
+{
+    uint32_t limit = ctx->opts.recv_window / 2;
+    if (ctx->opts.recv_window == 0 || ctx->srq_limit_armed || ctx->destroying ||
+        ctx->recv_window >= ctx->stats.granted_credits || ctx->stats.recv_posted <= limit)
+        return;
+    struct ibv_srq_attr attr = {.srq_limit = limit};
+    if (ibv_modify_srq(ctx->srq, &attr, IBV_SRQ_LIMIT) == 0)
+        ctx->srq_limit_armed = true; /* a device without it: the completions' rule only */
+}
+
+/* The queue may hold a window more (posted from the pool at once,
+ * registering buffers if none is free), up to one per credit granted. */
+static void grow_recv_window(struct mcr_rdma_ctx *ctx)
+{
+    if (ctx->destroying || ctx->recv_window >= ctx->stats.granted_credits)
+        return;
+    ctx->recv_window += ctx->opts.recv_window;
+    ctx->stats.recv_window_grown++;
+    (void)post_from_pool(ctx); /* a failed post shows at the next fill */
+    arm_srq_limit(ctx);
+}
+
 /* opts.recv_window: a receive completed and fewer than half a window are
- * left posted: the queue may hold a window more (posted from the pool at
- * once, registering buffers if none is free). */
+ * left posted, or the device said so (arm_srq_limit). */
 static void widen_recv_window(struct mcr_rdma_ctx *ctx)
 {
     uint32_t step = ctx->opts.recv_window;
-    if (step == 0 || ctx->destroying || ctx->stats.recv_posted >= step / 2 ||
-        ctx->recv_window >= ctx->stats.granted_credits)
+    if (step == 0 || ctx->stats.recv_posted >= step / 2)
         return;
-    ctx->recv_window += step;
-    (void)post_from_pool(ctx); /* a failed post shows at the next fill */
+    grow_recv_window(ctx);
 }
 
 int mcr_rdma_ctx_fill_recvs(struct mcr_rdma_ctx *ctx)
 {
     if (!ctx->batching)
         mcr_rdma_ctx_flush_reposts(ctx); /* buffers waiting to go back count first */
-    return post_from_pool(ctx);
+    int rc = post_from_pool(ctx);
+    arm_srq_limit(ctx);
+    return rc;
 }
 
 /* The receive work request for one pool buffer (next: NULL). */
@@ -171,6 +199,7 @@ void mcr_rdma_ctx_flush_reposts(struct mcr_rdma_ctx *ctx)
             mcr_rdma_pool_put(&ctx->recv_pool, ctx->repost[i].buf_index);
     }
     ctx->stats.recv_posted += posted;
+    arm_srq_limit(ctx);
     /* a copy: the callbacks may defer nothing, but they may close endpoints */
     struct mcr_rdma_ep_link *owner[MCR_RDMA_REPOST_MAX];
     for (uint32_t i = 0; i < n; i++)
@@ -269,7 +298,8 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
         goto fail_errno;
     }
     ctx->armed = true;
-    struct ibv_srq_init_attr srq_attr = {.attr = {.max_wr = opts->recv_bufs, .max_sge = 1}};
+    struct ibv_srq_init_attr srq_attr = {.srq_context = ctx,
+                                         .attr = {.max_wr = opts->recv_bufs, .max_sge = 1}};
     if ((ctx->srq = ibv_create_srq(ctx->dev.pd, &srq_attr)) == NULL) {
         what = "ibv_create_srq";
         goto fail_errno;
@@ -390,6 +420,7 @@ void mcr_rdma_ctx_stats(const struct mcr_rdma_ctx *ctx, struct mcr_rdma_ctx_stat
     out->registered_bytes = mcr_rdma_pool_registered_bytes(&ctx->recv_pool) +
                             mcr_rdma_pool_registered_bytes(&ctx->send_pool);
     out->recv_deferred = ctx->repost_count;
+    out->recv_window = ctx->opts.recv_window != 0 ? ctx->recv_window : ctx->opts.recv_bufs;
 }
 
 /* ---- endpoint and listener registry ---------------------------------- */
@@ -609,7 +640,8 @@ static void dispatch_wc(struct mcr_rdma_ctx *ctx, const struct ibv_wc *wc)
     }
     if (wc->wr_id & MCR_RDMA_WR_RECV) {
         uint32_t idx = (uint32_t)(wc->wr_id & ~MCR_RDMA_WR_RECV);
-        ctx->stats.recv_posted--;
+        if (--ctx->stats.recv_posted == 0)
+            ctx->stats.recv_queue_emptied++;
         widen_recv_window(ctx);
         if (ctx->destroying) {
             mcr_rdma_pool_put(&ctx->recv_pool, idx);
@@ -661,12 +693,34 @@ int mcr_rdma_ctx_poll_cq(struct mcr_rdma_ctx *ctx)
 /* Affiliated asynchronous events (e.g. "last WQE reached" when a QP on the
  * shared receive queue enters the error state) need no action here: closing
  * is driven by CM events and completions. They are read and acknowledged so
- * they do not pile up in the kernel. */
+ * they do not pile up in the kernel. The one acted on: the shared receive
+ * queue fell below its limit (arm_srq_limit). */
 static void drain_async_events(struct mcr_rdma_ctx *ctx)
 {
     struct ibv_async_event ev;
-    while (ibv_get_async_event(ctx->dev.verbs, &ev) == 0)
+    while (ibv_get_async_event(ctx->dev.verbs, &ev) == 0) {
+        if (ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED) {
+            /* before the acknowledgement, which the queue's destruction waits for */
+            struct mcr_rdma_ctx *owner = ev.element.srq->srq_context;
+            atomic_store(&owner->srq_low, true);
+            uint64_t one = 1;
+            if (owner != ctx && write(owner->wake_fd, &one, sizeof(one)) < 0) {
+                /* counter saturated: the owner is awake already */
+            }
+        }
         ibv_ack_async_event(&ev);
+    }
+}
+
+/* The device reported the shared receive queue low (arm_srq_limit), and
+ * disarmed the limit. */
+static void take_srq_low(struct mcr_rdma_ctx *ctx)
+{
+    if (!atomic_load_explicit(&ctx->srq_low, memory_order_relaxed) ||
+        !atomic_exchange(&ctx->srq_low, false))
+        return;
+    ctx->srq_limit_armed = false;
+    grow_recv_window(ctx);
 }
 
 /* Asks for an event at the next completion, then takes the completions
@@ -712,6 +766,7 @@ static int handle_cq(struct mcr_rdma_ctx *ctx, unsigned ready)
 {
     if (ready & READY_ASYNC)
         drain_async_events(ctx);
+    take_srq_low(ctx);
     if (ready & READY_COMP) {
         /* one event per arming; another one left shows at the next wait */
         struct ibv_cq *ev_cq;

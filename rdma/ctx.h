@@ -56,7 +56,8 @@ struct mcr_rdma_ctx_opts {
     /* 0 (default): the shared receive queue holds one receive per credit
      * granted, so a peer never meets receiver-not-ready. N: it holds at
      * most N at first and N more each time a receive completes with fewer
-     * than N / 2 left in it, up to one per credit granted: the registered
+     * than N / 2 left in it or the device reports fewer
+     * (IBV_EVENT_SRQ_LIMIT_REACHED), up to one per credit granted: the registered
      * receive buffers follow the messages in flight, not the connections
      * times their credits. A burst beyond the queue meets receiver-not-
      * ready, which the sender's device retries (rnr_retry 7) until the
@@ -158,10 +159,17 @@ struct mcr_rdma_ctx_stats {
     /* message buffers registered so far: the pools grow a connection's
      * credits at a time as they are needed, up to recv_bufs + send_bufs */
     uint64_t registered_bytes;
-    uint64_t malformed;     /* connections closed for a malformed message */
-    uint64_t rejected;      /* connection requests refused */
-    uint64_t wc_errors;     /* completions with an error status (not flushes) */
-    uint64_t rnr_errors;    /* receiver-not-ready retries exhausted */
+    uint64_t malformed;  /* connections closed for a malformed message */
+    uint64_t rejected;   /* connection requests refused */
+    uint64_t wc_errors;  /* completions with an error status (not flushes) */
+    uint64_t rnr_errors; /* receiver-not-ready retries exhausted */
+    /* opts.recv_window: receives the queue may hold now (recv_bufs without
+     * it), times it grew, and receive completions after which none was
+     * counted posted (the count lags the device: a queue may run empty
+     * unseen, which the SRQ limit event reports) */
+    uint32_t recv_window;
+    uint64_t recv_window_grown;
+    uint64_t recv_queue_emptied;
     uint64_t doorbells;     /* posts to the send queues (ibv_post_send calls) */
     uint64_t work_requests; /* work requests they carried */
 };

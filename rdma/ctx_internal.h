@@ -182,6 +182,10 @@ struct mcr_rdma_ctx {
     uint32_t repost_count;
     bool repost_due;      /* an endpoint's peer runs low on credits: no holding back */
     uint32_t recv_window; /* receives the queue holds at most now (opts.recv_window) */
+    bool srq_limit_armed; /* the device reports the queue falling below half a window */
+    /* it did: set by whichever context's thread read the event (the device's
+     * asynchronous events are shared by its contexts) */
+    atomic_bool srq_low;
     /* Credits promised to peers, including endpoints still in the inbox:
      * other threads reserve here when they place a connection on this
      * context. Never above opts.recv_bufs. */

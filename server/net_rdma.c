@@ -179,6 +179,9 @@ static void dispatch_ready(struct rdma_worker *rw)
     }
     /* the pools grow as connections come (a connection's credits at a time) */
     __atomic_store_n(&rw->ctr.buffer_bytes, st.registered_bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&rw->ctr.recv_window, st.recv_window, __ATOMIC_RELAXED);
+    __atomic_store_n(&rw->ctr.recv_window_grown, st.recv_window_grown, __ATOMIC_RELAXED);
+    __atomic_store_n(&rw->ctr.recv_queue_emptied, st.recv_queue_emptied, __ATOMIC_RELAXED);
 }
 
 /* Starts a pass over the completions: connections they make ready are
@@ -372,6 +375,9 @@ static void rdma_stats(stat_emit_fn emit, void *ctx)
             S(doorbells);
             S(work_requests);
             S(buffer_bytes);
+            S(recv_window);
+            S(recv_window_grown);
+            S(recv_queue_emptied);
 #undef S
         }
     }
@@ -394,6 +400,9 @@ static void rdma_stats(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "rdma_work_requests", sum.work_requests);
     emit_u64(emit, ctx, "rdma_rc_conns", sum.curr_connections);
     emit_u64(emit, ctx, "rdma_rc_buffer_bytes", sum.buffer_bytes);
+    emit_u64(emit, ctx, "rdma_rc_recv_window", sum.recv_window);
+    emit_u64(emit, ctx, "rdma_rc_recv_window_grown", sum.recv_window_grown);
+    emit_u64(emit, ctx, "rdma_rc_recv_queue_emptied", sum.recv_queue_emptied);
     net_rdma_ud_stats(emit, ctx);
     rdma_move_stats(emit, ctx);
 }

@@ -49,6 +49,11 @@ struct rdma_counters {
     uint64_t doorbells;     /* posts to the send queues */
     uint64_t work_requests; /* work requests they carried */
     uint64_t buffer_bytes;  /* message buffers the worker context registered (a gauge) */
+    /* the worker context's receive window (a gauge), times it grew, times
+     * its receive queue ran empty (rdma/ctx.h, recv_window) */
+    uint64_t recv_window;
+    uint64_t recv_window_grown;
+    uint64_t recv_queue_emptied;
 };
 
 /* One RDMA connection: the endpoint and the conn over it. Freed when both
