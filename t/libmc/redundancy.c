@@ -21,6 +21,7 @@
 
 #include <libmemcached/memcached.h>
 
+#include "elapsed.h"
 #include "server.h"
 #include "mcr/byteorder.h"
 #include "tap.h"
@@ -799,13 +800,6 @@ static void replicated_nonblocking(uint64_t replication, bool binary, const char
     }
     free(into);
     memcached_free(memc);
-}
-
-static int64_t elapsed_ms(const struct timespec *since)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (int64_t)(now.tv_sec - since->tv_sec) * 1000 + (now.tv_nsec - since->tv_nsec) / 1000000;
 }
 
 /* The index in servers[] of the key's first server. */

@@ -18,6 +18,7 @@
 
 #include <libmemcached/memcached.h>
 
+#include "elapsed.h"
 #include "server.h"
 #include "tap.h"
 
@@ -165,13 +166,6 @@ static void exact_with_killed(uint64_t replication, bool binary, const char *wha
         free(values[v - 1]);
     memcached_request_free(req);
     memcached_free(memc);
-}
-
-static int64_t elapsed_ms(const struct timespec *since)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (int64_t)(now.tv_sec - since->tv_sec) * 1000 + (now.tv_nsec - since->tv_nsec) / 1000000;
 }
 
 /* Server 0, which holds copy 0 of every key here, stopped: igets complete

@@ -34,6 +34,7 @@
 
 #include <libmemcached/memcached.h>
 
+#include "elapsed.h"
 #include "server.h"
 #include "tap.h"
 
@@ -123,14 +124,6 @@ static int holder_of(const int index_of[REAL], int index)
         if (index_of[j] == index)
             return j;
     return -1;
-}
-
-static long long elapsed_ms(const struct timespec *start)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (long long)(now.tv_sec - start->tv_sec) * 1000 +
-           (now.tv_nsec - start->tv_nsec) / 1000000;
 }
 
 /* The fake server: a child process that continues the server of chunk 0
