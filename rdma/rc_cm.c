@@ -207,24 +207,6 @@ static int rc_create_qp(struct rc_ep *rc)
     return 0;
 }
 
-/* The QP's local ACK timeout, 4.096 us * 2^RC_ACK_TIMEOUT: how long a
- * message the peer did not acknowledge (its last packet lost) waits before
- * it is sent again, up to RC_RETRY_COUNT times, the connection failing
- * after that. Left to the RDMA CM it follows the path's packet lifetime and
- * the device's ACK delay: 19 (2.1 s) between two Soft-RoCE devices, so a
- * lost last packet cost 2.1 s, and a peer that vanished 17 s. 16 is 268 ms
- * (2.1 s of silence before the connection fails). */
-#define RC_ACK_TIMEOUT 16
-
-/* Asks the RDMA CM for RC_ACK_TIMEOUT on the QP of id, before it connects
- * or accepts; a kernel without the option keeps the CM's value. */
-static void rc_set_ack_timeout(struct rdma_cm_id *id)
-{
-    uint8_t timeout = RC_ACK_TIMEOUT;
-    (void)rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout,
-                          sizeof(timeout));
-}
-
 static void rc_conn_param(struct rc_ep *rc, struct rdma_conn_param *param, unsigned char *pdata)
 {
     struct mcr_rdma_ctx *ctx = rc->base.ctx;
@@ -455,11 +437,8 @@ int mcr_rdma_rc_connect(struct mcr_rdma_ctx *ctx, const char *host, uint16_t por
     int err = 0;
     if (rdma_create_id(ctx->cm_channel, &rc->cm_id, &rc->cm_owner, RDMA_PS_TCP) != 0)
         err = -errno;
-    else {
-        rc_set_ack_timeout(rc->cm_id);
-        if (rdma_resolve_addr(rc->cm_id, NULL, ai->ai_addr, ctx->opts.resolve_timeout_ms) != 0)
-            err = -errno;
-    }
+    else if (rdma_resolve_addr(rc->cm_id, NULL, ai->ai_addr, ctx->opts.resolve_timeout_ms) != 0)
+        err = -errno;
     freeaddrinfo(ai);
     if (err != 0) {
         rc_free(rc, true);
@@ -594,7 +573,6 @@ static struct rdma_cm_id *listener_cm_event(struct mcr_rdma_cm_owner *owner,
     }
     if (rc != NULL) {
         rc->cm_id = id;
-        rc_set_ack_timeout(id);
         id->context = &rc->cm_owner;
         rc->state = RC_CONNECTING;
         rc->listener = l;
