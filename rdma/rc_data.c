@@ -457,7 +457,8 @@ void rc_on_send_wc(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct 
     struct rc_ep *rc = rc_from_ep(ep);
     rc->sq_outstanding--;
     bool ok = wc->status == IBV_WC_SUCCESS;
-    if (op->kind == MCR_RDMA_OP_SEND) {
+    enum mcr_rdma_op_kind kind = op->kind; /* finish_rdma_op frees op */
+    if (kind == MCR_RDMA_OP_SEND) {
         if (op->is_credit_msg) {
             rc->credit_busy = false;
         } else {
@@ -472,7 +473,7 @@ void rc_on_send_wc(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct 
     if (!ok && rc->state != RC_CLOSING && !rc->peer_left) { /* a peer that left flushes them */
         char why[96];
         snprintf(why, sizeof(why), "work completion failed: %s (status %d) on %s",
-                 ibv_wc_status_str(wc->status), (int)wc->status, mcr_rdma_op_kind_name(op->kind));
+                 ibv_wc_status_str(wc->status), (int)wc->status, mcr_rdma_op_kind_name(kind));
         rc_fail(rc, wc->status == IBV_WC_REM_ACCESS_ERR ? -EACCES : -EIO, why);
     }
     if (rc->state == RC_ESTABLISHED)
