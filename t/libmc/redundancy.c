@@ -21,7 +21,7 @@
 
 #include <libmemcached/memcached.h>
 
-#include "elapsed.h"
+#include "test_util.h"
 #include "server.h"
 #include "mcr/byteorder.h"
 #include "tap.h"
@@ -42,15 +42,6 @@ static const char *rdma_addr;
 /* Values above the servers' item size limit (1 MiB) are stored only when
  * coded (in chunks of a third); copies skip them. */
 static size_t largest = SIZE_MAX;
-
-static void fill(char *buf, size_t length, unsigned seed)
-{
-    uint32_t x = seed * 2654435761u + 1;
-    for (size_t i = 0; i < length; i++) {
-        x = x * 1103515245u + 12345u;
-        buf[i] = (char)(x >> 16);
-    }
-}
 
 /* A mixed cluster: servers 0 and 3 over RDMA, 1 and 4 over TCP, 2 over a
  * Unix socket. */
@@ -118,7 +109,7 @@ static void make_values(unsigned seed)
     for (int v = 0; v < VALUES; v++) {
         free(values[v]);
         values[v] = malloc(sizes[v] + 1);
-        fill(values[v], sizes[v], seed + (unsigned)v);
+        fill_bytes(values[v], sizes[v], seed + (unsigned)v);
     }
 }
 
@@ -261,7 +252,7 @@ static void chunks_on_servers(bool binary)
 {
     memcached_st *memc = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
     char *value = malloc(300000);
-    fill(value, 300000, 5);
+    fill_bytes(value, 300000, 5);
     is_rc(memcached_set(memc, "layout", 6, value, 300000, 0, 0), MEMCACHED_SUCCESS,
           "coded set of 300000 bytes");
     size_t total = 0;
@@ -333,7 +324,7 @@ static void lying_chunks(bool binary)
     memcached_st *memc = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
     size_t size = 90000;
     char *value = malloc(size);
-    fill(value, size, 9);
+    fill_bytes(value, size, 9);
     memcached_set(memc, "liar", 4, value, size, 0, 3);
     /* which server holds which chunk: read each one's header */
     char *chunk[SERVERS] = {0};
@@ -517,7 +508,7 @@ static void nonblocking_parents(bool binary)
     for (int i = 0; i < WINDOW; i++) {
         reqs[i] = memcached_request_create(memc);
         buffers[i] = malloc(SIZE);
-        fill(buffers[i], SIZE, 100 + (unsigned)i);
+        fill_bytes(buffers[i], SIZE, 100 + (unsigned)i);
     }
     char key[64];
     int issued = 0;
@@ -561,7 +552,7 @@ static void nonblocking_parents(bool binary)
     /* async copies: the call returns at the first copy; the caller's buffer
      * is reused at once and the other copies still store the original */
     memcached_st *async = client(MEMCACHED_REPLICATION_ASYNC(3), 0, binary);
-    fill(expect, SIZE, 7);
+    fill_bytes(expect, SIZE, 7);
     memcpy(buffers[0], expect, SIZE);
     is_rc(memcached_iset(async, "async-own", 9, buffers[0], SIZE, 0, 0, reqs[1]), MEMCACHED_SUCCESS,
           "async iset issued");
@@ -586,7 +577,7 @@ static void nonblocking_parents(bool binary)
      * stopped; the copies take the value before the call completes */
     enum { BIG = 900000 };
     char *big = malloc(BIG), *big_expect = malloc(BIG);
-    fill(big_expect, BIG, 11);
+    fill_bytes(big_expect, BIG, 11);
     memcpy(big, big_expect, BIG);
     memcached_behavior_set(async, MEMCACHED_BEHAVIOR_SOCKET_SEND_SIZE, 8192);
     memcached_return_t rc;
@@ -669,7 +660,7 @@ static void lying_copies(bool binary)
 {
     memcached_st *memc = client(MEMCACHED_REPLICATION_SYNC(3), 0, binary);
     char value[2000];
-    fill(value, sizeof(value), 21);
+    fill_bytes(value, sizeof(value), 21);
     memcached_set(memc, "copy-liar", 9, value, sizeof(value), 0, 5);
     memcached_return_t rc;
     /* which servers hold copies 0, 1 and 2: read each one's header */
@@ -742,7 +733,7 @@ static void replicated_nonblocking(uint64_t replication, bool binary, const char
     for (int i = 0; i < WINDOW; i++) {
         reqs[i] = memcached_request_create(memc);
         buffers[i] = malloc(SIZE);
-        fill(buffers[i], SIZE, 300 + (unsigned)i);
+        fill_bytes(buffers[i], SIZE, 300 + (unsigned)i);
         snprintf(key, sizeof(key), "rnb-%d", i);
         issued += memcached_iset(memc, key, strlen(key), buffers[i], SIZE, 0, (uint32_t)i,
                                  reqs[i]) == MEMCACHED_SUCCESS;
@@ -834,7 +825,7 @@ static void hung_server(bool binary)
     char *value[KEYS], *into = malloc((size_t)KEYS * SIZE), key[32];
     for (int i = 0; i < KEYS; i++) {
         value[i] = malloc(SIZE);
-        fill(value[i], SIZE, 500 + (unsigned)i);
+        fill_bytes(value[i], SIZE, 500 + (unsigned)i);
         snprintf(key, sizeof(key), "hung-%d", i);
         memcached_set(coded, key, strlen(key), value[i], SIZE, 0, 0);
         snprintf(key, sizeof(key), "hung-copy-%d", i);
@@ -956,7 +947,7 @@ static void reconnect_after_poll_timeout(bool binary)
     char *value = malloc(SIZE), key[32];
     int chosen = -1, stopped = -1;
     for (int i = 0; i < KEYS && chosen < 0; i++) {
-        fill(value, SIZE, 700 + (unsigned)i);
+        fill_bytes(value, SIZE, 700 + (unsigned)i);
         snprintf(key, sizeof(key), "chunk1-%d", i);
         memcached_set(writer, key, strlen(key), value, SIZE, 0, 0);
         int server_of[SERVERS] = {-1, -1, -1, -1, -1}; /* chunk index -> server */

@@ -18,7 +18,7 @@
 
 #include <libmemcached/memcached.h>
 
-#include "elapsed.h"
+#include "test_util.h"
 #include "server.h"
 #include "tap.h"
 
@@ -30,15 +30,6 @@ static const size_t sizes[] = {0, 1, 31, 32, 33, 5000, 70000, 1000000};
 #define VALUES (sizeof(sizes) / sizeof(sizes[0]))
 
 static struct test_server servers[SERVERS];
-
-static void fill(char *buf, size_t length, unsigned seed)
-{
-    uint32_t x = seed * 2654435761u + 7;
-    for (size_t i = 0; i < length; i++) {
-        x = x * 1103515245u + 12345u;
-        buf[i] = (char)(x >> 16);
-    }
-}
 
 static memcached_st *client(uint64_t replication, bool binary)
 {
@@ -97,7 +88,7 @@ static void exact_with_killed(uint64_t replication, bool binary, const char *wha
     for (size_t v = 0; v < VALUES; v++) {
         key_on(memc, keys[v], sizeof(keys[v]), "place", (int)v, 0);
         values[v] = malloc(sizes[v] + 1);
-        fill(values[v], sizes[v], 40 + (unsigned)v);
+        fill_bytes(values[v], sizes[v], 40 + (unsigned)v);
         stored += memcached_set(memc, keys[v], strlen(keys[v]), values[v], sizes[v], 0,
                                 (uint32_t)v + 3) == MEMCACHED_SUCCESS;
     }
@@ -183,7 +174,7 @@ static void stragglers_stay_out(uint64_t replication, const char *what)
     for (int i = 0; i < KEYS; i++) {
         key_on(memc, keys[i], sizeof(keys[i]), "straggle", i, 0);
         values[i] = malloc(SIZE);
-        fill(values[i], SIZE, 90 + (unsigned)i);
+        fill_bytes(values[i], SIZE, 90 + (unsigned)i);
         memcached_set(memc, keys[i], strlen(keys[i]), values[i], SIZE, 0, 0);
         reqs[i] = memcached_request_create(memc);
     }
@@ -248,7 +239,7 @@ static void placed_straggler(bool free_buffer)
     char key[64];
     key_on(memc, key, sizeof(key), "midvalue", free_buffer, 0);
     char *value = malloc(SIZE), *into = malloc(SIZE);
-    fill(value, SIZE, 7 + free_buffer);
+    fill_bytes(value, SIZE, 7 + free_buffer);
     is_rc(memcached_set(memc, key, strlen(key), value, SIZE, 0, 0), MEMCACHED_SUCCESS,
           "a 12 MiB value stored with two copies");
     memcached_wait_all(memc);

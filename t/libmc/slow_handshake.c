@@ -34,7 +34,7 @@
 
 #include <libmemcached/memcached.h>
 
-#include "elapsed.h"
+#include "test_util.h"
 #include "server.h"
 #include "tap.h"
 
