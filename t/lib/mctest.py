@@ -232,7 +232,9 @@ class Server:
             pass
 
 
-def start_server(tap, *args):
+def start_server(tap, *args, start_timeout=10):
+    """Starts MC_SERVER with args; waits up to start_timeout seconds for it to
+    accept a connection (a warm restart loads its items first)."""
     binary = os.environ.get("MC_SERVER", "/usr/bin/memcached")
     if not os.access(binary, os.X_OK):
         raise RuntimeError("MC_SERVER %s is not executable" % binary)
@@ -247,7 +249,7 @@ def start_server(tap, *args):
         os.close(fd)
         srv = Server(tap, proc, port, log, cmd)
         _running.append(srv)
-        deadline = time.time() + 10
+        deadline = time.time() + start_timeout
         while time.time() < deadline and srv.alive():
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()

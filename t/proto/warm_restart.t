@@ -80,6 +80,11 @@ def read_all(c, count, prefix="wr"):
     return got
 
 
+# a restart loads every saved item before it listens: a loaded machine (or a
+# sanitizer build) needs far longer than the usual 10 s for 1,200,000 items
+RESTART_WAIT = 120
+
+
 def server_args(*extra):
     return ("-m", "256", "-A", "-e", mem) + extra
 
@@ -97,7 +102,7 @@ def wait_gone(srv, what):
 
 
 # ---- 1,000,000 items across "shutdown graceful" -------------------------------
-srv = start_server(t, *server_args())
+srv = start_server(t, *server_args(), start_timeout=RESTART_WAIT)
 c = srv.connect(120)  # a loaded sanitizer build takes its time
 t0 = time.time()
 t.ok(fill(c, ITEMS, time.time()), "1,000,000 sets processed")
@@ -113,7 +118,7 @@ wait_gone(srv, "shutdown graceful")
 t.ok(os.path.exists(meta), "the metadata file exists after the graceful stop")
 time.sleep(1.1)  # memcached only trusts a stop at least one second old
 stopped = time.time()
-srv = start_server(t, *server_args())
+srv = start_server(t, *server_args(), start_timeout=RESTART_WAIT)
 c = srv.connect(120)  # a loaded sanitizer build takes its time
 after = read_all(c, ITEMS)
 elapsed = time.time() - t0
@@ -163,7 +168,7 @@ for _ in range(5):
 os.kill(srv.pid, signal.SIGUSR1)
 wait_gone(srv, "SIGUSR1")
 time.sleep(3.1)
-srv = start_server(t, *server_args())
+srv = start_server(t, *server_args(), start_timeout=RESTART_WAIT)
 c = srv.connect()
 c.is_reply(t, "get short\r\n", "END\r\n", "an item whose TTL ended while stopped is gone")
 c.is_reply(t, "get long forever\r\n", "VALUE long 6 2\r\nlo\r\nVALUE forever 7 4\r\nfour\r\nEND\r\n",
@@ -171,7 +176,7 @@ c.is_reply(t, "get long forever\r\n", "VALUE long 6 2\r\nlo\r\nVALUE forever 7 4
 c.is_reply(t, "get big mid\r\n", b"VALUE big 8 %d\r\n%s\r\nVALUE mid 9 %d\r\n%s\r\nEND\r\n" % (len(big), big, len(mid), mid),
            "a chunked 700,000-byte value and a 100,000-byte one, byte-exact")
 srv.stop()  # SIGTERM: no save
-srv = start_server(t, *server_args())
+srv = start_server(t, *server_args(), start_timeout=RESTART_WAIT)
 c = srv.connect()
 c.is_reply(t, "get forever\r\n", "END\r\n", "after SIGTERM the cache starts empty")
 t.ok(any("no metadata" in ln for ln in restart_log_line(srv)), "and the log says there was no metadata")
@@ -187,7 +192,7 @@ def stop_saved(srv, c):
 
 # ---- a changed -m ---------------------------------------------------------------
 stop_saved(srv, c)
-srv = start_server(t, *server_args("-m", "200"))
+srv = start_server(t, *server_args("-m", "200"), start_timeout=RESTART_WAIT)
 c = srv.connect()
 c.is_reply(t, "get kept\r\n", "END\r\n", "a restart with another -m starts empty")
 t.ok(any(re.search(r"restart incompatible due to setting for \[maxbytes\]", ln) for ln in restart_log_line(srv)),
@@ -197,13 +202,13 @@ srv.stop()
 # ---- damaged metadata ------------------------------------------------------------
 def saved_then(edit, name):
     """Saves one item, edits the metadata text, starts again: (server, conn)."""
-    s = start_server(t, *server_args())
+    s = start_server(t, *server_args(), start_timeout=RESTART_WAIT)
     stop_saved(s, s.connect())
     with open(meta) as f:
         text = f.read()
     with open(meta, "w") as f:
         f.write(edit(text))
-    s = start_server(t, *server_args())
+    s = start_server(t, *server_args(), start_timeout=RESTART_WAIT)
     cc = s.connect()
     cc.is_reply(t, "get kept\r\n", "END\r\n", "%s: starts empty" % name)
     t.ok(restart_log_line(s), "%s: a [restart] line in the log" % name)
@@ -219,7 +224,7 @@ saved_then(lambda text: re.sub(r"(\w*time\w*) (\d+)", r"\1 x\2z", text, count=1)
 open(meta, "w").close()
 srv2 = None
 try:
-    srv2 = start_server(t, *server_args())
+    srv2 = start_server(t, *server_args(), start_timeout=RESTART_WAIT)
 except RuntimeError:
     pass
 t.ok(srv2 is None, "an empty metadata file: the server does not start")
@@ -240,14 +245,14 @@ if srv2 is not None:
 
 # ---- ours: a damaged memory file ------------------------------------------------------
 if target() == "ours":
-    srv = start_server(t, *server_args())
+    srv = start_server(t, *server_args(), start_timeout=RESTART_WAIT)
     stop_saved(srv, srv.connect())
     with open(mem, "r+b") as f:
         f.seek(40)
         b = f.read(1)
         f.seek(40)
         f.write(bytes([b[0] ^ 0x55]))
-    srv = start_server(t, *server_args())
+    srv = start_server(t, *server_args(), start_timeout=RESTART_WAIT)
     c = srv.connect()
     c.is_reply(t, "get kept\r\n", "END\r\n", "a damaged memory file: starts empty")
     t.ok(any("damaged" in ln for ln in restart_log_line(srv)), "and the log says it is damaged")
@@ -256,7 +261,7 @@ if target() == "ours":
     open(meta, "w").close()
     srv = None
     try:
-        srv = start_server(t, *server_args())
+        srv = start_server(t, *server_args(), start_timeout=RESTART_WAIT)
     except RuntimeError as e:
         t.ok("corrupt metadata file" in str(e), "empty metadata: the reason is logged")
     if srv is not None:
