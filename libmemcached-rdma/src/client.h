@@ -141,7 +141,7 @@ struct lmr_client {
     /* blocks of freed groups (group.h), each with its size, for the next
      * groups: a get then neither allocates nor clears its children anew */
 #define LMR_SPARE_GROUPS 64
-#define LMR_SPARE_GROUP_MAX 16384 /* larger blocks are freed */
+#define LMR_SPARE_GROUP_MAX 8192 /* larger blocks are freed (at most 512 KiB kept) */
     struct lmr_group *spare_groups[LMR_SPARE_GROUPS];
     size_t spare_group_sizes[LMR_SPARE_GROUPS];
     uint32_t spare_group_count;
