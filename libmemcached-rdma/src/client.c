@@ -347,6 +347,8 @@ void memcached_free(memcached_st *ptr)
         memcached_servers_reset(ptr);
         lmr_transport_ud_release(c); /* after its servers' connections */
         lmr_fetch_clear(&c->fetch);
+        for (uint32_t i = c->spare_group_count; i > 0; i--)
+            free(c->spare_groups[i - 1]);
         for (uint32_t i = c->spare_count; i > 0; i--)
             free(c->spare_buffers[i - 1]);
         free(c->ec_matrix);

@@ -138,6 +138,13 @@ struct lmr_client {
     char *spare_buffers[LMR_SPARE_BUFFERS];
     size_t spare_capacities[LMR_SPARE_BUFFERS];
     uint32_t spare_count;
+    /* blocks of freed groups (group.h), each with its size, for the next
+     * groups: a get then neither allocates nor clears its children anew */
+#define LMR_SPARE_GROUPS 64
+#define LMR_SPARE_GROUP_MAX 8192 /* larger blocks are freed (at most 512 KiB kept) */
+    struct lmr_group *spare_groups[LMR_SPARE_GROUPS];
+    size_t spare_group_sizes[LMR_SPARE_GROUPS];
+    uint32_t spare_group_count;
 
     /* keyspace.c: memcached_set_hashkit's function (NULL: behaviors.key_hash),
      * what memcached_get_hashkit hands out, memcached_bucket_set's table */

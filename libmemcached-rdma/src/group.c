@@ -2,6 +2,7 @@
 #include "group.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "io.h"
 #include "ops.h"
@@ -31,6 +32,39 @@ bool lmr_group_is_failure(memcached_return_t rc)
     }
 }
 
+/* A group's block: the policy struct (the group first), its children's
+ * pointers and progress marks, then the children themselves (they live
+ * exactly as long as the group). */
+static size_t round_up16(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
+}
+
+static size_t block_bytes(size_t size, uint32_t child_count)
+{
+    return round_up16(size) +
+           round_up16(child_count * (sizeof(memcached_request_st *) + sizeof(uint64_t))) +
+           child_count * sizeof(memcached_request_st);
+}
+
+/* A spare block of at least `need` bytes (its size in *capacity), or a
+ * new one; NULL on ENOMEM. */
+static struct lmr_group *take_block(struct lmr_client *c, size_t need, size_t *capacity)
+{
+    for (uint32_t i = c->spare_group_count; i > 0; i--) {
+        if (c->spare_group_sizes[i - 1] < need)
+            continue;
+        struct lmr_group *g = c->spare_groups[i - 1];
+        *capacity = c->spare_group_sizes[i - 1];
+        c->spare_group_count--;
+        c->spare_groups[i - 1] = c->spare_groups[c->spare_group_count];
+        c->spare_group_sizes[i - 1] = c->spare_group_sizes[c->spare_group_count];
+        return g;
+    }
+    *capacity = need;
+    return malloc(need);
+}
+
 static void group_free(struct lmr_group *g)
 {
     struct lmr_client *c = g->client;
@@ -38,8 +72,6 @@ static void group_free(struct lmr_group *g)
         g->ops->release(g);
     for (uint32_t i = g->child_count; i > 0; i--) {
         memcached_request_st *child = g->children[i - 1];
-        if (child == NULL)
-            continue;
         if (child->lib_buffer != NULL && c->spare_count < LMR_SPARE_BUFFERS) {
             c->spare_buffers[c->spare_count] = child->lib_buffer;
             c->spare_capacities[c->spare_count++] = child->lib_capacity;
@@ -47,43 +79,47 @@ static void group_free(struct lmr_group *g)
             child->lib_capacity = 0;
         }
         lmr_request_release(child);
-        free(child);
     }
-    free(g->progress_marks);
-    free(g->children);
-    free(g);
+    if (c->spare_group_count < LMR_SPARE_GROUPS && g->block_size <= LMR_SPARE_GROUP_MAX) {
+        c->spare_groups[c->spare_group_count] = g;
+        c->spare_group_sizes[c->spare_group_count++] = g->block_size;
+    } else {
+        free(g);
+    }
 }
 
 struct lmr_group *lmr_group_create(struct lmr_client *c, memcached_request_st *parent,
-                                   const struct lmr_group_ops *ops, size_t size,
+                                   const struct lmr_group_ops *ops, size_t size, size_t zeroed,
                                    uint32_t child_count)
 {
-    struct lmr_group *g = calloc(1, size);
+    size_t capacity;
+    struct lmr_group *g = take_block(c, block_bytes(size, child_count), &capacity);
     if (g == NULL)
         return NULL;
+    memset(g, 0, zeroed);
+    g->block_size = capacity;
     g->client = c;
     g->ops = ops;
-    g->children = calloc(child_count, sizeof(*g->children));
-    g->progress_marks = calloc(child_count, sizeof(*g->progress_marks));
-    if (g->children == NULL || g->progress_marks == NULL) {
-        free(g->progress_marks);
-        free(g->children);
-        free(g);
-        return NULL;
-    }
+    char *after = (char *)g + round_up16(size);
+    g->children = (memcached_request_st **)after;
+    g->progress_marks = (uint64_t *)(after + child_count * sizeof(memcached_request_st *));
+    memcached_request_st *kids =
+        (memcached_request_st *)(after + round_up16(child_count * (sizeof(memcached_request_st *) +
+                                                                   sizeof(uint64_t))));
     g->child_count = child_count;
     for (uint32_t i = 0; i < child_count; i++) {
-        memcached_request_st *child = calloc(1, sizeof(*child));
-        if (child == NULL) {
-            group_free(g);
-            return NULL;
-        }
+        /* ready to be issued (lmr_op_issue_to prepares it) or failed
+         * without a request: idle, owning nothing */
+        memcached_request_st *child = &kids[i];
+        lmr_request_init(child);
         child->head = child->head_inline;
+        child->client = c;
+        child->kind = LMR_OP_GET;
+        child->expects_reply = true;
         if (c->spare_count > 0) { /* prepare keeps it */
             child->lib_buffer = c->spare_buffers[--c->spare_count];
             child->lib_capacity = c->spare_capacities[c->spare_count];
         }
-        lmr_request_prepare(child, c, LMR_OP_GET);
         child->group = g;
         child->child_index = i;
         g->children[i] = child;

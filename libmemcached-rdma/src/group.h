@@ -39,9 +39,10 @@ struct lmr_group_ops {
 struct lmr_group {
     struct lmr_client *client;
     const struct lmr_group_ops *ops;
-    memcached_request_st *parent; /* NULL once the parent completed */
-    memcached_request_st **children;
-    uint64_t *progress_marks; /* each child's server's `progress` when issued */
+    memcached_request_st *parent;    /* NULL once the parent completed */
+    memcached_request_st **children; /* in the group's block */
+    uint64_t *progress_marks;        /* each child's server's `progress` when issued */
+    size_t block_size;               /* bytes of the block (lmr_group_create) */
     uint32_t child_count;
     uint32_t outstanding; /* children issued and not completed */
     bool count_failures;  /* children's server failures count in the client */
@@ -56,11 +57,15 @@ struct lmr_group {
     struct lmr_group *next_timed;
 };
 
-/* Allocates a group of `size` bytes (a policy struct whose first member is
- * the group) with child_count children, ties it to parent and puts parent
- * in progress. NULL on ENOMEM. */
+/* Makes a group of `size` bytes (a policy struct whose first member is
+ * the group) with child_count idle children, ties it to parent and puts
+ * parent in progress. Only the first `zeroed` bytes (the group and the
+ * policy's fields that start at zero) are cleared: the policy writes the
+ * rest before reading it. The group, its children and their pointers
+ * are one block, taken from the client's spare blocks when one is large
+ * enough (a get allocates nothing then). NULL on ENOMEM. */
 struct lmr_group *lmr_group_create(struct lmr_client *c, memcached_request_st *parent,
-                                   const struct lmr_group_ops *ops, size_t size,
+                                   const struct lmr_group_ops *ops, size_t size, size_t zeroed,
                                    uint32_t child_count);
 /* Issues child i to srv; a child that fails at once is noted as completed.
  * A server marked stalled that made no progress since and already holds

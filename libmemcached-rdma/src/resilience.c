@@ -3,6 +3,7 @@
  * shared by both schemes and mget (see resilience.h). */
 #include "resilience.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -18,6 +19,7 @@ struct replicated_write {
     struct lmr_group g;
     bool async;
     enum lmr_op_kind kind;
+    /* not cleared (lmr_group_create): written before they are read */
     char headers[LMR_EC_MAX_CHUNKS][LMR_EC_HEADER_LENGTH];
     char *value_copy; /* one copy of the value all copies send from, or NULL */
 };
@@ -31,15 +33,17 @@ struct replicated_write {
  * asked after the call that issued the read returned. */
 struct replicated_read {
     struct lmr_group g;
-    uint32_t servers[LMR_EC_MAX_CHUNKS];
     bool examined[LMR_EC_MAX_CHUNKS]; /* its answer was looked at */
     uint32_t issued;
-    /* the copy whose payload is received in the parent's value, and where */
+    /* the copy whose payload is received in the parent's value, and where
+     * (placed_copy and placed are set with `placing`) */
     bool placing;
     uint32_t placed_copy;
     char *placed;
     memcached_return_t answer;  /* NOTFOUND from a live copy */
     memcached_return_t failure; /* the first server failure */
+    /* not cleared (lmr_group_create): set with the read */
+    uint32_t servers[LMR_EC_MAX_CHUNKS];
     struct lmr_op_args args;
     char key[MEMCACHED_MAX_KEY];
 };
@@ -401,7 +405,8 @@ static memcached_return_t replicated_issue(struct lmr_client *c, memcached_reque
 {
     if (kind == LMR_OP_GET || kind == LMR_OP_EXIST) {
         struct replicated_read *r = (struct replicated_read *)lmr_group_create(
-            c, req, &replicated_read_ops, sizeof(*r), copies);
+            c, req, &replicated_read_ops, sizeof(*r), offsetof(struct replicated_read, servers),
+            copies);
         if (r == NULL)
             return done_with(req, MEMCACHED_MEMORY_ALLOCATION_FAILURE);
         memcpy(r->servers, servers, copies * sizeof(*servers));
@@ -432,7 +437,8 @@ static memcached_return_t replicated_issue(struct lmr_client *c, memcached_reque
         value.value = value_copy;
     }
     struct replicated_write *w = (struct replicated_write *)lmr_group_create(
-        c, req, &replicated_write_ops, sizeof(*w), copies);
+        c, req, &replicated_write_ops, sizeof(*w), offsetof(struct replicated_write, headers),
+        copies);
     if (w == NULL) {
         free(value_copy);
         return done_with(req, MEMCACHED_MEMORY_ALLOCATION_FAILURE);

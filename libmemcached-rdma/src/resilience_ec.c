@@ -10,6 +10,7 @@
  * copy) agree on. Delete and touch go to all K + M servers. */
 #include "resilience.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,7 @@ enum chunk_status { CHUNK_NOT_ASKED, CHUNK_ASKED, CHUNK_GOOD, CHUNK_BAD };
 struct coded_write {
     struct lmr_group g;
     uint32_t quorum; /* chunks a readable value needs */
+    /* not cleared (lmr_group_create): written before they are read */
     char headers[LMR_EC_MAX_CHUNKS][LMR_EC_HEADER_LENGTH];
     char *scratch; /* parity, padded data chunks, the value's copy (bset) */
 };
@@ -27,19 +29,22 @@ struct coded_write {
 struct coded_read {
     struct lmr_group g;
     uint32_t k, m;
-    uint32_t servers[LMR_EC_MAX_CHUNKS];
     uint8_t status[LMR_EC_MAX_CHUNKS];
     /* only position 0 asked so far: values under the threshold are whole
      * copies there, and a get of one asks no other server */
     bool probing;
-    struct lmr_ec_header headers[LMR_EC_MAX_CHUNKS];
+    bool placing; /* placed_write is set */
+    bool placed_whole;
     memcached_return_t failure; /* the first server failure */
+    /* not cleared (lmr_group_create): servers[0..K+M) set with the read,
+     * placed[i] when chunk i is asked, headers[i] when it answered,
+     * placed_write with `placing` */
+    uint32_t servers[LMR_EC_MAX_CHUNKS];
     /* payloads received in their place in the parent's value (coded_place):
      * those of one write (`placed_write`), data chunks or one whole copy */
     char *placed[LMR_EC_MAX_CHUNKS];
     struct lmr_ec_header placed_write;
-    bool placing; /* placed_write is set */
-    bool placed_whole;
+    struct lmr_ec_header headers[LMR_EC_MAX_CHUNKS];
     struct lmr_op_args args;
     char key[MEMCACHED_MAX_KEY];
 };
@@ -121,7 +126,8 @@ static memcached_return_t coded_store(struct lmr_client *c, memcached_request_st
     struct coded_write *w =
         scratch == NULL
             ? NULL
-            : (struct coded_write *)lmr_group_create(c, req, &coded_write_ops, sizeof(*w), count);
+            : (struct coded_write *)lmr_group_create(c, req, &coded_write_ops, sizeof(*w),
+                                                     offsetof(struct coded_write, headers), count);
     if (w == NULL) {
         free(scratch);
         return done_with(req, MEMCACHED_MEMORY_ALLOCATION_FAILURE);
@@ -200,7 +206,7 @@ static memcached_return_t coded_everywhere(struct lmr_client *c, memcached_reque
 {
     uint32_t count = c->behaviors.ec_data_chunks + c->behaviors.ec_parity_chunks;
     struct coded_all *a =
-        (struct coded_all *)lmr_group_create(c, req, &coded_all_ops, sizeof(*a), count);
+        (struct coded_all *)lmr_group_create(c, req, &coded_all_ops, sizeof(*a), sizeof(*a), count);
     if (a == NULL)
         return done_with(req, MEMCACHED_MEMORY_ALLOCATION_FAILURE);
     a->g.count_failures = true;
@@ -563,8 +569,8 @@ static memcached_return_t coded_read(struct lmr_client *c, memcached_request_st 
                                      const uint32_t *servers, const struct lmr_op_args *args)
 {
     uint32_t k = c->behaviors.ec_data_chunks, m = c->behaviors.ec_parity_chunks;
-    struct coded_read *r =
-        (struct coded_read *)lmr_group_create(c, req, &coded_read_ops, sizeof(*r), k + m);
+    struct coded_read *r = (struct coded_read *)lmr_group_create(
+        c, req, &coded_read_ops, sizeof(*r), offsetof(struct coded_read, servers), k + m);
     if (r == NULL)
         return done_with(req, MEMCACHED_MEMORY_ALLOCATION_FAILURE);
     r->k = k;
