@@ -323,6 +323,9 @@ static void handle_cqe(struct io_uring_cqe *cqe)
             /* nothing was pending */
         }
         arm_wake_poll();
+        /* an allocation ran out of chunks: the writer's pass comes now */
+        if (__atomic_exchange_n(&tier.room_wanted, false, __ATOMIC_ACQ_REL))
+            tier.io_progress = true;
         return;
     }
     tier.io_progress = true;
@@ -883,6 +886,14 @@ static void *io_thread(void *arg)
     return NULL;
 }
 
+void flash_room_wanted(size_t chunk_size)
+{
+    if (!flash_running() || chunk_size < flash_tunable(&tier.cfg.item_size))
+        return; /* the writer takes no values of this class */
+    if (!__atomic_exchange_n(&tier.room_wanted, true, __ATOMIC_ACQ_REL))
+        wake();
+}
+
 void flash_write_now(void)
 {
     if (!flash_running())
@@ -1041,6 +1052,11 @@ int flash_start(struct ext_settings *cfg, char *errbuf, size_t errlen)
 void flash_stop(void) {}
 
 void flash_write_now(void) {}
+
+void flash_room_wanted(size_t chunk_size)
+{
+    (void)chunk_size;
+}
 
 #endif
 

@@ -94,6 +94,13 @@ unsigned flash_recache_rate(void);
  * header evicted there loses a value flash could keep. */
 bool flash_header_class_short(size_t chunk_size);
 
+/* Called by an allocation that found no free chunk in its slab class,
+ * before it evicts: when the writer takes values of that class, its next
+ * pass starts at once instead of after its wait, so values leave for
+ * flash rather than being evicted while the I/O thread sleeps. Cheap when
+ * called again before that pass (one flag). */
+void flash_room_wanted(size_t chunk_size);
+
 /* Run one writer pass now in the I/O thread and wait for it (tests). */
 void flash_write_now(void);
 

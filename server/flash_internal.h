@@ -98,6 +98,7 @@ struct flash_tier {
     uint64_t pass_requests, passes_done;
     int wake_fd;
     bool io_progress; /* I/O thread: a write or read completed since it was cleared */
+    bool room_wanted; /* an allocation found its class without free chunks (atomic) */
 #ifdef HAVE_LIBURING
     struct io_uring ring;
 #endif

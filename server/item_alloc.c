@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "assoc.h"
+#include "flash.h"
 #include "lru.h"
 #include "slabs.h"
 #include "storage_internal.h"
@@ -226,6 +227,7 @@ static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
     p = borrow_chunk(cls, value, got);
     if (p)
         return p;
+    flash_room_wanted(slabs_class_size(cls)); /* its values go to flash before more are evicted */
     struct lru_list *cold = lru_of(cls, LRU_COLD);
     for (int tries = 0; tries < EVICT_TRIES && !p; tries++) {
         bool segmented = lru_is_segmented();
