@@ -200,7 +200,13 @@ static inline void workload_one_call(memcached_st *mc, int k, const char *prefix
         workload_check_get(k, key, m, i, rc, got, len, flags, want, t);
         free(got);
     }
-    workload_note_call(t, rc, workload_now_ms() - started);
+    double ms = workload_now_ms() - started;
+    /* why, in the library's words (which transport, what it saw), and
+     * when: a failure's cause is read from these lines */
+    if (rc != MEMCACHED_SUCCESS && rc != MEMCACHED_NOTFOUND)
+        fprintf(stderr, "client %d: %s %s after %.0f ms (at %.0f ms): %s\n", k,
+                is_set ? "set" : "get", key, ms, started, memcached_last_error_message(mc));
+    workload_note_call(t, rc, ms);
     t->ops++;
 }
 

@@ -52,7 +52,10 @@
  * timeout): seen on a connection just promoted to RC whose request the
  * server never read, the client's messages posted and not acknowledged,
  * no completion error within the 20 s poll timeout. Cause not found. The
- * moves stop meanwhile (that client makes no requests). */
+ * moves stop meanwhile (that client makes no requests). Another failure:
+ * two UD clients' calls failing at once with the UD dead timeout (server
+ * silent for 5 s) just after a third client moved from RC to UD; the rxe
+ * counters showed no RC retry loop in either (doc/rdma-hybrid.md). */
 #define HYBRID_TODO " # TODO hybrid through netem: a call can time out, and moves stop"
 #define HYBRID_MIN_MS 12000 /* hybrid clients run at least this long: a dozen moves' time */
 #define HYBRID_OPTIONS                                                                             \
@@ -225,7 +228,13 @@ static void rc_phase(const char *self, const char *rxe_devs, long ops, unsigned 
 static void hybrid_phase(const char *self, long ops, unsigned base)
 {
     struct server s;
+    /* the start-up probe over UD: an rdma+rc:// probe whose disconnect
+     * request the link lost kept the only RC slot for the whole phase (the
+     * server has no other way to learn that an idle RC client left), so
+     * every client stayed on UD and nothing moved */
+    server_probe_scheme = "rdma+ud";
     server_start_with(&s, base, base + 1, "2", NULL, HYBRID_OPTIONS);
+    server_probe_scheme = NULL;
     long promotions0 = tcp_stat(s.tcp_port, "rdma_promotions");
     long demotions0 = tcp_stat(s.tcp_port, "rdma_demotions");
     long retrans0 = tcp_stat(s.tcp_port, "rdma_ud_retransmits");
