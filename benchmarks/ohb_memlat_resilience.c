@@ -1,7 +1,8 @@
 /* benchmarks/ohb_memlat_resilience.c: the cost of resilience in
  * libmemcached-rdma. It starts five servers of its own (--server-binary,
  * on loopback TCP, with --unix on Unix sockets, with --rdma=ADDR over RDMA
- * on the RDMA device that has ADDR) and, for value sizes
+ * on the RDMA device that has ADDR: RC, or with --rdma-transport UD or
+ * hybrid) and, for value sizes
  * doubling from --min-size to --max-size, times blocking sets and gets and
  * non-blocking ones (a window of 64 isets or igets, time per operation)
  * under four schemes: none, synchronous replication with 3 copies,
@@ -12,12 +13,11 @@
  * latency; and the floor of a coded get: three plain gets of a chunk's
  * size on three servers at once. The latency tables are measured in
  * --rounds paired rounds (every scheme in turn per size); --latency-only
- * prints those tables alone. --pairs=N measures only gets of Async-Rep=3
- * and RS(3,2) in N short paired rounds and prints every round's RS/Async
- * ratio and their median; --count-gets=N runs a fixed number of gets of
- * one scheme (counted_gets) for counters run from outside (callgrind,
- * strace); --hedge-timeout sets the clients' hedge timeout. Tables with
- * ratios; --csv writes every number. */
+ * prints those tables alone, --blocking-only measures no windows. --pairs=N measures only gets of
+ * Async-Rep=3 and RS(3,2) in N short paired rounds and prints every round's RS/Async ratio and
+ * their median; --count-gets=N runs a fixed number of gets of one scheme (counted_gets) for
+ * counters run from outside (callgrind, strace); --hedge-timeout sets the clients' hedge timeout.
+ * Tables with ratios; --csv writes every number. */
 #include "ohb_common.h"
 
 #include <arpa/inet.h>
@@ -58,6 +58,10 @@ static struct server servers[SERVERS];
 static const char *server_binary = "/usr/bin/memcached";
 static bool over_unix;
 static const char *rdma_addr; /* --rdma: servers also listen over RDMA there */
+/* --rdma-transport: the servers' rdma_transport and the clients' scheme */
+static const char *rdma_modes[] = {"rc", "ud", "hybrid"};
+static const char *rdma_schemes[] = {"rdma+rc", "rdma+ud", "rdma"};
+static int rdma_mode = -1; /* an index of rdma_modes; -1 until parsed: rc */
 static size_t min_size = 1024, max_size = 1048576;
 static unsigned iterations = 200;
 static double max_seconds = 0.3;
@@ -67,6 +71,7 @@ static long long hedge_timeout = -1; /* --hedge-timeout; -1: the library's defau
 static unsigned paired_rounds = 3;
 static bool degraded_only;      /* --degraded-only: the degraded-get tables alone */
 static bool latency_only;       /* --latency-only: the paired latency tables alone */
+static bool blocking_only;      /* --blocking-only: no window-of-64 measurements */
 static unsigned pair_rounds;    /* --pairs: short paired get rounds of Async-Rep=3 and RS */
 static unsigned pair_gets = 16; /* --pair-gets: blocking gets per scheme and round */
 static unsigned count_gets;     /* --count-gets: gets of one scheme, for outside counters */
@@ -96,7 +101,8 @@ static void add_server(memcached_st *memc, int i, bool tcp)
     const struct server *s = &servers[i];
     if (rdma_addr != NULL && !tcp) {
         char spec[128];
-        snprintf(spec, sizeof(spec), "rdma://%s:%u", rdma_addr, s->rdma_port);
+        snprintf(spec, sizeof(spec), "%s://%s:%u", rdma_schemes[rdma_mode], rdma_addr,
+                 s->rdma_port);
         memcached_server_st *list = memcached_servers_parse(spec);
         memcached_server_push(memc, list);
         memcached_server_list_free(list);
@@ -107,15 +113,26 @@ static void add_server(memcached_st *memc, int i, bool tcp)
     }
 }
 
+/* Whether server i answers over TCP (or its Unix socket). */
+static bool server_tcp_answers(int i)
+{
+    memcached_st *probe = memcached_create(NULL);
+    add_server(probe, i, true);
+    memcached_return_t rc = memcached_exist(probe, "probe", 5);
+    memcached_free(probe);
+    return rc == MEMCACHED_SUCCESS || rc == MEMCACHED_NOTFOUND;
+}
+
 /* Starts server i (again, on the same port or path, when it ran before). */
 static bool server_start(int i)
 {
     struct server *s = &servers[i];
-    char rdma_listen[128] = "";
+    char rdma_listen[128] = "", rdma_transport[32];
     if (rdma_addr != NULL) {
         s->rdma_port = free_port();
         snprintf(rdma_listen, sizeof(rdma_listen), "rdma_listen=%s:%u", rdma_addr, s->rdma_port);
     }
+    snprintf(rdma_transport, sizeof(rdma_transport), "rdma_transport=%s", rdma_modes[rdma_mode]);
     if (over_unix && s->path[0] == '\0')
         snprintf(s->path, sizeof(s->path), "/tmp/ohb-res-%d-%d.sock", (int)getpid(), i);
     if (!over_unix && s->port == 0)
@@ -128,7 +145,7 @@ static bool server_start(int i)
     if (s->pid < 0)
         return false;
     if (s->pid == 0) {
-        const char *argv[16];
+        const char *argv[18];
         int n = 0;
         argv[n++] = server_binary;
         if (over_unix) {
@@ -151,6 +168,8 @@ static bool server_start(int i)
         if (rdma_listen[0] != '\0') {
             argv[n++] = "-o";
             argv[n++] = rdma_listen;
+            argv[n++] = "-o";
+            argv[n++] = rdma_transport;
         }
         if (geteuid() == 0) {
             argv[n++] = "-u";
@@ -160,17 +179,37 @@ static bool server_start(int i)
         execv(server_binary, (char *const *)argv);
         _exit(127);
     }
+    char last_error[512] = "";
     for (int tries = 0; tries < 500; tries++) { /* up to 5 s */
         memcached_st *probe = memcached_create(NULL);
         add_server(probe, i, false);
         memcached_return_t rc = memcached_exist(probe, "probe", 5); /* over RDMA too */
         if (rc == MEMCACHED_NOTFOUND)
             rc = MEMCACHED_SUCCESS;
+        if (rc != MEMCACHED_SUCCESS)
+            snprintf(last_error, sizeof(last_error), "%s", memcached_last_error_message(probe));
         memcached_free(probe);
         if (rc == MEMCACHED_SUCCESS)
             return true;
+        int status;
+        if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
+            fprintf(stderr, "server %d (%s) exited with status %d before answering\n", i,
+                    server_binary,
+                    WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+            s->pid = 0;
+            return false;
+        }
+        if (rdma_addr != NULL && tries == 50 && server_tcp_answers(i)) {
+            /* the server answers TCP only once its RDMA listeners are
+             * open or given up (it said why on its standard error) */
+            fprintf(stderr,
+                    "server %d answers over TCP but not at %s://%s:%u (%s): no RDMA at %s?\n", i,
+                    rdma_schemes[rdma_mode], rdma_addr, s->rdma_port, last_error, rdma_addr);
+            return false;
+        }
         usleep(10000);
     }
+    fprintf(stderr, "server %d did not answer in 5 s: %s\n", i, last_error);
     return false;
 }
 
@@ -223,9 +262,14 @@ static void restart_all(void)
     }
 }
 
+/* Every running server flushed, over TCP or its Unix socket: a new RDMA
+ * connection per server and call costs seconds in the Soft-RoCE guest. */
 static void flush_all(void)
 {
-    memcached_st *memc = client(NONE);
+    memcached_st *memc = memcached_create(NULL);
+    for (int i = 0; i < SERVERS; i++)
+        if (servers[i].pid > 0)
+            add_server(memc, i, true);
     memcached_flush(memc, 0);
     memcached_free(memc);
 }
@@ -459,6 +503,8 @@ static void measure_rounds(double latency[MEASURES][SCHEMES][MAX_SIZES],
                     at[m] = &by_round[r][m][s][z];
                 *at[SET_BLOCK] = blocking(memc, tag, true, value, sizes[z]);
                 *at[GET_BLOCK] = blocking(memc, tag, false, value, sizes[z]);
+                if (blocking_only)
+                    continue;
                 *at[SET_WINDOW] = windowed(memc, tag, true, value, sizes[z], into, reqs[s]);
                 *at[GET_WINDOW] = windowed(memc, tag, false, value, sizes[z], into, reqs[s]);
                 *at[GET_WINDOW_CPU] = window_cpu_us;
@@ -886,6 +932,18 @@ static void fanout_floor(double floor[MAX_SIZES])
     flush_all();
 }
 
+static bool parse_rdma_mode(void *target, const char *text)
+{
+    for (int m = 0; m < (int)(sizeof(rdma_modes) / sizeof(rdma_modes[0])); m++)
+        if (text != NULL && strcmp(text, rdma_modes[m]) == 0) {
+            *(int *)target = m;
+            return true;
+        }
+    fprintf(stderr, "ohb_memlat_resilience: --rdma-transport is rc, ud or hybrid, not %s\n",
+            text != NULL ? text : "(nothing)");
+    return false;
+}
+
 static void parse(int argc, char **argv)
 {
     const struct ohb_option table[] = {
@@ -894,6 +952,9 @@ static void parse(int argc, char **argv)
         {"unix", OHB_OPT_SET, &over_unix, NULL, "the servers listen on Unix sockets", NULL},
         {"rdma", OHB_OPT_STRING, &rdma_addr, "ADDR",
          "the servers also listen over RDMA on the device that has ADDR", NULL},
+        {"rdma-transport", OHB_OPT_CALL, &rdma_mode, "MODE",
+         "with --rdma: rc (default; clients rdma+rc://), ud (rdma+ud://) or hybrid (rdma://)",
+         parse_rdma_mode},
         {"min-size", OHB_OPT_SIZE, &min_size, "N", "the first value size", NULL},
         {"max-size", OHB_OPT_SIZE, &max_size, "N", "the last value size (sizes double)", NULL},
         {"iterations", OHB_OPT_UNSIGNED, &iterations, "N", "timed operations per size", NULL},
@@ -912,6 +973,8 @@ static void parse(int argc, char **argv)
          "only the latency tables of the paired rounds (no fan-out floor, memory, coding or "
          "degraded gets)",
          NULL},
+        {"blocking-only", OHB_OPT_SET, &blocking_only, NULL,
+         "no window-of-64 measurements (the blocking tables of the paired rounds alone)", NULL},
         {"pairs", OHB_OPT_UNSIGNED, &pair_rounds, "N",
          "only gets of Async-Rep=3 and RS(3,2) in N short paired rounds, each round's ratio "
          "printed",
@@ -933,8 +996,11 @@ static void parse(int argc, char **argv)
     ohb_command_parse(&cmd, argc, argv);
     if (min_size == 0 || min_size > max_size || iterations == 0 || max_seconds <= 0 ||
         paired_rounds == 0 || pair_gets == 0 || (over_unix && rdma_addr != NULL) ||
+        (rdma_mode >= 0 && rdma_addr == NULL) ||
         (latency_only + degraded_only + (pair_rounds > 0) + (count_gets > 0)) > 1)
         ohb_usage_error();
+    if (rdma_mode < 0)
+        rdma_mode = 0;
 }
 
 /* At any exit, also ohb_fail's: the servers go with the program. */
@@ -951,6 +1017,8 @@ static void kill_servers(void)
 static void print_windows(double latency[MEASURES][SCHEMES][MAX_SIZES],
                           double ratio[MEASURES][MAX_SIZES])
 {
+    if (blocking_only)
+        return;
     print_latency("Set, window of 64 (us per operation)", "set_window64", latency[SET_WINDOW],
                   ratio[SET_WINDOW], SYNC_REP);
     print_latency("Get, window of 64 (us per operation)", "get_window64", latency[GET_WINDOW],
@@ -1068,10 +1136,13 @@ int main(int argc, char **argv)
         }
     }
     printf("# OHB Memcached Resilience Test\n");
+    char over[64];
+    if (rdma_addr != NULL)
+        snprintf(over, sizeof(over), "RDMA (%s://)", rdma_schemes[rdma_mode]);
     printf("# Servers: 5 x %s over %s, binary protocol  Iterations: <= %u or %.2f s per size"
            "  Clock: %s\n",
            server_binary,
-           rdma_addr != NULL ? "RDMA"
+           rdma_addr != NULL ? over
            : over_unix       ? "Unix sockets"
                              : "TCP",
            iterations, max_seconds, ohb_clock_name());
