@@ -196,12 +196,14 @@ void rc_drop_batch(struct rc_ep *rc, int status)
     }
 }
 
-/* Posts one work request, or collects it while the context batches. On
- * failure the endpoint closes and the op is released here. */
-static void post_op(struct rc_ep *rc, struct mcr_rdma_op *op)
+/* Posts one work request, or collects it while the context batches,
+ * unless `now` (its doorbell at once; only with nothing collected for the
+ * endpoint before it, which would go after it). On failure the endpoint
+ * closes and the op is released here. */
+static void post_op(struct rc_ep *rc, struct mcr_rdma_op *op, bool now)
 {
     struct mcr_rdma_ctx *ctx = rc->base.ctx;
-    if (ctx->batching) {
+    if (ctx->batching && !now) {
         if (rc->batch_len == RC_BATCH_MAX) {
             rc_post_batch(&rc->base);
             if (rc->state == RC_CLOSING) { /* that post failed */
@@ -250,7 +252,7 @@ static void send_credit_msg(struct rc_ep *rc)
         .magic = MCR_RDMA_MAGIC, .version = MCR_RDMA_VERSION, .type = MCR_RDMA_MSG_CREDIT};
     mcr_rdma_hdr_encode(&h, inline_hdr ? rc->credit_hdr : mcr_rdma_pool_buf(&ctx->send_pool, idx));
     rc->stats.credit_msgs_sent++;
-    post_op(rc, op);
+    post_op(rc, op, false);
 }
 
 /* A send may be posted now: room on the send queue and two credits (the
@@ -277,7 +279,7 @@ void rc_pump(struct rc_ep *rc)
         }
         if (op->kind != MCR_RDMA_OP_SEND && rc->rdma_posted >= MCR_RDMA_OPS_PER_EP)
             break;
-        post_op(rc, dequeue(rc));
+        post_op(rc, dequeue(rc), false);
     }
     if (rc->state == RC_ESTABLISHED && rc->to_return >= rc->credit_threshold &&
         rc->send_credits >= 1 && rc->sq_outstanding < rc->sq_depth)
@@ -552,9 +554,14 @@ static int rc_send(struct mcr_rdma_ep *ep, const struct mcr_rdma_send *msg)
     }
     op->len = (uint32_t)at;
     if (rc->wait_head == NULL && send_may_post(rc) && !ctx->destroying) {
-        post_op(rc, op); /* the usual case: nothing waits before it, and it may go */
-        if (msg->post_now && rc->batch_len > 0)
-            rc_post_batch(ep); /* its doorbell now, not after the rest of the pass */
+        /* the usual case: nothing waits before it, and it may go; with
+         * post_now its doorbell rings now, not after the rest of the pass
+         * (straight to the device when the pass collected nothing for the
+         * endpoint: no batch to build and walk) */
+        bool alone = msg->post_now && rc->batch_len == 0;
+        post_op(rc, op, alone);
+        if (msg->post_now && !alone)
+            rc_post_batch(ep);
         return 0;
     }
     enqueue(rc, op);
