@@ -145,7 +145,7 @@ static bool server_start(int i)
     if (s->pid < 0)
         return false;
     if (s->pid == 0) {
-        const char *argv[18];
+        const char *argv[24]; /* 21 at most below, with the NULL */
         int n = 0;
         argv[n++] = server_binary;
         if (over_unix) {
