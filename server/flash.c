@@ -886,12 +886,13 @@ static void *io_thread(void *arg)
     return NULL;
 }
 
-void flash_room_wanted(size_t chunk_size)
+bool flash_room_wanted(size_t chunk_size)
 {
     if (!flash_running() || chunk_size < flash_tunable(&tier.cfg.item_size))
-        return; /* the writer takes no values of this class */
+        return false; /* the writer takes no values of this class */
     if (!__atomic_exchange_n(&tier.room_wanted, true, __ATOMIC_ACQ_REL))
         wake();
+    return true;
 }
 
 void flash_write_now(void)
@@ -1053,9 +1054,10 @@ void flash_stop(void) {}
 
 void flash_write_now(void) {}
 
-void flash_room_wanted(size_t chunk_size)
+bool flash_room_wanted(size_t chunk_size)
 {
     (void)chunk_size;
+    return false;
 }
 
 #endif
