@@ -886,13 +886,12 @@ static void *io_thread(void *arg)
     return NULL;
 }
 
-bool flash_room_wanted(size_t chunk_size)
+void flash_room_wanted(size_t chunk_size)
 {
     if (!flash_running() || chunk_size < flash_tunable(&tier.cfg.item_size))
-        return false; /* the writer takes no values of this class */
+        return; /* the writer takes no values of this class */
     if (!__atomic_exchange_n(&tier.room_wanted, true, __ATOMIC_ACQ_REL))
         wake();
-    return true;
 }
 
 void flash_write_now(void)
@@ -1054,10 +1053,9 @@ void flash_stop(void) {}
 
 void flash_write_now(void) {}
 
-bool flash_room_wanted(size_t chunk_size)
+void flash_room_wanted(size_t chunk_size)
 {
     (void)chunk_size;
-    return false;
 }
 
 #endif

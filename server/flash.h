@@ -53,11 +53,6 @@ struct flash_read {
     bool ok;      /* read and matched key, length and checksum: the value is in place */
     bool corrupt; /* read but did not match (badcrc_from_extstore) */
     void (*done)(struct flash_read *rd);
-    /* a read waiting for memory (flash_reader_wait_room): tries again to
-     * take the memory the value goes into, and then reads or finishes;
-     * false to go on waiting (never when last) */
-    bool (*room)(struct flash_read *rd, bool last);
-    uint64_t room_until_us; /* CLOCK_MONOTONIC: the wait's last try */
 };
 /* The value (nbytes) goes into these n buffers, in order; false when there
  * is no memory for the list. */
@@ -103,9 +98,8 @@ bool flash_header_class_short(size_t chunk_size);
  * before it evicts: when the writer takes values of that class, its next
  * pass starts at once instead of after its wait, so values leave for
  * flash rather than being evicted while the I/O thread sleeps. Cheap when
- * called again before that pass (one flag). True when the writer takes
- * values of that class (and was woken). */
-bool flash_room_wanted(size_t chunk_size);
+ * called again before that pass (one flag). */
+void flash_room_wanted(size_t chunk_size);
 
 /* Run one writer pass now in the I/O thread and wait for it (tests). */
 void flash_write_now(void);

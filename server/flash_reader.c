@@ -2,10 +2,9 @@
  * flash_reader.c: a worker's own io_uring ring for reads of flash values
  * (see flash_reader.h). Owns the ring, the eventfd its completions signal,
  * the loop events (completions signalled; the end of a round, where reads
- * are submitted and completions taken; the next round), the reads that
+ * are submitted and completions taken; the next round) and the reads that
  * needed no ring (no record found, or the record copied from a write
- * buffer), which complete from the loop like the others, and the reads
- * waiting for memory to read into, tried again from a timer.
+ * buffer), which complete from the loop like the others.
  */
 #include "flash_reader.h"
 
@@ -16,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -42,9 +40,6 @@ struct flash_reader {
     unsigned inflight;           /* reads in the ring (queued or submitted) */
     struct flash_read *ringless; /* reads that needed no ring: done() from the loop */
     struct flash_read **ringless_tail;
-    struct flash_read *waiting; /* reads waiting for memory, in the order they came */
-    struct flash_read **waiting_tail;
-    struct event *room_ev; /* timer: the waiting reads try again */
 };
 
 /* Runs rd's done() with the outcome of its read. */
@@ -140,65 +135,6 @@ static void next_cb(evutil_socket_t fd, short what, void *arg)
     want_round(arg);
 }
 
-static uint64_t monotonic_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
-static void room_timer(struct flash_reader *rdr)
-{
-    static const struct timeval poll = {0, FLASH_ROOM_POLL_US};
-    evtimer_add(rdr->room_ev, &poll);
-}
-
-/* Each waiting read tries again, in order (all of them as their last try
- * when all_last); those still waiting keep their order, ahead of any
- * that came meanwhile. */
-static void try_waiting(struct flash_reader *rdr, bool all_last)
-{
-    struct flash_read *list = rdr->waiting;
-    rdr->waiting = NULL;
-    rdr->waiting_tail = &rdr->waiting;
-    uint64_t now = monotonic_us();
-    struct flash_read *keep = NULL, **keep_tail = &keep;
-    while (list) {
-        struct flash_read *rd = list;
-        list = rd->next;
-        rd->next = NULL;
-        if (!rd->room(rd, all_last || now >= rd->room_until_us)) {
-            *keep_tail = rd;
-            keep_tail = &rd->next;
-        }
-    }
-    if (keep) {
-        *keep_tail = rdr->waiting;
-        if (!rdr->waiting)
-            rdr->waiting_tail = keep_tail;
-        rdr->waiting = keep;
-    }
-    if (rdr->waiting)
-        room_timer(rdr);
-}
-
-static void room_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    try_waiting(arg, false);
-}
-
-void flash_reader_wait_room(struct flash_reader *rdr, struct flash_read *rd)
-{
-    rd->next = NULL;
-    rd->room_until_us = monotonic_us() + FLASH_ROOM_WAIT_US;
-    if (!rdr->waiting)
-        room_timer(rdr);
-    *rdr->waiting_tail = rd;
-    rdr->waiting_tail = &rd->next;
-}
-
 /* A ring whose completion work runs only when the worker asks
  * (DEFER_TASKRUN, which needs SINGLE_ISSUER: Linux 6.1), else one that
  * runs it at the worker's next system call without interrupting it
@@ -234,7 +170,6 @@ struct flash_reader *flash_reader_new(struct event_base *base)
         return NULL;
     }
     rdr->ringless_tail = &rdr->ringless;
-    rdr->waiting_tail = &rdr->waiting;
     int rc = ring_init(rdr);
     if (rc < 0) {
         log_msg(LOG_WARN, "flash: cannot make a read ring: %s", strerror(-rc));
@@ -263,15 +198,10 @@ struct flash_reader *flash_reader_new(struct event_base *base)
     rdr->next_ev = evtimer_new(base, next_cb, rdr);
     if (!rdr->next_ev)
         goto fail_events;
-    rdr->room_ev = evtimer_new(base, room_cb, rdr);
-    if (!rdr->room_ev)
-        goto fail_events;
     return rdr;
 
 fail_events:
     log_msg(LOG_WARN, "flash: cannot add the read ring's events");
-    if (rdr->next_ev)
-        event_free(rdr->next_ev);
     if (rdr->round_ev)
         event_free(rdr->round_ev);
     if (rdr->done_ev)
@@ -325,8 +255,6 @@ void flash_reader_free(struct flash_reader *rdr)
 {
     if (!rdr)
         return;
-    while (rdr->waiting) /* their last try: each reads or finishes now */
-        try_waiting(rdr, true);
     while (rdr->ringless || rdr->inflight > 0) {
         io_uring_submit(&rdr->ring);
         run_ringless(rdr);
@@ -334,7 +262,6 @@ void flash_reader_free(struct flash_reader *rdr)
         if (rdr->inflight > 0 && io_uring_wait_cqe(&rdr->ring, &cqe) == 0)
             reap(rdr, UINT_MAX);
     }
-    event_free(rdr->room_ev);
     event_free(rdr->next_ev);
     event_free(rdr->round_ev);
     event_free(rdr->done_ev);
@@ -358,12 +285,6 @@ void flash_reader_free(struct flash_reader *rdr)
 }
 
 void flash_reader_read(struct flash_reader *rdr, struct flash_read *rd)
-{
-    (void)rdr;
-    (void)rd;
-}
-
-void flash_reader_wait_room(struct flash_reader *rdr, struct flash_read *rd)
 {
     (void)rdr;
     (void)rd;

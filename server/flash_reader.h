@@ -25,14 +25,5 @@ void flash_reader_free(struct flash_reader *rdr);
  * the loop (never within this call), flash_read_finish() already applied:
  * ok, corrupt, or neither (the record was not there). */
 void flash_reader_read(struct flash_reader *rdr, struct flash_read *rd);
-/* rd cannot be read yet: the memory for its value is short while the
- * flash writer moves values out (items.h: item_alloc_or_wait). Every
- * FLASH_ROOM_POLL_US from the loop, in the order they came, rd->room(rd,
- * last) tries again until it returns true; last is true once
- * FLASH_ROOM_WAIT_US have passed (then it must take memory as any
- * allocation does, evicting) and when the reader is freed. */
-#define FLASH_ROOM_POLL_US 500
-#define FLASH_ROOM_WAIT_US 20000
-void flash_reader_wait_room(struct flash_reader *rdr, struct flash_read *rd);
 
 #endif

@@ -205,11 +205,6 @@ static void wait_for_tail(int tries)
     nanosleep(&nap, NULL);
 }
 
-/* Set by item_alloc_or_wait() around its allocation: a class short of
- * chunks whose values the flash writer takes does not evict, and
- * alloc_waits tells the caller why nothing was allocated. */
-static _Thread_local bool alloc_may_wait, alloc_waits;
-
 /* A chunk of class cls (or, see borrow_chunk(), of a larger class: *got
  * receives the class), making room in cls's LRU when needed as memcached
  * does: flat, reclaim at COLD's tail, then evict there; segmented, evict
@@ -232,12 +227,7 @@ static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
     p = borrow_chunk(cls, value, got);
     if (p)
         return p;
-    /* its values go to flash before more are evicted; an allocation that
-     * can wait for that gives up here (item_alloc_or_wait) */
-    if (flash_room_wanted(slabs_class_size(cls)) && alloc_may_wait) {
-        alloc_waits = true;
-        return NULL;
-    }
+    flash_room_wanted(slabs_class_size(cls)); /* its values go to flash before more are evicted */
     struct lru_list *cold = lru_of(cls, LRU_COLD);
     for (int tries = 0; tries < EVICT_TRIES && !p; tries++) {
         bool segmented = lru_is_segmented();
@@ -371,15 +361,4 @@ item *item_alloc(const char *key, size_t nkey, uint32_t flags, rel_time_t exptim
 {
     enum alloc_result ignored;
     return alloc_item(key, nkey, flags, exptime, nbytes, why ? why : &ignored);
-}
-
-item *item_alloc_or_wait(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime,
-                         size_t nbytes, enum alloc_result *why, bool *wait)
-{
-    alloc_may_wait = true;
-    alloc_waits = false;
-    item *it = item_alloc(key, nkey, flags, exptime, nbytes, why);
-    *wait = !it && alloc_waits;
-    alloc_may_wait = alloc_waits = false;
-    return it;
 }

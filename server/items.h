@@ -188,13 +188,6 @@ enum alloc_result { ALLOC_OK, ALLOC_TOO_LARGE, ALLOC_NO_MEMORY };
  * then item_store() it (or item_release() it to abandon it). */
 item *item_alloc(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime, size_t nbytes,
                  enum alloc_result *why);
-/* As item_alloc(), except where it would evict in a class whose values
- * the flash writer takes (woken for it, flash.h: flash_room_wanted): then
- * nothing is evicted and it fails with *wait set, for a caller that can
- * try again once the writer has moved values out (a flash read's item,
- * value_fetch.c). Chunks already taken for the item are given back. */
-item *item_alloc_or_wait(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime,
-                         size_t nbytes, enum alloc_result *why, bool *wait);
 
 enum store_op { STORE_SET, STORE_ADD, STORE_REPLACE, STORE_APPEND, STORE_PREPEND, STORE_CAS };
 enum store_result {

@@ -110,63 +110,6 @@ static struct flash_reader *reader_of(struct worker *w)
     return w->flash_reader;
 }
 
-/* The fresh item's value chunks become the read's target and the read
- * goes to the worker's ring; false when there was no memory for the list
- * of buffers. */
-static bool start_read(struct value_fetch *f)
-{
-    struct iovec value[FLASH_READ_IOV];
-    unsigned nseg = item_value_nseg(f->fresh);
-    struct iovec *segs = nseg <= FLASH_READ_IOV ? value : malloc(nseg * sizeof(*segs));
-    if (segs)
-        for (unsigned i = 0; i < nseg; i++)
-            segs[i] = item_value_seg(f->fresh, i);
-    bool targeted = segs && flash_read_target(&f->rd, segs, nseg);
-    if (segs != value)
-        free(segs);
-    if (targeted)
-        flash_reader_read(f->c->worker->flash_reader, &f->rd);
-    return targeted;
-}
-
-/* The item the value is read into, from the header's key, flags, exptime
- * and length; with may_wait, none (and *wait set) while the flash writer
- * is making room in its class. */
-static item *alloc_fresh(const item *header, bool may_wait, bool *wait)
-{
-    enum alloc_result why;
-    *wait = false;
-    if (may_wait)
-        return item_alloc_or_wait(item_key(header), item_nkey(header), item_flags(header),
-                                  item_exptime(header), item_nbytes(header), &why, wait);
-    return item_alloc(item_key(header), item_nkey(header), item_flags(header), item_exptime(header),
-                      item_nbytes(header), &why);
-}
-
-/* A parked read that waited for memory (flash_reader_wait_room) tries
- * again: the read starts, or, cancelled meanwhile or with no memory at
- * its last try (get_oom_extstore), the miss goes out now. */
-static bool room_again(struct flash_read *rd, bool last)
-{
-    struct value_fetch *f = (struct value_fetch *)rd;
-    if (!resp_cancelled(f->r)) {
-        bool wait;
-        f->fresh = alloc_fresh(f->header, !last, &wait);
-        if (wait)
-            return false;
-        if (f->fresh && start_read(f))
-            return true; /* read_done() completes it */
-        flash_count(f->fresh ? FC_GET_ABORTED : FC_GET_OOM);
-        send_miss(f->r, f->miss, f->miss_len);
-    }
-    if (f->fresh)
-        item_release(f->fresh);
-    item_release(f->header);
-    conn_resp_complete(f->c, f->r);
-    free(f);
-    return true;
-}
-
 bool conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, const char *miss,
                          size_t miss_len)
 {
@@ -186,13 +129,11 @@ bool conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, co
         return true;
     }
     /* the memory for the value is taken now, as memcached does: when there
-     * is none, the request fails instead of waiting for a read; only while
-     * the flash writer is making room in the value's class (rather than
-     * this read evicting a value it would have moved) does the read wait,
-     * parked, at most FLASH_ROOM_WAIT_US */
-    bool wait;
-    f->fresh = alloc_fresh(it, true, &wait);
-    if (!f->fresh && !wait) {
+     * is none, the request fails instead of waiting for a read */
+    enum alloc_result why;
+    f->fresh = item_alloc(item_key(it), item_nkey(it), item_flags(it), item_exptime(it),
+                          item_nbytes(it), &why);
+    if (!f->fresh) {
         flash_count(FC_GET_OOM);
         send_miss(r, miss, miss_len);
         item_release(it);
@@ -211,8 +152,16 @@ bool conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, co
     memcpy(f->rd.key, item_key(it), f->rd.nkey);
     f->rd.nbytes = item_nbytes(it);
     f->rd.done = read_done;
-    f->rd.room = room_again;
-    if (f->fresh && !start_read(f)) {
+    struct iovec value[FLASH_READ_IOV];
+    unsigned nseg = item_value_nseg(f->fresh);
+    struct iovec *segs = nseg <= FLASH_READ_IOV ? value : malloc(nseg * sizeof(*segs));
+    if (segs)
+        for (unsigned i = 0; i < nseg; i++)
+            segs[i] = item_value_seg(f->fresh, i);
+    bool targeted = segs && flash_read_target(&f->rd, segs, nseg);
+    if (segs != value)
+        free(segs);
+    if (!targeted) {
         flash_count(FC_GET_ABORTED);
         send_miss(r, miss, miss_len);
         item_release(f->fresh);
@@ -222,7 +171,6 @@ bool conn_resp_set_value(struct conn *c, struct resp *r, item *it, bool crlf, co
     }
     r->on_cancel = count_abort;
     resp_park(c, r);
-    if (!f->fresh)
-        flash_reader_wait_room(rdr, &f->rd);
+    flash_reader_read(rdr, &f->rd);
     return true;
 }

@@ -17,7 +17,6 @@
 #include "server/clock.h"
 #include "server/flash.h"
 #include "server/flash_internal.h"
-#include "server/item_layout.h"
 #include "server/items.h"
 #include "server/slabs.h"
 
@@ -2463,102 +2462,6 @@ static void test_flash_read_check(void)
     storage_shutdown();
 }
 
-/* Evictions from the class of items of nbytes-byte values ("stats items"). */
-static long long evicted_of(size_t nkey, size_t nbytes)
-{
-    static struct stat_list l;
-    l.n = 0;
-    storage_stats_items(collect, &l);
-    char stat[64];
-    snprintf(stat, sizeof(stat), "items:%u:evicted",
-             slabs_clsid((size_t)ITEM_HEADER_SIZE + nkey + nbytes));
-    const char *v = stat_get(&l, stat);
-    return v ? atoll(v) : 0;
-}
-
-/* item_alloc_or_wait (items.h): where the flash writer takes the values
- * of a class short of chunks, the allocation waits for it instead of
- * evicting; item_alloc evicts there as before; a class the writer does
- * not take from evicts at once. */
-static void test_alloc_or_wait(void)
-{
-    struct storage_config cfg = default_config();
-    cfg.maxbytes = 8 * MIB;
-    start(&cfg);
-    char path[] = "/tmp/test_storage_wait.XXXXXX";
-    int fd = mkstemp(path);
-    if (fd >= 0)
-        close(fd);
-    struct ext_settings ext;
-    memset(&ext, 0, sizeof(ext));
-    ext.paths[0] = (struct ext_path){path, 8u << 20};
-    ext.npaths = 1;
-    ext.page_size = ext.wbuf_size = 2u << 20;
-    ext.item_size = 512;
-    ext.item_age = UINT32_MAX;
-    ext.max_frag = 0.5;
-    char err[256] = "";
-    ok(fd >= 0 && flash_start(&ext, err, sizeof(err)) == 0, "flash tier starts on %s %s", path,
-       err);
-
-    char key[32], small[100], big[1000];
-    fill_pattern(small, sizeof(small), 3);
-    fill_pattern(big, sizeof(big), 4);
-    /* memory at its limit with small values, then the 1000-byte class's
-     * one page full: its allocations are short from then on */
-    for (int i = 0; general_stat("evictions") == 0 && i < 200000; i++) {
-        snprintf(key, sizeof(key), "s:%d", i);
-        store_full(key, small, sizeof(small), 0, 0, STORE_SET, 0, NULL, NULL);
-    }
-    for (int i = 0; i < 2000; i++) {
-        snprintf(key, sizeof(key), "b:%d", i);
-        store_full(key, big, sizeof(big), 0, 0, STORE_SET, 0, NULL, NULL);
-    }
-    /* fresh items held (unlinked: the writer cannot move them) until one
-     * has to wait: the writer moves the linked ones out meanwhile */
-    enum { HELD_MAX = 8192 };
-    static item *held[HELD_MAX];
-    unsigned nheld = 0, waits = 0;
-    long long evicted_before = evicted_of(5, sizeof(big));
-    enum alloc_result why;
-    bool wait = false;
-    while (nheld < HELD_MAX && waits == 0) {
-        item *it = item_alloc_or_wait("w:key", 5, 0, 0, sizeof(big), &why, &wait);
-        if (it)
-            held[nheld++] = it;
-        else if (wait)
-            waits++;
-        else
-            break;
-    }
-    long long evicted_waiting = evicted_of(5, sizeof(big)) - evicted_before;
-    ok(waits == 1 && evicted_waiting == 0,
-       "a short class the writer takes from waits without evicting (%u allocated first, %lld "
-       "evicted)",
-       nheld, evicted_waiting);
-    /* item_alloc evicts there (once the writer has moved what it could) */
-    unsigned failed = 0;
-    while (nheld < HELD_MAX && evicted_of(5, sizeof(big)) == evicted_before) {
-        item *it = item_alloc("w:key", 5, 0, 0, sizeof(big), &why);
-        if (it)
-            held[nheld++] = it;
-        else
-            failed++;
-    }
-    ok(failed == 0 && evicted_of(5, sizeof(big)) > evicted_before, "item_alloc evicts there");
-    evicted_before = evicted_of(7, sizeof(small));
-    item *small_it = item_alloc_or_wait("w:small", 7, 0, 0, sizeof(small), &why, &wait);
-    ok(small_it && !wait && evicted_of(7, sizeof(small)) > evicted_before,
-       "a class the writer does not take from evicts at once");
-    if (small_it)
-        item_release(small_it);
-    while (nheld > 0)
-        item_release(held[--nheld]);
-    flash_stop();
-    unlink(path);
-    storage_shutdown();
-}
-
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -2575,7 +2478,6 @@ int main(void)
     test_cold_select();
 #ifdef HAVE_LIBURING
     test_flash_read_check();
-    test_alloc_or_wait();
 #endif
     test_borrow();
     test_page_reuse();
