@@ -10,7 +10,12 @@ int bg_thread_start(struct bg_thread *t, void *(*body)(void *))
     int rc = 0;
     if (!t->running) {
         t->stopping = false;
-        rc = pthread_create(&t->thread, NULL, body, NULL);
+        rc = sem_init(&t->nap, 0, 0);
+        if (rc == 0) {
+            rc = pthread_create(&t->thread, NULL, body, NULL);
+            if (rc != 0)
+                sem_destroy(&t->nap);
+        }
         t->running = rc == 0;
     }
     pthread_mutex_unlock(&t->lock);
@@ -26,9 +31,11 @@ void bg_thread_stop(struct bg_thread *t)
     }
     t->stopping = true;
     pthread_cond_broadcast(&t->wake);
+    sem_post(&t->nap);
     pthread_mutex_unlock(&t->lock);
     pthread_join(t->thread, NULL);
     pthread_mutex_lock(&t->lock);
+    sem_destroy(&t->nap);
     t->running = false;
     pthread_mutex_unlock(&t->lock);
 }
@@ -71,10 +78,11 @@ bool bg_thread_wait_until(struct bg_thread *t, const struct timespec *until)
     return pthread_cond_timedwait(&t->wake, &t->lock, until) != ETIMEDOUT;
 }
 
-struct timespec bg_thread_deadline_us(uint64_t us)
+/* The time us microseconds from now on clock. */
+static struct timespec deadline_on(clockid_t clock, uint64_t us)
 {
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
+    clock_gettime(clock, &until);
     until.tv_sec += (time_t)(us / 1000000);
     until.tv_nsec += (long)(us % 1000000) * 1000;
     if (until.tv_nsec >= 1000000000L) {
@@ -82,4 +90,23 @@ struct timespec bg_thread_deadline_us(uint64_t us)
         until.tv_nsec -= 1000000000L;
     }
     return until;
+}
+
+bool bg_thread_nap_us(struct bg_thread *t, uint64_t us)
+{
+    struct timespec until = deadline_on(CLOCK_MONOTONIC, us);
+    for (;;) {
+        if (sem_clockwait(&t->nap, CLOCK_MONOTONIC, &until) == 0) {
+            sem_post(&t->nap); /* the stop stays visible to later naps */
+            return false;
+        }
+        if (errno == ETIMEDOUT)
+            return true;
+        /* EINTR: sleep on until the deadline */
+    }
+}
+
+struct timespec bg_thread_deadline_us(uint64_t us)
+{
+    return deadline_on(CLOCK_REALTIME, us);
 }

@@ -6,11 +6,16 @@
  *
  * The thread body runs with the lock taken by bg_thread_lock() and waits with
  * bg_thread_wait() / bg_thread_wait_until(), which return with it held; it
- * returns when bg_thread_stopping() is true. */
+ * returns when bg_thread_stopping() is true. A body that takes no requests
+ * (the LRU maintainer) may instead sleep without the lock in
+ * bg_thread_nap_us(): one futex call per nap, where a timed wait on the
+ * condition variable costs two (glibc marks the mutex contended when the
+ * wait takes it back, so the next unlock makes a wake call). */
 #ifndef BG_THREAD_H
 #define BG_THREAD_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -19,6 +24,7 @@ struct bg_thread {
     pthread_t thread;
     pthread_mutex_t lock; /* guards running, stopping and the owner's requests */
     pthread_cond_t wake;  /* signalled on a request and on stop */
+    sem_t nap;            /* posted on stop: ends a bg_thread_nap_us() */
     bool running;         /* started and not yet joined */
     bool stopping;        /* asked to stop */
 };
@@ -52,6 +58,10 @@ void bg_thread_wait(struct bg_thread *t);
 /* Waits for a wake until the CLOCK_REALTIME time until; false once it has
  * passed. */
 bool bg_thread_wait_until(struct bg_thread *t, const struct timespec *until);
+
+/* Without the lock: sleeps us microseconds; false when the thread was asked
+ * to stop (at once if it was asked before). */
+bool bg_thread_nap_us(struct bg_thread *t, uint64_t us);
 
 /* The CLOCK_REALTIME time us microseconds from now, for bg_thread_wait_until. */
 struct timespec bg_thread_deadline_us(uint64_t us);

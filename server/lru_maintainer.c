@@ -212,14 +212,6 @@ static int juggle(unsigned cls)
 /* ---- the thread ------------------------------------------------------------------ */
 static struct bg_thread maintainer = BG_THREAD_INIT;
 
-/* Sleeps us microseconds (the lock held), or less when asked to stop. */
-static void wait_us(unsigned us)
-{
-    struct timespec until = bg_thread_deadline_us(us);
-    while (!bg_thread_stopping(&maintainer) && bg_thread_wait_until(&maintainer, &until)) {
-    }
-}
-
 static void *maintainer_main(void *arg)
 {
     (void)arg;
@@ -227,18 +219,16 @@ static void *maintainer_main(void *arg)
     for (unsigned c = 0; c < SLAB_CLASSES_MAX; c++)
         wait_left[c] = backoff[c] = 0;
     unsigned to_sleep = SLEEP_MIN_US;
-    bg_thread_lock(&maintainer);
-    while (!bg_thread_stopping(&maintainer)) {
-        /* At least 1 ms between passes (memcached does not sleep when a
-         * class is busy): with a steady trickle of sets the thread would
-         * otherwise spin on a core the workers need, for a few moves per
-         * pass; 1,000 passes of up to 500 moves per class each are far
-         * more than the sets that make the moves. */
-        wait_us(to_sleep > SLEEP_MIN_US ? to_sleep : SLEEP_MIN_US);
-        if (bg_thread_stopping(&maintainer))
-            break;
-        bg_thread_unlock(&maintainer);
+    /* At least 1 ms between passes (memcached does not sleep when a class
+     * is busy): with a steady trickle of sets the thread would otherwise
+     * spin on a core the workers need, for a few moves per pass; 1,000
+     * passes of up to 500 moves per class each are far more than the sets
+     * that make the moves. The thread takes no requests, so it naps
+     * without its lock: one system call per pass. */
+    for (;;) {
         unsigned slept = to_sleep > SLEEP_MIN_US ? to_sleep : SLEEP_MIN_US;
+        if (!bg_thread_nap_us(&maintainer, slept))
+            break;
         /* (the time counted, as memcached counts a sleep of 0 as 1 ms) */
         to_sleep = SLEEP_MAX_US;
         atomic_fetch_add(&juggles, 1);
@@ -261,9 +251,7 @@ static void *maintainer_main(void *arg)
         }
         if (lru_bumps_drain() && to_sleep > SLEEP_MIN_US)
             to_sleep = SLEEP_MIN_US;
-        bg_thread_lock(&maintainer);
     }
-    bg_thread_unlock(&maintainer);
     return NULL;
 }
 
