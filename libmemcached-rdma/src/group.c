@@ -51,16 +51,9 @@ static size_t block_bytes(size_t size, uint32_t child_count)
  * new one; NULL on ENOMEM. */
 static struct lmr_group *take_block(struct lmr_client *c, size_t need, size_t *capacity)
 {
-    for (uint32_t i = c->spare_group_count; i > 0; i--) {
-        if (c->spare_group_sizes[i - 1] < need)
-            continue;
-        struct lmr_group *g = c->spare_groups[i - 1];
-        *capacity = c->spare_group_sizes[i - 1];
-        c->spare_group_count--;
-        c->spare_groups[i - 1] = c->spare_groups[c->spare_group_count];
-        c->spare_group_sizes[i - 1] = c->spare_group_sizes[c->spare_group_count];
+    struct lmr_group *g = lmr_spare_pool_take(&c->spare_groups, need, capacity);
+    if (g != NULL)
         return g;
-    }
     *capacity = need;
     return malloc(need);
 }
@@ -72,20 +65,15 @@ static void group_free(struct lmr_group *g)
         g->ops->release(g);
     for (uint32_t i = g->set_up; i > 0; i--) {
         memcached_request_st *child = g->children[i - 1];
-        if (child->lib_buffer != NULL && c->spare_count < LMR_SPARE_BUFFERS) {
-            c->spare_buffers[c->spare_count] = child->lib_buffer;
-            c->spare_capacities[c->spare_count++] = child->lib_capacity;
+        if (child->lib_buffer != NULL &&
+            lmr_spare_pool_put(&c->spare_buffers, child->lib_buffer, child->lib_capacity)) {
             child->lib_buffer = NULL;
             child->lib_capacity = 0;
         }
         lmr_request_release(child);
     }
-    if (c->spare_group_count < LMR_SPARE_GROUPS && g->block_size <= LMR_SPARE_GROUP_MAX) {
-        c->spare_groups[c->spare_group_count] = g;
-        c->spare_group_sizes[c->spare_group_count++] = g->block_size;
-    } else {
+    if (!lmr_spare_pool_put(&c->spare_groups, g, g->block_size))
         free(g);
-    }
 }
 
 struct lmr_group *lmr_group_create(struct lmr_client *c, memcached_request_st *parent,
@@ -131,10 +119,8 @@ static memcached_request_st *child_set_up(struct lmr_group *g, uint32_t i)
         child->client = c;
         child->kind = LMR_OP_GET;
         child->expects_reply = true;
-        if (c->spare_count > 0) { /* prepare keeps it */
-            child->lib_buffer = c->spare_buffers[--c->spare_count];
-            child->lib_capacity = c->spare_capacities[c->spare_count];
-        }
+        /* a spare buffer, of any size (prepare keeps it) */
+        child->lib_buffer = lmr_spare_pool_take(&c->spare_buffers, 0, &child->lib_capacity);
         child->group = g;
         child->child_index = g->set_up;
     }
