@@ -472,6 +472,26 @@ static void clients_close(int count, memcached_st **clients, memcached_request_s
     }
 }
 
+static void quartiles(const double *values, unsigned n, double q[3]);
+
+/* Every round's RS / ratio_to[m] ratio of measurement m at one size, in
+ * round order, and their quartiles (also as csv rows `round_ratio_M`). */
+static void print_round_ratios(enum measure m, size_t size, const double *by_round)
+{
+    static const char *names[MEASURES] = {"set", "get", "set_window64", "get_window64",
+                                          "get_window64_cpu"};
+    printf("# %s %zu: RS/%s by round:", names[m], size, ratio_to[m] == SYNC_REP ? "Sync" : "Async");
+    for (unsigned r = 0; r < paired_rounds; r++)
+        printf(" %.2f", by_round[r]);
+    double q[3];
+    quartiles(by_round, paired_rounds, q);
+    printf("; quartiles %.2f %.2f %.2f\n", q[0], q[1], q[2]);
+    if (csv != NULL)
+        for (unsigned r = 0; r < paired_rounds; r++)
+            fprintf(csv, "round_ratio_%s,%s,%zu,%.3f\n", names[m], csv_names[RS], size,
+                    by_round[r]);
+}
+
 /* The four latency measurements of every scheme, in `rounds` rounds: in
  * each round every size is measured under every scheme in turn (the order
  * reversed every other round), so the schemes compared share the
@@ -520,6 +540,8 @@ static void measure_rounds(double latency[MEASURES][SCHEMES][MAX_SIZES],
             }
             for (unsigned r = 0; r < paired_rounds; r++)
                 column[r] = by_round[r][m][RS][z] / by_round[r][m][ratio_to[m]][z];
+            if (m < SET_WINDOW || !blocking_only)
+                print_round_ratios(m, sizes[z], column);
             ratio[m][z] = ohb_median(column, paired_rounds);
         }
     clients_close(SCHEMES, clients, reqs);

@@ -289,6 +289,8 @@ static struct lmr_client *client_new(memcached_st *root)
     lmr_behaviors_defaults(&c->behaviors);
     lmr_allocators_default(&c->allocators);
     c->point_hash = c->behaviors.key_hash;
+    lmr_spare_pool_init(&c->spare_buffers, LMR_SPARE_BUFFERS, SIZE_MAX);
+    lmr_spare_pool_init(&c->spare_groups, LMR_SPARE_GROUPS, LMR_SPARE_GROUP_MAX);
     return c;
 }
 
@@ -347,10 +349,8 @@ void memcached_free(memcached_st *ptr)
         memcached_servers_reset(ptr);
         lmr_transport_ud_release(c); /* after its servers' connections */
         lmr_fetch_clear(&c->fetch);
-        for (uint32_t i = c->spare_group_count; i > 0; i--)
-            free(c->spare_groups[i - 1]);
-        for (uint32_t i = c->spare_count; i > 0; i--)
-            free(c->spare_buffers[i - 1]);
+        lmr_spare_pool_release(&c->spare_groups);
+        lmr_spare_pool_release(&c->spare_buffers);
         free(c->ec_matrix);
         lmr_cipher_free(c->cipher);
         lmr_keyspace_release(c);

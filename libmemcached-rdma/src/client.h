@@ -12,6 +12,7 @@
 
 #include "server.h"
 #include "fetch.h"
+#include "spare_pool.h"
 
 struct lmr_placement;
 
@@ -135,16 +136,12 @@ struct lmr_client {
     /* value buffers of freed child requests, for the next children (a
      * coded get's chunks would otherwise take fresh memory every time) */
 #define LMR_SPARE_BUFFERS 16
-    char *spare_buffers[LMR_SPARE_BUFFERS];
-    size_t spare_capacities[LMR_SPARE_BUFFERS];
-    uint32_t spare_count;
+    struct lmr_spare_pool spare_buffers;
     /* blocks of freed groups (group.h), each with its size, for the next
      * groups: a get then neither allocates nor clears its children anew */
 #define LMR_SPARE_GROUPS 64
 #define LMR_SPARE_GROUP_MAX 8192 /* larger blocks are freed (at most 512 KiB kept) */
-    struct lmr_group *spare_groups[LMR_SPARE_GROUPS];
-    size_t spare_group_sizes[LMR_SPARE_GROUPS];
-    uint32_t spare_group_count;
+    struct lmr_spare_pool spare_groups;
 
     /* keyspace.c: memcached_set_hashkit's function (NULL: behaviors.key_hash),
      * what memcached_get_hashkit hands out, memcached_bucket_set's table */

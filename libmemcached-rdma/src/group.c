@@ -51,16 +51,9 @@ static size_t block_bytes(size_t size, uint32_t child_count)
  * new one; NULL on ENOMEM. */
 static struct lmr_group *take_block(struct lmr_client *c, size_t need, size_t *capacity)
 {
-    for (uint32_t i = c->spare_group_count; i > 0; i--) {
-        if (c->spare_group_sizes[i - 1] < need)
-            continue;
-        struct lmr_group *g = c->spare_groups[i - 1];
-        *capacity = c->spare_group_sizes[i - 1];
-        c->spare_group_count--;
-        c->spare_groups[i - 1] = c->spare_groups[c->spare_group_count];
-        c->spare_group_sizes[i - 1] = c->spare_group_sizes[c->spare_group_count];
+    struct lmr_group *g = lmr_spare_pool_take(&c->spare_groups, need, capacity);
+    if (g != NULL)
         return g;
-    }
     *capacity = need;
     return malloc(need);
 }
@@ -70,22 +63,17 @@ static void group_free(struct lmr_group *g)
     struct lmr_client *c = g->client;
     if (g->ops->release != NULL)
         g->ops->release(g);
-    for (uint32_t i = g->child_count; i > 0; i--) {
+    for (uint32_t i = g->set_up; i > 0; i--) {
         memcached_request_st *child = g->children[i - 1];
-        if (child->lib_buffer != NULL && c->spare_count < LMR_SPARE_BUFFERS) {
-            c->spare_buffers[c->spare_count] = child->lib_buffer;
-            c->spare_capacities[c->spare_count++] = child->lib_capacity;
+        if (child->lib_buffer != NULL &&
+            lmr_spare_pool_put(&c->spare_buffers, child->lib_buffer, child->lib_capacity)) {
             child->lib_buffer = NULL;
             child->lib_capacity = 0;
         }
         lmr_request_release(child);
     }
-    if (c->spare_group_count < LMR_SPARE_GROUPS && g->block_size <= LMR_SPARE_GROUP_MAX) {
-        c->spare_groups[c->spare_group_count] = g;
-        c->spare_group_sizes[c->spare_group_count++] = g->block_size;
-    } else {
+    if (!lmr_spare_pool_put(&c->spare_groups, g, g->block_size))
         free(g);
-    }
 }
 
 struct lmr_group *lmr_group_create(struct lmr_client *c, memcached_request_st *parent,
@@ -107,28 +95,36 @@ struct lmr_group *lmr_group_create(struct lmr_client *c, memcached_request_st *p
         (memcached_request_st *)(after + round_up16(child_count * (sizeof(memcached_request_st *) +
                                                                    sizeof(uint64_t))));
     g->child_count = child_count;
-    for (uint32_t i = 0; i < child_count; i++) {
-        /* ready to be issued (lmr_op_issue_to prepares it) or failed
-         * without a request: idle, owning nothing */
-        memcached_request_st *child = &kids[i];
-        lmr_request_init(child);
-        child->head = child->head_inline;
-        child->client = c;
-        child->kind = LMR_OP_GET;
-        child->expects_reply = true;
-        if (c->spare_count > 0) { /* prepare keeps it */
-            child->lib_buffer = c->spare_buffers[--c->spare_count];
-            child->lib_capacity = c->spare_capacities[c->spare_count];
-        }
-        child->group = g;
-        child->child_index = i;
-        g->children[i] = child;
-    }
+    g->set_up = 0;
+    for (uint32_t i = 0; i < child_count; i++)
+        g->children[i] = &kids[i];
     g->parent = parent;
     parent->group = g;
     parent->state = LMR_STATE_QUEUED;
     parent->rc = MEMCACHED_IN_PROGRESS;
     return g;
+}
+
+/* Sets up the children up to child i (see lmr_group_create) and returns
+ * child i. */
+static memcached_request_st *child_set_up(struct lmr_group *g, uint32_t i)
+{
+    struct lmr_client *c = g->client;
+    for (; g->set_up <= i; g->set_up++) {
+        /* ready to be issued (lmr_op_issue_to prepares it) or failed
+         * without a request: idle, owning nothing */
+        memcached_request_st *child = g->children[g->set_up];
+        lmr_request_init(child);
+        child->head = child->head_inline;
+        child->client = c;
+        child->kind = LMR_OP_GET;
+        child->expects_reply = true;
+        /* a spare buffer, of any size (prepare keeps it) */
+        child->lib_buffer = lmr_spare_pool_take(&c->spare_buffers, 0, &child->lib_capacity);
+        child->group = g;
+        child->child_index = g->set_up;
+    }
+    return g->children[i];
 }
 
 static void mark_pending(struct lmr_group *g)
@@ -143,7 +139,7 @@ static void mark_pending(struct lmr_group *g)
 void lmr_group_issue(struct lmr_group *g, uint32_t i, memcached_instance_st *srv,
                      enum lmr_op_kind kind, const struct lmr_op_args *args)
 {
-    memcached_request_st *child = g->children[i];
+    memcached_request_st *child = child_set_up(g, i);
     g->outstanding++;
     g->progress_marks[i] = srv->progress;
     if (srv->stalled && srv->stalled_mark == srv->progress &&
@@ -186,7 +182,7 @@ void lmr_group_issue_read(struct lmr_group *g, uint32_t i, memcached_instance_st
         lmr_group_issue(g, i, srv, LMR_OP_GET, args);
         return;
     }
-    memcached_request_st *child = g->children[i];
+    memcached_request_st *child = child_set_up(g, i);
     g->outstanding++;
     g->avoided |= UINT32_C(1) << i;
     child->rc =
@@ -310,7 +306,7 @@ void lmr_group_finish(struct lmr_group *g, memcached_return_t rc)
     memcached_request_st *parent = g->parent;
     if (parent == NULL)
         return;
-    for (uint32_t i = 0; g->ops->place != NULL && i < g->child_count; i++)
+    for (uint32_t i = 0; g->ops->place != NULL && i < g->set_up; i++)
         if (g->children[i]->state == LMR_STATE_QUEUED)
             lmr_io_unplace(g->children[i]); /* stragglers: never into the parent's value */
     unlink_timed(g);

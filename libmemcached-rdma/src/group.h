@@ -44,6 +44,10 @@ struct lmr_group {
     uint64_t *progress_marks;        /* each child's server's `progress` when issued */
     size_t block_size;               /* bytes of the block (lmr_group_create) */
     uint32_t child_count;
+    /* children [0, set_up) are initialised; the others are set up when
+     * first issued, so a read that needs few of its children touches only
+     * those (their requests' bytes are undefined until then) */
+    uint32_t set_up;
     uint32_t outstanding; /* children issued and not completed */
     bool count_failures;  /* children's server failures count in the client */
     bool pending;         /* on the client's list of groups to step */
@@ -58,8 +62,10 @@ struct lmr_group {
 };
 
 /* Makes a group of `size` bytes (a policy struct whose first member is
- * the group) with child_count idle children, ties it to parent and puts
- * parent in progress. Only the first `zeroed` bytes (the group and the
+ * the group) with room for child_count children, ties it to parent and puts
+ * parent in progress. A child is set up (idle, with a spare buffer if
+ * one is left) when it is first issued, together with those before it:
+ * the policy reads no child it did not issue. Only the first `zeroed` bytes (the group and the
  * policy's fields that start at zero) are cleared: the policy writes the
  * rest before reading it. The group, its children and their pointers
  * are one block, taken from the client's spare blocks when one is large

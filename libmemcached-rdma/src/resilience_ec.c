@@ -510,8 +510,8 @@ static bool only_useless_hung_left(const struct coded_read *r)
     const struct lmr_group *g = &r->g;
     uint32_t n = r->k + r->m, hung = 0;
     for (uint32_t i = 0; i < n; i++) {
-        if (g->children[i]->state != LMR_STATE_QUEUED)
-            continue;
+        if (r->status[i] != CHUNK_ASKED || g->children[i]->state != LMR_STATE_QUEUED)
+            continue; /* not asked (not set up, group.h), or answered */
         if (!lmr_group_child_doubtful(g, i) || i <= r->m)
             return false;
         hung++;
