@@ -691,6 +691,7 @@ static void rc_stats(const struct mcr_rdma_ep *ep, struct mcr_rdma_ep_stats *out
     /* posted work requests are sends, credit messages and RDMA operations */
     out->sends_unfinished = rc->sends_waiting + rc->sq_outstanding - rc->rdma_posted;
     out->sends_waiting = rc->sends_waiting;
+    out->credits_left = rc->send_credits;
 }
 
 const struct mcr_rdma_ep_ops mcr_rdma_rc_ops = {

@@ -949,6 +949,26 @@ static bool rdma_hold_sends(struct lmr_conn *conn)
     return true;
 }
 
+/* A reply awaited for a whole poll timeout: this connection's messages
+ * acknowledged by the server's device ("sent"), not yet (posted, or
+ * waiting for credit or for the device: "waiting"), the credits left,
+ * the messages received, and a move under way. */
+static void rdma_stall_why(struct lmr_conn *conn, char *buf, size_t len)
+{
+    struct rdma_stream *s = conn->transport_state;
+    if (s->ep == NULL || s->closed) {
+        snprintf(buf, len, "RDMA: the connection closed");
+        return;
+    }
+    struct mcr_rdma_ep_stats st;
+    mcr_rdma_ep_stats(s->ep, &st);
+    snprintf(buf, len,
+             "RDMA: %llu sent, %u unacknowledged (%u waiting, %u credits), %llu received%s%s",
+             (unsigned long long)st.msgs_sent, st.sends_unfinished, st.sends_waiting,
+             st.credits_left, (unsigned long long)st.msgs_received,
+             s->move.to != 0 ? ", moving" : "", s->move.end_sent ? ", END sent" : "");
+}
+
 static void rdma_close(struct lmr_conn *conn)
 {
     if (conn->transport_state != NULL)
@@ -975,6 +995,7 @@ const struct lmr_transport_ops lmr_transport_rdma = {
     .push = rdma_push,
     .switching = rdma_switching,
     .hold_sends = rdma_hold_sends,
+    .stall_why = rdma_stall_why,
 };
 
 #endif
