@@ -79,6 +79,8 @@ struct mcr_rdma_ep_stats {
     uint32_t max_in_flight;    /* highest number of our messages the peer had not
                                   yet returned credit for */
     uint16_t peer_credits;     /* credits the peer granted us */
+    uint16_t credits_left;     /* of those, usable now (not spent on messages
+                                  the peer has not returned credit for) */
     uint16_t granted_credits;  /* credits we granted the peer */
     uint32_t sends_unfinished; /* messages accepted by send (and credit messages)
                                   not yet completed: waiting for credit, or

@@ -255,6 +255,22 @@ static void send_credit_msg(struct rc_ep *rc)
     post_op(rc, op, false);
 }
 
+/* bind_after_completions: a memory window bind waits in the queue (and
+ * everything after it) until every work request posted before it has
+ * completed. Soft-RoCE (rxe, Linux 6.1) carries out a bind when the
+ * requester reaches it, and again when a retransmission (ACK timeout,
+ * NAK, RNR) walks the send queue back from its oldest unacknowledged
+ * request: a bind behind an unacknowledged message is redone, and the
+ * second bind of a type 2 window fails (the window is bound already,
+ * under another key). The requester then stops in its error state without
+ * resending the unacknowledged message, so no completion ever comes: the
+ * connection hangs (a fresh rdma:// connection through a lossy link:
+ * HELLO sent, its acknowledgement lost, the landing buffer's bind behind
+ * it). With nothing unacknowledged before it, a bind is done and completed
+ * before any retransmission can walk back over it. The wait costs a
+ * round trip only where messages are in flight at a bind (a large
+ * transfer behind pipelined requests). */
+
 /* A send may be posted now: room on the send queue and two credits (the
  * last one stays for a credit message, so both sides can always return
  * credits). */
@@ -279,6 +295,8 @@ void rc_pump(struct rc_ep *rc)
         }
         if (op->kind != MCR_RDMA_OP_SEND && rc->rdma_posted >= MCR_RDMA_OPS_PER_EP)
             break;
+        if (op->kind == MCR_RDMA_OP_BIND && rc->sq_outstanding > 0)
+            break; /* behind nothing unacknowledged (bind_after_completions) */
         post_op(rc, dequeue(rc), false);
     }
     if (rc->state == RC_ESTABLISHED && rc->to_return >= rc->credit_threshold &&
@@ -691,6 +709,7 @@ static void rc_stats(const struct mcr_rdma_ep *ep, struct mcr_rdma_ep_stats *out
     /* posted work requests are sends, credit messages and RDMA operations */
     out->sends_unfinished = rc->sends_waiting + rc->sq_outstanding - rc->rdma_posted;
     out->sends_waiting = rc->sends_waiting;
+    out->credits_left = rc->send_credits;
 }
 
 const struct mcr_rdma_ep_ops mcr_rdma_rc_ops = {

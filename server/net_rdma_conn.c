@@ -228,11 +228,14 @@ static void on_rdma_done(struct mcr_rdma_ep *ep, void *cookie, int status, void 
 
 static void on_closed(struct mcr_rdma_ep *ep, int reason, const char *why, void *user)
 {
-    (void)ep;
     struct rdma_conn *rc = user;
     rc->ep = NULL;
     if (rc->conn) {
-        log_msg(LOG_CMDS, "<rdma %s: %s (%d)", rc->conn->peer_addr, why ? why : "closed", reason);
+        struct mcr_rdma_ep_stats st;
+        mcr_rdma_ep_stats(ep, &st);
+        log_msg(LOG_CMDS, "<rdma %s: %s (%d); %llu messages received, %llu sent",
+                rc->conn->peer_addr, why ? why : "closed", reason,
+                (unsigned long long)st.msgs_received, (unsigned long long)st.msgs_sent);
         rc->peer_gone = true;
         rc->client_left = reason == -ECONNRESET;
         rconn_poke(rc); /* conn.c reads end of stream and closes */

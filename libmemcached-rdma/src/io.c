@@ -237,6 +237,23 @@ static const char *transport_why(const memcached_instance_st *srv, const char *o
     return srv->conn.why[0] != '\0' ? srv->conn.why : otherwise;
 }
 
+/* A server that let the poll timeout pass without a reply: what its
+ * transport knows of the silence (transport.h: stall_why), for the
+ * server's error. */
+static void fail_timed_out(memcached_instance_st *srv)
+{
+    char why[160] = "timed out waiting for server";
+    if (srv->conn.ops != NULL && srv->conn.ops->stall_why != NULL) {
+        size_t at = strlen(why);
+        snprintf(why + at, sizeof(why) - at, " (");
+        at = strlen(why);
+        srv->conn.ops->stall_why(&srv->conn, why + at, sizeof(why) - at - 1);
+        at = strlen(why);
+        snprintf(why + at, sizeof(why) - at, ")");
+    }
+    lmr_io_fail_server(srv, MEMCACHED_TIMEOUT, why);
+}
+
 void lmr_io_fail_server(memcached_instance_st *srv, memcached_return_t rc, const char *why)
 {
     bool timed_out = rc == MEMCACHED_TIMEOUT || srv->connecting;
@@ -702,7 +719,7 @@ static void fail_stalled(struct lmr_client *c)
             now = lmr_io_now_ms();
         if (now >= deadline) {
             srv->stalled = false;
-            lmr_io_fail_server(srv, MEMCACHED_TIMEOUT, "timed out waiting for server");
+            fail_timed_out(srv);
         }
     }
 }
@@ -902,7 +919,7 @@ static void run_until(struct lmr_client *c, lmr_done_fn done, const void *arg)
         for (uint32_t i = 0; i < c->server_count; i++) {
             memcached_instance_st *srv = c->servers[i];
             if (srv->queued > 0 && srv->conn.ops != NULL && !srv->connecting)
-                lmr_io_fail_server(srv, MEMCACHED_TIMEOUT, "timed out waiting for server");
+                fail_timed_out(srv);
         }
         last_progress = lmr_io_now_ms();
     }

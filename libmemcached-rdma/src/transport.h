@@ -128,6 +128,11 @@ struct lmr_transport_ops {
      * ends; then sending goes on over the new transport. */
     bool (*switching)(const struct lmr_conn *conn);
     bool (*hold_sends)(struct lmr_conn *conn);
+    /* Optional: no reply came for a whole poll timeout; what the
+     * transport knows of that silence, in words, into buf (RDMA: its
+     * messages sent, acknowledged, waiting, received), for the server's
+     * error. */
+    void (*stall_why)(struct lmr_conn *conn, char *buf, size_t len);
 };
 
 struct lmr_conn {

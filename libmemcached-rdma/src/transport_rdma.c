@@ -246,15 +246,22 @@ static bool land_ready(const struct rdma_stream *s)
 /* The RNDV_WRITE that advertises the landing buffer again, the buffer
  * opened for it (once: a message that could not go keeps its rkey for the
  * next try). 0 or a negative errno. */
+/* Opens the landing buffer for the server's next WRITE (a window bound,
+ * or a registration), unless it is open. 0 or a negative errno. */
+static int land_open(struct rdma_stream *s)
+{
+    if (s->land_grant.open)
+        return 0;
+    return lmr_grant_open(&s->land_grant, s->ep, mcr_rdma_ctx_pd(s->ctx),
+                          s->windows ? s->land_reg.mr : NULL, s->land, RDMA_LAND_SIZE,
+                          MCR_RDMA_ACCESS_REMOTE_WRITE);
+}
+
 static int land_ad(struct rdma_stream *s, struct mcr_rdma_rndv *r, struct mcr_rdma_send *m)
 {
-    if (!s->land_grant.open) {
-        int rc = lmr_grant_open(&s->land_grant, s->ep, mcr_rdma_ctx_pd(s->ctx),
-                                s->windows ? s->land_reg.mr : NULL, s->land, RDMA_LAND_SIZE,
-                                MCR_RDMA_ACCESS_REMOTE_WRITE);
-        if (rc != 0)
-            return rc;
-    }
+    int rc = land_open(s);
+    if (rc != 0)
+        return rc;
     *r = (struct mcr_rdma_rndv){
         .addr = (uintptr_t)s->land, .rkey = s->land_grant.rkey, .len = RDMA_LAND_SIZE};
     *m = (struct mcr_rdma_send){
@@ -686,9 +693,6 @@ static memcached_return_t rdma_open(struct lmr_conn *conn, const struct lmr_endp
      * landing buffer, replies simply stay eager; without a request buffer,
      * requests do. */
     lmr_rdma_move_init(&s->move, ep);
-    static const unsigned char hello = MCR_RDMA_CTL_HELLO;
-    if (s->move.movable && send_control(s, &hello, 1) != 0)
-        s->move.movable = false; /* served, but never moved */
     s->windows = mcr_rdma_ctx_has_windows(s->ctx) &&
                  lmr_env_unsigned("LIBMEMCACHED_RDMA_MEMORY_WINDOWS", 1, 1) == 1;
     s->land = aligned_alloc(4096, RDMA_LAND_SIZE);
@@ -698,10 +702,19 @@ static memcached_return_t rdma_open(struct lmr_conn *conn, const struct lmr_endp
         free(s->land);
         s->land = NULL;
     }
+    /* the landing buffer's window is bound before anything is sent: a bind
+     * behind a message not yet acknowledged waits for its acknowledgement
+     * (rdma/rc_data.c, bind_after_completions), and so would the first
+     * request behind it */
     if (s->land != NULL) {
         s->land_need = true;
-        advertise(s);
+        (void)land_open(s); /* a failure shows in advertise, which gives up */
     }
+    static const unsigned char hello = MCR_RDMA_CTL_HELLO;
+    if (s->move.movable && send_control(s, &hello, 1) != 0)
+        s->move.movable = false; /* served, but never moved */
+    if (s->land != NULL)
+        advertise(s);
     s->src = aligned_alloc(4096, RDMA_LAND_SIZE);
     if (s->src != NULL && s->windows &&
         mcr_rdma_region_register(mcr_rdma_ctx_pd(s->ctx), s->src, RDMA_LAND_SIZE,
@@ -949,6 +962,26 @@ static bool rdma_hold_sends(struct lmr_conn *conn)
     return true;
 }
 
+/* A reply awaited for a whole poll timeout: this connection's messages
+ * acknowledged by the server's device ("sent"), not yet (posted, or
+ * waiting for credit or for the device: "waiting"), the credits left,
+ * the messages received, and a move under way. */
+static void rdma_stall_why(struct lmr_conn *conn, char *buf, size_t len)
+{
+    struct rdma_stream *s = conn->transport_state;
+    if (s->ep == NULL || s->closed) {
+        snprintf(buf, len, "RDMA: the connection closed");
+        return;
+    }
+    struct mcr_rdma_ep_stats st;
+    mcr_rdma_ep_stats(s->ep, &st);
+    snprintf(buf, len,
+             "RDMA: %llu sent, %u unacknowledged (%u waiting, %u credits), %llu received%s%s",
+             (unsigned long long)st.msgs_sent, st.sends_unfinished, st.sends_waiting,
+             st.credits_left, (unsigned long long)st.msgs_received,
+             s->move.to != 0 ? ", moving" : "", s->move.end_sent ? ", END sent" : "");
+}
+
 static void rdma_close(struct lmr_conn *conn)
 {
     if (conn->transport_state != NULL)
@@ -975,6 +1008,7 @@ const struct lmr_transport_ops lmr_transport_rdma = {
     .push = rdma_push,
     .switching = rdma_switching,
     .hold_sends = rdma_hold_sends,
+    .stall_why = rdma_stall_why,
 };
 
 #endif
