@@ -193,7 +193,7 @@ static int rc_create_qp(struct rc_ep *rc)
                 .max_recv_sge = 1,
                 .max_inline_data = RC_MAX_INLINE},
         .qp_type = IBV_QPT_RC,
-        .sq_sig_all = 1,
+        .sq_sig_all = 0, /* completions only where build_wr asks (send_signal_every) */
     };
     if (rdma_create_qp(rc->cm_id, ctx->dev.pd, &attr) != 0) {
         /* a device without inline sends: every send from its buffer */
