@@ -427,6 +427,7 @@ void mcr_rdma_ctx_stats(const struct mcr_rdma_ctx *ctx, struct mcr_rdma_ctx_stat
 
 void mcr_rdma_ctx_link_ep(struct mcr_rdma_ctx *ctx, struct mcr_rdma_ep_link *link)
 {
+    link->serial = ctx->next_serial++;
     link->prev = NULL;
     link->next = ctx->endpoints;
     if (ctx->endpoints != NULL)
@@ -653,6 +654,12 @@ static void dispatch_wc(struct mcr_rdma_ctx *ctx, const struct ibv_wc *wc)
             link->impl->on_recv(link->ep, idx, wc);
         else if (mcr_rdma_ctx_repost_recv(ctx, idx) != 0)
             mcr_rdma_pool_put(&ctx->recv_pool, idx);
+        return;
+    }
+    if (wc->wr_id & MCR_RDMA_WR_UNSIGNALED) {
+        struct mcr_rdma_ep_link *link = find_qp(ctx, wc->qp_num); /* NULL: freed since */
+        if (link != NULL && link->impl->on_unsignaled_wc != NULL)
+            link->impl->on_unsignaled_wc(link->ep, wc);
         return;
     }
     struct mcr_rdma_op *op = (struct mcr_rdma_op *)(uintptr_t)wc->wr_id;

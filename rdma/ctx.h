@@ -75,6 +75,17 @@ struct mcr_rdma_ctx_opts {
      * credits, so that one post returns fewer credits than make an
      * explicit credit message. */
     uint32_t repost_hold;
+    /* 0 or 1 (default): every send work request of an RC endpoint asks for
+     * a completion. N > 1: an eager message short enough to go inline
+     * (the device copies it as it is posted) goes without one, all but
+     * every Nth (and at least every half send queue): its send buffer goes
+     * back to the pool as it is posted, and the next completion frees its
+     * place in the send queue, so a reply costs no completion to poll and
+     * dispatch. A failed or flushed one still completes (with an error).
+     * The sends an endpoint counts unfinished (stats) include those since
+     * its last completion until a later one; a lingering close sends a
+     * credit message with a completion to learn they went. */
+    uint32_t send_signal_every;
 };
 
 /* Defaults for every field except addr. */

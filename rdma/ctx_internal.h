@@ -24,6 +24,19 @@
 #include "rdma/pool.h"
 
 #define MCR_RDMA_WR_RECV (UINT64_C(1) << 63)
+/* A send-queue work request posted without a completion (ctx opts
+ * send_signal_every): its memory may be reused at once, so its wr_id is no
+ * pointer but this bit, the endpoint link's serial (bits 32-61, which tell
+ * a later endpoint on a reused QP number from the one that posted it) and
+ * the work request's sequence number in its send queue (bits 0-31). Only
+ * an error or a flush completes it; the completion's qp_num finds the
+ * endpoint (impl->on_unsignaled_wc). */
+#define MCR_RDMA_WR_UNSIGNALED (UINT64_C(1) << 62)
+#define MCR_RDMA_WR_SERIAL_MASK UINT32_C(0x3fffffff)
+static inline uint64_t mcr_rdma_wr_unsignaled(uint32_t serial, uint32_t seq)
+{
+    return MCR_RDMA_WR_UNSIGNALED | (uint64_t)(serial & MCR_RDMA_WR_SERIAL_MASK) << 32 | seq;
+}
 /* RDMA READ/WRITE work requests posted at once per endpoint (the CQ is sized
  * for this many per admissible endpoint). */
 #define MCR_RDMA_OPS_PER_EP 16
@@ -76,6 +89,7 @@ struct mcr_rdma_op {
     bool is_credit_msg;
     bool raw;           /* bytes sent as given: credits not patched in */
     bool counted_stall; /* already counted in credit_stalls */
+    uint32_t seq;       /* its work request's sequence number in the send queue */
     /* READ / WRITE (BIND: local and len are the window's range, rkey its
      * new key; INVALIDATE: rkey the key to end) */
     uint64_t remote_addr;
@@ -112,6 +126,9 @@ struct mcr_rdma_ep_impl {
      * shared receive queue again (ok) or could not be posted: now its credit
      * may go back to the peer. */
     void (*recv_reposted)(struct mcr_rdma_ep *ep, bool ok);
+    /* A work request posted without a completion failed or was flushed
+     * (wr_id: mcr_rdma_wr_unsignaled); may be NULL where none is posted. */
+    void (*on_unsignaled_wc)(struct mcr_rdma_ep *ep, const struct ibv_wc *wc);
 };
 
 /* Receiver of RDMA CM events: id->context of every CM id points to one. */
@@ -129,6 +146,7 @@ struct mcr_rdma_ep_link {
     const struct mcr_rdma_ep_impl *impl;
     struct mcr_rdma_ep *ep;
     uint32_t qp_num;
+    uint32_t serial; /* the context's count of linked endpoints when it was linked */
     bool has_qp;
     struct mcr_rdma_ep_link *hash_next;
     struct mcr_rdma_ep_link *prev, *next;
@@ -161,6 +179,7 @@ struct mcr_rdma_ctx {
 
     struct mcr_rdma_ep_link *by_qp[MCR_RDMA_QP_BUCKETS];
     struct mcr_rdma_ep_link *endpoints; /* all, list head */
+    uint32_t next_serial;               /* the next linked endpoint's serial */
     struct mcr_rdma_listener_link *listeners;
     uint32_t max_msg_size;
     bool windows;      /* the device binds type 2 memory windows */

@@ -164,6 +164,8 @@ struct mcr_rdma_ep {
     struct mcr_rdma_ctx *ctx;
     struct mcr_rdma_ep_callbacks cb;
     void *user;
+    /* stats.credit_stalls, readable without a copy of the stats */
+    uint64_t credit_stalls;
 };
 
 static inline void mcr_rdma_ep_set_callbacks(struct mcr_rdma_ep *ep,
@@ -221,6 +223,11 @@ static inline size_t mcr_rdma_ep_max_eager_payload(const struct mcr_rdma_ep *ep)
 static inline void mcr_rdma_ep_stats(const struct mcr_rdma_ep *ep, struct mcr_rdma_ep_stats *out)
 {
     ep->ops->stats(ep, out);
+}
+/* Sends queued because no credit was left, so far (stats.credit_stalls). */
+static inline uint64_t mcr_rdma_ep_credit_stalls(const struct mcr_rdma_ep *ep)
+{
+    return ep->credit_stalls;
 }
 static inline bool mcr_rdma_ep_peer_left(const struct mcr_rdma_ep *ep)
 {

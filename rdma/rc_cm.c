@@ -48,6 +48,7 @@ const struct mcr_rdma_ep_impl mcr_rdma_rc_impl = {
     .adopt = rc_adopt,
     .post_batch = rc_post_batch,
     .recv_reposted = rc_recv_reposted,
+    .on_unsignaled_wc = rc_on_unsignaled_wc,
 };
 
 #define NO_CREDIT_BUF UINT32_MAX
@@ -89,6 +90,11 @@ static struct rc_ep *rc_new(struct mcr_rdma_ctx *ctx)
     rc->granted = ctx->opts.credits;
     rc->credit_threshold = rc->granted / 4 > 1 ? rc->granted / 4 : 2;
     rc->sq_depth = rc_sq_depth(ctx->opts.credits);
+    /* a completion at least every half send queue: the places of those
+     * before it come free only then */
+    uint32_t every = ctx->opts.send_signal_every;
+    if (every > 1)
+        rc->unsignaled_max = every - 1 < rc->sq_depth / 2 ? every - 1 : rc->sq_depth / 2;
     rc->stats.granted_credits = rc->granted;
     rc->credit_buf = NO_CREDIT_BUF;
     rc->held_index = calloc(rc->granted, sizeof(uint32_t));
@@ -187,7 +193,7 @@ static int rc_create_qp(struct rc_ep *rc)
                 .max_recv_sge = 1,
                 .max_inline_data = RC_MAX_INLINE},
         .qp_type = IBV_QPT_RC,
-        .sq_sig_all = 1,
+        .sq_sig_all = 0, /* completions only where build_wr asks (send_signal_every) */
     };
     if (rdma_create_qp(rc->cm_id, ctx->dev.pd, &attr) != 0) {
         /* a device without inline sends: every send from its buffer */
@@ -269,7 +275,7 @@ uint64_t rc_now_ms(void)
  * none is in flight. */
 static bool rc_work_done(const struct rc_ep *rc)
 {
-    return rc->wait_head == NULL && rc->batch_len == 0 && rc->sq_outstanding == 0;
+    return rc->wait_head == NULL && rc->batch_len == 0 && rc_sq_used(rc) == 0;
 }
 
 /* A local close lets what was sent before it go first, as a socket's close
@@ -288,6 +294,7 @@ void rc_close(struct mcr_rdma_ep *ep)
             rc->lingering = true;
             rc->linger_until_ms = rc_now_ms() + MCR_RDMA_LINGER_MS;
             mcr_rdma_ctx_schedule_reap(ep->ctx);
+            rc_pump(rc); /* sends without a completion last: one that has one */
             return;
         }
     }
@@ -467,7 +474,10 @@ static bool rc_try_reap(struct mcr_rdma_ep *ep, bool check_deadlines)
     }
     if (rc->state != RC_CLOSING)
         return false;
-    if (rc->sq_outstanding > 0) {
+    /* those posted without a completion need none: their buffers are back
+     * in the pool, and a flush of theirs that comes after the endpoint is
+     * gone finds no endpoint (or one of another serial) */
+    if (rc->sq_signaled > 0) {
         mcr_rdma_ctx_schedule_reap(ep->ctx); /* look again after more completions */
         return false;
     }
@@ -486,12 +496,12 @@ static void rc_destroy_now(struct mcr_rdma_ep *ep)
     rc->silent = true;
     rc_fail(rc, 0, "context destroyed");
     /* Flushed completions come back quickly once the QP is in error. */
-    for (int i = 0; i < 1000 && rc->sq_outstanding > 0; i++)
-        if (mcr_rdma_ctx_poll_cq(ep->ctx) == 0 && rc->sq_outstanding > 0) {
+    for (int i = 0; i < 1000 && rc->sq_signaled > 0; i++)
+        if (mcr_rdma_ctx_poll_cq(ep->ctx) == 0 && rc->sq_signaled > 0) {
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);
         }
-    bool drained = rc->sq_outstanding == 0;
+    bool drained = rc->sq_signaled == 0;
     rc_release(rc, true);
     if (drained)
         free(rc);

@@ -86,11 +86,14 @@ static void unpost_op(struct rc_ep *rc, struct mcr_rdma_op *op, int status)
     release_op(rc, op, status);
 }
 
-/* Fills the work request for op. */
+/* Fills the work request for op and numbers it (sq_seq). An eager
+ * message that goes inline may go without a completion (unsignaled_max;
+ * not while lingering, whose end waits for the last completion). */
 static void build_wr(struct rc_ep *rc, struct mcr_rdma_op *op, struct ibv_send_wr *wr,
                      struct ibv_sge *sge)
 {
     struct mcr_rdma_ctx *ctx = rc->base.ctx;
+    op->seq = ++rc->sq_seq;
     *wr = (struct ibv_send_wr){
         .wr_id = (uintptr_t)op, .sg_list = sge, .num_sge = 1, .send_flags = IBV_SEND_SIGNALED};
     if (op->kind == MCR_RDMA_OP_SEND) {
@@ -112,8 +115,15 @@ static void build_wr(struct rc_ep *rc, struct mcr_rdma_op *op, struct ibv_send_w
                              .length = op->len,
                              .lkey = own ? 0 : mcr_rdma_pool_lkey(&ctx->send_pool, op->buf_index)};
         wr->opcode = IBV_WR_SEND;
-        if (op->len <= rc->max_inline)
+        if (op->len <= rc->max_inline) {
             wr->send_flags |= IBV_SEND_INLINE; /* the device copies it now: no memory lookup */
+            if (rc->unsignaled_run < rc->unsignaled_max && !op->is_credit_msg && !rc->lingering) {
+                rc->unsignaled_run++;
+                wr->send_flags = IBV_SEND_INLINE;
+                wr->wr_id = mcr_rdma_wr_unsignaled(rc->link.serial, op->seq);
+                return;
+            }
+        }
     } else if (op->kind == MCR_RDMA_OP_BIND) {
         wr->num_sge = 0;
         wr->opcode = IBV_WR_BIND_MW;
@@ -136,12 +146,21 @@ static void build_wr(struct rc_ep *rc, struct mcr_rdma_op *op, struct ibv_send_w
         wr->wr.rdma.rkey = op->rkey;
         rc->rdma_posted++;
     }
+    rc->unsignaled_run = 0; /* this one asks for a completion */
 }
 
-/* A posted bind: the window's key is the new one from now on (the device
- * took the old one from the window when the bind was posted). */
-static void bind_posted(struct mcr_rdma_op *op)
+/* Work request wr of op reached the device. One without a completion went
+ * inline: the device holds its bytes, so its buffer goes back now (and op
+ * with it). A posted bind: the window's key is the new one from now on
+ * (the device took the old one from the window when the bind was posted). */
+static void op_posted(struct rc_ep *rc, struct mcr_rdma_op *op, const struct ibv_send_wr *wr)
 {
+    if (!(wr->send_flags & IBV_SEND_SIGNALED)) {
+        rc->stats.msgs_sent++;
+        mcr_rdma_pool_put(&rc->base.ctx->send_pool, op->buf_index);
+        return;
+    }
+    rc->sq_signaled++;
     if (op->kind == MCR_RDMA_OP_BIND)
         op->mw->rkey = op->rkey;
 }
@@ -170,17 +189,17 @@ void rc_post_batch(struct mcr_rdma_ep *ep)
     ctx->stats.doorbells++;
     ctx->stats.work_requests += posted;
     for (uint32_t i = 0; i < posted; i++)
-        bind_posted((struct mcr_rdma_op *)(uintptr_t)rc->batch_wr[i].wr_id);
+        op_posted(rc, rc->batch_op[i], &rc->batch_wr[i]);
     if (err == 0)
         return;
     /* the endpoint closes before the refused operations are given back: their
-     * callbacks may try to send, which would collect into batch_wr again */
+     * callbacks may try to send, which would collect into batch_wr again.
+     * They were the last numbered: their numbers are taken back. */
     struct mcr_rdma_op *refused[RC_BATCH_MAX];
     uint32_t nrefused = 0;
-    for (uint32_t i = posted; i < n; i++) {
-        rc->sq_outstanding--;
-        refused[nrefused++] = (struct mcr_rdma_op *)(uintptr_t)rc->batch_wr[i].wr_id;
-    }
+    for (uint32_t i = posted; i < n; i++)
+        refused[nrefused++] = rc->batch_op[i];
+    rc->sq_seq -= nrefused;
     rc_fail(rc, -err, "ibv_post_send failed");
     for (uint32_t i = 0; i < nrefused; i++)
         unpost_op(rc, refused[i], -err);
@@ -190,10 +209,9 @@ void rc_drop_batch(struct rc_ep *rc, int status)
 {
     uint32_t n = rc->batch_len;
     rc->batch_len = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        rc->sq_outstanding--;
-        unpost_op(rc, (struct mcr_rdma_op *)(uintptr_t)rc->batch_wr[i].wr_id, status);
-    }
+    rc->sq_seq -= n; /* the last numbered */
+    for (uint32_t i = 0; i < n; i++)
+        unpost_op(rc, rc->batch_op[i], status);
 }
 
 /* Posts one work request, or collects it while the context batches,
@@ -212,8 +230,8 @@ static void post_op(struct rc_ep *rc, struct mcr_rdma_op *op, bool now)
             }
         }
         uint32_t i = rc->batch_len++;
+        rc->batch_op[i] = op;
         build_wr(rc, op, &rc->batch_wr[i], &rc->batch_sge[i]);
-        rc->sq_outstanding++;
         mcr_rdma_ctx_batch_add(ctx, &rc->link);
         return;
     }
@@ -224,13 +242,13 @@ static void post_op(struct rc_ep *rc, struct mcr_rdma_op *op, bool now)
     int err = ibv_post_send(rc->qp, &wr, &bad);
     ctx->stats.doorbells++;
     if (err != 0) {
+        rc->sq_seq--;                              /* the last numbered */
         rc_fail(rc, -err, "ibv_post_send failed"); /* first: see rc_post_batch */
         unpost_op(rc, op, -err);
         return;
     }
     ctx->stats.work_requests++;
-    rc->sq_outstanding++;
-    bind_posted(op);
+    op_posted(rc, op, &wr);
 }
 
 static void send_credit_msg(struct rc_ep *rc)
@@ -276,31 +294,37 @@ static void send_credit_msg(struct rc_ep *rc)
  * credits). */
 static bool send_may_post(const struct rc_ep *rc)
 {
-    return rc->sq_outstanding < rc->sq_depth && rc->send_credits >= 2;
+    return rc_sq_used(rc) < rc->sq_depth && rc->send_credits >= 2;
 }
 
 void rc_pump(struct rc_ep *rc)
 {
     if (rc->base.ctx->destroying || rc->peer_left)
         return;
-    while (rc->state == RC_ESTABLISHED && rc->wait_head != NULL &&
-           rc->sq_outstanding < rc->sq_depth) {
+    while (rc->state == RC_ESTABLISHED && rc->wait_head != NULL && rc_sq_used(rc) < rc->sq_depth) {
         struct mcr_rdma_op *op = rc->wait_head;
         if (op->kind == MCR_RDMA_OP_SEND && !send_may_post(rc)) {
             if (!op->counted_stall) {
                 op->counted_stall = true;
-                rc->stats.credit_stalls++;
+                rc->base.credit_stalls++;
             }
             break;
         }
         if (op->kind != MCR_RDMA_OP_SEND && rc->rdma_posted >= MCR_RDMA_OPS_PER_EP)
             break;
-        if (op->kind == MCR_RDMA_OP_BIND && rc->sq_outstanding > 0)
+        if (op->kind == MCR_RDMA_OP_BIND && rc_sq_used(rc) > 0)
             break; /* behind nothing unacknowledged (bind_after_completions) */
         post_op(rc, dequeue(rc), false);
     }
-    if (rc->state == RC_ESTABLISHED && rc->to_return >= rc->credit_threshold &&
-        rc->send_credits >= 1 && rc->sq_outstanding < rc->sq_depth)
+    /* a lingering close, and a bind (bind_after_completions), wait for the
+     * last work request's completion: after sends without one, a credit
+     * message asks for one (the last credit is always left for it) */
+    bool waits_for_completion =
+        rc->wait_head == NULL ? rc->lingering : rc->wait_head->kind == MCR_RDMA_OP_BIND;
+    bool unsignaled_last =
+        waits_for_completion && rc->batch_len == 0 && rc->sq_signaled == 0 && rc_sq_used(rc) > 0;
+    if (rc->state == RC_ESTABLISHED && (rc->to_return >= rc->credit_threshold || unsignaled_last) &&
+        rc->send_credits >= 1 && rc_sq_used(rc) < rc->sq_depth)
         send_credit_msg(rc);
 }
 
@@ -472,10 +496,18 @@ static bool rc_peer_left(const struct mcr_rdma_ep *ep)
     return rc->peer_left;
 }
 
+/* A completion for work request seq: it and every one before it finished. */
+static void sq_done(struct rc_ep *rc, uint32_t seq)
+{
+    if ((int32_t)(seq - rc->sq_done_seq) > 0)
+        rc->sq_done_seq = seq;
+}
+
 void rc_on_send_wc(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct ibv_wc *wc)
 {
     struct rc_ep *rc = rc_from_ep(ep);
-    rc->sq_outstanding--;
+    rc->sq_signaled--;
+    sq_done(rc, op->seq);
     bool ok = wc->status == IBV_WC_SUCCESS;
     enum mcr_rdma_op_kind kind = op->kind; /* finish_rdma_op frees op */
     if (kind == MCR_RDMA_OP_SEND) {
@@ -495,6 +527,23 @@ void rc_on_send_wc(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct 
         snprintf(why, sizeof(why), "work completion failed: %s (status %d) on %s",
                  ibv_wc_status_str(wc->status), (int)wc->status, mcr_rdma_op_kind_name(kind));
         rc_fail(rc, wc->status == IBV_WC_REM_ACCESS_ERR ? -EACCES : -EIO, why);
+    }
+    if (rc->state == RC_ESTABLISHED)
+        rc_pump(rc);
+}
+
+void rc_on_unsignaled_wc(struct mcr_rdma_ep *ep, const struct ibv_wc *wc)
+{
+    struct rc_ep *rc = rc_from_ep(ep);
+    if ((uint32_t)(wc->wr_id >> 32 & MCR_RDMA_WR_SERIAL_MASK) !=
+        (rc->link.serial & MCR_RDMA_WR_SERIAL_MASK))
+        return; /* an endpoint gone before it left its QP number to this one */
+    sq_done(rc, (uint32_t)wc->wr_id);
+    if (wc->status != IBV_WC_SUCCESS && rc->state != RC_CLOSING && !rc->peer_left) {
+        char why[96];
+        snprintf(why, sizeof(why), "work completion failed: %s (status %d) on send",
+                 ibv_wc_status_str(wc->status), (int)wc->status);
+        rc_fail(rc, -EIO, why);
     }
     if (rc->state == RC_ESTABLISHED)
         rc_pump(rc);
@@ -706,8 +755,9 @@ static void rc_stats(const struct mcr_rdma_ep *ep, struct mcr_rdma_ep_stats *out
 {
     const struct rc_ep *rc = (const struct rc_ep *)ep;
     *out = rc->stats;
+    out->credit_stalls = ep->credit_stalls;
     /* posted work requests are sends, credit messages and RDMA operations */
-    out->sends_unfinished = rc->sends_waiting + rc->sq_outstanding - rc->rdma_posted;
+    out->sends_unfinished = rc->sends_waiting + rc_sq_used(rc) - rc->rdma_posted;
     out->sends_waiting = rc->sends_waiting;
     out->credits_left = rc->send_credits;
 }

@@ -72,15 +72,26 @@ struct rc_ep {
     /* send queue */
     uint32_t sq_depth;
     uint32_t max_inline; /* sends up to this long go inline (copied into the work request) */
-    uint32_t sq_outstanding;
+    /* Work requests are numbered as they are built (collected or posted):
+     * sq_seq is the last one's number, sq_done_seq the last one a
+     * completion told finished (the send queue completes in order, so
+     * every one before it finished too): the difference is the send queue's
+     * places in use (rc_sq_used). sq_signaled: posted ones asking for a
+     * completion that has not come (every one of them gets one, a flush
+     * included). unsignaled_run: built without a completion since the last
+     * one with (at most unsignaled_max; 0: every one asks for one). */
+    uint32_t sq_seq, sq_done_seq;
+    uint32_t sq_signaled;
+    uint32_t unsignaled_run, unsignaled_max;
     struct mcr_rdma_op *wait_head, *wait_tail; /* waiting for credit / SQ room */
     uint32_t sends_waiting;                    /* SEND ops among them */
     uint32_t rdma_outstanding;                 /* queued or posted */
     uint32_t rdma_posted;
     /* work requests collected while the context batches, posted together
-     * (a chain: one doorbell); counted in sq_outstanding */
+     * (a chain: one doorbell); numbered in sq_seq */
     struct ibv_send_wr batch_wr[RC_BATCH_MAX];
     struct ibv_sge batch_sge[RC_BATCH_MAX];
+    struct mcr_rdma_op *batch_op[RC_BATCH_MAX];
     uint32_t batch_len;
 
     /* receive side pause: held receive buffers, oldest first (at most
@@ -110,6 +121,13 @@ static inline struct rc_ep *rc_from_ep(struct mcr_rdma_ep *ep)
     return (struct rc_ep *)ep;
 }
 
+/* Places of the send queue in use: work requests collected or posted that
+ * no completion has told finished yet. */
+static inline uint32_t rc_sq_used(const struct rc_ep *rc)
+{
+    return rc->sq_seq - rc->sq_done_seq;
+}
+
 extern const struct mcr_rdma_ep_ops mcr_rdma_rc_ops;
 extern const struct mcr_rdma_ep_impl mcr_rdma_rc_impl;
 
@@ -117,6 +135,7 @@ extern const struct mcr_rdma_ep_impl mcr_rdma_rc_impl;
 void rc_on_recv(struct mcr_rdma_ep *ep, uint32_t buf_index, const struct ibv_wc *wc);
 void rc_recv_reposted(struct mcr_rdma_ep *ep, bool ok);
 void rc_on_send_wc(struct mcr_rdma_ep *ep, struct mcr_rdma_op *op, const struct ibv_wc *wc);
+void rc_on_unsignaled_wc(struct mcr_rdma_ep *ep, const struct ibv_wc *wc);
 /* Posts waiting work requests while credits and queue room allow, then an
  * explicit credit message when enough credits are owed to the peer. */
 void rc_pump(struct rc_ep *rc);

@@ -464,6 +464,10 @@ static void ctx_opts_for(struct mcr_rdma_ctx_opts *o, const char *addr, unsigned
      * that makes an explicit credit message (a quarter of the credits) */
     if (settings.rdma_poll != 0)
         o->repost_hold = o->credits / 4 - 1 < 16 ? o->credits / 4 - 1 : 16;
+    /* small replies go inline without a completion, one in 32 (or every
+     * half send queue) with one: most replies cost no completion to poll
+     * and dispatch, and their buffers go back as they are posted */
+    o->send_signal_every = 32;
 }
 
 static struct rdma_group *group_for(const char *device, const char *addr)

@@ -168,11 +168,10 @@ void rconn_count_stalls(struct rdma_conn *rc)
 {
     if (!rc->ep)
         return;
-    struct mcr_rdma_ep_stats st;
-    mcr_rdma_ep_stats(rc->ep, &st);
-    if (st.credit_stalls > rc->stalls_seen) {
-        CTR_ADD(rc->rw, credit_stalls, st.credit_stalls - rc->stalls_seen);
-        rc->stalls_seen = st.credit_stalls;
+    uint64_t stalls = mcr_rdma_ep_credit_stalls(rc->ep); /* no copy of the stats per send */
+    if (stalls > rc->stalls_seen) {
+        CTR_ADD(rc->rw, credit_stalls, stalls - rc->stalls_seen);
+        rc->stalls_seen = stalls;
     }
 }
 

@@ -676,6 +676,44 @@ static void test_close_lingers(void)
     client_destroy(&c);
 }
 
+/* The server's context sends short messages without a completion
+ * (send_signal_every): a close right after a few of them, with nothing
+ * waiting, lingers until a completion tells they went (a credit message
+ * asks for one), not for the whole MCR_RDMA_LINGER_MS; the client gets
+ * them all, then the disconnect. */
+static void test_close_after_unsignaled(void)
+{
+    enum { N = 5 }; /* fewer than send_signal_every - 1: none asks for a completion */
+    struct test_client c;
+    int connected0 = srv.connected;
+    bool up = client_connect(&c, NULL, srv.port);
+    if (!up || !run_until(server_saw_connection, &connected0, 10000)) {
+        tap_ok(0, "close after unsignaled sends: a client connected");
+        client_destroy(&c);
+        return;
+    }
+    struct mcr_rdma_ep *sep = srv.last_ep;
+    int sent = send_burst(sep, 0, N);
+    bool arrived = wait_replies(&c, N, 10000);
+    struct mcr_rdma_ep_stats st;
+    mcr_rdma_ep_stats(sep, &st);
+    int closed0 = srv.closed;
+    uint64_t t0 = now_ms();
+    mcr_rdma_ep_close(sep);
+    bool server_closed = run_until(server_closed_more, &closed0, 10000);
+    uint64_t took = now_ms() - t0;
+    run_until(client_closed, &c, 10000);
+    tap_ok(sent == N && arrived && st.sends_unfinished == N,
+           "%d short sends arrive without completions (%u unfinished for the sender)", N,
+           st.sends_unfinished);
+    tap_ok(server_closed && took < MCR_RDMA_LINGER_MS / 2 && c.closed && c.replies == N &&
+               c.bad_replies == 0,
+           "the endpoint closed right after them lingers %llu ms, not the whole %d, and the "
+           "client has all %d, then the disconnect",
+           (unsigned long long)took, MCR_RDMA_LINGER_MS, N);
+    client_destroy(&c);
+}
+
 /* A peer that disconnects while a paused endpoint holds messages of its
  * does not take them along: resume still delivers them all, in order,
  * then the close is reported, as a socket's reader gets the data before
@@ -893,7 +931,8 @@ int main(void)
 {
     struct mcr_rdma_ctx_opts so;
     test_opts(&so);
-    so.send_bufs = 1100; /* the credit test lets 1,000 replies queue up */
+    so.send_bufs = 1100;      /* the credit test lets 1,000 replies queue up */
+    so.send_signal_every = 8; /* as memcached-rdma's contexts: short replies go unsignaled */
     server_start(&srv, &so);
     tap_ok(srv.port != 0, "server listens on %s port %u (%s)", rxe_addr(), srv.port,
            mcr_rdma_ctx_device_name(srv.ctx));
@@ -931,6 +970,7 @@ int main(void)
     test_many_clients();
     test_waiting_cap();
     test_close_lingers();
+    test_close_after_unsignaled();
     test_held_after_peer_left();
     test_credits_on_held_message();
     test_batch_close(true);
