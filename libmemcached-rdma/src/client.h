@@ -133,6 +133,13 @@ struct lmr_client {
     int *ec_matrix;
     uint32_t ec_matrix_k, ec_matrix_m;
     uint64_t stamp_next;
+    /* erasure-coded gets with a threshold: how many of the latest found a
+     * coded value, counted up on one and down on a whole copy, between 0
+     * and LMR_EC_CODED_RECENT_MAX; from LMR_EC_CODED_RECENT_ALL on a get
+     * asks all K data chunks at once (resilience_ec.c, coded_read) */
+#define LMR_EC_CODED_RECENT_MAX 3
+#define LMR_EC_CODED_RECENT_ALL 2
+    uint8_t ec_coded_recent;
     /* value buffers of freed child requests, for the next children (a
      * coded get's chunks would otherwise take fresh memory every time) */
 #define LMR_SPARE_BUFFERS 16

@@ -3,7 +3,8 @@
  * caller's memory, encodes the M parity chunks while those are on their
  * way, then sends the parity; values below the threshold go whole to M + 1
  * servers instead. A get asks for position 0 first (with a threshold: a
- * value under it is a whole copy there) or the K data chunks in parallel
+ * value under it is a whole copy there) or, with a threshold of 0 or while
+ * the client's latest gets found coded values, the K data chunks in parallel
  * and, for each chunk missing, malformed or on a server known to be down,
  * one more (the next position that may hold a whole copy, or parity); it
  * completes with the first write that K matching chunks (one, for a whole
@@ -258,6 +259,16 @@ static char *coded_place(struct lmr_group *g, uint32_t i, const char *prefix, si
     return room;
 }
 
+/* A get found a coded value (coded) or a whole copy: the count that
+ * decides whether the next get asks all K data chunks at once. */
+static void note_coded(struct lmr_client *c, bool coded)
+{
+    if (coded && c->ec_coded_recent < LMR_EC_CODED_RECENT_MAX)
+        c->ec_coded_recent++;
+    else if (!coded && c->ec_coded_recent > 0)
+        c->ec_coded_recent--;
+}
+
 /* Completes the parent with the value of the write chunk `first` belongs
  * to, which has enough good chunks. */
 static void deliver(struct coded_read *r, uint32_t first)
@@ -278,6 +289,7 @@ static void deliver(struct coded_read *r, uint32_t first)
         lmr_group_finish(g, rc);
         return;
     }
+    note_coded(g->client, h->k > 1);
     if (h->k == 1) {
         if (payload_of(r, first) != dest) /* unless it arrived there */
             memcpy(dest, payload_of(r, first), length);
@@ -581,11 +593,14 @@ static memcached_return_t coded_read(struct lmr_client *c, memcached_request_st 
         .key = r->key, .key_length = args->key_length, .sink = LMR_SINK_LIBRARY};
     /* with a threshold, position 0 alone first: a value under it is a
      * whole copy there (one request, as a replicated get); a coded one
-     * asks the other data chunks once chunk 0 says so (on a host where
-     * every request to a server costs its own round trip, as on loopback
-     * with few processors, that cost a few us more than asking all at once;
-     * doc/resilience.md) */
-    uint32_t first = c->behaviors.ec_threshold > 0 ? 1 : k;
+     * asks the other data chunks once chunk 0 says so, a second round trip
+     * (about 2x a replicated get at 128 KiB). So while the latest gets
+     * mostly found coded values (ec_coded_recent), all K at once: one
+     * round trip for a coded value, and for a whole copy K requests where
+     * one would do (positions 1..K-1 hold whole copies too, or nothing:
+     * the first answer completes the get); doc/resilience.md */
+    uint32_t first =
+        c->behaviors.ec_threshold > 0 && c->ec_coded_recent < LMR_EC_CODED_RECENT_ALL ? 1 : k;
     r->probing = first < k;
     for (uint32_t i = 0; i < first; i++)
         ask(r, i);

@@ -318,6 +318,73 @@ static void chunks_on_servers(bool binary)
     memcached_free(memc);
 }
 
+/* The servers' cmd_get summed, once it stopped moving (a get's stragglers
+ * may still be on their way when it returns): every 50 ms, until two
+ * readings agree or 3 s passed. */
+static uint64_t settled_gets(void)
+{
+    uint64_t last = UINT64_MAX;
+    for (int tries = 0; tries < 60; tries++) {
+        uint64_t total = 0;
+        for (int i = 0; i < SERVERS; i++) {
+            memcached_st *plain = plain_client(i);
+            memcached_return_t rc;
+            memcached_stat_st *stats = memcached_stat(plain, NULL, &rc);
+            total += stats == NULL ? 0 : stats[0].cmd_get;
+            memcached_stat_free(plain, stats);
+            memcached_free(plain);
+        }
+        if (total == last)
+            return total;
+        last = total;
+        usleep(50000);
+    }
+    return last;
+}
+
+/* A get of key asking `expect` servers in all, byte-exact. */
+static void gets_asking(memcached_st *memc, const char *key, const char *value, size_t size,
+                        uint64_t expect, const char *what)
+{
+    uint64_t before = settled_gets();
+    size_t length = 0;
+    memcached_return_t rc;
+    char *got = memcached_get(memc, key, strlen(key), &length, NULL, &rc);
+    uint64_t asked = settled_gets() - before;
+    ok(rc == MEMCACHED_SUCCESS && length == size && memcmp(got, value, size) == 0 &&
+           asked == expect,
+       "%s: byte-exact, %llu servers asked (%llu expected)", what, (unsigned long long)asked,
+       (unsigned long long)expect);
+    free(got);
+}
+
+/* With a threshold, a get asks position 0 alone (a whole copy there
+ * needs no other request) while the latest gets found whole copies, and
+ * all K data chunks at once while they found coded values (one round
+ * trip instead of two): it follows what the client reads. */
+static void coded_or_whole_first(bool binary)
+{
+    memcached_st *memc = client(0, MEMCACHED_ERASURE_CODING(3, 2), binary);
+    char small[100], *big = malloc(300000);
+    fill_bytes(small, sizeof(small), 31);
+    fill_bytes(big, 300000, 32);
+    is_rc(memcached_set(memc, "guess-small", 11, small, sizeof(small), 0, 0), MEMCACHED_SUCCESS,
+          "a whole-copy value stored");
+    is_rc(memcached_set(memc, "guess-big", 9, big, 300000, 0, 0), MEMCACHED_SUCCESS,
+          "a coded value stored");
+    gets_asking(memc, "guess-small", small, sizeof(small), 1, "whole copy, nothing read before");
+    gets_asking(memc, "guess-big", big, 300000, 3, "coded, after a whole copy (chunk 0 first)");
+    for (int i = 0; i < 3; i++)
+        gets_asking(memc, "guess-big", big, 300000, 3, "coded, K data chunks");
+    gets_asking(memc, "guess-small", small, sizeof(small), 3,
+                "whole copy after coded values: K positions asked at once");
+    gets_asking(memc, "guess-small", small, sizeof(small), 3, "whole copy, second");
+    gets_asking(memc, "guess-small", small, sizeof(small), 1,
+                "whole copy once the latest gets found whole copies: position 0 alone");
+    free(big);
+    memcached_free(memc);
+}
+
 /* Bytes stored under a chunk's key by a plain client are never decoded. */
 static void lying_chunks(bool binary)
 {
@@ -1186,6 +1253,7 @@ static void run(enum transport transport, bool binary)
     if (transport == OVER_TCP && !binary)
         configuration();
     chunks_on_servers(binary);
+    coded_or_whole_first(binary);
     survive_pairs(0, MEMCACHED_ERASURE_CODING(3, 2), binary, "RS(3,2)");
     three_dead(binary);
     lying_chunks(binary);
