@@ -99,11 +99,24 @@ static void end_stream(struct ud_stream *s, const char *why)
     s->ended = true;
 }
 
+static memcached_instance_st *instance_of_conn(struct lmr_conn *conn)
+{
+    return (memcached_instance_st *)((char *)conn - offsetof(memcached_instance_st, conn));
+}
+
 static struct lmr_client *client_of_conn(struct lmr_conn *conn)
 {
-    memcached_instance_st *srv =
-        (memcached_instance_st *)((char *)conn - offsetof(memcached_instance_st, conn));
-    return srv->client;
+    return instance_of_conn(conn)->client;
+}
+
+/* Whether the pipeline waits for replies on this connection, or has sent
+ * part of a request: a new peer then would lose those replies (the old
+ * peer's) and the rest of the request would reach the server without its
+ * start, so the replies that come would answer other requests. */
+static bool mid_exchange(struct lmr_conn *conn)
+{
+    const memcached_instance_st *srv = instance_of_conn(conn);
+    return srv->head != srv->send_next || (srv->send_next != NULL && srv->send_next->sent > 0);
 }
 
 /* ---- the context's callbacks --------------------------------------------------------- */
@@ -345,10 +358,13 @@ static ssize_t ud_send(struct lmr_conn *conn, const struct iovec *iov, int iovcn
         return -1;
     }
     int64_t now = coarse_ms();
-    if (now - s->last_use_ms >= (int64_t)s->u->idle_reconnect_ms && s->in.len == 0) {
+    if (now - s->last_use_ms >= (int64_t)s->u->idle_reconnect_ms && s->in.len == 0 &&
+        !mid_exchange(conn)) {
         /* the server may have freed a peer this idle (its last reply
          * unacknowledged: an idle program acks nothing): start a new one.
-         * What we sent was acknowledged long ago, or the peer is dead. */
+         * What we sent was acknowledged long ago, or the peer is dead.
+         * Not while replies are awaited (a server or a host slower than
+         * the idle time): those come from the peer we have. */
         int sys_errno;
         release_peer(s);
         if (connect_peer(s, &sys_errno) != MEMCACHED_SUCCESS) {
@@ -373,6 +389,7 @@ static ssize_t ud_send(struct lmr_conn *conn, const struct iovec *iov, int iovcn
         if (s->ended || s->peer == NULL)
             break;
     }
+    s->last_use_ms = coarse_ms(); /* a wait for room is not idleness */
     if (failed || s->peer == NULL || s->ended) {
         errno = ECONNRESET;
         return -1;

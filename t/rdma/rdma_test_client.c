@@ -1105,6 +1105,56 @@ static void noreply_on_its_way(unsigned tcp_port, unsigned rdma_port)
     server_stop(&s, SIGTERM);
 }
 
+/* Over UD the library sets up a peer unused for LIBMEMCACHED_RDMA_UD_IDLE_MS
+ * anew before its next request, but not while replies are awaited (a
+ * stopped or overloaded server is slow, not gone). Here the server stops
+ * with a get of ours on its way, for longer than the client's idle time
+ * (1 s), and resumes; the client then issues a second get before the
+ * first reply came, and both must be answered exactly. */
+static void reply_slower_than_idle(unsigned tcp_port, unsigned rdma_port)
+{
+    if (!rdma_over_ud()) {
+        tap_skip("UD only: an RC connection is not set up anew when idle");
+        return;
+    }
+    enum { STOPPED_MS = 1600 };
+    struct server s;
+    server_start_with(&s, tcp_port, rdma_port, "1", NULL, NULL);
+    setenv("LIBMEMCACHED_RDMA_UD_IDLE_MS", "1000", 1);
+    memcached_st *m = rdma_client(&s);
+    setenv("LIBMEMCACHED_RDMA_UD_IDLE_MS", "5000", 1); /* main's */
+    memcached_request_st *first = memcached_request_create(m);
+    memcached_request_st *second = memcached_request_create(m);
+    char first_buf[32] = "", second_buf[32] = "";
+    bool stored = memcached_set(m, "slow-first", 10, "one", 3, 0, 0) == MEMCACHED_SUCCESS &&
+                  memcached_set(m, "slow-second", 11, "two", 3, 0, 0) == MEMCACHED_SUCCESS;
+    kill(s.pid, SIGSTOP);
+    memcached_return_t rc1 =
+        memcached_iget(m, "slow-first", 10, first_buf, sizeof(first_buf), first);
+    memcached_test(m, first); /* on its way */
+    usleep(STOPPED_MS * 1000);
+    kill(s.pid, SIGCONT);
+    memcached_return_t rc2 =
+        memcached_iget(m, "slow-second", 11, second_buf, sizeof(second_buf), second);
+    if (rc1 == MEMCACHED_SUCCESS)
+        rc1 = memcached_wait(m, first);
+    if (rc2 == MEMCACHED_SUCCESS)
+        rc2 = memcached_wait(m, second);
+    size_t len1 = 0, len2 = 0;
+    const char *v1 = memcached_request_value(first, &len1);
+    const char *v2 = memcached_request_value(second, &len2);
+    bool exact = rc1 == MEMCACHED_SUCCESS && rc2 == MEMCACHED_SUCCESS && v1 != NULL && v2 != NULL &&
+                 len1 == 3 && len2 == 3 && memcmp(v1, "one", 3) == 0 && memcmp(v2, "two", 3) == 0;
+    tap_ok(stored && exact,
+           "UD: a reply slower than the client's idle time (server stopped %d ms, idle 1 s): "
+           "no new peer while it is awaited, both gets answered exactly (%s, %s)",
+           STOPPED_MS, memcached_strerror(m, rc1), memcached_strerror(m, rc2));
+    memcached_request_free(second);
+    memcached_request_free(first);
+    memcached_free(m);
+    server_stop(&s, SIGTERM);
+}
+
 /* A server killed (SIGKILL) with a request of ours in flight, over
  * rdma+rc:// and rdma+ud://: the request fails with CONNECTION_FAILURE and
  * the library says why in RDMA's terms (RC: the connection manager's
@@ -1721,6 +1771,7 @@ int main(int argc, char **argv)
     stores_before_close(base + 10, base + 11);
     drain_bounded(base + 12);
     noreply_on_its_way(base + 16, base + 17);
+    reply_slower_than_idle(base + 22, base + 23);
 
     memcached_free(mr);
     server_stop(&s2, SIGTERM);
