@@ -101,9 +101,11 @@ int main(void)
            srv.sunk, st.sends_unfinished, c.closed ? "; closed: " : "",
            c.closed ? c.close_why : "");
 
-    if (c.ep != NULL)
-        mcr_rdma_ep_close(c.ep);
-    run_until(client_closed, &c, 10000);
+    /* torn down without a close handshake: after the receiver-not-ready
+     * retries above, a graceful close (mcr_rdma_ep_close, then waiting
+     * for on_closed) took 50 s in the guest, a single call blocking past
+     * the loop's bound; this test is about the bind, and destroying the
+     * context takes 30 ms */
     mcr_rdma_window_free(mw);
     mcr_rdma_region_deregister(&reg);
     free(region);
