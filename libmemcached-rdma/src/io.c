@@ -242,15 +242,12 @@ static const char *transport_why(const memcached_instance_st *srv, const char *o
  * server's error. */
 static void fail_timed_out(memcached_instance_st *srv)
 {
-    char why[160] = "timed out waiting for server";
-    if (srv->conn.ops != NULL && srv->conn.ops->stall_why != NULL) {
-        size_t at = strlen(why);
-        snprintf(why + at, sizeof(why) - at, " (");
-        at = strlen(why);
-        srv->conn.ops->stall_why(&srv->conn, why + at, sizeof(why) - at - 1);
-        at = strlen(why);
-        snprintf(why + at, sizeof(why) - at, ")");
-    }
+    char detail[128] = "", why[160];
+    if (srv->conn.ops != NULL && srv->conn.ops->stall_why != NULL)
+        srv->conn.ops->stall_why(&srv->conn, detail, sizeof(detail));
+    bool known = detail[0] != '\0';
+    snprintf(why, sizeof(why), "timed out waiting for server%s%s%s", known ? " (" : "", detail,
+             known ? ")" : "");
     lmr_io_fail_server(srv, MEMCACHED_TIMEOUT, why);
 }
 
