@@ -29,15 +29,7 @@
 #include "items.h"
 #include "settings.h"
 #include "thread.h"
-
-/* ---- TAP ----------------------------------------------------------------- */
-static int test_no, failures;
-static void ok(int cond, const char *name)
-{
-    printf("%sok %d - %s\n", cond ? "" : "not ", ++test_no, name);
-    if (!cond)
-        failures++;
-}
+#include "t/rdma/tap.h"
 
 /* ---- fake storage: just enough of items.h for conn.c --------------------- */
 struct item {
@@ -412,7 +404,7 @@ static void *completer_thread(void *arg)
 
 int main(void)
 {
-    printf("1..36\n");
+    tap_plan(36);
     settings_init(&settings);
     if (worker_init(&w, 0) != 0) {
         printf("Bail out! worker_init failed\n");
@@ -422,16 +414,16 @@ int main(void)
     /* 1. parked responses hold back later ones; out-of-order completion */
     reset_io();
     struct conn *c = conn_new(&w, &fake_tp, -1, NULL, &line_engine, "test");
-    ok(c != NULL && want_read, "connection created and wants to read");
+    tap_ok(c != NULL && want_read, "connection created and wants to read");
     feed("R1\nP2\nR3\nP4\nR5\n");
     pump(c);
-    ok(out_is("R1\r\n"), "only the reply before the first parked one is written");
+    tap_ok(out_is("R1\r\n"), "only the reply before the first parked one is written");
     fill_parked(c, 4);
     run_loop();
-    ok(out_is("R1\r\n"), "completing a later parked reply first writes nothing");
+    tap_ok(out_is("R1\r\n"), "completing a later parked reply first writes nothing");
     fill_parked(c, 2);
     run_loop();
-    ok(out_is("R1\r\nP2\r\nR3\r\nP4\r\nR5\r\n"), "after the first completes, all go in order");
+    tap_ok(out_is("R1\r\nP2\r\nR3\r\nP4\r\nR5\r\n"), "after the first completes, all go in order");
 
     /* 2. completion from another thread through worker_call */
     feed("P6\nR7\n");
@@ -445,32 +437,33 @@ int main(void)
         usleep(1000);
         run_loop();
     }
-    ok(out_is("R1\r\nP2\r\nR3\r\nP4\r\nR5\r\nP6\r\nR7\r\n"),
-       "completion from another thread resumes the connection in order");
+    tap_ok(out_is("R1\r\nP2\r\nR3\r\nP4\r\nR5\r\nP6\r\nR7\r\n"),
+           "completion from another thread resumes the connection in order");
 
     /* 3. item values are written from item memory and released after */
     out_len = 0;
     feed("V1\nP8\nV2\n");
     pump(c);
-    ok(live_refs == 1, "item reference behind a parked reply is still held");
+    tap_ok(live_refs == 1, "item reference behind a parked reply is still held");
     fill_parked(c, 8);
     run_loop();
-    ok(out_is("V value-1\r\nP8\r\nV value-2\r\n"), "item values written in order");
-    ok(live_refs == 0, "item references released once written");
+    tap_ok(out_is("V value-1\r\nP8\r\nV value-2\r\n"), "item values written in order");
+    tap_ok(live_refs == 0, "item references released once written");
 
     /* 3b. a parked reply dropped by its failing request: the error goes out
      * at once, the reply is freed when its work completes */
     out_len = 0;
     feed("K30\nR31\n");
     pump(c);
-    ok(out_is("ERR\r\nR31\r\n"), "a dropped parked reply holds nothing back");
-    ok(cancels == 1 && resp_cancelled(parked[30]), "it is marked cancelled and on_cancel is told");
+    tap_ok(out_is("ERR\r\nR31\r\n"), "a dropped parked reply holds nothing back");
+    tap_ok(cancels == 1 && resp_cancelled(parked[30]),
+           "it is marked cancelled and on_cancel is told");
     fill_parked(c, 30);
     run_loop();
-    ok(out_is("ERR\r\nR31\r\n") && c->nparked == 0, "completing it later writes nothing");
+    tap_ok(out_is("ERR\r\nR31\r\n") && c->nparked == 0, "completing it later writes nothing");
     feed("R32\n");
     pump(c);
-    ok(out_is("ERR\r\nR31\r\nR32\r\n"), "the connection goes on");
+    tap_ok(out_is("ERR\r\nR31\r\nR32\r\n"), "the connection goes on");
 
     /* 4. requests and values split at every byte, partial and refused writes */
     out_len = 0;
@@ -479,9 +472,9 @@ int main(void)
     alternate_eagain = true;
     feed("R9\nS5\nhello\r\nS3\nabcd\nR10\n");
     pump(c);
-    ok(out_is("R9\r\nSTORED\r\nBAD\r\nR10\r\n"),
-       "byte-at-a-time input, 3-byte writes with EAGAIN: replies whole and in order");
-    ok(strcmp(last_value, "abc") == 0, "value received into item segments");
+    tap_ok(out_is("R9\r\nSTORED\r\nBAD\r\nR10\r\n"),
+           "byte-at-a-time input, 3-byte writes with EAGAIN: replies whole and in order");
+    tap_ok(strcmp(last_value, "abc") == 0, "value received into item segments");
 
     /* 5. a large value bypasses the read buffer */
     out_len = 0;
@@ -498,7 +491,7 @@ int main(void)
     feed(big);
     feed("\r\n");
     pump(c);
-    ok(out_is("STORED\r\n") && strcmp(last_value, big) == 0, "20000-byte value stored intact");
+    tap_ok(out_is("STORED\r\n") && strcmp(last_value, big) == 0, "20000-byte value stored intact");
 
     /* 6. -R bounds requests per event; the rest run after a yield */
     out_len = 0;
@@ -506,10 +499,10 @@ int main(void)
     uint64_t yields = w.stats.conn_yields;
     feed("R11\nR12\nR13\nR14\nR15\n");
     conn_on_ready(c, true, false);
-    ok(out_is("R11\r\nR12\r\n"), "only -R requests handled in one event");
+    tap_ok(out_is("R11\r\nR12\r\n"), "only -R requests handled in one event");
     run_loop();
-    ok(out_is("R11\r\nR12\r\nR13\r\nR14\r\nR15\r\n") && w.stats.conn_yields > yields,
-       "the rest follow after yielding (conn_yields counted)");
+    tap_ok(out_is("R11\r\nR12\r\nR13\r\nR14\r\nR15\r\n") && w.stats.conn_yields > yields,
+           "the rest follow after yielding (conn_yields counted)");
     settings.reqs_per_event = 20;
 
     /* 7. the peer goes away while a reply is parked */
@@ -518,11 +511,11 @@ int main(void)
     pump(c);
     in_eof = true;
     conn_on_ready(c, true, false);
-    ok(closed && conns_allocated() == before, "closed transport; parked reply keeps the conn");
+    tap_ok(closed && conns_allocated() == before, "closed transport; parked reply keeps the conn");
     fill_parked(c, 20);
     run_loop();
-    ok(conns_allocated() == before - 1, "connection freed once the parked reply completes");
-    ok(live_refs == 0, "no item reference left behind");
+    tap_ok(conns_allocated() == before - 1, "connection freed once the parked reply completes");
+    tap_ok(live_refs == 0, "no item reference left behind");
 
     /* 8. datagram transport: each message answered before the next is read */
     closed = false;
@@ -535,29 +528,30 @@ int main(void)
         conn_on_ready(d, true, false);
         run_loop();
     }
-    ok(dg_out_count == 5 && strcmp(dg_out[0], "R1\r\n") == 0 && strcmp(dg_out[1], "R2\r\n") == 0,
-       "datagram: one reply message per response");
-    ok(strcmp(dg_out[2], "R3\r\n") == 0 && strcmp(dg_out[3], "R5\r\n") == 0,
-       "datagram: an incomplete request does not leak into the next message");
-    ok(!closed && strcmp(dg_out[4], "R7\r\n") == 0,
-       "datagram: a request that would hang up a stream only ends its message");
-    ok(strcmp(dg_out[4], "R7\r\n") == 0 && live_refs == 0,
-       "datagram: a value cut short by its message is abandoned and released");
-    ok(dg_in_next == 7 && !want_read, "datagram: a parked reply holds back the next message");
+    tap_ok(dg_out_count == 5 && strcmp(dg_out[0], "R1\r\n") == 0 &&
+               strcmp(dg_out[1], "R2\r\n") == 0,
+           "datagram: one reply message per response");
+    tap_ok(strcmp(dg_out[2], "R3\r\n") == 0 && strcmp(dg_out[3], "R5\r\n") == 0,
+           "datagram: an incomplete request does not leak into the next message");
+    tap_ok(!closed && strcmp(dg_out[4], "R7\r\n") == 0,
+           "datagram: a request that would hang up a stream only ends its message");
+    tap_ok(strcmp(dg_out[4], "R7\r\n") == 0 && live_refs == 0,
+           "datagram: a value cut short by its message is abandoned and released");
+    tap_ok(dg_in_next == 7 && !want_read, "datagram: a parked reply holds back the next message");
     fill_parked(d, 8);
     run_loop();
     for (int i = 0; i < 5; i++) {
         conn_on_ready(d, true, false);
         run_loop();
     }
-    ok(dg_out_count == 8 && strcmp(dg_out[5], "P8\r\n") == 0 && strcmp(dg_out[6], "R9\r\n") == 0 &&
-           strcmp(dg_out[7], "R10\r\n") == 0,
-       "datagram: after completion the replies go, then the next message is served");
+    tap_ok(dg_out_count == 8 && strcmp(dg_out[5], "P8\r\n") == 0 &&
+               strcmp(dg_out[6], "R9\r\n") == 0 && strcmp(dg_out[7], "R10\r\n") == 0,
+           "datagram: after completion the replies go, then the next message is served");
     bool ordered = true;
     int expect_before[] = {0, 2, 3, 4, 4, 4, 5, 7};
     for (int i = 0; i < 8; i++)
         ordered = ordered && dg_out_before_recv[i] == expect_before[i];
-    ok(ordered, "datagram: every reply to a message is sent before the next message is read");
+    tap_ok(ordered, "datagram: every reply to a message is sent before the next message is read");
     conn_close(d);
 
     /* 9. streamed replies: produced a chunk at a time as the peer reads */
@@ -570,9 +564,10 @@ int main(void)
     alternate_eagain = true;
     feed("T30\nR1\n");
     pump(st);
-    ok(out_is(expect), "stream: every line in order, then END, then the next reply (short writes, "
-                       "EAGAIN)");
-    ok(stream_frees == 1 && stream_fills == 10, "stream: 10 fills of 3 lines, freed once");
+    tap_ok(out_is(expect),
+           "stream: every line in order, then END, then the next reply (short writes, "
+           "EAGAIN)");
+    tap_ok(stream_frees == 1 && stream_fills == 10, "stream: 10 fills of 3 lines, freed once");
 
     reset_io();
     stream_fills = stream_frees = 0;
@@ -582,17 +577,18 @@ int main(void)
         conn_on_ready(st, true, true);
         run_loop();
     }
-    ok(stream_fills == 1 && out_len == 0, "stream: a peer that does not read gets one chunk made");
+    tap_ok(stream_fills == 1 && out_len == 0,
+           "stream: a peer that does not read gets one chunk made");
     out_chunk = 1 << 16;
     conn_on_ready(st, false, true);
-    ok(stream_fills <= 17 && out_len < strlen(stream_text(3000)),
-       "stream: at most 16 refills per event, then the connection yields");
+    tap_ok(stream_fills <= 17 && out_len < strlen(stream_text(3000)),
+           "stream: at most 16 refills per event, then the connection yields");
     for (int i = 0; i < 200 && stream_frees == 0; i++) {
         conn_on_ready(st, false, true);
         run_loop();
     }
     snprintf(expect, sizeof(expect), "%sR2\r\n", stream_text(3000));
-    ok(out_is(expect) && stream_frees == 1, "stream: the rest follows after yielding");
+    tap_ok(out_is(expect) && stream_frees == 1, "stream: the rest follows after yielding");
 
     reset_io();
     stream_fills = stream_frees = 0;
@@ -600,7 +596,7 @@ int main(void)
     feed("T3000\n");
     pump(st);
     conn_close(st);
-    ok(stream_frees == 1 && stream_fills == 1, "stream: closing mid-reply frees it");
+    tap_ok(stream_frees == 1 && stream_fills == 1, "stream: closing mid-reply frees it");
 
     /* 10. a peer that sends requests and does not read: at most 4096 queued */
     reset_io();
@@ -611,14 +607,14 @@ int main(void)
         mp += sprintf(mp, "R%d\n", i);
     feed(many);
     pump(st);
-    ok(st->nresp == 4096 && !want_read,
-       "a peer that does not read: 4096 replies queued, then no more reading");
+    tap_ok(st->nresp == 4096 && !want_read,
+           "a peer that does not read: 4096 replies queued, then no more reading");
     out_chunk = 1 << 16;
     pump(st);
     mp = expect;
     for (int i = 0; i < 5000; i++)
         mp += sprintf(mp, "R%d\r\n", i);
-    ok(out_is(expect) && st->nresp == 0, "once it reads: all 5000 replies, in order");
+    tap_ok(out_is(expect) && st->nresp == 0, "once it reads: all 5000 replies, in order");
     conn_close(st);
 
     /* a datagram transport gets the whole streamed reply as one message */
@@ -627,11 +623,11 @@ int main(void)
     dg_in[dg_in_count++] = "T7\n";
     conn_on_ready(ds, true, false);
     run_loop();
-    ok(dg_out_count == 1 && strcmp(dg_out[0], stream_text(7)) == 0 && stream_frees == 2,
-       "stream over a datagram transport: one message, all of it");
+    tap_ok(dg_out_count == 1 && strcmp(dg_out[0], stream_text(7)) == 0 && stream_frees == 2,
+           "stream over a datagram transport: one message, all of it");
     conn_close(ds);
 
     worker_destroy(&w);
     settings_free(&settings);
-    return failures ? 1 : 0;
+    return tap_exit_status();
 }

@@ -25,15 +25,7 @@
 #include <arpa/inet.h>
 #include <time.h>
 #include <unistd.h>
-
-static int test_no, failures;
-static void ok(int cond, const char *name)
-{
-    printf("%sok %d - %s\n", cond ? "" : "not ", ++test_no, name);
-    fflush(stdout);
-    if (!cond)
-        failures++;
-}
+#include "t/rdma/tap.h"
 
 static char binary[PATH_MAX + 64];
 static char workdir[64];
@@ -230,7 +222,7 @@ static long stat_value(int fd, const char *name)
 
 int main(void)
 {
-    printf("1..27\n");
+    tap_plan(27);
     find_binary();
     snprintf(workdir, sizeof(workdir), "/tmp/test_daemon.XXXXXX");
     if (!mkdtemp(workdir)) {
@@ -244,18 +236,20 @@ int main(void)
     /* command line */
     int st = wait_exit(spawn(ARGS("-h"), NULL, out, err), 10000);
     slurp(out, text, sizeof(text));
-    ok(st == 0 && strstr(text, "--port") && strstr(text, "--max-reqs-per-event"),
-       "-h prints usage and exits 0");
+    tap_ok(st == 0 && strstr(text, "--port") && strstr(text, "--max-reqs-per-event"),
+           "-h prints usage and exits 0");
     st = wait_exit(spawn(ARGS("-V"), NULL, out, err), 10000);
     slurp(out, text, sizeof(text));
-    ok(st == 0 && strncmp(text, "memcached-rdma ", 15) == 0, "-V prints memcached-rdma <version>");
+    tap_ok(st == 0 && strncmp(text, "memcached-rdma ", 15) == 0,
+           "-V prints memcached-rdma <version>");
     st = wait_exit(spawn(ARGS("--no-such-flag"), NULL, out, err), 10000);
     slurp(err, text, sizeof(text));
-    ok(st > 0 && st < 128 && strstr(text, "no-such-flag"), "unknown flag: message, non-zero exit");
+    tap_ok(st > 0 && st < 128 && strstr(text, "no-such-flag"),
+           "unknown flag: message, non-zero exit");
     st = wait_exit(spawn(ARGS("-o", "no_such_suboption"), NULL, out, err), 10000);
     slurp(err, text, sizeof(text));
-    ok(st > 0 && st < 128 && strstr(text, "no_such_suboption"),
-       "unknown -o suboption: message, non-zero exit");
+    tap_ok(st > 0 && st < 128 && strstr(text, "no_such_suboption"),
+           "unknown -o suboption: message, non-zero exit");
 
     /* a server with an ignored suboption, a pid file and -c */
     struct server s;
@@ -264,9 +258,9 @@ int main(void)
     int started = start_server(
         &s, ARGS("-o", "slab_reassign", "-P", pidfile, "-c", "6", "-t", "2", "-R", "1"));
     slurp(s.errfile, text, sizeof(text));
-    ok(started == 0 && strstr(text, "slab_reassign"), "known -o suboption warns and starts");
+    tap_ok(started == 0 && strstr(text, "slab_reassign"), "known -o suboption warns and starts");
     slurp(pidfile, text, sizeof(text));
-    ok(started == 0 && atoi(text) == s.pid, "-P writes the pid");
+    tap_ok(started == 0 && atoi(text) == s.pid, "-P writes the pid");
 
     int fds[16];
     int nfds = 0, rejected = 0;
@@ -279,18 +273,18 @@ int main(void)
         if (strncmp(buf, "ERROR Too many open connections\r\n", 33) == 0) {
             rejected = 1;
             talk(fd, NULL, NULL, buf, sizeof(buf), 2000, &eof);
-            ok(eof, "the rejected connection is closed");
+            tap_ok(eof, "the rejected connection is closed");
             close(fd);
         } else {
             fds[nfds++] = fd;
         }
     }
-    ok(rejected && nfds <= 6, "beyond -c: \"ERROR Too many open connections\"");
+    tap_ok(rejected && nfds <= 6, "beyond -c: \"ERROR Too many open connections\"");
     close(fds[--nfds]); /* make room for the stats connection */
     sleep_ms(100);
     int fd = connect_tcp(s.port);
-    ok(stat_value(fd, "rejected_connections") >= 1, "rejected_connections counts it");
-    ok(stat_value(fd, "max_connections") == 6, "max_connections reports -c");
+    tap_ok(stat_value(fd, "rejected_connections") >= 1, "rejected_connections counts it");
+    tap_ok(stat_value(fd, "max_connections") == 6, "max_connections reports -c");
 
     /* -R 1: pipelined requests are served across several events */
     talk(fd, "set y 0 0 1\r\nz\r\n", "\r\n", buf, sizeof(buf), 2000, NULL);
@@ -301,46 +295,47 @@ int main(void)
     buf[0] = '\0';
     for (int i = 0; i < 50 && got < 5 * strlen("VALUE y 0 1\r\nz\r\nEND\r\n"); i++)
         got += talk(fd, NULL, "END\r\n", buf + got, sizeof(buf) - got, 200, NULL);
-    ok(strstr(buf, "VALUE y 0 1\r\nz\r\nEND\r\nVALUE y 0 1\r\nz\r\nEND\r\nVALUE y 0 1\r\nz\r\nEND"
-                   "\r\nVALUE y 0 1\r\nz\r\nEND\r\nVALUE y 0 1\r\nz\r\nEND\r\n") != NULL,
-       "pipelined gets all answered in order");
-    ok(stat_value(fd, "conn_yields") > yields, "-R 1 yields between requests (conn_yields)");
+    tap_ok(strstr(buf,
+                  "VALUE y 0 1\r\nz\r\nEND\r\nVALUE y 0 1\r\nz\r\nEND\r\nVALUE y 0 1\r\nz\r\nEND"
+                  "\r\nVALUE y 0 1\r\nz\r\nEND\r\nVALUE y 0 1\r\nz\r\nEND\r\n") != NULL,
+           "pipelined gets all answered in order");
+    tap_ok(stat_value(fd, "conn_yields") > yields, "-R 1 yields between requests (conn_yields)");
 
     talk(fd, "shutdown\r\n", "\r\n", buf, sizeof(buf), 2000, NULL);
-    ok(strcmp(buf, "ERROR: shutdown not enabled\r\n") == 0, "shutdown without -A is refused");
+    tap_ok(strcmp(buf, "ERROR: shutdown not enabled\r\n") == 0, "shutdown without -A is refused");
     close(fd);
     while (nfds > 0)
         close(fds[--nfds]);
     st = stop_server(&s);
-    ok(st == 0, "SIGTERM: clean exit status 0");
-    ok(access(pidfile, F_OK) != 0, "pid file removed at exit");
+    tap_ok(st == 0, "SIGTERM: clean exit status 0");
+    tap_ok(access(pidfile, F_OK) != 0, "pid file removed at exit");
 
     /* -A: shutdown stops the server */
     if (start_server(&s, ARGS("-A")) == 0) {
         fd = connect_tcp(s.port);
         bool eof;
         talk(fd, "shutdown\r\n", NULL, buf, sizeof(buf), 3000, &eof);
-        ok(eof, "shutdown with -A closes the connection");
-        ok(wait_exit(s.pid, 10000) == 0, "and the server exits with status 0");
+        tap_ok(eof, "shutdown with -A closes the connection");
+        tap_ok(wait_exit(s.pid, 10000) == 0, "and the server exits with status 0");
         close(fd);
     } else {
-        ok(0, "server with -A started");
-        ok(0, "server with -A stopped");
+        tap_ok(0, "server with -A started");
+        tap_ok(0, "server with -A stopped");
     }
 
     /* -A: "shutdown graceful" stops it too; a bad mode is refused */
     if (start_server(&s, ARGS("-A")) == 0) {
         fd = connect_tcp(s.port);
         talk(fd, "shutdown sometime\r\n", "\r\n", buf, sizeof(buf), 2000, NULL);
-        ok(strcmp(buf, "CLIENT_ERROR invalid shutdown mode\r\n") == 0,
-           "shutdown with an unknown mode is refused");
+        tap_ok(strcmp(buf, "CLIENT_ERROR invalid shutdown mode\r\n") == 0,
+               "shutdown with an unknown mode is refused");
         bool eof;
         talk(fd, "shutdown graceful\r\n", NULL, buf, sizeof(buf), 3000, &eof);
-        ok(eof && wait_exit(s.pid, 10000) == 0, "shutdown graceful stops the server, status 0");
+        tap_ok(eof && wait_exit(s.pid, 10000) == 0, "shutdown graceful stops the server, status 0");
         close(fd);
     } else {
-        ok(0, "server with -A started");
-        ok(0, "server with -A stopped");
+        tap_ok(0, "server with -A started");
+        tap_ok(0, "server with -A stopped");
     }
 
     /* -s: the text protocol on a Unix socket; the file goes away at exit */
@@ -362,13 +357,13 @@ int main(void)
     }
     if (fd >= 0)
         talk(fd, "set u 0 0 2\r\nhi\r\nget u\r\n", "END\r\n", buf, sizeof(buf), 3000, NULL);
-    ok(fd >= 0 && strcmp(buf, "STORED\r\nVALUE u 0 2\r\nhi\r\nEND\r\n") == 0,
-       "-s serves the text protocol on a Unix socket");
+    tap_ok(fd >= 0 && strcmp(buf, "STORED\r\nVALUE u 0 2\r\nhi\r\nEND\r\n") == 0,
+           "-s serves the text protocol on a Unix socket");
     if (fd >= 0)
         close(fd);
     kill(pid, SIGINT);
-    ok(wait_exit(pid, 10000) == 0 && access(sockpath, F_OK) != 0,
-       "SIGINT: clean exit, socket file removed");
+    tap_ok(wait_exit(pid, 10000) == 0 && access(sockpath, F_OK) != 0,
+           "SIGINT: clean exit, socket file removed");
 
     /* -o no_maxconns_fast: the extra connection waits and is served later */
     if (start_server(&s, ARGS("-c", "4", "-o", "no_maxconns_fast")) == 0) {
@@ -379,45 +374,45 @@ int main(void)
         }
         int extra = connect_tcp(s.port);
         talk(extra, "version\r\n", "\r\n", buf, sizeof(buf), 500, NULL);
-        ok(buf[0] == '\0', "no_maxconns_fast: a connection over -c gets no reply yet");
+        tap_ok(buf[0] == '\0', "no_maxconns_fast: a connection over -c gets no reply yet");
         close(waiters[0]);
         talk(extra, NULL, "\r\n", buf, sizeof(buf), 3000, NULL);
-        ok(strncmp(buf, "VERSION ", 8) == 0, "and is served once another connection closes");
+        tap_ok(strncmp(buf, "VERSION ", 8) == 0, "and is served once another connection closes");
         close(extra);
         close(waiters[1]);
         close(waiters[2]);
         stop_server(&s);
     } else {
-        ok(0, "server with no_maxconns_fast started");
-        ok(0, "server with no_maxconns_fast stopped");
+        tap_ok(0, "server with no_maxconns_fast started");
+        tap_ok(0, "server with no_maxconns_fast stopped");
     }
 
     /* watch: a log stream of another connection's mutations; -W refuses it */
     if (start_server(&s, NULL) == 0) {
         int watcher = connect_tcp(s.port);
         talk(watcher, "watch mutations\r\n", "\r\n", buf, sizeof(buf), 2000, NULL);
-        ok(strcmp(buf, "OK\r\n") == 0, "watch mutations answers OK");
+        tap_ok(strcmp(buf, "OK\r\n") == 0, "watch mutations answers OK");
         fd = connect_tcp(s.port);
         talk(fd, "set wkey 0 0 1\r\nx\r\n", "\r\n", buf, sizeof(buf), 2000, NULL);
         talk(watcher, NULL, "\n", buf, sizeof(buf), 3000, NULL);
-        ok(strncmp(buf, "ts=", 3) == 0 && strstr(buf, " gid=") && strstr(buf, "key=wkey") &&
-               strstr(buf, "cmd=set"),
-           "the watcher receives a ts= gid= line for the set");
+        tap_ok(strncmp(buf, "ts=", 3) == 0 && strstr(buf, " gid=") && strstr(buf, "key=wkey") &&
+                   strstr(buf, "cmd=set"),
+               "the watcher receives a ts= gid= line for the set");
         close(fd);
         close(watcher);
         stop_server(&s);
     } else {
-        ok(0, "server for watch started");
-        ok(0, "watch line");
+        tap_ok(0, "server for watch started");
+        tap_ok(0, "watch line");
     }
     if (start_server(&s, ARGS("-W")) == 0) {
         fd = connect_tcp(s.port);
         talk(fd, "watch\r\n", "\r\n", buf, sizeof(buf), 2000, NULL);
-        ok(strcmp(buf, "CLIENT_ERROR watch commands not allowed\r\n") == 0, "-W refuses watch");
+        tap_ok(strcmp(buf, "CLIENT_ERROR watch commands not allowed\r\n") == 0, "-W refuses watch");
         close(fd);
         stop_server(&s);
     } else {
-        ok(0, "server with -W started");
+        tap_ok(0, "server with -W started");
     }
 
     /* -o idle_timeout closes idle connections */
@@ -425,11 +420,11 @@ int main(void)
         fd = connect_tcp(s.port);
         bool eof;
         talk(fd, NULL, NULL, buf, sizeof(buf), 5000, &eof);
-        ok(eof, "-o idle_timeout=1 closes an idle connection");
+        tap_ok(eof, "-o idle_timeout=1 closes an idle connection");
         close(fd);
         stop_server(&s);
     } else {
-        ok(0, "server with idle_timeout started");
+        tap_ok(0, "server with idle_timeout started");
     }
 
     unlink(out);
@@ -441,5 +436,5 @@ int main(void)
         unlink(path);
     }
     rmdir(workdir);
-    return failures ? 1 : 0;
+    return tap_exit_status();
 }

@@ -10,42 +10,36 @@
 #include <stdio.h>
 
 #include "meta_marks.h"
-
-static int test_no, failures;
-static void ok(int cond, const char *name)
-{
-    printf("%sok %d - %s\n", cond ? "" : "not ", ++test_no, name);
-    if (!cond)
-        failures++;
-}
+#include "t/rdma/tap.h"
 
 int main(void)
 {
     meta_marks_set("k", 1, 10, MARK_STALE);
-    ok(meta_marks_get("k", 1, 10) == MARK_STALE, "markers of (k, 10) read back");
-    ok(meta_marks_get("k", 1, 9) == 0 && meta_marks_get("k", 1, 10) == MARK_STALE,
-       "asking about an older cas reads nothing and removes nothing");
-    ok(meta_marks_take_token("k", 1, 9) == 0 && meta_marks_get("k", 1, 10) == MARK_STALE,
-       "taking the token of an older cas leaves the newer markers as they are");
+    tap_ok(meta_marks_get("k", 1, 10) == MARK_STALE, "markers of (k, 10) read back");
+    tap_ok(meta_marks_get("k", 1, 9) == 0 && meta_marks_get("k", 1, 10) == MARK_STALE,
+           "asking about an older cas reads nothing and removes nothing");
+    tap_ok(meta_marks_take_token("k", 1, 9) == 0 && meta_marks_get("k", 1, 10) == MARK_STALE,
+           "taking the token of an older cas leaves the newer markers as they are");
     meta_marks_set("k", 1, 9, MARK_TOKEN_SENT);
-    ok(meta_marks_get("k", 1, 10) == MARK_STALE, "setting an older cas's markers changes nothing");
-    ok(meta_marks_take_token("k", 1, 10) == MARK_STALE &&
-           meta_marks_take_token("k", 1, 10) == (MARK_STALE | MARK_TOKEN_SENT),
-       "one caller takes the win token; the next sees it taken");
-    ok(meta_marks_get("k", 1, 11) == 0 && meta_marks_get("k", 1, 10) == 0,
-       "a newer cas asked about: the old version's markers go");
+    tap_ok(meta_marks_get("k", 1, 10) == MARK_STALE,
+           "setting an older cas's markers changes nothing");
+    tap_ok(meta_marks_take_token("k", 1, 10) == MARK_STALE &&
+               meta_marks_take_token("k", 1, 10) == (MARK_STALE | MARK_TOKEN_SENT),
+           "one caller takes the win token; the next sees it taken");
+    tap_ok(meta_marks_get("k", 1, 11) == 0 && meta_marks_get("k", 1, 10) == 0,
+           "a newer cas asked about: the old version's markers go");
 
     meta_marks_set("n", 1, 20, MARK_STALE | MARK_TOKEN_SENT);
     meta_marks_carry("n", 1, 19, 21);
-    ok(meta_marks_get("n", 1, 20) == (MARK_STALE | MARK_TOKEN_SENT),
-       "a carry from another version moves nothing");
+    tap_ok(meta_marks_get("n", 1, 20) == (MARK_STALE | MARK_TOKEN_SENT),
+           "a carry from another version moves nothing");
     meta_marks_carry("n", 1, 20, 21);
-    ok(meta_marks_get("n", 1, 21) == (MARK_STALE | MARK_TOKEN_SENT),
-       "a carry from the marked version moves its markers to the new cas");
+    tap_ok(meta_marks_get("n", 1, 21) == (MARK_STALE | MARK_TOKEN_SENT),
+           "a carry from the marked version moves its markers to the new cas");
     meta_marks_make_stale("n", 1, 21, 22);
-    ok(meta_marks_get("n", 1, 22) == MARK_STALE, "md I: stale, win token not yet sent");
+    tap_ok(meta_marks_get("n", 1, 22) == MARK_STALE, "md I: stale, win token not yet sent");
     meta_marks_free();
-    ok(!meta_marks_any(), "freed: no markers left");
-    printf("1..%d\n", test_no);
-    return failures ? 1 : 0;
+    tap_ok(!meta_marks_any(), "freed: no markers left");
+    tap_no_plan_end();
+    return tap_exit_status();
 }

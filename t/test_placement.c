@@ -12,21 +12,7 @@
 
 #include "libmemcached-rdma/src/hash_md5.h"
 #include "libmemcached-rdma/src/placement.h"
-
-static int test_count, failures;
-
-__attribute__((format(printf, 2, 3))) static void ok(int cond, const char *fmt, ...)
-{
-    test_count++;
-    if (!cond)
-        failures++;
-    printf("%s %d - ", cond ? "ok" : "not ok", test_count);
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-}
+#include "t/rdma/tap.h"
 
 static void test_md5_rfc1321(void)
 {
@@ -50,7 +36,7 @@ static void test_md5_rfc1321(void)
         lmr_md5_digest(vectors[i].input, strlen(vectors[i].input), digest);
         for (int b = 0; b < LMR_MD5_DIGEST_LEN; b++)
             snprintf(hex + 2 * b, 3, "%02x", digest[b]);
-        ok(strcmp(hex, vectors[i].hex) == 0, "md5 RFC 1321 vector \"%.20s\"", vectors[i].input);
+        tap_ok(strcmp(hex, vectors[i].hex) == 0, "md5 RFC 1321 vector \"%.20s\"", vectors[i].input);
     }
     /* runs of 'x' across the padding boundaries (one or two final blocks) */
     static const struct {
@@ -70,7 +56,7 @@ static void test_md5_rfc1321(void)
         lmr_md5_digest(xs, runs[i].len, digest);
         for (int b = 0; b < LMR_MD5_DIGEST_LEN; b++)
             snprintf(hex + 2 * b, 3, "%02x", digest[b]);
-        ok(strcmp(hex, runs[i].hex) == 0, "md5 of %zu bytes (padding boundary)", runs[i].len);
+        tap_ok(strcmp(hex, runs[i].hex) == 0, "md5 of %zu bytes (padding boundary)", runs[i].len);
     }
 }
 
@@ -106,7 +92,7 @@ static void test_hash_vectors(void)
                 all = 0;
             }
         }
-        ok(all, "hash %s known answers", vectors[v].name);
+        tap_ok(all, "hash %s known answers", vectors[v].name);
     }
     /* Hsieh is absent from Debian's libmemcached, so the comparison test
      * cannot cover it: known answers for every tail length (len % 4). */
@@ -121,9 +107,10 @@ static void test_hash_vectors(void)
     for (size_t i = 0; i < sizeof(hsieh) / sizeof(hsieh[0]); i++)
         if (lmr_hash(LMR_HASH_HSIEH, hsieh[i].key, strlen(hsieh[i].key)) != hsieh[i].expect)
             hsieh_ok = 0;
-    ok(hsieh_ok && lmr_hash(LMR_HASH_HSIEH, "", 0) == 0, "hsieh known answers, every tail length");
-    ok(lmr_hash((enum lmr_hash_alg)99, "apple", 5) == lmr_hash(LMR_HASH_DEFAULT, "apple", 5),
-       "unknown algorithm hashes as default");
+    tap_ok(hsieh_ok && lmr_hash(LMR_HASH_HSIEH, "", 0) == 0,
+           "hsieh known answers, every tail length");
+    tap_ok(lmr_hash((enum lmr_hash_alg)99, "apple", 5) == lmr_hash(LMR_HASH_DEFAULT, "apple", 5),
+           "unknown algorithm hashes as default");
     /* Jenkins reads keys in 12-byte blocks: every length up to 40 must be
      * stable whatever the alignment of the buffer. */
     char buf[64];
@@ -136,7 +123,7 @@ static void test_hash_vectors(void)
                 lmr_hash(LMR_HASH_JENKINS, "0123456789abcdefghijklmnopqrstuvwxyz!@#$", len))
                 stable = 0;
         }
-    ok(stable, "jenkins does not depend on buffer alignment");
+    tap_ok(stable, "jenkins does not depend on buffer alignment");
 }
 
 static struct lmr_placement *build(int dist, enum lmr_hash_alg hash, bool weighted,
@@ -180,8 +167,8 @@ static void test_placement_basics(void)
             else
                 seen |= 1u << s;
         }
-        ok(in_range && seen == (1u << n) - 1,
-           "distribution %d: picks stay in range and reach every server", dists[d]);
+        tap_ok(in_range && seen == (1u << n) - 1,
+               "distribution %d: picks stay in range and reach every server", dists[d]);
         lmr_placement_free(p);
     }
 
@@ -192,7 +179,7 @@ static void test_placement_basics(void)
         if (lmr_placement_pick(one, key_buf, key_of(i)) != 0 ||
             lmr_placement_pick(none, key_buf, key_of(i)) != 0)
             zero = 0;
-    ok(zero, "one server (or none) takes every key");
+    tap_ok(zero, "one server (or none) takes every key");
     lmr_placement_free(one);
     lmr_placement_free(none);
     lmr_placement_free(NULL);
@@ -205,7 +192,7 @@ static void test_placement_basics(void)
             lmr_hash(LMR_HASH_FNV1A_32, key_buf, len) % n)
             rule = 0;
     }
-    ok(rule, "modula picks hash %% server count");
+    tap_ok(rule, "modula picks hash %% server count");
     lmr_placement_free(modula);
 
     struct lmr_placement *buckets = build(6, LMR_HASH_CRC, false, servers, n);
@@ -216,7 +203,7 @@ static void test_placement_basics(void)
             (lmr_hash(LMR_HASH_CRC, key_buf, len) & (n - 1)))
             rule = 0;
     }
-    ok(rule, "virtual buckets without a table pick hash & (n - 1)");
+    tap_ok(rule, "virtual buckets without a table pick hash & (n - 1)");
     lmr_placement_free(buckets);
 }
 
@@ -246,8 +233,8 @@ static void test_ketama_stability(void)
             }
         }
         printf("# distribution %d: %u of %u keys moved to the new server\n", dists[d], moved, keys);
-        ok(moved_elsewhere == 0 && moved > keys / 9 / 2 && moved < keys / 9 * 2,
-           "distribution %d: adding a 9th server moves about 1/9 of keys, all to it", dists[d]);
+        tap_ok(moved_elsewhere == 0 && moved > keys / 9 / 2 && moved < keys / 9 * 2,
+               "distribution %d: adding a 9th server moves about 1/9 of keys, all to it", dists[d]);
         lmr_placement_free(before);
         lmr_placement_free(after);
     }
@@ -311,9 +298,9 @@ static void test_point_hash(void)
             agree = 0;
         differ += got != lmr_placement_pick(same, key_buf, len);
     }
-    ok(agree, "unweighted points hashed with point_hash, keys with key_hash");
+    tap_ok(agree, "unweighted points hashed with point_hash, keys with key_hash");
     printf("# %u of 3000 keys move when point_hash changes\n", differ);
-    ok(differ > 3000 / 3, "point_hash changes the placement");
+    tap_ok(differ > 3000 / 3, "point_hash changes the placement");
     lmr_placement_free(mixed);
     lmr_placement_free(same);
 
@@ -334,7 +321,7 @@ static void test_point_hash(void)
         if (lmr_placement_pick(w1, key_buf, len) != lmr_placement_pick(w2, key_buf, len))
             weighted_same = 0;
     }
-    ok(weighted_same, "a weighted continuum ignores point_hash");
+    tap_ok(weighted_same, "a weighted continuum ignores point_hash");
     lmr_placement_free(w1);
     lmr_placement_free(w2);
 }
@@ -354,8 +341,9 @@ static void test_ketama_weights(void)
         counts[lmr_placement_pick(p, key_buf, key_of(i))]++;
     printf("# weights 1:2:5 got %u:%u:%u of %u keys\n", counts[0], counts[1], counts[2], keys);
     double share0 = (double)counts[0] / keys, share2 = (double)counts[2] / keys;
-    ok(share0 > 0.125 * 0.6 && share0 < 0.125 * 1.4 && share2 > 0.625 * 0.8 && share2 < 0.625 * 1.2,
-       "weighted ketama: key shares follow weights 1:2:5");
+    tap_ok(share0 > 0.125 * 0.6 && share0 < 0.125 * 1.4 && share2 > 0.625 * 0.8 &&
+               share2 < 0.625 * 1.2,
+           "weighted ketama: key shares follow weights 1:2:5");
     lmr_placement_free(p);
 }
 
@@ -367,6 +355,6 @@ int main(void)
     test_ketama_stability();
     test_ketama_weights();
     test_point_hash();
-    printf("1..%d\n", test_count);
-    return failures ? 1 : 0;
+    tap_no_plan_end();
+    return tap_exit_status();
 }

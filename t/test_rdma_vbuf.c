@@ -12,14 +12,7 @@
 
 #include "mcr/binary_wire.h"
 #include "net_rdma_vbuf.h"
-
-static int test_no, failures;
-static void ok(int cond, const char *name)
-{
-    printf("%sok %d - %s\n", cond ? "" : "not ", ++test_no, name);
-    if (!cond)
-        failures++;
-}
+#include "t/rdma/tap.h"
 
 static unsigned char reply[64];
 static char value[100000];
@@ -57,19 +50,19 @@ int main(void)
     memset(&v, 0, sizeof(v));
     struct rdma_vbuf b = buf(5, 65536);
     rdma_vbufs_add(&v, &b);
-    ok(send_value(&v, 5, 65536, &got) && got.addr == b.addr && got.len == 65536,
-       "the value of request 5 goes to the buffer advertised for 5");
-    ok(v.count == 0, "a used buffer leaves the table");
-    ok(!send_value(&v, 5, 65536, &got), "and is not used twice");
+    tap_ok(send_value(&v, 5, 65536, &got) && got.addr == b.addr && got.len == 65536,
+           "the value of request 5 goes to the buffer advertised for 5");
+    tap_ok(v.count == 0, "a used buffer leaves the table");
+    tap_ok(!send_value(&v, 5, 65536, &got), "and is not used twice");
 
     memset(&v, 0, sizeof(v));
     b = buf(6, 8192);
     rdma_vbufs_add(&v, &b);
-    ok(!send_value(&v, 6, 8193, &got), "a value larger than its buffer is not written there");
+    tap_ok(!send_value(&v, 6, 8193, &got), "a value larger than its buffer is not written there");
     b = buf(7, 8192);
     rdma_vbufs_add(&v, &b);
-    ok(!send_value(&v, 8, 4096, &got), "a reply with no buffer uses none");
-    ok(v.count == 0, "buffers of requests before a reply are dropped");
+    tap_ok(!send_value(&v, 8, 4096, &got), "a reply with no buffer uses none");
+    tap_ok(v.count == 0, "buffers of requests before a reply are dropped");
 
     memset(&v, 0, sizeof(v));
     b = buf(9, 8192);
@@ -77,10 +70,10 @@ int main(void)
     size_t hl = get_reply(MCR_BIN_OP_GET, 0, 9, 5000);
     struct iovec iov[2] = {{reply, hl}, {value, 5000}};
     rdma_vbufs_note_reply(&v, iov, 1, value, 5000);
-    ok(!rdma_vbufs_take(&v, value + 1, 5000, &got), "another start address is not the value");
-    ok(!rdma_vbufs_take(&v, value, 5000, &got), "the note is used up by one attempt");
+    tap_ok(!rdma_vbufs_take(&v, value + 1, 5000, &got), "another start address is not the value");
+    tap_ok(!rdma_vbufs_take(&v, value, 5000, &got), "the note is used up by one attempt");
     rdma_vbufs_note_reply(&v, iov, 1, value, 4999);
-    ok(!rdma_vbufs_take(&v, value, 4999, &got), "body length not matching the value: no match");
+    tap_ok(!rdma_vbufs_take(&v, value, 4999, &got), "body length not matching the value: no match");
 
     static const struct {
         uint8_t opcode;
@@ -95,24 +88,24 @@ int main(void)
         rdma_vbufs_note_reply(&v, iov, 1, value, 5000);
         char name[80];
         snprintf(name, sizeof(name), "%s does not match", bad[i].what);
-        ok(!rdma_vbufs_take(&v, value, 5000, &got), name);
+        tap_ok(!rdma_vbufs_take(&v, value, 5000, &got), "%s", name);
     }
     /* a GETK reply: the key sits between header and value */
     mcr_bin_response_encode(reply, MCR_BIN_OP_GETK, 0, 4, 3, 4 + 3 + 5000, 9, 7);
     memcpy(reply + MCR_BIN_HEADER_LEN + 4, "abc", 3);
     iov[0].iov_len = MCR_BIN_HEADER_LEN + 4 + 3;
     rdma_vbufs_note_reply(&v, iov, 1, value, 5000);
-    ok(!rdma_vbufs_take(&v, value, 5000, &got), "a reply with a key does not match");
+    tap_ok(!rdma_vbufs_take(&v, value, 5000, &got), "a reply with a key does not match");
     /* fewer than header + flags bytes ahead of the value */
     hl = get_reply(MCR_BIN_OP_GET, 0, 9, 5000);
     struct iovec part[2] = {{reply + 10, hl - 10}, {value, 5000}};
     rdma_vbufs_note_reply(&v, part, 1, value, 5000);
-    ok(!rdma_vbufs_take(&v, value, 5000, &got), "a header sent earlier in part: no match");
+    tap_ok(!rdma_vbufs_take(&v, value, 5000, &got), "a header sent earlier in part: no match");
     /* the header over several iovecs, as the whole of it */
     struct iovec split[4] = {{reply, 3}, {reply + 3, 20}, {reply + 23, hl - 23}, {value, 5000}};
     rdma_vbufs_note_reply(&v, split, 3, value, 5000);
-    ok(rdma_vbufs_take(&v, value, 5000, &got) && got.opaque == 9,
-       "a header gathered from several iovecs matches");
+    tap_ok(rdma_vbufs_take(&v, value, 5000, &got) && got.opaque == 9,
+           "a header gathered from several iovecs matches");
 
     /* the value of request 2 went without its buffer (the note unused),
      * then request 3 gets the same item: same address, same length */
@@ -126,30 +119,30 @@ int main(void)
     rdma_vbufs_add(&v, &b);
     hl = get_reply(MCR_BIN_OP_GET, 0, 3, 8150);
     rdma_vbufs_note_reply(&v, again, 1, value, 8150);
-    ok(rdma_vbufs_take(&v, value, 8150, &got) && got.opaque == 3,
-       "a later reply of the same value goes to its own request's buffer, not to that of an "
-       "earlier reply whose note went unused");
+    tap_ok(rdma_vbufs_take(&v, value, 8150, &got) && got.opaque == 3,
+           "a later reply of the same value goes to its own request's buffer, not to that of an "
+           "earlier reply whose note went unused");
 
     memset(&v, 0, sizeof(v));
     for (uint32_t i = 1; i <= RDMA_VBUFS_MAX + 10; i++) {
         b = buf(i, 8192);
         rdma_vbufs_add(&v, &b);
     }
-    ok(v.count == RDMA_VBUFS_MAX, "the table keeps at most RDMA_VBUFS_MAX buffers");
-    ok(!send_value(&v, 10, 4096, &got), "the oldest were dropped");
-    ok(send_value(&v, 11, 4096, &got) && got.opaque == 11, "the newest are kept");
+    tap_ok(v.count == RDMA_VBUFS_MAX, "the table keeps at most RDMA_VBUFS_MAX buffers");
+    tap_ok(!send_value(&v, 10, 4096, &got), "the oldest were dropped");
+    tap_ok(send_value(&v, 11, 4096, &got) && got.opaque == 11, "the newest are kept");
     b = buf(20, 100);
     rdma_vbufs_add(&v, &b);
-    ok(!send_value(&v, 20, 4096, &got), "a buffer advertised again replaces the earlier one");
+    tap_ok(!send_value(&v, 20, 4096, &got), "a buffer advertised again replaces the earlier one");
 
     memset(&v, 0, sizeof(v));
     b = buf(0xfffffffeu, 8192);
     rdma_vbufs_add(&v, &b);
     b = buf(1, 8192);
     rdma_vbufs_add(&v, &b);
-    ok(send_value(&v, 1, 4096, &got) && v.count == 0,
-       "opaques compare in serial order across the wrap");
+    tap_ok(send_value(&v, 1, 4096, &got) && v.count == 0,
+           "opaques compare in serial order across the wrap");
 
-    printf("1..%d\n", test_no);
-    return failures ? 1 : 0;
+    tap_no_plan_end();
+    return tap_exit_status();
 }

@@ -19,33 +19,7 @@
 #include "server/flash_internal.h"
 #include "server/items.h"
 #include "server/slabs.h"
-
-/* ---- TAP ------------------------------------------------------------------ */
-static int tests_run, tests_failed;
-
-static void ok(int cond, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    tests_run++;
-    if (!cond)
-        tests_failed++;
-    printf("%s %d - ", cond ? "ok" : "not ok", tests_run);
-    vprintf(fmt, ap);
-    printf("\n");
-    fflush(stdout);
-    va_end(ap);
-}
-
-static void diag(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("# ");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-}
+#include "t/rdma/tap.h"
 
 /* ---- engine set-up ------------------------------------------------------------ */
 #define MIB (1024 * 1024)
@@ -75,7 +49,7 @@ static int start(const struct storage_config *cfg)
     clock_init();
     int rc = storage_init(cfg, err, sizeof(err));
     if (rc != 0)
-        diag("storage_init: %s", err);
+        tap_diag("storage_init: %s", err);
     return rc;
 }
 
@@ -144,8 +118,8 @@ static int has_value(const char *key, const char *expect)
     char *v = value_of(it);
     int same = expect && item_nbytes(it) == strlen(expect) && strcmp(v, expect) == 0;
     if (!same)
-        diag("%s holds '%.60s' (%zu bytes), expected '%.60s'", key, v, item_nbytes(it),
-             expect ? expect : "(missing)");
+        tap_diag("%s holds '%.60s' (%zu bytes), expected '%.60s'", key, v, item_nbytes(it),
+                 expect ? expect : "(missing)");
     free(v);
     item_release(it);
     return same;
@@ -191,7 +165,7 @@ static unsigned long long general_stat(const char *name)
     storage_stats_general(collect, &l);
     const char *v = stat_get(&l, name);
     if (!v) {
-        diag("stat %s missing", name);
+        tap_diag("stat %s missing", name);
         return (unsigned long long)-1;
     }
     return strtoull(v, NULL, 10);
@@ -220,27 +194,28 @@ static void test_round_trip(void)
 {
     struct storage_config cfg = default_config();
     cfg.item_size_max = 8 * MIB;
-    ok(start(&cfg) == 0, "engine starts with -I 8m");
+    tap_ok(start(&cfg) == 0, "engine starts with -I 8m");
 
     enum alloc_result why;
     item *it = item_alloc("alpha", 5, 42, 0, 5, &why);
-    ok(it != NULL && why == ALLOC_OK, "item_alloc gives a handle");
+    tap_ok(it != NULL && why == ALLOC_OK, "item_alloc gives a handle");
     write_value(it, "hello", 5);
     uint64_t cas = 0;
-    ok(item_store(it, STORE_SET, 0, &cas) == STORE_STORED && cas != 0, "set stores, cas assigned");
-    ok(item_cas(it) == cas, "stored handle reports the same cas");
+    tap_ok(item_store(it, STORE_SET, 0, &cas) == STORE_STORED && cas != 0,
+           "set stores, cas assigned");
+    tap_ok(item_cas(it) == cas, "stored handle reports the same cas");
     item_release(it);
     it = item_get("alpha", 5);
-    ok(it && item_nkey(it) == 5 && memcmp(item_key(it), "alpha", 5) == 0, "get finds the key");
-    ok(it && item_flags(it) == 42 && item_nbytes(it) == 5 && item_cas(it) == cas,
-       "flags, length and cas round-trip");
+    tap_ok(it && item_nkey(it) == 5 && memcmp(item_key(it), "alpha", 5) == 0, "get finds the key");
+    tap_ok(it && item_flags(it) == 42 && item_nbytes(it) == 5 && item_cas(it) == cas,
+           "flags, length and cas round-trip");
     if (it)
         item_release(it);
-    ok(has_value("alpha", "hello"), "value round-trips");
-    ok(item_get("beta", 4) == NULL, "missing key is a miss");
-    ok(store_full("zero", "", 0, 0, 0, STORE_SET, 0, NULL, NULL) == STORE_STORED &&
-           has_value("zero", ""),
-       "empty value round-trips");
+    tap_ok(has_value("alpha", "hello"), "value round-trips");
+    tap_ok(item_get("beta", 4) == NULL, "missing key is a miss");
+    tap_ok(store_full("zero", "", 0, 0, 0, STORE_SET, 0, NULL, NULL) == STORE_STORED &&
+               has_value("zero", ""),
+           "empty value round-trips");
 
     /* Sizes around the chunking threshold and well beyond it. */
     size_t sizes[] = {1,
@@ -265,7 +240,7 @@ static void test_round_trip(void)
         snprintf(key, sizeof(key), "big:%zu", len);
         it = item_alloc(key, strlen(key), (uint32_t)i, 0, len, &why);
         if (!it) {
-            diag("alloc of %zu failed (%d)", len, why);
+            tap_diag("alloc of %zu failed (%d)", len, why);
             all_ok = 0;
             free(val);
             continue;
@@ -275,12 +250,12 @@ static void test_round_trip(void)
         item_release(it);
         it = item_get(key, strlen(key));
         if (!it) {
-            diag("%s missing", key);
+            tap_diag("%s missing", key);
             all_ok = 0;
         } else {
             char *got = value_of(it);
             if (item_nbytes(it) != len || memcmp(got, val, len) != 0 || item_flags(it) != i) {
-                diag("%s differs", key);
+                tap_diag("%s differs", key);
                 all_ok = 0;
             }
             size_t total = 0;
@@ -295,26 +270,26 @@ static void test_round_trip(void)
         }
         free(val);
     }
-    ok(all_ok, "values of 1 B to 7 MiB, at and around the chunk size, round-trip");
-    ok(chunked_seen, "values beyond slab_chunk_max are split into segments");
+    tap_ok(all_ok, "values of 1 B to 7 MiB, at and around the chunk size, round-trip");
+    tap_ok(chunked_seen, "values beyond slab_chunk_max are split into segments");
 
-    ok(item_alloc("huge", 4, 0, 0, 8 * MIB, &why) == NULL && why == ALLOC_TOO_LARGE,
-       "a value of item_size_max bytes is too large");
+    tap_ok(item_alloc("huge", 4, 0, 0, 8 * MIB, &why) == NULL && why == ALLOC_TOO_LARGE,
+           "a value of item_size_max bytes is too large");
     storage_shutdown();
 
     cfg = default_config();
-    ok(start(&cfg) == 0, "engine restarts with -I 1m");
+    tap_ok(start(&cfg) == 0, "engine restarts with -I 1m");
     it = item_alloc("k", 1, 0, 0, MIB, &why);
-    ok(it == NULL && why == ALLOC_TOO_LARGE, "1 MiB value with -I 1m: too large");
+    tap_ok(it == NULL && why == ALLOC_TOO_LARGE, "1 MiB value with -I 1m: too large");
     it = item_alloc("k", 1, 0, 0, MIB - 1024, &why);
-    ok(it != NULL && why == ALLOC_OK, "1 MiB - 1 KiB value with -I 1m: allowed");
+    tap_ok(it != NULL && why == ALLOC_OK, "1 MiB - 1 KiB value with -I 1m: allowed");
     if (it)
         item_release(it);
     char longkey[KEY_MAX_LENGTH + 2];
     memset(longkey, 'k', sizeof(longkey));
-    ok(item_alloc(longkey, KEY_MAX_LENGTH + 1, 0, 0, 1, &why) == NULL, "251-byte key refused");
+    tap_ok(item_alloc(longkey, KEY_MAX_LENGTH + 1, 0, 0, 1, &why) == NULL, "251-byte key refused");
     it = item_alloc(longkey, KEY_MAX_LENGTH, 0, 0, 1, &why);
-    ok(it != NULL, "250-byte key accepted");
+    tap_ok(it != NULL, "250-byte key accepted");
     if (it)
         item_release(it);
     storage_shutdown();
@@ -326,12 +301,12 @@ static void test_huge_item(void)
     struct storage_config cfg = default_config();
     cfg.item_size_max = 1024 * (size_t)MIB;
     cfg.maxbytes = 256 * (size_t)MIB;
-    ok(start(&cfg) == 0, "engine starts with -I 1g");
+    tap_ok(start(&cfg) == 0, "engine starts with -I 1g");
     size_t len = 100 * (size_t)MIB + 3;
     char *val = malloc(len);
     fill_pattern(val, len, 11);
-    ok(store_full("huge", val, len, 0, 0, STORE_SET, 0, NULL, NULL) == STORE_STORED,
-       "a 100 MiB value stores");
+    tap_ok(store_full("huge", val, len, 0, 0, STORE_SET, 0, NULL, NULL) == STORE_STORED,
+           "a 100 MiB value stores");
     item *it = item_get("huge", 4);
     int same = it && item_nbytes(it) == len;
     size_t off = 0, largest_seg = 0;
@@ -342,12 +317,12 @@ static void test_huge_item(void)
         if (v.iov_len > largest_seg)
             largest_seg = v.iov_len;
     }
-    ok(same && off == len, "and reads back intact");
-    ok(largest_seg <= 1024 * 1024, "in segments no larger than a slab page (largest %zu)",
-       largest_seg);
+    tap_ok(same && off == len, "and reads back intact");
+    tap_ok(largest_seg <= 1024 * 1024, "in segments no larger than a slab page (largest %zu)",
+           largest_seg);
     if (it)
         item_release(it);
-    ok(item_delete("huge", 4, 0) == DELETE_DELETED, "and deletes");
+    tap_ok(item_delete("huge", 4, 0) == DELETE_DELETED, "and deletes");
     free(val);
     storage_shutdown();
 }
@@ -358,7 +333,7 @@ static void test_small_chunk_max(void)
 {
     struct storage_config cfg = default_config();
     cfg.slab_chunk_max = 16387; /* not a multiple of 8: rounded down */
-    ok(start(&cfg) == 0, "engine starts with slab_chunk_max 16387");
+    tap_ok(start(&cfg) == 0, "engine starts with slab_chunk_max 16387");
     size_t sizes[] = {16000, 16384, 16385, 20000, 32768, 33000, 100000, 1000000};
     int all_ok = 1;
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
@@ -377,7 +352,7 @@ static void test_small_chunk_max(void)
             item_release(it);
         free(val);
     }
-    ok(all_ok, "values around and beyond a 16 KiB chunk size round-trip in 16 KiB segments");
+    tap_ok(all_ok, "values around and beyond a 16 KiB chunk size round-trip in 16 KiB segments");
     storage_shutdown();
 }
 
@@ -398,7 +373,7 @@ static void test_class_of_size(void)
                                    .chunk_max = layouts[l].chunk_max};
         char err[128];
         if (slabs_init(&cfg, err, sizeof(err)) != 0) {
-            ok(0, "slabs_init(factor %.2f, chunk_max %zu): %s", cfg.factor, cfg.chunk_max, err);
+            tap_ok(0, "slabs_init(factor %.2f, chunk_max %zu): %s", cfg.factor, cfg.chunk_max, err);
             continue;
         }
         unsigned largest = slabs_largest_class(), wrong = 0;
@@ -411,10 +386,11 @@ static void test_class_of_size(void)
             if (slabs_clsid(size) != want && wrong++ == 0)
                 first_wrong = size;
         }
-        ok(wrong == 0 && slabs_clsid((size_t)1 << 40) == 0,
-           "factor %.2f, largest class %zu bytes (%u classes): every size 0..%zu maps to the "
-           "smallest class that holds it (%u wrong, first at %zu)",
-           cfg.factor, slabs_class_size(largest), largest, cfg.chunk_max + 64, wrong, first_wrong);
+        tap_ok(wrong == 0 && slabs_clsid((size_t)1 << 40) == 0,
+               "factor %.2f, largest class %zu bytes (%u classes): every size 0..%zu maps to the "
+               "smallest class that holds it (%u wrong, first at %zu)",
+               cfg.factor, slabs_class_size(largest), largest, cfg.chunk_max + 64, wrong,
+               first_wrong);
         slabs_shutdown();
     }
 }
@@ -423,16 +399,16 @@ static void test_store_ops(void)
 {
     struct storage_config cfg = default_config();
     start(&cfg);
-    ok(store("a", "1", STORE_ADD) == STORE_STORED, "add on a missing key stores");
-    ok(store("a", "2", STORE_ADD) == STORE_NOT_STORED && has_value("a", "1"),
-       "add on an existing key: NOT_STORED, value kept");
-    ok(store("r", "x", STORE_REPLACE) == STORE_NOT_STORED && has_value("r", NULL),
-       "replace on a missing key: NOT_STORED");
-    ok(store("a", "3", STORE_REPLACE) == STORE_STORED && has_value("a", "3"),
-       "replace on an existing key stores");
-    ok(store("p", "x", STORE_APPEND) == STORE_NOT_STORED &&
-           store("p", "x", STORE_PREPEND) == STORE_NOT_STORED,
-       "append/prepend on a missing key: NOT_STORED");
+    tap_ok(store("a", "1", STORE_ADD) == STORE_STORED, "add on a missing key stores");
+    tap_ok(store("a", "2", STORE_ADD) == STORE_NOT_STORED && has_value("a", "1"),
+           "add on an existing key: NOT_STORED, value kept");
+    tap_ok(store("r", "x", STORE_REPLACE) == STORE_NOT_STORED && has_value("r", NULL),
+           "replace on a missing key: NOT_STORED");
+    tap_ok(store("a", "3", STORE_REPLACE) == STORE_STORED && has_value("a", "3"),
+           "replace on an existing key stores");
+    tap_ok(store("p", "x", STORE_APPEND) == STORE_NOT_STORED &&
+               store("p", "x", STORE_PREPEND) == STORE_NOT_STORED,
+           "append/prepend on a missing key: NOT_STORED");
 
     store_full("j", "mid", 3, 77, clock_exptime(1000), STORE_SET, 0, NULL, NULL);
     rel_time_t exp_before = 0;
@@ -441,16 +417,16 @@ static void test_store_ops(void)
         exp_before = item_exptime(it);
         item_release(it);
     }
-    ok(store_full("j", "-end", 4, 5, 0, STORE_APPEND, 0, NULL, NULL) == STORE_STORED &&
-           has_value("j", "mid-end"),
-       "append joins after the value");
-    ok(store_full("j", "start-", 6, 9, clock_exptime(5), STORE_PREPEND, 0, NULL, NULL) ==
-               STORE_STORED &&
-           has_value("j", "start-mid-end"),
-       "prepend joins before the value");
+    tap_ok(store_full("j", "-end", 4, 5, 0, STORE_APPEND, 0, NULL, NULL) == STORE_STORED &&
+               has_value("j", "mid-end"),
+           "append joins after the value");
+    tap_ok(store_full("j", "start-", 6, 9, clock_exptime(5), STORE_PREPEND, 0, NULL, NULL) ==
+                   STORE_STORED &&
+               has_value("j", "start-mid-end"),
+           "prepend joins before the value");
     it = item_get("j", 1);
-    ok(it && item_flags(it) == 77 && item_exptime(it) == exp_before,
-       "append/prepend keep the old item's flags and exptime");
+    tap_ok(it && item_flags(it) == 77 && item_exptime(it) == exp_before,
+           "append/prepend keep the old item's flags and exptime");
     if (it)
         item_release(it);
 
@@ -460,19 +436,19 @@ static void test_store_ops(void)
     fill_pattern(val, big, 3);
     store_full("bigj", val, big, 0, 0, STORE_SET, 0, NULL, NULL);
     memcpy(val + big, "0123456789", 10);
-    ok(store_full("bigj", "0123456789", 10, 0, 0, STORE_APPEND, 0, NULL, NULL) == STORE_STORED,
-       "append to a chunked value");
+    tap_ok(store_full("bigj", "0123456789", 10, 0, 0, STORE_APPEND, 0, NULL, NULL) == STORE_STORED,
+           "append to a chunked value");
     it = item_get("bigj", 4);
     char *got = it ? value_of(it) : NULL;
-    ok(it && item_nbytes(it) == big + 10 && memcmp(got, val, big + 10) == 0,
-       "chunked append keeps every byte");
+    tap_ok(it && item_nbytes(it) == big + 10 && memcmp(got, val, big + 10) == 0,
+           "chunked append keeps every byte");
     free(got);
     if (it)
         item_release(it);
-    ok(store_full("bigj", val, big, 0, 0, STORE_APPEND, 0, NULL, NULL) == STORE_NOT_STORED,
-       "append whose result exceeds item_size_max: NOT_STORED");
+    tap_ok(store_full("bigj", val, big, 0, 0, STORE_APPEND, 0, NULL, NULL) == STORE_NOT_STORED,
+           "append whose result exceeds item_size_max: NOT_STORED");
     it = item_get("bigj", 4);
-    ok(it && item_nbytes(it) == big + 10, "and the value is unchanged");
+    tap_ok(it && item_nbytes(it) == big + 10, "and the value is unchanged");
     if (it)
         item_release(it);
     free(val);
@@ -480,35 +456,35 @@ static void test_store_ops(void)
     /* cas */
     uint64_t c1 = 0, c2 = 0;
     store_full("c", "v1", 2, 0, 0, STORE_SET, 0, &c1, NULL);
-    ok(store_full("c", "v2", 2, 0, 0, STORE_CAS, c1 + 1000, NULL, NULL) == STORE_EXISTS &&
-           has_value("c", "v1"),
-       "cas with a stale unique: EXISTS, value kept");
-    ok(store_full("c", "v2", 2, 0, 0, STORE_CAS, c1, &c2, NULL) == STORE_STORED &&
-           has_value("c", "v2") && c2 != c1,
-       "cas with the current unique stores and changes the unique");
-    ok(store_full("c", "v3", 2, 0, 0, STORE_CAS, c1, NULL, NULL) == STORE_EXISTS,
-       "the old unique no longer matches");
-    ok(store_full("nocas", "v", 1, 0, 0, STORE_CAS, 1, NULL, NULL) == STORE_NOT_FOUND,
-       "cas on a missing key: NOT_FOUND");
-    ok(store_full("c", "v0", 2, 0, 0, STORE_CAS, 0, NULL, NULL) == STORE_EXISTS &&
-           has_value("c", "v2"),
-       "cas with unique 0 on an existing key: EXISTS");
+    tap_ok(store_full("c", "v2", 2, 0, 0, STORE_CAS, c1 + 1000, NULL, NULL) == STORE_EXISTS &&
+               has_value("c", "v1"),
+           "cas with a stale unique: EXISTS, value kept");
+    tap_ok(store_full("c", "v2", 2, 0, 0, STORE_CAS, c1, &c2, NULL) == STORE_STORED &&
+               has_value("c", "v2") && c2 != c1,
+           "cas with the current unique stores and changes the unique");
+    tap_ok(store_full("c", "v3", 2, 0, 0, STORE_CAS, c1, NULL, NULL) == STORE_EXISTS,
+           "the old unique no longer matches");
+    tap_ok(store_full("nocas", "v", 1, 0, 0, STORE_CAS, 1, NULL, NULL) == STORE_NOT_FOUND,
+           "cas on a missing key: NOT_FOUND");
+    tap_ok(store_full("c", "v0", 2, 0, 0, STORE_CAS, 0, NULL, NULL) == STORE_EXISTS &&
+               has_value("c", "v2"),
+           "cas with unique 0 on an existing key: EXISTS");
     uint64_t c3 = 0;
     store_full("c", "v4", 2, 0, 0, STORE_SET, 0, &c3, NULL);
-    ok(c3 > c2, "every store takes a new, larger unique");
-    ok(store_full("c", "x", 1, 0, 0, STORE_APPEND, c3 + 1, NULL, NULL) == STORE_EXISTS,
-       "append with a mismatching unique: EXISTS");
+    tap_ok(c3 > c2, "every store takes a new, larger unique");
+    tap_ok(store_full("c", "x", 1, 0, 0, STORE_APPEND, c3 + 1, NULL, NULL) == STORE_EXISTS,
+           "append with a mismatching unique: EXISTS");
 
     /* delete */
     uint64_t dc = 0;
     store_full("d", "v", 1, 0, 0, STORE_SET, 0, &dc, NULL);
-    ok(item_delete("d", 1, dc + 1) == DELETE_EXISTS && has_value("d", "v"),
-       "delete with a wrong unique: EXISTS, item kept");
-    ok(item_delete("d", 1, dc) == DELETE_DELETED && has_value("d", NULL),
-       "delete with the right unique deletes");
-    ok(item_delete("d", 1, 0) == DELETE_NOT_FOUND, "delete of a missing key: NOT_FOUND");
+    tap_ok(item_delete("d", 1, dc + 1) == DELETE_EXISTS && has_value("d", "v"),
+           "delete with a wrong unique: EXISTS, item kept");
+    tap_ok(item_delete("d", 1, dc) == DELETE_DELETED && has_value("d", NULL),
+           "delete with the right unique deletes");
+    tap_ok(item_delete("d", 1, 0) == DELETE_NOT_FOUND, "delete of a missing key: NOT_FOUND");
     store("d", "w", STORE_SET);
-    ok(item_delete("d", 1, 0) == DELETE_DELETED && has_value("d", NULL), "plain delete");
+    tap_ok(item_delete("d", 1, 0) == DELETE_DELETED && has_value("d", NULL), "plain delete");
     storage_shutdown();
 }
 
@@ -520,30 +496,30 @@ static void test_cas_disabled(void)
     uint64_t c = 99;
     store_full("k", "v", 1, 0, 0, STORE_SET, 0, &c, NULL);
     item *it = item_get("k", 1);
-    ok(c == 0 && it && item_cas(it) == 0, "with -C every unique reads 0");
+    tap_ok(c == 0 && it && item_cas(it) == 0, "with -C every unique reads 0");
     if (it)
         item_release(it);
-    ok(store_full("k", "w", 1, 0, 0, STORE_CAS, 5, NULL, NULL) == STORE_EXISTS,
-       "with -C cas with a non-zero unique: EXISTS");
-    ok(store_full("k", "w", 1, 0, 0, STORE_CAS, 0, NULL, NULL) == STORE_EXISTS &&
-           has_value("k", "v"),
-       "with -C cas with the unique 0 that gets shows: EXISTS, value kept");
-    ok(store_full("missing", "w", 1, 0, 0, STORE_CAS, 0, NULL, NULL) == STORE_NOT_FOUND &&
-           store_full("missing", "w", 1, 0, 0, STORE_CAS, 7, NULL, NULL) == STORE_NOT_FOUND &&
-           has_value("missing", NULL),
-       "with -C cas on a missing key: NOT_FOUND");
-    ok(store_full("k", "+a", 2, 0, 0, STORE_APPEND, 5, NULL, NULL) == STORE_STORED &&
-           store_full("k", "p+", 2, 0, 0, STORE_PREPEND, 9, NULL, NULL) == STORE_STORED &&
-           has_value("k", "p+v+a"),
-       "with -C append/prepend ignore the unique given (as memcached)");
-    ok(item_delete("k", 1, 3) == DELETE_EXISTS && has_value("k", "p+v+a"),
-       "with -C delete with a non-zero unique: EXISTS");
+    tap_ok(store_full("k", "w", 1, 0, 0, STORE_CAS, 5, NULL, NULL) == STORE_EXISTS,
+           "with -C cas with a non-zero unique: EXISTS");
+    tap_ok(store_full("k", "w", 1, 0, 0, STORE_CAS, 0, NULL, NULL) == STORE_EXISTS &&
+               has_value("k", "v"),
+           "with -C cas with the unique 0 that gets shows: EXISTS, value kept");
+    tap_ok(store_full("missing", "w", 1, 0, 0, STORE_CAS, 0, NULL, NULL) == STORE_NOT_FOUND &&
+               store_full("missing", "w", 1, 0, 0, STORE_CAS, 7, NULL, NULL) == STORE_NOT_FOUND &&
+               has_value("missing", NULL),
+           "with -C cas on a missing key: NOT_FOUND");
+    tap_ok(store_full("k", "+a", 2, 0, 0, STORE_APPEND, 5, NULL, NULL) == STORE_STORED &&
+               store_full("k", "p+", 2, 0, 0, STORE_PREPEND, 9, NULL, NULL) == STORE_STORED &&
+               has_value("k", "p+v+a"),
+           "with -C append/prepend ignore the unique given (as memcached)");
+    tap_ok(item_delete("k", 1, 3) == DELETE_EXISTS && has_value("k", "p+v+a"),
+           "with -C delete with a non-zero unique: EXISTS");
     uint64_t v = 0;
     store("n", "5", STORE_SET);
-    ok(item_arith("n", 1, true, 1, 4, &v, NULL, NULL) == ARITH_EXISTS &&
-           item_arith("n", 1, true, 1, 0, &v, NULL, NULL) == ARITH_OK && v == 6,
-       "with -C incr with a non-zero unique: EXISTS; with 0 it counts");
-    ok(item_delete("k", 1, 0) == DELETE_DELETED, "with -C delete with unique 0 deletes");
+    tap_ok(item_arith("n", 1, true, 1, 4, &v, NULL, NULL) == ARITH_EXISTS &&
+               item_arith("n", 1, true, 1, 0, &v, NULL, NULL) == ARITH_OK && v == 6,
+           "with -C incr with a non-zero unique: EXISTS; with 0 it counts");
+    tap_ok(item_delete("k", 1, 0) == DELETE_DELETED, "with -C delete with unique 0 deletes");
     storage_shutdown();
 }
 
@@ -553,7 +529,7 @@ static int arith_is(const char *key, bool incr, uint64_t delta, enum arith_resul
     uint64_t v = 12345;
     enum arith_result r = item_arith(key, strlen(key), incr, delta, 0, &v, NULL, NULL);
     if (r != want || (want == ARITH_OK && v != want_value)) {
-        diag("arith %s: result %d value %llu", key, r, (unsigned long long)v);
+        tap_diag("arith %s: result %d value %llu", key, r, (unsigned long long)v);
         return 0;
     }
     return 1;
@@ -579,81 +555,85 @@ static void test_arith(void)
     struct storage_config cfg = default_config();
     start(&cfg);
     store("n", "1", STORE_SET);
-    ok(arith_is("n", true, 1, ARITH_OK, 2) && has_value("n", "2"), "incr 1 -> 2");
-    ok(arith_is("n", false, 5, ARITH_OK, 0) && has_value("n", "0"), "decr below zero stops at 0");
+    tap_ok(arith_is("n", true, 1, ARITH_OK, 2) && has_value("n", "2"), "incr 1 -> 2");
+    tap_ok(arith_is("n", false, 5, ARITH_OK, 0) && has_value("n", "0"),
+           "decr below zero stops at 0");
     store("w", "18446744073709551615", STORE_SET);
-    ok(arith_is("w", true, 1, ARITH_OK, 0) && has_value("w", "0"), "incr wraps at 2^64");
+    tap_ok(arith_is("w", true, 1, ARITH_OK, 0) && has_value("w", "0"), "incr wraps at 2^64");
     store("w", "18446744073709551610", STORE_SET);
-    ok(arith_is("w", true, 10, ARITH_OK, 4), "incr past 2^64 wraps modulo 2^64");
+    tap_ok(arith_is("w", true, 10, ARITH_OK, 4), "incr past 2^64 wraps modulo 2^64");
     store("w20", "00000000000000000007", STORE_SET);
-    ok(arith_is("w20", true, 1, ARITH_OK, 8), "20-digit value with leading zeros is numeric");
+    tap_ok(arith_is("w20", true, 1, ARITH_OK, 8), "20-digit value with leading zeros is numeric");
     store("big", "18446744073709551616", STORE_SET);
-    ok(arith_is("big", true, 1, ARITH_NON_NUMERIC, 0), "value above 2^64-1 is non-numeric");
+    tap_ok(arith_is("big", true, 1, ARITH_NON_NUMERIC, 0), "value above 2^64-1 is non-numeric");
     store("long", "000000000000000000000000001", STORE_SET);
-    ok(arith_is("long", true, 1, ARITH_OK, 2) && has_value("long", "2"),
-       "leading zeros do not count towards the 20 digits (memcached)");
+    tap_ok(arith_is("long", true, 1, ARITH_OK, 2) && has_value("long", "2"),
+           "leading zeros do not count towards the 20 digits (memcached)");
     store("long", "123456789012345678901", STORE_SET);
-    ok(arith_is("long", true, 1, ARITH_NON_NUMERIC, 0), "21 significant digits are non-numeric");
+    tap_ok(arith_is("long", true, 1, ARITH_NON_NUMERIC, 0),
+           "21 significant digits are non-numeric");
     store("sp", "12  ", STORE_SET);
-    ok(arith_is("sp", true, 1, ARITH_OK, 13) && has_value("sp", "13"),
-       "trailing spaces end the number (memcached)");
+    tap_ok(arith_is("sp", true, 1, ARITH_OK, 13) && has_value("sp", "13"),
+           "trailing spaces end the number (memcached)");
     store("sp", " 7", STORE_SET);
-    ok(arith_is("sp", false, 2, ARITH_OK, 5), "leading spaces are skipped (memcached)");
+    tap_ok(arith_is("sp", false, 2, ARITH_OK, 5), "leading spaces are skipped (memcached)");
     store("sp", "   ", STORE_SET);
-    ok(arith_is("sp", true, 1, ARITH_NON_NUMERIC, 0), "spaces alone are non-numeric");
+    tap_ok(arith_is("sp", true, 1, ARITH_NON_NUMERIC, 0), "spaces alone are non-numeric");
     store("alpha", "12a", STORE_SET);
-    ok(arith_is("alpha", true, 1, ARITH_NON_NUMERIC, 0) && has_value("alpha", "12a"),
-       "value with a non-digit is non-numeric and left alone");
+    tap_ok(arith_is("alpha", true, 1, ARITH_NON_NUMERIC, 0) && has_value("alpha", "12a"),
+           "value with a non-digit is non-numeric and left alone");
     store("empty", "", STORE_SET);
-    ok(arith_is("empty", false, 1, ARITH_NON_NUMERIC, 0), "empty value is non-numeric");
+    tap_ok(arith_is("empty", false, 1, ARITH_NON_NUMERIC, 0), "empty value is non-numeric");
     store("neg", "-5", STORE_SET);
-    ok(arith_is("neg", true, 1, ARITH_NON_NUMERIC, 0), "negative value is non-numeric");
-    ok(arith_is("missing", true, 1, ARITH_NOT_FOUND, 0), "incr of a missing key: NOT_FOUND");
+    tap_ok(arith_is("neg", true, 1, ARITH_NON_NUMERIC, 0), "negative value is non-numeric");
+    tap_ok(arith_is("missing", true, 1, ARITH_NOT_FOUND, 0), "incr of a missing key: NOT_FOUND");
 
     store_full("grow", "99", 2, 31, 0, STORE_SET, 0, NULL, NULL);
-    ok(arith_is("grow", true, 1, ARITH_OK, 100) && has_value("grow", "100"),
-       "incr 99 -> 100 grows the value to 3 bytes");
+    tap_ok(arith_is("grow", true, 1, ARITH_OK, 100) && has_value("grow", "100"),
+           "incr 99 -> 100 grows the value to 3 bytes");
     item *it = item_get("grow", 4);
-    ok(it && item_flags(it) == 31, "flags survive a length-changing incr");
+    tap_ok(it && item_flags(it) == 31, "flags survive a length-changing incr");
     if (it)
         item_release(it);
-    ok(arith_is("grow", false, 1, ARITH_OK, 99) && has_value("grow", "99"),
-       "decr 100 -> 99 shrinks the value to 2 bytes");
+    tap_ok(arith_is("grow", false, 1, ARITH_OK, 99) && has_value("grow", "99"),
+           "decr 100 -> 99 shrinks the value to 2 bytes");
 
     /* A reader holding the item keeps seeing the old value. */
     store("held", "41", STORE_SET);
     item *held = item_get("held", 4);
-    ok(arith_is("held", true, 1, ARITH_OK, 42) && has_value("held", "42"), "incr of a held item");
+    tap_ok(arith_is("held", true, 1, ARITH_OK, 42) && has_value("held", "42"),
+           "incr of a held item");
     char *v = held ? value_of(held) : NULL;
-    ok(v && strcmp(v, "41") == 0, "the held handle still reads the old value");
+    tap_ok(v && strcmp(v, "41") == 0, "the held handle still reads the old value");
     free(v);
     if (held)
         item_release(held);
 
     uint64_t c = 0, newc = 0, val = 0;
     store_full("ca", "5", 1, 0, 0, STORE_SET, 0, &c, NULL);
-    ok(item_arith("ca", 2, true, 1, c + 7, &val, NULL, NULL) == ARITH_EXISTS,
-       "incr with a wrong unique: EXISTS");
-    ok(item_arith("ca", 2, true, 1, c, &val, &newc, NULL) == ARITH_OK && val == 6 && newc != c &&
-           newc != 0,
-       "incr with the right unique works and gives a new unique");
+    tap_ok(item_arith("ca", 2, true, 1, c + 7, &val, NULL, NULL) == ARITH_EXISTS,
+           "incr with a wrong unique: EXISTS");
+    tap_ok(item_arith("ca", 2, true, 1, c, &val, &newc, NULL) == ARITH_OK && val == 6 &&
+               newc != c && newc != 0,
+           "incr with the right unique works and gives a new unique");
 
     /* What belongs to a version carries over only where memcached rewrites
      * in place: a number no longer than before, nobody else holding it. */
     store_full("cv", "50", 2, 0, 0, STORE_SET, 0, &c, NULL);
     carried.calls = 0;
-    ok(item_arith("cv", 2, true, 1, 0, &val, &newc, note_carry) == ARITH_OK && carried.calls == 1 &&
-           carried.old_cas == c && carried.new_cas == newc && newc != c,
-       "same length: carried from the old cas to the new one");
-    ok(item_arith("cv", 2, false, 46, 0, &val, &newc, note_carry) == ARITH_OK && val == 5 &&
-           carried.calls == 2 && carried.new_cas == newc && has_value("cv", "5"),
-       "a shorter number carries too (memcached pads it in place)");
-    ok(item_arith("cv", 2, true, 95, 0, &val, &newc, note_carry) == ARITH_OK && val == 100 &&
-           carried.calls == 2,
-       "a longer number is a new item: nothing carried");
+    tap_ok(item_arith("cv", 2, true, 1, 0, &val, &newc, note_carry) == ARITH_OK &&
+               carried.calls == 1 && carried.old_cas == c && carried.new_cas == newc && newc != c,
+           "same length: carried from the old cas to the new one");
+    tap_ok(item_arith("cv", 2, false, 46, 0, &val, &newc, note_carry) == ARITH_OK && val == 5 &&
+               carried.calls == 2 && carried.new_cas == newc && has_value("cv", "5"),
+           "a shorter number carries too (memcached pads it in place)");
+    tap_ok(item_arith("cv", 2, true, 95, 0, &val, &newc, note_carry) == ARITH_OK && val == 100 &&
+               carried.calls == 2,
+           "a longer number is a new item: nothing carried");
     held = item_get("cv", 2);
-    ok(item_arith("cv", 2, true, 1, 0, &val, &newc, note_carry) == ARITH_OK && carried.calls == 2,
-       "with a reader holding the item: nothing carried");
+    tap_ok(item_arith("cv", 2, true, 1, 0, &val, &newc, note_carry) == ARITH_OK &&
+               carried.calls == 2,
+           "with a reader holding the item: nothing carried");
     if (held)
         item_release(held);
 
@@ -661,17 +641,17 @@ static void test_arith(void)
     store_full("iv", "7", 1, 0, 0, STORE_SET, 0, &c, NULL);
     held = item_get("iv", 2);
     carried.calls = 0;
-    ok(item_invalidate("iv", 2, true, c + 1, false, 0, &newc, note_carry) == STORE_EXISTS &&
-           item_invalidate("nx", 2, false, 0, false, 0, &newc, note_carry) == STORE_NOT_FOUND &&
-           carried.calls == 0,
-       "invalidate: a wrong cas is EXISTS, a missing key NOT_FOUND");
-    ok(item_invalidate("iv", 2, true, c, true, clock_now() + 50, &newc, note_carry) ==
-               STORE_STORED &&
-           newc > c && carried.calls == 1 && carried.old_cas == c && carried.new_cas == newc,
-       "invalidate: a new cas, told to recas, while a reader holds the item");
-    ok(held && item_cas(held) == newc && item_exptime(held) == clock_now() + 50 &&
-           has_value("iv", "7"),
-       "invalidate: the same item, its value kept, the new TTL set");
+    tap_ok(item_invalidate("iv", 2, true, c + 1, false, 0, &newc, note_carry) == STORE_EXISTS &&
+               item_invalidate("nx", 2, false, 0, false, 0, &newc, note_carry) == STORE_NOT_FOUND &&
+               carried.calls == 0,
+           "invalidate: a wrong cas is EXISTS, a missing key NOT_FOUND");
+    tap_ok(item_invalidate("iv", 2, true, c, true, clock_now() + 50, &newc, note_carry) ==
+                   STORE_STORED &&
+               newc > c && carried.calls == 1 && carried.old_cas == c && carried.new_cas == newc,
+           "invalidate: a new cas, told to recas, while a reader holds the item");
+    tap_ok(held && item_cas(held) == newc && item_exptime(held) == clock_now() + 50 &&
+               has_value("iv", "7"),
+           "invalidate: the same item, its value kept, the new TTL set");
     if (held)
         item_release(held);
     storage_shutdown();
@@ -681,42 +661,43 @@ static void test_expiry_and_touch(void)
 {
     struct storage_config cfg = default_config();
     start(&cfg);
-    ok(clock_exptime(0) == 0, "exptime 0 never expires");
-    ok(clock_exptime(-1) != 0 && clock_exptime(-1) < clock_now(),
-       "negative exptime is in the past");
-    ok(clock_exptime(100) == clock_now() + 100, "exptime up to 30 days is relative");
+    tap_ok(clock_exptime(0) == 0, "exptime 0 never expires");
+    tap_ok(clock_exptime(-1) != 0 && clock_exptime(-1) < clock_now(),
+           "negative exptime is in the past");
+    tap_ok(clock_exptime(100) == clock_now() + 100, "exptime up to 30 days is relative");
     time_t future = clock_unix_now() + 500;
-    ok(clock_exptime((int64_t)future) == clock_now() + 500,
-       "larger exptime is an absolute unix time");
-    ok(clock_exptime((int64_t)clock_unix_now() - 100) < clock_now(),
-       "absolute time in the past is already expired");
+    tap_ok(clock_exptime((int64_t)future) == clock_now() + 500,
+           "larger exptime is an absolute unix time");
+    tap_ok(clock_exptime((int64_t)clock_unix_now() - 100) < clock_now(),
+           "absolute time in the past is already expired");
 
     store_full("e", "v", 1, 0, clock_exptime(10), STORE_SET, 0, NULL, NULL);
     store_full("forever", "v", 1, 0, 0, STORE_SET, 0, NULL, NULL);
-    ok(has_value("e", "v"), "item with a 10 s ttl is there at first");
+    tap_ok(has_value("e", "v"), "item with a 10 s ttl is there at first");
     unsigned long long expired_before = general_stat("get_expired");
     clock_advance_for_tests(11);
-    ok(has_value("e", NULL), "and gone 11 s later");
-    ok(general_stat("get_expired") == expired_before + 1, "get_expired counts the expired hit");
-    ok(has_value("forever", "v"), "exptime 0 item stays");
+    tap_ok(has_value("e", NULL), "and gone 11 s later");
+    tap_ok(general_stat("get_expired") == expired_before + 1, "get_expired counts the expired hit");
+    tap_ok(has_value("forever", "v"), "exptime 0 item stays");
 
     store_full("neg", "v", 1, 0, clock_exptime(-1), STORE_SET, 0, NULL, NULL);
-    ok(has_value("neg", NULL), "negative exptime: stored already expired");
-    ok(store("neg", "w", STORE_ADD) == STORE_STORED, "add over an expired item stores");
+    tap_ok(has_value("neg", NULL), "negative exptime: stored already expired");
+    tap_ok(store("neg", "w", STORE_ADD) == STORE_STORED, "add over an expired item stores");
 
     store_full("t", "v", 1, 0, clock_exptime(5), STORE_SET, 0, NULL, NULL);
-    ok(item_touch("t", 1, clock_exptime(100)), "touch of an existing key");
+    tap_ok(item_touch("t", 1, clock_exptime(100)), "touch of an existing key");
     clock_advance_for_tests(10);
-    ok(has_value("t", "v"), "touched item outlives its first ttl");
-    ok(!item_touch("nothere", 7, clock_exptime(10)), "touch of a missing key fails");
+    tap_ok(has_value("t", "v"), "touched item outlives its first ttl");
+    tap_ok(!item_touch("nothere", 7, clock_exptime(10)), "touch of a missing key fails");
 
     item *it = item_get_touch("t", 1, clock_exptime(3));
-    ok(it && item_exptime(it) == clock_now() + 3,
-       "get-and-touch returns the item with the new ttl");
+    tap_ok(it && item_exptime(it) == clock_now() + 3,
+           "get-and-touch returns the item with the new ttl");
     if (it)
         item_release(it);
     clock_advance_for_tests(4);
-    ok(item_get_touch("t", 1, clock_exptime(3)) == NULL, "get-and-touch of an expired item misses");
+    tap_ok(item_get_touch("t", 1, clock_exptime(3)) == NULL,
+           "get-and-touch of an expired item misses");
 
     /* The crawler reclaims expired items nobody asks for. */
     char key[32];
@@ -728,15 +709,15 @@ static void test_expiry_and_touch(void)
     unsigned long long reclaimed_before = general_stat("crawler_reclaimed");
     clock_advance_for_tests(3);
     storage_crawl_now();
-    ok(general_stat("crawler_reclaimed") - reclaimed_before == 50,
-       "the crawler reclaims the 50 expired items");
-    ok(general_stat("curr_items") == items_before - 50, "curr_items drops by 50");
-    ok(general_stat("crawler_items_checked") >= 50, "crawler_items_checked counts");
+    tap_ok(general_stat("crawler_reclaimed") - reclaimed_before == 50,
+           "the crawler reclaims the 50 expired items");
+    tap_ok(general_stat("curr_items") == items_before - 50, "curr_items drops by 50");
+    tap_ok(general_stat("crawler_items_checked") >= 50, "crawler_items_checked counts");
     storage_shutdown();
 
     /* The background crawler does the same on its own. */
     start(&cfg);
-    ok(storage_start_threads() == 0, "background threads start");
+    tap_ok(storage_start_threads() == 0, "background threads start");
     for (int i = 0; i < 30; i++) {
         snprintf(key, sizeof(key), "bg:%d", i);
         store_full(key, "xyz", 3, 0, clock_exptime(2), STORE_SET, 0, NULL, NULL);
@@ -745,10 +726,10 @@ static void test_expiry_and_touch(void)
     struct timespec step = {0, 100 * 1000 * 1000};
     for (int i = 0; i < 100 && general_stat("crawler_reclaimed") < 30; i++)
         nanosleep(&step, NULL);
-    ok(general_stat("crawler_reclaimed") == 30 && general_stat("curr_items") == 0,
-       "the background crawler reclaims expired items within seconds");
-    ok(storage_crawler_enable(false) == 0 && storage_crawler_enable(false) != 0,
-       "lru_crawler disable works once");
+    tap_ok(general_stat("crawler_reclaimed") == 30 && general_stat("curr_items") == 0,
+           "the background crawler reclaims expired items within seconds");
+    tap_ok(storage_crawler_enable(false) == 0 && storage_crawler_enable(false) != 0,
+           "lru_crawler disable works once");
     for (int i = 0; i < 10; i++) {
         snprintf(key, sizeof(key), "off:%d", i);
         store_full(key, "xyz", 3, 0, clock_exptime(2), STORE_SET, 0, NULL, NULL);
@@ -756,9 +737,9 @@ static void test_expiry_and_touch(void)
     clock_advance_for_tests(10);
     for (int i = 0; i < 15; i++) /* an enabled crawler would act within this */
         nanosleep(&step, NULL);
-    ok(general_stat("crawler_reclaimed") == 30, "a disabled crawler reclaims nothing");
-    ok(storage_crawler_enable(true) == 0 && storage_crawler_enable(true) != 0,
-       "lru_crawler enable works once");
+    tap_ok(general_stat("crawler_reclaimed") == 30, "a disabled crawler reclaims nothing");
+    tap_ok(storage_crawler_enable(true) == 0 && storage_crawler_enable(true) != 0,
+           "lru_crawler enable works once");
     storage_crawler_set_tocrawl(0);
     /* an allocation reuses an expired item at its class's tail first
      * ("reclaimed"): storing the next 10 may take the 10 above that way */
@@ -773,8 +754,8 @@ static void test_expiry_and_touch(void)
                                    before_soon + 20;
          i++)
         nanosleep(&step, NULL);
-    ok(general_stat("crawler_reclaimed") + general_stat("reclaimed") == before_soon + 20,
-       "storage_crawl_soon has the background crawler reclaim them");
+    tap_ok(general_stat("crawler_reclaimed") + general_stat("reclaimed") == before_soon + 20,
+           "storage_crawl_soon has the background crawler reclaim them");
     for (int i = 0; i < 10; i++) {
         snprintf(key, sizeof(key), "off2:%d", i);
         store_full(key, "xyz", 3, 0, clock_exptime(1), STORE_SET, 0, NULL, NULL);
@@ -783,11 +764,11 @@ static void test_expiry_and_touch(void)
     unsigned long long before_limit = general_stat("crawler_reclaimed");
     storage_crawler_set_tocrawl(4);
     storage_crawl_now();
-    ok(general_stat("crawler_reclaimed") == before_limit + 4,
-       "tocrawl 4 limits a pass to 4 items per class");
+    tap_ok(general_stat("crawler_reclaimed") == before_limit + 4,
+           "tocrawl 4 limits a pass to 4 items per class");
     storage_crawler_set_tocrawl(0);
-    ok(storage_crawler_set_sleep(2000000) != 0 && storage_crawler_set_sleep(50) == 0,
-       "lru_crawler sleep accepts at most one second");
+    tap_ok(storage_crawler_set_sleep(2000000) != 0 && storage_crawler_set_sleep(50) == 0,
+           "lru_crawler sleep accepts at most one second");
     storage_shutdown();
 }
 
@@ -798,19 +779,19 @@ static void test_flush(void)
     store("f1", "a", STORE_SET);
     store("f2", "b", STORE_SET);
     storage_flush_all(0);
-    ok(has_value("f1", NULL) && has_value("f2", NULL), "flush_all invalidates everything");
-    ok(general_stat("get_flushed") >= 1, "get_flushed counts");
+    tap_ok(has_value("f1", NULL) && has_value("f2", NULL), "flush_all invalidates everything");
+    tap_ok(general_stat("get_flushed") >= 1, "get_flushed counts");
     store("f3", "c", STORE_SET);
-    ok(has_value("f3", "c"), "items stored after flush_all (same second) stay");
-    ok(store("f1", "x", STORE_ADD) == STORE_STORED, "add over a flushed item stores");
+    tap_ok(has_value("f3", "c"), "items stored after flush_all (same second) stay");
+    tap_ok(store("f1", "x", STORE_ADD) == STORE_STORED, "add over a flushed item stores");
 
     store("d1", "a", STORE_SET);
     storage_flush_all(clock_exptime(5));
-    ok(has_value("d1", "a") && has_value("f3", "c"), "delayed flush_all leaves items for now");
+    tap_ok(has_value("d1", "a") && has_value("f3", "c"), "delayed flush_all leaves items for now");
     clock_advance_for_tests(6);
-    ok(has_value("d1", NULL) && has_value("f3", NULL), "delayed flush_all takes effect later");
+    tap_ok(has_value("d1", NULL) && has_value("f3", NULL), "delayed flush_all takes effect later");
     store("d2", "b", STORE_SET);
-    ok(has_value("d2", "b"), "items stored after the delayed flush time stay");
+    tap_ok(has_value("d2", "b"), "items stored after the delayed flush time stay");
     storage_shutdown();
 }
 
@@ -827,15 +808,15 @@ static void test_eviction(void)
         if (store_full(key, val, sizeof(val), 0, 0, STORE_SET, 0, NULL, NULL) != STORE_STORED)
             fails++;
     }
-    ok(fails == 0, "20000 x 1000-byte sets into -m 4 all store (evicting)");
-    ok(general_stat("evictions") > 0, "evictions counted");
-    ok(has_value("ev:0", NULL), "the oldest item was evicted");
+    tap_ok(fails == 0, "20000 x 1000-byte sets into -m 4 all store (evicting)");
+    tap_ok(general_stat("evictions") > 0, "evictions counted");
+    tap_ok(has_value("ev:0", NULL), "the oldest item was evicted");
     snprintf(key, sizeof(key), "ev:%d", n - 1);
     item *it = item_get(key, strlen(key));
-    ok(it != NULL, "the newest item is there");
+    tap_ok(it != NULL, "the newest item is there");
     if (it)
         item_release(it);
-    ok(malloced() <= 4 * MIB + 64 * MIB, "memory stays near the limit");
+    tap_ok(malloced() <= 4 * MIB + 64 * MIB, "memory stays near the limit");
 
     /* Segmented LRU with its maintainer: an item read all along stays
      * (HOT -> WARM, kept in WARM while read); one never read is evicted. */
@@ -843,8 +824,8 @@ static void test_eviction(void)
     cfg.lru_maintainer = true;
     cfg.lru_segmented = true;
     start(&cfg);
-    ok(storage_start_threads() == 0 && storage_lru_maintainer_running(),
-       "the LRU maintainer thread runs");
+    tap_ok(storage_start_threads() == 0 && storage_lru_maintainer_running(),
+           "the LRU maintainer thread runs");
     store_full("hot", val, sizeof(val), 0, 0, STORE_SET, 0, NULL, NULL);
     store_full("cold", val, sizeof(val), 0, 0, STORE_SET, 0, NULL, NULL);
     int hot_hits = 0, rounds = 0;
@@ -855,13 +836,13 @@ static void test_eviction(void)
         }
         hot_hits += exists("hot");
     }
-    ok(hot_hits == rounds, "a key read between every 200 sets is never evicted (%d of %d)",
-       hot_hits, rounds);
-    ok(!exists("cold"), "a key never read is evicted");
-    ok(general_stat("moves_to_cold") > 0 && general_stat("moves_to_warm") > 0,
-       "moves_to_cold and moves_to_warm count the moves (%llu, %llu)",
-       general_stat("moves_to_cold"), general_stat("moves_to_warm"));
-    ok(general_stat("lru_maintainer_juggles") > 0, "the maintainer juggles");
+    tap_ok(hot_hits == rounds, "a key read between every 200 sets is never evicted (%d of %d)",
+           hot_hits, rounds);
+    tap_ok(!exists("cold"), "a key never read is evicted");
+    tap_ok(general_stat("moves_to_cold") > 0 && general_stat("moves_to_warm") > 0,
+           "moves_to_cold and moves_to_warm count the moves (%llu, %llu)",
+           general_stat("moves_to_cold"), general_stat("moves_to_warm"));
+    tap_ok(general_stat("lru_maintainer_juggles") > 0, "the maintainer juggles");
     cfg.lru_maintainer = false;
     cfg.lru_segmented = false;
 
@@ -873,9 +854,9 @@ static void test_eviction(void)
         store_full(key, val + 1, sizeof(val) - 1, 0, 0, STORE_SET, 0, NULL, NULL);
     }
     char *pv = pinned ? value_of(pinned) : NULL;
-    ok(pv && item_nbytes(pinned) == sizeof(val) && memcmp(pv, val, sizeof(val)) == 0 &&
-           memcmp(item_key(pinned), "pinned", 6) == 0,
-       "a referenced item is never evicted or reused");
+    tap_ok(pv && item_nbytes(pinned) == sizeof(val) && memcmp(pv, val, sizeof(val)) == 0 &&
+               memcmp(item_key(pinned), "pinned", 6) == 0,
+           "a referenced item is never evicted or reused");
     free(pv);
     if (pinned)
         item_release(pinned);
@@ -891,15 +872,16 @@ static void test_eviction(void)
             break;
         stored++;
     }
-    ok(stored > 0 && stored < n && why == ALLOC_NO_MEMORY, "with -M a full cache: ALLOC_NO_MEMORY");
-    ok(exists("M:0"), "with -M the first item is still there");
-    ok(general_stat("evictions") == 0, "with -M nothing is evicted");
+    tap_ok(stored > 0 && stored < n && why == ALLOC_NO_MEMORY,
+           "with -M a full cache: ALLOC_NO_MEMORY");
+    tap_ok(exists("M:0"), "with -M the first item is still there");
+    tap_ok(general_stat("evictions") == 0, "with -M nothing is evicted");
     /* Expired items are still reclaimed with -M. */
     store("M:0", "short", STORE_SET);
     storage_flush_all(0);
     clock_advance_for_tests(1);
-    ok(store_full("after", val, sizeof(val), 0, 0, STORE_SET, 0, NULL, NULL) == STORE_STORED,
-       "with -M flushed items make room again");
+    tap_ok(store_full("after", val, sizeof(val), 0, 0, STORE_SET, 0, NULL, NULL) == STORE_STORED,
+           "with -M flushed items make room again");
     storage_shutdown();
 
     /* With -M and a full class, append and a growing incr have no room
@@ -920,12 +902,12 @@ static void test_eviction(void)
         if (store_full(key, "12", 2, 0, 0, STORE_SET, 0, NULL, &why) != STORE_STORED)
             break;
     }
-    ok(tail && item_store(tail, STORE_APPEND, 0, NULL) == STORE_NO_MEMORY,
-       "with -M append into a full class: STORE_NO_MEMORY");
+    tap_ok(tail && item_store(tail, STORE_APPEND, 0, NULL) == STORE_NO_MEMORY,
+           "with -M append into a full class: STORE_NO_MEMORY");
     uint64_t v = 0;
-    ok(item_arith("counter", 7, true, 1, 0, &v, NULL, NULL) == ARITH_NO_MEMORY &&
-           has_value("counter", "99"),
-       "with -M incr 99 -> 100 in a full class: ARITH_NO_MEMORY, value kept");
+    tap_ok(item_arith("counter", 7, true, 1, 0, &v, NULL, NULL) == ARITH_NO_MEMORY &&
+               has_value("counter", "99"),
+           "with -M incr 99 -> 100 in a full class: ARITH_NO_MEMORY, value kept");
     if (tail)
         item_release(tail);
     storage_shutdown();
@@ -971,23 +953,23 @@ static void test_cold_select(void)
         item_release(probe);
     }
     unsigned n = storage_cold_select(cls, 2, got);
-    ok(n == 2 && memcmp(item_key(got[0]), "cs:a", 4) == 0 &&
-           memcmp(item_key(got[1]), "cs:b", 4) == 0,
-       "storage_cold_select: the two oldest COLD items, oldest first");
+    tap_ok(n == 2 && memcmp(item_key(got[0]), "cs:a", 4) == 0 &&
+               memcmp(item_key(got[1]), "cs:b", 4) == 0,
+           "storage_cold_select: the two oldest COLD items, oldest first");
     for (unsigned i = 0; i < n; i++)
         item_release(got[i]);
     item *held = item_peek("cs:a", 4);
     n = storage_cold_select(cls, 4, got);
-    ok(n == 2 && memcmp(item_key(got[0]), "cs:b", 4) == 0, "an item someone holds is skipped (%u)",
-       n);
+    tap_ok(n == 2 && memcmp(item_key(got[0]), "cs:b", 4) == 0,
+           "an item someone holds is skipped (%u)", n);
     for (unsigned i = 0; i < n; i++)
         item_release(got[i]);
     if (held)
         item_release(held);
-    ok(storage_cold_select(0, 4, got) == 0 && storage_cold_select(200, 4, got) == 0,
-       "no class, no items");
-    ok(has_value("cs:a", "1") && has_value("cs:b", "2") && has_value("cs:c", "3"),
-       "nothing was moved or lost");
+    tap_ok(storage_cold_select(0, 4, got) == 0 && storage_cold_select(200, 4, got) == 0,
+           "no class, no items");
+    tap_ok(has_value("cs:a", "1") && has_value("cs:b", "2") && has_value("cs:c", "3"),
+           "nothing was moved or lost");
     storage_shutdown();
 
     cfg.lru_segmented = true; /* new items in HOT: none in COLD yet */
@@ -997,7 +979,8 @@ static void test_cold_select(void)
     cls = probe ? item_class(probe) : 0;
     if (probe)
         item_release(probe);
-    ok(cls && storage_cold_select(cls, 4, got) == 0, "segmented: a new item is in HOT, not COLD");
+    tap_ok(cls && storage_cold_select(cls, 4, got) == 0,
+           "segmented: a new item is in HOT, not COLD");
     storage_shutdown();
 }
 
@@ -1017,12 +1000,12 @@ static void test_borrow(void)
         snprintf(key, sizeof(key), "b:%d", i);
         failed += store_full(key, val, 1000, 0, 0, STORE_SET, 0, NULL, NULL) != STORE_STORED;
     }
-    ok(failed == 0 && general_stat("evictions") == 0,
-       "a full class borrows a larger class's spare chunks instead of evicting");
-    ok(class_stat(1184, "used_chunks") == 885 && class_stat(1480, "used_chunks") == 302,
-       "the borrowed chunks count in the lending class (%lld, %lld)",
-       class_stat(1184, "used_chunks"), class_stat(1480, "used_chunks"));
-    ok(malloced() == 2 * MIB, "no page taken for it (%llu)", malloced());
+    tap_ok(failed == 0 && general_stat("evictions") == 0,
+           "a full class borrows a larger class's spare chunks instead of evicting");
+    tap_ok(class_stat(1184, "used_chunks") == 885 && class_stat(1480, "used_chunks") == 302,
+           "the borrowed chunks count in the lending class (%lld, %lld)",
+           class_stat(1184, "used_chunks"), class_stat(1480, "used_chunks"));
+    tap_ok(malloced() == 2 * MIB, "no page taken for it (%llu)", malloced());
     int intact = 0;
     for (int i = 0; i < n; i++) {
         snprintf(key, sizeof(key), "b:%d", i);
@@ -1034,24 +1017,24 @@ static void test_borrow(void)
             item_release(it);
         }
     }
-    ok(intact == n, "every item, borrowed or not, reads back intact (%d of %d)", intact, n);
+    tap_ok(intact == n, "every item, borrowed or not, reads back intact (%d of %d)", intact, n);
     for (int i = n - 300; i < n; i++) {
         snprintf(key, sizeof(key), "b:%d", i);
         item_delete(key, strlen(key), 0);
     }
-    ok(class_stat(1480, "used_chunks") == 2 && class_stat(1184, "used_chunks") == 885,
-       "deleting them gives the chunks back to the class they came from");
+    tap_ok(class_stat(1480, "used_chunks") == 2 && class_stat(1184, "used_chunks") == 885,
+           "deleting them gives the chunks back to the class they came from");
     /* Once the lender is full too, the class evicts its own oldest. */
     for (int i = 0; i < 3 * n; i++) {
         snprintf(key, sizeof(key), "c:%d", i);
         failed += store_full(key, val, 1000, 0, 0, STORE_SET, 0, NULL, NULL) != STORE_STORED;
     }
     snprintf(key, sizeof(key), "c:%d", 3 * n - 1);
-    ok(failed == 0 && general_stat("evictions") > 0 && has_value("b:0", NULL) && exists(key) &&
-           malloced() == 2 * MIB,
-       "with no spare chunk left the class evicts, within the limit");
-    ok(class_stat(1480, "used_chunks") == 708, "the lender's page is all in use (%lld)",
-       class_stat(1480, "used_chunks"));
+    tap_ok(failed == 0 && general_stat("evictions") > 0 && has_value("b:0", NULL) && exists(key) &&
+               malloced() == 2 * MIB,
+           "with no spare chunk left the class evicts, within the limit");
+    tap_ok(class_stat(1480, "used_chunks") == 708, "the lender's page is all in use (%lld)",
+           class_stat(1480, "used_chunks"));
     storage_shutdown();
 
     /* With -M, borrowing stores what would otherwise be out of memory. */
@@ -1063,11 +1046,11 @@ static void test_borrow(void)
         snprintf(key, sizeof(key), "m:%d", i);
         failed += store_full(key, val, 1000, 0, 0, STORE_SET, 0, NULL, NULL) != STORE_STORED;
     }
-    ok(failed == 0, "-M: a full class stores in a larger class's spare chunks");
+    tap_ok(failed == 0, "-M: a full class stores in a larger class's spare chunks");
     enum alloc_result why = ALLOC_OK;
-    ok(store_full("m:last", val, 1000, 0, 0, STORE_SET, 0, NULL, &why) == -1 &&
-           why == ALLOC_NO_MEMORY,
-       "-M: out of memory once those are used up");
+    tap_ok(store_full("m:last", val, 1000, 0, 0, STORE_SET, 0, NULL, &why) == -1 &&
+               why == ALLOC_NO_MEMORY,
+           "-M: out of memory once those are used up");
     storage_shutdown();
 }
 
@@ -1141,11 +1124,11 @@ static void test_value_chunk_pages(void)
     atomic_store(&chunky_stop, 1);
     for (int i = 0; i < CHUNKY_READERS; i++)
         pthread_join(th[i], NULL);
-    ok(moved > 0 && general_stat("slab_reassign_chunk_rescues") > 0,
-       "pages of value chunks emptied (%d moves, %llu chunks rescued)", moved,
-       general_stat("slab_reassign_chunk_rescues"));
-    ok(atomic_load(&chunky_torn) == 0 && atomic_load(&chunky_reads) > 0,
-       "readers never saw a value change meanwhile (%ld reads)", atomic_load(&chunky_reads));
+    tap_ok(moved > 0 && general_stat("slab_reassign_chunk_rescues") > 0,
+           "pages of value chunks emptied (%d moves, %llu chunks rescued)", moved,
+           general_stat("slab_reassign_chunk_rescues"));
+    tap_ok(atomic_load(&chunky_torn) == 0 && atomic_load(&chunky_reads) > 0,
+           "readers never saw a value change meanwhile (%ld reads)", atomic_load(&chunky_reads));
     int kept = 0, intact = 0;
     for (int i = 1; i < CHUNKY_ITEMS; i += 2) {
         snprintf(key, sizeof(key), "chunky:%d", i);
@@ -1159,10 +1142,10 @@ static void test_value_chunk_pages(void)
         free(v);
         item_release(it);
     }
-    ok(kept == intact &&
-           kept + (int)general_stat("slab_reassign_evictions_nomem") >= CHUNKY_ITEMS / 2,
-       "every item kept is whole (%d of %d; %llu lost to moves)", intact, kept,
-       general_stat("slab_reassign_evictions_nomem"));
+    tap_ok(kept == intact &&
+               kept + (int)general_stat("slab_reassign_evictions_nomem") >= CHUNKY_ITEMS / 2,
+           "every item kept is whole (%d of %d; %llu lost to moves)", intact, kept,
+           general_stat("slab_reassign_evictions_nomem"));
     storage_shutdown();
 }
 
@@ -1179,17 +1162,17 @@ static void test_page_reuse(void)
         store_full(key, small, sizeof(small), 0, 0, STORE_SET, 0, NULL, NULL);
     }
     unsigned long long full = malloced();
-    ok(full >= 7 * MIB, "1000-byte items fill -m 8 (%llu bytes of pages)", full);
+    tap_ok(full >= 7 * MIB, "1000-byte items fill -m 8 (%llu bytes of pages)", full);
     for (int i = 0; i < n; i++) {
         snprintf(key, sizeof(key), "small:%d", i);
         item_delete(key, strlen(key), 0);
     }
-    ok(held() <= 2 * MIB, "deleting them returns the pages to the pool (%llu left)", held());
-    ok(malloced() == full,
-       "total_malloced still counts the pooled pages, as memcached does (%llu of %llu)", malloced(),
-       full);
-    ok(general_stat("slab_global_page_pool") >= 5, "slab_global_page_pool counts them (%llu)",
-       general_stat("slab_global_page_pool"));
+    tap_ok(held() <= 2 * MIB, "deleting them returns the pages to the pool (%llu left)", held());
+    tap_ok(malloced() == full,
+           "total_malloced still counts the pooled pages, as memcached does (%llu of %llu)",
+           malloced(), full);
+    tap_ok(general_stat("slab_global_page_pool") >= 5, "slab_global_page_pool counts them (%llu)",
+           general_stat("slab_global_page_pool"));
     size_t big = 300 * 1024;
     char *val = malloc(big);
     fill_pattern(val, big, 6);
@@ -1203,8 +1186,8 @@ static void test_page_reuse(void)
         snprintf(key, sizeof(key), "large:%d", i);
         present += exists(key);
     }
-    ok(stored == 12 && present == 12, "12 x 300 KiB items then fit in the freed memory (%d kept)",
-       present);
+    tap_ok(stored == 12 && present == 12,
+           "12 x 300 KiB items then fit in the freed memory (%d kept)", present);
     if (present != 12) {
         static struct stat_list sl;
         sl.n = 0;
@@ -1212,7 +1195,7 @@ static void test_page_reuse(void)
         for (int i = 0; i < sl.n; i++)
             if (strstr(sl.names[i], "pages") || strstr(sl.names[i], "chunk_size") ||
                 strstr(sl.names[i], "used_chunks"))
-                diag("%s %s", sl.names[i], sl.values[i]);
+                tap_diag("%s %s", sl.names[i], sl.values[i]);
     }
     free(val);
     storage_shutdown();
@@ -1265,18 +1248,19 @@ static void test_region_observer(void)
     char *val = malloc(big);
     fill_pattern(val, big, 9);
     char key[32];
-    ok(store_full("first", val, big, 0, 0, STORE_SET, 0, NULL, NULL) == STORE_STORED,
-       "a first item maps a region");
+    tap_ok(store_full("first", val, big, 0, 0, STORE_SET, 0, NULL, NULL) == STORE_STORED,
+           "a first item maps a region");
     struct observed o = {0};
     slabs_observe_regions(observe_region, &o);
-    ok(o.calls == 1 && o.len[0] >= 64 * (size_t)MIB,
-       "the observer is told of the region already mapped (%d call, %zu bytes)", o.calls, o.len[0]);
+    tap_ok(o.calls == 1 && o.len[0] >= 64 * (size_t)MIB,
+           "the observer is told of the region already mapped (%d call, %zu bytes)", o.calls,
+           o.len[0]);
     int n = 0;
     while (o.calls < 2 && n < 300) {
         observed_key(key, sizeof(key), n++);
         store_full(key, val, big, 0, 0, STORE_SET, 0, NULL, NULL);
     }
-    ok(o.calls == 2, "and of a region mapped later, when it is mapped (after %d items)", n);
+    tap_ok(o.calls == 2, "and of a region mapped later, when it is mapped (after %d items)", n);
     bool covered = true;
     enum { PROBES = 300 };
     static char *probe[PROBES];
@@ -1294,7 +1278,7 @@ static void test_region_observer(void)
         }
         item_release(it);
     }
-    ok(covered, "every stored value lies in a region the observer was told of");
+    tap_ok(covered, "every stored value lies in a region the observer was told of");
     /* a byte well inside each value keeps the value's pattern once the
      * items are deleted and their pages emptied */
     int kept = 0;
@@ -1304,10 +1288,10 @@ static void test_region_observer(void)
     }
     for (int i = 0; i < nprobe; i++)
         kept += *probe[i] == val[4096];
-    ok(nprobe > 10 && kept == nprobe && held() <= 4 * (unsigned long long)MIB,
-       "emptied pages keep their memory while observed (%d of %d values intact, %llu bytes "
-       "of pages left)",
-       kept, nprobe, held());
+    tap_ok(nprobe > 10 && kept == nprobe && held() <= 4 * (unsigned long long)MIB,
+           "emptied pages keep their memory while observed (%d of %d values intact, %llu bytes "
+           "of pages left)",
+           kept, nprobe, held());
     slabs_observe_regions(NULL, NULL);
     free(val);
     storage_shutdown();
@@ -1342,7 +1326,8 @@ static void test_reserved_page(void)
     while (n < 2 * per_page && (chunks[n] = slabs_alloc(1)) != NULL)
         n++;
     slabs_class_stats(1, &a);
-    ok(n == 2 * per_page && a.total_pages == 2, "class 1 holds both pages of -m 2 (%zu chunks)", n);
+    tap_ok(n == 2 * per_page && a.total_pages == 2, "class 1 holds both pages of -m 2 (%zu chunks)",
+           n);
     struct slabs_drain *d = slabs_drain_begin(1, 2);
     bool emptied = false;
     for (int round = 0; d && !emptied && round < 10; round++) {
@@ -1351,16 +1336,17 @@ static void test_reserved_page(void)
         for (size_t i = 0; i < seen.n; i++)
             slabs_free(seen.chunks[i], 1);
     }
-    ok(d && slabs_drain_end(d), "a page of class 1 emptied for class 2");
+    tap_ok(d && slabs_drain_end(d), "a page of class 1 emptied for class 2");
     struct slabs_global_stats g;
     slabs_global_stats(&g);
-    ok(g.pool_pages == 0 && g.total_malloced == 2 * MIB,
-       "it waits aside, still counted (pool %zu, %zu bytes)", g.pool_pages, g.total_malloced);
-    ok(!slabs_grant_page(2, false), "a pool-only grant leaves it to its move (-m leaves no room)");
-    ok(slabs_grant_page(2, true), "the move's grant takes it");
+    tap_ok(g.pool_pages == 0 && g.total_malloced == 2 * MIB,
+           "it waits aside, still counted (pool %zu, %zu bytes)", g.pool_pages, g.total_malloced);
+    tap_ok(!slabs_grant_page(2, false),
+           "a pool-only grant leaves it to its move (-m leaves no room)");
+    tap_ok(slabs_grant_page(2, true), "the move's grant takes it");
     struct slabs_class_stats b;
     slabs_class_stats(2, &b);
-    ok(b.total_pages == 1, "class 2 has the page");
+    tap_ok(b.total_pages == 1, "class 2 has the page");
     free(chunks); /* the other page's chunks go with the engine */
     storage_shutdown();
 }
@@ -1400,24 +1386,24 @@ static void test_slab_move(void)
         snprintf(key, sizeof(key), "new:%d", i);
         present += exists(key);
     }
-    ok(general_stat("slabs_moved") >= 3, "pages moved to the evicting class (%llu)",
-       general_stat("slabs_moved"));
-    ok(storage_slabs_reassign(3, 3) == REASSIGN_SAME &&
-           storage_slabs_reassign(9999, 1) == REASSIGN_BADCLASS &&
-           storage_slabs_reassign(1, 9999) == REASSIGN_BADCLASS,
-       "slabs reassign: SAME and BADCLASS");
-    ok(storage_slab_automove(3) != 0 && storage_slab_automove(0) == 0,
-       "slabs automove takes 0, 1 or 2");
+    tap_ok(general_stat("slabs_moved") >= 3, "pages moved to the evicting class (%llu)",
+           general_stat("slabs_moved"));
+    tap_ok(storage_slabs_reassign(3, 3) == REASSIGN_SAME &&
+               storage_slabs_reassign(9999, 1) == REASSIGN_BADCLASS &&
+               storage_slabs_reassign(1, 9999) == REASSIGN_BADCLASS,
+           "slabs reassign: SAME and BADCLASS");
+    tap_ok(storage_slab_automove(3) != 0 && storage_slab_automove(0) == 0,
+           "slabs automove takes 0, 1 or 2");
     unsigned long long moved_before = general_stat("slabs_moved");
     for (int i = 0; i < 40; i++) {
         snprintf(key, sizeof(key), "new:%d", next++);
         store_full(key, val, big, 0, 0, STORE_SET, 0, NULL, NULL);
     }
-    ok(!storage_slab_move_now() && general_stat("slabs_moved") == moved_before,
-       "with automove 0 no page moves");
+    tap_ok(!storage_slab_move_now() && general_stat("slabs_moved") == moved_before,
+           "with automove 0 no page moves");
     /* slabs reassign with the mover thread running: the move happens in
      * the background (automatic moves stay off meanwhile). */
-    ok(storage_start_threads() == 0, "background threads start");
+    tap_ok(storage_start_threads() == 0, "background threads start");
     static struct stat_list sl;
     sl.n = 0;
     storage_stats_slabs(collect, &sl);
@@ -1436,14 +1422,14 @@ static void test_slab_move(void)
     struct timespec step = {0, 100 * 1000 * 1000};
     for (int i = 0; i < 50 && general_stat("slabs_moved") == moved_then; i++)
         nanosleep(&step, NULL);
-    ok(most >= 2 && rr == REASSIGN_OK && general_stat("slabs_moved") == moved_then + 1,
-       "slabs reassign from class %d (%lu pages) moves a page in the background", src, most);
+    tap_ok(most >= 2 && rr == REASSIGN_OK && general_stat("slabs_moved") == moved_then + 1,
+           "slabs reassign from class %d (%lu pages) moves a page in the background", src, most);
     storage_slab_automove(1);
-    ok(present == 60, "the 60 newest 50 KiB items all fit afterwards (%d)", present);
-    ok(general_stat("slab_reassign_evictions_nomem") > 0, "items lost in moves are counted");
+    tap_ok(present == 60, "the 60 newest 50 KiB items all fit afterwards (%d)", present);
+    tap_ok(general_stat("slab_reassign_evictions_nomem") > 0, "items lost in moves are counted");
     char *pv = pinned ? value_of(pinned) : NULL;
-    ok(pv && item_nbytes(pinned) == sizeof(small) && memcmp(pv, small, sizeof(small)) == 0,
-       "a referenced item in a moved class stays intact");
+    tap_ok(pv && item_nbytes(pinned) == sizeof(small) && memcmp(pv, small, sizeof(small)) == 0,
+           "a referenced item in a moved class stays intact");
     free(pv);
     if (pinned)
         item_release(pinned);
@@ -1477,46 +1463,48 @@ static void test_walk(void)
     clock_advance_for_tests(6);
     struct walk_seen w = {0, 0, ""};
     storage_walk_items(0, 0, walk_fn, &w);
-    ok(w.count == 200 && w.bad == 0, "walking items visits the 200 live ones (%d)", w.count);
+    tap_ok(w.count == 200 && w.bad == 0, "walking items visits the 200 live ones (%d)", w.count);
     struct walk_seen lim = {0, 0, ""};
     storage_walk_items(0, 10, walk_fn, &lim);
-    ok(lim.count == 10, "a walk limit of 10 visits 10 items");
-    ok(strcmp(w.last, "walk:299") == 0, "the walk goes from oldest to newest (last %s)", w.last);
+    tap_ok(lim.count == 10, "a walk limit of 10 visits 10 items");
+    tap_ok(strcmp(w.last, "walk:299") == 0, "the walk goes from oldest to newest (last %s)",
+           w.last);
 
     /* a resumable walk, one item per step, while the store changes */
     bool all[SLAB_CLASSES_MAX] = {true};
     struct storage_walk *sw = storage_walk_open(all, SLAB_CLASSES_MAX, false, false);
     struct walk_seen step = {0, 0, ""};
     unsigned got = storage_walk_step(sw, 1, walk_fn, &step);
-    ok(got == 1 && strcmp(step.last, "walk:100") == 0, "a step of one visits the oldest (%s)",
-       step.last);
+    tap_ok(got == 1 && strcmp(step.last, "walk:100") == 0, "a step of one visits the oldest (%s)",
+           step.last);
     item_delete("walk:150", 8, 0);     /* not yet visited: never seen */
     store("walk:new", "v", STORE_SET); /* stored after the walk began: at the head */
     storage_crawl_now();               /* the crawler passes the walk's marker */
     struct walk_seen again = {0, 0, ""};
     storage_walk_items(0, 0, walk_fn, &again); /* another walk meanwhile */
-    ok(again.count == 200, "a walk meanwhile sees the 200 live items (%d)", again.count);
+    tap_ok(again.count == 200, "a walk meanwhile sees the 200 live items (%d)", again.count);
     while (!storage_walk_done(sw))
         storage_walk_step(sw, 7, walk_fn, &step);
-    ok(step.count == 200 && step.bad == 0 && strcmp(step.last, "walk:new") == 0,
-       "the resumed walk visits each live item once (%d, last %s)", step.count, step.last);
+    tap_ok(step.count == 200 && step.bad == 0 && strcmp(step.last, "walk:new") == 0,
+           "the resumed walk visits each live item once (%d, last %s)", step.count, step.last);
     storage_walk_close(sw);
 
     struct storage_walk *nf = storage_walk_open(all, SLAB_CLASSES_MAX, true, false);
     struct walk_seen newest = {0, 0, ""};
     storage_walk_step(nf, 1, walk_fn, &newest);
-    ok(strcmp(newest.last, "walk:new") == 0, "newest_first starts at the head (%s)", newest.last);
+    tap_ok(strcmp(newest.last, "walk:new") == 0, "newest_first starts at the head (%s)",
+           newest.last);
     storage_walk_step(nf, 5, walk_fn, &newest);
     storage_walk_close(nf); /* closed mid-walk: its marker leaves the list */
     struct walk_seen after = {0, 0, ""};
     storage_walk_items(0, 0, walk_fn, &after);
-    ok(after.count == 200 && after.bad == 0,
-       "after a walk closed mid-way the list walks whole (%d)", after.count);
+    tap_ok(after.count == 200 && after.bad == 0,
+           "after a walk closed mid-way the list walks whole (%d)", after.count);
     bool none[SLAB_CLASSES_MAX] = {false};
     none[SLAB_CLASSES_MAX - 1] = true; /* a class holding nothing */
     struct storage_walk *empty = storage_walk_open(none, SLAB_CLASSES_MAX, false, false);
-    ok(storage_walk_step(empty, 10, walk_fn, &after) == 0 && storage_walk_done(empty),
-       "a walk of an empty class ends at once");
+    tap_ok(storage_walk_step(empty, 10, walk_fn, &after) == 0 && storage_walk_done(empty),
+           "a walk of an empty class ends at once");
     storage_walk_close(empty);
     storage_shutdown();
 }
@@ -1553,63 +1541,64 @@ static void test_fetched(void)
     struct storage_config cfg = default_config();
     start(&cfg);
     store("f", "v", STORE_SET);
-    ok(walked_fetched("f", NULL) == 0, "a stored item walks as not fetched");
+    tap_ok(walked_fetched("f", NULL) == 0, "a stored item walks as not fetched");
     item *it = item_get("f", 1);
-    ok(it && !item_was_fetched(it), "the first get's handle: not fetched before (mg h0)");
+    tap_ok(it && !item_was_fetched(it), "the first get's handle: not fetched before (mg h0)");
     if (it)
         item_release(it);
-    ok(walked_fetched("f", NULL) == 1,
-       "after a get the walk shows it fetched (metadump fetch=yes)");
+    tap_ok(walked_fetched("f", NULL) == 1,
+           "after a get the walk shows it fetched (metadump fetch=yes)");
     it = item_get("f", 1);
-    ok(it && item_was_fetched(it), "the second get's handle: fetched before (mg h1)");
+    tap_ok(it && item_was_fetched(it), "the second get's handle: fetched before (mg h1)");
     if (it)
         item_release(it);
 
     it = item_get("f", 1);
-    ok(it && item_memcached_size(it) == 61, "memcached's size of key f, value v: 61 (%zu)",
-       it ? item_memcached_size(it) : 0);
+    tap_ok(it && item_memcached_size(it) == 61, "memcached's size of key f, value v: 61 (%zu)",
+           it ? item_memcached_size(it) : 0);
     if (it)
         item_release(it);
     store("p", "v", STORE_SET);
     it = item_peek("p", 1);
-    ok(it && !item_was_fetched(it), "item_peek of an unfetched item: not fetched");
+    tap_ok(it && !item_was_fetched(it), "item_peek of an unfetched item: not fetched");
     if (it)
         item_release(it);
-    ok(walked_fetched("p", NULL) == 0, "item_peek does not count as a fetch");
+    tap_ok(walked_fetched("p", NULL) == 0, "item_peek does not count as a fetch");
     it = item_get("p", 1);
     if (it)
         item_release(it);
     it = item_peek("p", 1);
-    ok(it && item_was_fetched(it), "item_peek after a get: fetched");
+    tap_ok(it && item_was_fetched(it), "item_peek after a get: fetched");
     if (it)
         item_release(it);
 
     store("t", "v", STORE_SET);
-    ok(item_touch("t", 1, 0) && walked_fetched("t", NULL) == 1, "touch marks the item fetched");
+    tap_ok(item_touch("t", 1, 0) && walked_fetched("t", NULL) == 1, "touch marks the item fetched");
     store("g", "v", STORE_SET);
     it = item_get_touch("g", 1, 0);
-    ok(it && !item_was_fetched(it), "get-and-touch reports the state before it");
+    tap_ok(it && !item_was_fetched(it), "get-and-touch reports the state before it");
     if (it)
         item_release(it);
-    ok(walked_fetched("g", NULL) == 1, "and marks the item fetched");
+    tap_ok(walked_fetched("g", NULL) == 1, "and marks the item fetched");
     store("n", "5", STORE_SET);
     item_arith("n", 1, true, 1, 0, NULL, NULL, NULL);
-    ok(walked_fetched("n", NULL) == 0, "incr does not count as a fetch");
+    tap_ok(walked_fetched("n", NULL) == 0, "incr does not count as a fetch");
     store("f", "w", STORE_SET);
-    ok(walked_fetched("f", NULL) == 0, "a new value starts unfetched");
+    tap_ok(walked_fetched("f", NULL) == 0, "a new value starts unfetched");
 
     /* mg l: the last access before the lookup's own bump. */
     store("l", "v", STORE_SET);
     rel_time_t stored_at = clock_now();
     clock_advance_for_tests(70);
     it = item_get("l", 1);
-    ok(it && item_last_access(it) == stored_at, "a get's handle shows the access before the get");
+    tap_ok(it && item_last_access(it) == stored_at,
+           "a get's handle shows the access before the get");
     if (it)
         item_release(it);
     rel_time_t la = 0;
     int walked = walked_fetched("l", &la);
-    ok(walked == 1 && la == clock_now(), "the walk shows the bump the get made (%u, now %u)",
-       (unsigned)la, (unsigned)clock_now());
+    tap_ok(walked == 1 && la == clock_now(), "the walk shows the bump the get made (%u, now %u)",
+           (unsigned)la, (unsigned)clock_now());
 
     /* A handle of a newer lookup (or reused memory) never takes over the
      * remembered state of an earlier one. */
@@ -1625,8 +1614,8 @@ static void test_fetched(void)
         write_value(fresh, "v", 1);
         item_store(fresh, STORE_SET, 0, NULL);
     }
-    ok(fresh && !item_was_fetched(fresh), "a new item in reused memory is not fetched (%s)",
-       (uintptr_t)fresh == x_addr ? "same chunk" : "other chunk");
+    tap_ok(fresh && !item_was_fetched(fresh), "a new item in reused memory is not fetched (%s)",
+           (uintptr_t)fresh == x_addr ? "same chunk" : "other chunk");
     if (fresh)
         item_release(fresh);
     storage_shutdown();
@@ -1640,11 +1629,11 @@ static void test_references(void)
     item *held = item_get("r", 1);
     store("r", "newer", STORE_SET);
     char *v = held ? value_of(held) : NULL;
-    ok(v && strcmp(v, "old") == 0 && has_value("r", "newer"), "a held item survives replace");
+    tap_ok(v && strcmp(v, "old") == 0 && has_value("r", "newer"), "a held item survives replace");
     free(v);
     item_delete("r", 1, 0);
     v = held ? value_of(held) : NULL;
-    ok(v && strcmp(v, "old") == 0 && has_value("r", NULL), "a held item survives delete");
+    tap_ok(v && strcmp(v, "old") == 0 && has_value("r", NULL), "a held item survives delete");
     free(v);
     if (held)
         item_release(held);
@@ -1653,7 +1642,7 @@ static void test_references(void)
     enum alloc_result why;
     item *it = item_alloc("unstored", 8, 0, 0, 3, &why);
     item_release(it);
-    ok(has_value("unstored", NULL), "an abandoned allocation is not visible");
+    tap_ok(has_value("unstored", NULL), "an abandoned allocation is not visible");
     storage_shutdown();
 }
 
@@ -1709,16 +1698,17 @@ static void test_stats(void)
     int all = 1;
     for (size_t i = 0; i < sizeof(general) / sizeof(general[0]); i++)
         if (!stat_get(&l, general[i])) {
-            diag("missing %s", general[i]);
+            tap_diag("missing %s", general[i]);
             all = 0;
         }
-    ok(all, "general storage stats are all there");
-    ok(stat_get(&l, "limit_maxbytes") &&
-           strtoull(stat_get(&l, "limit_maxbytes"), NULL, 10) == 64ull * MIB,
-       "limit_maxbytes is -m in bytes");
-    ok(stat_get(&l, "hash_power_level") && strcmp(stat_get(&l, "hash_power_level"), "16") == 0 &&
-           strcmp(stat_get(&l, "hash_bytes"), "524288") == 0,
-       "hash table starts at 2^16 buckets of 8 bytes");
+    tap_ok(all, "general storage stats are all there");
+    tap_ok(stat_get(&l, "limit_maxbytes") &&
+               strtoull(stat_get(&l, "limit_maxbytes"), NULL, 10) == 64ull * MIB,
+           "limit_maxbytes is -m in bytes");
+    tap_ok(stat_get(&l, "hash_power_level") &&
+               strcmp(stat_get(&l, "hash_power_level"), "16") == 0 &&
+               strcmp(stat_get(&l, "hash_bytes"), "524288") == 0,
+           "hash table starts at 2^16 buckets of 8 bytes");
 
     l.n = 0;
     storage_stats_settings(collect, &l);
@@ -1728,20 +1718,20 @@ static void test_stats(void)
     all = 1;
     for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
         if (!stat_get(&l, settings[i])) {
-            diag("missing %s", settings[i]);
+            tap_diag("missing %s", settings[i]);
             all = 0;
         }
-    ok(all, "settings stats are all there");
-    ok(strcmp(stat_get(&l, "growth_factor"), "1.25") == 0 &&
-           strcmp(stat_get(&l, "evictions"), "on") == 0 &&
-           strcmp(stat_get(&l, "cas_enabled"), "yes") == 0 &&
-           strcmp(stat_get(&l, "slab_chunk_max"), "524288") == 0,
-       "settings use memcached's formats");
+    tap_ok(all, "settings stats are all there");
+    tap_ok(strcmp(stat_get(&l, "growth_factor"), "1.25") == 0 &&
+               strcmp(stat_get(&l, "evictions"), "on") == 0 &&
+               strcmp(stat_get(&l, "cas_enabled"), "yes") == 0 &&
+               strcmp(stat_get(&l, "slab_chunk_max"), "524288") == 0,
+           "settings use memcached's formats");
 
     l.n = 0;
     storage_stats_items(collect, &l);
-    ok(stat_get(&l, "items:1:number") && strcmp(stat_get(&l, "items:1:number"), "1") == 0,
-       "stats items: items:<class>:number");
+    tap_ok(stat_get(&l, "items:1:number") && strcmp(stat_get(&l, "items:1:number"), "1") == 0,
+           "stats items: items:<class>:number");
     const char *item_fields[] = {"number",
                                  "number_hot",
                                  "number_warm",
@@ -1776,56 +1766,59 @@ static void test_stats(void)
         char name[64];
         snprintf(name, sizeof(name), "items:1:%s", item_fields[i]);
         if (strcmp(l.names[i], name) != 0) {
-            diag("items:1:%s missing or out of memcached's order", item_fields[i]);
+            tap_diag("items:1:%s missing or out of memcached's order", item_fields[i]);
             all = 0;
         }
     }
-    ok(all, "stats items has memcached 1.6's fields, in its order");
-    ok(stat_get(&l, "items:1:hits_to_hot") && stat_get(&l, "items:1:hits_to_cold") &&
-           atoi(stat_get(&l, "items:1:hits_to_hot")) + atoi(stat_get(&l, "items:1:hits_to_cold")) ==
-               1,
-       "hits_to_hot or hits_to_cold counts the hit (new items enter HOT, the maintainer moves "
-       "them on)");
+    tap_ok(all, "stats items has memcached 1.6's fields, in its order");
+    tap_ok(stat_get(&l, "items:1:hits_to_hot") && stat_get(&l, "items:1:hits_to_cold") &&
+               atoi(stat_get(&l, "items:1:hits_to_hot")) +
+                       atoi(stat_get(&l, "items:1:hits_to_cold")) ==
+                   1,
+           "hits_to_hot or hits_to_cold counts the hit (new items enter HOT, the maintainer moves "
+           "them on)");
 
     l.n = 0;
     storage_stats_slabs(collect, &l);
-    ok(stat_get(&l, "1:chunk_size") && strtoul(stat_get(&l, "1:chunk_size"), NULL, 10) >= 48 &&
-           stat_get(&l, "1:get_hits") && strcmp(stat_get(&l, "1:get_hits"), "1") == 0 &&
-           stat_get(&l, "1:cmd_set") && strcmp(stat_get(&l, "1:cmd_set"), "1") == 0 &&
-           stat_get(&l, "1:used_chunks") && stat_get(&l, "1:total_pages"),
-       "stats slabs: per-class chunk and hit counters");
-    ok(stat_get(&l, "active_slabs") && strcmp(stat_get(&l, "active_slabs"), "1") == 0 &&
-           stat_get(&l, "total_malloced") && strcmp(stat_get(&l, "total_malloced"), "1048576") == 0,
-       "stats slabs ends with active_slabs and total_malloced");
+    tap_ok(stat_get(&l, "1:chunk_size") && strtoul(stat_get(&l, "1:chunk_size"), NULL, 10) >= 48 &&
+               stat_get(&l, "1:get_hits") && strcmp(stat_get(&l, "1:get_hits"), "1") == 0 &&
+               stat_get(&l, "1:cmd_set") && strcmp(stat_get(&l, "1:cmd_set"), "1") == 0 &&
+               stat_get(&l, "1:used_chunks") && stat_get(&l, "1:total_pages"),
+           "stats slabs: per-class chunk and hit counters");
+    tap_ok(stat_get(&l, "active_slabs") && strcmp(stat_get(&l, "active_slabs"), "1") == 0 &&
+               stat_get(&l, "total_malloced") &&
+               strcmp(stat_get(&l, "total_malloced"), "1048576") == 0,
+           "stats slabs ends with active_slabs and total_malloced");
 
     l.n = 0;
     storage_stats_sizes(collect, &l);
-    ok(l.n == 1 && strcmp(l.names[0], "sizes_status") == 0 && strcmp(l.values[0], "disabled") == 0,
-       "stats sizes: disabled, as memcached 1.6 by default");
+    tap_ok(l.n == 1 && strcmp(l.names[0], "sizes_status") == 0 &&
+               strcmp(l.values[0], "disabled") == 0,
+           "stats sizes: disabled, as memcached 1.6 by default");
 
     storage_sizes_enable(true);
     store("sz1", "abc", STORE_SET);
     store("sz2", "abd", STORE_SET);
     l.n = 0;
     storage_stats_sizes(collect, &l);
-    ok(l.n == 1 && strtoul(l.names[0], NULL, 10) % 32 == 0 && strcmp(l.values[0], "2") == 0,
-       "stats sizes when enabled: one 32-byte bucket holding the 2 new items");
+    tap_ok(l.n == 1 && strtoul(l.names[0], NULL, 10) % 32 == 0 && strcmp(l.values[0], "2") == 0,
+           "stats sizes when enabled: one 32-byte bucket holding the 2 new items");
     item_delete("sz1", 3, 0);
     l.n = 0;
     storage_stats_sizes(collect, &l);
-    ok(l.n == 1 && strcmp(l.values[0], "1") == 0, "a deleted item leaves the histogram");
+    tap_ok(l.n == 1 && strcmp(l.values[0], "1") == 0, "a deleted item leaves the histogram");
     storage_sizes_enable(false);
     l.n = 0;
     storage_stats_sizes(collect, &l);
-    ok(l.n == 1 && strcmp(l.names[0], "sizes_status") == 0, "and sizes_disable turns it off");
+    tap_ok(l.n == 1 && strcmp(l.names[0], "sizes_status") == 0, "and sizes_disable turns it off");
 
     storage_stats_reset();
-    ok(general_stat("total_items") == 0 && general_stat("curr_items") == 2,
-       "stats reset clears total_items but not curr_items");
+    tap_ok(general_stat("total_items") == 0 && general_stat("curr_items") == 2,
+           "stats reset clears total_items but not curr_items");
     l.n = 0;
     storage_stats_slabs(collect, &l);
-    ok(stat_get(&l, "1:get_hits") && strcmp(stat_get(&l, "1:get_hits"), "0") == 0,
-       "stats reset clears per-class hits");
+    tap_ok(stat_get(&l, "1:get_hits") && strcmp(stat_get(&l, "1:get_hits"), "0") == 0,
+           "stats reset clears per-class hits");
 
     /* Memory per small item is below memcached's: a 14-byte key and a
      * 32-byte value fit the smallest class (96 bytes), smaller than the
@@ -1844,9 +1837,9 @@ static void test_stats(void)
     }
     unsigned long long bytes = general_stat("bytes");
     unsigned long long memcached_bytes = (48 + 8 + 14 + 1 + 32 + 2) * (unsigned long long)n;
-    ok(general_stat("curr_items") == (unsigned long long)n && bytes <= memcached_bytes,
-       "bytes per 14-byte key + 32-byte value item (%llu) <= memcached's (%llu)", bytes / n,
-       memcached_bytes / n);
+    tap_ok(general_stat("curr_items") == (unsigned long long)n && bytes <= memcached_bytes,
+           "bytes per 14-byte key + 32-byte value item (%llu) <= memcached's (%llu)", bytes / n,
+           memcached_bytes / n);
     /* the class sizes are memcached's (96, 120, ...): the items without
      * flags fit the 96-byte class, those with flags the 120-byte one, where
      * memcached puts them all (its header is larger) */
@@ -1861,12 +1854,13 @@ static void test_stats(void)
     storage_stats_slabs(collect, &l);
     if (stat_get(&l, "1:chunk_size"))
         snprintf(first_size, sizeof(first_size), "%s", stat_get(&l, "1:chunk_size"));
-    ok(strtoul(in_first, NULL, 10) == (unsigned long)n / 2 &&
-           strtoul(in_second, NULL, 10) == (unsigned long)n / 2 &&
-           strtoul(first_size, NULL, 10) == 96,
-       "without flags they sit in the first class, of %s-byte chunks (memcached: 120)", first_size);
-    ok(storage_set_memlimit(128 * MIB) == 0 && general_stat("limit_maxbytes") == 128ull * MIB,
-       "cache_memlimit changes limit_maxbytes");
+    tap_ok(strtoul(in_first, NULL, 10) == (unsigned long)n / 2 &&
+               strtoul(in_second, NULL, 10) == (unsigned long)n / 2 &&
+               strtoul(first_size, NULL, 10) == 96,
+           "without flags they sit in the first class, of %s-byte chunks (memcached: 120)",
+           first_size);
+    tap_ok(storage_set_memlimit(128 * MIB) == 0 && general_stat("limit_maxbytes") == 128ull * MIB,
+           "cache_memlimit changes limit_maxbytes");
     char mid[2000];
     fill_pattern(mid, sizeof(mid), 4);
     for (int i = 0; i < 8000; i++) { /* about 16 MiB */
@@ -1879,15 +1873,16 @@ static void test_stats(void)
      * 96- and 120-byte classes above and this one */
     for (int i = 0; i < 40 && malloced() > 11 * MIB; i++)
         storage_slab_move_now();
-    ok(before >= 16 * MIB && malloced() <= 11 * MIB && held() <= 11 * MIB,
-       "lowering cache_memlimit gives memory back (%llu -> %llu bytes)", before, malloced());
+    tap_ok(before >= 16 * MIB && malloced() <= 11 * MIB && held() <= 11 * MIB,
+           "lowering cache_memlimit gives memory back (%llu -> %llu bytes)", before, malloced());
     storage_shutdown();
 
     cfg.maxbytes = 8 * MIB;
     cfg.prealloc = true;
-    ok(start(&cfg) == 0 && store("pre", "v", STORE_SET) == STORE_STORED && has_value("pre", "v"),
-       "-L preallocation works");
-    ok(storage_set_memlimit(16 * MIB) != 0, "cache_memlimit is refused with -L");
+    tap_ok(start(&cfg) == 0 && store("pre", "v", STORE_SET) == STORE_STORED &&
+               has_value("pre", "v"),
+           "-L preallocation works");
+    tap_ok(storage_set_memlimit(16 * MIB) != 0, "cache_memlimit is refused with -L");
     storage_shutdown();
 }
 
@@ -1902,14 +1897,14 @@ static void test_hash_growth(void)
         snprintf(key, sizeof(key), "h:%d", i);
         store_full(key, key, strlen(key), 0, 0, STORE_SET, 0, NULL, NULL);
     }
-    ok(general_stat("hash_power_level") > 12, "hash table grew past 2^12 (now 2^%llu)",
-       general_stat("hash_power_level"));
+    tap_ok(general_stat("hash_power_level") > 12, "hash table grew past 2^12 (now 2^%llu)",
+           general_stat("hash_power_level"));
     int found = 0;
     for (int i = 0; i < n; i++) {
         snprintf(key, sizeof(key), "h:%d", i);
         found += has_value(key, key);
     }
-    ok(found == n, "all %d items found after growth", n);
+    tap_ok(found == n, "all %d items found after growth", n);
     storage_shutdown();
 }
 
@@ -1971,7 +1966,7 @@ static void test_replace(void)
             sets++;
         }
     }
-    ok(stored == sets, "%d of %d sets over live keys stored", stored, sets);
+    tap_ok(stored == sets, "%d of %d sets over live keys stored", stored, sets);
     /* the keys that shared a chain while they were replaced */
     size_t buckets = (size_t)1 << general_stat("hash_power_level");
     int longest = 0;
@@ -1985,18 +1980,18 @@ static void test_replace(void)
                 longest = d;
         }
     }
-    ok(longest >= 3, "some chain holds %d of the keys (%zu buckets)", longest, buckets);
+    tap_ok(longest >= 3, "some chain holds %d of the keys (%zu buckets)", longest, buckets);
     int right = 0;
     for (int i = 0; i < REPLACE_KEYS; i++) {
         snprintf(key, sizeof(key), "rp:%d", i);
         replace_value(val, sizeof(val), i, 3);
         right += has_value(key, val);
     }
-    ok(right == REPLACE_KEYS, "every key holds its last value (%d of %d)", right, REPLACE_KEYS);
-    ok(general_stat("curr_items") == REPLACE_KEYS, "curr_items is %d after the replacements",
-       REPLACE_KEYS);
-    ok(general_stat("total_items") == total_before + (unsigned long long)sets,
-       "total_items counts every replacement");
+    tap_ok(right == REPLACE_KEYS, "every key holds its last value (%d of %d)", right, REPLACE_KEYS);
+    tap_ok(general_stat("curr_items") == REPLACE_KEYS, "curr_items is %d after the replacements",
+           REPLACE_KEYS);
+    tap_ok(general_stat("total_items") == total_before + (unsigned long long)sets,
+           "total_items counts every replacement");
     unsigned long long bytes = general_stat("bytes");
     static char counts[8192], fresh_counts[8192];
     class_counts(counts, sizeof(counts));
@@ -2008,12 +2003,13 @@ static void test_replace(void)
         replace_value(val, sizeof(val), i, 3);
         store(key, val, STORE_SET);
     }
-    ok(general_stat("bytes") == bytes, "bytes as for the final values stored afresh (%llu, %llu)",
-       bytes, general_stat("bytes"));
+    tap_ok(general_stat("bytes") == bytes,
+           "bytes as for the final values stored afresh (%llu, %llu)", bytes,
+           general_stat("bytes"));
     class_counts(fresh_counts, sizeof(fresh_counts));
-    ok(strcmp(counts, fresh_counts) == 0, "per-class items and bytes as stored afresh");
+    tap_ok(strcmp(counts, fresh_counts) == 0, "per-class items and bytes as stored afresh");
     if (strcmp(counts, fresh_counts) != 0)
-        diag("replaced: %s; afresh: %s", counts, fresh_counts);
+        tap_diag("replaced: %s; afresh: %s", counts, fresh_counts);
     storage_shutdown();
 }
 
@@ -2180,7 +2176,7 @@ static void test_threads(void)
     cfg.temp_lru = true; /* the 2 s TTLs go to TEMP */
     cfg.temporary_ttl = 61;
     start(&cfg);
-    ok(storage_start_threads() == 0, "background threads start");
+    tap_ok(storage_start_threads() == 0, "background threads start");
     pthread_t th[SMOKE_THREADS];
     atomic_store(&smoke_stop, 0);
     for (long i = 0; i < SMOKE_THREADS; i++)
@@ -2221,11 +2217,11 @@ static void test_threads(void)
         ops += smoke_ops[i];
         torn += smoke_torn[i];
     }
-    diag("%ld operations in 2 s over %d threads, %llu evictions, %llu slab pages moved, %ld "
-         "items walked",
-         ops, SMOKE_THREADS, general_stat("evictions"), general_stat("slabs_moved"), walked);
-    ok(ops > 1000 && torn == 0, "concurrent set/add/get/delete never show a torn value");
-    ok(general_stat("hash_power_level") > 10, "the table grew in the background under load");
+    tap_diag("%ld operations in 2 s over %d threads, %llu evictions, %llu slab pages moved, %ld "
+             "items walked",
+             ops, SMOKE_THREADS, general_stat("evictions"), general_stat("slabs_moved"), walked);
+    tap_ok(ops > 1000 && torn == 0, "concurrent set/add/get/delete never show a torn value");
+    tap_ok(general_stat("hash_power_level") > 10, "the table grew in the background under load");
     /* Every linked item counted once, whatever the workers, the LRU
      * maintainer, the crawler and the slab mover did meanwhile: once the
      * TTLs ran out and the crawler reclaimed those items, curr_items and
@@ -2235,11 +2231,11 @@ static void test_threads(void)
     long linked = 0;
     storage_walk_items(0, 0, count_every, &linked);
     unsigned long long curr = general_stat("curr_items");
-    ok(linked > 0 && curr == (unsigned long long)linked,
-       "curr_items %llu after the load: the %ld items a walk finds", curr, linked);
+    tap_ok(linked > 0 && curr == (unsigned long long)linked,
+           "curr_items %llu after the load: the %ld items a walk finds", curr, linked);
     unsigned long long numbers = 0;
     storage_stats_items(sum_numbers, &numbers);
-    ok(numbers == curr, "stats items number sums to curr_items (%llu)", numbers);
+    tap_ok(numbers == curr, "stats items number sums to curr_items (%llu)", numbers);
     storage_shutdown();
 }
 
@@ -2341,29 +2337,29 @@ static void test_flash_buffered_read(const char *rec, size_t len, const char *ke
     uint64_t off = 0;
     bool targeted = buf && flash_read_target(&rd, pieces, 4);
 
-    ok(targeted && copied_at(&rd, 4096 + 64, buf, value),
-       "a record in the buffer being filled is copied from it and checks");
+    tap_ok(targeted && copied_at(&rd, 4096 + 64, buf, value),
+           "a record in the buffer being filled is copied from it and checks");
 
     pthread_mutex_lock(&tier.lock);
     b->writing = true;
     b->wr_page = 0;
     b->wr_len = 4096;
     pthread_mutex_unlock(&tier.lock);
-    ok(targeted && copied_at(&rd, 4096 + 128, buf, value),
-       "a record in the buffer being written is copied from it and checks");
-    ok(targeted && copied_at(&rd, 8192 + 64, buf, value),
-       "the buffer being filled starts after the one being written");
+    tap_ok(targeted && copied_at(&rd, 4096 + 128, buf, value),
+           "a record in the buffer being written is copied from it and checks");
+    tap_ok(targeted && copied_at(&rd, 8192 + 64, buf, value),
+           "the buffer being filled starts after the one being written");
 
     /* the bucket went on to another page while this one's last write is
      * in flight */
     pthread_mutex_lock(&tier.lock);
     b->open_page = 1;
     pthread_mutex_unlock(&tier.lock);
-    ok(targeted && copied_at(&rd, 4096 + 128, buf, value),
-       "the last write of a page the bucket has left is still read from its buffer");
+    tap_ok(targeted && copied_at(&rd, 4096 + 128, buf, value),
+           "the last write of a page the bucket has left is still read from its buffer");
     rd.loc.offset = 8192 + 64;
-    ok(targeted && flash_read_locate(&rd, &fd, &off) == FLASH_PLACE_NONE,
-       "nothing of that page lies after its last write");
+    tap_ok(targeted && flash_read_locate(&rd, &fd, &off) == FLASH_PLACE_NONE,
+           "nothing of that page lies after its last write");
     pthread_mutex_lock(&tier.lock);
     b->open_page = 0;
     pthread_mutex_unlock(&tier.lock);
@@ -2374,15 +2370,15 @@ static void test_flash_buffered_read(const char *rec, size_t len, const char *ke
     pthread_mutex_unlock(&tier.lock);
     rd.loc.offset = 4096 + 128;
     enum flash_place place = targeted ? flash_read_locate(&rd, &fd, &off) : FLASH_PLACE_NONE;
-    ok(place == FLASH_PLACE_FILE && fd == p->fd && off == p->file_off + 4096 + 128,
-       "once written, the record is read from the file");
+    tap_ok(place == FLASH_PLACE_FILE && fd == p->fd && off == p->file_off + 4096 + 128,
+           "once written, the record is read from the file");
     rd.loc.version = version + 1;
-    ok(targeted && flash_read_locate(&rd, &fd, &off) == FLASH_PLACE_NONE,
-       "a record of another version of the page is nowhere");
+    tap_ok(targeted && flash_read_locate(&rd, &fd, &off) == FLASH_PLACE_NONE,
+           "a record of another version of the page is nowhere");
     rd.loc.version = version;
     rd.loc.offset = 8192 + 2 * 1024 * 1024;
-    ok(targeted && flash_read_locate(&rd, &fd, &off) == FLASH_PLACE_NONE,
-       "nor is one past the buffer being filled");
+    tap_ok(targeted && flash_read_locate(&rd, &fd, &off) == FLASH_PLACE_NONE,
+           "nor is one past the buffer being filled");
 
     pthread_mutex_lock(&tier.lock);
     p->state = PAGE_FREE;
@@ -2414,8 +2410,8 @@ static void test_flash_read_check(void)
     ext.item_age = UINT32_MAX;
     ext.max_frag = 0.5;
     char err[256] = "";
-    ok(fd >= 0 && flash_start(&ext, err, sizeof(err)) == 0, "flash tier starts on %s %s", path,
-       err);
+    tap_ok(fd >= 0 && flash_start(&ext, err, sizeof(err)) == 0, "flash tier starts on %s %s", path,
+           err);
 
     const char *key = "fr:key";
     size_t nkey = strlen(key), nbytes = 1000;
@@ -2436,27 +2432,27 @@ static void test_flash_read_check(void)
     const size_t whole[] = {1000};
     const size_t odd[] = {5, 700, 1, 294};
     const size_t many[] = {100, 100, 100, 100, 100, 100, 100, 100, 100, 37, 63};
-    ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, whole, 1, &same) == 1 && same,
-       "a record read whole checks, the value in place");
-    ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, odd, 4, &same) == 1 && same,
-       "in pieces of 5, 700, 1 and 294 bytes too");
-    ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, many, 11, &same) == 1 && same,
-       "in more pieces than a read holds itself (11)");
+    tap_ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, whole, 1, &same) == 1 && same,
+           "a record read whole checks, the value in place");
+    tap_ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, odd, 4, &same) == 1 && same,
+           "in pieces of 5, 700, 1 and 294 bytes too");
+    tap_ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, many, 11, &same) == 1 && same,
+           "in more pieces than a read holds itself (11)");
     rec[RECORD_HEADER + nkey + 703] ^= 0x10;
-    ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, odd, 4, &same) == -1,
-       "one bit changed in the value: corrupt");
+    tap_ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, odd, 4, &same) == -1,
+           "one bit changed in the value: corrupt");
     rec[RECORD_HEADER + nkey + 703] ^= 0x10;
     rec[RECORD_HEADER + 1] ^= 1;
-    ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, odd, 4, &same) == -1,
-       "another key: corrupt");
+    tap_ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, odd, 4, &same) == -1,
+           "another key: corrupt");
     rec[RECORD_HEADER + 1] ^= 1;
-    ok(read_in_pieces(rec, len, (int)len - 8, key, value, nbytes, odd, 4, &same) == 0 &&
-           read_in_pieces(rec, len, -5, key, value, nbytes, odd, 4, &same) == 0,
-       "a short or failed read: not read, not corrupt");
+    tap_ok(read_in_pieces(rec, len, (int)len - 8, key, value, nbytes, odd, 4, &same) == 0 &&
+               read_in_pieces(rec, len, -5, key, value, nbytes, odd, 4, &same) == 0,
+           "a short or failed read: not read, not corrupt");
     test_flash_buffered_read(rec, len, key, value, nbytes);
     flash_stop();
-    ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, odd, 4, &same) == 0,
-       "after the tier stopped: not read");
+    tap_ok(read_in_pieces(rec, len, (int)len, key, value, nbytes, odd, 4, &same) == 0,
+           "after the tier stopped: not read");
     free(rec);
     unlink(path);
     storage_shutdown();
@@ -2492,6 +2488,6 @@ int main(void)
     test_hash_growth();
     test_replace();
     test_threads();
-    printf("1..%d\n", tests_run);
-    return tests_failed ? 1 : 0;
+    tap_no_plan_end();
+    return tap_exit_status();
 }

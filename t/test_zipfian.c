@@ -13,14 +13,7 @@
 #include <string.h>
 
 #include "ohb_zipfian.h"
-
-static int test_no, failures;
-static void ok(int cond, const char *name)
-{
-    printf("%sok %d - %s\n", cond ? "" : "not ", ++test_no, name);
-    if (!cond)
-        failures++;
-}
+#include "t/rdma/tap.h"
 
 /* A fixed stream of uniform numbers in [0, 1). */
 static uint64_t lcg = 12345;
@@ -48,10 +41,10 @@ static unsigned counts[ITEMS + 1];
 
 int main(void)
 {
-    ok(ohb_fnv64(0) == 6284781860667377211ULL && ohb_fnv64(1) == 8517097267634966620ULL &&
-           ohb_fnv64(999) == 2071219101098386137ULL &&
-           ohb_fnv64(10000000000ULL) == 1201321332300452516ULL,
-       "FNV-1a over the value's 8 bytes, made non-negative");
+    tap_ok(ohb_fnv64(0) == 6284781860667377211ULL && ohb_fnv64(1) == 8517097267634966620ULL &&
+               ohb_fnv64(999) == 2071219101098386137ULL &&
+               ohb_fnv64(10000000000ULL) == 1201321332300452516ULL,
+           "FNV-1a over the value's 8 bytes, made non-negative");
 
     struct ohb_zipfian z;
     ohb_zipfian_init(&z, ITEMS);
@@ -64,21 +57,22 @@ int main(void)
             counts[v]++;
     }
     double zn = zeta(ITEMS);
-    ok(in_range, "zipfian values are in 0 .. items-1");
-    ok(near(counts[0] / (double)DRAWS, 1 / zn, 0.03), "rank 0 is drawn with probability 1/zeta(n)");
-    ok(near(counts[1] / (double)DRAWS, pow(0.5, 0.99) / zn, 0.04),
-       "rank 1 is drawn with probability 0.5^0.99/zeta(n)");
-    ok(counts[10] > counts[100] && counts[100] > counts[900], "popularity falls with rank");
+    tap_ok(in_range, "zipfian values are in 0 .. items-1");
+    tap_ok(near(counts[0] / (double)DRAWS, 1 / zn, 0.03),
+           "rank 0 is drawn with probability 1/zeta(n)");
+    tap_ok(near(counts[1] / (double)DRAWS, pow(0.5, 0.99) / zn, 0.04),
+           "rank 1 is drawn with probability 0.5^0.99/zeta(n)");
+    tap_ok(counts[10] > counts[100] && counts[100] > counts[900], "popularity falls with rank");
 
     struct ohb_zipfian grown, fresh;
     ohb_zipfian_init(&grown, ITEMS);
     ohb_zipfian_next(&grown, ITEMS + 500, 0.5);
     ohb_zipfian_init(&fresh, ITEMS + 500);
-    ok(fabs(grown.zetan - fresh.zetan) < 1e-9 && fabs(grown.eta - fresh.eta) < 1e-9,
-       "zeta extended for a grown item count equals zeta computed afresh");
+    tap_ok(fabs(grown.zetan - fresh.zetan) < 1e-9 && fabs(grown.eta - fresh.eta) < 1e-9,
+           "zeta extended for a grown item count equals zeta computed afresh");
     ohb_zipfian_next(&grown, 10, 0.5);
     ohb_zipfian_init(&fresh, 10);
-    ok(fabs(grown.zetan - fresh.zetan) < 1e-9, "a smaller item count recomputes zeta");
+    tap_ok(fabs(grown.zetan - fresh.zetan) < 1e-9, "a smaller item count recomputes zeta");
 
     struct ohb_zipfian s;
     ohb_zipfian_init_scrambled(&s, 100, 100 + ITEMS - 1);
@@ -95,11 +89,11 @@ int main(void)
     for (unsigned i = 1; i < ITEMS; i++)
         if (counts[i] > counts[hottest])
             hottest = i;
-    ok(in_range, "scrambled values are in min .. max");
-    ok(hottest == ohb_fnv64(0) % ITEMS, "the hottest record is the hash of rank 0");
-    ok(near(counts[hottest] / (double)DRAWS, 1 / 26.46902820178302, 0.05),
-       "it is drawn with probability about 1/zeta(10^10, 0.99)");
+    tap_ok(in_range, "scrambled values are in min .. max");
+    tap_ok(hottest == ohb_fnv64(0) % ITEMS, "the hottest record is the hash of rank 0");
+    tap_ok(near(counts[hottest] / (double)DRAWS, 1 / 26.46902820178302, 0.05),
+           "it is drawn with probability about 1/zeta(10^10, 0.99)");
 
-    printf("1..%d\n", test_no);
-    return failures != 0;
+    tap_no_plan_end();
+    return tap_exit_status();
 }

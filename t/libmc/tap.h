@@ -1,5 +1,6 @@
-/* t/libmc/tap.h: minimal TAP output for the client-library test programs:
- * ok(), is_rc(), plan at the end (done_testing). Header-only. */
+/* t/libmc/tap.h: the client-library test programs' TAP words on top of
+ * t/rdma/tap.h: ok(), is_rc() for return codes, plan at the end
+ * (done_testing). Header-only. */
 #ifndef LMR_TEST_TAP_H
 #define LMR_TEST_TAP_H
 
@@ -9,23 +10,7 @@
 
 #include <libmemcached/memcached.h>
 
-static int tap_count, tap_failed;
-
-static inline int tap_ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static inline int tap_ok(int cond, const char *fmt, ...)
-{
-    va_list ap;
-    tap_count++;
-    printf("%sok %d - ", cond ? "" : "not ", tap_count);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    if (!cond)
-        tap_failed++;
-    fflush(stdout);
-    return cond;
-}
+#include "../rdma/tap.h"
 
 #define ok(cond, ...) tap_ok((cond) ? 1 : 0, __VA_ARGS__)
 
@@ -38,21 +23,10 @@ static inline int tap_ok(int cond, const char *fmt, ...)
                    want_, memcached_strerror(NULL, want_));                                        \
     } while (0)
 
-static inline void tap_diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static inline void tap_diag(const char *fmt, ...)
-{
-    va_list ap;
-    printf("# ");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-}
-
 static inline int done_testing(void)
 {
-    printf("1..%d\n", tap_count);
-    return tap_failed ? 1 : 0;
+    tap_no_plan_end();
+    return tap_exit_status();
 }
 
 #endif
