@@ -123,7 +123,12 @@ struct mcr_rdma_ep_ops {
      * the peer reaches nothing through it (with an error status the
      * connection failed, and its QP takes no remote access any more either).
      * A window is bound again only after its invalidation completed. Both
-     * report through on_rdma_done like READ and WRITE. */
+     * report through on_rdma_done like READ and WRITE. A window still bound
+     * holds the endpoint's QP: rxe (Linux 6.1) keeps a reference to the QP
+     * per bound type 2 window, and destroying the QP waits 50 s for them.
+     * The owner invalidates or frees (mcr_rdma_window_free) its windows by
+     * on_closed at the latest (the QP goes when on_closed returns) and
+     * before mcr_rdma_ctx_destroy. */
     int (*bind_window)(struct mcr_rdma_ep *ep, struct ibv_mw *mw, struct ibv_mr *mr, void *addr,
                        uint32_t len, unsigned access, uint32_t *rkey, void *cookie);
     int (*invalidate_window)(struct mcr_rdma_ep *ep, uint32_t rkey, void *cookie);
