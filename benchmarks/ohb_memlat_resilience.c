@@ -444,7 +444,10 @@ static void print_latency(const char *title, const char *section, double latency
             csv_row(section, (enum scheme)s, sizes[z], latency[s][z]);
         }
         printf(" %9.2f\n", ratio[z]);
-        csv_row(ratio_to == SYNC_REP ? "rs_over_sync" : "rs_over_async", RS, sizes[z], ratio[z]);
+        char ratio_section[64]; /* e.g. set_rs_over_sync: one per table */
+        snprintf(ratio_section, sizeof(ratio_section), "%s_rs_over_%s", section,
+                 ratio_to == SYNC_REP ? "sync" : "async");
+        csv_row(ratio_section, RS, sizes[z], ratio[z]);
     }
 }
 
