@@ -310,6 +310,10 @@ static bool send_may_post(const struct rc_ep *rc)
 
 void rc_pump(struct rc_ep *rc)
 {
+    /* the usual case, after each receive: nothing waits, no credit
+     * message is due and no close waits for a completion */
+    if (rc->wait_head == NULL && !rc->lingering && rc->to_return < rc->credit_threshold)
+        return;
     if (rc->base.ctx->destroying || rc->peer_left)
         return;
     while (rc->state == RC_ESTABLISHED && rc->wait_head != NULL && rc_sq_used(rc) < rc->sq_depth) {
