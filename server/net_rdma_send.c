@@ -381,7 +381,15 @@ ssize_t rconn_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
     /* the usual reply is one message, from the iovecs as they are, and
      * to the device at once (the rest of the pass need not wait for it) */
     bool failed;
-    size_t total = mcr_rdma_stream_push(iov, iovcnt, max_payload, send_message, rc, &failed);
+    size_t total;
+    if (all > 0 && all <= max_payload && iovcnt <= MCR_RDMA_MSG_IOV_MAX) {
+        /* straight to the one message: the stream's cut has nothing to do */
+        int r = send_eager(rc, iov, iovcnt, true);
+        total = r == 0 ? all : 0;
+        failed = r != 0 && r != -EAGAIN;
+    } else {
+        total = mcr_rdma_stream_push(iov, iovcnt, max_payload, send_message, rc, &failed);
+    }
     CTR_ADD(rc->rw, bytes_written, total);
     rconn_count_stalls(rc);
     if (total == 0) {
