@@ -77,6 +77,8 @@ int rconn_send_done(struct rdma_conn *rc)
     };
     int r = mcr_rdma_ep_send(rc->ep, &s);
     rc->done_pending = r == -EAGAIN;
+    if (rc->done_pending)
+        rconn_writer_waits(rc);
     if (r == 0)
         CTR_ADD(rc->rw, eager_msgs, 1);
     return r;
@@ -86,6 +88,7 @@ int rconn_send_done(struct rdma_conn *rc)
 static ssize_t output_blocked(struct rdma_conn *rc)
 {
     rc->send_blocked = true;
+    rconn_writer_waits(rc);
     errno = EAGAIN;
     return -1;
 }
@@ -244,8 +247,10 @@ static int send_eager(struct rdma_conn *rc, const struct iovec *msg_iov, int n, 
         s.request_id = rc->rdone_id;
     }
     int r = mcr_rdma_ep_send(rc->ep, &s);
-    if (r == -EAGAIN)
+    if (r == -EAGAIN) {
         rc->send_blocked = true;
+        rconn_writer_waits(rc);
+    }
     if (r != 0)
         return r;
     CTR_ADD(rc->rw, eager_msgs, 1);
@@ -326,6 +331,7 @@ ssize_t rconn_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
         int r = rconn_send_done(rc);
         if (r == -EAGAIN) {
             rc->send_blocked = true;
+            rconn_writer_waits(rc);
             errno = EAGAIN;
             return -1;
         }
