@@ -93,9 +93,15 @@ static uint64_t rdma_now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-/* Connections whose sends waited for a free send buffer may write again. */
+/* Connections whose sends waited for a free send buffer may write again.
+ * Only when one waits (rconn_writer_waits): not a walk over every
+ * connection at every pass. */
 static void unblock_writers(struct rdma_worker *rw)
 {
+    if (!rw->writers_waiting)
+        return;
+    rw->writers_waiting = false;
+    bool still_waiting = false;
     for (struct rdma_conn *rc = rw->conns; rc; rc = rc->next) {
         if (rc->rdone_pending)
             rconn_send_read_done(rc);
@@ -111,7 +117,11 @@ static void unblock_writers(struct rdma_worker *rw)
         }
         if (rc->end_pending)
             rconn_try_end(rc);
+        still_waiting = still_waiting || rc->rdone_pending || rc->done_pending ||
+                        rc->send_blocked || rc->end_pending;
     }
+    if (still_waiting)
+        rw->writers_waiting = true;
 }
 
 /* Spin and adaptive polling: keep polling the completion queue from the

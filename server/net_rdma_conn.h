@@ -161,6 +161,10 @@ struct rdma_worker {
     struct rdma_conn *serving; /* inside conn_on_ready; cleared if freed there */
     struct rdma_counters ctr;
     uint64_t doorbells_seen, work_requests_seen; /* context's, already in ctr */
+    /* Some connection has a send or an end waiting for a free send buffer
+     * (rdone_pending, done_pending, send_blocked, end_pending): only then
+     * does a pass walk the connections (unblock_writers). */
+    bool writers_waiting;
 };
 
 /* Worker contexts on one device, shared by the listeners on it. */
@@ -184,6 +188,13 @@ struct rdma_listen {
 #define CTR_ADD(rw, field, n)                                                                      \
     __atomic_store_n(&(rw)->ctr.field, __atomic_load_n(&(rw)->ctr.field, __ATOMIC_RELAXED) + (n),  \
                      __ATOMIC_RELAXED)
+/* A connection's send or end waits for a free send buffer (see
+ * rdma_worker.writers_waiting). */
+static inline void rconn_writer_waits(struct rdma_conn *rc)
+{
+    rc->rw->writers_waiting = true;
+}
+
 #define CTR_SUB(rw, field, n)                                                                      \
     __atomic_store_n(&(rw)->ctr.field, __atomic_load_n(&(rw)->ctr.field, __ATOMIC_RELAXED) - (n),  \
                      __ATOMIC_RELAXED)

@@ -94,8 +94,10 @@ void rconn_try_end(struct rdma_conn *rc)
     unsigned char end = MCR_RDMA_CTL_END;
     int r = rconn_send_control(rc, &end, 1);
     rc->end_pending = r == -EAGAIN;
-    if (r == -EAGAIN)
+    if (r == -EAGAIN) {
+        rconn_writer_waits(rc);
         return;
+    }
     if (r != 0) {
         rconn_fail(rc, "cannot end the stream for a move");
         return;
@@ -242,6 +244,8 @@ void rconn_send_read_done(struct rdma_conn *rc)
     };
     int r = mcr_rdma_ep_send(rc->ep, &s);
     rc->rdone_pending = r == -EAGAIN;
+    if (rc->rdone_pending)
+        rconn_writer_waits(rc);
     if (r == 0) {
         rc->rdone_owed = false;
         CTR_ADD(rc->rw, eager_msgs, 1);

@@ -77,6 +77,8 @@ int rconn_send_done(struct rdma_conn *rc)
     };
     int r = mcr_rdma_ep_send(rc->ep, &s);
     rc->done_pending = r == -EAGAIN;
+    if (rc->done_pending)
+        rconn_writer_waits(rc);
     if (r == 0)
         CTR_ADD(rc->rw, eager_msgs, 1);
     return r;
@@ -86,6 +88,7 @@ int rconn_send_done(struct rdma_conn *rc)
 static ssize_t output_blocked(struct rdma_conn *rc)
 {
     rc->send_blocked = true;
+    rconn_writer_waits(rc);
     errno = EAGAIN;
     return -1;
 }
@@ -244,8 +247,10 @@ static int send_eager(struct rdma_conn *rc, const struct iovec *msg_iov, int n, 
         s.request_id = rc->rdone_id;
     }
     int r = mcr_rdma_ep_send(rc->ep, &s);
-    if (r == -EAGAIN)
+    if (r == -EAGAIN) {
         rc->send_blocked = true;
+        rconn_writer_waits(rc);
+    }
     if (r != 0)
         return r;
     CTR_ADD(rc->rw, eager_msgs, 1);
@@ -326,6 +331,7 @@ ssize_t rconn_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
         int r = rconn_send_done(rc);
         if (r == -EAGAIN) {
             rc->send_blocked = true;
+            rconn_writer_waits(rc);
             errno = EAGAIN;
             return -1;
         }
@@ -381,7 +387,15 @@ ssize_t rconn_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
     /* the usual reply is one message, from the iovecs as they are, and
      * to the device at once (the rest of the pass need not wait for it) */
     bool failed;
-    size_t total = mcr_rdma_stream_push(iov, iovcnt, max_payload, send_message, rc, &failed);
+    size_t total;
+    if (all > 0 && all <= max_payload && iovcnt <= MCR_RDMA_MSG_IOV_MAX) {
+        /* straight to the one message: the stream's cut has nothing to do */
+        int r = send_eager(rc, iov, iovcnt, true);
+        total = r == 0 ? all : 0;
+        failed = r != 0 && r != -EAGAIN;
+    } else {
+        total = mcr_rdma_stream_push(iov, iovcnt, max_payload, send_message, rc, &failed);
+    }
     CTR_ADD(rc->rw, bytes_written, total);
     rconn_count_stalls(rc);
     if (total == 0) {
