@@ -403,6 +403,11 @@ int mcr_udep_peer_idle(const struct mcr_udep_peer *peer)
     return udr_is_idle(peer->udr);
 }
 
+int mcr_udep_peer_sent_all(const struct mcr_udep_peer *peer)
+{
+    return udr_sent_all(peer->udr);
+}
+
 void mcr_udep_peer_set_user(struct mcr_udep_peer *peer, void *user)
 {
     peer->user = user;

@@ -105,6 +105,8 @@ int mcr_udep_poll_cq(struct mcr_udep_ctx *ctx);
 void mcr_udep_peer_close(struct mcr_udep_peer *peer);
 /* Nothing queued or unacknowledged either way. */
 int mcr_udep_peer_idle(const struct mcr_udep_peer *peer);
+/* Every message sent to the peer was acknowledged (udr_sent_all). */
+int mcr_udep_peer_sent_all(const struct mcr_udep_peer *peer);
 void mcr_udep_peer_set_user(struct mcr_udep_peer *peer, void *user);
 void *mcr_udep_peer_user(const struct mcr_udep_peer *peer);
 

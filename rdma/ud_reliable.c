@@ -783,9 +783,14 @@ int udr_is_dead(const struct udr_peer *p)
     return p->dead;
 }
 
+int udr_sent_all(const struct udr_peer *p)
+{
+    return p->q_head == NULL;
+}
+
 int udr_is_idle(const struct udr_peer *p)
 {
-    return p->q_head == NULL && p->ack_pending == 0 && p->asm_buf == NULL && p->held == 0;
+    return udr_sent_all(p) && p->ack_pending == 0 && p->asm_buf == NULL && p->held == 0;
 }
 
 const struct udr_stats *udr_stats(const struct udr_peer *p)

@@ -144,6 +144,9 @@ uint64_t udr_next_deadline(const struct udr_peer *peer);
 int udr_is_dead(const struct udr_peer *peer);
 /* Nothing queued or unacknowledged in either direction. */
 int udr_is_idle(const struct udr_peer *peer);
+/* Every message queued for sending was acknowledged (the receiving side
+ * may still owe acks). */
+int udr_sent_all(const struct udr_peer *peer);
 const struct udr_stats *udr_stats(const struct udr_peer *peer);
 /* Message bytes the peer holds: queued for sending, received out of
  * order, being reassembled. At most sendq_max + window * udr_seg_max() +

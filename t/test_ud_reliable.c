@@ -522,6 +522,42 @@ static void test_pingpong_acks(void)
     sim_close(&sim);
 }
 
+/* udr_sent_all: false while a message sent is unacknowledged, true once
+ * the ack came, also while the receiving side still owes an ack (not
+ * idle). */
+static void test_sent_all(void)
+{
+    struct sim sim;
+    sim_open(&sim, 4096, 0, 0, 0);
+    sim.ch.delay_us = 5;
+    struct side *a = &sim.side[0], *b = &sim.side[1];
+    b->count_only = true;
+    static const uint8_t msg[10000];
+    bool fresh = udr_sent_all(a->peer) && udr_is_idle(a->peer);
+    bool queued = udr_send(a->peer, msg, sizeof(msg), sim.now) == 0 && !udr_sent_all(a->peer);
+    while (sim.ch.n > 0) { /* A's datagrams reach B; B's ack waits for its delay */
+        struct packet pk = heap_pop(&sim.ch);
+        sim.now = pk.at > sim.now ? pk.at : sim.now;
+        udr_receive(sim.side[pk.to].peer, pk.bytes, pk.len, sim.now);
+        free(pk.bytes);
+    }
+    bool unacked = !udr_sent_all(a->peer) && udr_sent_all(b->peer) && !udr_is_idle(b->peer);
+    for (int i = 0; i < 100 && !udr_sent_all(a->peer); i++) {
+        sim.now += 100;
+        udr_tick(b->peer, sim.now);
+        while (sim.ch.n > 0) {
+            struct packet pk = heap_pop(&sim.ch);
+            sim.now = pk.at > sim.now ? pk.at : sim.now;
+            udr_receive(sim.side[pk.to].peer, pk.bytes, pk.len, sim.now);
+            free(pk.bytes);
+        }
+    }
+    tap_ok(fresh && queued && unacked && udr_sent_all(a->peer) && b->delivered == 1,
+           "sent_all: a fresh peer has sent all, not with a message unacknowledged (the "
+           "receiver's ack still owed), again once the ack came");
+    sim_close(&sim);
+}
+
 /* One-way stream without loss: acks are delayed and amortised. */
 static void test_stream_acks(void)
 {
@@ -935,6 +971,7 @@ int main(void)
     test_alloc_failures();
     test_pingpong_acks();
     test_stream_acks();
+    test_sent_all();
     test_peer_window();
     test_dead_peer();
     test_keepalive_alive();

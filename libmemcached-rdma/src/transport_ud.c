@@ -359,12 +359,15 @@ static ssize_t ud_send(struct lmr_conn *conn, const struct iovec *iov, int iovcn
     }
     int64_t now = coarse_ms();
     if (now - s->last_use_ms >= (int64_t)s->u->idle_reconnect_ms && s->in.len == 0 &&
-        !mid_exchange(conn)) {
+        !mid_exchange(conn) && mcr_udep_peer_sent_all(s->peer)) {
         /* the server may have freed a peer this idle (its last reply
          * unacknowledged: an idle program acks nothing): start a new one.
-         * What we sent was acknowledged long ago, or the peer is dead.
          * Not while replies are awaited (a server or a host slower than
-         * the idle time): those come from the peer we have. */
+         * the idle time): those come from the peer we have. Nor while
+         * something we sent is unacknowledged (a NOREPLY request whose
+         * push gave up at the poll timeout): a new peer would drop it
+         * unsent; the peer we have delivers it, or dies after its dead
+         * timeout and the request fails as a lost connection. */
         int sys_errno;
         release_peer(s);
         if (connect_peer(s, &sys_errno) != MEMCACHED_SUCCESS) {

@@ -1120,14 +1120,15 @@ static void reply_slower_than_idle(unsigned tcp_port, unsigned rdma_port)
     enum { STOPPED_MS = 1600 };
     struct server s;
     server_start_with(&s, tcp_port, rdma_port, "1", NULL, NULL);
+    /* read when the connection opens: with the first set */
     setenv("LIBMEMCACHED_RDMA_UD_IDLE_MS", "1000", 1);
     memcached_st *m = rdma_client(&s);
-    setenv("LIBMEMCACHED_RDMA_UD_IDLE_MS", "5000", 1); /* main's */
     memcached_request_st *first = memcached_request_create(m);
     memcached_request_st *second = memcached_request_create(m);
     char first_buf[32] = "", second_buf[32] = "";
     bool stored = memcached_set(m, "slow-first", 10, "one", 3, 0, 0) == MEMCACHED_SUCCESS &&
                   memcached_set(m, "slow-second", 11, "two", 3, 0, 0) == MEMCACHED_SUCCESS;
+    setenv("LIBMEMCACHED_RDMA_UD_IDLE_MS", "5000", 1); /* main's */
     kill(s.pid, SIGSTOP);
     memcached_return_t rc1 =
         memcached_iget(m, "slow-first", 10, first_buf, sizeof(first_buf), first);

@@ -11,6 +11,9 @@
  * - the server's stats: rdma_ud_peers counts the client, and goes back
  *   once the client closed (its empty message) and once a client process
  *   was killed (keepalive probes unanswered);
+ * - a peer is not set up anew as idle (1 s here) inside a request whose
+ *   sending waits for room (a 6 MiB set to a server stopped 1.6 s), nor
+ *   while a NOREPLY set is unacknowledged (3 MiB to a stopped server);
  * - rdma_rc_max=1: a second rdma+rc:// client is refused while a UD
  *   client is served, a second rdma:// client is served over UD (stats:
  *   rdma_rc_conns 1, rdma_ud_peers 2), and only one RC connection's
@@ -150,6 +153,111 @@ static void many_small(memcached_st *m)
     tap_ok(right == 2000, "2,000 NOREPLY sets over UD, then 2,000 gets: %u right", right);
 }
 
+/* A client whose UD peer is set up anew after idle_ms unused
+ * (LIBMEMCACHED_RDMA_UD_IDLE_MS, read when the first UD connection
+ * opens: here, with its first set, of "old" under key), binary protocol,
+ * a 20 s poll timeout (megabytes over UD in an emulated guest take
+ * seconds). *rc: that set's result. */
+static memcached_st *ud_client_idle(unsigned port, const char *idle_ms, const char *key,
+                                    memcached_return_t *rc)
+{
+    setenv("LIBMEMCACHED_RDMA_UD_IDLE_MS", idle_ms, 1);
+    memcached_st *m = ud_client(port, true);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 20000);
+    *rc = memcached_set(m, key, strlen(key), "old", 3, 0, 0);
+    unsetenv("LIBMEMCACHED_RDMA_UD_IDLE_MS");
+    return m;
+}
+
+/* The value under key read back: whether it is want (len bytes); *rc and
+ * *got_len say what came. */
+static bool reads_back(memcached_st *m, const char *key, const char *want, size_t len,
+                       memcached_return_t *rc, size_t *got_len)
+{
+    *got_len = 0;
+    char *got = memcached_get(m, key, strlen(key), got_len, NULL, rc);
+    bool same = got != NULL && *got_len == len && memcmp(got, want, len) == 0;
+    free(got);
+    return same;
+}
+
+/* Stops the server for ms from now (a child wakes it): the client's
+ * sends wait for room meanwhile. Returns the child. */
+static pid_t stop_server_for(const struct server *s, unsigned ms)
+{
+    kill(s->pid, SIGSTOP);
+    pid_t waker = proc_fork();
+    if (waker == 0) {
+        usleep(ms * 1000u);
+        kill(s->pid, SIGCONT);
+        _exit(0);
+    }
+    return waker;
+}
+
+/* The library sets up a UD peer unused for its idle time anew before the
+ * next request, never inside one: a set larger than the client's send
+ * queue (4 MiB) meets a server stopped for 1.6 s, longer than the idle
+ * time (1 s), so one send of it waits that long for room; the rest of the
+ * value must follow on the same peer, not reach a new one without its
+ * start. */
+static void set_across_wait_for_room(const struct server *s)
+{
+    const size_t len = 6 * MIB;
+    char *value = malloc(len);
+    fill(value, len, 61);
+    memcached_return_t warm;
+    memcached_st *m = ud_client_idle(s->rdma_port, "1000", "roomwait", &warm);
+    pid_t waker = stop_server_for(s, 1600);
+    memcached_return_t rs = memcached_set(m, "roomwait", 8, value, len, 0, 0);
+    proc_reap(waker, 10000);
+    kill(s->pid, SIGCONT);
+    memcached_return_t rg;
+    size_t got_len;
+    bool same = reads_back(m, "roomwait", value, len, &rg, &got_len);
+    tap_ok(warm == MEMCACHED_SUCCESS && rs == MEMCACHED_SUCCESS && same,
+           "a 6 MiB set whose sending waits 1.6 s for room, past the 1 s idle time, stays on its "
+           "peer: set %s, get %s with %zu bytes%s",
+           memcached_strerror(m, rs), memcached_strerror(m, rg), got_len,
+           same ? ", the value's" : "");
+    if (rs != MEMCACHED_SUCCESS)
+        tap_diag("set: %s", memcached_last_error_message(m));
+    memcached_free(m);
+    free(value);
+}
+
+/* Nor while what it sent is unacknowledged: a NOREPLY set of 3 MiB to a
+ * stopped server returns once queued (its push gives up at the 200 ms
+ * poll timeout), the client stays idle past its idle time while the server
+ * is stopped, and the next get after the server resumes must find the new
+ * value (a new peer would drop the rest of the set unsent). */
+static void noreply_set_across_idle(const struct server *s)
+{
+    const size_t len = 3 * MIB;
+    char *value = malloc(len);
+    fill(value, len, 62);
+    memcached_return_t warm;
+    memcached_st *m = ud_client_idle(s->rdma_port, "1000", "nrwait", &warm);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 200);
+    pid_t waker = stop_server_for(s, 1500);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_NOREPLY, 1);
+    memcached_return_t rs = memcached_set(m, "nrwait", 6, value, len, 0, 0);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_NOREPLY, 0);
+    proc_reap(waker, 10000); /* idle meanwhile: no call of the library */
+    kill(s->pid, SIGCONT);
+    usleep(200000); /* and past the server's resumption */
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 20000);
+    memcached_return_t rg;
+    size_t got_len;
+    bool same = reads_back(m, "nrwait", value, len, &rg, &got_len);
+    tap_ok(warm == MEMCACHED_SUCCESS && rs == MEMCACHED_SUCCESS && same,
+           "a 3 MiB NOREPLY set still unacknowledged when the client has been idle past its idle "
+           "time is not dropped with its peer: the next get %s with %zu bytes%s",
+           memcached_strerror(m, rg), got_len, same ? ", the value's" : " (want 3145728)");
+    memcached_free(m);
+    free(value);
+}
+
 /* A client process that connects over UD, stores, and is killed. */
 static pid_t killed_client(unsigned port)
 {
@@ -213,6 +321,8 @@ int main(int argc, char **argv)
     memcached_free(mt);
     peers = wait_stat(s.tcp_port, "rdma_ud_peers", 0, 3000);
     tap_ok(peers == 0, "closed clients' peers are freed at once: rdma_ud_peers %ld", peers);
+    set_across_wait_for_room(&s);
+    noreply_set_across_idle(&s);
 
     /* two UD servers on one client context */
     struct server s2;
