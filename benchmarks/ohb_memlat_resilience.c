@@ -180,6 +180,7 @@ static bool server_start(int i)
         _exit(127);
     }
     char last_error[512] = "";
+    bool tcp_answered = false;                  /* so its RDMA listeners are open (see below) */
     for (int tries = 0; tries < 500; tries++) { /* up to 5 s */
         memcached_st *probe = memcached_create(NULL);
         add_server(probe, i, false);
@@ -199,13 +200,20 @@ static bool server_start(int i)
             s->pid = 0;
             return false;
         }
-        if (rdma_addr != NULL && tries == 50 && server_tcp_answers(i)) {
-            /* the server answers TCP only once its RDMA listeners are
-             * open or given up (it said why on its standard error) */
+        if (tcp_answered) {
+            /* an RDMA probe made after the listeners opened was refused */
             fprintf(stderr,
                     "server %d answers over TCP but not at %s://%s:%u (%s): no RDMA at %s?\n", i,
                     rdma_schemes[rdma_mode], rdma_addr, s->rdma_port, last_error, rdma_addr);
             return false;
+        }
+        if (rdma_addr != NULL && tries >= 50 && server_tcp_answers(i)) {
+            /* the server answers TCP only once its RDMA listeners are open
+             * or given up (it said why on its standard error); the RDMA
+             * probe above may have been refused before they opened, so the
+             * next one decides */
+            tcp_answered = true;
+            continue;
         }
         usleep(10000);
     }
