@@ -329,12 +329,8 @@ ssize_t rconn_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
     size_t max_payload = mcr_rdma_ep_max_eager_payload(rc->ep);
     if (rc->done_pending) {
         int r = rconn_send_done(rc);
-        if (r == -EAGAIN) {
-            rc->send_blocked = true;
-            rconn_writer_waits(rc);
-            errno = EAGAIN;
-            return -1;
-        }
+        if (r == -EAGAIN)
+            return output_blocked(rc);
         if (r != 0) {
             errno = EPIPE;
             return -1;
