@@ -370,6 +370,19 @@ static bool sim_run(struct sim *sim, uint64_t max_steps, uint64_t max_time_us)
     }
 }
 
+/* Delivers every datagram in the channel, the clock moving to each one's
+ * arrival: the acks they cause go in too unless a side delays them. */
+static void sim_deliver_all(struct sim *sim)
+{
+    while (sim->ch.n > 0) {
+        struct packet pk = heap_pop(&sim->ch);
+        if (pk.at > sim->now)
+            sim->now = pk.at;
+        udr_receive(sim->side[pk.to].peer, pk.bytes, pk.len, sim->now);
+        free(pk.bytes);
+    }
+}
+
 static void sim_report(const struct sim *sim, const char *name)
 {
     for (int i = 0; i < 2; i++) {
@@ -497,13 +510,7 @@ static void test_pingpong_acks(void)
     for (uint32_t i = 0; i < n; i++) {
         if (udr_send(a->peer, req, sizeof(req), sim.now) != 0)
             break;
-        while (sim.ch.n > 0) {
-            struct packet pk = heap_pop(&sim.ch);
-            if (pk.at > sim.now)
-                sim.now = pk.at;
-            udr_receive(sim.side[pk.to].peer, pk.bytes, pk.len, sim.now);
-            free(pk.bytes);
-        }
+        sim_deliver_all(&sim);
         sim.now += 10; /* the client thinks for 10 us: less than the ack delay */
         udr_tick(a->peer, sim.now);
         udr_tick(b->peer, sim.now);
@@ -535,22 +542,12 @@ static void test_sent_all(void)
     static const uint8_t msg[10000];
     bool fresh = udr_sent_all(a->peer) && udr_is_idle(a->peer);
     bool queued = udr_send(a->peer, msg, sizeof(msg), sim.now) == 0 && !udr_sent_all(a->peer);
-    while (sim.ch.n > 0) { /* A's datagrams reach B; B's ack waits for its delay */
-        struct packet pk = heap_pop(&sim.ch);
-        sim.now = pk.at > sim.now ? pk.at : sim.now;
-        udr_receive(sim.side[pk.to].peer, pk.bytes, pk.len, sim.now);
-        free(pk.bytes);
-    }
+    sim_deliver_all(&sim); /* A's datagrams reach B; B's ack waits for its delay */
     bool unacked = !udr_sent_all(a->peer) && udr_sent_all(b->peer) && !udr_is_idle(b->peer);
     for (int i = 0; i < 100 && !udr_sent_all(a->peer); i++) {
         sim.now += 100;
         udr_tick(b->peer, sim.now);
-        while (sim.ch.n > 0) {
-            struct packet pk = heap_pop(&sim.ch);
-            sim.now = pk.at > sim.now ? pk.at : sim.now;
-            udr_receive(sim.side[pk.to].peer, pk.bytes, pk.len, sim.now);
-            free(pk.bytes);
-        }
+        sim_deliver_all(&sim);
     }
     tap_ok(fresh && queued && unacked && udr_sent_all(a->peer) && b->delivered == 1,
            "sent_all: a fresh peer has sent all, not with a message unacknowledged (the "
