@@ -28,6 +28,7 @@ reported as a failed assertion.
 """
 import atexit
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -203,6 +204,33 @@ class Server:
         except subprocess.TimeoutExpired:
             return False
 
+    def diag_hung(self):
+        """For a server that did not exit when asked: its log's tail, each
+        thread's state and kernel wait, and (where gdb is installed) each
+        thread's stack, as TAP comments."""
+        self.tap.diag("server log (tail):\n" + self.log_text()[-2000:])
+        task_dir = "/proc/%d/task" % self.pid
+        try:
+            tids = sorted(os.listdir(task_dir), key=int)
+        except OSError:
+            tids = []
+        for tid in tids:
+            def read(name):
+                try:
+                    with open(os.path.join(task_dir, tid, name)) as f:
+                        return f.read().strip()
+                except OSError:
+                    return "?"
+            stat = read("stat")
+            state = stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else "?"
+            self.tap.diag("thread %s %s state %s wchan %s" % (tid, read("comm"), state, read("wchan")))
+        gdb = shutil.which("gdb")
+        if gdb:
+            out = subprocess.run([gdb, "-batch", "-nx", "-p", str(self.pid), "-ex", "thread apply all bt"],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 timeout=60, check=False)
+            self.tap.diag(out.stdout.decode("latin-1")[-12000:])
+
     def check_log(self, what):
         text = self.log_text()
         found = [w for w in ("AddressSanitizer", "LeakSanitizer", "runtime error") if w in text]
@@ -221,6 +249,7 @@ class Server:
         if exited:
             t.is_(self.proc.returncode, 0, "server exit status after SIGTERM is 0")
         else:
+            self.diag_hung()
             self.proc.kill()
             self.wait_exit(5)
         self.check_log("after stop")

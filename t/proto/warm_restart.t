@@ -95,6 +95,7 @@ def restart_log_line(srv):
 
 def wait_gone(srv, what):
     if not t.ok(srv.wait_exit(120), "%s: the server exits" % what):
+        srv.diag_hung()
         srv.proc.kill()
         srv.wait_exit(5)
     t.is_(srv.proc.returncode, 0, "%s: exit status 0" % what)
