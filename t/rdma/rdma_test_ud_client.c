@@ -384,7 +384,14 @@ int main(int argc, char **argv)
      * served, and a second rdma:// client goes over UD by itself */
     struct server s3;
     server_start_with(&s3, base + 2, base + 3, threads, poll, "rdma_rc_max=1");
-    memcached_st *rc_a = rdma_client(&s3); /* server_start's probe closed its own */
+    /* server_start's probe (RC) closed its own connection; the server holds
+     * its one RC slot until it has seen that close. Connecting before then
+     * would send the first rdma:// client over UD. */
+    long probe_rc = wait_stat(s3.tcp_port, "rdma_rc_conns", 0, 10000);
+    if (probe_rc != 0)
+        tap_diag("the probe's RC connection still counted after 10 s (rdma_rc_conns %ld)",
+                 probe_rc);
+    memcached_st *rc_a = rdma_client(&s3);
     memcached_return_t ra = memcached_set(rc_a, "a", 1, "1", 1, 0, 0);
     memcached_st *rc_b = rdma_client_over(&s3, "rdma+rc");
     memcached_return_t r2 = memcached_set(rc_b, "b", 1, "1", 1, 0, 0);
