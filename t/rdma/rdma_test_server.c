@@ -1019,16 +1019,19 @@ static void test_flash_gets(uint16_t p)
     unlink(path);
 }
 
-/* Lines of the file at path that contain text (-1 when it cannot be read). */
-static int lines_with(const char *path, const char *text)
+/* Lines of the file at path that contain text (-1 when it cannot be
+ * read); the first of them into first (len bytes). */
+static int lines_with(const char *path, const char *text, char *first, size_t len)
 {
     FILE *f = fopen(path, "r");
     if (f == NULL)
         return -1;
     char line[1024];
     int n = 0;
+    first[0] = '\0';
     while (fgets(line, sizeof(line), f))
-        n += strstr(line, text) != NULL;
+        if (strstr(line, text) != NULL && n++ == 0)
+            snprintf(first, len, "%.*s", (int)strcspn(line, "\n"), line);
     fclose(f);
     return n;
 }
@@ -1081,9 +1084,10 @@ static void test_refused_connection(uint16_t p)
            "one worker: %d RC connections accepted, the next refused by the substrate: "
            "rdma_rejected_connections %lld -> %lld, rejected_connections %lld -> %lld",
            n, rej0, rej1, conn_rej0, conn_rej1);
-    int logged = lines_with(log_path, refused_text);
-    tap_ok(logged == 1, "the server logged the refusal once at -v (%d lines with \"%s\")", logged,
-           refused_text);
+    char line[1024];
+    int logged = lines_with(log_path, refused_text, line, sizeof(line));
+    tap_ok(logged == 1, "the server logged the refusal once at -v (%d lines with \"%s\": %s)",
+           logged, refused_text, line);
     static const unsigned char val[] = "still served";
     tap_ok(n > 0 && do_set(&cl[0], MCR_BIN_OP_SET, "refused", val, sizeof(val)) == 0 &&
                check_value(&cl[n - 1], "refused", val, sizeof(val)),
