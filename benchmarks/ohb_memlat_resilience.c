@@ -17,12 +17,15 @@
  * Async-Rep=3 and RS(3,2) in N short paired rounds and prints every round's RS/Async ratio and
  * their median; --count-gets=N runs a fixed number of gets of one scheme (counted_gets) for
  * counters run from outside (callgrind, strace); --hedge-timeout sets the clients' hedge timeout.
- * Tables with ratios; --csv writes every number. */
+ * Tables with ratios; --csv writes every number. Progress (a line per
+ * round and size measured, and per later step) goes to stderr; stdout
+ * carries the tables alone. */
 #include "ohb_common.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +43,8 @@
 static const char notes[] =
     "  Starts five servers (--server-binary) and measures set/get latency\n"
     "  for none, Sync-Rep=3, Async-Rep=3 and RS(3,2), blocking and with a window of 64,\n"
-    "  degraded gets, memory efficiency and coding time. Sizes accept k and m suffixes.\n";
+    "  degraded gets, memory efficiency and coding time. Sizes accept k and m suffixes.\n"
+    "  A progress line per round and size measured goes to stderr; stdout has the tables.\n";
 
 enum scheme { NONE, SYNC_REP, ASYNC_REP, RS, SCHEMES };
 static const char *scheme_names[SCHEMES] = {"none", "Sync-Rep=3", "Async-Rep=3", "RS(3,2)"};
@@ -78,6 +82,20 @@ static unsigned count_gets;     /* --count-gets: gets of one scheme, for outside
 static enum scheme count_scheme = RS;
 static bool count_window;    /* --count-window: those gets are igets in windows of 64 */
 static unsigned timed_count; /* operations of the last timed() */
+static double started_us;    /* when the program started (ohb_now_us) */
+
+/* One progress line on stderr: the seconds since the start and what just
+ * finished, so that a stalled run can be told from a slow one (stdout
+ * keeps the tables alone, for the scripts that read them). */
+__attribute__((format(printf, 1, 2))) static void progress(const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "ohb_memlat_resilience: %.1f s: %s\n", (ohb_now_us() - started_us) / 1e6, what);
+}
 static double window_cpu_us; /* the client's processor time per operation, last windowed() */
 
 static unsigned free_port(void)
@@ -541,6 +559,8 @@ static void measure_rounds(double latency[MEASURES][SCHEMES][MAX_SIZES],
                 *at[GET_WINDOW_CPU] = window_cpu_us;
             }
             flush_all(); /* one size's values at a time on the servers */
+            progress("round %u of %u: %zu bytes measured under the 4 schemes", r + 1, paired_rounds,
+                     sizes[z]);
         }
     for (int m = 0; m < MEASURES; m++)
         for (unsigned z = 0; z < size_count; z++) {
@@ -652,6 +672,7 @@ static void paired_get_rounds(void)
         }
         fflush(stdout);
         flush_all();
+        progress("--pairs: %zu bytes measured in %u rounds", sizes[z], pair_rounds);
     }
     clients_close(2, clients, reqs);
     free(keys);
@@ -747,6 +768,7 @@ static void count_only(void)
                (double)(after.ru_minflt - before.ru_minflt) / count_gets);
         memcached_wait_all(memc);
         flush_all();
+        progress("--count-gets: %zu bytes counted", sizes[z]);
     }
     free(into);
     free(value);
@@ -808,6 +830,7 @@ static void memory_efficiency(void)
             csv_row("memory", measured[s], sizes[z], ratio[s][z]);
         }
         memcached_free(memc);
+        progress("memory efficiency of %s measured", scheme_names[measured[s]]);
     }
     memcached_st *probe = client(RS);
     uint64_t threshold = memcached_behavior_get(probe, MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD);
@@ -862,6 +885,7 @@ static void coding_time(double set_latency[][MAX_SIZES])
         csv_row("encode", RS, sizes[z], encode);
         csv_row("decode", RS, sizes[z], decode);
         free(work);
+        progress("coding time of %zu bytes measured", sizes[z]);
     }
     free(value);
     free(matrix);
@@ -955,6 +979,7 @@ static void fanout_floor(double floor[MAX_SIZES])
         }
         floor[z] = ohb_median(samples, done);
         csv_row("get_fanout3", NONE, sizes[z], floor[z]);
+        progress("fan-out floor of %zu bytes measured", sizes[z]);
     }
     free(samples);
     for (int i = FANOUT; i > 0; i--)
@@ -1134,6 +1159,7 @@ static void degraded_gets(const char *value)
             requests[k][0][z] = (double)(servers_stat(true) - before) / timed_count;
         }
     }
+    progress("gets with every server up measured (RS(3,2), Async-Rep=3)");
     for (int killed = 1; killed <= 2; killed++) {
         server_kill(killed - 1);
         for (int k = 0; k < 2; k++)
@@ -1146,6 +1172,7 @@ static void degraded_gets(const char *value)
                 degraded[k][killed][z] = timed(readers[k], key, key_length, false, value, sizes[z]);
                 requests[k][killed][z] = (double)(servers_stat(true) - before) / timed_count;
             }
+        progress("gets with %d server%s killed measured", killed, killed > 1 ? "s" : "");
     }
     print_degraded("Degraded get latency, blocking (median us), servers killed with SIGKILL", "",
                    degraded);
@@ -1158,6 +1185,7 @@ static void degraded_gets(const char *value)
 int main(int argc, char **argv)
 {
     parse(argc, argv);
+    started_us = ohb_now_us();
     atexit(kill_servers);
     signal(SIGPIPE, SIG_IGN);
     for (size_t size = min_size; size <= max_size && size_count < MAX_SIZES; size *= 2)
@@ -1168,6 +1196,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    progress("%d servers started", SERVERS);
     printf("# OHB Memcached Resilience Test\n");
     char over[64];
     if (rdma_addr != NULL)

@@ -40,6 +40,21 @@ uint16_t mcr_rdma_listener_port(const struct mcr_rdma_listener *listener);
  * contexts must be on the listener's device and outlive the listener. */
 void mcr_rdma_listener_set_placement(struct mcr_rdma_listener *listener, mcr_rdma_place_fn place,
                                      void *user);
+
+/* Told of each connection request the listener refuses by itself: no
+ * endpoint or QP could be made for it (e.g. the chosen context has no
+ * receive credits left), its parameters are malformed, its move to the
+ * chosen context failed, no buffers could be attached, rdma_accept failed,
+ * or it ended before it was accepted; not of those on_accept refused (the
+ * owner knows). peer is the requester's address ("" when unknown), err a
+ * negative errno, why one line. Runs on the thread of the context that
+ * refused: the listener's, or the chosen context's. Every refusal, these
+ * and on_accept's, counts once in `rejected` (mcr_rdma_ctx_stats) of that
+ * context. */
+typedef void (*mcr_rdma_refused_fn)(struct mcr_rdma_listener *listener, const char *peer, int err,
+                                    const char *why, void *user);
+void mcr_rdma_listener_set_refused(struct mcr_rdma_listener *listener, mcr_rdma_refused_fn refused,
+                                   void *user);
 void mcr_rdma_listener_destroy(struct mcr_rdma_listener *listener);
 
 /* Starts connecting to host:port; returns the endpoint at once. Its

@@ -72,11 +72,14 @@ static uint32_t rc_sq_depth(uint32_t credits)
 }
 
 /* Creates an endpoint for ctx and reserves its credits there. Callable from
- * any thread: ctx does not know the endpoint until rc_attach(). */
-static struct rc_ep *rc_new(struct mcr_rdma_ctx *ctx)
+ * any thread: ctx does not know the endpoint until rc_attach(). NULL with
+ * *err -ENOBUFS (no credits left) or -ENOMEM. */
+static struct rc_ep *rc_new(struct mcr_rdma_ctx *ctx, int *err)
 {
+    *err = -ENOBUFS; /* the shared receive queue cannot back more credits */
     if (!mcr_rdma_ctx_reserve_credits(ctx, ctx->opts.credits))
-        return NULL; /* the shared receive queue cannot back more credits */
+        return NULL;
+    *err = -ENOMEM;
     struct rc_ep *rc = calloc(1, sizeof(*rc));
     if (rc == NULL) {
         mcr_rdma_ctx_release_credits(ctx, ctx->opts.credits);
@@ -106,6 +109,7 @@ static struct rc_ep *rc_new(struct mcr_rdma_ctx *ctx)
         mcr_rdma_ctx_release_credits(ctx, ctx->opts.credits);
         return NULL;
     }
+    *err = 0;
     return rc;
 }
 
@@ -171,7 +175,8 @@ static void rc_free(struct rc_ep *rc, bool destroy_id)
 
 static struct rc_ep *rc_alloc(struct mcr_rdma_ctx *ctx)
 {
-    struct rc_ep *rc = rc_new(ctx);
+    int err;
+    struct rc_ep *rc = rc_new(ctx, &err);
     if (rc != NULL && !rc_attach(rc)) {
         rc_free(rc, false);
         rc = NULL;
@@ -512,6 +517,20 @@ static void rc_destroy_now(struct mcr_rdma_ep *ep)
 
 /* ---- listener ------------------------------------------------------------ */
 
+/* Counts a connection request refused on ctx and, when the listener
+ * refused it by itself (why not NULL), tells its owner (rc.h). */
+static void listener_refused(struct mcr_rdma_listener *l, struct mcr_rdma_ctx *ctx,
+                             struct rdma_cm_id *id, int err, const char *why)
+{
+    ctx->stats.rejected++;
+    if (why == NULL || l->refused == NULL)
+        return;
+    char peer[64];
+    if (mcr_rdma_addr_name(rdma_get_peer_addr(id), peer, sizeof(peer)) != 0)
+        peer[0] = '\0';
+    l->refused(l, peer, err, why, l->refused_user);
+}
+
 /* Asks the owner, then attaches a requested connection's endpoint to its
  * context (its receives posted before the peer may send) and accepts it,
  * or refuses it, on that context's thread. The owner decides first, so a
@@ -521,20 +540,28 @@ static void rc_destroy_now(struct mcr_rdma_ep *ep)
 static bool rc_attach_and_accept(struct rc_ep *rc)
 {
     struct mcr_rdma_listener *l = rc->listener;
+    struct mcr_rdma_ctx *ctx = rc->base.ctx;
     /* not CONNECTING: an event of its CM id closed it before it got here */
-    if (rc->state != RC_CONNECTING || l->on_accept(l, &rc->base, l->user) != 0) {
+    if (rc->state != RC_CONNECTING) {
         rdma_reject(rc->cm_id, NULL, 0);
+        listener_refused(l, ctx, rc->cm_id, -ECONNABORTED,
+                         "the request ended before it was accepted");
+        return false;
+    }
+    if (l->on_accept(l, &rc->base, l->user) != 0) {
+        rdma_reject(rc->cm_id, NULL, 0);
+        listener_refused(l, ctx, rc->cm_id, -ECONNREFUSED, NULL); /* the owner knows */
         return false;
     }
     /* the owner has the endpoint now: it learns of a failure through on_closed */
     if (!rc_attach(rc)) {
-        rc->base.ctx->stats.rejected++;
         rdma_reject(rc->cm_id, NULL, 0);
+        listener_refused(l, ctx, rc->cm_id, -ENOBUFS, "no buffers for the connection");
         rc_fail(rc, -ENOBUFS, "no buffers for the connection");
     } else if (rdma_accept(rc->cm_id, &rc->accept_param) != 0) {
         int err = -errno;
-        rc->base.ctx->stats.rejected++;
         rdma_reject(rc->cm_id, NULL, 0);
+        listener_refused(l, ctx, rc->cm_id, err, "rdma_accept failed");
         rc_fail(rc, err, "rdma_accept failed");
     } else if (rc->base.ctx->opts.recv_window != 0) {
         /* The shared receive queue may run short of the credits granted
@@ -557,10 +584,8 @@ static void rc_adopt(struct mcr_rdma_ep *ep)
         rc_free(rc, true);
         return;
     }
-    if (!rc_attach_and_accept(rc)) {
-        ctx->stats.rejected++;
+    if (!rc_attach_and_accept(rc))
         rc_free(rc, true);
-    }
 }
 
 static struct rdma_cm_id *listener_cm_event(struct mcr_rdma_cm_owner *owner,
@@ -575,9 +600,16 @@ static struct rdma_cm_id *listener_cm_event(struct mcr_rdma_cm_owner *owner,
     struct mcr_rdma_ctx *target = l->place != NULL ? l->place(l, l->place_user) : NULL;
     if (target == NULL)
         target = ctx;
-    struct rc_ep *rc = rc_new(target);
-    if (rc != NULL &&
-        !rc_set_peer_params(rc, ev->param.conn.private_data, ev->param.conn.private_data_len)) {
+    int err;
+    const char *why = NULL;
+    struct rc_ep *rc = rc_new(target, &err);
+    if (rc == NULL) {
+        why = err == -ENOBUFS ? "no receive credits left on the chosen context"
+                              : "no memory for the endpoint";
+    } else if (!rc_set_peer_params(rc, ev->param.conn.private_data,
+                                   ev->param.conn.private_data_len)) {
+        err = -EPROTO;
+        why = "malformed connection parameters";
         rc_free(rc, false);
         rc = NULL;
     }
@@ -592,14 +624,16 @@ static struct rdma_cm_id *listener_cm_event(struct mcr_rdma_cm_owner *owner,
             rc->accept_param.responder_resources = ev->param.conn.initiator_depth;
         if (ev->param.conn.responder_resources < rc->accept_param.initiator_depth)
             rc->accept_param.initiator_depth = ev->param.conn.responder_resources;
-        if (rc_create_qp(rc) != 0) {
+        if ((err = rc_create_qp(rc)) != 0) {
+            why =
+                err == -EXDEV ? "request reached through another device" : "creating the QP failed";
             rc_free(rc, false);
             rc = NULL;
         }
     }
     if (rc == NULL) {
-        ctx->stats.rejected++;
         rdma_reject(id, NULL, 0);
+        listener_refused(l, ctx, id, err, why);
         return id;
     }
     if (target != ctx) {
@@ -608,7 +642,6 @@ static struct rdma_cm_id *listener_cm_event(struct mcr_rdma_cm_owner *owner,
         return NULL;
     }
     if (!rc_attach_and_accept(rc)) {
-        ctx->stats.rejected++;
         rc_free(rc, false);
         return id;
     }
@@ -629,8 +662,10 @@ static void listener_after_ack(struct mcr_rdma_cm_owner *owner)
     l->pending = NULL;
     struct mcr_rdma_ctx *target = rc->base.ctx;
     if (rdma_migrate_id(rc->cm_id, target->cm_channel) != 0) {
-        l->ctx->stats.rejected++;
+        int err = -errno;
         rdma_reject(rc->cm_id, NULL, 0);
+        listener_refused(l, l->ctx, rc->cm_id, err,
+                         "moving the request to the chosen context failed");
         rc_free(rc, true);
         return;
     }
@@ -642,6 +677,13 @@ void mcr_rdma_listener_set_placement(struct mcr_rdma_listener *listener, mcr_rdm
 {
     listener->place = place;
     listener->place_user = user;
+}
+
+void mcr_rdma_listener_set_refused(struct mcr_rdma_listener *listener, mcr_rdma_refused_fn refused,
+                                   void *user)
+{
+    listener->refused = refused;
+    listener->refused_user = user;
 }
 
 static void listener_destroy_now(struct mcr_rdma_listener_link *link)

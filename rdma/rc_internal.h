@@ -113,6 +113,8 @@ struct mcr_rdma_listener {
     void *user;
     mcr_rdma_place_fn place;
     void *place_user;
+    mcr_rdma_refused_fn refused;
+    void *refused_user;
     struct rc_ep *pending; /* to hand over once the request is acknowledged */
 };
 

@@ -192,6 +192,7 @@ static void dispatch_ready(struct rdma_worker *rw)
     __atomic_store_n(&rw->ctr.recv_window, st.recv_window, __ATOMIC_RELAXED);
     __atomic_store_n(&rw->ctr.recv_window_grown, st.recv_window_grown, __ATOMIC_RELAXED);
     __atomic_store_n(&rw->ctr.recv_queue_emptied, st.recv_queue_emptied, __ATOMIC_RELAXED);
+    __atomic_store_n(&rw->ctr.rejected, st.rejected, __ATOMIC_RELAXED);
 }
 
 /* Starts a pass over the completions: connections they make ready are
@@ -344,6 +345,9 @@ static void listen_event_cb(evutil_socket_t fd, short what, void *arg)
     int n = mcr_rdma_ctx_handle_events(l->ctx);
     if (n < 0)
         log_msg(LOG_WARN, "rdma: listener %s: %s", l->addr, strerror(-n));
+    struct mcr_rdma_ctx_stats st;
+    mcr_rdma_ctx_stats(l->ctx, &st);
+    __atomic_store_n(&l->rejected, st.rejected, __ATOMIC_RELAXED);
 }
 
 /* ---- stats -------------------------------------------------------------------------- */
@@ -388,15 +392,21 @@ static void rdma_stats(stat_emit_fn emit, void *ctx)
             S(recv_window);
             S(recv_window_grown);
             S(recv_queue_emptied);
+            S(rejected);
 #undef S
         }
     }
+    /* requests refused before a worker context had them: no credits left
+     * on the chosen one, or the move to it failed */
+    for (struct rdma_listen *l = listens; l; l = l->next)
+        sum.rejected += __atomic_load_n(&l->rejected, __ATOMIC_RELAXED);
     uint64_t ud_read, ud_written;
     net_rdma_ud_bytes(&ud_read, &ud_written);
     sum.bytes_read += ud_read;
     sum.bytes_written += ud_written;
     emit_u64(emit, ctx, "rdma_curr_connections", sum.curr_connections);
     emit_u64(emit, ctx, "rdma_total_connections", sum.total_connections);
+    emit_u64(emit, ctx, "rdma_rejected_connections", sum.rejected);
     emit_u64(emit, ctx, "rdma_bytes_read", sum.bytes_read);
     emit_u64(emit, ctx, "rdma_bytes_written", sum.bytes_written);
     emit_u64(emit, ctx, "rdma_eager_msgs", sum.eager_msgs);
@@ -597,6 +607,7 @@ static int open_one(struct event_base *base, const char *spec)
         return 0;
     }
     mcr_rdma_listener_set_placement(l->listener, rdma_place, l);
+    mcr_rdma_listener_set_refused(l->listener, rdma_refused, l);
     l->ev = event_new(base, mcr_rdma_ctx_fd(ctx), EV_READ | EV_PERSIST, listen_event_cb, l);
     if (!l->ev || event_add(l->ev, NULL) != 0) {
         log_msg(LOG_ALWAYS, "RDMA: cannot watch the listener on %s", spec);

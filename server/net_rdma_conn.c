@@ -264,8 +264,10 @@ int rdma_on_accept(struct mcr_rdma_listener *listener, struct mcr_rdma_ep *ep, v
     (void)listener;
     struct rdma_listen *l = user;
     struct rdma_worker *rw = worker_of_ctx(l->group, ep->ctx);
-    if (!rw)
+    if (!rw) {
+        log_msg(LOG_WARN, "RDMA connection refused: placed on a context no worker owns");
         return -1;
+    }
     if (stats_curr_conns() >= (uint64_t)settings.maxconns) {
         stats_conn_rejected();
         log_msg(LOG_WARN, "Too many open connections (RDMA connection refused)");
@@ -282,6 +284,7 @@ int rdma_on_accept(struct mcr_rdma_listener *listener, struct mcr_rdma_ep *ep, v
     struct rdma_conn *rc = calloc(1, sizeof(*rc));
     if (!rc) {
         __atomic_sub_fetch(&rc_accepting, 1, __ATOMIC_RELAXED);
+        log_msg(LOG_WARN, "RDMA connection refused: no memory for the connection");
         return -1;
     }
     rc->accepting = true;
@@ -298,6 +301,16 @@ int rdma_on_accept(struct mcr_rdma_listener *listener, struct mcr_rdma_ep *ep, v
     rw->conns = rc;
     mcr_rdma_ep_set_callbacks(ep, &rconn_callbacks, rc);
     return 0;
+}
+
+/* On the thread of the context that refused it. */
+void rdma_refused(struct mcr_rdma_listener *listener, const char *peer, int err, const char *why,
+                  void *user)
+{
+    (void)listener;
+    struct rdma_listen *l = user;
+    log_msg(LOG_WARN, "RDMA connection request from %s to rdma:%s refused: %s (%s)",
+            peer[0] ? peer : "an unknown address", l->addr, why, strerror(-err));
 }
 
 /* On the listener's thread. */

@@ -54,6 +54,7 @@ struct rdma_counters {
     uint64_t recv_window;
     uint64_t recv_window_grown;
     uint64_t recv_queue_emptied;
+    uint64_t rejected; /* connection requests the worker context refused (a copy) */
 };
 
 /* One RDMA connection: the endpoint and the conn over it. Freed when both
@@ -183,6 +184,9 @@ struct rdma_listen {
     struct mcr_rdma_listener *listener;
     struct rdma_group *group;
     char addr[64];
+    /* connection requests its own context refused (a copy of the
+     * context's count, kept by the main thread for the stats) */
+    uint64_t rejected;
 };
 
 #define CTR_ADD(rw, field, n)                                                                      \
@@ -215,6 +219,10 @@ void rconn_ready_cb(evutil_socket_t fd, short what, void *arg);
 void rconn_count_stalls(struct rdma_conn *rc);
 int rdma_on_accept(struct mcr_rdma_listener *listener, struct mcr_rdma_ep *ep, void *user);
 struct mcr_rdma_ctx *rdma_place(struct mcr_rdma_listener *listener, void *user);
+/* A connection request the substrate refused by itself (rdma/rc.h): one
+ * log line at -v, as for those rdma_on_accept refuses. */
+void rdma_refused(struct mcr_rdma_listener *listener, const char *peer, int err, const char *why,
+                  void *user);
 
 /* net_rdma_recv.c */
 bool rconn_input_ready(const struct rdma_conn *rc);

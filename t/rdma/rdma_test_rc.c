@@ -886,7 +886,25 @@ static void test_waiting_cap(void)
     server_stop(&sp);
 }
 
-/* A context whose receive queue backs 4 connections refuses a fifth. */
+/* What the listener's refusal callback was told. */
+struct refusals {
+    int count, err;
+    char peer[64], why[128];
+};
+
+static void note_refusal(struct mcr_rdma_listener *listener, const char *peer, int err,
+                         const char *why, void *user)
+{
+    (void)listener;
+    struct refusals *r = user;
+    r->count++;
+    r->err = err;
+    snprintf(r->peer, sizeof(r->peer), "%s", peer);
+    snprintf(r->why, sizeof(r->why), "%s", why);
+}
+
+/* A context whose receive queue backs 4 connections refuses a fifth, and
+ * tells the listener's owner why. */
 static void test_admission(void)
 {
     struct test_server small;
@@ -895,6 +913,8 @@ static void test_admission(void)
     o.recv_bufs = 64;
     o.credits = 16;
     server_start(&small, &o);
+    struct refusals refused = {0};
+    mcr_rdma_listener_set_refused(small.listener, note_refusal, &refused);
     static struct test_client cl[5];
     struct mcr_rdma_ctx_stats st0, st1, st;
     mcr_rdma_ctx_stats(small.ctx, &st0);
@@ -921,6 +941,10 @@ static void test_admission(void)
            cl[4].close_why);
     tap_ok(st.granted_credits == 64, "granted credits never exceed the receive queue (%u)",
            st.granted_credits);
+    tap_ok(refused.count == 1 && refused.err == -ENOBUFS && refused.peer[0] != '\0' &&
+               strstr(refused.why, "no receive credits") != NULL,
+           "the refusal callback was told once: from %s, %s (%s)", refused.peer, refused.why,
+           strerror(-refused.err));
     for (int i = 0; i < 5; i++)
         client_destroy(&cl[i]);
     run_for(200);

@@ -18,6 +18,7 @@
  * under its opaque, gets without one answered eagerly, more buffers than
  * the server keeps, a bad rkey and the flag on an eager message. Values on
  * flash (-o ext_path) read back eagerly and by RDMA WRITE. */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -428,13 +429,20 @@ static long long stat_value(struct client *c, const char *name)
 }
 
 /* Starts the server with RDMA on port p, the command line's extra
- * arguments and then `more` (NULL-terminated, or NULL); its pid. */
-static pid_t spawn_server(uint16_t p, const char *const *more)
+ * arguments and then `more` (NULL-terminated, or NULL), its standard error
+ * into the file log_path unless NULL; its pid. */
+static pid_t spawn_server_logged(uint16_t p, const char *const *more, const char *log_path)
 {
     char listen[128];
     snprintf(listen, sizeof(listen), "rdma_listen=%s:%u", rxe_addr(), p);
     pid_t pid = proc_fork();
     if (pid == 0) {
+        if (log_path != NULL) {
+            int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            if (fd < 0 || dup2(fd, 2) < 0)
+                _exit(126);
+            close(fd);
+        }
         char *args[32] = {(char *)server_bin,
                           "-u",
                           "root",
@@ -470,6 +478,11 @@ static pid_t spawn_server(uint16_t p, const char *const *more)
         usleep(200000);
     }
     tap_bail("server did not start listening on RDMA port %u", p);
+}
+
+static pid_t spawn_server(uint16_t p, const char *const *more)
+{
+    return spawn_server_logged(p, more, NULL);
 }
 
 /* Stops a server with SIGTERM: it must exit cleanly (a check). */
@@ -1006,6 +1019,124 @@ static void test_flash_gets(uint16_t p)
     unlink(path);
 }
 
+/* Lines of the file at path that contain text (-1 when it cannot be
+ * read); the first of them into first (len bytes). */
+static int lines_with(const char *path, const char *text, char *first, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    char line[1024];
+    int n = 0;
+    first[0] = '\0';
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, text) != NULL && n++ == 0)
+            snprintf(first, len, "%.*s", (int)strcspn(line, "\n"), line);
+    fclose(f);
+    return n;
+}
+
+/* A connection request the substrate refuses by itself: with one worker
+ * (32 RC connections without rdma_rc_max) every receive credit of its
+ * context is granted after 32 connections, and the listener refuses the
+ * next request (no endpoint for it). The refusal counts once in
+ * rdma_rejected_connections, not in rejected_connections (-c refusals),
+ * the server logs one line for it at -v, and it keeps serving: the
+ * connections it has, and a new one once one of them left. */
+static void test_refused_connection(uint16_t p)
+{
+    enum { PER_WORKER = 32, MAX_CONNS = PER_WORKER + 4 };
+    static const char *const refused_text = "refused: no receive credits left";
+    char log_path[64];
+    snprintf(log_path, sizeof(log_path), "/tmp/mcr-rdma-refused.%d.log", (int)getpid());
+    static const char *const one_worker[] = {"-t", "1", "-v", NULL};
+    pid_t pid = spawn_server_logged(p, one_worker, log_path);
+    /* a client context for that many connections: few credits each */
+    struct mcr_rdma_ctx_opts o;
+    test_opts(&o);
+    o.credits = 8;
+    o.recv_bufs = 8 * (MAX_CONNS + 2);
+    o.send_bufs = 64;
+    struct mcr_rdma_ctx *many_ctx = make_ctx(&o);
+    loop_add(many_ctx);
+    static struct client cl[MAX_CONNS];
+    int n = cl_connect_via(&cl[0], many_ctx, p) ? 1 : 0;
+    long long rej0 = n ? stat_value(&cl[0], "rdma_rejected_connections") : -1;
+    long long conn_rej0 = n ? stat_value(&cl[0], "rejected_connections") : -1;
+    /* spawn_server's probe connection gives its credits back only once the
+     * server freed its endpoint: a refusal before the 32nd connection is
+     * that (counted too), retried after a pause */
+    int refusals = 0;
+    while (n > 0 && n < MAX_CONNS && refusals < 20) {
+        if (cl_connect_via(&cl[n], many_ctx, p)) {
+            n++;
+            continue;
+        }
+        cl_close(&cl[n]);
+        refusals++;
+        if (n >= PER_WORKER)
+            break;
+        run_for(250);
+    }
+    bool refused = refusals > 0 && n == PER_WORKER;
+    long long rej1 = rej0;
+    for (int wait = 0; refused && wait < 50 && rej1 != rej0 + refusals; wait++) {
+        rej1 = stat_value(&cl[0], "rdma_rejected_connections");
+        if (rej1 != rej0 + refusals)
+            run_for(100);
+    }
+    long long conn_rej1 = stat_value(&cl[0], "rejected_connections");
+    tap_ok(rej0 == 0 && refused && rej1 == rej0 + refusals && conn_rej1 == conn_rej0,
+           "one worker: %d RC connections accepted, the next refused by the substrate (%d "
+           "refusals in all): rdma_rejected_connections %lld -> %lld, rejected_connections "
+           "%lld -> %lld",
+           n, refusals, rej0, rej1, conn_rej0, conn_rej1);
+    char line[1024];
+    int logged = lines_with(log_path, refused_text, line, sizeof(line));
+    tap_ok(logged == refusals,
+           "the server logged each refusal once at -v (%d lines with \"%s\" for %d refusals: %s)",
+           logged, refused_text, refusals, line);
+    static const unsigned char val[] = "still served";
+    tap_ok(n > 0 && do_set(&cl[0], MCR_BIN_OP_SET, "refused", val, sizeof(val)) == 0 &&
+               check_value(&cl[n - 1], "refused", val, sizeof(val)),
+           "after the refusal the first and the last connection are served");
+    /* one leaves: its credits come back once the server freed its
+     * endpoint; a request before that is refused too (and counted) */
+    cl_close(&cl[1]);
+    struct client late;
+    bool late_up = false;
+    int late_refused = 0;
+    for (int i = 0; n > 1 && i < 20 && !late_up; i++) {
+        late_up = cl_connect_via(&late, many_ctx, p);
+        if (!late_up) {
+            late_refused++;
+            cl_close(&late);
+            run_for(250);
+        }
+    }
+    long long rej2 = -1;
+    for (int wait = 0; late_up && wait < 50; wait++) {
+        rej2 = stat_value(&late, "rdma_rejected_connections");
+        if (rej2 == rej1 + late_refused)
+            break;
+        run_for(100);
+    }
+    tap_ok(late_up && check_value(&late, "refused", val, sizeof(val)) &&
+               rej2 == rej1 + late_refused,
+           "once a connection left, a new one is accepted and served (%d refused before it; "
+           "rdma_rejected_connections %lld)",
+           late_refused, rej2);
+    if (late_up)
+        cl_close(&late);
+    for (int i = 0; i < n; i++)
+        if (i != 1)
+            cl_close(&cl[i]);
+    stop_server(pid, "the server with one worker");
+    loop_remove(many_ctx);
+    mcr_rdma_ctx_destroy(many_ctx);
+    unlink(log_path);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--stuck-client") == 0) {
@@ -1265,6 +1396,7 @@ int main(int argc, char **argv)
     test_held_at_disconnect((uint16_t)(port + 1));
     test_registered_within_limit((uint16_t)(port + 2));
     test_flash_gets((uint16_t)(port + 3));
+    test_refused_connection((uint16_t)(port + 4));
 
     cl_close(&a);
     cl_close(&b);
