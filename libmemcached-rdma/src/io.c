@@ -26,6 +26,13 @@
 #define LMR_IOV_BATCH 256
 #define LMR_RBUF_MIN 16384
 #define LMR_DIRECT_RECV_MIN 8192
+/* After a value of at least LMR_RBUF_MIN bytes, a read into an empty rbuf
+ * while no value is arriving (or its prefix is not all in) takes at most
+ * this many bytes: a reply's head (binary header, extras and key, or a text
+ * VALUE line) and a group child's prefix, so that a large value's bytes go
+ * straight to its destination (one read for the head, as one read of
+ * LMR_RBUF_MIN was; the value's first bytes are not copied out of rbuf). */
+#define LMR_HEAD_READ_MAX 512
 /* A request issued while earlier ones on its server await replies waits
  * (at send_next) for the next flush: any test, wait or blocking call, or
  * this many deferred bytes, or the window filling up. */
@@ -595,8 +602,11 @@ static bool receive_some(memcached_instance_st *srv)
                 lmr_io_fail_server(srv, MEMCACHED_MEMORY_ALLOCATION_FAILURE, "out of memory");
                 return false;
             }
-            got =
-                srv->conn.ops->recv(&srv->conn, srv->rbuf + srv->rend, srv->rcapacity - srv->rend);
+            size_t room = srv->rcapacity - srv->rend;
+            if (srv->large_values && srv->rstart == srv->rend &&
+                (!body->active || body->received < body->prefix_length) && room > LMR_HEAD_READ_MAX)
+                room = LMR_HEAD_READ_MAX;
+            got = srv->conn.ops->recv(&srv->conn, srv->rbuf + srv->rend, room);
             if (got > 0)
                 srv->rend += (size_t)got;
         }
@@ -976,6 +986,7 @@ void lmr_io_start_body(memcached_instance_st *srv, char *dest, size_t value_leng
     srv->body.trailer_length = trailer_length;
     srv->body.payload = NULL;
     srv->body.prefix_length = 0;
+    srv->large_values = value_length >= LMR_RBUF_MIN;
     memcached_request_st *req = srv->head; /* a group's child may place its value */
     if (dest != NULL && req != NULL && req->group != NULL && dest == req->lib_buffer)
         srv->body.prefix_length = lmr_group_child_prefix(req, value_length);

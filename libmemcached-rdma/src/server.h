@@ -74,6 +74,10 @@ struct memcached_instance_st {
 
     char *rbuf;
     size_t rstart, rend, rcapacity;
+    /* the latest value announced was large (io.c): the next reply's head is
+     * read alone, so that its value is received straight into its place
+     * rather than its first bytes through rbuf */
+    bool large_values;
     struct lmr_body body;
     /* binary protocol: the header of the frame whose value is arriving */
     uint8_t frame_opcode;
