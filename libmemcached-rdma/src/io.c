@@ -976,6 +976,43 @@ void lmr_io_wait_fetch(struct lmr_client *c)
     run_until(c, fetch_ready, NULL);
 }
 
+/* Makes req's library buffer hold length bytes and a NUL after them. */
+static bool reserve_lib_buffer(memcached_request_st *req, size_t length)
+{
+    if (req->lib_capacity < length + 1) {
+        char *nb = realloc(req->lib_buffer, length + 1);
+        if (nb == NULL)
+            return false;
+        req->lib_buffer = nb;
+        req->lib_capacity = length + 1;
+    }
+    req->lib_buffer[length] = '\0';
+    return true;
+}
+
+char *lmr_io_get_destination(memcached_request_st *req, size_t length)
+{
+    if (req->sink == LMR_SINK_USER)
+        return length <= req->user_capacity ? req->user_buffer : NULL;
+    size_t prefix = req->group != NULL ? lmr_group_child_prefix(req, length) : 0;
+    return reserve_lib_buffer(req, prefix > 0 ? prefix : length) ? req->lib_buffer : NULL;
+}
+
+/* The group did not place the value of the child receiving it (or the child
+ * straggles): the rest goes to the child's own buffer, grown from the
+ * prefix's room to the whole value. Without memory, the rest is discarded
+ * and the parser fails the server (no_memory). */
+static void keep_rest(memcached_instance_st *srv)
+{
+    struct lmr_body *body = &srv->body;
+    if (reserve_lib_buffer(srv->head, body->value_length)) {
+        body->dest = srv->head->lib_buffer;
+    } else {
+        body->dest = NULL;
+        body->no_memory = true;
+    }
+}
+
 void lmr_io_start_body(memcached_instance_st *srv, char *dest, size_t value_length,
                        size_t trailer_length)
 {
@@ -986,6 +1023,7 @@ void lmr_io_start_body(memcached_instance_st *srv, char *dest, size_t value_leng
     srv->body.trailer_length = trailer_length;
     srv->body.payload = NULL;
     srv->body.prefix_length = 0;
+    srv->body.no_memory = false;
     srv->large_values = value_length >= LMR_RBUF_MIN;
     memcached_request_st *req = srv->head; /* a group's child may place its value */
     if (dest != NULL && req != NULL && req->group != NULL && dest == req->lib_buffer)
@@ -996,7 +1034,10 @@ void lmr_io_unplace(memcached_request_st *req)
 {
     memcached_instance_st *srv = req->server;
     if (srv != NULL && srv->head == req && srv->body.active) {
-        srv->body.payload = NULL; /* the rest into the child's own buffer */
+        /* nobody reads a straggler's value: the rest is dropped (its buffer
+         * may hold the prefix only, lmr_io_get_destination) */
+        srv->body.dest = NULL;
+        srv->body.payload = NULL;
         srv->body.prefix_length = 0;
     }
 }
@@ -1005,7 +1046,7 @@ bool lmr_io_feed_body(memcached_instance_st *srv)
 {
     struct lmr_body *body = &srv->body;
     size_t total = body->value_length + body->trailer_length;
-    while (body->received < total && srv->rstart < srv->rend) {
+    while (body->received < total && srv->rstart < srv->rend && !body->no_memory) {
         size_t avail = srv->rend - srv->rstart;
         const char *src = srv->rbuf + srv->rstart;
         if (body->received < body->value_length) {
@@ -1017,8 +1058,11 @@ bool lmr_io_feed_body(memcached_instance_st *srv)
                 memcpy(body_target(body), src, take);
             body->received += take;
             srv->rstart += take;
-            if (body->prefix_length > 0 && body->received == body->prefix_length)
+            if (body->prefix_length > 0 && body->received == body->prefix_length) {
                 body->payload = lmr_group_place_payload(srv->head, body->dest, body->value_length);
+                if (body->payload == NULL)
+                    keep_rest(srv);
+            }
         } else {
             body->trailer[body->received - body->value_length] = *src;
             body->received++;

@@ -31,6 +31,7 @@ struct lmr_body {
      * chose it (NULL: to dest too) */
     size_t prefix_length;
     char *payload;
+    bool no_memory; /* the rest of a value found no room (io.c) */
 };
 
 struct memcached_instance_st {
