@@ -976,26 +976,12 @@ void lmr_io_wait_fetch(struct lmr_client *c)
     run_until(c, fetch_ready, NULL);
 }
 
-/* Makes req's library buffer hold length bytes and a NUL after them. */
-static bool reserve_lib_buffer(memcached_request_st *req, size_t length)
-{
-    if (req->lib_capacity < length + 1) {
-        char *nb = realloc(req->lib_buffer, length + 1);
-        if (nb == NULL)
-            return false;
-        req->lib_buffer = nb;
-        req->lib_capacity = length + 1;
-    }
-    req->lib_buffer[length] = '\0';
-    return true;
-}
-
 char *lmr_io_get_destination(memcached_request_st *req, size_t length)
 {
     if (req->sink == LMR_SINK_USER)
         return length <= req->user_capacity ? req->user_buffer : NULL;
     size_t prefix = req->group != NULL ? lmr_group_child_prefix(req, length) : 0;
-    return reserve_lib_buffer(req, prefix > 0 ? prefix : length) ? req->lib_buffer : NULL;
+    return lmr_request_reserve_value(req, prefix > 0 ? prefix : length) ? req->lib_buffer : NULL;
 }
 
 /* The group did not place the value of the child receiving it (or the child
@@ -1005,7 +991,7 @@ char *lmr_io_get_destination(memcached_request_st *req, size_t length)
 static void keep_rest(memcached_instance_st *srv)
 {
     struct lmr_body *body = &srv->body;
-    if (reserve_lib_buffer(srv->head, body->value_length)) {
+    if (lmr_request_reserve_value(srv->head, body->value_length)) {
         body->dest = srv->head->lib_buffer;
     } else {
         body->dest = NULL;
