@@ -75,7 +75,7 @@ static void test_sizes_in_turn(memcached_st *memc, const char *p, const char *te
                 memcmp(memcached_result_key_value(r), keys[j], key_lengths[j]) == 0)
                 i = j;
         whole = whole && i >= 0 && i < N && memcached_result_length(r) == sizes[i] &&
-                memcmp(memcached_result_value(r), text + i, sizes[i]) == 0 &&
+                (sizes[i] == 0 || memcmp(memcached_result_value(r), text + i, sizes[i]) == 0) &&
                 memcached_result_flags(r) == (uint32_t)i;
         found++;
         memcached_result_free(r);
