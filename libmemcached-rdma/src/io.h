@@ -73,8 +73,9 @@ bool lmr_io_feed_body(memcached_instance_st *srv);
  * placed, once the group declined (lmr_io_feed_body). */
 char *lmr_io_get_destination(memcached_request_st *req, size_t length);
 /* A child of a group that places values (lmr_group_place_payload) whose
- * value is arriving: the rest of it goes to its own buffer (its parent
- * completed: a straggler never writes into the parent's memory). */
+ * value is arriving: the rest of it is dropped (its parent completed: a
+ * straggler never writes into the parent's memory, and nobody reads its
+ * value). */
 void lmr_io_unplace(memcached_request_st *req);
 
 #endif
