@@ -30,8 +30,10 @@ struct lmr_group_ops {
      * first prefix_length bytes (`prefix`) arrived, of value_length in
      * all: a place in the parent's value (received there, not copied
      * later), or NULL for the child's own buffer. Asked only while the
-     * parent is in progress; when it completes, children still receiving
-     * go on into their own buffers (lmr_io_unplace). */
+     * parent is in progress; when it completes, the rest of what children
+     * are still receiving is dropped (lmr_io_unplace). A child that may
+     * place its value has room for the prefix only until NULL is returned
+     * (lmr_io_get_destination). */
     char *(*place)(struct lmr_group *g, uint32_t i, const char *prefix, size_t value_length);
     size_t prefix_length;
 };

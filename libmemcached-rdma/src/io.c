@@ -26,6 +26,13 @@
 #define LMR_IOV_BATCH 256
 #define LMR_RBUF_MIN 16384
 #define LMR_DIRECT_RECV_MIN 8192
+/* After a value of at least LMR_RBUF_MIN bytes, a read into an empty rbuf
+ * while no value is arriving (or its prefix is not all in) takes at most
+ * this many bytes: a reply's head (binary header, extras and key, or a text
+ * VALUE line) and a group child's prefix, so that a large value's bytes go
+ * straight to its destination (one read for the head, as one read of
+ * LMR_RBUF_MIN was; the value's first bytes are not copied out of rbuf). */
+#define LMR_HEAD_READ_MAX 512
 /* A request issued while earlier ones on its server await replies waits
  * (at send_next) for the next flush: any test, wait or blocking call, or
  * this many deferred bytes, or the window filling up. */
@@ -595,8 +602,11 @@ static bool receive_some(memcached_instance_st *srv)
                 lmr_io_fail_server(srv, MEMCACHED_MEMORY_ALLOCATION_FAILURE, "out of memory");
                 return false;
             }
-            got =
-                srv->conn.ops->recv(&srv->conn, srv->rbuf + srv->rend, srv->rcapacity - srv->rend);
+            size_t room = srv->rcapacity - srv->rend;
+            if (srv->large_values && srv->rstart == srv->rend &&
+                (!body->active || body->received < body->prefix_length) && room > LMR_HEAD_READ_MAX)
+                room = LMR_HEAD_READ_MAX;
+            got = srv->conn.ops->recv(&srv->conn, srv->rbuf + srv->rend, room);
             if (got > 0)
                 srv->rend += (size_t)got;
         }
@@ -966,6 +976,29 @@ void lmr_io_wait_fetch(struct lmr_client *c)
     run_until(c, fetch_ready, NULL);
 }
 
+char *lmr_io_get_destination(memcached_request_st *req, size_t length)
+{
+    if (req->sink == LMR_SINK_USER)
+        return length <= req->user_capacity ? req->user_buffer : NULL;
+    size_t prefix = req->group != NULL ? lmr_group_child_prefix(req, length) : 0;
+    return lmr_request_reserve_value(req, prefix > 0 ? prefix : length) ? req->lib_buffer : NULL;
+}
+
+/* The group did not place the value of the child receiving it (or the child
+ * straggles): the rest goes to the child's own buffer, grown from the
+ * prefix's room to the whole value. Without memory, the rest is discarded
+ * and the parser fails the server (no_memory). */
+static void keep_rest(memcached_instance_st *srv)
+{
+    struct lmr_body *body = &srv->body;
+    if (lmr_request_reserve_value(srv->head, body->value_length)) {
+        body->dest = srv->head->lib_buffer;
+    } else {
+        body->dest = NULL;
+        body->no_memory = true;
+    }
+}
+
 void lmr_io_start_body(memcached_instance_st *srv, char *dest, size_t value_length,
                        size_t trailer_length)
 {
@@ -976,6 +1009,8 @@ void lmr_io_start_body(memcached_instance_st *srv, char *dest, size_t value_leng
     srv->body.trailer_length = trailer_length;
     srv->body.payload = NULL;
     srv->body.prefix_length = 0;
+    srv->body.no_memory = false;
+    srv->large_values = value_length >= LMR_RBUF_MIN;
     memcached_request_st *req = srv->head; /* a group's child may place its value */
     if (dest != NULL && req != NULL && req->group != NULL && dest == req->lib_buffer)
         srv->body.prefix_length = lmr_group_child_prefix(req, value_length);
@@ -985,7 +1020,10 @@ void lmr_io_unplace(memcached_request_st *req)
 {
     memcached_instance_st *srv = req->server;
     if (srv != NULL && srv->head == req && srv->body.active) {
-        srv->body.payload = NULL; /* the rest into the child's own buffer */
+        /* nobody reads a straggler's value: the rest is dropped (its buffer
+         * may hold the prefix only, lmr_io_get_destination) */
+        srv->body.dest = NULL;
+        srv->body.payload = NULL;
         srv->body.prefix_length = 0;
     }
 }
@@ -994,7 +1032,7 @@ bool lmr_io_feed_body(memcached_instance_st *srv)
 {
     struct lmr_body *body = &srv->body;
     size_t total = body->value_length + body->trailer_length;
-    while (body->received < total && srv->rstart < srv->rend) {
+    while (body->received < total && srv->rstart < srv->rend && !body->no_memory) {
         size_t avail = srv->rend - srv->rstart;
         const char *src = srv->rbuf + srv->rstart;
         if (body->received < body->value_length) {
@@ -1006,8 +1044,11 @@ bool lmr_io_feed_body(memcached_instance_st *srv)
                 memcpy(body_target(body), src, take);
             body->received += take;
             srv->rstart += take;
-            if (body->prefix_length > 0 && body->received == body->prefix_length)
+            if (body->prefix_length > 0 && body->received == body->prefix_length) {
                 body->payload = lmr_group_place_payload(srv->head, body->dest, body->value_length);
+                if (body->payload == NULL)
+                    keep_rest(srv);
+            }
         } else {
             body->trailer[body->received - body->value_length] = *src;
             body->received++;

@@ -63,10 +63,19 @@ void lmr_io_note_quiet(struct lmr_client *c);
  * lmr_io_feed_body consumes buffered bytes and returns true when complete. */
 void lmr_io_start_body(memcached_instance_st *srv, char *dest, size_t value_length,
                        size_t trailer_length);
+/* Returns false with srv->body.no_memory set when the rest of a value had
+ * no room (the parser then fails the server). */
 bool lmr_io_feed_body(memcached_instance_st *srv);
+/* Where a get request's value of length bytes is received: the caller's
+ * buffer (NULL if too small) or its library buffer, grown to hold it and a
+ * NUL (NULL: no memory). A group's child whose value the group may place
+ * gets room for the prefix only (lmr_group_child_prefix); the rest, if not
+ * placed, once the group declined (lmr_io_feed_body). */
+char *lmr_io_get_destination(memcached_request_st *req, size_t length);
 /* A child of a group that places values (lmr_group_place_payload) whose
- * value is arriving: the rest of it goes to its own buffer (its parent
- * completed: a straggler never writes into the parent's memory). */
+ * value is arriving: the rest of it is dropped (its parent completed: a
+ * straggler never writes into the parent's memory, and nobody reads its
+ * value). */
 void lmr_io_unplace(memcached_request_st *req);
 
 #endif

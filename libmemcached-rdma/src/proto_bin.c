@@ -229,21 +229,6 @@ static void finish_value(memcached_instance_st *srv)
     lmr_io_complete_head(srv, too_big ? MEMCACHED_E2BIG : MEMCACHED_SUCCESS);
 }
 
-static char *get_destination(memcached_request_st *req, size_t length)
-{
-    if (req->sink == LMR_SINK_USER)
-        return length <= req->user_capacity ? req->user_buffer : NULL;
-    if (req->lib_capacity < length + 1) {
-        char *nb = realloc(req->lib_buffer, length + 1);
-        if (nb == NULL)
-            return NULL;
-        req->lib_buffer = nb;
-        req->lib_capacity = length + 1;
-    }
-    req->lib_buffer[length] = '\0';
-    return req->lib_buffer;
-}
-
 /* Handles a frame whose header, extras and key are buffered; `value` points
  * at the value when the whole frame is buffered, else NULL. Returns true if
  * it started a body for the value. */
@@ -269,7 +254,7 @@ static memcached_return_t handle_frame(memcached_instance_st *srv, const struct 
             req->flags = has_flags ? mcr_be_get32(extras) : 0;
             req->cas = h->cas;
             req->value_length = value_length;
-            dest = get_destination(req, value_length);
+            dest = lmr_io_get_destination(req, value_length);
             if (dest == NULL && req->sink != LMR_SINK_USER)
                 return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
         }
@@ -350,7 +335,8 @@ static memcached_return_t bin_parse(memcached_instance_st *srv)
     for (;;) {
         if (srv->body.active) {
             if (!lmr_io_feed_body(srv))
-                return MEMCACHED_SUCCESS;
+                return srv->body.no_memory ? MEMCACHED_MEMORY_ALLOCATION_FAILURE
+                                           : MEMCACHED_SUCCESS;
             finish_value(srv);
             continue;
         }

@@ -287,19 +287,9 @@ static memcached_return_t begin_value(memcached_instance_st *srv, const char *li
         req->flags = (uint32_t)flags;
         req->cas = cas;
         req->value_length = (size_t)bytes;
-        if (req->sink == LMR_SINK_USER) {
-            dest = bytes <= req->user_capacity ? req->user_buffer : NULL;
-        } else {
-            if (req->lib_capacity < bytes + 1) {
-                char *nb = realloc(req->lib_buffer, (size_t)bytes + 1);
-                if (nb == NULL)
-                    return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
-                req->lib_buffer = nb;
-                req->lib_capacity = (size_t)bytes + 1;
-            }
-            req->lib_buffer[bytes] = '\0';
-            dest = req->lib_buffer;
-        }
+        dest = lmr_io_get_destination(req, (size_t)bytes);
+        if (dest == NULL && req->sink != LMR_SINK_USER)
+            return MEMCACHED_MEMORY_ALLOCATION_FAILURE;
     } else {
         return MEMCACHED_UNKNOWN_READ_FAILURE;
     }
@@ -457,7 +447,8 @@ static memcached_return_t text_parse(memcached_instance_st *srv)
     for (;;) {
         if (srv->body.active) {
             if (!lmr_io_feed_body(srv))
-                return MEMCACHED_SUCCESS;
+                return srv->body.no_memory ? MEMCACHED_MEMORY_ALLOCATION_FAILURE
+                                           : MEMCACHED_SUCCESS;
             memcached_return_t rc = finish_value(srv);
             if (rc != MEMCACHED_SUCCESS)
                 return rc;

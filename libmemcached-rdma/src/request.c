@@ -114,3 +114,16 @@ bool lmr_request_append_head(memcached_request_st *req, const char *bytes, size_
     req->head_length = need;
     return true;
 }
+
+bool lmr_request_reserve_value(memcached_request_st *req, size_t length)
+{
+    if (req->lib_capacity < length + 1) {
+        char *grown = realloc(req->lib_buffer, length + 1);
+        if (grown == NULL)
+            return false;
+        req->lib_buffer = grown;
+        req->lib_capacity = length + 1;
+    }
+    req->lib_buffer[length] = '\0';
+    return true;
+}

@@ -138,5 +138,8 @@ bool lmr_request_reserve_head(memcached_request_st *req, size_t need);
 bool lmr_request_append_head(memcached_request_st *req, const char *bytes, size_t length);
 /* Makes the body an owned copy of itself; false on ENOMEM. */
 bool lmr_request_copy_body(memcached_request_st *req);
+/* Makes lib_buffer hold `length` bytes and a NUL after them (written);
+ * false on ENOMEM. */
+bool lmr_request_reserve_value(memcached_request_st *req, size_t length);
 
 #endif

@@ -131,16 +131,10 @@ char *lmr_resilience_value_room(memcached_request_st *parent, size_t length, mem
         }
         return parent->user_buffer;
     }
-    if (parent->lib_capacity < length + 1) {
-        char *grown = realloc(parent->lib_buffer, length + 1);
-        if (grown == NULL) {
-            *rc = MEMCACHED_MEMORY_ALLOCATION_FAILURE;
-            return NULL;
-        }
-        parent->lib_buffer = grown;
-        parent->lib_capacity = length + 1;
+    if (!lmr_request_reserve_value(parent, length)) {
+        *rc = MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+        return NULL;
     }
-    parent->lib_buffer[length] = '\0';
     return parent->lib_buffer;
 }
 

@@ -31,6 +31,7 @@ struct lmr_body {
      * chose it (NULL: to dest too) */
     size_t prefix_length;
     char *payload;
+    bool no_memory; /* the rest of a value found no room (io.c) */
 };
 
 struct memcached_instance_st {
@@ -74,6 +75,10 @@ struct memcached_instance_st {
 
     char *rbuf;
     size_t rstart, rend, rcapacity;
+    /* the latest value announced was large (io.c): the next reply's head is
+     * read alone, so that its value is received straight into its place
+     * rather than its first bytes through rbuf */
+    bool large_values;
     struct lmr_body body;
     /* binary protocol: the header of the frame whose value is arriving */
     uint8_t frame_opcode;

@@ -39,6 +39,66 @@ static memcached_st *client_for(const struct test_server *s, bool binary)
     return memc;
 }
 
+/* Values of mixed sizes on one connection, large ones next to small ones
+ * and a miss, in one mget and in gets in turn (libmemcached-rdma reads a
+ * reply's head alone after a large value): each comes back whole. `text`
+ * holds at least 600,007 bytes. */
+static void test_sizes_in_turn(memcached_st *memc, const char *p, const char *text, size_t text_len)
+{
+    enum { N = 7 };
+    const size_t sizes[N] = {600000, 3, 20000, 0, 70000, 1, 16384};
+    char keys[N + 1][240];
+    const char *key_ptrs[N + 1];
+    size_t key_lengths[N + 1];
+    bool stored = text_len >= sizes[0] + N;
+    for (int i = 0; i <= N; i++) {
+        /* key 1 long (a text VALUE line near 250 bytes); key N missing */
+        snprintf(keys[i], sizeof(keys[i]), "%s-turn-%d-%0*d", p, i, i == 1 ? 200 : 1, i);
+        key_ptrs[i] = keys[i];
+        key_lengths[i] = strlen(keys[i]);
+        if (i == N)
+            memcached_delete(memc, keys[i], key_lengths[i], 0);
+        else
+            stored = stored && memcached_set(memc, keys[i], key_lengths[i], text + i, sizes[i], 0,
+                                             (uint32_t)i) == MEMCACHED_SUCCESS;
+    }
+    ok(stored, "%s: values of 0 to 600,000 bytes stored", p);
+
+    bool whole = memcached_mget(memc, key_ptrs, key_lengths, N + 1) == MEMCACHED_SUCCESS;
+    int found = 0;
+    memcached_result_st *r;
+    memcached_return_t rc;
+    while ((r = memcached_fetch_result(memc, NULL, &rc)) != NULL) {
+        int i = -1;
+        for (int j = 0; j <= N; j++)
+            if (memcached_result_key_length(r) == key_lengths[j] &&
+                memcmp(memcached_result_key_value(r), keys[j], key_lengths[j]) == 0)
+                i = j;
+        whole = whole && i >= 0 && i < N && memcached_result_length(r) == sizes[i] &&
+                (sizes[i] == 0 || memcmp(memcached_result_value(r), text + i, sizes[i]) == 0) &&
+                memcached_result_flags(r) == (uint32_t)i;
+        found++;
+        memcached_result_free(r);
+    }
+    ok(whole && found == N, "%s: one mget of large and small values and a miss: %d of %d whole", p,
+       found, N);
+
+    whole = true;
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i <= N; i++) {
+            size_t len = 0;
+            uint32_t flags = 0;
+            char *v = memcached_get(memc, keys[i], key_lengths[i], &len, &flags, &rc);
+            whole =
+                whole && (i == N ? rc == MEMCACHED_NOTFOUND && v == NULL
+                                 : rc == MEMCACHED_SUCCESS && len == sizes[i] &&
+                                       (len == 0 || (v != NULL && memcmp(v, text + i, len) == 0)) &&
+                                       flags == (uint32_t)i);
+            free(v);
+        }
+    ok(whole, "%s: gets of large and small values in turn, twice, come back whole", p);
+}
+
 static void test_storage(memcached_st *memc, bool binary)
 {
     const char *p = binary ? "bin" : "txt";
@@ -99,6 +159,7 @@ static void test_storage(memcached_st *memc, bool binary)
     ok(rc == MEMCACHED_SUCCESS && len == big_len && v && memcmp(v, big, big_len) == 0,
        "700 kB value round-trips");
     free(v);
+    test_sizes_in_turn(memc, p, big, big_len);
     free(big);
 
     /* a value over the server's item size limit */
