@@ -254,6 +254,12 @@ sub _threads {
         my ($state) = $stat =~ /\)\s+(\S)/;
         $out .= "  $comm " . ($state // '?') . " $wchan\n";
     }
+    # each thread's stack, where gdb is installed (as t/lib/mctest.py does)
+    my ($gdb) = grep { -x } map { "$_/gdb" } split /:/, $ENV{PATH} // '';
+    if ($gdb) {
+        my $stacks = `timeout 60 $gdb -batch -nx -p $self->{pid} -ex 'thread apply all bt' </dev/null 2>&1`;
+        $out .= substr($stacks // '', -12000);
+    }
     return $out;
 }
 
