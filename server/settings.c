@@ -3,13 +3,16 @@
  *
  * Every flag memcached 1.6.18 documents is accepted with the same meaning.
  * Flags and -o suboptions this server implements act; the ones it knows but
- * does not implement print a one-line warning and are ignored. The ssl_*
- * suboptions are parsed by settings_tls.c. Anything unknown fails start-up with a clear message.
+ * does not implement print a one-line warning and are ignored. This file
+ * owns the flags and the checks made once all are read; the -o suboptions
+ * are parsed by settings_suboptions.c (ssl_* by settings_tls.c), -h's text
+ * is in settings_usage.c. Anything unknown fails start-up with a clear message.
  * Parsing only: no sockets, threads or storage here.
  */
 #include "settings.h"
 
 #include "settings_ext.h"
+#include "settings_internal.h"
 #include "settings_rdma.h"
 #include "settings_tls.h"
 
@@ -36,8 +39,6 @@ void settings_unlock(void)
 {
     pthread_mutex_unlock(&tunables_lock);
 }
-
-#define COMPAT_VERSION "1.6.18"
 
 const char *settings_version(void)
 {
@@ -129,7 +130,7 @@ bool settings_ranged_long(const char *text, long min, long max, long *out)
 
 /* memcached reads most numeric flags with atoi(): leading blanks and a
  * sign, then digits; whatever follows is ignored and no digits mean 0. */
-static int lenient_int(const char *text)
+int settings_lenient_int(const char *text)
 {
     long v = strtol(text, NULL, 10);
     if (v > INT_MAX)
@@ -140,7 +141,7 @@ static int lenient_int(const char *text)
 }
 
 /* The same for atof(). */
-static double lenient_double(const char *text)
+double settings_lenient_double(const char *text)
 {
     return strtod(text, NULL);
 }
@@ -189,474 +190,7 @@ static long long item_size_arg(const char *text)
         mult = 1024;
     else if (unit == 'm' || unit == 'M')
         mult = 1024 * 1024;
-    return (long long)lenient_int(text) * mult;
-}
-
-/* State of one settings_parse() that memcached checks once all flags are in. */
-struct parse_state {
-    bool chunk_max_given;   /* -o slab_chunk_max */
-    bool temp_lru;          /* -o temporary_ttl */
-    const char *slab_sizes; /* -o slab_sizes, checked once all flags are in */
-    bool slab_sizes_given;  /* by slab_sizes itself (see worker_logbuf_size) */
-    char *slab_sizes_copy;
-    int napi_ids;        /* -N */
-    bool protocol_given; /* -B */
-    bool tcp_port_given; /* -p */
-    bool udp_port_given; /* -U */
-};
-
-/* memcached's checks of -o slab_sizes; the sizes go to s->slab_sizes. */
-static bool check_slab_sizes(struct settings *s, const char *list, FILE *errout)
-{
-    char *copy = strdup(list);
-    if (!copy)
-        return false;
-    bool ok = copy[0] != '\0';
-    unsigned long last = 0;
-    int classes = 0;
-    char *save = NULL;
-    for (char *p = strtok_r(copy, "-", &save); p && ok; p = strtok_r(NULL, "-", &save)) {
-        unsigned long size = 0;
-        if (!settings_strict_ulong(p, UINT32_MAX, &size) || size < (unsigned long)s->chunk_size ||
-            size > s->slab_chunk_max) {
-            fprintf(errout, "slab size %lu is out of valid range\n", size);
-            ok = false;
-        } else if (last >= size) {
-            fprintf(errout,
-                    "slab size %lu cannot be lower than or equal to a previous class size\n", size);
-            ok = false;
-        } else if (size <= last + 8) {
-            fprintf(errout, "slab size %lu must be at least 8 bytes larger than previous class\n",
-                    size);
-            ok = false;
-        } else if (++classes >= 63) {
-            fprintf(errout, "too many slab classes specified\n");
-            ok = false;
-        } else {
-            s->slab_sizes[classes - 1] = (unsigned)size;
-        }
-        last = size;
-    }
-    free(copy);
-    s->slab_sizes_count = ok ? (unsigned)classes : 0;
-    return ok;
-}
-
-static void print_usage(FILE *out)
-{
-    fprintf(out,
-            "memcached-rdma %s (memcached %s compatible)\n"
-            "-p, --port=<num>          TCP port to listen on (default: 11211)\n"
-            "-U, --udp-port=<num>      UDP port to listen on (default: 0, off)\n"
-            "-s, --unix-socket=<file>  UNIX socket to listen on (disables network support)\n"
-            "-a, --unix-mask=<mask>    access mask for UNIX socket, in octal (default: 700)\n"
-            "-A, --enable-shutdown     enable ascii \"shutdown\" command\n"
-            "-l, --listen=<addr>       interface to listen on (default: 127.0.0.1;\n"
-            "                          memcached's default is every interface: -l 0.0.0.0)\n"
-            "                          if TLS/SSL is enabled, 'notls' prefix can be used to\n"
-            "                          disable for specific listeners (-l notls:<ip>:<port>)\n"
-            "-d, --daemon              run as a daemon\n"
-            "-r, --enable-coredumps    maximize core file limit\n"
-            "-u, --user=<user>         assume identity of <username> (only when run as root)\n"
-            "-m, --memory-limit=<num>  item memory in megabytes (default: 64)\n"
-            "-M, --disable-evictions   return error on memory exhausted instead of evicting\n"
-            "-c, --conn-limit=<num>    max simultaneous connections (default: 1024)\n"
-            "-k, --lock-memory         lock down all paged memory\n"
-            "-v, --verbose             verbose (print errors/warnings while in event loop)\n"
-            "-vv                       very verbose (also print client commands/responses)\n"
-            "-vvv                      extremely verbose (internal state transitions)\n"
-            "-h, --help                print this help and exit\n"
-            "-i, --license             print the license and exit\n"
-            "-V, --version             print version and exit\n"
-            "-P, --pidfile=<file>      save PID in <file>\n"
-            "-f, --slab-growth-factor=<num> chunk size growth factor (default: 1.25)\n"
-            "-n, --slab-min-size=<bytes> min space used for key+value+flags (default: 48)\n"
-            "-L, --enable-largepages   preallocate item memory\n"
-            "-D <char>                 delimiter between key prefixes and IDs; turns on\n"
-            "                          per-prefix stats (\"stats detail dump\")\n"
-            "-t, --threads=<num>       number of worker threads (default: 4)\n"
-            "-R, --max-reqs-per-event  maximum number of requests per event (default: 20)\n"
-            "-C, --disable-cas         disable use of CAS\n"
-            "-b, --listen-backlog=<num> set the backlog queue limit (default: 1024)\n"
-            "-B, --protocol=<name>     protocol - one of ascii, binary, or auto (default: auto)\n"
-            "-I, --max-item-size=<num> adjusts max item size\n"
-            "                          (default: 1m, min: 1k, max: 1024m)\n"
-            "-F, --disable-flush-all   disable flush_all command\n"
-            "-X, --disable-dumping     disable stats cachedump and lru_crawler metadump\n"
-            "-W, --disable-watch       disable watch commands (live logging)\n"
-            "-Y, --auth-file=<file>    ASCII protocol authentication; lines user:pass\n"
-            "-S, --enable-sasl         turn on Sasl authentication (binary protocol)\n"
-            "-Z, --enable-ssl          enable TLS/SSL\n"
-            "-e, --memory-file=<file>  keep the items across a restart: a graceful stop\n"
-            "                          (SIGUSR1 or \"shutdown graceful\") saves them to\n"
-            "                          <file> and <file>.meta, the next start loads them\n"
-            "-o, --extended            comma separated list of extended options\n"
-            "   - maxconns_fast, no_maxconns_fast: reject new connections over -c at once\n"
-            "   - hashpower:           initial hash table size as a power of two\n"
-            "   - no_hashexpand:       never grow the hash table\n"
-            "   - slab_chunk_max:      maximum slab chunk size in bytes (default: 524288)\n"
-            "   - slab_sizes:          dash-separated chunk sizes of the classes below\n"
-            "                          slab_chunk_max, e.g. 96-200-400 (default: grow by -f)\n"
-            "   - lru_crawler, no_lru_crawler: background expiry crawler (default: on)\n"
-            "   - lru_maintainer, no_lru_maintainer: segmented LRU (HOT/WARM/COLD) and its\n"
-            "                          background thread (default: on; off: one flat LRU)\n"
-            "   - hot_lru_pct:         percent of a class's memory HOT may hold (default: 20)\n"
-            "   - warm_lru_pct:        percent of a class's memory WARM may hold (default: 40)\n"
-            "   - hot_max_factor:      HOT items idle longer than COLD's age x this move on\n"
-            "                          (default: 0.20)\n"
-            "   - warm_max_factor:     the same for WARM (default: 2.00)\n"
-            "   - temporary_ttl:       items with TTLs up to this go to a TEMP LRU and are\n"
-            "                          never evicted (needs lru_maintainer; default: off, 61)\n"
-            "   - slab_automove:       0 keeps slab pages in their class, 1 or 2 moves them\n"
-            "                          to classes that evict (default: 1)\n"
-            "   - track_sizes:         keep the \"stats sizes\" histogram from the start\n"
-            "   - lru_crawler_sleep:   microseconds between crawler batches\n"
-            "   - lru_crawler_tocrawl: items examined per LRU per pass (0: all)\n"
-            "   - idle_timeout:        close connections idle this many seconds (default: 0)\n"
-            "   - read_buf_mem_limit:  megabytes of read buffers and responses connections\n"
-            "                          may hold, split between the threads (default: 0, none)\n"
-            "   - rdma_listen:         serve RDMA (RC) on ADDR:PORT; repeatable\n"
-            "   - rdma_eager_max:      RDMA message buffer size in bytes (default: 8192)\n"
-            "   - rdma_poll:           RDMA completions: event, spin or adaptive (default: event)\n"
-            "   - rdma_transport:      serve RDMA as rc, ud or hybrid (both; default: hybrid)\n"
-            "   - rdma_rc_max:         RC connections at most, more are refused (default: 0, no\n"
-            "                          limit)\n"
-            "   - rdma_rc_credits:     receive credits (message buffers) per RC connection,\n"
-            "                          4..1024 (default: 32 with rc, 8 with hybrid)\n"
-            "   - rdma_ud_keepalive_ms: probe a UD client silent this long (default: 30000)\n"
-            "   - rdma_promote_rate:   hybrid: move an rdma:// client from UD to RC at this\n"
-            "                          many messages a second (default: 1000)\n"
-            "   - rdma_demote_rate:    hybrid: move it back to UD below this many (default: 10)\n"
-            "   - rdma_move_interval_ms: hybrid: rates are measured over this long (default:\n"
-            "                          1000)\n"
-            "   - tail_repair_time:    accepted\n"
-            "   - ext_path:            file for values on flash, PATH:SIZE (repeatable)\n"
-            "   - ext_page_size:       flash page size in MiB (default: 64)\n"
-            "   - ext_wbuf_size:       flash write buffer size in MiB (default: 4)\n"
-            "   - ext_item_size:       write values at least this long (default: 512)\n"
-            "   - ext_item_age:        write values idle at least this long, seconds\n"
-            "                          (default: only when memory is full)\n"
-            "   - ext_low_ttl:         values with less TTL left share their own pages\n"
-            "   - slab_automove_freeratio: memory kept free; below it values go to flash\n"
-            "                          (default: 0.010)\n"
-            "   - ext_recache_rate:    recache a value read twice every N reads (default: 2000)\n"
-            "   - ext_compact_under:   compact while at most this many pages are free\n"
-            "                          (default: a quarter of them)\n"
-            "   - ext_drop_under:      drop unread values while at most this many are free\n"
-            "   - ext_max_frag:        compact pages less full than this (default: 0.80)\n"
-            "   - ext_drop_unread:     compact the oldest page, dropping unread values\n"
-            "   - ext_threads, ext_io_depth, ext_max_sleep:\n"
-            "                          checked and reported (one I/O thread runs)\n"
-            "   - ssl_chain_cert:      certificate chain file in PEM format\n"
-            "   - ssl_key:             private key, if not part of the -ssl_chain_cert\n"
-            "   - ssl_keyformat:       private key format (PEM, DER or ENGINE) (default: PEM)\n"
-            "   - ssl_verify_mode:     peer certificate verification mode, default is 0(None).\n"
-            "                          valid values are 0(None), 1(Request), 2(Require)\n"
-            "                          or 3(Once)\n"
-            "   - ssl_ciphers:         specify cipher list to be used\n"
-            "   - ssl_ca_cert:         PEM format file of acceptable client CA's\n"
-            "   - ssl_wbuf_size:       size in kilobytes of per-connection SSL output buffer\n"
-            "                          (default: 16)\n"
-            "   - ssl_session_cache:   enable server-side SSL session cache, to support session\n"
-            "                          resumption\n"
-            "   - ssl_kernel_tls:      enable kernel TLS offload\n"
-            "   - ssl_min_version:     minimum protocol version to accept (default: tlsv1.2)\n"
-            "                          valid values are 0(tlsv1.0), 1(tlsv1.1), 2(tlsv1.2),\n"
-            "                          or 3(tlsv1.3).\n"
-            "   other memcached 1.6 options are accepted with a warning and ignored\n",
-            PACKAGE_VERSION, COMPAT_VERSION);
-}
-
-static void print_license(FILE *out)
-{
-    fprintf(out,
-            "memcached-rdma %s\n"
-            "A memcached-compatible server. This build links libevent (BSD license);\n"
-            "see the project's documentation for its own license terms.\n",
-            PACKAGE_VERSION);
-}
-
-/* -o suboptions memcached 1.6.18 accepts but this server ignores (with a
- * warning). Values are checked as memcached checks them, so a command line
- * starts here exactly when it starts memcached. */
-enum value_kind { V_NONE, V_ANY, V_ULONG, V_DOUBLE };
-static const struct ignored_suboption {
-    const char *name;
-    enum value_kind kind;
-} ignored_suboptions[] = {
-    {"slab_reassign", V_NONE},
-    {"no_slab_reassign", V_NONE},
-    {"resp_obj_mem_limit", V_ANY},
-    {"drop_privileges", V_NONE},
-    {"no_drop_privileges", V_NONE},
-    {"sock_cookie_id", V_ANY},
-    {NULL, V_NONE},
-};
-
-/* Handles one -o suboption "name" or "name=value". */
-static bool parse_suboption(struct settings *s, struct parse_state *ps, char *opt, FILE *errout)
-{
-    char *value = strchr(opt, '=');
-    if (value)
-        *value++ = '\0';
-    long v;
-    unsigned long uv = 0;
-    enum tls_suboption_result tls = settings_tls_suboption(&s->tls, opt, value, errout);
-    if (tls != TLS_SUBOPT_NOT_MINE)
-        return tls == TLS_SUBOPT_OK;
-    enum ext_suboption_result ext = settings_ext_suboption(&s->ext, opt, value, errout);
-    if (ext != EXT_SUBOPT_NOT_MINE)
-        return ext == EXT_SUBOPT_OK;
-    enum rdma_suboption_result rdma = settings_rdma_suboption(s, opt, value, errout);
-    if (rdma != RDMA_SUBOPT_NOT_MINE)
-        return rdma == RDMA_SUBOPT_OK;
-
-#define NEED_VALUE()                                                                               \
-    do {                                                                                           \
-        if (value == NULL) {                                                                       \
-            fprintf(errout, "Missing %s argument\n", opt);                                         \
-            return false;                                                                          \
-        }                                                                                          \
-    } while (0)
-
-    if (strcmp(opt, "maxconns_fast") == 0) {
-        s->maxconns_fast = true;
-    } else if (strcmp(opt, "no_maxconns_fast") == 0) {
-        s->maxconns_fast = false;
-    } else if (strcmp(opt, "hashpower") == 0) {
-        NEED_VALUE();
-        v = lenient_int(value);
-        if (v < 12) {
-            fprintf(errout, "Initial hashtable multiplier of %ld is too low\n", v);
-            return false;
-        }
-        if (v > 32) { /* memcached allows 64, but cannot allocate such a table either */
-            fprintf(errout, "Initial hashtable multiplier of %ld is too high\n", v);
-            return false;
-        }
-        s->hashpower_init = (unsigned)v;
-    } else if (strcmp(opt, "slab_chunk_max") == 0) {
-        NEED_VALUE();
-        /* bytes, whatever memcached's help says (kilobytes) */
-        if (!settings_ranged_long(value, 1, 1024L * 1024 * 1024, &v)) {
-            fprintf(errout, "could not parse argument to slab_chunk_max\n");
-            return false;
-        }
-        s->slab_chunk_max = (size_t)v;
-        ps->chunk_max_given = true;
-    } else if (strcmp(opt, "no_chunked_items") == 0) {
-        s->slab_chunk_max = s->slab_page_size;
-    } else if (strcmp(opt, "modern") == 0) {
-        /* memcached 1.6.18: no new defaults */
-    } else if (strcmp(opt, "no_modern") == 0) { /* memcached 1.4's defaults */
-        if (!ps->chunk_max_given)
-            s->slab_chunk_max = s->slab_page_size;
-        s->slab_automove = 0;
-        s->maxconns_fast = false;
-        s->lru_segmented = false;
-        s->lru_crawler = false;
-        s->lru_maintainer = false;
-    } else if (strcmp(opt, "inline_ascii_resp") == 0 || strcmp(opt, "no_inline_ascii_resp") == 0) {
-        /* no effect in memcached 1.6 either */
-    } else if (strcmp(opt, "lru_maintainer") == 0) {
-        s->lru_maintainer = true;
-        s->lru_segmented = true;
-    } else if (strcmp(opt, "no_lru_maintainer") == 0) {
-        s->lru_maintainer = false;
-        s->lru_segmented = false;
-    } else if (strcmp(opt, "hash_algorithm") == 0) {
-        NEED_VALUE();
-        if (strcmp(value, "jenkins") != 0 && strcmp(value, "murmur3") != 0 &&
-            strcmp(value, "xxh3") != 0) {
-            fprintf(errout, "Unknown hash_algorithm option (jenkins, murmur3, xxh3)\n");
-            return false;
-        }
-        fprintf(errout, "warning: -o hash_algorithm is accepted and has no effect here\n");
-    } else if (strcmp(opt, "slab_sizes") == 0) {
-        ps->slab_sizes = value;
-        ps->slab_sizes_given = true;
-    } else if (strcmp(opt, "lru_crawler") == 0) {
-        s->lru_crawler = true;
-    } else if (strcmp(opt, "no_lru_crawler") == 0) {
-        s->lru_crawler = false;
-    } else if (strcmp(opt, "slab_automove_ratio") == 0 || strcmp(opt, "hot_max_factor") == 0 ||
-               strcmp(opt, "warm_max_factor") == 0) {
-        NEED_VALUE();
-        double d = lenient_double(value);
-        if (opt[0] == 's') {
-            if (d <= 0 || d > 1) {
-                fprintf(errout, "slab_automove_ratio must be > 0 and <= 1\n");
-                return false;
-            }
-            s->slab_automove_ratio = d;
-        } else if (!(d > 0)) {
-            fprintf(errout, "%s must be > 0\n", opt);
-            return false;
-        } else if (opt[0] == 'h') {
-            s->hot_max_factor = d;
-        } else {
-            s->warm_max_factor = d;
-        }
-        if (opt[0] == 's')
-            fprintf(errout, "warning: -o %s is accepted and reported but has no effect here\n",
-                    opt);
-    } else if (strcmp(opt, "hot_lru_pct") == 0 || strcmp(opt, "warm_lru_pct") == 0) {
-        NEED_VALUE();
-        v = lenient_int(value);
-        if (v < 1 || v > 80) {
-            fprintf(errout, "%s must be > 1 and < 80\n", opt);
-            return false;
-        }
-        if (opt[0] == 'h')
-            s->hot_lru_pct = (unsigned)v;
-        else
-            s->warm_lru_pct = (unsigned)v;
-    } else if (strcmp(opt, "temporary_ttl") == 0) {
-        NEED_VALUE();
-        s->temporary_ttl = lenient_int(value);
-        s->temp_lru = true;
-        ps->temp_lru = true;
-    } else if (strcmp(opt, "slab_automove_window") == 0 ||
-               strcmp(opt, "watcher_logbuf_size") == 0 || strcmp(opt, "worker_logbuf_size") == 0) {
-        NEED_VALUE();
-        if (!settings_strict_ulong(value, INT_MAX / 1024, &uv)) {
-            fprintf(errout, "could not parse argument to %s\n", opt);
-            return false;
-        }
-        if (strcmp(opt, "slab_automove_window") == 0) {
-            if (uv <= 2) { /* memcached's bound */
-                fprintf(errout, "slab_automove_window must be > 2\n");
-                return false;
-            }
-            s->slab_automove_window = (unsigned)uv; /* the slab mover's */
-            return true;
-        } else if (strcmp(opt, "watcher_logbuf_size") == 0) {
-            s->watcher_logbuf_size = (unsigned)uv * 1024;
-        } else {
-            s->worker_logbuf_size = (unsigned)uv * 1024;
-            /* memcached 1.6.18 falls through to slab_sizes here, so its
-             * value must also pass the slab_sizes checks (memcached then
-             * even uses it as the class sizes; that is not copied) */
-            ps->slab_sizes = value;
-        }
-        fprintf(errout, "warning: -o %s is accepted and reported but has no effect here\n", opt);
-    } else if (strcmp(opt, "slab_automove") == 0) {
-        if (value == NULL) {
-            s->slab_automove = 1;
-            s->slab_automove_ratio = 0.8;
-            s->slab_automove_window = 30;
-            s->hot_lru_pct = 20;
-            s->warm_lru_pct = 40;
-            s->hot_max_factor = 0.2;
-            s->warm_max_factor = 2.0;
-            s->temporary_ttl = 61;
-            s->lru_segmented = true; /* memcached's default, as reported */
-            s->watcher_logbuf_size = 256 * 1024;
-            s->worker_logbuf_size = 64 * 1024;
-        } else {
-            v = lenient_int(value);
-            if (v < 0 || v > 2) {
-                fprintf(errout, "slab_automove must be between 0 and 2\n");
-                return false;
-            }
-            s->slab_automove = (int)v;
-        }
-    } else if (strcmp(opt, "track_sizes") == 0) {
-        s->track_sizes = true;
-    } else if (strcmp(opt, "no_hashexpand") == 0) {
-        s->no_hashexpand = true;
-    } else if (strcmp(opt, "no_slab_automove") == 0) {
-        s->slab_automove = 0;
-    } else if (strcmp(opt, "lru_crawler_sleep") == 0) {
-        NEED_VALUE();
-        v = lenient_int(value);
-        if (v < 0 || v > 1000000) {
-            fprintf(errout, "Illegal value for lru_crawler_sleep\n");
-            return false;
-        }
-        s->lru_crawler_sleep = v;
-    } else if (strcmp(opt, "lru_crawler_tocrawl") == 0) {
-        NEED_VALUE();
-        if (!settings_strict_ulong(value, UINT32_MAX, &uv)) {
-            fprintf(errout, "could not parse argument to lru_crawler_tocrawl\n");
-            return false;
-        }
-        s->lru_crawler_tocrawl = (long)uv;
-    } else if (strcmp(opt, "idle_timeout") == 0) {
-        NEED_VALUE();
-        v = lenient_int(value);
-        s->idle_timeout = v > 0 ? (unsigned)v : 0; /* memcached: <= 0 never times out */
-    } else if (strcmp(opt, "read_buf_mem_limit") == 0) {
-        NEED_VALUE();
-        if (!settings_strict_ulong(value, UINT32_MAX, &uv)) {
-            fprintf(errout, "could not parse argument to read_buf_mem_limit\n");
-            return false;
-        }
-        /* megabytes; memcached keeps the product in 32 bits */
-        s->read_buf_mem_limit = (size_t)(uint32_t)(uv * 1024 * 1024);
-    } else if (strcmp(opt, "tail_repair_time") == 0) {
-        NEED_VALUE();
-        v = lenient_int(value);
-        if (v < 10) {
-            fprintf(errout, "Cannot set tail_repair_time to less than 10 seconds\n");
-            return false;
-        }
-        s->tail_repair_time = (unsigned)v;
-    } else {
-        for (const struct ignored_suboption *ig = ignored_suboptions; ig->name; ig++) {
-            if (strcmp(opt, ig->name) != 0)
-                continue;
-            double d;
-            if (ig->kind != V_NONE && value == NULL) {
-                fprintf(errout, "Missing %s argument\n", opt);
-                return false;
-            }
-            if ((ig->kind == V_ULONG && !settings_strict_ulong(value, UINT32_MAX, &uv)) ||
-                (ig->kind == V_DOUBLE && !settings_strict_double(value, &d))) {
-                fprintf(errout, "could not parse argument to %s\n", opt);
-                return false;
-            }
-            fprintf(errout, "warning: -o %s is not supported by memcached-rdma; ignored\n", opt);
-            return true;
-        }
-        if (value)
-            value[-1] = '=';
-        fprintf(errout, "Illegal suboption \"%s\"\n", opt);
-        return false;
-    }
-#undef NEED_VALUE
-    return true;
-}
-
-/* Splits -o's list as memcached's getsubopt loop does: a trailing comma
- * ends the list, an empty entry anywhere else is an illegal suboption. */
-static bool parse_suboptions(struct settings *s, struct parse_state *ps, const char *list,
-                             FILE *errout)
-{
-    char *copy = strdup(list);
-    if (!copy) {
-        fprintf(errout, "out of memory parsing -o\n");
-        return false;
-    }
-    bool ok = true;
-    char *opt = copy;
-    while (ok && *opt != '\0') {
-        char *comma = strchr(opt, ',');
-        char *next = comma ? comma + 1 : opt + strlen(opt);
-        if (comma)
-            *comma = '\0';
-        ok = parse_suboption(s, ps, opt, errout);
-        opt = next;
-    }
-    if (ok && ps->slab_sizes && ps->slab_sizes != ps->slab_sizes_copy) {
-        char *kept = strdup(ps->slab_sizes); /* keep the value past this copy */
-        free(ps->slab_sizes_copy);
-        ps->slab_sizes_copy = kept;
-        ps->slab_sizes = kept;
-        ok = kept != NULL;
-    }
-    free(copy);
-    return ok;
+    return (long long)settings_lenient_int(text) * mult;
 }
 
 static bool replace_string(char **slot, const char *value, FILE *errout)
@@ -786,7 +320,7 @@ static bool check_combination(struct settings *s, struct parse_state *ps, long l
         return false;
     }
     s->slab_chunk_max = chunk;
-    if (ps->slab_sizes && !check_slab_sizes(s, ps->slab_sizes, errout))
+    if (ps->slab_sizes && !settings_check_slab_sizes(s, ps->slab_sizes, errout))
         return false;
     if (!ps->slab_sizes_given)
         s->slab_sizes_count = 0;
@@ -867,11 +401,11 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
         case 'p':
             /* -1: any free port, as memcached; the range is checked once
              * every flag is read, and a negative port fails to listen */
-            s->port = (int)lenient_int(optarg);
+            s->port = (int)settings_lenient_int(optarg);
             ps->tcp_port_given = true;
             break;
         case 'U':
-            s->udpport = (int)lenient_int(optarg); /* as -p */
+            s->udpport = (int)settings_lenient_int(optarg); /* as -p */
             ps->udp_port_given = true;
             break;
         case 's':
@@ -881,13 +415,13 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
         case 'm':
             /* megabytes read with atoi() as memcached: "100m" is 100, a
              * negative number wraps round to a huge limit */
-            s->maxbytes = (size_t)lenient_int(optarg) * 1024 * 1024;
+            s->maxbytes = (size_t)settings_lenient_int(optarg) * 1024 * 1024;
             break;
         case 'M':
             s->evict_to_free = false;
             break;
         case 'c':
-            v = lenient_int(optarg);
+            v = settings_lenient_int(optarg);
             if (v <= 0) {
                 fprintf(errout, "Maximum connections must be greater than 0\n");
                 return SETTINGS_EXIT_FAILED;
@@ -936,7 +470,7 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
                 return SETTINGS_EXIT_FAILED;
             break;
         case 'f': {
-            double f = lenient_double(optarg);
+            double f = settings_lenient_double(optarg);
             if (!(f > 1.0)) {
                 fprintf(errout, "Factor must be greater than 1\n");
                 return SETTINGS_EXIT_FAILED;
@@ -945,7 +479,7 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             break;
         }
         case 'n':
-            v = lenient_int(optarg);
+            v = settings_lenient_int(optarg);
             if (v == 0) { /* memcached accepts negative values */
                 fprintf(errout, "Chunk size must be greater than 0\n");
                 return SETTINGS_EXIT_FAILED;
@@ -953,7 +487,7 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             s->chunk_size = (int)v;
             break;
         case 't':
-            v = lenient_int(optarg);
+            v = settings_lenient_int(optarg);
             if (v <= 0) {
                 fprintf(errout, "Number of threads must be greater than 0\n");
                 return SETTINGS_EXIT_FAILED;
@@ -979,7 +513,7 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             s->prealloc = true;
             break;
         case 'R':
-            v = lenient_int(optarg);
+            v = settings_lenient_int(optarg);
             if (v == 0) { /* memcached accepts negative values */
                 fprintf(errout, "Number of requests per event must be greater than 0\n");
                 return SETTINGS_EXIT_FAILED;
@@ -990,7 +524,7 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
             s->use_cas = false;
             break;
         case 'b':
-            s->backlog = lenient_int(optarg); /* handed to listen() as is, as memcached */
+            s->backlog = settings_lenient_int(optarg); /* handed to listen() as is, as memcached */
             break;
         case 'B':
             ps->protocol_given = true;
@@ -1035,11 +569,11 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
                 return SETTINGS_EXIT_FAILED;
             break;
         case 'N':
-            ps->napi_ids = lenient_int(optarg);
+            ps->napi_ids = settings_lenient_int(optarg);
             fprintf(errout, "warning: -N (napi ids) is not supported; ignored\n");
             break;
         case 'o':
-            if (!parse_suboptions(s, ps, optarg, errout))
+            if (!settings_parse_suboptions(s, ps, optarg, errout))
                 return SETTINGS_EXIT_FAILED;
             break;
         case ':':
@@ -1057,7 +591,7 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
     for (int i = optind; i < argc; i++) /* memcached runs, ignoring them */
         fprintf(errout, "warning: ignoring argument \"%s\"\n", argv[i]);
     if (show_help) {
-        print_usage(out);
+        settings_print_usage(out);
         return SETTINGS_EXIT_OK;
     }
     if (show_version) {
@@ -1066,7 +600,7 @@ static enum settings_action parse_args(struct settings *s, struct parse_state *p
         return SETTINGS_EXIT_OK;
     }
     if (show_license) {
-        print_license(out);
+        settings_print_license(out);
         return SETTINGS_EXIT_OK;
     }
 

@@ -121,7 +121,7 @@ struct lmr_client {
     /* when the last connect or handshake returned to the caller
      * (lmr_io_now_ms clock): one that blocks (RDMA's connect, TLS, SASL)
      * may take CONNECT_TIMEOUT, time in which the servers asked are not
-     * silent (io.c, run_until) */
+     * silent (io_wait.c, run_until) */
     int64_t connect_returned_ms;
 
     /* resilience: parents whose children completed (group.h), copies and

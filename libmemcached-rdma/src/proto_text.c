@@ -1,7 +1,7 @@
 /* proto_text.c: the memcached text protocol: encoding requests and parsing
  * replies ("STORED", "VALUE k f n [cas]" + data + "END", "STAT k v", ...).
  * Maps every reply to the libmemcached return code. Knows nothing of
- * sockets: bytes come from the server's receive buffer (io.c). */
+ * sockets: bytes come from the server's receive buffer (io_recv.c). */
 #include "proto.h"
 
 #include <inttypes.h>

@@ -3,7 +3,7 @@
  * a request holds its wire bytes (a head it owns, a value it borrows or
  * copies, a tail), its reply sink and its completion code. This header
  * defines the object and its lifecycle; encoding lives in proto_*.c,
- * moving bytes in io.c. */
+ * moving bytes in io.c, io_send.c and io_recv.c. */
 #ifndef LMR_REQUEST_H
 #define LMR_REQUEST_H
 

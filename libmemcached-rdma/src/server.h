@@ -1,7 +1,8 @@
 /* server.h: one server as the client sees it (memcached_instance_st): its
  * address, its connection, its queue of requests in issue order, its receive
  * buffer and reply parser state, and its failure bookkeeping. The queue
- * discipline and I/O live in io.c; parsing in proto_*.c. */
+ * discipline lives in io.c, the I/O in io_send.c, io_recv.c and io_wait.c;
+ * parsing in proto_*.c. */
 #ifndef LMR_SERVER_H
 #define LMR_SERVER_H
 
@@ -31,7 +32,7 @@ struct lmr_body {
      * chose it (NULL: to dest too) */
     size_t prefix_length;
     char *payload;
-    bool no_memory; /* the rest of a value found no room (io.c) */
+    bool no_memory; /* the rest of a value found no room (io_recv.c) */
 };
 
 struct memcached_instance_st {
@@ -62,20 +63,20 @@ struct memcached_instance_st {
     bool send_backlog; /* the last send left bytes the transport refused */
     /* a hedge timer found the server making no progress (group.c): while
      * `progress` stays at stalled_mark, parents do not wait for it, and
-     * POLL_TIMEOUT after stalled_since_ms it fails (io.c) */
+     * POLL_TIMEOUT after stalled_since_ms it fails (io_wait.c) */
     bool stalled;
     uint64_t stalled_mark;
     int64_t stalled_since_ms;
     uint32_t in_window; /* reply-expecting requests started on the wire */
     /* requests issued while earlier ones await replies, not yet offered to
-     * the transport (io.c sends them in one go at the next flush) */
+     * the transport (io_send.c sends them in one go at the next flush) */
     uint32_t deferred;
     size_t deferred_bytes;
     uint32_t next_opaque;
 
     char *rbuf;
     size_t rstart, rend, rcapacity;
-    /* the latest value announced was large (io.c): the next reply's head is
+    /* the latest value announced was large (io_recv.c): the next reply's head is
      * read alone, so that its value is received straight into its place
      * rather than its first bytes through rbuf */
     bool large_values;

@@ -1,7 +1,7 @@
 /* t/libmc/slow_handshake.c: a TLS handshake or a SASL exchange that blocks
  * inside a wait for longer than POLL_TIMEOUT does not time out the requests
  * other servers still owe (the poll loop restarts its clock when a connect
- * or handshake returns, src/io.c). Run by t/libmc/slow_handshake.t, which
+ * or handshake returns, src/io_wait.c). Run by t/libmc/slow_handshake.t, which
  * makes the certificates and the SASL user database (as t/libmc/tls.t).
  *
  * Four servers, RS(3,1): three real ones ($MC_SERVER with -Z, or with -S)
