@@ -812,9 +812,14 @@ static bool writer_pass(bool *wrote)
     /* a bucket that made the writer stop, and every buffer after a pass
      * that moved nothing, is written as soon as the bucket's write in
      * flight completes (without waiting for it here) */
-    for (unsigned b = 0; b < BUCKET_COUNT; b++)
+    bool held_up = false; /* by a write in flight: the completion brings the next pass */
+    for (unsigned b = 0; b < BUCKET_COUNT; b++) {
+        held_up |= filled[b] != FILL_NONE;
         if (filled[b] != FILL_NONE || !*wrote)
             flash_request_flush(b);
+    }
+    if (!held_up)
+        __atomic_fetch_add(&tier.writer_passes, 1, __ATOMIC_RELEASE);
     return more;
 }
 
@@ -886,12 +891,25 @@ static void *io_thread(void *arg)
     return NULL;
 }
 
-void flash_room_wanted(size_t chunk_size)
+bool flash_room_wanted(size_t chunk_size)
 {
     if (!flash_running() || chunk_size < flash_tunable(&tier.cfg.item_size))
-        return; /* the writer takes no values of this class */
+        return false; /* the writer takes no values of this class */
     if (!__atomic_exchange_n(&tier.room_wanted, true, __ATOMIC_ACQ_REL))
         wake();
+    return true;
+}
+
+void flash_room_mark(struct flash_room_mark *m)
+{
+    m->passes = __atomic_load_n(&tier.writer_passes, __ATOMIC_ACQUIRE);
+    m->moved = flash_get(&flash_counters.objects_written);
+}
+
+bool flash_room_stalled(const struct flash_room_mark *m)
+{
+    uint64_t passes = __atomic_load_n(&tier.writer_passes, __ATOMIC_ACQUIRE);
+    return passes >= m->passes + 2 && flash_get(&flash_counters.objects_written) == m->moved;
 }
 
 void flash_write_now(void)
@@ -1053,9 +1071,21 @@ void flash_stop(void) {}
 
 void flash_write_now(void) {}
 
-void flash_room_wanted(size_t chunk_size)
+bool flash_room_wanted(size_t chunk_size)
 {
     (void)chunk_size;
+    return false;
+}
+
+void flash_room_mark(struct flash_room_mark *m)
+{
+    m->passes = m->moved = 0;
+}
+
+bool flash_room_stalled(const struct flash_room_mark *m)
+{
+    (void)m;
+    return true;
 }
 
 #endif

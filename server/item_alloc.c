@@ -16,6 +16,10 @@
 #include "storage_internal.h"
 
 #define EVICT_TRIES 10 /* tail pulls before an allocation gives up */
+/* The longest an allocation waits for the flash writer to free a chunk of
+ * its class before it evicts, and the step of that wait. */
+#define FLASH_ROOM_WAIT_US 5000
+#define FLASH_ROOM_STEP_US 100
 
 /* Records `owner` as the owner of it's value chunks (see slabs.h). */
 static void value_chunks_owned_by(const struct item *it, struct item *owner)
@@ -205,6 +209,36 @@ static void wait_for_tail(int tries)
     nanosleep(&nap, NULL);
 }
 
+/* Class cls has no free chunk and its values go to flash: the writer
+ * (woken by flash_room_wanted) frees chunks by moving COLD's tail there.
+ * The allocation waits for that, FLASH_ROOM_WAIT_US at most, instead of
+ * evicting at once: an evicted value is lost, a moved one is kept. With
+ * three pages' worth of chunks kept free, a class of large chunks has few
+ * (18 of 161,720 bytes for 128 KiB values), and a burst of sets or flash
+ * reads uses them up before the I/O thread's next pass (it may be waiting
+ * for a CPU, or in a compaction step); memcached evicts there and loses
+ * those values. No wait when COLD holds nothing, or once the writer passes
+ * without moving anything. */
+static void *wait_for_flash_room(unsigned cls, bool value)
+{
+    struct lru_list *cold = lru_of(cls, LRU_COLD);
+    struct flash_room_mark mark;
+    flash_room_mark(&mark);
+    for (unsigned waited = 0; waited < FLASH_ROOM_WAIT_US; waited += FLASH_ROOM_STEP_US) {
+        lru_lock(cold);
+        uint64_t movable = cold->n.curr_items;
+        lru_unlock(cold);
+        if (movable == 0 || flash_room_stalled(&mark) || !flash_room_wanted(slabs_class_size(cls)))
+            return NULL;
+        struct timespec nap = {0, FLASH_ROOM_STEP_US * 1000L};
+        nanosleep(&nap, NULL);
+        void *p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
+        if (p)
+            return p;
+    }
+    return NULL;
+}
+
 /* A chunk of class cls (or, see borrow_chunk(), of a larger class: *got
  * receives the class), making room in cls's LRU when needed as memcached
  * does: flat, reclaim at COLD's tail, then evict there; segmented, evict
@@ -227,7 +261,12 @@ static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
     p = borrow_chunk(cls, value, got);
     if (p)
         return p;
-    flash_room_wanted(slabs_class_size(cls)); /* its values go to flash before more are evicted */
+    /* its values go to flash before more are evicted */
+    if (flash_room_wanted(slabs_class_size(cls))) {
+        p = wait_for_flash_room(cls, value);
+        if (p)
+            return p;
+    }
     struct lru_list *cold = lru_of(cls, LRU_COLD);
     for (int tries = 0; tries < EVICT_TRIES && !p; tries++) {
         bool segmented = lru_is_segmented();
