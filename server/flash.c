@@ -830,9 +830,14 @@ static uint64_t now_us(void)
     return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/* Set on the I/O thread: its own allocations (flash headers) never wait
+ * for the writer, which is itself. */
+static __thread bool on_io_thread;
+
 static void *io_thread(void *arg)
 {
     (void)arg;
+    on_io_thread = true;
     arm_wake_poll();
     bool more = false;
     uint64_t last_pass_us = now_us();
@@ -893,7 +898,7 @@ static void *io_thread(void *arg)
 
 bool flash_room_wanted(size_t chunk_size)
 {
-    if (!flash_running() || chunk_size < flash_tunable(&tier.cfg.item_size))
+    if (!flash_running() || chunk_size < flash_tunable(&tier.cfg.item_size) || on_io_thread)
         return false; /* the writer takes no values of this class */
     if (!__atomic_exchange_n(&tier.room_wanted, true, __ATOMIC_ACQ_REL))
         wake();

@@ -99,7 +99,7 @@ bool flash_header_class_short(size_t chunk_size);
  * pass starts at once instead of after its wait, so values leave for
  * flash rather than being evicted while the I/O thread sleeps. Cheap when
  * called again before that pass (one flag). True when the writer takes
- * that class's values (and was woken). */
+ * that class's values (and was woken); false on the I/O thread itself. */
 bool flash_room_wanted(size_t chunk_size);
 
 /* The writer's progress as an allocation waiting for room saw it:
