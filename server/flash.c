@@ -820,14 +820,8 @@ static bool writer_pass(bool *wrote)
     }
     if (!held_up)
         __atomic_fetch_add(&tier.writer_passes, 1, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&tier.writer_pass_ends, 1, __ATOMIC_RELEASE);
     return more;
-}
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
 /* Set on the I/O thread: its own allocations (flash headers) never wait
@@ -840,7 +834,7 @@ static void *io_thread(void *arg)
     on_io_thread = true;
     arm_wake_poll();
     bool more = false;
-    uint64_t last_pass_us = now_us();
+    uint64_t last_pass_us = clock_monotonic_us();
     /* the writer looks again soon after a pass that wrote (memory is
      * filling: a burst of sets must not evict what flash could keep),
      * backing off to WRITER_INTERVAL_US while there is nothing to write */
@@ -853,7 +847,7 @@ static void *io_thread(void *arg)
         if (stop)
             break;
         if (more || requests != tier.passes_done) {
-            last_pass_us = now_us();
+            last_pass_us = clock_monotonic_us();
             tier.io_progress = false;
             bool wrote;
             more = writer_pass(&wrote);
@@ -888,7 +882,7 @@ static void *io_thread(void *arg)
         }
         /* a completed write or read lets what waited for it go on at
          * once; wakes must not keep the writer from its turn */
-        more = tier.io_progress || now_us() - last_pass_us >= interval_us;
+        more = tier.io_progress || clock_monotonic_us() - last_pass_us >= interval_us;
     }
     flash_compact_abandon();
     for (unsigned b = 0; b < BUCKET_COUNT; b++) /* the writes in flight end first */
@@ -909,6 +903,7 @@ void flash_room_mark(struct flash_room_mark *m)
 {
     m->passes = __atomic_load_n(&tier.writer_passes, __ATOMIC_ACQUIRE);
     m->moved = flash_get(&flash_counters.objects_written);
+    m->activity = __atomic_load_n(&tier.writer_pass_ends, __ATOMIC_ACQUIRE) + m->moved;
 }
 
 bool flash_room_stalled(const struct flash_room_mark *m)
@@ -1084,7 +1079,7 @@ bool flash_room_wanted(size_t chunk_size)
 
 void flash_room_mark(struct flash_room_mark *m)
 {
-    m->passes = m->moved = 0;
+    m->passes = m->moved = m->activity = 0;
 }
 
 bool flash_room_stalled(const struct flash_room_mark *m)

@@ -106,9 +106,11 @@ bool flash_room_wanted(size_t chunk_size);
  * flash_room_mark() takes it, flash_room_stalled() answers whether two
  * writer passes ended since then, neither held up by a write in flight,
  * without moving a value (the writer finds nothing to move: waiting
- * longer is useless). */
+ * longer is useless). activity grows with every pass that ends and
+ * every value moved: while it stays still the I/O thread is not at work
+ * (asleep, or waiting for a CPU). */
 struct flash_room_mark {
-    uint64_t passes, moved;
+    uint64_t passes, moved, activity;
 };
 void flash_room_mark(struct flash_room_mark *m);
 bool flash_room_stalled(const struct flash_room_mark *m);

@@ -10,16 +10,25 @@
 #include <time.h>
 
 #include "assoc.h"
+#include "clock.h"
 #include "flash.h"
 #include "lru.h"
 #include "slabs.h"
 #include "storage_internal.h"
 
 #define EVICT_TRIES 10 /* tail pulls before an allocation gives up */
-/* The longest an allocation waits for the flash writer to free a chunk of
- * its class before it evicts, and the step of that wait. */
-#define FLASH_ROOM_WAIT_US 5000
-#define FLASH_ROOM_STEP_US 100
+/* An allocation's wait for the flash writer to free a chunk of its class
+ * before it evicts: in steps of FLASH_ROOM_STEP_US, ending once the I/O
+ * thread showed no activity for FLASH_ROOM_QUIET_US, or after
+ * FLASH_ROOM_WAIT_US in all. */
+#define FLASH_ROOM_STEP_US 50
+#define FLASH_ROOM_QUIET_US 250
+#define FLASH_ROOM_WAIT_US 1000
+
+static unsigned room_quiet_us = FLASH_ROOM_QUIET_US, room_wait_us = FLASH_ROOM_WAIT_US;
+/* The writer's activity (flash_room_mark) when a wait last ended for want
+ * of it: until the I/O thread does something, allocations do not wait. */
+static uint64_t room_idle_activity = UINT64_MAX;
 
 /* Records `owner` as the owner of it's value chunks (see slabs.h). */
 static void value_chunks_owned_by(const struct item *it, struct item *owner)
@@ -209,34 +218,58 @@ static void wait_for_tail(int tries)
     nanosleep(&nap, NULL);
 }
 
+void item_alloc_flash_wait_limits(unsigned quiet_us, unsigned wait_us)
+{
+    __atomic_store_n(&room_quiet_us, quiet_us ? quiet_us : FLASH_ROOM_QUIET_US, __ATOMIC_RELAXED);
+    __atomic_store_n(&room_wait_us, wait_us ? wait_us : FLASH_ROOM_WAIT_US, __ATOMIC_RELAXED);
+}
+
 /* Class cls has no free chunk and its values go to flash: the writer
  * (woken by flash_room_wanted) frees chunks by moving COLD's tail there.
- * The allocation waits for that, FLASH_ROOM_WAIT_US at most, instead of
- * evicting at once: an evicted value is lost, a moved one is kept. With
- * three pages' worth of chunks kept free, a class of large chunks has few
- * (18 of 161,720 bytes for 128 KiB values), and a burst of sets or flash
- * reads uses them up before the I/O thread's next pass (it may be waiting
- * for a CPU, or in a compaction step); memcached evicts there and loses
- * those values. No wait when COLD holds nothing, or once the writer passes
- * without moving anything. */
+ * With three pages' worth of chunks kept free, a class of large chunks
+ * has few (18 of 161,720 bytes for 128 KiB values), and a burst of sets
+ * or flash reads uses them up before the I/O thread's next pass;
+ * memcached evicts there and loses values flash would have kept. The
+ * allocation waits for the writer instead, but only while the I/O thread
+ * is seen at work: it ends once the writer neither moved a value nor
+ * ended a pass for room_quiet_us (the I/O thread sleeps or waits for a
+ * CPU: the worker's other connections must not wait on it), and after
+ * room_wait_us in all. After a wait that found the I/O thread idle, no
+ * allocation waits until it shows activity again. No wait when COLD holds
+ * nothing, or once the writer passes without moving anything. */
 static void *wait_for_flash_room(unsigned cls, bool value)
 {
     struct lru_list *cold = lru_of(cls, LRU_COLD);
-    struct flash_room_mark mark;
-    flash_room_mark(&mark);
-    for (unsigned waited = 0; waited < FLASH_ROOM_WAIT_US; waited += FLASH_ROOM_STEP_US) {
+    struct flash_room_mark start, now;
+    flash_room_mark(&start);
+    if (start.activity == __atomic_load_n(&room_idle_activity, __ATOMIC_RELAXED))
+        return NULL;
+    unsigned quiet_us = __atomic_load_n(&room_quiet_us, __ATOMIC_RELAXED);
+    unsigned wait_us = __atomic_load_n(&room_wait_us, __ATOMIC_RELAXED);
+    uint64_t began = clock_monotonic_us(), active_at = began, activity = start.activity;
+    for (;;) {
         lru_lock(cold);
         uint64_t movable = cold->n.curr_items;
         lru_unlock(cold);
-        if (movable == 0 || flash_room_stalled(&mark) || !flash_room_wanted(slabs_class_size(cls)))
+        if (movable == 0 || flash_room_stalled(&start) || !flash_room_wanted(slabs_class_size(cls)))
             return NULL;
         struct timespec nap = {0, FLASH_ROOM_STEP_US * 1000L};
         nanosleep(&nap, NULL);
         void *p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
         if (p)
             return p;
+        uint64_t t = clock_monotonic_us();
+        flash_room_mark(&now);
+        if (now.activity != activity) {
+            activity = now.activity;
+            active_at = t;
+        } else if (t - active_at >= quiet_us) {
+            __atomic_store_n(&room_idle_activity, activity, __ATOMIC_RELAXED);
+            return NULL;
+        }
+        if (t - began >= wait_us)
+            return NULL;
     }
-    return NULL;
 }
 
 /* A chunk of class cls (or, see borrow_chunk(), of a larger class: *got

@@ -263,6 +263,11 @@ void storage_sizes_enable(bool on);
  * is full ("slabs automove" work done at once; also used by tests). True
  * when a page moved. */
 bool storage_slab_move_now(void);
+/* The bounds of an allocation's wait for the flash writer (item_alloc.c):
+ * it ends once the I/O thread showed no activity for quiet_us, or after
+ * wait_us in all; 0 restores the default (250 us, 1 ms). Tests widen them
+ * so that a starved I/O thread cannot change their outcome. */
+void item_alloc_flash_wait_limits(unsigned quiet_us, unsigned wait_us);
 /* Runs one LRU crawler pass now, in the calling thread, reclaiming expired
  * and flushed items ("lru_crawler crawl all"; also used by tests). */
 void storage_crawl_now(void);

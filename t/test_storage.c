@@ -2458,22 +2458,15 @@ static void test_flash_read_check(void)
     storage_shutdown();
 }
 
-/* A burst of 128 KiB sets, back to back, into -m 8 with a flash tier:
- * the value class has a few dozen chunks and the writer keeps 18 of them
- * free, so the sets outrun it. A set that finds no free chunk waits for
- * the writer to move COLD's tail to flash instead of evicting a value
- * flash would keep: no key is lost while flash has room. */
-static void test_flash_room_wait(void)
+/* Starts a flash tier on a new 32 MiB file named after the template
+ * path (memcached's defaults but for the sizes; values of 512 bytes and
+ * more go to flash, smaller chunks hold their headers). */
+static bool start_flash_file(char *path)
 {
-    struct storage_config cfg = default_config(); /* flat: every item in COLD */
-    cfg.maxbytes = 8 * MIB;
-    cfg.slab_automove_off = true;
-    start(&cfg);
-    char path[] = "/tmp/test_storage_room.XXXXXX";
     int fd = mkstemp(path);
     if (fd >= 0)
         close(fd);
-    struct ext_settings ext; /* memcached's defaults but for the sizes */
+    struct ext_settings ext;
     memset(&ext, 0, sizeof(ext));
     ext.paths[0] = (struct ext_path){path, 32u << 20};
     ext.npaths = 1;
@@ -2487,6 +2480,27 @@ static void test_flash_room_wait(void)
     char err[256] = "";
     bool started = fd >= 0 && flash_start(&ext, err, sizeof(err)) == 0;
     tap_ok(started, "flash tier starts on %s %s", path, err);
+    return started;
+}
+
+/* A burst of 128 KiB sets, back to back, into -m 8 with a flash tier:
+ * the value class has a few dozen chunks and the writer keeps 18 of them
+ * free, so the sets outrun it. A set that finds no free chunk waits for
+ * the writer to move COLD's tail to flash instead of evicting a value
+ * flash would keep: no key is lost while flash has room. The wait's
+ * bounds are widened to a minute, so that an I/O thread kept off the
+ * CPU for a while (a loaded machine, a sanitizer build) only makes the
+ * sets slower: the wait still ends only when the writer freed a chunk or
+ * found nothing to move. Without the wait the sets evict. */
+static void test_flash_room_wait(void)
+{
+    struct storage_config cfg = default_config(); /* flat: every item in COLD */
+    cfg.maxbytes = 8 * MIB;
+    cfg.slab_automove_off = true;
+    start(&cfg);
+    item_alloc_flash_wait_limits(60000000, 60000000);
+    char path[] = "/tmp/test_storage_room.XXXXXX";
+    bool started = start_flash_file(path);
 
     enum { N = 150, LEN = 128 * 1024 };
     char *val = malloc(LEN), key[32];
@@ -2525,6 +2539,7 @@ static void test_flash_room_wait(void)
     if (started)
         flash_stop();
     unlink(path);
+    item_alloc_flash_wait_limits(0, 0);
     storage_shutdown();
 }
 
