@@ -2543,6 +2543,58 @@ static void test_flash_room_wait(void)
     storage_shutdown();
 }
 
+/* The class of flash headers (chunks smaller than ext_item_size) that
+ * evicts while flash has room gets a page from the class holding the
+ * most, handed straight to it: the page never sits in the pool, where an
+ * allocation of another class (a set waiting for the flash writer polls
+ * for a chunk) would take it first. */
+static void test_flash_header_page(void)
+{
+    struct storage_config cfg = default_config(); /* the mover on */
+    cfg.maxbytes = 8 * MIB;
+    start(&cfg);
+    char path[] = "/tmp/test_storage_hdr.XXXXXX";
+    bool started = start_flash_file(path);
+    /* values too small for flash: 3 MiB of 300 bytes, then 100-byte ones
+     * until their class evicts */
+    enum { MEDIUM = 300, SMALL = 100 };
+    char *val = malloc(MEDIUM), key[32];
+    if (val)
+        fill_pattern(val, MEDIUM, 7);
+    for (int i = 0; started && val && i < 8000; i++) {
+        snprintf(key, sizeof(key), "hm:%d", i);
+        store_full(key, val, MEDIUM, 0, 0, STORE_SET, 0, NULL, NULL);
+    }
+    unsigned small_cls = 0;
+    for (int i = 0; started && val && i < 60000 && general_stat("evictions") < 1000; i++) {
+        snprintf(key, sizeof(key), "hs:%d", i);
+        store_full(key, val, SMALL, 0, 0, STORE_SET, 0, NULL, NULL);
+        item *it = small_cls ? NULL : item_peek(key, strlen(key));
+        if (it) {
+            small_cls = item_slab_class(it);
+            item_release(it);
+        }
+    }
+    struct slabs_class_stats before, after;
+    slabs_class_stats(small_cls, &before);
+    unsigned long long pool = general_stat("slab_global_page_pool");
+    tap_ok(started && small_cls > 0 && general_stat("evictions") >= 1000 &&
+               flash_header_class_short(before.chunk_size),
+           "the class of %zu-byte chunks, a headers' class, evicts (%llu)", before.chunk_size,
+           general_stat("evictions"));
+    bool moved = storage_slab_move_now();
+    slabs_class_stats(small_cls, &after);
+    tap_ok(moved && after.total_pages == before.total_pages + 1 &&
+               general_stat("slab_global_page_pool") == pool,
+           "the mover hands it a page at once (%zu -> %zu pages, pool %llu -> %llu)",
+           before.total_pages, after.total_pages, pool, general_stat("slab_global_page_pool"));
+    free(val);
+    if (started)
+        flash_stop();
+    unlink(path);
+    storage_shutdown();
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -2560,6 +2612,7 @@ int main(void)
 #ifdef HAVE_LIBURING
     test_flash_read_check();
     test_flash_room_wait();
+    test_flash_header_page();
 #endif
     test_borrow();
     test_page_reuse();
