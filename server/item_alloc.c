@@ -24,8 +24,16 @@
 #define FLASH_ROOM_STEP_US 50
 #define FLASH_ROOM_QUIET_US 250
 #define FLASH_ROOM_WAIT_US 1000
+/* The longest a set parks (item_alloc_parkable) for the same reason: its
+ * worker serves its other connections meanwhile. */
+#define FLASH_ROOM_PARK_US 5000
 
-static unsigned room_quiet_us = FLASH_ROOM_QUIET_US, room_wait_us = FLASH_ROOM_WAIT_US;
+static unsigned room_quiet_us = FLASH_ROOM_QUIET_US, room_wait_us = FLASH_ROOM_WAIT_US,
+                room_park_us = FLASH_ROOM_PARK_US;
+/* Set by item_alloc_parkable for its allocation: an allocation that would
+ * wait for the writer returns NULL instead and sets parked. */
+static __thread struct alloc_wait *parking;
+static __thread bool parked;
 /* The writer's activity (flash_room_mark) when a wait last ended for want
  * of it: until the I/O thread does something, allocations do not wait. */
 static uint64_t room_idle_activity = UINT64_MAX;
@@ -218,10 +226,37 @@ static void wait_for_tail(int tries)
     nanosleep(&nap, NULL);
 }
 
-void item_alloc_flash_wait_limits(unsigned quiet_us, unsigned wait_us)
+void item_alloc_flash_wait_limits(unsigned quiet_us, unsigned wait_us, unsigned park_us)
 {
     __atomic_store_n(&room_quiet_us, quiet_us ? quiet_us : FLASH_ROOM_QUIET_US, __ATOMIC_RELAXED);
     __atomic_store_n(&room_wait_us, wait_us ? wait_us : FLASH_ROOM_WAIT_US, __ATOMIC_RELAXED);
+    __atomic_store_n(&room_park_us, park_us ? park_us : FLASH_ROOM_PARK_US, __ATOMIC_RELAXED);
+}
+
+/* Whether a parkable allocation of class cls should park (see
+ * item_alloc_parkable): COLD holds values the writer may move, and w's
+ * wait began less than room_park_us ago and has not seen the writer pass
+ * twice without moving anything. */
+static bool room_parkable(unsigned cls, struct alloc_wait *w)
+{
+    struct lru_list *cold = lru_of(cls, LRU_COLD);
+    lru_lock(cold);
+    uint64_t movable = cold->n.curr_items;
+    lru_unlock(cold);
+    if (movable == 0)
+        return false;
+    struct flash_room_mark mark;
+    if (!w->started) {
+        flash_room_mark(&mark);
+        *w = (struct alloc_wait){.started = true,
+                                 .began_us = clock_monotonic_us(),
+                                 .writer_passes = mark.passes,
+                                 .values_moved = mark.moved};
+        return true;
+    }
+    mark = (struct flash_room_mark){.passes = w->writer_passes, .moved = w->values_moved};
+    return clock_monotonic_us() - w->began_us < __atomic_load_n(&room_park_us, __ATOMIC_RELAXED) &&
+           !flash_room_stalled(&mark);
 }
 
 /* Class cls has no free chunk and its values go to flash: the writer
@@ -296,7 +331,11 @@ static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
         return p;
     /* its values go to flash before more are evicted */
     if (flash_room_wanted(slabs_class_size(cls))) {
-        p = wait_for_flash_room(cls, value);
+        if (parking && room_parkable(cls, parking)) {
+            parked = true;
+            return NULL;
+        }
+        p = parking ? NULL : wait_for_flash_room(cls, value);
         if (p)
             return p;
     }
@@ -433,4 +472,17 @@ item *item_alloc(const char *key, size_t nkey, uint32_t flags, rel_time_t exptim
 {
     enum alloc_result ignored;
     return alloc_item(key, nkey, flags, exptime, nbytes, why ? why : &ignored);
+}
+
+item *item_alloc_parkable(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime,
+                          size_t nbytes, struct alloc_wait *w, enum alloc_result *why)
+{
+    parking = w;
+    parked = false;
+    item *it = alloc_item(key, nkey, flags, exptime, nbytes, why);
+    if (!it && parked)
+        *why = ALLOC_FLASH_WAIT;
+    parking = NULL;
+    parked = false;
+    return it;
 }

@@ -2498,7 +2498,7 @@ static void test_flash_room_wait(void)
     cfg.maxbytes = 8 * MIB;
     cfg.slab_automove_off = true;
     start(&cfg);
-    item_alloc_flash_wait_limits(60000000, 60000000);
+    item_alloc_flash_wait_limits(60000000, 60000000, 60000000);
     char path[] = "/tmp/test_storage_room.XXXXXX";
     bool started = start_flash_file(path);
 
@@ -2535,11 +2535,36 @@ static void test_flash_room_wait(void)
     tap_ok(present == N, "every key is kept (%d of %d, %d on flash)", present, N, on_flash);
     tap_ok(on_flash > 0 && intact == in_ram, "values went to flash, those in RAM intact (%d of %d)",
            intact, in_ram);
+    /* the same burst as a connection makes it: an allocation that would
+     * wait returns at once (ALLOC_FLASH_WAIT) and is asked again later */
+    int parks = 0, stored = 0;
+    for (int i = 0; started && val && i < N; i++) {
+        snprintf(key, sizeof(key), "rp:%d", i);
+        struct alloc_wait w = {0};
+        enum alloc_result why;
+        item *it;
+        while (!(it = item_alloc_parkable(key, strlen(key), 0, 0, LEN, &w, &why)) &&
+               why == ALLOC_FLASH_WAIT) {
+            parks++;
+            struct timespec later = {0, 500 * 1000};
+            nanosleep(&later, NULL);
+        }
+        if (!it)
+            continue;
+        fill_pattern(val, LEN, (unsigned)i);
+        write_value(it, val, LEN);
+        stored += item_store(it, STORE_SET, 0, NULL) == STORE_STORED;
+        item_release(it);
+    }
+    evicted = general_stat("evictions");
+    tap_ok(stored == N && evicted == 0,
+           "%d parkable sets store (%d), none evicted (%llu): they parked %d times", N, stored,
+           evicted, parks);
     free(val);
     if (started)
         flash_stop();
     unlink(path);
-    item_alloc_flash_wait_limits(0, 0);
+    item_alloc_flash_wait_limits(0, 0, 0);
     storage_shutdown();
 }
 
