@@ -342,9 +342,9 @@ static enum look_result look_once(bool headers_only)
                 src = c;
         }
         /* the headers' page is handed to them, not pooled: an allocation
-         * of another class (a set waiting for the flash writer to free a
-         * chunk of its own retries every 50 us) would take a pooled page
-         * first, and the headers would go on evicting */
+         * of another class (one waiting for the flash writer to free a
+         * chunk of its own tries again and again) would take a pooled
+         * page first, and the headers would go on evicting */
         if (src && move_page_from(src, headers ? dst : 0)) {
             if (headers)
                 slabs_grant_page(dst, true);
