@@ -4,9 +4,9 @@
 # item finds no free chunk while the writer is at work is parked until
 # the writer frees one (the connection parses nothing after it meanwhile):
 # every request after it, pipelined behind it, sees it stored (a get of
-# the key answers the new value; ms then mg the same), replies stay in
-# order, and a connection closed while its set waits leaves the server
-# serving.
+# the key answers the new value; ms then mg, binary SET then GET the
+# same), replies stay in order, and a connection closed while its set
+# waits leaves the server serving.
 use strict;
 use warnings;
 use Test::More;
@@ -56,6 +56,35 @@ for (my $i = 0; $i < $N; $i += $BATCH) {
     }
 }
 is($meta_ok, $N, "ms then mg, pipelined: every mg answers the value just set ($meta_ok of $N)");
+
+# the binary protocol: SET then GET of the same key, pipelined
+sub bin_req {
+    my ($op, $key, $extras, $value, $opaque) = @_;
+    return pack('CCnCCnNNQ>', 0x80, $op, length $key, length $extras, 0, 0,
+        length($extras) + length($key) + length($value), $opaque, 0) . $extras . $key . $value;
+}
+my ($bin_ok, $b) = (0, $srv->connect); # a connection's first byte picks binary
+for (my $i = 0; $i < $N; $i += $BATCH) {
+    my $req = '';
+    for my $j ($i .. $i + $BATCH - 1) {
+        $req .= bin_req(0x01, "b$j", pack('NN', 0, 0), value_of($j + 2), 2 * $j);
+        $req .= bin_req(0x00, "b$j", '', '', 2 * $j + 1);
+    }
+    mc_send($b, $req);
+    for my $j ($i .. $i + $BATCH - 1) {
+        my ($set_ok, $get_ok) = (0, 0);
+        for my $which (0, 1) {
+            my $head = mc_bytes($b, 24, 30);
+            my ($magic, $op, $kl, $el, $dt, $status, $bl, $opaque) = unpack('CCnCCnNN', $head);
+            my $body = $bl ? mc_bytes($b, $bl, 30) : '';
+            $set_ok = $status == 0 && $opaque == 2 * $j if $which == 0;
+            $get_ok = $status == 0 && $opaque == 2 * $j + 1 && substr($body, $el) eq value_of($j + 2)
+              if $which == 1;
+        }
+        $bin_ok++ if $set_ok && $get_ok;
+    }
+}
+is($bin_ok, $N, "binary SET then GET, pipelined: every GET answers the value just set ($bin_ok of $N)");
 
 # sets left unanswered on a closed connection
 for my $round (1 .. 3) {
