@@ -64,6 +64,13 @@ rel_time_t clock_now(void)
            atomic_load_explicit(&test_skew, memory_order_relaxed);
 }
 
+uint64_t clock_monotonic_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
 time_t clock_process_started(void)
 {
     return process_started;

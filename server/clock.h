@@ -25,6 +25,8 @@ rel_time_t clock_now(void); /* seconds since start */
 int clock_resume(time_t started);
 time_t clock_process_started(void);
 time_t clock_unix_now(void); /* process start + clock_now() */
+/* Microseconds of a monotonic clock, for short waits and intervals. */
+uint64_t clock_monotonic_us(void);
 
 /* Converts a protocol exptime to rel_time_t: 0 means never; negative means
  * already expired; up to 30 days is relative; beyond is absolute unix time

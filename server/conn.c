@@ -89,6 +89,8 @@ static const char *state_name(const struct conn *c)
         return "conn_swallow";
     case CONN_CLOSING:
         return "conn_closing";
+    case CONN_ROOM_WAIT:
+        return "conn_waiting";
     }
     return "conn_unknown";
 }
@@ -161,6 +163,21 @@ void conn_swallow(struct conn *c, size_t nbytes)
     c->swallow_left = nbytes;
     if (nbytes > 0)
         set_state(c, CONN_SWALLOW);
+}
+
+static void room_cb(evutil_socket_t fd, short what, void *arg);
+
+bool conn_wait_room(struct conn *c, void (*retry)(struct conn *c))
+{
+    if (!c->room_ev)
+        c->room_ev = evtimer_new(c->worker->base, room_cb, c);
+    struct timeval step = {0, 500};
+    if (!c->room_ev || evtimer_add(c->room_ev, &step) != 0)
+        return false;
+    log_msg(LOG_DEBUG, "<%d a set waits for the flash writer", c->fd);
+    c->room_retry = retry;
+    set_state(c, CONN_ROOM_WAIT);
+    return true;
 }
 
 void conn_set_close_after_write(struct conn *c)
@@ -448,6 +465,8 @@ static void conn_drive(struct conn *c)
                 set_state(c, CONN_PARSE);
                 continue;
             }
+        } else if (c->state == CONN_ROOM_WAIT) {
+            break; /* nothing after the set is parsed before it */
         } else if (c->close_after_write) {
             break;
         } else if (c->nresp >= RESP_QUEUE_LIMIT) {
@@ -524,7 +543,8 @@ static void conn_drive(struct conn *c)
         return;
     }
     bool want_read = !c->write_blocked && !c->close_after_write && !c->close_now &&
-                     c->nresp < RESP_QUEUE_LIMIT && !(c->tp->datagram && c->resp_head);
+                     c->nresp < RESP_QUEUE_LIMIT && !(c->tp->datagram && c->resp_head) &&
+                     c->state != CONN_ROOM_WAIT;
     /* requests already read wait behind a full queue that has now drained:
      * no readiness event will come for them */
     if (queue_full && want_read && c->rlen > 0)
@@ -551,6 +571,19 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
     c->yield_pending = false;
     if (c->state == CONN_CLOSING)
         return;
+    conn_drive(c);
+}
+
+/* A set parked by conn_alloc_value: tries again, then goes on as usual. */
+static void room_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct conn *c = arg;
+    if (c->state != CONN_ROOM_WAIT)
+        return;
+    set_state(c, CONN_PARSE);
+    c->room_retry(c);
     conn_drive(c);
 }
 
@@ -615,6 +648,8 @@ void conn_free(struct conn *c)
         c->cancelled = r->next;
         resp_free(c, r);
     }
+    if (c->room_ev)
+        event_free(c->room_ev);
     event_free(c->resume_ev);
     sasl_session_free(c->sasl);
     c->rlen = 0;
@@ -655,6 +690,8 @@ void conn_close(struct conn *c)
         event_del(c->resume_ev);
         c->yield_pending = false;
     }
+    if (c->room_ev)
+        event_del(c->room_ev);
     if (c->nparked == 0)
         conn_free(c);
 }

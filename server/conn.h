@@ -43,6 +43,7 @@
 #include <sys/uio.h>
 
 #include "clock.h"
+#include "items.h"
 #include "transport.h"
 
 typedef struct item item;
@@ -51,10 +52,11 @@ struct event;
 struct sasl_session;
 
 enum conn_state {
-    CONN_PARSE,   /* reading and handling requests */
-    CONN_NREAD,   /* receiving a value into an item */
-    CONN_SWALLOW, /* discarding a value that could not be stored */
-    CONN_CLOSING, /* closed; waiting for parked responses */
+    CONN_PARSE,     /* reading and handling requests */
+    CONN_NREAD,     /* receiving a value into an item */
+    CONN_SWALLOW,   /* discarding a value that could not be stored */
+    CONN_CLOSING,   /* closed; waiting for parked responses */
+    CONN_ROOM_WAIT, /* a set's item waits for the flash writer to free memory */
 };
 
 /* Longest inline header: "VALUE " key(250) flags length cas, with room. */
@@ -129,6 +131,14 @@ struct conn_value {
      * commands keep the reply flags they echo once the value is stored) */
     uint8_t note_len;
     char note[47];
+    /* the item a set asks for (conn_value_request), kept while it waits
+     * for room (conn_alloc_value) */
+    uint32_t flags;
+    rel_time_t exptime;
+    size_t nbytes;
+    struct alloc_wait room;
+    size_t nkey; /* as asked: longer than key holds means too large */
+    char key[KEY_MAX_LENGTH];
 };
 
 /* Why a connection closed, as watch's connevents name it. */
@@ -172,7 +182,9 @@ struct conn {
     struct resp *cancelled; /* parked responses dropped by conn_resp_truncate */
     unsigned nresp, nparked;
 
-    struct event *resume_ev;    /* yields and park completions */
+    struct event *resume_ev; /* yields and park completions */
+    struct event *room_ev;   /* CONN_ROOM_WAIT: the next try (made at the first) */
+    void (*room_retry)(struct conn *c);
     struct conn *wnext, *wprev; /* worker's list */
     struct conn *gnext, *gprev; /* registry for "stats conns" */
 };
@@ -207,6 +219,26 @@ void conn_consume(struct conn *c, size_t n);
 /* Receive nbytes into it's value segments, then trailer_len bytes. */
 void conn_read_value(struct conn *c, item *it, size_t nbytes, size_t trailer_len);
 void conn_swallow(struct conn *c, size_t nbytes);
+/* A set's item, before its value is read: conn_value_request() notes what
+ * it asks for, conn_alloc_value() allocates it. When the item's class has
+ * no free chunk and the flash writer is at work freeing some, the
+ * request is parked instead of evicting a value flash would keep (or
+ * holding up the worker): conn_alloc_value() returns NULL with
+ * ALLOC_FLASH_WAIT, the connection reads and parses nothing more, and
+ * retry(c) runs on its worker in about a millisecond, to call
+ * conn_alloc_value() again (5 ms at most; then it evicts). Over a
+ * datagram transport it never parks. */
+void conn_value_request(struct conn *c, const char *key, size_t nkey, uint32_t flags,
+                        rel_time_t exptime, size_t nbytes);
+/* Parks the request for conn_alloc_value (false when it cannot). */
+bool conn_wait_room(struct conn *c, void (*retry)(struct conn *c));
+item *conn_alloc_value(struct conn *c, void (*retry)(struct conn *c), enum alloc_result *why);
+/* After a set failed: deletes the key's old value, which must not stay
+ * readable. */
+void conn_value_delete_old(struct conn *c);
+/* The text protocols' error line for a set whose item could not be
+ * allocated (why), counted as store_too_large or store_no_memory. */
+const char *conn_value_alloc_error(struct conn *c, enum alloc_result why);
 void conn_set_close_after_write(struct conn *c);
 
 /* ---- for engines: responses ----------------------------------------------- */

@@ -812,25 +812,29 @@ static bool writer_pass(bool *wrote)
     /* a bucket that made the writer stop, and every buffer after a pass
      * that moved nothing, is written as soon as the bucket's write in
      * flight completes (without waiting for it here) */
-    for (unsigned b = 0; b < BUCKET_COUNT; b++)
+    bool held_up = false; /* by a write in flight: the completion brings the next pass */
+    for (unsigned b = 0; b < BUCKET_COUNT; b++) {
+        held_up |= filled[b] != FILL_NONE;
         if (filled[b] != FILL_NONE || !*wrote)
             flash_request_flush(b);
+    }
+    if (!held_up)
+        __atomic_fetch_add(&tier.writer_passes, 1, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&tier.writer_pass_ends, 1, __ATOMIC_RELEASE);
     return more;
 }
 
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
+/* Set on the I/O thread: its own allocations (flash headers) never wait
+ * for the writer, which is itself. */
+static __thread bool on_io_thread;
 
 static void *io_thread(void *arg)
 {
     (void)arg;
+    on_io_thread = true;
     arm_wake_poll();
     bool more = false;
-    uint64_t last_pass_us = now_us();
+    uint64_t last_pass_us = clock_monotonic_us();
     /* the writer looks again soon after a pass that wrote (memory is
      * filling: a burst of sets must not evict what flash could keep),
      * backing off to WRITER_INTERVAL_US while there is nothing to write */
@@ -843,7 +847,7 @@ static void *io_thread(void *arg)
         if (stop)
             break;
         if (more || requests != tier.passes_done) {
-            last_pass_us = now_us();
+            last_pass_us = clock_monotonic_us();
             tier.io_progress = false;
             bool wrote;
             more = writer_pass(&wrote);
@@ -878,7 +882,7 @@ static void *io_thread(void *arg)
         }
         /* a completed write or read lets what waited for it go on at
          * once; wakes must not keep the writer from its turn */
-        more = tier.io_progress || now_us() - last_pass_us >= interval_us;
+        more = tier.io_progress || clock_monotonic_us() - last_pass_us >= interval_us;
     }
     flash_compact_abandon();
     for (unsigned b = 0; b < BUCKET_COUNT; b++) /* the writes in flight end first */
@@ -886,12 +890,26 @@ static void *io_thread(void *arg)
     return NULL;
 }
 
-void flash_room_wanted(size_t chunk_size)
+bool flash_room_wanted(size_t chunk_size)
 {
-    if (!flash_running() || chunk_size < flash_tunable(&tier.cfg.item_size))
-        return; /* the writer takes no values of this class */
+    if (!flash_running() || chunk_size < flash_tunable(&tier.cfg.item_size) || on_io_thread)
+        return false; /* the writer takes no values of this class */
     if (!__atomic_exchange_n(&tier.room_wanted, true, __ATOMIC_ACQ_REL))
         wake();
+    return true;
+}
+
+void flash_room_mark(struct flash_room_mark *m)
+{
+    m->passes = __atomic_load_n(&tier.writer_passes, __ATOMIC_ACQUIRE);
+    m->moved = flash_get(&flash_counters.objects_written);
+    m->activity = __atomic_load_n(&tier.writer_pass_ends, __ATOMIC_ACQUIRE) + m->moved;
+}
+
+bool flash_room_stalled(const struct flash_room_mark *m)
+{
+    uint64_t passes = __atomic_load_n(&tier.writer_passes, __ATOMIC_ACQUIRE);
+    return passes >= m->passes + 2 && flash_get(&flash_counters.objects_written) == m->moved;
 }
 
 void flash_write_now(void)
@@ -1053,9 +1071,21 @@ void flash_stop(void) {}
 
 void flash_write_now(void) {}
 
-void flash_room_wanted(size_t chunk_size)
+bool flash_room_wanted(size_t chunk_size)
 {
     (void)chunk_size;
+    return false;
+}
+
+void flash_room_mark(struct flash_room_mark *m)
+{
+    m->passes = m->moved = m->activity = 0;
+}
+
+bool flash_room_stalled(const struct flash_room_mark *m)
+{
+    (void)m;
+    return true;
 }
 
 #endif

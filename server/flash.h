@@ -98,8 +98,22 @@ bool flash_header_class_short(size_t chunk_size);
  * before it evicts: when the writer takes values of that class, its next
  * pass starts at once instead of after its wait, so values leave for
  * flash rather than being evicted while the I/O thread sleeps. Cheap when
- * called again before that pass (one flag). */
-void flash_room_wanted(size_t chunk_size);
+ * called again before that pass (one flag). True when the writer takes
+ * that class's values (and was woken); false on the I/O thread itself. */
+bool flash_room_wanted(size_t chunk_size);
+
+/* The writer's progress as an allocation waiting for room saw it:
+ * flash_room_mark() takes it, flash_room_stalled() answers whether two
+ * writer passes ended since then, neither held up by a write in flight,
+ * without moving a value (the writer finds nothing to move: waiting
+ * longer is useless). activity grows with every pass that ends and
+ * every value moved: while it stays still the I/O thread is not at work
+ * (asleep, or waiting for a CPU). */
+struct flash_room_mark {
+    uint64_t passes, moved, activity;
+};
+void flash_room_mark(struct flash_room_mark *m);
+bool flash_room_stalled(const struct flash_room_mark *m);
 
 /* Run one writer pass now in the I/O thread and wait for it (tests). */
 void flash_write_now(void);

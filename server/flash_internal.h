@@ -97,8 +97,10 @@ struct flash_tier {
     bool stop;
     uint64_t pass_requests, passes_done;
     int wake_fd;
-    bool io_progress; /* I/O thread: a write or read completed since it was cleared */
-    bool room_wanted; /* an allocation found its class without free chunks (atomic) */
+    bool io_progress;          /* I/O thread: a write or read completed since it was cleared */
+    bool room_wanted;          /* an allocation found its class without free chunks (atomic) */
+    uint64_t writer_passes;    /* writer passes not held up by a write (atomic) */
+    uint64_t writer_pass_ends; /* every writer pass, held up or not (atomic) */
 #ifdef HAVE_LIBURING
     struct io_uring ring;
 #endif

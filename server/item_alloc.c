@@ -10,12 +10,33 @@
 #include <time.h>
 
 #include "assoc.h"
+#include "clock.h"
 #include "flash.h"
 #include "lru.h"
 #include "slabs.h"
 #include "storage_internal.h"
 
 #define EVICT_TRIES 10 /* tail pulls before an allocation gives up */
+/* An allocation's wait for the flash writer to free a chunk of its class
+ * before it evicts: in steps of FLASH_ROOM_STEP_US, ending once the I/O
+ * thread showed no activity for FLASH_ROOM_QUIET_US, or after
+ * FLASH_ROOM_WAIT_US in all. */
+#define FLASH_ROOM_STEP_US 50
+#define FLASH_ROOM_QUIET_US 250
+#define FLASH_ROOM_WAIT_US 1000
+/* The longest a set parks (item_alloc_parkable) for the same reason: its
+ * worker serves its other connections meanwhile. */
+#define FLASH_ROOM_PARK_US 5000
+
+static unsigned room_quiet_us = FLASH_ROOM_QUIET_US, room_wait_us = FLASH_ROOM_WAIT_US,
+                room_park_us = FLASH_ROOM_PARK_US;
+/* Set by item_alloc_parkable for its allocation: an allocation that would
+ * wait for the writer returns NULL instead and sets parked. */
+static __thread struct alloc_wait *parking;
+static __thread bool parked;
+/* The writer's activity (flash_room_mark) when a wait last ended for want
+ * of it: until the I/O thread does something, allocations do not wait. */
+static uint64_t room_idle_activity = UINT64_MAX;
 
 /* Records `owner` as the owner of it's value chunks (see slabs.h). */
 static void value_chunks_owned_by(const struct item *it, struct item *owner)
@@ -205,6 +226,87 @@ static void wait_for_tail(int tries)
     nanosleep(&nap, NULL);
 }
 
+void item_alloc_flash_wait_limits(unsigned quiet_us, unsigned wait_us, unsigned park_us)
+{
+    __atomic_store_n(&room_quiet_us, quiet_us ? quiet_us : FLASH_ROOM_QUIET_US, __ATOMIC_RELAXED);
+    __atomic_store_n(&room_wait_us, wait_us ? wait_us : FLASH_ROOM_WAIT_US, __ATOMIC_RELAXED);
+    __atomic_store_n(&room_park_us, park_us ? park_us : FLASH_ROOM_PARK_US, __ATOMIC_RELAXED);
+}
+
+/* Whether a parkable allocation of class cls should park (see
+ * item_alloc_parkable): COLD holds values the writer may move, and w's
+ * wait began less than room_park_us ago and has not seen the writer pass
+ * twice without moving anything. */
+static bool room_parkable(unsigned cls, struct alloc_wait *w)
+{
+    struct lru_list *cold = lru_of(cls, LRU_COLD);
+    lru_lock(cold);
+    uint64_t movable = cold->n.curr_items;
+    lru_unlock(cold);
+    if (movable == 0)
+        return false;
+    struct flash_room_mark mark;
+    if (!w->started) {
+        flash_room_mark(&mark);
+        *w = (struct alloc_wait){.started = true,
+                                 .began_us = clock_monotonic_us(),
+                                 .writer_passes = mark.passes,
+                                 .values_moved = mark.moved};
+        return true;
+    }
+    mark = (struct flash_room_mark){.passes = w->writer_passes, .moved = w->values_moved};
+    return clock_monotonic_us() - w->began_us < __atomic_load_n(&room_park_us, __ATOMIC_RELAXED) &&
+           !flash_room_stalled(&mark);
+}
+
+/* Class cls has no free chunk and its values go to flash: the writer
+ * (woken by flash_room_wanted) frees chunks by moving COLD's tail there.
+ * With three pages' worth of chunks kept free, a class of large chunks
+ * has few (18 of 161,720 bytes for 128 KiB values), and a burst of sets
+ * or flash reads uses them up before the I/O thread's next pass;
+ * memcached evicts there and loses values flash would have kept. The
+ * allocation waits for the writer instead, but only while the I/O thread
+ * is seen at work: it ends once the writer neither moved a value nor
+ * ended a pass for room_quiet_us (the I/O thread sleeps or waits for a
+ * CPU: the worker's other connections must not wait on it), and after
+ * room_wait_us in all. After a wait that found the I/O thread idle, no
+ * allocation waits until it shows activity again. No wait when COLD holds
+ * nothing, or once the writer passes without moving anything. */
+static void *wait_for_flash_room(unsigned cls, bool value)
+{
+    struct lru_list *cold = lru_of(cls, LRU_COLD);
+    struct flash_room_mark start, now;
+    flash_room_mark(&start);
+    if (start.activity == __atomic_load_n(&room_idle_activity, __ATOMIC_RELAXED))
+        return NULL;
+    unsigned quiet_us = __atomic_load_n(&room_quiet_us, __ATOMIC_RELAXED);
+    unsigned wait_us = __atomic_load_n(&room_wait_us, __ATOMIC_RELAXED);
+    uint64_t began = clock_monotonic_us(), active_at = began, activity = start.activity;
+    for (;;) {
+        lru_lock(cold);
+        uint64_t movable = cold->n.curr_items;
+        lru_unlock(cold);
+        if (movable == 0 || flash_room_stalled(&start) || !flash_room_wanted(slabs_class_size(cls)))
+            return NULL;
+        struct timespec nap = {0, FLASH_ROOM_STEP_US * 1000L};
+        nanosleep(&nap, NULL);
+        void *p = value ? slabs_alloc_value(cls) : slabs_alloc(cls);
+        if (p)
+            return p;
+        uint64_t t = clock_monotonic_us();
+        flash_room_mark(&now);
+        if (now.activity != activity) {
+            activity = now.activity;
+            active_at = t;
+        } else if (t - active_at >= quiet_us) {
+            __atomic_store_n(&room_idle_activity, activity, __ATOMIC_RELAXED);
+            return NULL;
+        }
+        if (t - began >= wait_us)
+            return NULL;
+    }
+}
+
 /* A chunk of class cls (or, see borrow_chunk(), of a larger class: *got
  * receives the class), making room in cls's LRU when needed as memcached
  * does: flat, reclaim at COLD's tail, then evict there; segmented, evict
@@ -227,7 +329,16 @@ static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
     p = borrow_chunk(cls, value, got);
     if (p)
         return p;
-    flash_room_wanted(slabs_class_size(cls)); /* its values go to flash before more are evicted */
+    /* its values go to flash before more are evicted */
+    if (flash_room_wanted(slabs_class_size(cls))) {
+        if (parking && room_parkable(cls, parking)) {
+            parked = true;
+            return NULL;
+        }
+        p = parking ? NULL : wait_for_flash_room(cls, value);
+        if (p)
+            return p;
+    }
     struct lru_list *cold = lru_of(cls, LRU_COLD);
     for (int tries = 0; tries < EVICT_TRIES && !p; tries++) {
         bool segmented = lru_is_segmented();
@@ -361,4 +472,17 @@ item *item_alloc(const char *key, size_t nkey, uint32_t flags, rel_time_t exptim
 {
     enum alloc_result ignored;
     return alloc_item(key, nkey, flags, exptime, nbytes, why ? why : &ignored);
+}
+
+item *item_alloc_parkable(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime,
+                          size_t nbytes, struct alloc_wait *w, enum alloc_result *why)
+{
+    parking = w;
+    parked = false;
+    item *it = alloc_item(key, nkey, flags, exptime, nbytes, why);
+    if (!it && parked)
+        *why = ALLOC_FLASH_WAIT;
+    parking = NULL;
+    parked = false;
+    return it;
 }

@@ -183,11 +183,31 @@ bool item_touch(const char *key, size_t nkey, rel_time_t exptime);
 bool item_set_exptime(const char *key, size_t nkey, rel_time_t exptime);
 
 /* ---- storing ----------------------------------------------------------- */
-enum alloc_result { ALLOC_OK, ALLOC_TOO_LARGE, ALLOC_NO_MEMORY };
+enum alloc_result {
+    ALLOC_OK,
+    ALLOC_TOO_LARGE,
+    ALLOC_NO_MEMORY,
+    ALLOC_FLASH_WAIT, /* item_alloc_parkable: ask again in a moment */
+};
 /* A fresh, unlinked item of nbytes value bytes; fill its value segments,
  * then item_store() it (or item_release() it to abandon it). */
 item *item_alloc(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime, size_t nbytes,
                  enum alloc_result *why);
+/* The same for a request that can be parked (a set whose value is not
+ * read yet): where item_alloc would hold up its thread to wait for the
+ * flash writer to free a chunk of the item's class (memory full, the
+ * class's values go to flash), this returns NULL with ALLOC_FLASH_WAIT,
+ * and the caller asks again with the same w a moment later, its thread
+ * free meanwhile. Once w's wait lasted 5 ms, or the writer passed twice
+ * without moving anything, it evicts as item_alloc does. w starts zeroed
+ * for each request. */
+struct alloc_wait {
+    bool started;
+    uint64_t began_us;
+    uint64_t writer_passes, values_moved; /* the writer's, when the wait began */
+};
+item *item_alloc_parkable(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime,
+                          size_t nbytes, struct alloc_wait *w, enum alloc_result *why);
 
 enum store_op { STORE_SET, STORE_ADD, STORE_REPLACE, STORE_APPEND, STORE_PREPEND, STORE_CAS };
 enum store_result {
@@ -263,6 +283,12 @@ void storage_sizes_enable(bool on);
  * is full ("slabs automove" work done at once; also used by tests). True
  * when a page moved. */
 bool storage_slab_move_now(void);
+/* The bounds of an allocation's wait for the flash writer (item_alloc.c):
+ * it ends once the I/O thread showed no activity for quiet_us, or after
+ * wait_us in all; a parked set (item_alloc_parkable) is evicted for after
+ * park_us. 0 restores the default (250 us, 1 ms, 5 ms). Tests widen them
+ * so that a starved I/O thread cannot change their outcome. */
+void item_alloc_flash_wait_limits(unsigned quiet_us, unsigned wait_us, unsigned park_us);
 /* Runs one LRU crawler pass now, in the calling thread, reclaiming expired
  * and flushed items ("lru_crawler crawl all"; also used by tests). */
 void storage_crawl_now(void);

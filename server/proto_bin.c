@@ -235,6 +235,9 @@ static void process_get(struct conn *c, const struct bin_request *req)
 }
 
 /* ---- storage --------------------------------------------------------------------------- */
+static void update_value(struct conn *c);
+static uint8_t loud_opcode(uint8_t opcode);
+
 /* Starts receiving the value of a set/add/replace/append/prepend. */
 static void process_update(struct conn *c, const struct bin_request *req)
 {
@@ -254,24 +257,36 @@ static void process_update(struct conn *c, const struct bin_request *req)
                 key, vlen);
     if (stats_detail_on())
         stats_detail_record_set(key, nkey);
-    enum alloc_result why = ALLOC_OK;
-    item *it = item_alloc(key, nkey, flags, exptime, vlen, &why);
-    if (!it) {
-        if (why == ALLOC_TOO_LARGE)
-            reply_error(c, &req->rc, MCR_BIN_STATUS_E2BIG, NULL);
-        else
-            reply_error(c, &req->rc, MCR_BIN_STATUS_ENOMEM, "Out of memory allocating item");
-        /* a failed set must not leave the old value readable */
-        if (req->cmd == MCR_BIN_OP_SET)
-            item_delete(key, nkey, 0);
-        conn_swallow(c, vlen);
-        return;
-    }
+    conn_value_request(c, key, nkey, flags, exptime, vlen);
     c->value.op = req->h.opcode;
     c->value.noreply = req->rc.quiet;
     c->value.cas = req->h.cas;
     c->value.opaque = req->h.opaque;
-    conn_read_value(c, it, vlen, 0);
+    update_value(c);
+}
+
+/* The item of the set conn_value_request noted; then its value is read
+ * (also when a set that waited for room tries again). */
+static void update_value(struct conn *c)
+{
+    struct conn_value *v = &c->value;
+    enum alloc_result why = ALLOC_OK;
+    item *it = conn_alloc_value(c, update_value, &why);
+    if (!it) {
+        if (why == ALLOC_FLASH_WAIT)
+            return;
+        struct bin_reply rc = {(uint8_t)v->op, v->noreply, (uint32_t)v->opaque};
+        if (why == ALLOC_TOO_LARGE)
+            reply_error(c, &rc, MCR_BIN_STATUS_E2BIG, NULL);
+        else
+            reply_error(c, &rc, MCR_BIN_STATUS_ENOMEM, "Out of memory allocating item");
+        /* a failed set must not leave the old value readable */
+        if (loud_opcode((uint8_t)v->op) == MCR_BIN_OP_SET)
+            conn_value_delete_old(c);
+        conn_swallow(c, v->nbytes);
+        return;
+    }
+    conn_read_value(c, it, v->nbytes, 0);
 }
 
 static uint8_t loud_opcode(uint8_t opcode)

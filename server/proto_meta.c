@@ -240,10 +240,10 @@ static void process_mg(struct conn *c, struct token *tokens, size_t ntokens)
 #define MS_BINKEY 0x200 /* the key came base64-encoded */
 
 static void ms_value_done(struct conn *c, const char *trailer, size_t trailer_len);
+static void ms_value(struct conn *c);
 
 static void process_ms(struct conn *c, struct token *tokens, size_t ntokens)
 {
-    struct worker_stats *ws = &c->worker->stats;
     struct meta_flags of = {0};
     const char *errstr = "CLIENT_ERROR bad command line format";
     int32_t vlen;
@@ -326,37 +326,41 @@ static void process_ms(struct conn *c, struct token *tokens, size_t ntokens)
     if (has_error)
         goto error;
 
-    const char *key = tokens[1].value;
-    size_t nkey = tokens[1].length;
-    enum alloc_result why = ALLOC_OK;
-    item *it =
-        item_alloc(key, nkey, of.client_flags, of.new_ttl ? of.exptime : 0, (size_t)vlen, &why);
-    if (!it) {
-        if (why == ALLOC_TOO_LARGE) {
-            errstr = "SERVER_ERROR object too large for cache";
-            STAT_INCR(ws, store_too_large);
-        } else {
-            errstr = "SERVER_ERROR out of memory storing object";
-            STAT_INCR(ws, store_no_memory);
-        }
-        item_delete(key, nkey, 0); /* no stale value survives a failed store */
-        goto error;
-    }
     /* completed in ms_value_done: no reply may be queued before the value
      * is in, or it would be sent ahead of time */
+    conn_value_request(c, tokens[1].value, tokens[1].length, of.client_flags,
+                       of.new_ttl ? of.exptime : 0, (size_t)vlen);
     memcpy(c->value.note, stash, stash_len);
     c->value.note_len = (uint8_t)stash_len;
     c->value.op = (int)op | (of.set_stale && op == STORE_CAS ? MS_STALE : 0) |
                   (of.key_binary ? MS_BINKEY : 0);
     c->value.noreply = of.no_reply;
     c->value.cas = of.req_cas;
-    conn_read_value(c, it, (size_t)vlen, 2);
-    c->value.on_done = ms_value_done;
+    ms_value(c);
     return;
 
 error:
     send_error(c, errstr);
     conn_swallow(c, to_swallow);
+}
+
+/* The item of the ms conn_value_request noted; then its value is read
+ * (also when an ms that waited for room tries again). */
+static void ms_value(struct conn *c)
+{
+    struct conn_value *v = &c->value;
+    enum alloc_result why = ALLOC_OK;
+    item *it = conn_alloc_value(c, ms_value, &why);
+    if (!it) {
+        if (why == ALLOC_FLASH_WAIT)
+            return;
+        send_error(c, conn_value_alloc_error(c, why));
+        conn_value_delete_old(c); /* no stale value survives a failed store */
+        conn_swallow(c, v->nbytes + 2);
+        return;
+    }
+    conn_read_value(c, it, v->nbytes, 2);
+    c->value.on_done = ms_value_done;
 }
 
 /* I with C: the client's cas is older than the item's, so the value is

@@ -299,6 +299,8 @@ enum { OP_SET, OP_ADD, OP_REPLACE, OP_APPEND, OP_PREPEND, OP_CAS };
 static const enum store_op store_ops[] = {STORE_SET,    STORE_ADD,     STORE_REPLACE,
                                           STORE_APPEND, STORE_PREPEND, STORE_CAS};
 
+static void update_value(struct conn *c);
+
 static void process_update(struct conn *c, struct token *tokens, size_t ntokens, int op)
 {
     bool noreply = set_noreply_maybe(tokens, ntokens);
@@ -327,26 +329,31 @@ static void process_update(struct conn *c, struct token *tokens, size_t ntokens,
     size_t nkey = tokens[1].length;
     if (stats_detail_on())
         stats_detail_record_set(key, nkey);
-    enum alloc_result why = ALLOC_OK;
-    item *it = item_alloc(key, nkey, flags, clock_exptime(exptime_int), (size_t)vlen, &why);
-    if (!it) {
-        if (why == ALLOC_TOO_LARGE) {
-            out_string(c, noreply, "SERVER_ERROR object too large for cache");
-            STAT_INCR(&c->worker->stats, store_too_large);
-        } else {
-            out_string(c, noreply, "SERVER_ERROR out of memory storing object");
-            STAT_INCR(&c->worker->stats, store_no_memory);
-        }
-        /* a failed set must not leave the old value readable */
-        if (op == OP_SET)
-            item_delete(key, nkey, 0);
-        conn_swallow(c, (size_t)vlen + 2);
-        return;
-    }
+    conn_value_request(c, key, nkey, flags, clock_exptime(exptime_int), (size_t)vlen);
     c->value.op = op;
     c->value.noreply = noreply;
     c->value.cas = req_cas;
-    conn_read_value(c, it, (size_t)vlen, 2);
+    update_value(c);
+}
+
+/* The item of the set conn_value_request noted; then its value is read
+ * (also when a set that waited for room tries again). */
+static void update_value(struct conn *c)
+{
+    struct conn_value *v = &c->value;
+    enum alloc_result why = ALLOC_OK;
+    item *it = conn_alloc_value(c, update_value, &why);
+    if (!it) {
+        if (why == ALLOC_FLASH_WAIT)
+            return;
+        out_string(c, v->noreply, conn_value_alloc_error(c, why));
+        /* a failed set must not leave the old value readable */
+        if (v->op == OP_SET)
+            conn_value_delete_old(c);
+        conn_swallow(c, v->nbytes + 2);
+        return;
+    }
+    conn_read_value(c, it, v->nbytes, 2);
 }
 
 static void text_value_done(struct conn *c, const char *trailer, size_t trailer_len)

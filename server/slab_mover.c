@@ -23,8 +23,9 @@
  * same way, one per look, looking again within a millisecond while it
  * does, as memcached's automove fills its global page pool.
  * The class of flash headers (-o ext_path) that evicts while flash has room
- * takes a page from the class holding the most; for a second after it
- * did, the mover looks every 10 ms.
+ * takes a page from the class holding the most, handed straight to it (a
+ * pooled page would go to whichever class allocates first); for a second
+ * after it did, the mover looks every 10 ms.
  * When cache_memlimit lowers the limit below what is held, the mover
  * empties pages of the classes with the oldest items in the same way and
  * leaves them in the pool (their memory returned) until within the limit.
@@ -340,8 +341,15 @@ static enum look_result look_once(bool headers_only)
             if (!src || (headers ? pages[c] > pages[src] : age[c] > age[src]))
                 src = c;
         }
-        if (src && move_page_from(src, 0))
+        /* the headers' page is handed to them, not pooled: an allocation
+         * of another class (one waiting for the flash writer to free a
+         * chunk of its own tries again and again) would take a pooled
+         * page first, and the headers would go on evicting */
+        if (src && move_page_from(src, headers ? dst : 0)) {
+            if (headers)
+                slabs_grant_page(dst, true);
             result = headers ? LOOK_HEADERS : LOOK_MOVED;
+        }
     }
     pthread_mutex_unlock(&decide_lock);
     return result;

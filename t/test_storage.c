@@ -2458,6 +2458,168 @@ static void test_flash_read_check(void)
     storage_shutdown();
 }
 
+/* Starts a flash tier on a new 32 MiB file named after the template
+ * path (memcached's defaults but for the sizes; values of 512 bytes and
+ * more go to flash, smaller chunks hold their headers). */
+static bool start_flash_file(char *path)
+{
+    int fd = mkstemp(path);
+    if (fd >= 0)
+        close(fd);
+    struct ext_settings ext;
+    memset(&ext, 0, sizeof(ext));
+    ext.paths[0] = (struct ext_path){path, 32u << 20};
+    ext.npaths = 1;
+    ext.page_size = 4u << 20;
+    ext.wbuf_size = 2u << 20;
+    ext.item_size = 512;
+    ext.item_age = UINT32_MAX;
+    ext.recache_rate = 2000;
+    ext.max_frag = 0.8;
+    ext.automove_freeratio = 0.01;
+    char err[256] = "";
+    bool started = fd >= 0 && flash_start(&ext, err, sizeof(err)) == 0;
+    tap_ok(started, "flash tier starts on %s %s", path, err);
+    return started;
+}
+
+/* A burst of 128 KiB sets, back to back, into -m 8 with a flash tier:
+ * the value class has a few dozen chunks and the writer keeps 18 of them
+ * free, so the sets outrun it. A set that finds no free chunk waits for
+ * the writer to move COLD's tail to flash instead of evicting a value
+ * flash would keep: no key is lost while flash has room. The wait's
+ * bounds are widened to a minute, so that an I/O thread kept off the
+ * CPU for a while (a loaded machine, a sanitizer build) only makes the
+ * sets slower: the wait still ends only when the writer freed a chunk or
+ * found nothing to move. Without the wait the sets evict. */
+static void test_flash_room_wait(void)
+{
+    struct storage_config cfg = default_config(); /* flat: every item in COLD */
+    cfg.maxbytes = 8 * MIB;
+    cfg.slab_automove_off = true;
+    start(&cfg);
+    item_alloc_flash_wait_limits(60000000, 60000000, 60000000);
+    char path[] = "/tmp/test_storage_room.XXXXXX";
+    bool started = start_flash_file(path);
+
+    enum { N = 150, LEN = 128 * 1024 };
+    char *val = malloc(LEN), key[32];
+    int fails = 0;
+    for (int i = 0; started && val && i < N; i++) {
+        fill_pattern(val, LEN, (unsigned)i);
+        snprintf(key, sizeof(key), "rw:%d", i);
+        if (store_full(key, val, LEN, 0, 0, STORE_SET, 0, NULL, NULL) != STORE_STORED)
+            fails++;
+    }
+    tap_ok(started && fails == 0, "%d sets of 128 KiB into -m 8 all store (%d failed)", N, fails);
+    unsigned long long evicted = general_stat("evictions");
+    tap_ok(evicted == 0, "none evicted: the sets waited for the writer (%llu evicted)", evicted);
+    int present = 0, on_flash = 0, intact = 0, in_ram = 0;
+    for (int i = 0; started && val && i < N; i++) {
+        snprintf(key, sizeof(key), "rw:%d", i);
+        item *it = item_peek(key, strlen(key));
+        if (!it)
+            continue;
+        present++;
+        if (item_on_flash(it)) {
+            on_flash++;
+        } else {
+            in_ram++;
+            fill_pattern(val, LEN, (unsigned)i);
+            char *v = value_of(it);
+            intact += item_nbytes(it) == LEN && memcmp(v, val, LEN) == 0;
+            free(v);
+        }
+        item_release(it);
+    }
+    tap_ok(present == N, "every key is kept (%d of %d, %d on flash)", present, N, on_flash);
+    tap_ok(on_flash > 0 && intact == in_ram, "values went to flash, those in RAM intact (%d of %d)",
+           intact, in_ram);
+    /* the same burst as a connection makes it: an allocation that would
+     * wait returns at once (ALLOC_FLASH_WAIT) and is asked again later */
+    int parks = 0, stored = 0;
+    for (int i = 0; started && val && i < N; i++) {
+        snprintf(key, sizeof(key), "rp:%d", i);
+        struct alloc_wait w = {0};
+        enum alloc_result why;
+        item *it;
+        while (!(it = item_alloc_parkable(key, strlen(key), 0, 0, LEN, &w, &why)) &&
+               why == ALLOC_FLASH_WAIT) {
+            parks++;
+            struct timespec later = {0, 500 * 1000};
+            nanosleep(&later, NULL);
+        }
+        if (!it)
+            continue;
+        fill_pattern(val, LEN, (unsigned)i);
+        write_value(it, val, LEN);
+        stored += item_store(it, STORE_SET, 0, NULL) == STORE_STORED;
+        item_release(it);
+    }
+    evicted = general_stat("evictions");
+    tap_ok(stored == N && evicted == 0,
+           "%d parkable sets store (%d), none evicted (%llu): they parked %d times", N, stored,
+           evicted, parks);
+    free(val);
+    if (started)
+        flash_stop();
+    unlink(path);
+    item_alloc_flash_wait_limits(0, 0, 0);
+    storage_shutdown();
+}
+
+/* The class of flash headers (chunks smaller than ext_item_size) that
+ * evicts while flash has room gets a page from the class holding the
+ * most, handed straight to it: the page never sits in the pool, where an
+ * allocation of another class (a set waiting for the flash writer polls
+ * for a chunk) would take it first. */
+static void test_flash_header_page(void)
+{
+    struct storage_config cfg = default_config(); /* the mover on */
+    cfg.maxbytes = 8 * MIB;
+    start(&cfg);
+    char path[] = "/tmp/test_storage_hdr.XXXXXX";
+    bool started = start_flash_file(path);
+    /* values too small for flash: 3 MiB of 300 bytes, then 100-byte ones
+     * until their class evicts */
+    enum { MEDIUM = 300, SMALL = 100 };
+    char *val = malloc(MEDIUM), key[32];
+    if (val)
+        fill_pattern(val, MEDIUM, 7);
+    for (int i = 0; started && val && i < 8000; i++) {
+        snprintf(key, sizeof(key), "hm:%d", i);
+        store_full(key, val, MEDIUM, 0, 0, STORE_SET, 0, NULL, NULL);
+    }
+    unsigned small_cls = 0;
+    for (int i = 0; started && val && i < 60000 && general_stat("evictions") < 1000; i++) {
+        snprintf(key, sizeof(key), "hs:%d", i);
+        store_full(key, val, SMALL, 0, 0, STORE_SET, 0, NULL, NULL);
+        item *it = small_cls ? NULL : item_peek(key, strlen(key));
+        if (it) {
+            small_cls = item_slab_class(it);
+            item_release(it);
+        }
+    }
+    struct slabs_class_stats before, after;
+    slabs_class_stats(small_cls, &before);
+    unsigned long long pool = general_stat("slab_global_page_pool");
+    tap_ok(started && small_cls > 0 && general_stat("evictions") >= 1000 &&
+               flash_header_class_short(before.chunk_size),
+           "the class of %zu-byte chunks, a headers' class, evicts (%llu)", before.chunk_size,
+           general_stat("evictions"));
+    bool moved = storage_slab_move_now();
+    slabs_class_stats(small_cls, &after);
+    tap_ok(moved && after.total_pages == before.total_pages + 1 &&
+               general_stat("slab_global_page_pool") == pool,
+           "the mover hands it a page at once (%zu -> %zu pages, pool %llu -> %llu)",
+           before.total_pages, after.total_pages, pool, general_stat("slab_global_page_pool"));
+    free(val);
+    if (started)
+        flash_stop();
+    unlink(path);
+    storage_shutdown();
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -2474,6 +2636,8 @@ int main(void)
     test_cold_select();
 #ifdef HAVE_LIBURING
     test_flash_read_check();
+    test_flash_room_wait();
+    test_flash_header_page();
 #endif
     test_borrow();
     test_page_reuse();
