@@ -89,6 +89,8 @@ item *__real_item_peek(const char *key, size_t nkey);
 item *__real_item_get_touch(const char *key, size_t nkey, rel_time_t exptime);
 item *__real_item_alloc(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime,
                         size_t nbytes, enum alloc_result *why);
+item *__real_item_alloc_parkable(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime,
+                                 size_t nbytes, struct alloc_wait *w, enum alloc_result *why);
 struct item *__real_item_ref_if_live(struct item *it);
 void __real_item_release(item *it);
 
@@ -100,6 +102,8 @@ item *__wrap_item_peek(const char *key, size_t nkey);
 item *__wrap_item_get_touch(const char *key, size_t nkey, rel_time_t exptime);
 item *__wrap_item_alloc(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime,
                         size_t nbytes, enum alloc_result *why);
+item *__wrap_item_alloc_parkable(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime,
+                                 size_t nbytes, struct alloc_wait *w, enum alloc_result *why);
 struct item *__wrap_item_ref_if_live(struct item *it);
 void __wrap_item_release(item *it);
 
@@ -145,6 +149,19 @@ item *__wrap_item_alloc(const char *key, size_t nkey, uint32_t flags, rel_time_t
         return NULL;
     }
     return counted(__real_item_alloc(key, nkey, flags, exptime, nbytes, why));
+}
+
+/* A set's item on a stream connection (conn_value.c): counted and failed
+ * like item_alloc's. */
+item *__wrap_item_alloc_parkable(const char *key, size_t nkey, uint32_t flags, rel_time_t exptime,
+                                 size_t nbytes, struct alloc_wait *w, enum alloc_result *why)
+{
+    wrapped_allocs++;
+    if (next_call_fails()) {
+        *why = ALLOC_NO_MEMORY;
+        return NULL;
+    }
+    return counted(__real_item_alloc_parkable(key, nkey, flags, exptime, nbytes, w, why));
 }
 
 struct item *__wrap_item_ref_if_live(struct item *it)
