@@ -109,6 +109,17 @@ static void issue_chunk(struct coded_write *w, uint32_t i, memcached_instance_st
     lmr_group_issue(&w->g, i, srv, LMR_OP_STORE, &chunk);
 }
 
+/* The bytes every data chunk of a value of `length` has in the value, a
+ * multiple of 16 (the region gf-complete codes at once): the shortest
+ * data chunk's length (the last one's) rounded down; parity for them is
+ * coded straight from the value, the rest from padded copies. */
+static size_t in_every_data_chunk(size_t length, uint32_t k, size_t chunk_size)
+{
+    size_t before_last = (size_t)(k - 1) * chunk_size;
+    size_t last = length > before_last ? length - before_last : 0;
+    return last & ~(size_t)15;
+}
+
 static memcached_return_t coded_store(struct lmr_client *c, memcached_request_st *req,
                                       const uint32_t *servers, const struct lmr_op_args *args)
 {
@@ -120,8 +131,10 @@ static memcached_return_t coded_store(struct lmr_client *c, memcached_request_st
         return done_with(req, MEMCACHED_MEMORY_ALLOCATION_FAILURE);
     uint32_t count = whole ? m + 1 : k + m;
     size_t chunk_size = whole ? 0 : lmr_ec_chunk_size(length, k);
-    size_t copy_at = (size_t)m * chunk_size + (size_t)k * chunk_size;
-    /* 16 spare bytes: parity and padded chunks start at the value's
+    size_t in_value = whole ? 0 : in_every_data_chunk(length, k, chunk_size);
+    size_t tail = chunk_size - in_value;
+    size_t copy_at = (size_t)m * chunk_size + (size_t)k * tail;
+    /* 16 spare bytes: parity and padded tails start at the value's
      * address modulo 16, as gf-complete wants */
     char *scratch = malloc(copy_at + (args->copy_value ? length : 0) + 16);
     struct coded_write *w =
@@ -158,28 +171,33 @@ static memcached_return_t coded_store(struct lmr_client *c, memcached_request_st
         .stamp = lmr_resilience_next_stamp(c),
         .flags = args->flags,
     };
-    /* data chunks go out first, straight from the value; a chunk shorter
-     * than chunk_size is coded from a zero-padded copy */
+    /* data chunks go out first, straight from the value; the first
+     * in_value bytes of each are coded from there too, the rest (the
+     * short and empty chunks' ends) from zero-padded copies of the tails */
     char *data[LMR_EC_MAX_CHUNKS], *coding[LMR_EC_MAX_CHUNKS];
+    char *tails[LMR_EC_MAX_CHUNKS], *coding_tails[LMR_EC_MAX_CHUNKS];
     char *padded = base + (size_t)m * chunk_size;
     for (uint32_t i = 0; i < k; i++) {
         h.index = i;
         size_t payload = lmr_ec_payload_length(&h);
         const char *start = payload > 0 ? value + (size_t)i * chunk_size : value;
-        if (payload == chunk_size) {
-            data[i] = (char *)start;
-        } else {
-            data[i] = padded + (size_t)i * chunk_size;
-            if (payload > 0)
-                memcpy(data[i], start, payload);
-            memset(data[i] + payload, 0, chunk_size - payload);
-        }
+        data[i] = (char *)start;
+        tails[i] = padded + (size_t)i * tail;
+        size_t tail_payload = payload > in_value ? payload - in_value : 0;
+        if (tail_payload > 0)
+            memcpy(tails[i], start + in_value, tail_payload);
+        memset(tails[i] + tail_payload, 0, tail - tail_payload);
         lmr_ec_header_write(w->headers[i], &h, start, payload);
         issue_chunk(w, i, c->servers[servers[i]], args, start, payload);
     }
-    for (uint32_t j = 0; j < m; j++)
+    for (uint32_t j = 0; j < m; j++) {
         coding[j] = base + (size_t)j * chunk_size;
-    lmr_ec_encode(k, m, matrix, data, coding, chunk_size);
+        coding_tails[j] = coding[j] + in_value;
+    }
+    if (in_value > 0)
+        lmr_ec_encode(k, m, matrix, data, coding, in_value);
+    if (tail > 0)
+        lmr_ec_encode(k, m, matrix, tails, coding_tails, tail);
     for (uint32_t j = 0; j < m; j++) {
         h.index = k + j;
         lmr_ec_header_write(w->headers[k + j], &h, coding[j], chunk_size);

@@ -33,6 +33,10 @@
 #define CODED_FROM 1024
 
 static const size_t sizes[VALUES] = {0, 10, 100, 4095, 5000, 100000, 1048576 + 3};
+/* The coded clients' threshold: CODED_FROM, or 0 for a pass where every
+ * value is coded (empty and short data chunks, whose padded ends are
+ * coded apart from the rest) */
+static uint64_t coded_from = CODED_FROM;
 
 enum transport { OVER_TCP, OVER_UNIX, OVER_RDMA, OVER_MIXED };
 
@@ -80,7 +84,7 @@ static memcached_st *client(uint64_t replication, uint64_t coding, bool binary)
         memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_REPLICATION, replication);
     if (coding != 0) {
         memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING, coding);
-        memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD, CODED_FROM);
+        memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_ERASURE_CODING_THRESHOLD, coded_from);
     }
     return memc;
 }
@@ -1255,6 +1259,11 @@ static void run(enum transport transport, bool binary)
     chunks_on_servers(binary);
     coded_or_whole_first(binary);
     survive_pairs(0, MEMCACHED_ERASURE_CODING(3, 2), binary, "RS(3,2)");
+    if (transport == OVER_TCP) {
+        coded_from = 0;
+        survive_pairs(0, MEMCACHED_ERASURE_CODING(3, 2), binary, "RS(3,2), every value coded");
+        coded_from = CODED_FROM;
+    }
     three_dead(binary);
     lying_chunks(binary);
     if (all) {
