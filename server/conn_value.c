@@ -2,7 +2,8 @@
  * conn_value.c: the item a set's value is read into, allocated for the
  * connection from what conn_value_request() noted, parking the request
  * (conn_wait_room, conn.c) while the flash writer frees memory of the
- * item's class (see conn.h).
+ * item's class (see conn.h), counted as extstore_set_waits and, when the
+ * wait ends without such a chunk, extstore_set_waits_given_up.
  */
 #include "conn.h"
 
@@ -33,9 +34,21 @@ item *conn_alloc_value(struct conn *c, void (*retry)(struct conn *c), enum alloc
     }
     if (c->tp->datagram) /* a message cannot wait: the next one would be read */
         return item_alloc(v->key, v->nkey, v->flags, v->exptime, v->nbytes, why);
+    struct worker_stats *ws = &c->worker->stats;
+    bool parked_before = v->room.started;
     item *it = item_alloc_parkable(v->key, v->nkey, v->flags, v->exptime, v->nbytes, &v->room, why);
-    if (!it && *why == ALLOC_FLASH_WAIT && !conn_wait_room(c, retry))
+    if (!it && *why == ALLOC_FLASH_WAIT) {
+        if (conn_wait_room(c, retry)) {
+            if (!parked_before)
+                STAT_INCR(ws, extstore_set_waits);
+            return NULL;
+        }
         *why = ALLOC_NO_MEMORY; /* cannot wait: the set fails, as memcached's would */
+    }
+    /* the wait ended without a chunk the writer freed: the set evicted,
+     * or failed */
+    if (parked_before && (v->room.gave_up || !it))
+        STAT_INCR(ws, extstore_set_waits_given_up);
     return it;
 }
 

@@ -249,6 +249,7 @@ static bool room_parkable(unsigned cls, struct alloc_wait *w)
     if (!w->started) {
         flash_room_mark(&mark);
         *w = (struct alloc_wait){.started = true,
+                                 .cls = cls,
                                  .began_us = clock_monotonic_us(),
                                  .writer_passes = mark.passes,
                                  .values_moved = mark.moved};
@@ -339,6 +340,8 @@ static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
         if (p)
             return p;
     }
+    if (parking && parking->started && parking->cls == cls)
+        parking->gave_up = true; /* its wait is over: room is made here */
     struct lru_list *cold = lru_of(cls, LRU_COLD);
     for (int tries = 0; tries < EVICT_TRIES && !p; tries++) {
         bool segmented = lru_is_segmented();
@@ -479,6 +482,7 @@ item *item_alloc_parkable(const char *key, size_t nkey, uint32_t flags, rel_time
 {
     parking = w;
     parked = false;
+    w->gave_up = false;
     item *it = alloc_item(key, nkey, flags, exptime, nbytes, why);
     if (!it && parked)
         *why = ALLOC_FLASH_WAIT;

@@ -199,10 +199,17 @@ item *item_alloc(const char *key, size_t nkey, uint32_t flags, rel_time_t exptim
  * class's values go to flash), this returns NULL with ALLOC_FLASH_WAIT,
  * and the caller asks again with the same w a moment later, its thread
  * free meanwhile. Once w's wait lasted 5 ms, or the writer passed twice
- * without moving anything, it evicts as item_alloc does. w starts zeroed
+ * without moving anything, or the class's COLD list holds nothing to
+ * move, it evicts as item_alloc does. w starts zeroed
  * for each request. */
 struct alloc_wait {
-    bool started;
+    bool started; /* the wait began: the request parked */
+    /* set by each call: the wait for class cls is over (as above, or the
+     * writer no longer takes its values) and, finding no free chunk, the
+     * call made room there as item_alloc does (evicting, or out of memory
+     * with nothing to evict) */
+    bool gave_up;
+    unsigned cls;
     uint64_t began_us;
     uint64_t writer_passes, values_moved; /* the writer's, when the wait began */
 };

@@ -290,6 +290,10 @@ void stats_report_general(stat_emit_fn emit, void *ctx)
     emit_u64(emit, ctx, "log_watcher_sent", sent);
     emit_u64(emit, ctx, "log_watchers", watchers);
     flash_stats_store(emit, ctx);
+    if (flash_running()) { /* sets parked for the flash writer (conn_value.c) */
+        emit_u64(emit, ctx, "extstore_set_waits", D(extstore_set_waits));
+        emit_u64(emit, ctx, "extstore_set_waits_given_up", D(extstore_set_waits_given_up));
+    }
 #undef D
     net_tls_stats(emit, ctx);
     if (stats_general_extra)

@@ -36,6 +36,8 @@
     X(touch_misses)                                                                                \
     X(store_too_large)                                                                             \
     X(store_no_memory)                                                                             \
+    X(extstore_set_waits)                                                                          \
+    X(extstore_set_waits_given_up)                                                                 \
     X(auth_cmds)                                                                                   \
     X(auth_errors)                                                                                 \
     X(bytes_read)                                                                                  \

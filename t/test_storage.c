@@ -2458,6 +2458,21 @@ static void test_flash_read_check(void)
     storage_shutdown();
 }
 
+/* The settings of start_flash_file's tier (see there) on path. */
+static void flash_file_settings(struct ext_settings *ext, char *path)
+{
+    memset(ext, 0, sizeof(*ext));
+    ext->paths[0] = (struct ext_path){path, 32u << 20};
+    ext->npaths = 1;
+    ext->page_size = 4u << 20;
+    ext->wbuf_size = 2u << 20;
+    ext->item_size = 512;
+    ext->item_age = UINT32_MAX;
+    ext->recache_rate = 2000;
+    ext->max_frag = 0.8;
+    ext->automove_freeratio = 0.01;
+}
+
 /* Starts a flash tier on a new 32 MiB file named after the template
  * path (memcached's defaults but for the sizes; values of 512 bytes and
  * more go to flash, smaller chunks hold their headers). */
@@ -2467,16 +2482,7 @@ static bool start_flash_file(char *path)
     if (fd >= 0)
         close(fd);
     struct ext_settings ext;
-    memset(&ext, 0, sizeof(ext));
-    ext.paths[0] = (struct ext_path){path, 32u << 20};
-    ext.npaths = 1;
-    ext.page_size = 4u << 20;
-    ext.wbuf_size = 2u << 20;
-    ext.item_size = 512;
-    ext.item_age = UINT32_MAX;
-    ext.recache_rate = 2000;
-    ext.max_frag = 0.8;
-    ext.automove_freeratio = 0.01;
+    flash_file_settings(&ext, path);
     char err[256] = "";
     bool started = fd >= 0 && flash_start(&ext, err, sizeof(err)) == 0;
     tap_ok(started, "flash tier starts on %s %s", path, err);
@@ -2537,7 +2543,7 @@ static void test_flash_room_wait(void)
            intact, in_ram);
     /* the same burst as a connection makes it: an allocation that would
      * wait returns at once (ALLOC_FLASH_WAIT) and is asked again later */
-    int parks = 0, stored = 0;
+    int parks = 0, stored = 0, gave_up = 0;
     for (int i = 0; started && val && i < N; i++) {
         snprintf(key, sizeof(key), "rp:%d", i);
         struct alloc_wait w = {0};
@@ -2549,6 +2555,7 @@ static void test_flash_room_wait(void)
             struct timespec later = {0, 500 * 1000};
             nanosleep(&later, NULL);
         }
+        gave_up += w.gave_up;
         if (!it)
             continue;
         fill_pattern(val, LEN, (unsigned)i);
@@ -2557,9 +2564,48 @@ static void test_flash_room_wait(void)
         item_release(it);
     }
     evicted = general_stat("evictions");
-    tap_ok(stored == N && evicted == 0,
-           "%d parkable sets store (%d), none evicted (%llu): they parked %d times", N, stored,
-           evicted, parks);
+    tap_ok(stored == N && evicted == 0 && gave_up == 0,
+           "%d parkable sets store (%d), none evicted (%llu) nor gave up waiting (%d): they "
+           "parked %d times",
+           N, stored, evicted, gave_up, parks);
+    /* a set that parked, then finds its wait over (the writer no longer
+     * takes its class's values) and no free chunk of its class, gives up
+     * waiting and evicts */
+    struct alloc_wait w = {0};
+    enum alloc_result why = ALLOC_OK;
+    item *it = NULL;
+    int sets = 0;
+    for (; started && val && sets < 4 * N; sets++) {
+        snprintf(key, sizeof(key), "rg:%d", sets);
+        w = (struct alloc_wait){0};
+        if (!(it = item_alloc_parkable(key, strlen(key), 0, 0, LEN, &w, &why)))
+            break;
+        item_store(it, STORE_SET, 0, NULL);
+        item_release(it);
+    }
+    bool waits = !it && why == ALLOC_FLASH_WAIT && w.started;
+    struct ext_settings ext;
+    flash_file_settings(&ext, path);
+    ext.item_size = UINT32_MAX;
+    flash_tune(&ext);
+    flash_write_now(); /* its pass in flight, if any, has ended */
+    void *held[256];
+    size_t nheld = 0;
+    while (waits && nheld < sizeof(held) / sizeof(*held) && (held[nheld] = slabs_alloc(w.cls)))
+        nheld++;
+    evicted = general_stat("evictions");
+    it = waits ? item_alloc_parkable(key, strlen(key), 0, 0, LEN, &w, &why) : NULL;
+    unsigned long long evicted_after = general_stat("evictions");
+    tap_ok(waits && it && w.gave_up && evicted_after > evicted,
+           "a set parked after %d sets (%d), its class's %zu free chunks taken, it gives up "
+           "waiting (%d) and evicts (%llu -> %llu)",
+           sets, waits, nheld, w.gave_up, evicted, evicted_after);
+    if (it)
+        item_release(it);
+    while (nheld > 0)
+        slabs_free(held[--nheld], w.cls);
+    ext.item_size = 512;
+    flash_tune(&ext);
     free(val);
     if (started)
         flash_stop();

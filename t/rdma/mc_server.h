@@ -88,9 +88,9 @@ static inline long tcp_stat(unsigned tcp_port, const char *name)
 
 /* Starts the server with TCP on tcp_port and RDMA on rdma_port; threads
  * workers, poll (NULL or an rdma_poll= value) for its RDMA polling, and
- * option (NULL or one more -o setting). */
-static void server_start_with(struct server *s, unsigned tcp_port, unsigned rdma_port,
-                              const char *threads, const char *poll, const char *option)
+ * args (NULL-terminated, at most 16) for the rest of its command line. */
+static void server_start_args(struct server *s, unsigned tcp_port, unsigned rdma_port,
+                              const char *threads, const char *poll, const char *const *args)
 {
     char listen[128], port[16];
     s->tcp_port = tcp_port;
@@ -98,11 +98,14 @@ static void server_start_with(struct server *s, unsigned tcp_port, unsigned rdma
     snprintf(listen, sizeof(listen), "rdma_listen=%s:%u%s%s", rxe, rdma_port,
              poll ? ",rdma_poll=" : "", poll ? poll : "");
     snprintf(port, sizeof(port), "%u", tcp_port);
+    const char *argv[32] = {server_bin, "-u", "root",  "-l", "127.0.0.1", "-p",
+                            port,       "-t", threads, "-o", listen};
+    size_t argc = 11;
+    for (size_t i = 0; args[i] != NULL && argc < 11 + 16; i++)
+        argv[argc++] = args[i];
     s->pid = proc_fork();
     if (s->pid == 0) {
-        execl(server_bin, server_bin, "-u", "root", "-l", "127.0.0.1", "-p", port, "-t", threads,
-              "-m", "128", "-I", "9m", "-o", listen, option ? "-o" : (char *)NULL, option,
-              (char *)NULL);
+        execv(server_bin, (char *const *)argv);
         _exit(127);
     }
     int status = 0;
@@ -126,6 +129,14 @@ static void server_start_with(struct server *s, unsigned tcp_port, unsigned rdma
         usleep(200000);
     }
     tap_bail("server on rdma port %u did not answer", rdma_port);
+}
+
+/* The same with -m 128 -I 9m and option (NULL or one more -o setting). */
+static void server_start_with(struct server *s, unsigned tcp_port, unsigned rdma_port,
+                              const char *threads, const char *poll, const char *option)
+{
+    const char *args[] = {"-m", "128", "-I", "9m", option ? "-o" : NULL, option, NULL};
+    server_start_args(s, tcp_port, rdma_port, threads, poll, args);
 }
 
 static inline void server_start(struct server *s, unsigned tcp_port, unsigned rdma_port)

@@ -21,13 +21,24 @@
  *   and rdma:// clients over UD; a port where nothing listens fails an
  *   rdma:// connect with CONNECTION_FAILURE (not the connect timeout);
  * - a server that stops answering fails the requests with
- *   MEMCACHED_CONNECTION_FAILURE (no hang).
+ *   MEMCACHED_CONNECTION_FAILURE (no hang);
+ * - sets parked for the flash writer (-m 8, -o ext_path): over rdma+rc://
+ *   and rdma+ud://, a burst of 128 KiB sets all in flight at once
+ *   (memcached_bset), then every key read back byte for byte (a key
+ *   missing only as evicted); with ext_item_size above the values, so
+ *   that the writer takes none of them, every set that finds no free
+ *   chunk parks, then evicts: extstore_set_waits and
+ *   extstore_set_waits_given_up show parking over RDMA.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -258,6 +269,144 @@ static void noreply_set_across_idle(const struct server *s)
     free(value);
 }
 
+/* ---- sets parked for the flash writer ---------------------------------------------------- */
+#define PARK_LEN (128u * 1024)
+enum { PARK_SETS = 32, PARK_FORCED = 24 };
+
+/* A text command to the server's TCP port: whether its reply starts with
+ * want. */
+static bool tcp_command(unsigned port, const char *cmd, const char *want)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    char reply[64] = "";
+    size_t len = strlen(cmd);
+    struct timeval limit = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+    bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+              write(fd, cmd, len) == (ssize_t)len && read(fd, reply, sizeof(reply) - 1) > 0 &&
+              strncmp(reply, want, strlen(want)) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* What a burst left: sets stored, and of its keys read back those with
+ * their value (byte for byte), missing, or with other bytes; the server's
+ * counters moved meanwhile. */
+struct burst {
+    int stored, right, missing, wrong;
+    long evicted, waits, given_up;
+};
+
+/* n sets of PARK_LEN bytes under tag, all issued before any is waited for
+ * (memcached_bset), then each key read back. */
+static struct burst park_burst(const struct server *s, memcached_st *m, const char *tag, int n)
+{
+    struct burst b = {0};
+    long evictions = tcp_stat(s->tcp_port, "evictions");
+    long waits = tcp_stat(s->tcp_port, "extstore_set_waits");
+    long given_up = tcp_stat(s->tcp_port, "extstore_set_waits_given_up");
+    memcached_request_st *req[PARK_SETS];
+    char *value = malloc(PARK_LEN), key[32];
+    for (int i = 0; i < n; i++) {
+        int kl = snprintf(key, sizeof(key), "%s%d", tag, i);
+        fill(value, PARK_LEN, (unsigned)i + (unsigned)tag[0] * 1000u);
+        req[i] = memcached_request_create(m);
+        memcached_bset(m, key, (size_t)kl, value, PARK_LEN, 0, (uint32_t)i, req[i]);
+    }
+    memcached_wait_all(m);
+    for (int i = 0; i < n; i++) {
+        memcached_return_t rc = memcached_request_return(req[i]);
+        if (rc == MEMCACHED_SUCCESS)
+            b.stored++;
+        else if (b.stored == i) /* the first that failed */
+            tap_diag("%s: set %d: %s", tag, i, memcached_strerror(m, rc));
+        memcached_request_free(req[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        int kl = snprintf(key, sizeof(key), "%s%d", tag, i);
+        fill(value, PARK_LEN, (unsigned)i + (unsigned)tag[0] * 1000u);
+        size_t len = 0;
+        uint32_t flags = 0;
+        memcached_return_t rc;
+        char *got = memcached_get(m, key, (size_t)kl, &len, &flags, &rc);
+        if (got == NULL && rc == MEMCACHED_NOTFOUND)
+            b.missing++;
+        else if (got && len == PARK_LEN && flags == (uint32_t)i && memcmp(got, value, len) == 0)
+            b.right++;
+        else
+            b.wrong++;
+        free(got);
+    }
+    free(value);
+    b.evicted = tcp_stat(s->tcp_port, "evictions") - evictions;
+    b.waits = tcp_stat(s->tcp_port, "extstore_set_waits") - waits;
+    b.given_up = tcp_stat(s->tcp_port, "extstore_set_waits_given_up") - given_up;
+    return b;
+}
+
+/* -m 8 with a flash file: a burst of 128 KiB sets outruns the flash
+ * writer, which keeps only a few of their class's chunks free, so a set
+ * may find none and park its connection until the writer frees one (a
+ * millisecond at a time, 5 ms at most, then it evicts). The connection
+ * must read nothing more meanwhile (the transport honours want_read
+ * false) and, once the set has its item, pull its value and go on with
+ * the requests behind it in order. Then, with ext_item_size above the
+ * values' length but not their chunks' (150000: they take 161,720-byte
+ * chunks), the writer serves their class but moves none of them: each
+ * set that finds no free chunk parks until two writer passes moved
+ * nothing, then evicts, so parking must happen. The LRU is flat
+ * (no_lru_maintainer), every item in COLD, where the writer takes its
+ * values: segmented, a fresh server's first burst finds COLD empty (its
+ * items still in HOT) and evicts without parking. */
+static void sets_parked_for_flash(unsigned tcp_port, unsigned rdma_port, const char *threads,
+                                  const char *poll)
+{
+    char path[64], ext[96];
+    snprintf(path, sizeof(path), "/tmp/mcr-rdma-park.%d", (int)getpid());
+    snprintf(ext, sizeof(ext), "ext_path=%s:64m", path);
+    const char *const args[] = {"-m", "8", "-o", ext, "-o", "no_lru_maintainer", NULL};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct server s;
+    server_start_args(&s, tcp_port, rdma_port, threads, poll, args);
+    static const char *const schemes[] = {"rdma+rc", "rdma+ud"};
+    for (size_t k = 0; k < sizeof(schemes) / sizeof(*schemes); k++) {
+        const char *scheme = schemes[k];
+        memcached_st *m = rdma_client_over(&s, scheme);
+        memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 20000);
+        char tag[8];
+        snprintf(tag, sizeof(tag), "%c", k == 0 ? 'r' : 'u');
+        struct burst b = park_burst(&s, m, tag, PARK_SETS);
+        tap_ok(b.stored == PARK_SETS && b.wrong == 0 && b.right + b.missing == PARK_SETS &&
+                   b.missing <= b.evicted,
+               "%s: %d sets of 128 KiB in flight at once into -m 8 with flash: %d stored, read "
+               "back %d right, %d missing (%ld evicted), %d wrong; %ld parked, %ld gave up",
+               scheme, PARK_SETS, b.stored, b.right, b.missing, b.evicted, b.wrong, b.waits,
+               b.given_up);
+        bool tuned = tcp_command(s.tcp_port, "extstore item_size 150000\r\n", "OK");
+        snprintf(tag, sizeof(tag), "%c", k == 0 ? 'R' : 'U');
+        b = park_burst(&s, m, tag, PARK_FORCED);
+        bool restored = tcp_command(s.tcp_port, "extstore item_size 512\r\n", "OK");
+        tap_ok(tuned && restored && b.stored == PARK_FORCED && b.wrong == 0 &&
+                   b.right + b.missing == PARK_FORCED && b.waits > 0 && b.given_up > 0 &&
+                   b.given_up <= b.waits,
+               "%s: %d sets the writer cannot make room for (ext_item_size 150000): %ld parked, "
+               "%ld gave up waiting (%ld evicted); %d stored, read back %d right, %d missing, "
+               "%d wrong",
+               scheme, PARK_FORCED, b.waits, b.given_up, b.evicted, b.stored, b.right, b.missing,
+               b.wrong);
+        memcached_free(m);
+    }
+    server_stop(&s, SIGTERM);
+    unlink(path);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    tap_diag("sets parked for the flash writer: %ld ms",
+             (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
+}
+
 /* A client process that connects over UD, stores, and is killed. */
 static pid_t killed_client(unsigned port)
 {
@@ -483,6 +632,7 @@ int main(int argc, char **argv)
              (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
     tap_ok(rg4 == MEMCACHED_CONNECTION_FAILURE, "rdma:// to a port where nothing listens: %s",
            memcached_strerror(NULL, rg4));
+    sets_parked_for_flash(base + 2, base + 3, threads, poll);
     tap_no_plan_end();
     return tap_failed == 0 ? 0 : 1;
 }
