@@ -58,6 +58,21 @@ const char *settings_protocol_name(enum binding_protocol p)
     return "auto-negotiate";
 }
 
+void settings_automove_defaults(struct settings *s)
+{
+    s->slab_automove = 1;
+    s->slab_automove_ratio = 0.8;
+    s->slab_automove_window = 30;
+    s->hot_lru_pct = 20;
+    s->warm_lru_pct = 40;
+    s->hot_max_factor = 0.2;
+    s->warm_max_factor = 2.0;
+    s->temporary_ttl = 61;
+    s->lru_segmented = true; /* memcached's default, as reported */
+    s->watcher_logbuf_size = 256 * 1024;
+    s->worker_logbuf_size = 64 * 1024;
+}
+
 void settings_init(struct settings *s)
 {
     memset(s, 0, sizeof(*s));
@@ -83,18 +98,8 @@ void settings_init(struct settings *s)
     s->slab_page_size = 1024 * 1024;
     s->lru_crawler = true;
     s->lru_crawler_sleep = -1;
-    s->slab_automove = 1;
-    s->slab_automove_ratio = 0.8;
-    s->slab_automove_window = 30;
-    s->hot_lru_pct = 20;
-    s->warm_lru_pct = 40;
-    s->hot_max_factor = 0.2;
-    s->warm_max_factor = 2.0;
-    s->temporary_ttl = 61;
-    s->lru_segmented = true;
+    settings_automove_defaults(s);
     s->lru_maintainer = true;
-    s->watcher_logbuf_size = 256 * 1024;
-    s->worker_logbuf_size = 64 * 1024;
     s->lru_crawler_tocrawl = -1;
     s->prefix_delimiter = ':';
     settings_tls_init(&s->tls);

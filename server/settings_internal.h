@@ -30,6 +30,11 @@ struct parse_state {
 int settings_lenient_int(const char *text);
 double settings_lenient_double(const char *text);
 
+/* memcached's defaults for slab automove, the segmented LRU and the log
+ * buffers: settings_init's, and again for a bare -o slab_automove
+ * (settings.c). */
+void settings_automove_defaults(struct settings *s);
+
 /* settings_suboptions.c */
 bool settings_parse_suboptions(struct settings *s, struct parse_state *ps, const char *list,
                                FILE *errout);

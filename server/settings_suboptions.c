@@ -218,17 +218,7 @@ static bool parse_suboption(struct settings *s, struct parse_state *ps, char *op
         fprintf(errout, "warning: -o %s is accepted and reported but has no effect here\n", opt);
     } else if (strcmp(opt, "slab_automove") == 0) {
         if (value == NULL) {
-            s->slab_automove = 1;
-            s->slab_automove_ratio = 0.8;
-            s->slab_automove_window = 30;
-            s->hot_lru_pct = 20;
-            s->warm_lru_pct = 40;
-            s->hot_max_factor = 0.2;
-            s->warm_max_factor = 2.0;
-            s->temporary_ttl = 61;
-            s->lru_segmented = true; /* memcached's default, as reported */
-            s->watcher_logbuf_size = 256 * 1024;
-            s->worker_logbuf_size = 64 * 1024;
+            settings_automove_defaults(s);
         } else {
             v = settings_lenient_int(value);
             if (v < 0 || v > 2) {
