@@ -260,6 +260,24 @@ static bool room_parkable(unsigned cls, struct alloc_wait *w)
            !flash_room_stalled(&mark);
 }
 
+/* A segmented LRU keeps new items in HOT until the maintainer moves them
+ * on, and the flash writer takes values from COLD only: a burst of sets
+ * into a fresh class finds COLD empty (or the writer emptied it while a
+ * set was parked), so the set would not park (nothing for the writer to
+ * move) but evict, the eviction below pulling HOT's tail into COLD first.
+ * When COLD is empty, a parkable allocation moves HOT's tail into COLD
+ * now instead (as that pull would), and parks while the writer takes
+ * those values to flash. */
+static void cold_fed_from_hot(unsigned cls)
+{
+    struct lru_list *cold = lru_of(cls, LRU_COLD);
+    lru_lock(cold);
+    bool empty = cold->n.curr_items == 0;
+    lru_unlock(cold);
+    if (empty)
+        item_pull_tail(cls, LRU_HOT, 0, 0, 0);
+}
+
 /* Class cls has no free chunk and its values go to flash: the writer
  * (woken by flash_room_wanted) frees chunks by moving COLD's tail there.
  * With three pages' worth of chunks kept free, a class of large chunks
@@ -332,6 +350,8 @@ static void *alloc_chunk(unsigned cls, bool value, unsigned *got)
         return p;
     /* its values go to flash before more are evicted */
     if (flash_room_wanted(slabs_class_size(cls))) {
+        if (parking && lru_is_segmented())
+            cold_fed_from_hot(cls);
         if (parking && room_parkable(cls, parking)) {
             parked = true;
             return NULL;

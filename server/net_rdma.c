@@ -400,10 +400,12 @@ static void rdma_stats(stat_emit_fn emit, void *ctx)
      * on the chosen one, or the move to it failed */
     for (struct rdma_listen *l = listens; l; l = l->next)
         sum.rejected += __atomic_load_n(&l->rejected, __ATOMIC_RELAXED);
-    uint64_t ud_read, ud_written;
-    net_rdma_ud_bytes(&ud_read, &ud_written);
-    sum.bytes_read += ud_read;
-    sum.bytes_written += ud_written;
+    /* UD's peers: their stream bytes, and those refused */
+    struct net_rdma_ud_totals ud;
+    net_rdma_ud_totals(&ud);
+    sum.bytes_read += ud.bytes_read;
+    sum.bytes_written += ud.bytes_written;
+    sum.rejected += ud.rejected;
     emit_u64(emit, ctx, "rdma_curr_connections", sum.curr_connections);
     emit_u64(emit, ctx, "rdma_total_connections", sum.total_connections);
     emit_u64(emit, ctx, "rdma_rejected_connections", sum.rejected);

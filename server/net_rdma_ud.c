@@ -106,6 +106,7 @@ struct ud_conn {
 struct ud_counters {
     uint64_t peers, retransmits, duplicates, malformed;
     uint64_t bytes_read, bytes_written; /* stream bytes, as conn.c counts them */
+    uint64_t rejected;                  /* peers refused by on_peer (-c, no memory) */
 };
 
 struct ud_listen {
@@ -131,6 +132,7 @@ static struct ud_listen *ud_listens;
 static unsigned ud_next_worker;
 
 #define UD_CTR_SET(ul, field, v) __atomic_store_n(&(ul)->ctr.field, (v), __ATOMIC_RELAXED)
+#define UD_CTR_ADD(ul, field, n) __atomic_add_fetch(&(ul)->ctr.field, (n), __ATOMIC_RELAXED)
 
 /* ---- connections ------------------------------------------------------------------- */
 static void ud_kick(struct ud_listen *ul);
@@ -482,8 +484,11 @@ static void ud_move_cb(evutil_socket_t fd, short what, void *arg)
 static void on_peer(struct mcr_udep_peer *peer, void *user)
 {
     struct ud_listen *ul = user;
+    /* a refusal counts in rdma_rejected_connections (as RC's), one for -c
+     * in rejected_connections too */
     if (stats_curr_conns() >= (uint64_t)settings.maxconns) {
         stats_conn_rejected();
+        UD_CTR_ADD(ul, rejected, 1);
         log_msg(LOG_WARN, "Too many open connections (RDMA UD peer refused)");
         mcr_udep_peer_close(peer);
         return;
@@ -492,7 +497,8 @@ static void on_peer(struct mcr_udep_peer *peer, void *user)
     if (uc)
         uc->ready_ev = event_new(ul->w->base, -1, 0, uconn_ready_cb, uc);
     if (!uc || !uc->ready_ev) {
-        log_msg(LOG_WARN, "rdma ud %s: out of memory for a new peer", ul->addr);
+        UD_CTR_ADD(ul, rejected, 1);
+        log_msg(LOG_WARN, "rdma ud %s: out of memory for a new peer (refused)", ul->addr);
         free(uc);
         mcr_udep_peer_close(peer);
         return;
@@ -606,7 +612,7 @@ static ssize_t ud_recv(struct conn *c, void *buf, size_t len)
         return -1;
     }
     size_t n = mcr_rdma_bytes_take(&uc->in, buf, len);
-    __atomic_add_fetch(&uc->ul->ctr.bytes_read, n, __ATOMIC_RELAXED);
+    UD_CTR_ADD(uc->ul, bytes_read, n);
     return (ssize_t)n;
 }
 
@@ -646,7 +652,7 @@ static ssize_t ud_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
     size_t sent = mcr_rdma_stream_push(iov, iovcnt, UD_STREAM_MSG_MAX - (uc->movable ? 1 : 0),
                                        ud_sink, uc, &failed);
     if (sent > 0) {
-        __atomic_add_fetch(&uc->ul->ctr.bytes_written, sent, __ATOMIC_RELAXED);
+        UD_CTR_ADD(uc->ul, bytes_written, sent);
         ud_timer_follow(uc->ul);
     }
     if (failed) {
@@ -814,24 +820,36 @@ void net_rdma_ud_shutdown(void)
     }
 }
 
-void net_rdma_ud_bytes(uint64_t *read, uint64_t *written)
+/* The counters of every listener, summed (for "stats"). */
+static void ud_sum(struct ud_counters *sum)
 {
-    *read = *written = 0;
+    memset(sum, 0, sizeof(*sum));
     for (struct ud_listen *ul = ud_listens; ul; ul = ul->next) {
-        *read += __atomic_load_n(&ul->ctr.bytes_read, __ATOMIC_RELAXED);
-        *written += __atomic_load_n(&ul->ctr.bytes_written, __ATOMIC_RELAXED);
+#define S(f) sum->f += __atomic_load_n(&ul->ctr.f, __ATOMIC_RELAXED)
+        S(peers);
+        S(retransmits);
+        S(duplicates);
+        S(malformed);
+        S(bytes_read);
+        S(bytes_written);
+        S(rejected);
+#undef S
     }
+}
+
+void net_rdma_ud_totals(struct net_rdma_ud_totals *out)
+{
+    struct ud_counters sum;
+    ud_sum(&sum);
+    out->bytes_read = sum.bytes_read;
+    out->bytes_written = sum.bytes_written;
+    out->rejected = sum.rejected;
 }
 
 void net_rdma_ud_stats(stat_emit_fn emit, void *ctx)
 {
-    struct ud_counters sum = {0};
-    for (struct ud_listen *ul = ud_listens; ul; ul = ul->next) {
-        sum.peers += __atomic_load_n(&ul->ctr.peers, __ATOMIC_RELAXED);
-        sum.retransmits += __atomic_load_n(&ul->ctr.retransmits, __ATOMIC_RELAXED);
-        sum.duplicates += __atomic_load_n(&ul->ctr.duplicates, __ATOMIC_RELAXED);
-        sum.malformed += __atomic_load_n(&ul->ctr.malformed, __ATOMIC_RELAXED);
-    }
+    struct ud_counters sum;
+    ud_sum(&sum);
     char buf[32];
     const struct {
         const char *name;

@@ -30,9 +30,14 @@ void net_rdma_ud_close(void);
 void net_rdma_ud_shutdown(void);
 /* rdma_ud_peers, rdma_ud_retransmits, rdma_ud_duplicates, rdma_ud_malformed. */
 void net_rdma_ud_stats(stat_emit_fn emit, void *ctx);
-/* Stream bytes received from and sent to UD peers (in rdma_bytes_read and
- * rdma_bytes_written, with RC's). */
-void net_rdma_ud_bytes(uint64_t *read, uint64_t *written);
+/* UD's part of figures "stats" gives for RC and UD together, summed over
+ * the listeners. */
+struct net_rdma_ud_totals {
+    uint64_t bytes_read, bytes_written; /* stream bytes received from and sent to
+                                           peers: rdma_bytes_read, rdma_bytes_written */
+    uint64_t rejected; /* peers refused (-c, no memory): rdma_rejected_connections */
+};
+void net_rdma_ud_totals(struct net_rdma_ud_totals *out);
 
 #endif
 #endif

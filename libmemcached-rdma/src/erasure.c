@@ -163,13 +163,18 @@ bool lmr_ec_header_read(const char *chunk, size_t chunk_length, struct lmr_ec_he
 }
 
 #ifdef HAVE_JERASURE
-/* jerasure builds its GF(2^8) tables on first use into global memory
- * without a lock: build them once, here, for every thread */
+/* jerasure builds its field tables on first use into global memory without
+ * a lock, publishing the field before filling it in: build them once, here,
+ * for every thread. Two fields: GF(2^8) for the multiplications, and the
+ * w = 32 one, through which jerasure XORs whole regions (matrix entries
+ * equal to 1, whatever w the code uses); a thread finding either half
+ * built calls through a pointer not yet set (t/test_erasure_threads). */
 static pthread_once_t field_once = PTHREAD_ONCE_INIT;
 
 static void field_init(void)
 {
     galois_init_default_field(EC_WORD_BITS);
+    galois_init_default_field(32);
 }
 
 int *lmr_ec_matrix(uint32_t k, uint32_t m)

@@ -1,8 +1,8 @@
 /* transport_rdma_stream.h: the state of one connection of the RDMA
  * transport (struct rdma_stream), shared by transport_rdma.c (the byte
- * stream, the landing and request buffers, the transport table) and
- * transport_rdma_value.c (callers' buffers advertised for values). Private
- * to those two files. */
+ * stream, the landing and request buffers, the transport table),
+ * transport_rdma_send.c (the sending half) and transport_rdma_value.c
+ * (callers' buffers advertised for values). Private to those files. */
 #ifndef LMR_TRANSPORT_RDMA_STREAM_H
 #define LMR_TRANSPORT_RDMA_STREAM_H
 
@@ -125,6 +125,12 @@ void lmr_rdma_sync_signal(struct rdma_stream *s);
 /* Ends the connection at once because of `why` (words for the pipeline's
  * report: transport.h, why); the reader sees the end of the stream. */
 void lmr_rdma_abort(struct rdma_stream *s, const char *why);
+
+/* transport_rdma_send.c: the sending half (each described there) */
+int lmr_rdma_land_open(struct rdma_stream *s);
+ssize_t lmr_rdma_push_iov(struct rdma_stream *s, const struct iovec *iov, int iovcnt);
+bool lmr_rdma_flush_out(struct rdma_stream *s);
+void lmr_rdma_advertise(struct rdma_stream *s);
 
 /* transport_rdma_value.c: callers' buffers advertised for one GET's value */
 /* The RNDV_WRITE that advertises vb, the buffer opened for it (once: a

@@ -12,12 +12,7 @@
 
 #include "server.h"
 #include "tap.h"
-
-#ifdef REFERENCE_LIBMEMCACHED
-#define OURS 0
-#else
-#define OURS 1
-#endif
+#include "test_util.h"
 
 static int holder(struct test_server *s, const char *key)
 {

@@ -39,7 +39,7 @@ static memcached_st *client(uint64_t replication, bool binary)
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, binary);
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 5000);
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, 0);
-    /* writes here must say SUCCESS on a loaded machine (see redundancy.c) */
+    /* writes here must say SUCCESS on a loaded machine (see redundancy_cluster.c) */
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_RESILIENCE_HEDGE_TIMEOUT, 1000);
     memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_REPLICATION, replication);
     return memc;

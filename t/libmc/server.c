@@ -35,6 +35,14 @@ void test_server_add_to(memcached_st *memc, const struct test_server *s)
     }
 }
 
+memcached_st *test_client_for(const struct test_server *s, bool binary)
+{
+    memcached_st *memc = memcached_create(NULL);
+    test_server_add_to(memc, s);
+    memcached_behavior_set(memc, MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, binary);
+    return memc;
+}
+
 unsigned test_unused_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -46,6 +46,9 @@ void test_servers_stop(struct test_server *servers, int count);
  * (rdma://addr:port), else its Unix socket or 127.0.0.1:port. */
 struct memcached_st;
 void test_server_add_to(struct memcached_st *memc, const struct test_server *s);
+/* A new client of the one server s, in the binary protocol when binary is
+ * true, else the text protocol. */
+struct memcached_st *test_client_for(const struct test_server *s, bool binary);
 /* A port on 127.0.0.1 that nothing listens on (bound, then released). */
 unsigned test_unused_port(void);
 

@@ -1,13 +1,22 @@
 /* t/libmc/test_util.h: small helpers the client-library test programs
  * share: milliseconds of CLOCK_MONOTONIC since a moment they took (for
- * their time bounds) and a seeded byte pattern for values they read back.
- * Header-only. */
+ * their time bounds), a seeded byte pattern for values they read back, and
+ * OURS, which tells a program's own build from its _ref build. Header-only. */
 #ifndef LMR_TEST_UTIL_H
 #define LMR_TEST_UTIL_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+
+/* 1 when built against libmemcached-rdma, 0 in a _ref build against
+ * Debian's libmemcached (REFERENCE_LIBMEMCACHED defined): checks of our
+ * deliberate differences and additions run only where it is 1. */
+#ifdef REFERENCE_LIBMEMCACHED
+#define OURS 0
+#else
+#define OURS 1
+#endif
 
 static inline int64_t elapsed_ms(const struct timespec *since)
 {

@@ -32,14 +32,30 @@ struct server {
     unsigned tcp_port, rdma_port;
 };
 
-static bool tcp_accepts(unsigned port)
+/* A TCP connection to port on the loopback address, its reads bounded by
+ * 5 s: the socket, or -1. */
+static int tcp_connect_loopback(unsigned port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bool ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-    close(fd);
-    return ok;
+    struct timeval limit = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static bool tcp_accepts(unsigned port)
+{
+    int fd = tcp_connect_loopback(port);
+    if (fd >= 0)
+        close(fd);
+    return fd >= 0;
 }
 
 /* A binary-protocol client of the server over scheme ("rdma", "rdma+rc",
@@ -70,18 +86,54 @@ static inline memcached_st *rdma_client(const struct server *s)
     return rdma_client_over(s, rdma_scheme());
 }
 
-/* One stat of the server at tcp_port (over TCP); -1 when missing. */
-static inline long tcp_stat(unsigned tcp_port, const char *name)
+/* One value of a stats snapshot; -1 when missing. */
+static inline long stat_of(memcached_st *m, memcached_stat_st *st, const char *name)
 {
-    char cfg[64];
-    snprintf(cfg, sizeof(cfg), "--SERVER=127.0.0.1:%u", tcp_port);
-    memcached_st *m = memcached(cfg, strlen(cfg));
     memcached_return_t rc;
-    memcached_stat_st *st = memcached_stat(m, NULL, &rc);
     char *v = st ? memcached_stat_get_value(m, st, name, &rc) : NULL;
     long n = v ? atol(v) : -1;
     free(v);
+    return n;
+}
+
+/* One stat of the server client m talks to (over m's connection, which
+ * it keeps); -1 when missing. */
+static inline long client_stat(memcached_st *m, const char *name)
+{
+    memcached_return_t rc;
+    memcached_stat_st *st = memcached_stat(m, NULL, &rc);
+    long n = stat_of(m, st, name);
     memcached_stat_free(m, st);
+    return n;
+}
+
+/* client_stat, looked at every 100 ms for up to ms until it equals want;
+ * its last value. */
+static inline long client_stat_wait(memcached_st *m, const char *name, long want, int ms)
+{
+    long v = client_stat(m, name);
+    for (int waited = 0; v != want && waited < ms; waited += 100) {
+        usleep(100000);
+        v = client_stat(m, name);
+    }
+    return v;
+}
+
+/* A text-protocol client of the server at tcp_port over TCP (for its
+ * stats). */
+static inline memcached_st *tcp_stats_client(unsigned tcp_port)
+{
+    char cfg[64];
+    snprintf(cfg, sizeof(cfg), "--SERVER=127.0.0.1:%u", tcp_port);
+    return memcached(cfg, strlen(cfg));
+}
+
+/* One stat of the server at tcp_port (over a TCP connection of its own);
+ * -1 when missing. */
+static inline long tcp_stat(unsigned tcp_port, const char *name)
+{
+    memcached_st *m = tcp_stats_client(tcp_port);
+    long n = client_stat(m, name);
     memcached_free(m);
     return n;
 }

@@ -7,7 +7,10 @@
  * rdma:// client at 5 messages a second and demotes an RC client below
  * 1,000,000 (so every interval of 200 ms the RC client goes back to UD
  * and a busy UD client takes its place): moves are forced over and over.
- * CLIENTS client processes over rdma:// run for SECONDS (default 20):
+ * CLIENTS client processes over rdma:// run for SECONDS (default 20), and
+ * on until both kinds of move have happened MIN_MOVES times (a loaded host
+ * makes fewer requests, so fewer moves, in the same time; at most
+ * MAX_STRETCH times SECONDS; the clients stop when a stop file appears):
  * blocking sets and gets, and batches of non-blocking bsets and bgets
  * issued together and then waited for (requests in flight when a MOVE
  * comes: those before the client's END complete on the old transport,
@@ -45,6 +48,7 @@
 #define BATCH 8
 #define MIN_MOVES 5
 #define DEFAULT_SECONDS 20
+#define MAX_STRETCH 3
 #define SERVER_OPTIONS                                                                             \
     "rdma_transport=hybrid,rdma_rc_max=1,rdma_promote_rate=5,rdma_demote_rate=1000000,"            \
     "rdma_move_interval_ms=200"
@@ -114,11 +118,19 @@ static void batch(memcached_st *mc, int k, struct workload_model *m, uint32_t *r
     t->batches++;
 }
 
+/* The file whose existence tells the clients of process parent to stop. */
+static void stop_file(pid_t parent, char *path, size_t cap)
+{
+    snprintf(path, cap, "/tmp/rdma_test_promote.%ld.stop", (long)parent);
+}
+
 /* One client process over rdma://: blocking sets and gets and batches for
- * `seconds`, every value checked. Prints its tally; exit status 0 when all
- * held. */
+ * `seconds` at most, until its parent's stop file appears, every value
+ * checked. Prints its tally; exit status 0 when all held. */
 static int client_process(int k, int seconds, unsigned port)
 {
+    char stop_path[64];
+    stop_file(getppid(), stop_path, sizeof(stop_path));
     char cfg[160];
     snprintf(cfg, sizeof(cfg), "--SERVER=rdma://%s:%u%s", rxe, port,
              k % 2 ? " --BINARY-PROTOCOL" : "");
@@ -134,7 +146,7 @@ static int client_process(int k, int seconds, unsigned port)
     struct workload_tally t = {0};
     long op = 0;
     double t0 = workload_now_ms();
-    while (workload_now_ms() - t0 < seconds * 1e3) {
+    while (workload_now_ms() - t0 < seconds * 1e3 && access(stop_path, F_OK) != 0) {
         uint32_t what = workload_random(&rng) % 10;
         if (what < 3) {
             batch(mc, k, &m, &rng, &op, value, want, &t);
@@ -261,20 +273,31 @@ int main(int argc, char **argv)
 
     pid_t pids[CLIENTS];
     int outs[CLIENTS];
+    char stop_path[64];
+    stop_file(getpid(), stop_path, sizeof(stop_path));
+    unlink(stop_path);
     double t0 = workload_now_ms();
-    workload_spawn_clients(argv[0], CLIENTS, seconds, s.rdma_port, pids, outs);
-    /* the RC connections, read while the clients run */
+    workload_spawn_clients(argv[0], CLIENTS, seconds * MAX_STRETCH, s.rdma_port, pids, outs);
+    /* the RC connections, read while the clients run; after `seconds`, the
+     * moves too, until both reached MIN_MOVES */
     long rc_max_seen = 0, samples = 0;
-    while (workload_now_ms() - t0 < seconds * 1e3) {
+    while (workload_now_ms() - t0 < seconds * MAX_STRETCH * 1e3) {
         long rc_conns = tcp_stat(s.tcp_port, "rdma_rc_conns");
         if (rc_conns > rc_max_seen)
             rc_max_seen = rc_conns;
         samples++;
+        if (workload_now_ms() - t0 >= seconds * 1e3 && samples % 20 == 0 &&
+            tcp_stat(s.tcp_port, "rdma_promotions") >= MIN_MOVES &&
+            tcp_stat(s.tcp_port, "rdma_demotions") >= MIN_MOVES)
+            break;
         usleep(50000);
     }
+    FILE *stop = fopen(stop_path, "w");
+    if (stop != NULL)
+        fclose(stop);
     struct workload_tally all = {0};
     int finished = 0, clean = 0;
-    double reap_by = t0 + seconds * 1e3 + 60000;
+    double reap_by = workload_now_ms() + 60000;
     for (int k = 0; k < CLIENTS; k++) {
         double left = reap_by - workload_now_ms();
         char line[256];
@@ -296,6 +319,7 @@ int main(int argc, char **argv)
         workload_tally_add(&all, &t);
     }
     double took = workload_now_ms() - t0;
+    unlink(stop_path);
     long promotions = tcp_stat(s.tcp_port, "rdma_promotions");
     long demotions = tcp_stat(s.tcp_port, "rdma_demotions");
     tap_ok(finished == CLIENTS && all.ops > 0,

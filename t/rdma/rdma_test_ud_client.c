@@ -28,7 +28,12 @@
  *   missing only as evicted); with ext_item_size above the values, so
  *   that the writer takes none of them, every set that finds no free
  *   chunk parks, then evicts: extstore_set_waits and
- *   extstore_set_waits_given_up show parking over RDMA.
+ *   extstore_set_waits_given_up show parking over RDMA;
+ * - -c 4 (the TCP listener, a stats connection and two UD clients): the
+ *   next two UD clients are refused, each counted in rejected_connections
+ *   and rdma_rejected_connections, their requests failing with
+ *   CONNECTION_FAILURE at the client's dead timeout; the two kept are
+ *   served, and a new one once one of them left.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -44,6 +49,7 @@
 
 #include <libmemcached/memcached.h>
 
+#include "t/libmc/test_util.h"
 #include "t/rdma/mc_server.h"
 #include "t/rdma/proc.h"
 #include "t/rdma/tap.h"
@@ -61,23 +67,12 @@ static memcached_st *ud_client(unsigned port, bool binary)
     return m;
 }
 
-static void fill(char *buf, size_t len, unsigned seed)
-{
-    uint32_t x = seed * 2654435761u + 1;
-    for (size_t i = 0; i < len; i++) {
-        x = x * 1103515245u + 12345u;
-        buf[i] = (char)(x >> 16);
-    }
-}
-
 /* Waits up to ms for the stat to equal want; returns its last value. */
 static long wait_stat(unsigned tcp_port, const char *name, long want, int ms)
 {
-    long v = tcp_stat(tcp_port, name);
-    for (int waited = 0; v != want && waited < ms; waited += 100) {
-        usleep(100000);
-        v = tcp_stat(tcp_port, name);
-    }
+    memcached_st *m = tcp_stats_client(tcp_port);
+    long v = client_stat_wait(m, name, want, ms);
+    memcached_free(m);
     return v;
 }
 
@@ -93,7 +88,7 @@ static void mixed_sizes(memcached_st *m, const char *proto, char tag)
     unsigned stored = 0, same = 0;
     for (size_t i = 0; i < NSIZES; i++) {
         size_t len = sizes[i];
-        fill(want, len, (unsigned)i + (unsigned)tag);
+        fill_bytes(want, len, (unsigned)i + (unsigned)tag);
         int klen = snprintf(key, sizeof(key), "%cmix%zu", tag, i);
         memcached_return_t rc = memcached_set(m, key, (size_t)klen, want, len, 0, (uint32_t)i);
         if (rc == MEMCACHED_SUCCESS)
@@ -129,7 +124,7 @@ static void mixed_sizes(memcached_st *m, const char *proto, char tag)
         fetched++;
         unsigned i = memcached_result_flags(res);
         if (i < NSIZES && memcached_result_length(res) == sizes[i]) {
-            fill(want, sizes[i], i + (unsigned)tag);
+            fill_bytes(want, sizes[i], i + (unsigned)tag);
             right += memcmp(memcached_result_value(res), want, sizes[i]) == 0;
         }
         memcached_result_free(res);
@@ -216,7 +211,7 @@ static void set_across_wait_for_room(const struct server *s)
 {
     const size_t len = 6 * MIB;
     char *value = malloc(len);
-    fill(value, len, 61);
+    fill_bytes(value, len, 61);
     memcached_return_t warm;
     memcached_st *m = ud_client_idle(s->rdma_port, "1000", "roomwait", &warm);
     pid_t waker = stop_server_for(s, 1600);
@@ -246,7 +241,7 @@ static void noreply_set_across_idle(const struct server *s)
 {
     const size_t len = 3 * MIB;
     char *value = malloc(len);
-    fill(value, len, 62);
+    fill_bytes(value, len, 62);
     memcached_return_t warm;
     memcached_st *m = ud_client_idle(s->rdma_port, "1000", "nrwait", &warm);
     memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 200);
@@ -277,16 +272,11 @@ enum { PARK_SETS = 32, PARK_FORCED = 24 };
  * want. */
 static bool tcp_command(unsigned port, const char *cmd, const char *want)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = tcp_connect_loopback(port);
     char reply[64] = "";
     size_t len = strlen(cmd);
-    struct timeval limit = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-    bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-              write(fd, cmd, len) == (ssize_t)len && read(fd, reply, sizeof(reply) - 1) > 0 &&
-              strncmp(reply, want, strlen(want)) == 0;
+    bool ok = fd >= 0 && write(fd, cmd, len) == (ssize_t)len &&
+              read(fd, reply, sizeof(reply) - 1) > 0 && strncmp(reply, want, strlen(want)) == 0;
     if (fd >= 0)
         close(fd);
     return ok;
@@ -312,7 +302,7 @@ static struct burst park_burst(const struct server *s, memcached_st *m, const ch
     char *value = malloc(PARK_LEN), key[32];
     for (int i = 0; i < n; i++) {
         int kl = snprintf(key, sizeof(key), "%s%d", tag, i);
-        fill(value, PARK_LEN, (unsigned)i + (unsigned)tag[0] * 1000u);
+        fill_bytes(value, PARK_LEN, (unsigned)i + (unsigned)tag[0] * 1000u);
         req[i] = memcached_request_create(m);
         memcached_bset(m, key, (size_t)kl, value, PARK_LEN, 0, (uint32_t)i, req[i]);
     }
@@ -327,7 +317,7 @@ static struct burst park_burst(const struct server *s, memcached_st *m, const ch
     }
     for (int i = 0; i < n; i++) {
         int kl = snprintf(key, sizeof(key), "%s%d", tag, i);
-        fill(value, PARK_LEN, (unsigned)i + (unsigned)tag[0] * 1000u);
+        fill_bytes(value, PARK_LEN, (unsigned)i + (unsigned)tag[0] * 1000u);
         size_t len = 0;
         uint32_t flags = 0;
         memcached_return_t rc;
@@ -405,6 +395,95 @@ static void sets_parked_for_flash(unsigned tcp_port, unsigned rdma_port, const c
     clock_gettime(CLOCK_MONOTONIC, &t1);
     tap_diag("sets parked for the flash writer: %ld ms",
              (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
+}
+
+/* ---- UD peers over -c ---------------------------------------------------------------- */
+/* -c 4: the TCP listener and a TCP connection held for stats count as
+ * two, so the server keeps two UD clients and refuses the next two
+ * (on_peer: the peer is set up, then closed at once). Each refusal counts
+ * in rejected_connections and in rdma_rejected_connections; a refused
+ * client's request finds the server silent and fails with
+ * CONNECTION_FAILURE at the client's dead timeout (5 s; its poll timeout
+ * 20 s, so that the dead timeout decides); the two kept are served, and
+ * once one of them left a new client is. */
+static void ud_peers_over_conn_limit(unsigned tcp_port, unsigned rdma_port, const char *threads,
+                                     const char *poll)
+{
+    enum { KEPT = 2, REFUSED = 2 };
+    static const char *const args[] = {"-c", "4", NULL}; /* 2 + KEPT */
+    struct server s;
+    server_start_args(&s, tcp_port, rdma_port, threads, poll, args);
+    memcached_st *held = tcp_stats_client(s.tcp_port); /* its connection stays open */
+    /* the start-up probe's RC connection counts until the server saw it go */
+    long curr = client_stat_wait(held, "curr_connections", 2, 10000);
+    long rej0 = client_stat(held, "rejected_connections");
+    long rdma_rej0 = client_stat(held, "rdma_rejected_connections");
+    memcached_st *kept[KEPT];
+    char key[16];
+    int stored = 0;
+    for (int i = 0; i < KEPT; i++) {
+        kept[i] = ud_client(rdma_port, false);
+        int kl = snprintf(key, sizeof(key), "kept%d", i);
+        stored +=
+            memcached_set(kept[i], key, (size_t)kl, key, (size_t)kl, 0, 0) == MEMCACHED_SUCCESS;
+    }
+    long peers = client_stat(held, "rdma_ud_peers");
+    int failed = 0;
+    long ms = 0;
+    char why[256] = "";
+    memcached_return_t rr = MEMCACHED_SUCCESS;
+    for (int i = 0; i < REFUSED; i++) {
+        memcached_st *m = ud_client(rdma_port, false);
+        memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 20000);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        memcached_return_t rc = memcached_set(m, "refused", 7, "x", 1, 0, 0);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        failed += rc == MEMCACHED_CONNECTION_FAILURE;
+        if (i == 0 || rc != MEMCACHED_CONNECTION_FAILURE) {
+            rr = rc;
+            ms = (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+            snprintf(why, sizeof(why), "%s", memcached_last_error_message(m));
+        }
+        memcached_free(m);
+    }
+    tap_ok(curr == 2 && stored == KEPT && peers == KEPT && failed == REFUSED,
+           "-c 4 (TCP listener, stats connection, %d UD clients): %d stored, rdma_ud_peers %ld; "
+           "%d of the next %d UD clients fail: %s after %ld ms (%s)",
+           KEPT, stored, peers, failed, REFUSED, memcached_strerror(NULL, rr), ms, why);
+    long rej = client_stat(held, "rejected_connections") - rej0;
+    long rdma_rej = client_stat(held, "rdma_rejected_connections") - rdma_rej0;
+    tap_ok(rej0 == 0 && rdma_rej0 == 0 && rej == REFUSED && rdma_rej == REFUSED,
+           "-c: the %d UD clients refused count in rejected_connections (+%ld) and in "
+           "rdma_rejected_connections (+%ld)",
+           REFUSED, rej, rdma_rej);
+    int right = 0;
+    for (int i = 0; i < KEPT; i++) {
+        int kl = snprintf(key, sizeof(key), "kept%d", i);
+        size_t vlen = 0;
+        memcached_return_t rc;
+        char *v = memcached_get(kept[(i + 1) % KEPT], key, (size_t)kl, &vlen, NULL, &rc);
+        right += v != NULL && vlen == (size_t)kl && memcmp(v, key, vlen) == 0;
+        free(v);
+    }
+    memcached_free(kept[0]);
+    curr = client_stat_wait(held, "curr_connections", 2 + KEPT - 1, 5000);
+    memcached_st *late = ud_client(rdma_port, false);
+    memcached_return_t rl = memcached_set(late, "late", 4, "1", 1, 0, 0);
+    size_t vlen = 0;
+    memcached_return_t rg;
+    char *v = memcached_get(late, "kept1", 5, &vlen, NULL, &rg);
+    bool late_ok = rl == MEMCACHED_SUCCESS && v != NULL && vlen == 5 && memcmp(v, "kept1", 5) == 0;
+    free(v);
+    tap_ok(right == KEPT && curr == 2 + KEPT - 1 && late_ok &&
+               client_stat(held, "rejected_connections") - rej0 == REFUSED,
+           "-c: the kept UD clients are served after the refusals (%d of %d values read back); "
+           "once one left (curr_connections %ld), a new one is served: set %s, get %s",
+           right, KEPT, curr, memcached_strerror(NULL, rl), memcached_strerror(NULL, rg));
+    memcached_free(late);
+    memcached_free(kept[1]);
+    memcached_free(held);
+    server_stop(&s, SIGTERM);
 }
 
 /* A client process that connects over UD, stores, and is killed. */
@@ -633,6 +712,7 @@ int main(int argc, char **argv)
     tap_ok(rg4 == MEMCACHED_CONNECTION_FAILURE, "rdma:// to a port where nothing listens: %s",
            memcached_strerror(NULL, rg4));
     sets_parked_for_flash(base + 2, base + 3, threads, poll);
+    ud_peers_over_conn_limit(base + 2, base + 3, threads, poll);
     tap_no_plan_end();
     return tap_failed == 0 ? 0 : 1;
 }
