@@ -26,7 +26,12 @@
 
 #define WORKLOAD_MIB (1u << 20)
 #define WORKLOAD_MAX_KEYS 256
-#define WORKLOAD_HUNG_MS 20000 /* a call that takes longer counts as hung */
+#define WORKLOAD_SLOW_MS 1500 /* a call that takes longer is named on stderr */
+
+/* A call's limit: the poll and connect timeouts of the clients
+ * workload_client_open makes, past which a call counts as hung. 20 s
+ * unless a program sets another before it opens its client. */
+static long workload_call_limit_ms = 20000;
 
 /* The next of a xorshift sequence (state must not be 0). */
 static inline uint32_t workload_random(uint32_t *state)
@@ -144,10 +149,10 @@ static inline void workload_check_get(int k, const char *key, const struct workl
 }
 
 /* A call (or a batch waited for) that returned rc after ms: a timeout or
- * more than WORKLOAD_HUNG_MS counts as hung; the slowest is kept. */
+ * more than workload_call_limit_ms counts as hung; the slowest is kept. */
 static inline void workload_note_call(struct workload_tally *t, memcached_return_t rc, double ms)
 {
-    if (rc == MEMCACHED_TIMEOUT || ms > WORKLOAD_HUNG_MS)
+    if (rc == MEMCACHED_TIMEOUT || ms > workload_call_limit_ms)
         t->hung++;
     if (ms > t->slowest_ms)
         t->slowest_ms = (long)ms;
@@ -155,9 +160,9 @@ static inline void workload_note_call(struct workload_tally *t, memcached_return
 
 /* Client k's connection to host:port over scheme ("rdma", "rdma+rc",
  * "rdma+ud"), binary protocol for odd k. Poll and connect timeouts are
- * 20 s: a call through a lossy link may wait for retransmissions, and the
- * RDMA CM's own exchanges are sent again only after seconds. NULL on
- * failure. */
+ * workload_call_limit_ms: a call through a lossy link may wait for
+ * retransmissions, and the RDMA CM's own exchanges are sent again only
+ * after seconds. NULL on failure. */
 static inline memcached_st *workload_client_open(const char *scheme, const char *host,
                                                  unsigned port, int k)
 {
@@ -167,8 +172,8 @@ static inline memcached_st *workload_client_open(const char *scheme, const char 
     memcached_st *m = memcached(cfg, strlen(cfg));
     if (m == NULL)
         return NULL;
-    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 20000);
-    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT, 20000);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, (uint64_t)workload_call_limit_ms);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT, (uint64_t)workload_call_limit_ms);
     return m;
 }
 
@@ -206,6 +211,9 @@ static inline void workload_one_call(memcached_st *mc, int k, const char *prefix
     if (rc != MEMCACHED_SUCCESS && rc != MEMCACHED_NOTFOUND)
         fprintf(stderr, "client %d: %s %s after %.0f ms (at %.0f ms): %s\n", k,
                 is_set ? "set" : "get", key, ms, started, memcached_last_error_message(mc));
+    else if (ms > WORKLOAD_SLOW_MS)
+        fprintf(stderr, "client %d: %s %s took %.0f ms (at %.0f ms)\n", k, is_set ? "set" : "get",
+                key, ms, started);
     workload_note_call(t, rc, ms);
     t->ops++;
 }
