@@ -118,13 +118,19 @@ static struct ibv_ah *ah_of_request(struct mcr_udep_ctx *ctx, struct rdma_cm_id 
     return ibv_create_ah(ctx->dev.pd, &aa);
 }
 
-/* Server: a client's request. Refused without valid private data or room. */
+/* Server: a client's request. Refused when the server does not admit it,
+ * without valid private data, or without room. */
 static void on_connect_request(struct mcr_udep_ctx *ctx, struct rdma_cm_event *ev)
 {
     struct rdma_cm_id *id = ev->id;
     struct udep_pd remote;
     uint8_t gid[16];
     struct mcr_udep_peer *peer = NULL;
+    if (ctx->cb.admit != NULL && !ctx->cb.admit(ctx->user)) {
+        rdma_reject(id, NULL, 0);
+        rdma_destroy_id(id);
+        return;
+    }
     uint32_t conn_id = (udep_rng_next(ctx) << 16) | udep_free_slot(ctx), isn = udep_rng_next(ctx);
     if (pd_decode(ev->param.ud.private_data, ev->param.ud.private_data_len, &remote) != 0 ||
         gid_of_sockaddr(rdma_get_peer_addr(id), gid) != 0 ||
@@ -230,9 +236,11 @@ static struct mcr_udep_peer *connect_attempt(struct mcr_udep_ctx *ctx, const cha
             continue;
         }
         if (ev->event != RDMA_CM_EVENT_ESTABLISHED) {
-            mcr_rdma_set_err(err, errlen, "%s:%u: %s (status %d)", host, port,
-                             rdma_event_str(ev->event), ev->status);
             *retry = cm_gave_up(ev);
+            bool refused = ev->event == RDMA_CM_EVENT_UNREACHABLE && !*retry;
+            mcr_rdma_set_err(err, errlen, "%s:%u: %s%s (status %d)", host, port,
+                             refused ? "refused by the server: " : "", rdma_event_str(ev->event),
+                             ev->status);
             rdma_ack_cm_event(ev);
             goto out;
         }

@@ -21,6 +21,7 @@
 #ifndef MCR_RDMA_UD_EP_H
 #define MCR_RDMA_UD_EP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -29,6 +30,10 @@ struct mcr_udep_ctx;
 struct mcr_udep_peer;
 
 struct mcr_udep_callbacks {
+    /* A server's client asks to connect: false refuses it at once (its
+     * connect fails with the refusal, not at its dead timeout). NULL
+     * admits every client. */
+    bool (*admit)(void *user);
     /* A server accepted a new peer (it may send to it from now on). */
     void (*on_peer)(struct mcr_udep_peer *peer, void *user);
     /* One whole message from the peer, in order; valid during the call. */

@@ -481,15 +481,27 @@ static void ud_move_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* ---- the context's callbacks (on the worker's thread, inside mcr_udep_poll) --------------- */
+/* A client's connect request (and a peer just made, on_peer): -c refuses
+ * it at once, so the client's connect fails with the refusal; counted in
+ * rejected_connections and rdma_rejected_connections (as RC's). */
+static bool admit(void *user)
+{
+    struct ud_listen *ul = user;
+    if (stats_curr_conns() < (uint64_t)settings.maxconns)
+        return true;
+    stats_conn_rejected();
+    UD_CTR_ADD(ul, rejected, 1);
+    log_msg(LOG_WARN, "Too many open connections (RDMA UD peer refused)");
+    return false;
+}
+
 static void on_peer(struct mcr_udep_peer *peer, void *user)
 {
     struct ud_listen *ul = user;
-    /* a refusal counts in rdma_rejected_connections (as RC's), one for -c
-     * in rejected_connections too */
-    if (stats_curr_conns() >= (uint64_t)settings.maxconns) {
-        stats_conn_rejected();
-        UD_CTR_ADD(ul, rejected, 1);
-        log_msg(LOG_WARN, "Too many open connections (RDMA UD peer refused)");
+    /* admitted, but the limit may have filled since (other workers'
+     * connections): the peer is closed at once, and the client finds the
+     * server silent */
+    if (!admit(ul)) {
         mcr_udep_peer_close(peer);
         return;
     }
@@ -588,6 +600,7 @@ static void on_dead(struct mcr_udep_peer *peer, int reason, void *user)
 }
 
 static const struct mcr_udep_callbacks ud_callbacks = {
+    .admit = admit,
     .on_peer = on_peer,
     .on_message = on_message,
     .on_dead = on_dead,
