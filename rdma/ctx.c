@@ -216,7 +216,7 @@ struct mcr_rdma_ctx *mcr_rdma_ctx_create(const struct mcr_rdma_ctx_opts *opts, c
     mcr_rdma_set_err(err, errlen, "%s", "");
     if (opts == NULL || opts->addr == NULL || opts->buf_size < MCR_RDMA_HDR_MAX + 64 ||
         opts->recv_bufs == 0 || opts->send_bufs == 0 || opts->credits < 4 ||
-        opts->credits > opts->recv_bufs || opts->rnr_retry > 7 ||
+        opts->credits > opts->recv_bufs || opts->rnr_retry > 7 || opts->ack_timeout > 31 ||
         opts->repost_hold > MCR_RDMA_REPOST_MAX) {
         mcr_rdma_set_err(err, errlen, "invalid RDMA context options");
         return NULL;

@@ -75,6 +75,14 @@ struct mcr_rdma_ctx_opts {
      * credits, so that one post returns fewer credits than make an
      * explicit credit message. */
     uint32_t repost_hold;
+    /* 0 (default): RC connections keep the ACK timeout the RDMA CM sets
+     * (from the fabric's packet lifetime: 2.1 s on RoCE here). N (1..31):
+     * set on each RC connection's CM id before it connects or accepts:
+     * a requester sends an unacknowledged packet again after 4.096 us
+     * times 2^N (16: 268 ms), and gives up after 7 of those. Lower
+     * recovers a lossy fabric's losses sooner, but retransmits where the
+     * peer is merely slow to acknowledge. */
+    uint8_t ack_timeout;
     /* 0 or 1 (default): every send work request of an RC endpoint asks for
      * a completion. N > 1: an eager message short enough to go inline
      * (the device copies it as it is posted) goes without one, all but

@@ -208,6 +208,12 @@ static int rc_create_qp(struct rc_ep *rc)
     }
     rc->qp = rc->cm_id->qp;
     rc->max_inline = attr.cap.max_inline_data; /* what the device granted */
+    /* before rdma_connect or rdma_accept: the QP takes it as it moves to
+     * ready-to-send (ctx.h, ack_timeout) */
+    uint8_t ack_timeout = ctx->opts.ack_timeout;
+    if (ack_timeout != 0 && rdma_set_option(rc->cm_id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+                                            &ack_timeout, sizeof(ack_timeout)) != 0)
+        return -errno;
     if (rc->attached) { /* a client's: else rc_attach takes it, on the context's thread */
         int err = rc_take_credit_buf(rc);
         if (err != 0)

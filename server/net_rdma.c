@@ -468,6 +468,7 @@ static void ctx_opts_for(struct mcr_rdma_ctx_opts *o, const char *addr, unsigned
     mcr_rdma_ctx_opts_default(o);
     o->addr = addr;
     o->buf_size = settings.rdma_eager_max;
+    o->ack_timeout = (uint8_t)settings.rdma_ack_timeout;
     o->credits = (uint16_t)rdma_rc_credits();
     unsigned conns = rc_conns_per_worker(nworkers, o->credits);
     o->recv_bufs = conns * o->credits;
@@ -580,6 +581,7 @@ static int open_one(struct event_base *base, const char *spec)
     mcr_rdma_ctx_opts_default(&o);
     o.addr = host;
     o.buf_size = settings.rdma_eager_max;
+    o.ack_timeout = (uint8_t)settings.rdma_ack_timeout;
     o.recv_bufs = 64; /* connections are placed on worker contexts */
     o.send_bufs = 16;
     struct mcr_rdma_ctx *ctx = mcr_rdma_ctx_create(&o, err, sizeof(err));

@@ -71,6 +71,8 @@ struct settings {
     unsigned rdma_rc_credits;      /* -o rdma_rc_credits: receive credits per RC connection; 0 =
                                       the transport's default (rc 32, hybrid 8) */
     unsigned rdma_ud_keepalive_ms; /* -o rdma_ud_keepalive_ms: probe a silent UD peer; 30000 */
+    unsigned rdma_ack_timeout;     /* -o rdma_ack_timeout: RC ACK timeout, 4.096 us * 2^N; 0 =
+                                      the RDMA CM's (rdma/ctx.h, ack_timeout) */
     /* hybrid: moves between RC and UD (net_rdma_move.c) */
     unsigned rdma_promote_rate;     /* -o rdma_promote_rate: UD -> RC at this many msgs/s; 1000 */
     unsigned rdma_demote_rate;      /* -o rdma_demote_rate: RC -> UD below this many msgs/s; 10 */

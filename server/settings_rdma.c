@@ -27,6 +27,7 @@ static const struct rdma_number_option number_options[] = {
     {"rdma_rc_max", NUMBER_FIELD(rdma_rc_max), 0, 1000000, ""},
     {"rdma_rc_credits", NUMBER_FIELD(rdma_rc_credits), 4, 1024, ""},
     {"rdma_ud_keepalive_ms", NUMBER_FIELD(rdma_ud_keepalive_ms), 100, 3600000, ""},
+    {"rdma_ack_timeout", NUMBER_FIELD(rdma_ack_timeout), 0, 31, ""},
     {"rdma_promote_rate", NUMBER_FIELD(rdma_promote_rate), 0, 100000000, ""},
     {"rdma_demote_rate", NUMBER_FIELD(rdma_demote_rate), 0, 100000000, ""},
     {"rdma_move_interval_ms", NUMBER_FIELD(rdma_move_interval_ms), 10, 3600000, ""},

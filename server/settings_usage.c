@@ -87,6 +87,8 @@ void settings_print_usage(FILE *out)
             "   - rdma_rc_credits:     receive credits (message buffers) per RC connection,\n"
             "                          4..1024 (default: 32 with rc, 8 with hybrid)\n"
             "   - rdma_ud_keepalive_ms: probe a UD client silent this long (default: 30000)\n"
+            "   - rdma_ack_timeout:    RC ACK timeout, 4.096 us times 2^N, 1..31 (default: 0,\n"
+            "                          the RDMA CM's)\n"
             "   - rdma_promote_rate:   hybrid: move an rdma:// client from UD to RC at this\n"
             "                          many messages a second (default: 1000)\n"
             "   - rdma_demote_rate:    hybrid: move it back to UD below this many (default: 10)\n"

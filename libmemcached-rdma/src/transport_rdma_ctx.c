@@ -32,6 +32,8 @@ static struct lmr_rdma_shared_ctx *create(const char *host, unsigned peers, int 
      * buffers waiting; its further bytes wait in its stream */
     opts.ep_sends_waiting_max = LMR_RDMA_BUFS_PER_CONN;
     opts.resolve_timeout_ms = timeout_ms;
+    /* 0: the RDMA CM's (rdma/ctx.h, ack_timeout) */
+    opts.ack_timeout = (uint8_t)lmr_env_unsigned("LIBMEMCACHED_RDMA_ACK_TIMEOUT", 31, 0);
     sc->ctx = mcr_rdma_ctx_create(&opts, err, errlen);
     if (sc->ctx == NULL) {
         free(sc);

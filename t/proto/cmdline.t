@@ -270,6 +270,8 @@ if (target() eq 'ours') {
         [qr/rdma_promote_rate must be 0\.\.100000000/, '-o', 'rdma_promote_rate=x'],
         [qr/rdma_demote_rate must be 0\.\.100000000/, '-o', 'rdma_demote_rate=-1'],
         [qr/rdma_move_interval_ms must be 10\.\.3600000/, '-o', 'rdma_move_interval_ms=5'],
+        [qr/rdma_ack_timeout must be 0\.\.31/, '-o', 'rdma_ack_timeout=32'],
+        [qr/rdma_ack_timeout must be 0\.\.31/, '-o', 'rdma_ack_timeout=-1'],
         [qr/rdma_eager_max must be 1024\.\.1048576 bytes/, '-o', 'rdma_eager_max=1023'],
         [qr/rdma_eager_max must be 1024\.\.1048576 bytes/, '-o', 'rdma_eager_max=8k'],
         [qr/rdma_poll must be event, spin or adaptive/, '-o', 'rdma_poll=busy'],
@@ -286,7 +288,7 @@ if (target() eq 'ours') {
     ok($srv, 'rdma_transport=ud,rdma_rc_max=4,rdma_ud_keepalive_ms=25000: the server starts');
     $srv->stop if $srv;
     my $opts = 'rdma_rc_max=1,rdma_rc_credits=4,rdma_promote_rate=5,rdma_demote_rate=100,'
-      . 'rdma_move_interval_ms=200';
+      . 'rdma_move_interval_ms=200,rdma_ack_timeout=16';
     $srv = eval { start_server('-o', $opts) };
     ok($srv, "$opts: the server starts");
     $srv->stop if $srv;
