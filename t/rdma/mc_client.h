@@ -2,7 +2,7 @@
  * suite share (rdma_test_client, rdma_test_client_procs,
  * rdma_test_client_close): the start of a program (its command line, the
  * guest's address, the port base, UD's idle time), the main server of the
- * first two, a value filler, many requests in flight with every value
+ * first two, many requests in flight with every value
  * checked, and which stat counts the connections. Header-only (static inline functions);
  * servers and clients are t/rdma/mc_server.h's. */
 #ifndef MCR_T_RDMA_MC_CLIENT_H
@@ -19,23 +19,13 @@
 #include <libmemcached/nonblocking.h>
 
 #include "mcr/rdma_wire.h"
+#include "t/libmc/test_util.h" /* fill_bytes: the values */
 #include "t/rdma/mc_server.h"
 #include "t/rdma/tap.h"
 
 /* EAGER: the largest payload of one message with the server's default
  * 8 KiB buffers. */
 #define EAGER (8192 - MCR_RDMA_HDR_MAX)
-
-static inline void fill(char *buf, size_t len, unsigned seed)
-{
-    uint32_t x = seed * 2654435761u + 7;
-    for (size_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        buf[i] = (char)x;
-    }
-}
 
 /* 1,000 non-blocking requests in flight: isets, then igets into caller
  * buffers, then bgets. Returns the number of mismatches. */

@@ -155,7 +155,7 @@ static void scenario(memcached_st *m, struct transcript *t)
     /* value sizes around one eager message and beyond */
     char *buf = malloc(8388608);
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-        fill(buf, sizes[i], (unsigned)i);
+        fill_bytes(buf, sizes[i], (unsigned)i);
         rc = memcached_set(m, "sz", 2, buf, sizes[i], 0, (uint32_t)i);
         note(t, "set %zu bytes: %s", sizes[i], memcached_strerror(m, rc));
         get_note(t, m, "sz", buf, sizes[i]);
@@ -168,7 +168,7 @@ static void scenario(memcached_st *m, struct transcript *t)
     const char *big_keys[] = {"big1", "big2", "big3", "big4"};
     size_t big_len[] = {4, 4, 4, 4};
     for (int i = 0; i < 4; i++) {
-        fill(buf, 300000, 70 + (unsigned)i);
+        fill_bytes(buf, 300000, 70 + (unsigned)i);
         memcached_set(m, big_keys[i], 4, buf, 300000 - (size_t)i, 0, 0);
     }
     rc = memcached_mget(m, big_keys, big_len, 4);
@@ -179,7 +179,7 @@ static void scenario(memcached_st *m, struct transcript *t)
             break;
         fetched++;
         int k = memcached_result_key_value(r)[3] - '1';
-        fill(buf, 300000, 70 + (unsigned)k);
+        fill_bytes(buf, 300000, 70 + (unsigned)k);
         if (k >= 0 && k < 4 && memcached_result_length(r) == 300000 - (size_t)k &&
             memcmp(memcached_result_value(r), buf, memcached_result_length(r)) == 0)
             intact++;
@@ -348,7 +348,7 @@ static void iget_into_caller_buffers(memcached_st *m)
     long before = client_stat(m, "rdma_value_buffer_writes");
     int bad = 0;
     for (size_t i = 0; i < nsizes; i++) {
-        fill(want, vsizes[i], 40 + (unsigned)i);
+        fill_bytes(want, vsizes[i], 40 + (unsigned)i);
         if (memcached_set(m, "zc", 2, want, vsizes[i], 0, (uint32_t)i) != MEMCACHED_SUCCESS)
             bad++;
         /* a buffer of exactly the value's size, then one twice as large */
@@ -380,7 +380,7 @@ static void iget_into_caller_buffers(memcached_st *m)
            after - before);
 
     /* larger than the buffer: E2BIG with the full length, the stream stays in step */
-    fill(want, 65536, 7);
+    fill_bytes(want, 65536, 7);
     memcached_set(m, "zc", 2, want, 65536, 0, 0);
     size_t len = 0;
     memcached_return_t rc = memcached_iget(m, "zc", 2, buf, 32768, req);
@@ -421,7 +421,7 @@ static void iget_into_caller_buffers(memcached_st *m)
     for (int i = 0; i < N; i++) {
         char key[16];
         int kl = snprintf(key, sizeof(key), "zc%d", i);
-        fill(want, 65536, 1000 + (unsigned)i);
+        fill_bytes(want, 65536, 1000 + (unsigned)i);
         memcached_set(m, key, (size_t)kl, want, 65536, 0, (uint32_t)i);
     }
     before = client_stat(m, "rdma_value_buffer_writes");
@@ -439,7 +439,7 @@ static void iget_into_caller_buffers(memcached_st *m)
             memcached_bget(m, key, (size_t)kl, bg[i / 10]);
             size_t l = 0;
             char *got = memcached_get(m, key, (size_t)kl, &l, &(uint32_t){0}, &rc);
-            fill(want, 65536, 1000 + (unsigned)i);
+            fill_bytes(want, 65536, 1000 + (unsigned)i);
             if (got == NULL || l != 65536 || memcmp(got, want, l) != 0)
                 bad++;
             free(got);
@@ -448,7 +448,7 @@ static void iget_into_caller_buffers(memcached_st *m)
     if (memcached_wait_all(m) != MEMCACHED_SUCCESS)
         bad++;
     for (int i = 0; i < N; i++) {
-        fill(want, 65536, 1000 + (unsigned)i);
+        fill_bytes(want, 65536, 1000 + (unsigned)i);
         if (memcached_request_return(reqs[i]) != MEMCACHED_SUCCESS ||
             memcmp(bufs + (size_t)i * 65536, want, 65536) != 0 ||
             memcached_request_flags(reqs[i]) != (uint32_t)i)
@@ -473,8 +473,8 @@ static void iget_into_caller_buffers(memcached_st *m)
      * before the client reads the first reply: all are served, and the
      * connection stays, as over TCP */
     char *w2 = malloc(20000);
-    fill(want, 20000, 71);
-    fill(w2, 20000, 72);
+    fill_bytes(want, 20000, 71);
+    fill_bytes(w2, 20000, 72);
     memcached_set(m, "ovl1", 4, want, 20000, 0, 0);
     memcached_set(m, "ovl2", 4, w2, 20000, 0, 0);
     int overlap_bad = 0;
@@ -528,8 +528,8 @@ static void large_get_then_many_sets(memcached_st *m)
     enum { SETS = 150, SET_LEN = 7000 };
     size_t n = 3000000, len = 0;
     char *val = malloc(n), *small = malloc(SET_LEN);
-    fill(val, n, 31);
-    fill(small, SET_LEN, 32);
+    fill_bytes(val, n, 31);
+    fill_bytes(small, SET_LEN, 32);
     memcached_return_t rc = memcached_set(m, "pile", 4, val, n, 0, 0);
     memcached_request_st *get = memcached_request_create(m);
     memcached_request_st *sets[SETS];

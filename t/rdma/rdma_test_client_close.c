@@ -133,7 +133,7 @@ static void stores_before_close(unsigned tcp_port, unsigned rdma_port)
     memcached_st *check = rdma_client(&s);
     size_t big_len = 3000000;
     char *big = malloc(big_len);
-    fill(big, big_len, 55);
+    fill_bytes(big, big_len, 55);
 
     memcached_st *m = rdma_client(&s);
     memcached_behavior_set(m, MEMCACHED_BEHAVIOR_NOREPLY, 1);
@@ -401,7 +401,7 @@ static void polling_with_test_only(unsigned tcp_port, unsigned rdma_port)
     memcached_st *m = rdma_client(&s);
     size_t n = 3000000, len = 0;
     char *val = malloc(n);
-    fill(val, n, 77);
+    fill_bytes(val, n, 77);
     memcached_return_t rc = memcached_set(m, "polled", 6, val, n, 0, 0);
     memcached_request_st *req = memcached_request_create(m);
     memcached_bget(m, "polled", 6, req);

@@ -120,7 +120,7 @@ static void mixed_check(struct mixed *x, int i, const char *how, memcached_retur
     if (!x->present[i]) {
         ok = rc == MEMCACHED_NOTFOUND;
     } else {
-        fill(x->want, x->len[i], x->seed[i]);
+        fill_bytes(x->want, x->len[i], x->seed[i]);
         ok = rc == MEMCACHED_SUCCESS && len == x->len[i] &&
              (len == 0 || memcmp(v, x->want, len) == 0);
     }
@@ -141,7 +141,7 @@ static void mixed_op(struct mixed *x)
     if (kind <= 1) { /* a set, noreply for kind 1 */
         size_t n = mixed_size(x);
         unsigned seed = mixed_next(x);
-        fill(x->buf, n, seed);
+        fill_bytes(x->buf, n, seed);
         memcached_behavior_set(x->m, MEMCACHED_BEHAVIOR_NOREPLY, kind == 1);
         memcached_return_t rc = memcached_set(x->m, key, (size_t)kl, x->buf, n, 0, 0);
         memcached_behavior_set(x->m, MEMCACHED_BEHAVIOR_NOREPLY, 0);
@@ -179,7 +179,7 @@ static void mixed_op(struct mixed *x)
             lens[j] = mixed_size(x);
             seeds[j] = mixed_next(x);
             vals[j] = malloc(lens[j] + 1);
-            fill(vals[j], lens[j], seeds[j]);
+            fill_bytes(vals[j], lens[j], seeds[j]);
             kl = mixed_key(x, (i + j) % MIXED_KEYS, key, sizeof(key));
             sets[j] = memcached_request_create(x->m);
             memcached_bset(x->m, key, (size_t)kl, vals[j], lens[j], 0, 0, sets[j]);
@@ -380,7 +380,7 @@ int main(int argc, char **argv)
     {
         size_t n = 3000000, l = 0;
         char *val3 = malloc(n);
-        fill(val3, n, 99);
+        fill_bytes(val3, n, 99);
         memcached_return_t r = memcached_set(mr, "afterkill", 9, val3, n, 0, 0);
         char *got = memcached_get(mr, "afterkill", 9, &l, &(uint32_t){0}, &r);
         tap_ok(r == MEMCACHED_SUCCESS && got && l == n && memcmp(got, val3, n) == 0,
