@@ -412,6 +412,42 @@ static inline bool wait_replies(struct test_client *c, uint32_t count, int timeo
     return run_until(have_replies, &w, timeout_ms) && c->replies >= count;
 }
 
+/* Sends n eager messages of 200 pattern bytes on ep, request ids base to
+ * base + n - 1; the number the endpoint took. */
+static inline int send_burst(struct mcr_rdma_ep *ep, uint32_t base, uint32_t n)
+{
+    unsigned char buf[200];
+    int sent = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        fill_pattern(buf, sizeof(buf), base + i);
+        struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+        struct mcr_rdma_send s = {
+            .type = MCR_RDMA_MSG_EAGER, .request_id = base + i, .iov = &iov, .iovcnt = 1};
+        sent += mcr_rdma_ep_send(ep, &s) == 0;
+    }
+    return sent;
+}
+
+/* run_until predicates on a test server's counts, past a count taken
+ * before: its side of the newest connection established (the client may
+ * see it first), or more endpoints closed. */
+struct server_count_wait {
+    const struct test_server *srv;
+    int past;
+};
+
+static inline bool server_connected_past(void *arg)
+{
+    const struct server_count_wait *w = arg;
+    return w->srv->connected > w->past;
+}
+
+static inline bool server_closed_past(void *arg)
+{
+    const struct server_count_wait *w = arg;
+    return w->srv->closed > w->past;
+}
+
 /* Sends len pattern bytes under request id and waits for the echo. */
 static inline bool ping(struct test_client *c, uint32_t id, uint32_t len)
 {
