@@ -544,6 +544,18 @@ struct iovec item_value_seg(const item *it, unsigned i)
     return v;
 }
 
+void item_value_write(item *it, const void *src, size_t len)
+{
+    const char *from = src;
+    size_t done = 0;
+    for (unsigned i = 0, n = item_value_nseg(it); i < n && done < len; i++) {
+        struct iovec seg = item_value_seg(it, i);
+        size_t part = seg.iov_len < len - done ? seg.iov_len : len - done;
+        memcpy(seg.iov_base, from + done, part);
+        done += part;
+    }
+}
+
 bool item_on_flash(const item *it)
 {
     return item_is_flash(it);

@@ -122,6 +122,9 @@ size_t item_memcached_size(const item *it);
  * writable between item_alloc() and item_store() (to receive the value). */
 unsigned item_value_nseg(const item *it);
 struct iovec item_value_seg(const item *it, unsigned i);
+/* Copies the first len bytes of src into the value's segments, in order
+ * (len at most the item's value length; shorter fills its start). */
+void item_value_write(item *it, const void *src, size_t len);
 
 /* ---- values on flash (flash.c, item_flash.c) ------------------------------ */
 /* Where a value written to flash lies, and the check its record carries. */

@@ -432,13 +432,7 @@ static void arith_create(struct conn *c, const struct bin_request *req, uint64_t
         reply_error(c, &req->rc, MCR_BIN_STATUS_ENOMEM, "Out of memory allocating new item");
         return;
     }
-    size_t done = 0;
-    for (unsigned i = 0; i < item_value_nseg(it) && done < (size_t)len; i++) {
-        struct iovec seg = item_value_seg(it, i);
-        size_t n = seg.iov_len < (size_t)len - done ? seg.iov_len : (size_t)len - done;
-        memcpy(seg.iov_base, text + done, n);
-        done += n;
-    }
+    item_value_write(it, text, (size_t)len);
     uint64_t new_cas = 0;
     enum store_result res = item_store(it, STORE_ADD, 0, &new_cas);
     item_release(it);

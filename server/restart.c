@@ -403,13 +403,7 @@ static void load_record(const struct record_head *h, const char *key, const char
         lc->no_memory++;
         return;
     }
-    size_t off = 0;
-    unsigned nseg = item_value_nseg(it);
-    for (unsigned i = 0; i < nseg; i++) {
-        struct iovec v = item_value_seg(it, i);
-        memcpy(v.iov_base, value + off, v.iov_len);
-        off += v.iov_len;
-    }
+    item_value_write(it, value, h->nbytes);
     if (item_restore(it, h->unique, h->last_access, h->fetched != 0))
         lc->loaded++;
     else

@@ -47,18 +47,6 @@ void fill_pattern(char *buf, size_t len, unsigned seed)
         buf[i] = (char)('a' + (i * 7 + seed * 13 + i / 251) % 26);
 }
 
-void write_value(item *it, const char *val, size_t len)
-{
-    size_t off = 0;
-    unsigned n = item_value_nseg(it);
-    for (unsigned i = 0; i < n; i++) {
-        struct iovec v = item_value_seg(it, i);
-        memcpy(v.iov_base, val + off, v.iov_len);
-        off += v.iov_len;
-    }
-    (void)len;
-}
-
 int store_full(const char *key, const char *val, size_t len, uint32_t flags, rel_time_t exp,
                enum store_op op, uint64_t cas, uint64_t *cas_out, enum alloc_result *why)
 {
@@ -68,7 +56,7 @@ int store_full(const char *key, const char *val, size_t len, uint32_t flags, rel
         *why = w;
     if (!it)
         return -1;
-    write_value(it, val, len);
+    item_value_write(it, val, len);
     enum store_result r = item_store(it, op, cas, cas_out);
     item_release(it);
     return (int)r;

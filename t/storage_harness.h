@@ -24,8 +24,6 @@ int start(const struct storage_config *cfg);
 /* ---- test tools -------------------------------------------------------------------- */
 /* A repeatable pattern of letters, varied by seed. */
 void fill_pattern(char *buf, size_t len, unsigned seed);
-/* val into its value segments (len: the value's length, item_alloc's). */
-void write_value(item *it, const char *val, size_t len);
 /* Allocates, fills and stores; returns the store result (or -1 when the
  * allocation failed, with *why set). */
 int store_full(const char *key, const char *val, size_t len, uint32_t flags, rel_time_t exp,

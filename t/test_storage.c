@@ -29,7 +29,7 @@ static void test_round_trip(void)
     enum alloc_result why;
     item *it = item_alloc("alpha", 5, 42, 0, 5, &why);
     tap_ok(it != NULL && why == ALLOC_OK, "item_alloc gives a handle");
-    write_value(it, "hello", 5);
+    item_value_write(it, "hello", 5);
     uint64_t cas = 0;
     tap_ok(item_store(it, STORE_SET, 0, &cas) == STORE_STORED && cas != 0,
            "set stores, cas assigned");
@@ -75,7 +75,7 @@ static void test_round_trip(void)
             free(val);
             continue;
         }
-        write_value(it, val, len);
+        item_value_write(it, val, len);
         item_store(it, STORE_SET, 0, NULL);
         item_release(it);
         it = item_get(key, strlen(key));
@@ -659,7 +659,7 @@ static void test_fetched(void)
     enum alloc_result why;
     item *fresh = item_alloc("y", 1, 0, 0, 1, &why);
     if (fresh) {
-        write_value(fresh, "v", 1);
+        item_value_write(fresh, "v", 1);
         item_store(fresh, STORE_SET, 0, NULL);
     }
     tap_ok(fresh && !item_was_fetched(fresh), "a new item in reused memory is not fetched (%s)",

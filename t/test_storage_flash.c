@@ -292,7 +292,7 @@ static void parkable_burst(const char *prefix, int n, char *val, size_t len, int
         if (!it)
             continue;
         fill_pattern(val, len, (unsigned)i);
-        write_value(it, val, len);
+        item_value_write(it, val, len);
         *stored += item_store(it, STORE_SET, 0, NULL) == STORE_STORED;
         item_release(it);
     }

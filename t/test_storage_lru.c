@@ -115,7 +115,7 @@ static void test_eviction(void)
     store_full("joinme", val, 900, 0, 0, STORE_SET, 0, NULL, NULL);
     item *tail = item_alloc("joinme", 6, 0, 0, 1, &why); /* taken before memory fills */
     if (tail)
-        write_value(tail, "x", 1);
+        item_value_write(tail, "x", 1);
     for (int i = 0; i < n; i++) {
         snprintf(key, sizeof(key), "M:%d", i);
         if (store_full(key, val, 900, 0, 0, STORE_SET, 0, NULL, &why) != STORE_STORED)
