@@ -128,8 +128,11 @@ static bool rxe_counters(const char *devs, long counts[RXE_COUNTERS])
 }
 
 /* One client process: ops random sets and gets over scheme, every value
- * checked. Prints its tally; exit status 0 when all held. */
-static int client_process(const char *scheme, int k, long ops, unsigned port)
+ * checked, its keys named after the phase (key_prefix: what its slow and
+ * failed calls on stderr say). Prints its tally; exit status 0 when all
+ * held. */
+static int client_process(const char *scheme, const char *key_prefix, int k, long ops,
+                          unsigned port)
 {
     workload_call_limit_ms = CALL_LIMIT_MS;
     memcached_st *m = workload_client_open(scheme, rxe, port, k);
@@ -147,8 +150,8 @@ static int client_process(const char *scheme, int k, long ops, unsigned port)
          op++) {
         int i = (int)(workload_random(&rng) % KEYS_PER_CLIENT);
         bool is_set = workload_random(&rng) % 2 == 0;
-        workload_one_call(m, k, "netem", i, is_set, (uint32_t)(k * 10000000 + op + 1), value_sizes,
-                          &rng, &model, value, want, &t);
+        workload_one_call(m, k, key_prefix, i, is_set, (uint32_t)(k * 10000000 + op + 1),
+                          value_sizes, &rng, &model, value, want, &t);
     }
     t.ms = (long)(workload_now_ms() - t0);
     workload_tally_print(&t);
@@ -159,9 +162,10 @@ static int client_process(const char *scheme, int k, long ops, unsigned port)
 }
 
 /* Starts the client processes (this program re-executed with scheme
- * first) and checks their tallies, named label in the checks. */
-static void run_clients(const char *self, const char *scheme, const char *label, long ops,
-                        unsigned port)
+ * first) and checks their tallies, named label in the checks; the
+ * clients' keys start with key_prefix. */
+static void run_clients(const char *self, const char *scheme, const char *key_prefix,
+                        const char *label, long ops, unsigned port)
 {
     char ops_arg[24], port_arg[16];
     snprintf(ops_arg, sizeof(ops_arg), "%ld", ops);
@@ -173,7 +177,8 @@ static void run_clients(const char *self, const char *scheme, const char *label,
         char k_arg[16];
         snprintf(k_arg, sizeof(k_arg), "%d", k);
         pids[k] = workload_spawn(
-            self, (const char *[]){"--client", scheme, k_arg, ops_arg, port_arg, NULL}, &outs[k]);
+            self, (const char *[]){"--client", scheme, key_prefix, k_arg, ops_arg, port_arg, NULL},
+            &outs[k]);
     }
     struct workload_tally all = {0};
     int finished = 0, clean = 0;
@@ -233,7 +238,7 @@ static void rc_phase(const char *self, const char *rxe_devs, long ops, unsigned 
     setenv("LIBMEMCACHED_RDMA_ACK_TIMEOUT", value, 1); /* the probe's and the clients' */
     struct server s;
     server_start_with(&s, base, base + 1, "2", NULL, options);
-    run_clients(self, "rdma+rc", label, ops, s.rdma_port);
+    run_clients(self, "rdma+rc", ack_timeout ? "rc-ack-" : "rc-", label, ops, s.rdma_port);
     unsetenv("LIBMEMCACHED_RDMA_ACK_TIMEOUT");
     rxe_counters(rxe_devs, after);
     long d[RXE_COUNTERS];
@@ -266,7 +271,7 @@ static void hybrid_phase(const char *self, long ops, unsigned base)
     long promotions0 = tcp_stat(s.tcp_port, "rdma_promotions");
     long demotions0 = tcp_stat(s.tcp_port, "rdma_demotions");
     long retrans0 = tcp_stat(s.tcp_port, "rdma_ud_retransmits");
-    run_clients(self, "rdma", "rdma://", ops, s.rdma_port);
+    run_clients(self, "rdma", "hybrid-", "rdma://", ops, s.rdma_port);
     long promotions = tcp_stat(s.tcp_port, "rdma_promotions") - promotions0;
     long demotions = tcp_stat(s.tcp_port, "rdma_demotions") - demotions0;
     long retrans = tcp_stat(s.tcp_port, "rdma_ud_retransmits") - retrans0;
@@ -290,8 +295,9 @@ int main(int argc, char **argv)
     rxe = getenv("RXE_VM_ADDR");
     if (rxe == NULL)
         tap_bail("RXE_VM_ADDR is not set: run inside scripts/rxe-vm");
-    if (argc == 6 && strcmp(argv[1], "--client") == 0)
-        return client_process(argv[2], atoi(argv[3]), atol(argv[4]), (unsigned)atoi(argv[5]));
+    if (argc == 7 && strcmp(argv[1], "--client") == 0)
+        return client_process(argv[2], argv[3], atoi(argv[4]), atol(argv[5]),
+                              (unsigned)atoi(argv[6]));
     if (argc < 3)
         tap_bail("usage: rdma_test_netem_rc RXE_DEV,RXE_DEV SERVER_BINARY [RC_OPS [HYBRID_OPS]]");
     const char *rxe_devs = argv[1];
