@@ -247,10 +247,16 @@ static void rc_phase(const char *self, const char *rxe_devs, long ops, unsigned 
     tap_diag("rxe counters on %s during %s: %s %ld, %s %ld, %s %ld, %s %ld", rxe_devs, label,
              rxe_counter_names[0], d[0], rxe_counter_names[1], d[1], rxe_counter_names[2], d[2],
              rxe_counter_names[3], d[3]);
-    tap_ok(d[0] > 0 && d[1] > 0 && d[3] > 0,
+    /* a gap shows only when a later packet of the same queue pair
+     * arrives after the lost one, rare with one-packet messages in a
+     * ping-pong (0 to 2 a phase; 0 failed this check once in 6 runs):
+     * responders must have seen a gap or a duplicate (a retransmission
+     * of a packet whose acknowledgement was lost) */
+    tap_ok(d[0] > 0 && d[1] + d[2] > 0 && d[3] > 0,
            "%s: the RC traffic crossed the netem link and the kernel recovered its losses: %ld "
-           "packets sent, %ld gaps seen by responders, %ld retries by requesters",
-           label, d[0], d[1], d[3]);
+           "packets sent, %ld gaps and %ld duplicates seen by responders, %ld retries by "
+           "requesters",
+           label, d[0], d[1], d[2], d[3]);
     long evictions = tcp_stat(s.tcp_port, "evictions");
     tap_ok(evictions == 0, "%s: nothing was evicted (evictions %ld)", label, evictions);
     server_stop(&s, SIGTERM);
