@@ -190,15 +190,15 @@ static inline void workload_one_call(memcached_st *mc, int k, const char *prefix
     int kl = snprintf(key, sizeof(key), "%s%d-%d", prefix, k, i);
     double started = workload_now_ms();
     memcached_return_t rc;
+    size_t len = 0; /* the value's bytes, set or got */
     if (is_set) {
         bool large;
-        size_t len = workload_value_size(rng, mix, &large, t->large == 0);
+        len = workload_value_size(rng, mix, &large, t->large == 0);
         workload_fill(value, len, seed);
         rc = memcached_set(mc, key, (size_t)kl, value, len, 0, seed);
         t->large += large;
         workload_note_set(k, key, m, i, rc, seed, len, t);
     } else {
-        size_t len = 0;
         uint32_t flags = 0;
         char *got = memcached_get(mc, key, (size_t)kl, &len, &flags, &rc);
         t->large += len > 65536;
@@ -212,8 +212,8 @@ static inline void workload_one_call(memcached_st *mc, int k, const char *prefix
         fprintf(stderr, "client %d: %s %s after %.0f ms (at %.0f ms): %s\n", k,
                 is_set ? "set" : "get", key, ms, started, memcached_last_error_message(mc));
     else if (ms > WORKLOAD_SLOW_MS)
-        fprintf(stderr, "client %d: %s %s took %.0f ms (at %.0f ms)\n", k, is_set ? "set" : "get",
-                key, ms, started);
+        fprintf(stderr, "client %d: %s %s (%zu bytes) took %.0f ms (at %.0f ms)\n", k,
+                is_set ? "set" : "get", key, len, ms, started);
     workload_note_call(t, rc, ms);
     t->ops++;
 }

@@ -55,9 +55,10 @@
  * retry budget. A message the link keeps losing is sent again at each
  * ACK timeout (the RDMA CM's 2.1 s here) and given up after
  * retry_count (7) retries, 18.3 s, when the connection fails. Calls
- * through netem wait out chains of those timeouts far more often than
- * independent losses would make: of 600 calls on a quiet host 55 waited
- * one, 9 two, 6 three and 9 four to seven (16.1 s); under ASan on a
+ * through netem wait out chains of those timeouts: of 600 calls on a
+ * quiet host 55 waited one, 9 two, 6 three and 9 four to seven (16.1
+ * s), the long chains all values of many packets, which netem's
+ * reordering alone makes wait (doc/rdma-hybrid.md); under ASan on a
  * loaded host one waited past 20 s. With 45 s a call fails only when
  * its connection does. */
 #define CALL_LIMIT_MS 45000
