@@ -1,7 +1,8 @@
 /*
  * settings_rdma.c: the RDMA suboptions (-o rdma_*). Numbers are whole
  * decimal strings within a range per option, and names map to values, both
- * by table; rdma_listen is repeatable and its addresses are joined.
+ * by table; rdma_listen is repeatable and its addresses are joined. The
+ * same tables give their "stats settings" lines.
  */
 #include "settings_rdma.h"
 
@@ -120,4 +121,24 @@ enum rdma_suboption_result settings_rdma_suboption(struct settings *s, const cha
     }
     fprintf(errout, "%s must be %s: %s\n", name, choice->said, value);
     return RDMA_SUBOPT_BAD;
+}
+
+void settings_rdma_stats(const struct settings *s,
+                         void (*emit)(void *ctx, const char *name, const char *value), void *ctx)
+{
+    const char *base = (const char *)s;
+    char buf[24];
+    for (size_t i = 0; i < COUNT(number_options); i++) {
+        snprintf(buf, sizeof(buf), "%u", *(const unsigned *)(base + number_options[i].offset));
+        emit(ctx, number_options[i].name, buf);
+    }
+    for (size_t i = 0; i < COUNT(choice_options); i++) {
+        int value = *(const int *)(base + choice_options[i].offset);
+        const char *word = "unknown";
+        for (const struct rdma_choice *c = choice_options[i].choices; c->word; c++)
+            if (c->value == value)
+                word = c->word;
+        emit(ctx, choice_options[i].name, word);
+    }
+    emit(ctx, "rdma_listen", s->rdma_listen ? s->rdma_listen : "NULL");
 }

@@ -1,7 +1,8 @@
 /*
- * settings_rdma.h: the RDMA suboptions (-o rdma_*): their defaults and the
- * parsing of one suboption into struct settings. Parsing only; the RDMA
- * listener (net_rdma.c) acts on them.
+ * settings_rdma.h: the RDMA suboptions (-o rdma_*): their defaults, the
+ * parsing of one suboption into struct settings and their "stats
+ * settings" lines. Parsing and reporting only; the RDMA listener
+ * (net_rdma.c) acts on them.
  */
 #ifndef MCR_SETTINGS_RDMA_H
 #define MCR_SETTINGS_RDMA_H
@@ -21,5 +22,11 @@ void settings_rdma_init(struct settings *s);
 /* One "-o name[=value]" entry (value NULL when no '=' was given). */
 enum rdma_suboption_result settings_rdma_suboption(struct settings *s, const char *name,
                                                    const char *value, FILE *errout);
+
+/* One "stats settings" line per RDMA suboption, named as the option: the
+ * numbers as given (or their defaults), the choices as their words,
+ * rdma_listen's addresses space-separated ("NULL" when none was given). */
+void settings_rdma_stats(const struct settings *s,
+                         void (*emit)(void *ctx, const char *name, const char *value), void *ctx);
 
 #endif

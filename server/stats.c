@@ -27,6 +27,7 @@
 #include "flash.h"
 #include "items.h"
 #include "settings.h"
+#include "settings_rdma.h"
 #include "stats_detail.h"
 #include "thread.h"
 #include "watch.h"
@@ -372,6 +373,7 @@ void stats_report_settings(stat_emit_fn emit, void *ctx)
     place_storage_stat(&ss, "track_sizes", emit, ctx);
     emit(ctx, "inline_ascii_response", "no");
     settings_ext_stats(&tun.ext, emit, ctx);
+    settings_rdma_stats(&settings, emit, ctx);
     rest_of_storage_stats(&ss, emit, ctx);
     /* -N is accepted and ignored (memcached's when not given) */
     emit(ctx, "num_napi_ids", "(null)");

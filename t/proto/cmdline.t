@@ -284,14 +284,24 @@ if (target() eq 'ours') {
         ok($exited && !($status & 127) && $status >> 8 == 1, "@args: the server exits with 1")
           and like($log, $why, "@args: and says why");
     }
-    my $srv = eval { start_server('-o', 'rdma_transport=ud,rdma_rc_max=4,rdma_ud_keepalive_ms=25000') };
-    ok($srv, 'rdma_transport=ud,rdma_rc_max=4,rdma_ud_keepalive_ms=25000: the server starts');
-    $srv->stop if $srv;
-    my $opts = 'rdma_rc_max=1,rdma_rc_credits=4,rdma_promote_rate=5,rdma_demote_rate=100,'
-      . 'rdma_move_interval_ms=200,rdma_ack_timeout=16';
-    $srv = eval { start_server('-o', $opts) };
-    ok($srv, "$opts: the server starts");
-    $srv->stop if $srv;
+    # "stats settings" reports every RDMA option: as given, else its default
+    my %defaults = (rdma_eager_max => 8192, rdma_rc_max => 0, rdma_rc_credits => 0,
+        rdma_ud_keepalive_ms => 30000, rdma_ack_timeout => 0, rdma_promote_rate => 1000,
+        rdma_demote_rate => 10, rdma_move_interval_ms => 1000, rdma_poll => 'event',
+        rdma_transport => 'hybrid', rdma_listen => 'NULL');
+    for my $given ({rdma_transport => 'ud', rdma_rc_max => 4, rdma_ud_keepalive_ms => 25000},
+        {rdma_rc_max => 1, rdma_rc_credits => 4, rdma_promote_rate => 5, rdma_demote_rate => 100,
+            rdma_move_interval_ms => 200, rdma_ack_timeout => 16, rdma_poll => 'adaptive',
+            rdma_eager_max => 65536, rdma_transport => 'rc'})
+    {
+        my $opts = join ',', map {"$_=$given->{$_}"} sort keys %$given;
+        my $srv = eval { start_server('-o', $opts) };
+        ok($srv, "$opts: the server starts") or next;
+        my $set = mc_stats($srv->connect, 'settings');
+        my %want = (%defaults, %$given);
+        is($set->{$_}, $want{$_}, "$opts: stats settings $_") for sort keys %want;
+        $srv->stop;
+    }
 }
 # The external storage options (-o ext_*), with a file in a fresh directory:
 # memcached's messages and exit statuses; good values start the server.
