@@ -156,13 +156,20 @@ static int64_t now_ms(void)
 }
 
 /* Waits until the connection is readable or writable (events), or the
- * deadline passes. */
-static bool wait_for(const struct lmr_conn *conn, short events, int64_t deadline)
+ * deadline passes. A transport with poll_input and prepare_sleep (RDMA)
+ * is polled and armed first, as the pipeline does (transport.h): its
+ * poll_fd signals only what comes after prepare_sleep, and over UD
+ * nothing moves (no acknowledgement, no retransmission) unless polled. */
+static bool wait_for(struct lmr_conn *conn, short events, int64_t deadline)
 {
     for (;;) {
         int64_t left = deadline - now_ms();
         if (left <= 0)
             return false;
+        if (conn->ops->poll_input != NULL && conn->ops->poll_input(conn))
+            return true;
+        if (conn->ops->prepare_sleep != NULL && conn->ops->prepare_sleep(conn))
+            return true;
         struct pollfd pfd = {.fd = conn->ops->poll_fd(conn), .events = events};
         int n = poll(&pfd, 1, (int)left);
         if (n > 0)
