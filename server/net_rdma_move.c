@@ -22,7 +22,11 @@ static uint64_t promotions, demotions;
 
 bool rdma_move_enabled(void)
 {
-    return settings.rdma_transport == RDMA_SERVE_HYBRID;
+    /* -Y: a moved client reconnects, and its new connection has not
+     * logged in (the login is a text "set" the client library cannot tell
+     * from others, so it cannot repeat it as it repeats SASL's): clients
+     * stay where they started */
+    return settings.rdma_transport == RDMA_SERVE_HYBRID && settings.auth_file == NULL;
 }
 
 uint64_t rdma_move_rate(uint64_t msgs, uint64_t interval_ms)

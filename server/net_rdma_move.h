@@ -19,7 +19,8 @@
 
 #ifdef HAVE_RDMA
 
-/* Moves happen at all (rdma_transport=hybrid). */
+/* Moves happen at all (rdma_transport=hybrid, and no -Y: see
+ * net_rdma_move.c). */
 bool rdma_move_enabled(void);
 /* Messages a second from a count over the last interval. */
 uint64_t rdma_move_rate(uint64_t msgs, uint64_t interval_ms);
