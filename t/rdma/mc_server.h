@@ -32,6 +32,11 @@ struct server {
     unsigned tcp_port, rdma_port;
 };
 
+/* How server_start_args() asks a starting server whether its RDMA
+ * listener answers: true when it did; NULL: its version over
+ * server_probe_scheme (a server that wants a login first needs its own). */
+static bool (*server_probe)(const struct server *s);
+
 /* A TCP connection to port on the loopback address, its reads bounded by
  * 5 s: the socket, or -1. */
 static int tcp_connect_loopback(unsigned port)
@@ -172,6 +177,12 @@ static void server_start_args(struct server *s, unsigned tcp_port, unsigned rdma
     for (int i = 0; i < 50; i++) {
         if (!proc_alive(s->pid, &status))
             tap_bail("server for rdma port %u exited at start-up (status %d)", rdma_port, status);
+        if (server_probe != NULL) {
+            if (server_probe(s))
+                return;
+            usleep(200000);
+            continue;
+        }
         memcached_st *m =
             rdma_client_over(s, server_probe_scheme ? server_probe_scheme : "rdma+rc");
         memcached_return_t rc = memcached_version(m);
