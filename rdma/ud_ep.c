@@ -408,6 +408,11 @@ int mcr_udep_peer_sent_all(const struct mcr_udep_peer *peer)
     return udr_sent_all(peer->udr);
 }
 
+const struct udr_stats *mcr_udep_peer_stats(const struct mcr_udep_peer *peer)
+{
+    return udr_stats(peer->udr);
+}
+
 void mcr_udep_peer_set_user(struct mcr_udep_peer *peer, void *user)
 {
     peer->user = user;

@@ -26,6 +26,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+struct udr_stats; /* ud_reliable.h */
+
 struct mcr_udep_ctx;
 struct mcr_udep_peer;
 
@@ -112,6 +114,8 @@ void mcr_udep_peer_close(struct mcr_udep_peer *peer);
 int mcr_udep_peer_idle(const struct mcr_udep_peer *peer);
 /* Every message sent to the peer was acknowledged (udr_sent_all). */
 int mcr_udep_peer_sent_all(const struct mcr_udep_peer *peer);
+/* The peer's reliability counters (struct udr_stats in ud_reliable.h). */
+const struct udr_stats *mcr_udep_peer_stats(const struct mcr_udep_peer *peer);
 void mcr_udep_peer_set_user(struct mcr_udep_peer *peer, void *user);
 void *mcr_udep_peer_user(const struct mcr_udep_peer *peer);
 

@@ -368,3 +368,15 @@ bool lmr_io_finish_connecting(memcached_instance_st *srv)
     lmr_io_fail_server(srv, rc, why);
     return false;
 }
+
+bool lmr_io_authenticate_anew(memcached_instance_st *srv)
+{
+    if (!lmr_sasl_wanted(srv->client))
+        return true;
+    memcached_return_t rc = lmr_sasl_authenticate(srv);
+    if (rc != MEMCACHED_SUCCESS) {
+        lmr_io_fail_server(srv, rc, "SASL authentication failed");
+        return false;
+    }
+    return true;
+}

@@ -38,6 +38,10 @@ static inline bool lmr_io_window_allows(const memcached_instance_st *srv,
 void lmr_io_complete(memcached_instance_st *srv, memcached_request_st *req, memcached_return_t rc);
 const char *lmr_io_transport_why(const memcached_instance_st *srv, const char *otherwise);
 bool lmr_io_finish_connecting(memcached_instance_st *srv);
+/* The transport opened a new server connection under the same one (a
+ * move, transport.h: switching; a renewal, renew): authenticated anew when
+ * the client uses SASL. Returns false if the server failed. */
+bool lmr_io_authenticate_anew(memcached_instance_st *srv);
 /* io_send.c */
 bool lmr_io_send_some(memcached_instance_st *srv);
 /* io_recv.c */

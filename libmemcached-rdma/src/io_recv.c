@@ -9,7 +9,6 @@
 
 #include "group.h"
 #include "proto.h"
-#include "sasl.h"
 
 #define LMR_RBUF_MIN 16384
 #define LMR_DIRECT_RECV_MIN 8192
@@ -52,21 +51,6 @@ static bool grow_rbuf(memcached_instance_st *srv)
         return false;
     srv->rbuf = nb;
     srv->rcapacity = cap;
-    return true;
-}
-
-/* The transport moved the connection (transport.h: switching): a new
- * connection, authenticated anew when the client uses SASL. Returns false
- * if the server failed. */
-static bool moved(memcached_instance_st *srv)
-{
-    if (!lmr_sasl_wanted(srv->client))
-        return true;
-    memcached_return_t rc = lmr_sasl_authenticate(srv);
-    if (rc != MEMCACHED_SUCCESS) {
-        lmr_io_fail_server(srv, rc, "SASL authentication failed");
-        return false;
-    }
     return true;
 }
 
@@ -119,7 +103,8 @@ bool lmr_io_receive_some(memcached_instance_st *srv)
         }
         if (got < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return was_switching && !lmr_io_switching(srv) ? moved(srv) : true;
+                return was_switching && !lmr_io_switching(srv) ? lmr_io_authenticate_anew(srv)
+                                                               : true;
             lmr_io_fail_server(srv, MEMCACHED_READ_FAILURE,
                                lmr_io_transport_why(srv, strerror(errno)));
             return false;

@@ -68,6 +68,12 @@ bool lmr_io_send_some(memcached_instance_st *srv)
         if (srv->send_next->sent == 0 && srv->conn.ops->hold_sends != NULL &&
             srv->conn.ops->hold_sends(&srv->conn))
             return true;
+        /* nothing awaited: a transport may open a new server connection,
+         * which logs in before the request goes */
+        if (srv->send_next->sent == 0 && srv->send_next == srv->head &&
+            srv->conn.ops->renew != NULL && srv->conn.ops->renew(&srv->conn) &&
+            !lmr_io_authenticate_anew(srv))
+            return false;
         struct iovec iov[LMR_IOV_BATCH];
         int n = 0;
         uint32_t starting = 0;

@@ -128,6 +128,15 @@ struct lmr_transport_ops {
      * ends; then sending goes on over the new transport. */
     bool (*switching)(const struct lmr_conn *conn);
     bool (*hold_sends)(struct lmr_conn *conn);
+    /* Optional, for transports whose server may forget an idle
+     * connection without a word (RDMA UD: the server frees a peer whose
+     * keepalive went unanswered, and an idle program answers nothing):
+     * the pipeline calls it before a request when no reply is awaited and
+     * nothing of the request went yet. True when the transport opened a
+     * new server connection: the pipeline authenticates it anew (SASL)
+     * before anything goes on it, as after a move. An open that failed
+     * ends the stream, and the send that follows fails. */
+    bool (*renew)(struct lmr_conn *conn);
     /* Optional: no reply came for a whole poll timeout; what the
      * transport knows of that silence, in words, into buf (RDMA: its
      * messages sent, acknowledged, waiting, received), for the server's

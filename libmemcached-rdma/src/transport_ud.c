@@ -42,6 +42,7 @@
 #include "mcr/rdma_wire.h"
 #include "rdma/stream.h"
 #include "rdma/ud_ep.h"
+#include "rdma/ud_reliable.h"
 #include "server.h"
 #include "transport_rdma_move.h"
 
@@ -107,16 +108,6 @@ static memcached_instance_st *instance_of_conn(struct lmr_conn *conn)
 static struct lmr_client *client_of_conn(struct lmr_conn *conn)
 {
     return instance_of_conn(conn)->client;
-}
-
-/* Whether the pipeline waits for replies on this connection, or has sent
- * part of a request: a new peer then would lose those replies (the old
- * peer's) and the rest of the request would reach the server without its
- * start, so the replies that come would answer other requests. */
-static bool mid_exchange(struct lmr_conn *conn)
-{
-    const memcached_instance_st *srv = instance_of_conn(conn);
-    return srv->head != srv->send_next || (srv->send_next != NULL && srv->send_next->sent > 0);
 }
 
 /* ---- the context's callbacks --------------------------------------------------------- */
@@ -358,24 +349,6 @@ static ssize_t ud_send(struct lmr_conn *conn, const struct iovec *iov, int iovcn
         return -1;
     }
     int64_t now = coarse_ms();
-    if (now - s->last_use_ms >= (int64_t)s->u->idle_reconnect_ms && s->in.len == 0 &&
-        !mid_exchange(conn) && mcr_udep_peer_sent_all(s->peer)) {
-        /* the server may have freed a peer this idle (its last reply
-         * unacknowledged: an idle program acks nothing): start a new one.
-         * Not while replies are awaited (a server or a host slower than
-         * the idle time): those come from the peer we have. Nor while
-         * something we sent is unacknowledged (a NOREPLY request whose
-         * push gave up at the poll timeout): a new peer would drop it
-         * unsent; the peer we have delivers it, or dies after its dead
-         * timeout and the request fails as a lost connection. */
-        int sys_errno;
-        release_peer(s);
-        if (connect_peer(s, &sys_errno) != MEMCACHED_SUCCESS) {
-            s->ended = true; /* connect_peer said why */
-            errno = sys_errno;
-            return -1;
-        }
-    }
     s->last_use_ms = now;
     /* The descriptor polled cannot say "writable" (an epoll set signals
      * input only): with the peer's send queue full this waits here for
@@ -492,6 +465,27 @@ static void ud_push(struct lmr_conn *conn, int64_t *deadline_ms, int timeout_ms)
     wait_idle(s, *deadline_ms);
 }
 
+/* Before a request, nothing awaited: the server may have freed a peer
+ * this idle (its last reply unacknowledged: an idle program acks
+ * nothing), so a new one starts, and the pipeline logs it in. Not while
+ * something we sent is unacknowledged (a NOREPLY request whose push gave
+ * up at the poll timeout): a new peer would drop it unsent; the peer we
+ * have delivers it, or dies after its dead timeout and the request fails
+ * as a lost connection. Not while moving: the move makes a new one. */
+static bool ud_renew(struct lmr_conn *conn)
+{
+    struct ud_stream *s = conn->transport_state;
+    if (s->ended || s->peer == NULL || s->move.to != 0 || s->in.len > 0 ||
+        coarse_ms() - s->last_use_ms < (int64_t)s->u->idle_reconnect_ms ||
+        !mcr_udep_peer_sent_all(s->peer))
+        return false;
+    int sys_errno;
+    release_peer(s);
+    if (connect_peer(s, &sys_errno) != MEMCACHED_SUCCESS)
+        s->ended = true; /* connect_peer said why; the send that follows fails */
+    return true;
+}
+
 static bool ud_switching(const struct lmr_conn *conn)
 {
     const struct ud_stream *s = conn->transport_state;
@@ -522,6 +516,25 @@ static bool ud_hold_sends(struct lmr_conn *conn)
     }
     s->move.end_sent = true;
     return true;
+}
+
+/* What the peer's reliability layer knows of a silence, for the server's
+ * timeout error. */
+static void ud_stall_why(struct lmr_conn *conn, char *buf, size_t len)
+{
+    struct ud_stream *s = conn->transport_state;
+    if (s->peer == NULL || s->ended) {
+        snprintf(buf, len, "RDMA UD: the peer is gone");
+        return;
+    }
+    const struct udr_stats *st = mcr_udep_peer_stats(s->peer);
+    snprintf(
+        buf, len,
+        "RDMA UD: %llu sent (%s acknowledged, %llu resent), %llu received, %zu bytes unread%s%s%s",
+        (unsigned long long)st->msgs_sent, mcr_udep_peer_sent_all(s->peer) ? "all" : "not all",
+        (unsigned long long)st->retransmits, (unsigned long long)st->msgs_delivered, s->in.len,
+        s->move.to != 0 ? ", moving" : "", s->move.end_sent ? ", END sent" : "",
+        s->move.server_end ? ", server's END in" : "");
 }
 
 static void ud_close(struct lmr_conn *conn)
@@ -557,6 +570,8 @@ const struct lmr_transport_ops lmr_transport_ud = {
     .push = ud_push,
     .switching = ud_switching,
     .hold_sends = ud_hold_sends,
+    .renew = ud_renew,
+    .stall_why = ud_stall_why,
 };
 
 #endif

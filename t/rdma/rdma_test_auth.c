@@ -12,10 +12,10 @@
  *   (a moved client's new connection would not have logged in).
  * - -S (binary protocol, SASL PLAIN from a sasldb made with saslpasswd2):
  *   no credentials, and wrong ones, store and read nothing; the right ones
- *   do; while the hybrid transport moves the client between RC and UD
- *   (the library logs in again after each move) a call can still time
- *   out (TODO, below).
- * Other connections are served throughout (the TCP stats client). */
+ *   do; a UD client idle long enough to set its peer up anew logs the
+ *   new peer in before its next request; while the hybrid transport moves the client between RC and
+ * UD (the library logs in again after each move) a call can still time out (TODO, below). Other
+ * connections are served throughout (the TCP stats client). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,6 +251,48 @@ static bool make_sasldb(const char *dir, const char *saslpasswd)
     return true;
 }
 
+/* A binary client over TCP with the right credentials, for a -S
+ * server's stats. */
+static long sasl_stat(const struct server *s, const char *name)
+{
+    char cfg[64];
+    snprintf(cfg, sizeof(cfg), "--SERVER=127.0.0.1:%u --BINARY-PROTOCOL", s->tcp_port);
+    memcached_st *m = memcached(cfg, strlen(cfg));
+    memcached_set_sasl_auth_data(m, USER, PASSWORD);
+    long v = client_stat(m, name);
+    memcached_destroy_sasl_auth_data(m);
+    memcached_free(m);
+    return v;
+}
+
+/* -S over rdma+ud://: a client idle past its idle time (500 ms here,
+ * LIBMEMCACHED_RDMA_UD_IDLE_MS) sets its peer up anew before the next
+ * request, which the server sees as a new connection: the library logs it
+ * in first, so the client goes on reading and storing. */
+static void sasl_auth_idle(const struct server *s)
+{
+    setenv("LIBMEMCACHED_RDMA_UD_IDLE_MS", "500", 1); /* read at the client's first UD open */
+    memcached_st *m = client_of(s, "rdma+ud", true);
+    memcached_set_sasl_auth_data(m, USER, PASSWORD);
+    memcached_return_t before = set_value(m, "idle", "stored before the pause");
+    unsetenv("LIBMEMCACHED_RDMA_UD_IDLE_MS");
+    long conns0 = sasl_stat(s, "total_connections");
+    usleep(800 * 1000);
+    memcached_return_t read_rc, after;
+    bool read_back = got_value(m, "idle", "stored before the pause", &read_rc);
+    after = set_value(m, "idle", "stored after the pause");
+    /* the renewed peer, and the second stats client's own connection */
+    long new_conns = sasl_stat(s, "total_connections") - conns0;
+    tap_ok(before == MEMCACHED_SUCCESS && read_back && after == MEMCACHED_SUCCESS && new_conns == 2,
+           "-S over rdma+ud: a client idle past its idle time sets its peer up anew (%ld new "
+           "connections, want 2 with the stats client's) and logs it in: it reads (%s) and stores "
+           "(%s) as before the pause (%s)",
+           new_conns, memcached_strerror(m, read_rc), memcached_strerror(m, after),
+           memcached_strerror(m, before));
+    memcached_destroy_sasl_auth_data(m);
+    memcached_free(m);
+}
+
 static void sasl_auth(const char *dir, const char *saslpasswd, unsigned base)
 {
     if (!make_sasldb(dir, saslpasswd))
@@ -299,21 +341,8 @@ static void sasl_auth(const char *dir, const char *saslpasswd, unsigned base)
         memcached_destroy_sasl_auth_data(in);
         memcached_free(in);
     }
+    sasl_auth_idle(&s);
     server_stop(&s, SIGTERM);
-}
-
-/* A binary client over TCP with the right credentials, for a -S
- * server's stats. */
-static long sasl_stat(const struct server *s, const char *name)
-{
-    char cfg[64];
-    snprintf(cfg, sizeof(cfg), "--SERVER=127.0.0.1:%u --BINARY-PROTOCOL", s->tcp_port);
-    memcached_st *m = memcached(cfg, strlen(cfg));
-    memcached_set_sasl_auth_data(m, USER, PASSWORD);
-    long v = client_stat(m, name);
-    memcached_destroy_sasl_auth_data(m);
-    memcached_free(m);
-    return v;
 }
 
 /* -S with hybrid moves forced every 200 ms: the client library logs in
