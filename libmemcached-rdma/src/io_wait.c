@@ -52,8 +52,12 @@ void lmr_io_pump(memcached_instance_st *srv, bool receive)
     if (!lmr_io_send_some(srv) || !lmr_io_wants_input(srv) || (!receive && srv->send_next == NULL))
         return;
     bool moving = lmr_io_switching(srv);
-    if (lmr_io_receive_some(srv) && moving && srv->conn.ops != NULL && !lmr_io_switching(srv))
-        lmr_io_send_some(srv); /* moved: the requests held go over the new transport */
+    /* moved: the requests held go over the new transport; and when the
+     * new one was asked to move already (a MOVE during the SASL login
+     * there), its END goes now: the server answers nothing more on it
+     * before the END, so no input would wake the pipeline to send it */
+    if (lmr_io_receive_some(srv) && moving && srv->conn.ops != NULL)
+        lmr_io_send_some(srv);
 }
 
 /* When a server marked stalled (server.h) fails if it still made no
